@@ -1,0 +1,31 @@
+# Two commands do all set-up: `make run` opens the explorer on sample_vault, `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+VAULT ?= sample_vault
+TORCH := torch==2.13.0
+
+.PHONY: run test bench-quality bench-speed clean-venv
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# The CPU build of torch first, so nothing below pulls a CUDA build.
+	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' $(TORCH)
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/explorer $(VAULT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench-quality: $(STAMP)
+	$(BIN)/python -m benchmarks.quality --dataset ../shared/bench/scifact
+
+bench-speed: $(STAMP)
+	$(BIN)/python -m benchmarks.speed
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,7 @@
+"""`python -m explorer` runs the command line."""
+
+from __future__ import annotations
+
+from explorer.cli import main
+
+raise SystemExit(main())
