@@ -1,0 +1,92 @@
+"""Dense vectors of shards: a normalised float32 matrix with cosine top-k, updated in place."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class DenseIndex:
+    """Unit vectors keyed by id; rows are reused after removal, so updates never copy the matrix."""
+
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+        self._matrix = np.zeros((256, dim), dtype=np.float32)
+        self._live = np.zeros(256, dtype=bool)
+        self._slot_of: dict[str, int] = {}
+        self._key_of: list[str | None] = []
+        self._free: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._slot_of
+
+    def set(self, key: str, vector: np.ndarray) -> None:
+        """Store the vector of `key` (normalised here if it is not)."""
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vec.shape[0] != self.dim:
+            raise ValueError(f"vector of {vec.shape[0]} dimensions, index has {self.dim}")
+        norm = float(np.linalg.norm(vec))
+        if norm > 0 and abs(norm - 1.0) > 1e-3:
+            vec = vec / norm
+        slot = self._slot_of.get(key)
+        if slot is None:
+            slot = self._free.pop() if self._free else len(self._key_of)
+            if slot == len(self._key_of):
+                self._key_of.append(None)
+            if slot >= len(self._matrix):
+                size = max(256, len(self._matrix) * 2)
+                grown = np.zeros((size, self.dim), dtype=np.float32)
+                grown[: len(self._matrix)] = self._matrix
+                live = np.zeros(size, dtype=bool)
+                live[: len(self._live)] = self._live
+                self._matrix, self._live = grown, live
+            self._slot_of[key] = slot
+            self._key_of[slot] = key
+        self._matrix[slot] = vec
+        self._live[slot] = True
+
+    def remove(self, key: str) -> bool:
+        """Forget `key`; False when it had no vector."""
+        slot = self._slot_of.pop(key, None)
+        if slot is None:
+            return False
+        self._live[slot] = False
+        self._matrix[slot] = 0.0
+        self._key_of[slot] = None
+        self._free.append(slot)
+        return True
+
+    def vector(self, key: str) -> np.ndarray | None:
+        """The stored vector of `key`, or None."""
+        slot = self._slot_of.get(key)
+        return None if slot is None else self._matrix[slot].copy()
+
+    def similarities(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, cosines) of every live row."""
+        n = len(self._key_of)
+        if not self._slot_of:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        sims = self._matrix[:n] @ np.asarray(query, dtype=np.float32).reshape(-1)
+        live = np.flatnonzero(self._live[:n])
+        return live, sims[live]
+
+    def search(
+        self, query: np.ndarray, k: int, threshold: float = -1.0, allowed: set[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The `k` most similar (key, cosine) at or above `threshold`, ties by key."""
+        slots, sims = self.similarities(query)
+        keep = sims >= threshold
+        slots, sims = slots[keep], sims[keep]
+        if allowed is not None:
+            mask = np.fromiter((self._key_of[s] in allowed for s in slots.tolist()), dtype=bool, count=len(slots))
+            slots, sims = slots[mask], sims[mask]
+        if len(slots) > k > 0:
+            part = np.argpartition(-sims, k - 1)[:k]
+            cut = sims[part].min()
+            sel = sims >= cut
+            slots, sims = slots[sel], sims[sel]
+        pairs = [(self._key_of[s], float(c)) for s, c in zip(slots.tolist(), sims.tolist())]
+        pairs.sort(key=lambda p: (-p[1], p[0]))
+        return [(key, c) for key, c in pairs[:k] if key is not None]

@@ -1,0 +1,419 @@
+"""The live index of one vault: notes, shards, BM25 and vectors, kept consistent under one lock."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from explorer.config import Settings, cache_dir_for
+from explorer.index.dense import DenseIndex
+from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
+from explorer.index.lexical import BM25Index
+from explorer.index.store import FileState, NoteRecord, Store
+from explorer.index.tokenize import tokenize
+from explorer.vault.links import LinkGraph
+from explorer.vault.model import Note, Shard
+from explorer.vault.scan import NoteFile, ScanResult, check_vault, is_ignored, load_note, scan_vault
+from explorer.vault.shard import make_shards
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class BatchReport:
+    """What one refresh or change batch did."""
+
+    added: list[str] = field(default_factory=list)
+    """Notes new to the index."""
+    changed: list[str] = field(default_factory=list)
+    """Notes re-parsed because their content changed."""
+    removed: list[str] = field(default_factory=list)
+    """Notes gone from the vault."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Files left out in this batch, with reasons."""
+    shards_added: int = 0
+    """Shards new to the index."""
+    shards_removed: int = 0
+    """Shards dropped."""
+    unchanged: int = 0
+    """Files whose state or content was unchanged."""
+    ms: float = 0.0
+    """Wall time of the batch."""
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing changed."""
+        return not (self.added or self.changed or self.removed or self.skipped)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """Counts for `explorer index`, `stats` and the status bar."""
+
+    notes: int
+    shards: int
+    skipped: int
+    embedded: int
+    pending: int
+    model_state: str
+    model_id: str
+    runtime: str
+    version: int
+
+
+class VaultIndex:
+    """Everything the search pipeline reads, for one vault.
+
+    Readers take `lock` for the duration of a query; writers apply a whole batch under it, so a
+    search never sees half a batch. Embedding runs outside the lock and only inserts finished
+    vectors under it, so lexical updates and searches never wait for the model.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ) -> None:
+        self.root = check_vault(root)
+        self.settings = settings or Settings()
+        self.cache_dir = cache_dir_for(self.root, self.settings)
+        self.on_message = on_message or (lambda _msg: None)
+        self.lock = threading.RLock()
+        self.version = 0
+        self.notes: dict[str, Note] = {}
+        self.shards: dict[str, Shard] = {}
+        self.shards_by_path: dict[str, list[str]] = {}
+        self.skipped: dict[str, str] = {}
+        ix = self.settings.index
+        self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
+        self.dense = DenseIndex()
+        self._tokens: dict[str, list[str]] = {}
+        self._states: dict[str, FileState] = {}
+        self._embedder: Embedder | None = embedder
+        self._embedder_lock = threading.Lock()
+        self.model_state = "ready" if embedder else ("off" if not ix.embeddings else "not loaded")
+        self.model_error = ""
+        self.model_id = embedder.model_id if embedder else _model_id(ix.model)
+        self.runtime = embedder.runtime if embedder else ""
+        self._links: LinkGraph | None = None
+        self._links_version = -1
+        self.store = Store(self.cache_dir)
+        for msg in self.store.messages:
+            self.on_message(msg)
+
+    # -- opening and refreshing ---------------------------------------------------------
+    def open(self, progress: Progress | None = None) -> BatchReport:
+        """Load the stored index, then bring it up to date with the vault on disk."""
+        t0 = time.perf_counter()
+        records = list(self.store.load_notes())
+        with self.lock:
+            for rec in records:
+                self._install(rec.note, list(rec.shards), rec.state)
+            self.skipped = self.store.skipped()
+            for path in self.skipped:
+                self._states.setdefault(path, FileState(0, 0, ""))
+            stored_states = self.store.file_states()
+            self._states.update(stored_states)
+            self._load_vectors(list(self.shards.values()))
+            self.version += 1
+        report = self.refresh(progress=progress)
+        report.ms = (time.perf_counter() - t0) * 1000
+        return report
+
+    def refresh(self, paths: Iterable[str] | None = None, progress: Progress | None = None) -> BatchReport:
+        """Re-read what changed on disk: the whole vault, or only `paths` (vault-relative).
+
+        A file is re-parsed only when its size or mtime moved and its content hash differs.
+        """
+        t0 = time.perf_counter()
+        vault = self.settings.vault
+        if paths is None:
+            scan = scan_vault(self.root, vault)
+            present = {f.path: f for f in scan.files}
+            gone = [p for p in list(self._states) if p not in present]
+            candidates = list(scan.files)
+            folder_skips = {s.path: s.reason for s in scan.skipped}
+        else:
+            present, gone, candidates = {}, [], []
+            folder_skips = None
+            for rel in sorted(set(paths)):
+                f = _stat_file(self.root, rel)
+                if f is None or is_ignored(rel, vault):
+                    if rel in self._states:
+                        gone.append(rel)
+                    continue
+                present[rel] = f
+                candidates.append(f)
+        report = BatchReport()
+        parsed: list[tuple[NoteFile, str, Note, list[Shard]]] = []
+        touched: list[tuple[str, int, int]] = []
+        new_skips: list[tuple[str, str, int, int]] = []
+        todo = [f for f in candidates if self._needs_read(f)]
+        report.unchanged = len(candidates) - len(todo)
+        for i, f in enumerate(todo):
+            if progress:
+                progress("reading", i, len(todo))
+            note, reason = load_note(f, vault)
+            if note is None:
+                new_skips.append((f.path, reason, f.mtime_ns, f.size))
+                report.skipped[f.path] = reason
+                continue
+            digest = hashlib.blake2b(note.text.encode("utf-8"), digest_size=16).hexdigest()
+            old = self._states.get(f.path)
+            if old is not None and old.hash == digest and f.path in self.notes:
+                touched.append((f.path, f.mtime_ns, f.size))
+                report.unchanged += 1
+                continue
+            shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
+            parsed.append((f, digest, note, shards))
+        if progress:
+            progress("reading", len(todo), len(todo))
+        for path, reason in (folder_skips or {}).items():
+            report.skipped.setdefault(path, reason)
+        self._apply(parsed, gone, new_skips, touched, report, folder_skips)
+        report.ms = (time.perf_counter() - t0) * 1000
+        return report
+
+    def _needs_read(self, f: NoteFile) -> bool:
+        old = self._states.get(f.path)
+        return old is None or old.mtime_ns != f.mtime_ns or old.size != f.size
+
+    def _apply(
+        self,
+        parsed: list[tuple[NoteFile, str, Note, list[Shard]]],
+        gone: list[str],
+        new_skips: list[tuple[str, str, int, int]],
+        touched: list[tuple[str, int, int]],
+        report: BatchReport,
+        folder_skips: dict[str, str] | None,
+    ) -> None:
+        records = [NoteRecord(n.path, FileState(f.mtime_ns, f.size, d), n, tuple(s)) for f, d, n, s in parsed]
+        # Tokenize outside the lock: it is the costly part of a batch.
+        tokens = {s.node_id: tokenize(s.search_text) for rec in records for s in rec.shards}
+        self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched)
+        with self.lock:
+            for path in gone:
+                report.shards_removed += self._uninstall(path)
+                self._states.pop(path, None)
+                self.skipped.pop(path, None)
+                report.removed.append(path)
+            for path, reason, mtime, size in new_skips:
+                if path in self.notes:
+                    report.shards_removed += self._uninstall(path)
+                self.skipped[path] = reason
+                self._states[path] = FileState(mtime, size, "")
+            for path, mtime, size in touched:
+                old = self._states.get(path)
+                if old is not None:
+                    self._states[path] = FileState(mtime, size, old.hash)
+            new_shards: list[Shard] = []
+            for rec in records:
+                existed = rec.path in self.notes
+                self.skipped.pop(rec.path, None)
+                old_ids = set(self.shards_by_path.get(rec.path, ()))
+                report.shards_removed += self._uninstall(rec.path, keep_vectors=True)
+                added = self._install(rec.note, list(rec.shards), rec.state, tokens)
+                kept = {s.node_id for s in rec.shards} & old_ids
+                report.shards_added += len(added) - len(kept)
+                report.shards_removed -= len(kept)
+                new_shards.extend(added)
+                (report.changed if existed else report.added).append(rec.path)
+            if folder_skips is not None:
+                # A full scan: folder-level skips are replaced by what this scan found.
+                for path in [p for p in self.skipped if p not in self._states]:
+                    del self.skipped[path]
+                self.skipped.update(folder_skips)
+            self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
+            self.version += 1
+
+    def _install(self, note: Note, shards: list[Shard], state: FileState, tokens: dict[str, list[str]] | None = None) -> list[Shard]:
+        self.notes[note.path] = note
+        self._states[note.path] = state
+        ids = []
+        for s in shards:
+            self.shards[s.node_id] = s
+            toks = tokens.get(s.node_id) if tokens else None
+            if toks is None:
+                toks = tokenize(s.search_text)
+            self._tokens[s.node_id] = toks
+            self.bm25.add(s.node_id, toks)
+            ids.append(s.node_id)
+        self.shards_by_path[note.path] = ids
+        return shards
+
+    def _uninstall(self, path: str, keep_vectors: bool = False) -> int:
+        ids = self.shards_by_path.pop(path, [])
+        self.notes.pop(path, None)
+        for node_id in ids:
+            self.shards.pop(node_id, None)
+            self._tokens.pop(node_id, None)
+            self.bm25.remove(node_id)
+            if not keep_vectors:
+                self.dense.remove(node_id)
+        if keep_vectors:
+            # Vectors are re-attached by hash after reinstall; stale ones must not linger.
+            for node_id in ids:
+                self.dense.remove(node_id)
+        return len(ids)
+
+    def _load_vectors(self, shards: list[Shard]) -> None:
+        if not shards or self.model_state == "off":
+            return
+        cached = self.store.get_vectors(self.model_id, {s.hash for s in shards})
+        for s in shards:
+            vec = cached.get(s.hash)
+            if vec is not None and vec.shape[0] == self.dense.dim:
+                self.dense.set(s.node_id, vec)
+
+    # -- embedding ------------------------------------------------------------------------
+    def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
+        """The embedding model, loaded on first use; None when embeddings are off or unavailable."""
+        if self._embedder is not None or self.model_state in ("off",) or self.model_state.startswith("unavailable"):
+            return self._embedder
+        with self._embedder_lock:
+            if self._embedder is None and self.model_state not in ("off",) and not self.model_state.startswith("unavailable"):
+                self.model_state = "loading"
+                ix = self.settings.index
+                try:
+                    emb = load_embedder(ix.model, ix.runtime, progress=progress)
+                except EmbedderUnavailable as exc:
+                    self.model_state = "unavailable"
+                    self.model_error = str(exc)
+                    self.on_message(f"embedding model unavailable, searching BM25 only: {exc}")
+                    return None
+                if emb.model_id != self.model_id:
+                    with self.lock:
+                        self.model_id = emb.model_id
+                        for key in list(self.shards):
+                            self.dense.remove(key)
+                        self._load_vectors(list(self.shards.values()))
+                self._embedder = emb
+                self.runtime = emb.runtime
+                self.model_state = "ready"
+        return self._embedder
+
+    def pending(self) -> list[Shard]:
+        """Shards that have no vector yet."""
+        with self.lock:
+            return [s for s in self.shards.values() if s.node_id not in self.dense]
+
+    def embed_pending(
+        self,
+        progress: Progress | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        batch: int | None = None,
+    ) -> int:
+        """Embed every shard that lacks a vector, batch by batch; returns how many were embedded.
+
+        Vectors already in the cache under the same content hash are reused, never recomputed.
+        """
+        emb = self.embedder()
+        if emb is None:
+            return 0
+        size = batch or self.settings.index.embed_batch
+        todo = self.pending()
+        # Shards sharing a hash are embedded once.
+        by_hash: dict[str, list[Shard]] = {}
+        for s in todo:
+            by_hash.setdefault(s.hash, []).append(s)
+        hashes = sorted(by_hash, key=lambda h: len(by_hash[h][0].search_text))
+        done = 0
+        total = len(hashes)
+        step = max(size * 4, 64)
+        for i in range(0, total, step):
+            if cancelled and cancelled():
+                break
+            chunk = hashes[i:i + step]
+            texts = [by_hash[h][0].search_text for h in chunk]
+            vecs = emb.encode(texts, batch_size=size)
+            self.store.put_vectors(self.model_id, dict(zip(chunk, vecs)))
+            with self.lock:
+                for h, vec in zip(chunk, vecs):
+                    for s in by_hash[h]:
+                        current = self.shards.get(s.node_id)
+                        if current is not None and current.hash == h:
+                            self.dense.set(s.node_id, vec)
+                self.version += 1
+            done += len(chunk)
+            if progress:
+                progress("embedding", done, total)
+        return done
+
+    def encode_query(self, text: str) -> np.ndarray | None:
+        """The query vector, or None when no model is available."""
+        emb = self.embedder()
+        if emb is None:
+            return None
+        return emb.encode([text])[0]
+
+    # -- reading ----------------------------------------------------------------------------
+    def stats(self) -> IndexStats:
+        """Counts for status displays."""
+        with self.lock:
+            pending = sum(1 for k in self.shards if k not in self.dense)
+            return IndexStats(
+                notes=len(self.notes),
+                shards=len(self.shards),
+                skipped=len(self.skipped),
+                embedded=len(self.shards) - pending,
+                pending=pending,
+                model_state=self.model_state,
+                model_id=self.model_id,
+                runtime=self.runtime,
+                version=self.version,
+            )
+
+    def tokens(self, node_id: str) -> list[str]:
+        """The BM25 tokens of a shard."""
+        return self._tokens.get(node_id, [])
+
+    def links(self) -> LinkGraph:
+        """Wikilink graph of the current notes (rebuilt when the index changed)."""
+        with self.lock:
+            if self._links is None or self._links_version != self.version:
+                self._links = LinkGraph(self.notes)
+                self._links_version = self.version
+            return self._links
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        """The shard of `path` that contains `cursor` (the nearest one before it otherwise)."""
+        with self.lock:
+            best = None
+            for node_id in self.shards_by_path.get(path, ()):
+                s = self.shards[node_id]
+                if s.start <= cursor < s.end:
+                    return s
+                if s.start <= cursor:
+                    best = s
+            if best is None and self.shards_by_path.get(path):
+                best = self.shards[self.shards_by_path[path][0]]
+            return best
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+
+def _model_id(model: str) -> str:
+    if not model or model in (DEFAULT_MODEL_ID, f"sentence-transformers/{DEFAULT_MODEL_ID}"):
+        return DEFAULT_MODEL_ID
+    return "model-" + hashlib.blake2b(model.encode(), digest_size=6).hexdigest()
+
+
+def _stat_file(root: Path, rel: str) -> NoteFile | None:
+    p = root / rel
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    if not p.is_file():
+        return None
+    return NoteFile(rel, p, st.st_size, st.st_mtime_ns)

@@ -1,0 +1,96 @@
+"""Plain-text rendering of search results for the terminal (used by `explorer search`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from explorer.search.schema import SearchResults
+
+_BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
+
+
+def mark(text: str, spans: list[tuple[int, int]], color: bool) -> str:
+    """`text` with spans (relative offsets) wrapped in highlight codes, or in [brackets] without color."""
+    out, pos = [], 0
+    for s, e in sorted(spans):
+        if s < pos or e > len(text):
+            continue
+        out.append(text[pos:s])
+        out.append(f"{_HL}{text[s:e]}{_RESET}" if color else f"[{text[s:e]}]")
+        pos = e
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def print_results(results: SearchResults, explain: bool = False, color: bool = False, out: TextIO | None = None) -> None:
+    """Human-readable results: rank, title, path, node_id, score, highlighted snippet."""
+    out = out or sys.stdout
+    b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
+    mode = results.mode
+    head = f'{len(results.results)} results for "{results.query}"'
+    if mode.get("browse"):
+        head += " (filters only)"
+    elif not mode.get("dense", False):
+        head += f" — BM25 only ({mode.get('model_state', 'no model')})"
+    q = results.quality
+    if q:
+        head += f" — quality {q.level} ({q.score:.2f})"
+    print(head, file=out)
+    if results.search_terms_used:
+        print(f"{d}terms: {' | '.join(results.search_terms_used)}{r}", file=out)
+    for w in results.warnings:
+        print(f"warning: {w}", file=out)
+    if results.advisory:
+        print(f"advice: {results.advisory}", file=out)
+    if not results.results:
+        print("No match. Try other words, or fewer filters.", file=out)
+    for i, res in enumerate(results.results, 1):
+        badges = []
+        if res.bm25_rank:
+            badges.append(f"bm25 #{res.bm25_rank}")
+        if res.embedding_rank:
+            badges.append(f"emb #{res.embedding_rank}")
+        if res.pass_ == 2:
+            badges.append("pass 2")
+        if res.source == "always_include":
+            badges.append(f"always: {res.reason}")
+        badges.append(res.source_type)
+        print(f"\n{b}{i:>2}. {res.title}{r}  {d}{res.score:.4f}  [{', '.join(badges)}]{r}", file=out)
+        print(f"    {d}{res.node_id}{r}", file=out)
+        if res.context_shards:
+            c = res.context_shards[0]
+            text = res.snippet
+            spans = []
+            # Highlight the snippet by re-finding highlighted words in it.
+            for h in c.highlights:
+                word = c.text[h.start - c.start:h.end - c.start]
+                idx = text.lower().find(word.lower())
+                while idx != -1:
+                    spans.append((idx, idx + len(word)))
+                    idx = text.lower().find(word.lower(), idx + len(word))
+            print(f"    {mark(text, _dedupe(spans), color)}", file=out)
+        if explain and res.explanation:
+            ex = res.explanation
+            print(f"    {d}why: fused {ex.fused_score:.5f} = sum of w_ret * w_term * w_src / ({ex.rrf_k} + rank); pass {ex.pass_}{r}", file=out)
+            print(f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}", file=out)
+            for c in ex.contributions:
+                term = c.term if len(c.term) <= 28 else c.term[:27] + "…"
+                print(f"    {term:<28} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
+                      f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
+            if ex.rerank:
+                rr = ex.rerank
+                print(f"    rerank: {rr}", file=out)
+    t = results.timings_ms
+    if t:
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")
+        print(f"\n{d}{t.get('total', 0):.0f} ms ({stages}){r}", file=out)
+
+
+def _dedupe(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(set(spans)):
+        if out and s < out[-1][1]:
+            continue
+        out.append((s, e))
+    return out

@@ -1,0 +1,1 @@
+"""Answer a query: terms, hybrid retrieval, fusion, quality, two-pass, rerank, schema."""

@@ -1,0 +1,582 @@
+"""SearchPipeline: the one entry point that answers a query, stage by stage, with timings and explanations."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from explorer.config import Settings
+from explorer.context import highlight_spans, query_words, snippet
+from explorer.index.tokenize import tokenize
+from explorer.index.vault_index import VaultIndex
+from explorer.search.fusion import Fused, Ranking, rrf
+from explorer.search.query import ParsedQuery, parse_query
+from explorer.search.schema import ContextShard, Explanation, PassInfo, SearchResult, SearchResults
+from explorer.search.terms import SearchTerms, clamp_terms, keyword_terms
+from explorer.vault.model import Shard
+
+MAX_QUERY_CHARS = 2000
+_TURN = re.compile(r"turn_(\d+)")
+_REF = re.compile(r"\[\[([^\]|#]+)(?:[#|][^\]]*)?\]\]")
+
+
+class QueryError(ValueError):
+    """The query cannot be searched; the message says why and what to do."""
+
+
+class SearchCancelled(Exception):
+    """A newer search replaced this one."""
+
+
+class Analyser(Protocol):
+    """Decides after pass 1 whether a second pass is needed."""
+
+    def __call__(self, query: str, results: SearchResults) -> "Analysis": ...
+
+
+class Reranker(Protocol):
+    """Reorders fused results (see explorer.search.rerank)."""
+
+    def rerank(self, query: str, results: list[SearchResult]) -> tuple[list[SearchResult], dict[str, Any]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The outcome of the analysis between the passes."""
+
+    decision: str
+    """`SUFFICIENT` or `REFINE`."""
+    refined_query: str = ""
+    """The query of pass 2 (REFINE only)."""
+    reason: str = ""
+    """Why, in a sentence."""
+    analyser: str = "heuristic"
+    """`heuristic` or `llm` (or `llm->heuristic` after a fallback)."""
+    tokens_used: int = 0
+    """LLM tokens spent."""
+
+
+@dataclass
+class _Entry:
+    path: str
+    fused: list[Fused]
+    pass_: int = 1
+    source: str = "search"
+    reason: str = ""
+
+
+class SearchPipeline:
+    """Answers queries against one VaultIndex.
+
+    Steps (each timed in `timings_ms`, cancellation checked between them):
+      1. parse the query (filters) and write search terms (query + 3-5 terms);
+      2. per term, a BM25 ranking and an embedding ranking (cosine >= threshold);
+      3. weighted RRF over all rankings, built with its explanation;
+      4. shards aggregate to notes (best shard wins), always-include rules append notes;
+      5. two-pass: analysis of pass 1, then pass 2 on a refined query, merged;
+      6. rerank (multi-pass, early exit);
+      7. quality score, diminishing-returns advisory; results with context shards.
+    """
+
+    def __init__(
+        self,
+        index: VaultIndex,
+        settings: Settings | None = None,
+        term_writer: Callable[[str], SearchTerms] | None = None,
+        analyser: Analyser | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.index = index
+        self.settings = settings or index.settings
+        self.term_writer = term_writer
+        self.analyser = analyser
+        self.reranker = reranker
+        self.history: list[dict[str, Any]] = []
+        self._cache: OrderedDict[tuple, SearchResults] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    # -- public -----------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        dense: bool = True,
+        two_pass: bool | None = None,
+        rerank: bool | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        record: bool = True,
+    ) -> SearchResults:
+        """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`."""
+        s = self.settings.search
+        k = k or s.top_k
+        two_pass = s.two_pass if two_pass is None else two_pass
+        rerank = (self.settings.rerank.enabled and self.reranker is not None) if rerank is None else (rerank and self.reranker is not None)
+        t_start = time.perf_counter()
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+
+        def check() -> None:
+            if cancelled is not None and cancelled():
+                raise SearchCancelled()
+
+        if not query or not query.strip():
+            raise QueryError("empty query: type words to search, or a filter such as tag:name")
+        if len(query) > MAX_QUERY_CHARS:
+            warnings.append(f"query of {len(query)} characters cut to {MAX_QUERY_CHARS}")
+            query = query[:MAX_QUERY_CHARS]
+        parsed = parse_query(query)
+        warnings.extend(parsed.warnings)
+        use_dense = dense and self.index.model_state != "off"
+        key = (parsed.raw, k, use_dense, two_pass, rerank, self.index.version, self.index.model_state)
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+        if hit is not None:
+            out = replace(hit, timings_ms={"cache": (time.perf_counter() - t_start) * 1000, "total": (time.perf_counter() - t_start) * 1000})
+            out.mode = dict(out.mode, cached=True)
+            if record:
+                self._record(out)
+            return out
+
+        # 1. terms
+        t = time.perf_counter()
+        if not parsed.text:
+            results = self._browse(parsed, k)
+            results.warnings = warnings
+            results.timings_ms = {"total": (time.perf_counter() - t_start) * 1000}
+            return results
+        terms = self._write_terms(parsed.text)
+        warnings.extend(terms.warnings)
+        timings["terms"] = (time.perf_counter() - t) * 1000
+        check()
+
+        # model: the query vectors are needed by pass 1
+        qvecs: dict[str, np.ndarray] | None = None
+        if use_dense:
+            t = time.perf_counter()
+            qvecs = self._encode(terms.all_terms)
+            timings["embed_query"] = (time.perf_counter() - t) * 1000
+            if qvecs is None:
+                warnings.append(f"embedding model {self.index.model_state}: BM25 only")
+        check()
+
+        with self.index.lock:
+            allowed = self._allowed(parsed)
+            version = self.index.version
+            stats = self._stats(qvecs is not None)
+            searched = ["all"]
+            early = False
+            # Knowledge first: when knowledge notes alone answer well, stop there.
+            entries: list[_Entry] | None = None
+            rankings_all: list[Ranking] = []
+            if s.knowledge_first:
+                t = time.perf_counter()
+                facts = {nid for nid, sh in self.index.shards.items() if sh.source_type == "fact"}
+                facts = facts if allowed is None else facts & allowed
+                if facts:
+                    kb_rankings = self._retrieve(terms, qvecs, facts, timings, "kb_")
+                    kb_entries = self._entries(rrf(kb_rankings, s.rrf_k, self._source_weight), parsed, 1)
+                    kb_results = [self._result(e, parsed, kc=s.pass1_shards) for e in kb_entries[:k]]
+                    quality = assess_quality(kb_results, self.index.model_state == "ready" and qvecs is not None)
+                    page = min(k, s.pass1_entries)
+                    if quality.level == "high" and len(kb_results) >= page:
+                        entries, rankings_all, early = kb_entries, kb_rankings, True
+                        searched = ["fact"]
+                timings["knowledge_first"] = (time.perf_counter() - t) * 1000
+            check()
+
+            # 2-4. pass 1
+            t = time.perf_counter()
+            if entries is None:
+                rankings_all = self._retrieve(terms, qvecs, allowed, timings, "")
+                t_f = time.perf_counter()
+                fused = rrf(rankings_all, s.rrf_k, self._source_weight)
+                timings["fusion"] = (time.perf_counter() - t_f) * 1000
+                entries = self._entries(fused, parsed, 1)
+            ke1 = max(s.pass1_entries, k) if two_pass else k
+            pass1 = entries[:ke1]
+            results = [self._result(e, parsed, kc=s.pass1_shards) for e in pass1]
+            passes = [PassInfo(1, parsed.text, tuple(terms.all_terms), ke1, s.pass1_shards, len(entries), len(pass1), (time.perf_counter() - t) * 1000)]
+            timings["pass1"] = passes[0].ms
+        check()
+
+        out = SearchResults(
+            query=parsed.raw,
+            search_terms_used=terms.all_terms,
+            results=results,
+            stats=stats,
+            warnings=warnings,
+            filters=parsed.filters_dict() if parsed.has_filters else {},
+            early_return=early,
+            searched_sources=searched,
+            include_preferences=terms.include_preferences,
+            include_n_minus_1=terms.include_n_minus_1,
+        )
+        out.trace = {"rankings": rankings_all, "version": version}
+
+        # 5. two-pass
+        analysis = None
+        if two_pass and not early:
+            t = time.perf_counter()
+            analysis = self._analyse(parsed.text, out)
+            timings["analysis"] = (time.perf_counter() - t) * 1000
+            out.analysis = {"decision": analysis.decision, "refined_query": analysis.refined_query,
+                            "reason": analysis.reason, "analyser": analysis.analyser, "tokens_used": analysis.tokens_used}
+            check()
+            if analysis.decision == "REFINE" and analysis.refined_query.strip():
+                refined = analysis.refined_query.strip()
+                if _same_query(refined, parsed.text):
+                    out.analysis["skipped"] = "refined query repeats the original"
+                else:
+                    t = time.perf_counter()
+                    terms2 = self._write_terms(refined)
+                    qvecs2 = self._encode(terms2.all_terms) if qvecs is not None else None
+                    with self.index.lock:
+                        rankings2 = self._retrieve(terms2, qvecs2, allowed, timings, "pass2_")
+                        entries2 = self._entries(rrf(rankings2, s.rrf_k, self._source_weight), parsed, 2)
+                        have = {r.document_path for r in out.results}
+                        new = [e for e in entries2 if e.path not in have][: s.pass2_entries]
+                        found2 = [self._result(e, parsed, kc=s.pass2_shards) for e in new]
+                    merged = out.results + found2
+                    merged.sort(key=lambda r: (-r.score, r.pass_, r.document_path))
+                    out.results = merged
+                    out.trace["rankings_pass2"] = rankings2
+                    passes.append(PassInfo(2, refined, tuple(terms2.all_terms), s.pass2_entries, s.pass2_shards, len(entries2), len(found2), (time.perf_counter() - t) * 1000))
+                    timings["pass2"] = passes[-1].ms
+        out.passes = passes
+        check()
+
+        # always include (after the passes, so appended entries stay at the end)
+        if s.always_include:
+            t = time.perf_counter()
+            out.results = out.results[: max(k, 0)] if not rerank else out.results
+            self._always_include(out, parsed, terms)
+            timings["always_include"] = (time.perf_counter() - t) * 1000
+
+        # 6. rerank
+        if rerank and self.reranker is not None:
+            t = time.perf_counter()
+            searched_part = [r for r in out.results if r.source == "search"]
+            appended = [r for r in out.results if r.source != "search"]
+            reranked, meta = self.reranker.rerank(parsed.text, searched_part)
+            out.results = reranked + appended
+            out.rerank = meta
+            timings["rerank"] = (time.perf_counter() - t) * 1000
+        else:
+            out.rerank = {"applied": False}
+        check()
+
+        searched_results = [r for r in out.results if r.source == "search"][:k]
+        out.results = searched_results + [r for r in out.results if r.source != "search"]
+
+        # 7. quality and advisory
+        t = time.perf_counter()
+        out.quality = assess_quality(searched_results, qvecs is not None)
+        timings["quality"] = (time.perf_counter() - t) * 1000
+        out.stats["final_results"] = len(out.results)
+        out.mode = {
+            "dense": qvecs is not None,
+            "model_state": self.index.model_state,
+            "runtime": self.index.runtime,
+            "terms": terms.source,
+            "analyser": analysis.analyser if analysis else None,
+            "two_pass": two_pass,
+            "rerank": bool(rerank),
+            "cached": False,
+        }
+        timings["total"] = (time.perf_counter() - t_start) * 1000
+        out.timings_ms = timings
+        if record:
+            self._record(out)
+        with self._cache_lock:
+            self._cache[key] = out
+            while len(self._cache) > self.settings.search.cache_size:
+                self._cache.popitem(last=False)
+        return out
+
+    # -- stages ------------------------------------------------------------------------------
+    def _write_terms(self, text: str) -> SearchTerms:
+        if self.term_writer is not None:
+            try:
+                terms = self.term_writer(text)
+            except Exception as exc:  # noqa: BLE001 - any writer failure falls back to keywords
+                terms = replace(keyword_terms(text, self._idf, self.settings.search.max_terms),
+                                warnings=(f"term writer failed ({exc}); keyword terms used",))
+        else:
+            terms = keyword_terms(text, self._idf, self.settings.search.max_terms)
+        cleaned, warns = clamp_terms(list(terms.terms))
+        return replace(terms, terms=tuple(cleaned[: self.settings.search.max_terms]), warnings=tuple(terms.warnings) + tuple(warns))
+
+    def _idf(self, token: str) -> float:
+        return self.index.bm25.idf().get(token, 0.0)
+
+    def _encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
+        emb = self.index.embedder()
+        if emb is None:
+            return None
+        vecs = emb.encode(texts)
+        return dict(zip(texts, vecs))
+
+    def _retrieve(
+        self,
+        terms: SearchTerms,
+        qvecs: dict[str, np.ndarray] | None,
+        allowed: set[str] | None,
+        timings: dict[str, float],
+        prefix: str,
+    ) -> list[Ranking]:
+        s = self.settings.search
+        rankings: list[Ranking] = []
+        t_bm = t_de = 0.0
+        for i, term in enumerate(terms.all_terms):
+            tw = s.query_weight if i == 0 else s.term_weight
+            t0 = time.perf_counter()
+            toks = tokenize(term)
+            items = self.index.bm25.top(toks, s.candidates, allowed) if toks else []
+            t_bm += time.perf_counter() - t0
+            rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
+            if qvecs is not None and term in qvecs:
+                t0 = time.perf_counter()
+                hits = self.index.dense.search(qvecs[term], s.candidates, s.dense_threshold, allowed)
+                t_de += time.perf_counter() - t0
+                rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(hits)))
+        timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + t_bm * 1000
+        if qvecs is not None:
+            timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + t_de * 1000
+        return rankings
+
+    def _source_weight(self, node_id: str) -> float:
+        shard = self.index.shards.get(node_id)
+        if shard is None:
+            return 1.0
+        return dict(self.settings.search.source_weights).get(shard.source_type, 1.0)
+
+    def _allowed(self, parsed: ParsedQuery) -> set[str] | None:
+        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.phrases or parsed.excluded):
+            return None
+        out = set()
+        excluded_tokens = [tokenize(x) for x in parsed.excluded]
+        for node_id, shard in self.index.shards.items():
+            note = self.index.notes.get(shard.path)
+            if note is None:
+                continue
+            if parsed.tags and not all(_has_tag(note.tag_names, t) for t in parsed.tags):
+                continue
+            low_path = shard.path.lower()
+            if parsed.paths and not all(p.lower() in low_path for p in parsed.paths):
+                continue
+            if parsed.files and not all(f.lower() in low_path.rsplit("/", 1)[-1] for f in parsed.files):
+                continue
+            if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
+                continue
+            low_text = shard.text.lower()
+            if parsed.phrases and not all(" ".join(p.lower().split()) in " ".join(low_text.split()) for p in parsed.phrases):
+                continue
+            if excluded_tokens:
+                toks = set(self.index.tokens(node_id))
+                if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
+                    continue
+            out.add(node_id)
+        return out
+
+    def _entries(self, fused: list[Fused], parsed: ParsedQuery, pass_: int) -> list[_Entry]:
+        by_path: dict[str, _Entry] = {}
+        order: list[_Entry] = []
+        for f in fused:
+            shard = self.index.shards.get(f.node_id)
+            if shard is None:
+                continue
+            entry = by_path.get(shard.path)
+            if entry is None:
+                entry = _Entry(shard.path, [f], pass_)
+                by_path[shard.path] = entry
+                order.append(entry)
+            else:
+                entry.fused.append(f)
+        return order
+
+    def _result(self, entry: _Entry, parsed: ParsedQuery, kc: int) -> SearchResult:
+        best = entry.fused[0] if entry.fused else None
+        note = self.index.notes[entry.path]
+        words = query_words(parsed.text) if parsed.text else []
+        shards: list[ContextShard] = []
+        for f in entry.fused[:kc]:
+            sh = self.index.shards.get(f.node_id)
+            if sh is None:
+                continue
+            shards.append(make_context_shard(sh, words, parsed.phrases, f.score, entry.pass_))
+        if not shards:
+            first = self.index.shards_by_path.get(entry.path, [])
+            if first:
+                shards.append(make_context_shard(self.index.shards[first[0]], words, parsed.phrases, 0.0, entry.pass_))
+        bm25_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "bm25"), default=None)
+        dense_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "dense"), default=None)
+        explanation = None
+        if best is not None:
+            explanation = Explanation(
+                rrf_k=self.settings.search.rrf_k,
+                best_node_id=best.node_id,
+                contributions=best.contributions,
+                fused_score=best.score,
+                source_weight=best.contributions[0].source_weight if best.contributions else 1.0,
+                pass_=entry.pass_,
+                shards_matched=len(entry.fused),
+            )
+        top = shards[0] if shards else None
+        rel = self._relevance(best, words) if best is not None else 0.0
+        return SearchResult(
+            document_path=entry.path,
+            title=note.title,
+            source_type=note.source_type,
+            node_id=best.node_id if best else (top.node_id if top else entry.path),
+            rrf_score=best.score if best else 0.0,
+            score=best.score if best else 0.0,
+            bm25_rank=bm25_rank,
+            embedding_rank=dense_rank,
+            snippet=snippet(top.text, top.highlights, top.start) if top else "",
+            source=entry.source,
+            pass_=entry.pass_,
+            reason=entry.reason,
+            relevance=rel,
+            context_shards=tuple(shards),
+            explanation=explanation,
+        )
+
+    def _relevance(self, best: Fused, words: list[str]) -> float:
+        """0-1: the best shard's cosine to the query and its coverage of the query's words."""
+        cos = max((c.raw_score for c in best.contributions if c.retriever == "dense"), default=None)
+        toks = set(self.index.tokens(best.node_id))
+        content = [w for w in dict.fromkeys(words) if w]
+        coverage = sum(1 for w in content if w in toks) / len(content) if content else 0.0
+        if cos is None:
+            return round(0.85 * coverage, 4)
+        cos_part = min(max((cos - 0.25) / 0.45, 0.0), 1.0)
+        return round(max(cos_part, 0.5 * cos_part + 0.5 * coverage), 4)
+
+    def _analyse(self, query: str, results: SearchResults) -> Analysis:
+        if self.analyser is not None:
+            return self.analyser(query, results)
+        from explorer.search.twopass import heuristic_analysis
+
+        return heuristic_analysis(query, results, self.index)
+
+    def _always_include(self, out: SearchResults, parsed: ParsedQuery, terms: SearchTerms) -> None:
+        have = {r.document_path for r in out.results}
+        add: list[tuple[str, str]] = []
+        notes = self.index.notes
+        if terms.include_preferences:
+            prefs = sorted((p for p, n in notes.items() if n.source_type == "preference"), key=lambda p: p)
+            add.extend((p, "preferences") for p in prefs)
+        if terms.include_n_minus_1:
+            latest = latest_turn(notes)
+            if latest:
+                add.append((latest, "most recent turn (N-1)"))
+        for ref in _REF.findall(parsed.raw):
+            target = self.index.links().resolve(ref)
+            if target:
+                add.append((target, f"referenced as [[{ref}]]"))
+        for m in _TURN.finditer(parsed.raw):
+            num = int(m.group(1))
+            for p, n in notes.items():
+                tm = _TURN.search(p)
+                if n.source_type == "turn_summary" and tm and int(tm.group(1)) == num:
+                    add.append((p, f"referenced turn {num}"))
+        for path, why in add:
+            if path in have or path not in notes:
+                continue
+            have.add(path)
+            entry = _Entry(path, [], pass_=1, source="always_include", reason=why)
+            out.results.append(self._result(entry, parsed, kc=1))
+
+    def _browse(self, parsed: ParsedQuery, k: int) -> SearchResults:
+        with self.index.lock:
+            allowed = self._allowed(parsed) or set()
+            paths = sorted({self.index.shards[n].path for n in allowed})
+            results = []
+            for path in paths[:k]:
+                ids = [n for n in self.index.shards_by_path.get(path, []) if n in allowed]
+                fused = [Fused(n, 0.0, (), 0) for n in ids]
+                results.append(self._result(_Entry(path, fused, 1), parsed, kc=self.settings.search.shards_per_entry))
+            stats = self._stats(False)
+        stats["final_results"] = len(results)
+        return SearchResults(
+            query=parsed.raw, search_terms_used=[], results=results, stats=stats,
+            filters=parsed.filters_dict(), mode={"browse": True, "dense": False}, searched_sources=["all"],
+        )
+
+    def _stats(self, dense: bool) -> dict[str, Any]:
+        st = self.index.stats()
+        return {
+            "total_documents_searched": st.notes,
+            "total_shards_searched": st.shards,
+            "bm25_matches": 0,
+            "embedding_matches": 0,
+            "final_results": 0,
+            "shards_without_vectors": st.pending,
+            "dense_available": dense,
+            "index_version": st.version,
+        }
+
+    def _record(self, out: SearchResults) -> None:
+        from explorer.search.quality import diminishing_returns
+
+        rankings = out.trace.get("rankings", [])
+        out.stats["bm25_matches"] = len({n for r in rankings if r.retriever == "bm25" for n, _ in r.items})
+        out.stats["embedding_matches"] = len({n for r in rankings if r.retriever == "dense" for n, _ in r.items})
+        ids = [r.document_path for r in out.results if r.source == "search"]
+        top = out.results[0].relevance if out.results else 0.0
+        out.advisory = diminishing_returns(self.history, out.query, ids, top)
+        self.history.append({"query": out.query, "ids": ids, "top": top, "time": time.time()})
+        del self.history[:-50]
+
+
+def make_context_shard(shard: Shard, words: list[str], phrases: tuple[str, ...] | list[str], score: float, pass_: int) -> ContextShard:
+    """A shard as a context passage with highlights in note offsets."""
+    hl = highlight_spans(shard.text, words, phrases, offset=shard.start)
+    return ContextShard(
+        node_id=shard.node_id,
+        path=shard.path,
+        cursor=hl[0].start if hl else shard.start,
+        start=shard.start,
+        end=shard.end,
+        text=shard.text,
+        highlights=hl,
+        score=score,
+        pass_=pass_,
+    )
+
+
+def latest_turn(notes: dict) -> str | None:
+    """Path of the most recent turn summary (highest turn number)."""
+    best: tuple[int, str] | None = None
+    for path, note in notes.items():
+        if note.source_type != "turn_summary":
+            continue
+        m = _TURN.search(path)
+        num = int(m.group(1)) if m else -1
+        if best is None or (num, path) > best:
+            best = (num, path)
+    return best[1] if best else None
+
+
+def assess_quality(results: list[SearchResult], dense: bool):
+    """Quality of a result list (see explorer.search.quality)."""
+    from explorer.search.quality import assess
+
+    return assess(results, dense)
+
+
+def _has_tag(tags: tuple[str, ...], wanted: str) -> bool:
+    return any(t == wanted or t.startswith(wanted + "/") for t in tags)
+
+
+def _same_query(a: str, b: str) -> bool:
+    return sorted(set(tokenize(a))) == sorted(set(tokenize(b)))

@@ -1,0 +1,109 @@
+"""Search terms: the query itself plus 3-5 terms, written by keyword extraction (offline) or an LLM."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from explorer.index.tokenize import fold_word, is_stopword
+
+MAX_TERMS = 5
+TRUNCATE_ABOVE = 10
+
+_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+_FOLLOW_UP = re.compile(
+    r"\b(it|its|that|this|these|those|they|them|their|he|she|him|her|again|also|more|else|"
+    r"previous|earlier|last|above|same|instead|what about|how about|and then)\b",
+    re.IGNORECASE,
+)
+_PREFERENCE = re.compile(
+    r"\b(recommend\w*|suggest\w*|buy|buying|purchase|shop\w*|sale|price\w*|budget|best|prefer\w*|"
+    r"favou?rite\w*|should i|which one|choose|gift|plan\w*|book(?:ing)?|order|diet|menu|trip)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTerms:
+    """What a query is searched with."""
+
+    query: str
+    """The query itself (always searched, weighted highest)."""
+    terms: tuple[str, ...]
+    """Additional search terms (0-5)."""
+    source: str
+    """`keywords` (offline extraction) or `llm`."""
+    include_preferences: bool = False
+    """Append the user's preferences."""
+    include_n_minus_1: bool = False
+    """Append the most recent turn."""
+    warnings: tuple[str, ...] = field(default=())
+    """E.g. a truncated term list or an LLM fallback."""
+    tokens_used: int = 0
+    """LLM tokens spent writing them."""
+
+    @property
+    def all_terms(self) -> list[str]:
+        """The query first, then the unique other terms."""
+        out = [self.query]
+        for t in self.terms:
+            if t.strip() and t.strip().lower() != self.query.strip().lower() and t not in out:
+                out.append(t)
+        return out
+
+
+class TermWriter(Protocol):
+    """Writes search terms for a query."""
+
+    def __call__(self, query: str) -> SearchTerms: ...
+
+
+def keyword_terms(query: str, idf: Callable[[str], float] | None = None, max_terms: int = MAX_TERMS) -> SearchTerms:
+    """Offline term writer: significant words and adjacent pairs of the query.
+
+    Words are ranked by idf when `idf` is given (rarer first), stop-words dropped. Terms are the
+    query's content-word bigrams, then its rarest single words, up to `max_terms`, never the
+    query itself again. Flags come from cue words (follow-up pronouns; shopping, plans).
+    """
+    words = [w for w in _WORD.findall(query)]
+    content = [w for w in words if not is_stopword(w) and len(w) > 1]
+    terms: list[str] = []
+    seen: set[str] = {_norm(query)}
+
+    def add(term: str) -> None:
+        key = _norm(term)
+        if key and key not in seen and len(terms) < max_terms:
+            seen.add(key)
+            terms.append(term)
+
+    if len(content) >= 3:
+        for a, b in zip(content, content[1:]):
+            add(f"{a} {b}")
+    ranked = sorted(dict.fromkeys(content), key=lambda w: -(idf(fold_word(w)) if idf else len(w)))
+    if len(content) >= 2:
+        for w in ranked[:3]:
+            add(w)
+    return SearchTerms(
+        query=query.strip(),
+        terms=tuple(terms[:max_terms]),
+        source="keywords",
+        include_preferences=bool(_PREFERENCE.search(query)),
+        include_n_minus_1=bool(_FOLLOW_UP.search(query)),
+    )
+
+
+def clamp_terms(terms: list[str]) -> tuple[list[str], list[str]]:
+    """Clean a term list from any writer: drop empties and duplicates; more than 10 -> first 5, warned."""
+    warnings: list[str] = []
+    cleaned = list(dict.fromkeys(t.strip() for t in terms if isinstance(t, str) and t.strip()))
+    if len(cleaned) > TRUNCATE_ABOVE:
+        warnings.append(f"{len(cleaned)} search terms written; kept the first {MAX_TERMS}")
+        cleaned = cleaned[:MAX_TERMS]
+    elif len(cleaned) > MAX_TERMS:
+        cleaned = cleaned[:MAX_TERMS]
+    return cleaned, warnings
+
+
+def _norm(term: str) -> str:
+    return " ".join(fold_word(w) for w in _WORD.findall(term))

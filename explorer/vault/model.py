@@ -1,0 +1,134 @@
+"""The vault's data: notes, their parts, and shards, as frozen records with raw-text offsets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    """A Markdown heading."""
+
+    level: int
+    """1 to 6."""
+    text: str
+    """The heading's text, without the leading #'s."""
+    start: int
+    """Offset of the heading line in the raw text."""
+    end: int
+    """Offset just past the heading line (before its newline)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A `[[wikilink]]` or `![[embed]]`."""
+
+    target: str
+    """The note (or file) named, as written; empty for a same-note link (`[[#Heading]]`)."""
+    heading: str
+    """The `#heading` part, or ''."""
+    block: str
+    """The `#^block` id, or ''."""
+    alias: str
+    """The `|alias`, or ''."""
+    embed: bool
+    """True for `![[...]]`."""
+    start: int
+    """Offset of the link's first character (`!` or `[`)."""
+    end: int
+    """Offset just past `]]`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    """A tag, inline (`#tag/sub`) or from frontmatter (start = end = -1)."""
+
+    name: str
+    """Without `#`, as written."""
+    start: int
+    """Offset of `#`, or -1 for a frontmatter tag."""
+    end: int
+    """Offset past the tag, or -1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A block carrying an id (`... ^id` at the end of its last line)."""
+
+    id: str
+    """The id without `^`."""
+    start: int
+    """Offset of the block's first character."""
+    end: int
+    """Offset past the block's last character before ` ^id`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A parsed note. Offsets refer to `text`, the file's decoded text, untouched."""
+
+    path: str
+    """Vault-relative POSIX path, e.g. `Knowledge/hamsters.md`."""
+    text: str
+    """The whole raw text."""
+    title: str
+    """Frontmatter title, else first H1, else the file stem."""
+    frontmatter: dict[str, Any]
+    """Parsed YAML frontmatter ({} when absent or malformed)."""
+    body_start: int
+    """Offset where the body begins (after frontmatter)."""
+    headings: tuple[Heading, ...]
+    """Headings in order."""
+    links: tuple[Link, ...]
+    """Wikilinks and embeds outside code."""
+    tags: tuple[Tag, ...]
+    """Frontmatter tags first, then inline tags outside code."""
+    blocks: tuple[Block, ...]
+    """Blocks with ids."""
+    source_type: str = "note"
+    """fact, belief, preference, turn_summary, research_cache, visit_record or note."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Side data, e.g. a turn's metadata.json (topic, keywords)."""
+    warnings: tuple[str, ...] = ()
+    """Problems met while parsing (e.g. malformed frontmatter); the note is still indexed."""
+
+    @property
+    def stem(self) -> str:
+        """File name without folder and `.md`."""
+        name = self.path.rsplit("/", 1)[-1]
+        return name[:-3] if name.lower().endswith(".md") else name
+
+    @property
+    def tag_names(self) -> tuple[str, ...]:
+        """Unique tag names, lower-cased, in first-seen order."""
+        seen: dict[str, None] = {}
+        for tag in self.tags:
+            seen.setdefault(tag.name.lower(), None)
+        return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """A span of one note: the unit that is indexed, retrieved and shown in context."""
+
+    node_id: str
+    """Stable id that reads like an Obsidian link target: `path#Heading > Sub`."""
+    path: str
+    """The note's vault-relative path."""
+    ordinal: int
+    """Position of the shard in its note (0-based)."""
+    start: int
+    """Offset of the shard's first character in the note's raw text."""
+    end: int
+    """Offset past its last character: `note.text[start:end]` is the shard."""
+    heading_path: tuple[str, ...]
+    """Headings enclosing the shard, outermost first."""
+    text: str
+    """The shard's raw text."""
+    search_text: str
+    """What is indexed: title and heading path, the text, and any note metadata."""
+    hash: str
+    """Content hash of `search_text` (embedding cache key)."""
+    source_type: str = "note"
+    """Inherited from the note."""

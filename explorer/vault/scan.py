@@ -1,0 +1,208 @@
+"""Find a vault's notes (ignore rules, symlink loops, unreadable folders) and read them safely."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from explorer.config import ALWAYS_IGNORED_DIRS, VaultSettings
+from explorer.vault.model import Note
+from explorer.vault.parse import parse_note
+
+# Editor droppings: vim swap and backup files, emacs locks/autosaves, temp files of atomic saves.
+_TEMP_FILE = re.compile(r"(^\.#)|(^#.*#$)|(~$)|(\.sw[a-p]$)|(\.tmp$)|(\.temp$)|(^4913$)|(\.crdownload$)|(\.part$)")
+
+
+@dataclass(frozen=True, slots=True)
+class NoteFile:
+    """A candidate note on disk."""
+
+    path: str
+    """Vault-relative POSIX path."""
+    abspath: Path
+    """Absolute path."""
+    size: int
+    """Bytes."""
+    mtime_ns: int
+    """Modification time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A file or folder left out, with the reason a user can act on."""
+
+    path: str
+    """Vault-relative POSIX path."""
+    reason: str
+    """Why it was left out."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """What a scan found."""
+
+    files: tuple[NoteFile, ...]
+    """Notes to read, sorted by path."""
+    skipped: tuple[Skipped, ...]
+    """Folders and files left out for a reason (ignored-by-rule files are not listed)."""
+
+
+class VaultError(OSError):
+    """The vault itself cannot be used (missing, not a folder, unreadable)."""
+
+
+def check_vault(root: Path) -> Path:
+    """Return the vault's absolute path or raise VaultError with a clear message."""
+    root = Path(root).expanduser()
+    if not root.exists():
+        raise VaultError(f"vault not found: {root}")
+    if not root.is_dir():
+        raise VaultError(f"vault is not a folder: {root}")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise VaultError(f"vault folder is not readable: {root}")
+    return root.resolve()
+
+
+def is_temp_file(name: str) -> bool:
+    """True for editor swap, backup and temp files."""
+    return bool(_TEMP_FILE.search(name))
+
+
+def is_ignored(rel: str, settings: VaultSettings, is_dir: bool = False) -> bool:
+    """True when a vault-relative path is outside the vault's notes by rule."""
+    parts = PurePosixPath(rel).parts
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part in ALWAYS_IGNORED_DIRS and (not last or is_dir):
+            return True
+        if part.startswith(".") and (not last or is_dir):
+            return True
+    name = parts[-1] if parts else rel
+    if not is_dir and (name.startswith(".") or is_temp_file(name) or not name.lower().endswith(".md")):
+        return True
+    return any(_glob_match(rel, pattern) for pattern in settings.ignore)
+
+
+def _glob_match(rel: str, pattern: str) -> bool:
+    pattern = pattern.strip().rstrip("/")
+    if not pattern:
+        return False
+    if fnmatch.fnmatchcase(rel, pattern) or PurePosixPath(rel).match(pattern):
+        return True
+    # A folder pattern also covers everything below it.
+    return any(fnmatch.fnmatchcase(str(parent), pattern) for parent in PurePosixPath(rel).parents if str(parent) != ".")
+
+
+def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
+    """List the notes under `root`, following symlinked folders once, never looping."""
+    root = check_vault(root)
+    files: list[NoteFile] = []
+    skipped: list[Skipped] = []
+    seen_dirs: set[tuple[int, int]] = set()
+
+    def walk(directory: Path, rel_dir: str) -> None:
+        try:
+            st = directory.stat()
+        except OSError as exc:
+            skipped.append(Skipped(rel_dir or ".", f"folder unreadable: {exc.strerror or exc}"))
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in seen_dirs:
+            skipped.append(Skipped(rel_dir, "symlink loop: folder already visited"))
+            return
+        seen_dirs.add(key)
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            skipped.append(Skipped(rel_dir or ".", f"folder unreadable: {exc.strerror or exc}"))
+            return
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                is_link, is_dir = True, False
+            if is_dir:
+                if is_ignored(rel, settings, is_dir=True):
+                    continue
+                if is_link and not settings.follow_symlinks:
+                    continue
+                walk(Path(entry.path), rel)
+                continue
+            if is_ignored(rel, settings):
+                continue
+            try:
+                fst = entry.stat(follow_symlinks=True)
+            except OSError as exc:
+                reason = "broken symlink" if is_link else f"unreadable: {exc.strerror or exc}"
+                skipped.append(Skipped(rel, reason))
+                continue
+            if not stat.S_ISREG(fst.st_mode):
+                skipped.append(Skipped(rel, "not a regular file"))
+                continue
+            files.append(NoteFile(rel, Path(entry.path), fst.st_size, fst.st_mtime_ns))
+
+    walk(root, "")
+    files.sort(key=lambda f: f.path)
+    return ScanResult(tuple(files), tuple(skipped))
+
+
+def read_text(path: Path, max_bytes: int) -> tuple[str | None, str]:
+    """Read a note as text. Returns (text, "") or (None, reason) for binary, non-UTF-8, huge or unreadable files."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return None, f"too large: {size / 1e6:.1f} MB (limit {max_bytes / 1e6:.1f} MB, setting vault.max_note_bytes)"
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except PermissionError:
+        return None, "unreadable: permission denied"
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    if len(data) > max_bytes:
+        return None, f"too large: over {max_bytes / 1e6:.1f} MB (setting vault.max_note_bytes)"
+    if b"\x00" in data[:8192]:
+        return None, "binary file (contains NUL bytes)"
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (invalid byte at offset {exc.start})"
+    return text, ""
+
+
+def source_type_for(rel: str, settings: VaultSettings) -> str:
+    """The source type of a vault-relative path, from the configured (glob, type) map."""
+    posix = PurePosixPath(rel)
+    for pattern, kind in settings.source_types:
+        if posix.match(pattern) or fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase("/" + rel, pattern):
+            return kind
+    return "note"
+
+
+def turn_metadata(abspath: Path) -> dict[str, Any]:
+    """A turn's `metadata.json` beside its `context.md` ({} when absent or unreadable)."""
+    meta = abspath.parent / "metadata.json"
+    if abspath.name != "context.md" or not meta.is_file():
+        return {}
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str]:
+    """Read and parse one note; (None, reason) when it must be skipped."""
+    text, reason = read_text(file.abspath, settings.max_note_bytes)
+    if text is None:
+        return None, reason
+    kind = source_type_for(file.path, settings)
+    meta = turn_metadata(file.abspath) if kind == "turn_summary" else {}
+    return parse_note(file.path, text, kind, meta), ""

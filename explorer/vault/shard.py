@@ -1,0 +1,191 @@
+"""Cut a parsed note into shards: heading-bounded, size-capped for the embedding model, slightly overlapping."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from explorer.vault.model import Heading, Note, Shard
+
+# Word pieces are estimated, not counted: a word costs 1 plus 1 per 8 characters, CJK and
+# punctuation 1 each. MiniLM's real count is close for English and never far above.
+_PIECE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]|\w+|[^\w\s]")
+_SENTENCE_END = frozenset(".!?。！？")
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated word pieces of `text` for all-MiniLM-L6-v2's tokenizer."""
+    return sum(_cost(m.group(0)) for m in _PIECE.finditer(text))
+
+
+def _cost(piece: str) -> int:
+    return 1 + len(piece) // 8 if piece[0].isalnum() and len(piece) > 1 else 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    heading_path: tuple[str, ...]
+    start: int
+    end: int
+
+
+def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Shard]:
+    """Cut `note` into shards; `note.text[s.start:s.end] == s.text` for each.
+
+    Sections run from one heading to the next. A section larger than `max_tokens` is split at
+    paragraph, line or sentence breaks into pieces that share about `overlap` tokens. node_ids
+    name the file and heading path (`a/b.md#Care > Diet`), with ` (n)` for a repeated heading
+    path and `@k` for the k-th piece of a long section, so an edit in one section never changes
+    the node_ids of another.
+    """
+    shards: list[Shard] = []
+    seen: dict[str, int] = {}
+    for section in _sections(note):
+        base = note.path + ("#" + " > ".join(section.heading_path) if section.heading_path else "")
+        seen[base] = seen.get(base, 0) + 1
+        if seen[base] > 1:
+            base = f"{base} ({seen[base]})"
+        for k, (start, end) in enumerate(_pieces(note.text, section.start, section.end, max_tokens, overlap)):
+            node_id = base if k == 0 else f"{base}@{k + 1}"
+            text = note.text[start:end]
+            search_text = _search_text(note, section.heading_path, text, first=not shards)
+            shards.append(
+                Shard(
+                    node_id=node_id,
+                    path=note.path,
+                    ordinal=len(shards),
+                    start=start,
+                    end=end,
+                    heading_path=section.heading_path,
+                    text=text,
+                    search_text=search_text,
+                    hash=hashlib.blake2b(search_text.encode("utf-8"), digest_size=16).hexdigest(),
+                    source_type=note.source_type,
+                )
+            )
+    return shards
+
+
+def title_heading(note: Note) -> Heading | None:
+    """The note's only H1, which serves as its title and stays out of heading paths."""
+    h1 = [h for h in note.headings if h.level == 1]
+    return h1[0] if len(h1) == 1 else None
+
+
+def heading_paths(note: Note) -> list[tuple[Heading, tuple[str, ...]]]:
+    """Each heading with the path of heading texts that leads to it (title H1 left out)."""
+    skip = title_heading(note)
+    stack: list[Heading] = []
+    out = []
+    for h in note.headings:
+        if h is skip:
+            continue
+        while stack and stack[-1].level >= h.level:
+            stack.pop()
+        stack.append(h)
+        out.append((h, tuple(x.text for x in stack)))
+    return out
+
+
+def _sections(note: Note) -> list[_Section]:
+    text = note.text
+    bounds: list[tuple[int, tuple[str, ...]]] = [(note.body_start, ())]
+    skip = title_heading(note)
+    for h, path in heading_paths(note):
+        bounds.append((h.start, path))
+    if skip is not None:
+        # The title H1 belongs to the intro section.
+        bounds = [b for b in bounds if b[0] != skip.start]
+    bounds.sort(key=lambda b: b[0])
+    out = []
+    for i, (start, path) in enumerate(bounds):
+        end = bounds[i + 1][0] if i + 1 < len(bounds) else len(text)
+        start, end = _strip(text, start, end)
+        if end <= start:
+            continue
+        if path and _only_heading_line(text, start, end):
+            continue
+        out.append(_Section(path, start, end))
+    return out
+
+
+def _only_heading_line(text: str, start: int, end: int) -> bool:
+    return "\n" not in text[start:end].strip() and text[start] == "#"
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _pieces(text: str, start: int, end: int, max_tokens: int, overlap: int) -> list[tuple[int, int]]:
+    """Split text[start:end] into spans of at most ~max_tokens estimated word pieces."""
+    tokens = [(m.start(), m.end(), _cost(m.group(0))) for m in _PIECE.finditer(text, start, end)]
+    total = sum(t[2] for t in tokens)
+    if total <= max_tokens or len(tokens) < 2:
+        return [(start, end)]
+    max_tokens = max(max_tokens, 8)
+    overlap = max(0, min(overlap, max_tokens // 2))
+    pieces: list[tuple[int, int]] = []
+    i = 0
+    n = len(tokens)
+    while i < n:
+        budget = 0
+        j = i
+        while j < n and budget + tokens[j][2] <= max_tokens:
+            budget += tokens[j][2]
+            j += 1
+        j = max(j, i + 1)
+        if j < n:
+            j = _best_break(text, tokens, i, j)
+        piece_start = tokens[i][0] if pieces else start
+        piece_end = tokens[j - 1][1] if j < n else end
+        pieces.append((piece_start, piece_end))
+        if j >= n:
+            break
+        # Step back about `overlap` tokens, to a sentence start when one is near.
+        back = 0
+        k = j
+        while k > i + 1 and back + tokens[k - 1][2] <= overlap:
+            k -= 1
+            back += tokens[k][2]
+        for s in range(k, j):
+            if s > 0 and text[tokens[s - 1][0]] in _SENTENCE_END:
+                k = s
+                break
+        i = k if k > i else j
+    return pieces
+
+
+def _best_break(text: str, tokens: list[tuple[int, int, int]], i: int, j: int) -> int:
+    """Pick an end index in (i, j] that falls on the strongest break in the window's last 40 %."""
+    lo = i + max(1, int((j - i) * 0.6))
+    best, best_q = j, 0
+    for e in range(j, lo - 1, -1):
+        gap = text[tokens[e - 1][1]:tokens[e][0]] if e < len(tokens) else "\n\n"
+        q = 3 if gap.count("\n") >= 2 else 2 if "\n" in gap else 1 if text[tokens[e - 1][0]] in _SENTENCE_END else 0
+        if q > best_q:
+            best, best_q = e, q
+            if q == 3:
+                break
+    return best
+
+
+def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bool) -> str:
+    head = " > ".join((note.title, *heading_path))
+    parts = [head, text]
+    if first and note.tag_names:
+        parts.append("tags: " + " ".join(note.tag_names))
+    meta = note.metadata
+    if meta:
+        topic = meta.get("topic")
+        keywords = meta.get("keywords")
+        if topic:
+            parts.append(f"topic: {topic}")
+        if isinstance(keywords, list) and keywords:
+            parts.append("keywords: " + ", ".join(str(k) for k in keywords))
+    return "\n".join(parts)
