@@ -23,7 +23,6 @@ from explorer.vault.model import Shard
 
 MAX_QUERY_CHARS = 2000
 _TURN = re.compile(r"turn_(\d+)")
-_REF = re.compile(r"\[\[([^\]|#]+)(?:[#|][^\]]*)?\]\]")
 
 
 class QueryError(ValueError):
@@ -479,7 +478,7 @@ class SearchPipeline:
             latest = latest_turn(notes)
             if latest:
                 add.append((latest, "most recent turn (N-1)"))
-        for ref in _REF.findall(parsed.raw):
+        for ref in parsed.references:
             target = self.index.links().resolve(ref)
             if target:
                 add.append((target, f"referenced as [[{ref}]]"))
@@ -506,11 +505,13 @@ class SearchPipeline:
                 fused = [Fused(n, 0.0, (), 0) for n in ids]
                 results.append(self._result(_Entry(path, fused, 1), parsed, kc=self.settings.search.shards_per_entry))
             stats = self._stats(False)
-        stats["final_results"] = len(results)
-        return SearchResults(
+        out = SearchResults(
             query=parsed.raw, search_terms_used=[], results=results, stats=stats,
             filters=parsed.filters_dict(), mode={"browse": True, "dense": False}, searched_sources=["all"],
         )
+        self._always_include(out, parsed, SearchTerms(query="", terms=(), source="keywords"))
+        stats["final_results"] = len(out.results)
+        return out
 
     def _stats(self, dense: bool) -> dict[str, Any]:
         st = self.index.stats()

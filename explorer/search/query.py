@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 # A token is a quoted phrase (possibly prefixed by an operator or -), or a run of non-space characters.
 _TOKEN = re.compile(r'(-?)(?:(\w+):)?"([^"]*)"|(\S+)')
 OPERATORS = ("tag", "path", "file", "section")
+_REFERENCE = re.compile(r"\[\[([^\]|#]+)(?:[#|][^\]]*)?\]\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +31,15 @@ class ParsedQuery:
     """Substrings the note's file name must contain."""
     sections: tuple[str, ...] = ()
     """Substrings the shard's heading path must contain."""
+    references: tuple[str, ...] = ()
+    """Notes named as `[[link]]` in the query: always included, not searched as text."""
     warnings: tuple[str, ...] = field(default=())
     """Notes about the parse (e.g. an unbalanced quote)."""
 
     @property
     def has_filters(self) -> bool:
         """True when anything other than free text was given."""
-        return bool(self.phrases or self.excluded or self.tags or self.paths or self.files or self.sections)
+        return bool(self.phrases or self.excluded or self.tags or self.paths or self.files or self.sections or self.references)
 
     def filters_dict(self) -> dict[str, list[str]]:
         """The filters, for JSON."""
@@ -47,13 +50,15 @@ class ParsedQuery:
             "paths": list(self.paths),
             "files": list(self.files),
             "sections": list(self.sections),
+            "references": list(self.references),
         }
 
 
 def parse_query(raw: str) -> ParsedQuery:
     """Split `raw` into free text and filters; unknown operators (`foo:bar`) stay free text."""
     warnings: list[str] = []
-    text = raw
+    references = tuple(m.group(1).strip() for m in _REFERENCE.finditer(raw) if m.group(1).strip())
+    text = _REFERENCE.sub(" ", raw)
     if text.count('"') % 2:
         warnings.append("unbalanced quote ignored")
         last = text.rfind('"')
@@ -101,5 +106,6 @@ def parse_query(raw: str) -> ParsedQuery:
         paths=tuple(found["path"]),
         files=tuple(found["file"]),
         sections=tuple(found["section"]),
+        references=references,
         warnings=tuple(warnings),
     )

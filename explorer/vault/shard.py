@@ -91,23 +91,23 @@ def heading_paths(note: Note) -> list[tuple[Heading, tuple[str, ...]]]:
 def _sections(note: Note) -> list[_Section]:
     text = note.text
     bounds: list[tuple[int, tuple[str, ...]]] = [(note.body_start, ())]
-    skip = title_heading(note)
+    # The title H1 is not a boundary: it belongs to the intro section.
     for h, path in heading_paths(note):
         bounds.append((h.start, path))
-    if skip is not None:
-        # The title H1 belongs to the intro section.
-        bounds = [b for b in bounds if b[0] != skip.start]
     bounds.sort(key=lambda b: b[0])
     out = []
+    bare: list[_Section] = []
     for i, (start, path) in enumerate(bounds):
         end = bounds[i + 1][0] if i + 1 < len(bounds) else len(text)
         start, end = _strip(text, start, end)
         if end <= start:
             continue
-        if path and _only_heading_line(text, start, end):
+        if _only_heading_line(text, start, end):
+            # A heading with no text of its own is not a shard, unless the note has nothing else.
+            bare.append(_Section(path, start, end))
             continue
         out.append(_Section(path, start, end))
-    return out
+    return out or bare[:1]
 
 
 def _only_heading_line(text: str, start: int, end: int) -> bool:

@@ -1,0 +1,67 @@
+"""Shared fixtures: a private copy of sample_vault, one embedding model per session, an indexed sample vault."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# No test may reach an LLM endpoint it did not start itself.
+for _name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+    os.environ.pop(_name, None)
+for _name in [n for n in os.environ if n.startswith("EXPLORER_") and n != "EXPLORER_MODEL_CACHE"]:
+    os.environ.pop(_name, None)
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_VAULT = REPO / "sample_vault"
+
+
+def copy_vault(src: Path, dst: Path) -> Path:
+    """Copy a vault without its index folder."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".explorer"), symlinks=True)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The bundled all-MiniLM-L6-v2 through the ONNX runtime, loaded once per test session."""
+    from explorer.index.embed import load_embedder
+
+    return load_embedder(None, "onnx")
+
+
+@pytest.fixture(scope="session")
+def sample_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A read-only-by-convention copy of sample_vault shared by the session (do not modify)."""
+    return copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("sample") / "vault")
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_copy: Path, embedder):
+    """The sample vault indexed with vectors (shared; do not modify its files)."""
+    from explorer.index.vault_index import VaultIndex
+
+    index = VaultIndex(sample_copy, embedder=embedder)
+    index.open()
+    index.embed_pending()
+    yield index
+    index.close()
+
+
+@pytest.fixture()
+def vault_copy(tmp_path: Path) -> Path:
+    """A fresh, writable copy of sample_vault for one test."""
+    return copy_vault(SAMPLE_VAULT, tmp_path / "vault")
+
+
+@pytest.fixture(scope="session")
+def sample_pipeline(sample_index):
+    """A SearchPipeline over the shared sample index (offline defaults)."""
+    from explorer.cli import make_pipeline
+
+    return make_pipeline(sample_index, sample_index.settings)

@@ -1,0 +1,118 @@
+"""BM25: equal to rank_bm25.BM25Okapi on the same corpus, after any sequence of adds, changes and removes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from rank_bm25 import BM25Okapi
+
+from explorer.config import Settings
+from explorer.index.lexical import BM25Index
+from explorer.index.tokenize import tokenize
+from explorer.index.vault_index import VaultIndex
+
+
+def _assert_parity(index: BM25Index, docs: dict[str, list[str]], queries: list[list[str]]) -> None:
+    keys = list(docs)
+    ref = BM25Okapi([docs[k] for k in keys])
+    for q in queries:
+        expected = ref.get_scores(q)
+        got = index.get_scores(q)
+        assert set(got) == set(keys)
+        for key, score in zip(keys, expected):
+            assert got[key] == pytest.approx(score, abs=1e-9, rel=1e-9), (q, key)
+
+
+def test_parity_after_random_updates() -> None:
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(60)]
+
+    def doc() -> list[str]:
+        hi = rng.randint(2, 60)
+        return [rng.choice(vocab[:hi]) for _ in range(rng.randint(1, 40))]
+
+    docs: dict[str, list[str]] = {}
+    index = BM25Index()
+    queries = [["w1"], ["w3", "w7", "w1", "w1"], ["w59", "nope"], ["w0", "w2", "w4", "w8", "w16"]]
+    for step in range(300):
+        op = rng.random()
+        if op < 0.5 or len(docs) < 3:
+            key = f"d{step}"
+            docs[key] = doc()
+            index.add(key, docs[key])
+        elif op < 0.8:
+            key = rng.choice(list(docs))
+            docs[key] = doc()
+            index.add(key, docs[key])
+        else:
+            key = rng.choice(list(docs))
+            del docs[key]
+            assert index.remove(key)
+        if step % 25 == 0:
+            _assert_parity(index, docs, queries)
+    _assert_parity(index, docs, queries)
+
+
+def test_negative_idf_floor_matches_reference() -> None:
+    # "common" is in most documents: its raw idf is negative and floored at epsilon * mean idf.
+    docs = {f"d{i}": ["common", f"rare{i}"] + (["common"] if i % 2 else []) for i in range(6)}
+    docs["x"] = ["rare0", "other"]
+    index = BM25Index()
+    for k, v in docs.items():
+        index.add(k, v)
+    _assert_parity(index, docs, [["common"], ["common", "rare0"], ["other"]])
+
+
+def test_top_orders_by_score_then_key_and_filters() -> None:
+    index = BM25Index()
+    index.add("b", ["kite", "wind"])
+    index.add("a", ["kite", "wind"])
+    index.add("c", ["kite"])
+    index.add("d", ["rain"])
+    top = index.top(["kite", "wind"], 10)
+    assert [k for k, _ in top] == ["a", "b", "c"]
+    assert [k for k, _ in index.top(["kite"], 10, allowed={"c"})] == ["c"]
+    assert index.top(["absent"], 10) == []
+
+
+def test_vault_index_bm25_equals_fresh_reference_after_file_changes(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    root.mkdir()
+    texts = {
+        "a.md": "# Kites\n\nFlying kites in strong wind.\n\n## Lines\n\nKite lines snap in gusts.",
+        "b.md": "# Bread\n\nSourdough needs a lively starter and time.",
+        "c.md": "# Wind\n\nWind turbines and kites both harvest wind energy.",
+    }
+    for name, text in texts.items():
+        (root / name).write_text(text, encoding="utf-8")
+    index = VaultIndex(root, Settings().with_overrides({"index.embeddings": False}))
+    index.open()
+    (root / "b.md").write_text("# Bread\n\nRye bread with caraway; no kites here.", encoding="utf-8")
+    (root / "c.md").unlink()
+    (root / "d.md").write_text("# Gliders\n\nGliders ride thermals, like kites ride wind.", encoding="utf-8")
+    index.refresh()
+    docs = {nid: tokenize(index.shards[nid].search_text) for nid in index.shards}
+    _assert_parity(index.bm25, docs, [tokenize("kites wind"), tokenize("bread"), tokenize("thermals gliders kite")])
+    index.close()
+
+
+def test_tokenizer_folds_case_accents_and_stems() -> None:
+    assert tokenize("Hamsters' CAFÉ Running") == ["hamster", "cafe", "run"]
+    assert tokenize("naïve façade") == tokenize("naive facade")
+
+
+def test_cjk_queries_find_cjk_notes(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / "zh.md").write_text("# 长城\n\n长城是中国古代的军事防御工程，全长两万多公里。", encoding="utf-8")
+    (root / "ja.md").write_text("# 京都\n\n京都の寺は紅葉の季節に美しい。清水寺が有名です。", encoding="utf-8")
+    (root / "en.md").write_text("# Walls\n\nThe Great Wall of China is long.", encoding="utf-8")
+    index = VaultIndex(root, Settings().with_overrides({"index.embeddings": False}))
+    index.open()
+    assert index.bm25.top(tokenize("长城"), 3)[0][0] == "zh.md"
+    assert index.bm25.top(tokenize("防御工程"), 3)[0][0] == "zh.md"
+    assert index.bm25.top(tokenize("清水寺"), 3)[0][0] == "ja.md"
+    assert index.bm25.top(tokenize("京都の紅葉"), 3)[0][0] == "ja.md"
+    index.close()

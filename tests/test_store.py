@@ -1,0 +1,171 @@
+"""The persistent store: warm restarts re-embed nothing, kills mid-write leave a usable store, damage is rebuilt."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+from explorer.config import Settings
+from explorer.index import store as store_mod
+from explorer.index.store import Store
+from explorer.index.vault_index import VaultIndex
+
+LEXICAL = Settings().with_overrides({"index.embeddings": False})
+
+
+def _vault(tmp_path: Path, n: int = 5) -> Path:
+    root = tmp_path / "v"
+    root.mkdir()
+    for i in range(n):
+        (root / f"n{i}.md").write_text(f"# Note {i}\n\nbody about topic{i} and kites\n", encoding="utf-8")
+    return root
+
+
+class CountingEmbedder:
+    """The real model, counting what it is asked to embed."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.runtime = inner.runtime
+        self.calls = 0
+        self.texts = 0
+
+    def encode(self, texts, batch_size: int = 32):
+        self.calls += 1
+        self.texts += len(texts)
+        return self.inner.encode(texts, batch_size)
+
+
+def test_warm_restart_reparses_and_reembeds_nothing(tmp_path: Path, embedder) -> None:
+    root = _vault(tmp_path)
+    first = CountingEmbedder(embedder)
+    index = VaultIndex(root, embedder=first)
+    index.open()
+    assert index.embed_pending() == 5
+    index.close()
+
+    second = CountingEmbedder(embedder)
+    index = VaultIndex(root, embedder=second)
+    report = index.open()
+    assert report.added == [] and report.changed == []
+    assert index.stats().pending == 0
+    assert index.embed_pending() == 0
+    assert second.texts == 0
+
+    # One changed note: only its shard is embedded again.
+    (root / "n2.md").write_text("# Note 2\n\nnew words about gliders\n", encoding="utf-8")
+    report = index.refresh()
+    assert report.changed == ["n2.md"]
+    assert index.embed_pending() == 1
+    assert second.texts == 1
+    index.close()
+
+
+def test_touch_without_content_change_does_not_reparse(tmp_path: Path) -> None:
+    root = _vault(tmp_path)
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    p = root / "n1.md"
+    os.utime(p, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+    report = index.refresh()
+    assert report.changed == [] and report.unchanged == 5
+    index.close()
+
+
+def test_schema_mismatch_rebuilds_with_message(tmp_path: Path) -> None:
+    root = _vault(tmp_path)
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    index.store.put_vectors("m", {"h": np.ones(4, dtype=np.float32)})
+    index.close()
+    conn = sqlite3.connect(root / ".explorer" / "index.sqlite")
+    conn.execute("UPDATE meta SET value='0' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+    messages: list[str] = []
+    index = VaultIndex(root, LEXICAL, on_message=messages.append)
+    assert messages and "schema" in messages[0] and "rebuilding" in messages[0]
+    index.open()
+    assert len(index.notes) == 5
+    # The embedding cache survives a schema change (vectors depend only on the text).
+    assert index.store.vector_count("m") == 1
+    index.close()
+
+
+def test_garbage_file_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
+    root = _vault(tmp_path)
+    cache = root / ".explorer"
+    cache.mkdir()
+    (cache / "index.sqlite").write_bytes(b"this is not a database at all" * 100)
+    messages: list[str] = []
+    index = VaultIndex(root, LEXICAL, on_message=messages.append)
+    index.open()
+    assert len(index.notes) == 5
+    assert "unreadable" in messages[0]
+    assert any(p.name.startswith("index.sqlite.broken-") for p in cache.iterdir())
+    index.close()
+
+
+def test_damaged_record_is_reread_from_disk(tmp_path: Path) -> None:
+    root = _vault(tmp_path)
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    index.close()
+    conn = sqlite3.connect(root / ".explorer" / "index.sqlite")
+    conn.execute("UPDATE notes SET data=? WHERE path='n3.md'", (b"garbage",))
+    conn.commit()
+    conn.close()
+    index = VaultIndex(root, LEXICAL)
+    report = index.open()
+    assert "n3.md" in index.notes and "n3.md" in report.added
+    index.close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, numpy as np
+    from explorer.index.store import Store
+    s = Store(__import__("pathlib").Path(sys.argv[1]))
+    print("ready", flush=True)
+    i = 0
+    while True:
+        s.put_vectors("m", {f"h{i}-{j}": np.full(384, i, dtype=np.float32) for j in range(200)})
+        i += 1
+    """
+)
+
+
+def test_kill_during_write_leaves_a_store_that_opens(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    for delay in (0.3, 0.7, 1.1):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(cache)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        store = Store(cache)
+        assert store.messages == []
+        n = store.vector_count("m")
+        assert n % 200 == 0, "a batch is written whole or not at all"
+        # Every stored vector is complete.
+        got = store.get_vectors("m", [f"h0-{j}" for j in range(200)])
+        assert all(v.shape == (384,) for v in got.values())
+        store.close()
+    assert n > 0
+
+
+def test_store_schema_version_is_recorded(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    row = store._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    assert row[0] == str(store_mod.SCHEMA_VERSION)
+    store.close()
