@@ -1,0 +1,1 @@
+"""Standalone benchmarks for Explorer (run with ``python -m benchmarks.<name>``)."""

@@ -1,0 +1,1 @@
+"""Indexing: chunk embeddings and the search indexes built from them."""

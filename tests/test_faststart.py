@@ -1,0 +1,33 @@
+"""Fast start: the one-shot CLI answers hybrid searches without importing torch, sentence-transformers, openai or Textual."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+PROBE = textwrap.dedent(
+    """
+    import io, json, sys, contextlib
+    from explorer.cli import main
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(["search", "syrian hamster cage", "--vault", sys.argv[1], "--json", "-k", "3"])
+    data = json.loads(buf.getvalue())
+    heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers", "openai", "textual") if m in sys.modules)
+    print(json.dumps({"code": code, "dense": data["mode"]["dense"], "heavy": heavy,
+                      "top": data["results"][0]["document_path"]}))
+    """
+)
+
+
+def test_cli_search_is_hybrid_without_heavy_imports(sample_copy: Path, sample_index) -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(sample_copy)], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    assert info["code"] == 0
+    assert info["dense"] is True, "the query was embedded by the real model"
+    assert info["heavy"] == []
+    assert "hamster" in info["top"].lower()
