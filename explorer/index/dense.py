@@ -72,21 +72,45 @@ class DenseIndex:
         live = np.flatnonzero(self._live[:n])
         return live, sims[live]
 
+    def mask(self, keys) -> np.ndarray:
+        """A boolean row mask of `keys`, for `search(..., allowed=mask)`."""
+        m = np.zeros(len(self._key_of), dtype=bool)
+        idx = [self._slot_of[k] for k in keys if k in self._slot_of]
+        m[idx] = True
+        return m
+
     def search(
-        self, query: np.ndarray, k: int, threshold: float = -1.0, allowed: set[str] | None = None
+        self, query: np.ndarray, k: int, threshold: float = -1.0, allowed: set[str] | np.ndarray | None = None
     ) -> list[tuple[str, float]]:
         """The `k` most similar (key, cosine) at or above `threshold`, ties by key."""
-        slots, sims = self.similarities(query)
-        keep = sims >= threshold
-        slots, sims = slots[keep], sims[keep]
+        return self.search_many(np.asarray(query, dtype=np.float32).reshape(1, -1), k, threshold, allowed)[0]
+
+    def search_many(
+        self, queries: np.ndarray, k: int, threshold: float = -1.0, allowed: set[str] | np.ndarray | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """`search` for several query vectors at once: one pass over the matrix for all of them."""
+        queries = np.asarray(queries, dtype=np.float32)
+        n = len(self._key_of)
+        if not self._slot_of or not len(queries):
+            return [[] for _ in range(len(queries))]
+        usable = self._live[:n].copy()
         if allowed is not None:
-            mask = np.fromiter((self._key_of[s] in allowed for s in slots.tolist()), dtype=bool, count=len(slots))
-            slots, sims = slots[mask], sims[mask]
-        if len(slots) > k > 0:
-            part = np.argpartition(-sims, k - 1)[:k]
-            cut = sims[part].min()
-            sel = sims >= cut
-            slots, sims = slots[sel], sims[sel]
-        pairs = [(self._key_of[s], float(c)) for s, c in zip(slots.tolist(), sims.tolist())]
-        pairs.sort(key=lambda p: (-p[1], p[0]))
-        return [(key, c) for key, c in pairs[:k] if key is not None]
+            m = allowed if isinstance(allowed, np.ndarray) else self.mask(allowed)
+            usable[: len(m)] &= m[:n]
+            usable[len(m):] = False
+        rows = np.flatnonzero(usable)
+        sims_all = self._matrix[:n] @ queries.T if len(rows) > n // 4 else self._matrix[rows] @ queries.T
+        out = []
+        for j in range(len(queries)):
+            sims = sims_all[rows, j] if sims_all.shape[0] == n else sims_all[:, j]
+            keep = sims >= threshold
+            slots, sel = rows[keep], sims[keep]
+            if len(slots) > k > 0:
+                part = np.argpartition(-sel, k - 1)[:k]
+                cut = sel[part].min()
+                top = sel >= cut
+                slots, sel = slots[top], sel[top]
+            pairs = [(self._key_of[s], float(c)) for s, c in zip(slots.tolist(), sel.tolist())]
+            pairs.sort(key=lambda p: (-p[1], p[0]))
+            out.append([(key, c) for key, c in pairs[:k] if key is not None])
+        return out

@@ -163,19 +163,37 @@ class BM25Index:
         wanted = self._slot_of if keys is None else {k: self._slot_of[k] for k in keys if k in self._slot_of}
         return {k: by_slot.get(s, 0.0) for k, s in wanted.items()}
 
-    def top(self, query: Sequence[str], k: int, allowed: set[str] | None = None) -> list[tuple[str, float]]:
-        """The `k` best (key, score) among documents containing a query token, ties by key."""
+    def mask(self, keys: Iterable[str]) -> np.ndarray:
+        """A boolean slot mask of `keys`, for `top(..., allowed=mask)`."""
+        m = np.zeros(len(self._key_of), dtype=bool)
+        idx = [self._slot_of[k] for k in keys if k in self._slot_of]
+        m[idx] = True
+        return m
+
+    def top(
+        self, query: Sequence[str], k: int, allowed: set[str] | np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
+        """The `k` best (key, score) among documents containing a query token, ties by key.
+
+        `allowed` restricts the candidates: a set of keys, or a mask from `mask()`.
+        """
         slots, scores = self.score_slots(query)
-        if not len(slots):
+        if allowed is not None and len(slots):
+            m = allowed if isinstance(allowed, np.ndarray) else self.mask(allowed)
+            inside = slots < len(m)
+            keep = np.zeros(len(slots), dtype=bool)
+            keep[inside] = m[slots[inside]]
+            slots, scores = slots[keep], scores[keep]
+        if not len(slots) or k <= 0:
             return []
-        keys = [self._key_of[s] for s in slots.tolist()]
-        pairs = [(key, sc) for key, sc in zip(keys, scores.tolist()) if key is not None and (allowed is None or key in allowed)]
-        if len(pairs) > k * 4 and k > 0:
-            arr = np.array([p[1] for p in pairs])
-            cut = np.partition(arr, len(arr) - k)[len(arr) - k]
-            pairs = [p for p in pairs if p[1] >= cut]
+        if len(slots) > k:
+            part = np.argpartition(-scores, k - 1)[:k]
+            cut = scores[part].min()
+            sel = scores >= cut
+            slots, scores = slots[sel], scores[sel]
+        pairs = [(self._key_of[s], sc) for s, sc in zip(slots.tolist(), scores.tolist())]
         pairs.sort(key=lambda p: (-p[1], p[0]))
-        return pairs[:k]
+        return [(key, sc) for key, sc in pairs[:k] if key is not None]
 
 
 def bm25_idf_reference(n_docs: int, df: int) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 import time
@@ -16,9 +17,12 @@ from explorer.context import highlight_spans, query_words, snippet
 from explorer.index.tokenize import tokenize
 from explorer.index.vault_index import VaultIndex
 from explorer.search.fusion import Fused, Ranking, rrf
+from explorer.search.llm import Budget
 from explorer.search.query import ParsedQuery, parse_query
+from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.schema import ContextShard, Explanation, PassInfo, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, clamp_terms, keyword_terms
+from explorer.search.twopass import merge_passes, repeats_query
 from explorer.vault.model import Shard
 
 MAX_QUERY_CHARS = 2000
@@ -152,7 +156,8 @@ class SearchPipeline:
             results.warnings = warnings
             results.timings_ms = {"total": (time.perf_counter() - t_start) * 1000}
             return results
-        terms = self._write_terms(parsed.text)
+        budget = Budget(self.settings.llm.token_budget)
+        terms = self._write_terms(parsed.text, budget)
         warnings.extend(terms.warnings)
         timings["terms"] = (time.perf_counter() - t) * 1000
         check()
@@ -173,6 +178,7 @@ class SearchPipeline:
             stats = self._stats(qvecs is not None)
             searched = ["all"]
             early = False
+            qvec0 = qvecs.get(terms.all_terms[0]) if qvecs is not None else None
             # Knowledge first: when knowledge notes alone answer well, stop there.
             entries: list[_Entry] | None = None
             rankings_all: list[Ranking] = []
@@ -183,12 +189,15 @@ class SearchPipeline:
                 if facts:
                     kb_rankings = self._retrieve(terms, qvecs, facts, timings, "kb_")
                     kb_entries = self._entries(rrf(kb_rankings, s.rrf_k, self._source_weight), parsed, 1)
-                    kb_results = [self._result(e, parsed, kc=s.pass1_shards) for e in kb_entries[:k]]
-                    quality = assess_quality(kb_results, self.index.model_state == "ready" and qvecs is not None)
+                    kb_results = [self._result(e, parsed, kc=s.pass1_shards, qvec=qvec0) for e in kb_entries[:k]]
+                    kb_quality = assess_quality(kb_results, qvecs is not None)
+                    # The page is full when as many relevant knowledge notes as pass 1 would show were found.
                     page = min(k, s.pass1_entries)
-                    if quality.level == "high" and len(kb_results) >= page:
+                    if kb_quality.level == "high" and kb_quality.factors["relevant_count"] >= page:
                         entries, rankings_all, early = kb_entries, kb_rankings, True
                         searched = ["fact"]
+                    else:
+                        searched = ["fact", "all"]
                 timings["knowledge_first"] = (time.perf_counter() - t) * 1000
             check()
 
@@ -202,7 +211,7 @@ class SearchPipeline:
                 entries = self._entries(fused, parsed, 1)
             ke1 = max(s.pass1_entries, k) if two_pass else k
             pass1 = entries[:ke1]
-            results = [self._result(e, parsed, kc=s.pass1_shards) for e in pass1]
+            results = [self._result(e, parsed, kc=s.pass1_shards, qvec=qvec0) for e in pass1]
             passes = [PassInfo(1, parsed.text, tuple(terms.all_terms), ke1, s.pass1_shards, len(entries), len(pass1), (time.perf_counter() - t) * 1000)]
             timings["pass1"] = passes[0].ms
         check()
@@ -223,33 +232,40 @@ class SearchPipeline:
 
         # 5. two-pass
         analysis = None
-        if two_pass and not early:
+        if two_pass and early:
+            out.analysis = {"decision": "SUFFICIENT", "refined_query": "", "analyser": None, "tokens_used": 0,
+                            "reason": "knowledge notes answered with high quality (early return)",
+                            "skipped": "pass 2 skipped: knowledge-first early return"}
+        elif two_pass:
             t = time.perf_counter()
-            analysis = self._analyse(parsed.text, out)
+            analysis = self._analyse(parsed.text, out, budget)
             timings["analysis"] = (time.perf_counter() - t) * 1000
             out.analysis = {"decision": analysis.decision, "refined_query": analysis.refined_query,
                             "reason": analysis.reason, "analyser": analysis.analyser, "tokens_used": analysis.tokens_used}
             check()
-            if analysis.decision == "REFINE" and analysis.refined_query.strip():
-                refined = analysis.refined_query.strip()
-                if _same_query(refined, parsed.text):
-                    out.analysis["skipped"] = "refined query repeats the original"
-                else:
-                    t = time.perf_counter()
-                    terms2 = self._write_terms(refined)
-                    qvecs2 = self._encode(terms2.all_terms) if qvecs is not None else None
-                    with self.index.lock:
-                        rankings2 = self._retrieve(terms2, qvecs2, allowed, timings, "pass2_")
-                        entries2 = self._entries(rrf(rankings2, s.rrf_k, self._source_weight), parsed, 2)
-                        have = {r.document_path for r in out.results}
-                        new = [e for e in entries2 if e.path not in have][: s.pass2_entries]
-                        found2 = [self._result(e, parsed, kc=s.pass2_shards) for e in new]
-                    merged = out.results + found2
-                    merged.sort(key=lambda r: (-r.score, r.pass_, r.document_path))
-                    out.results = merged
-                    out.trace["rankings_pass2"] = rankings2
-                    passes.append(PassInfo(2, refined, tuple(terms2.all_terms), s.pass2_entries, s.pass2_shards, len(entries2), len(found2), (time.perf_counter() - t) * 1000))
-                    timings["pass2"] = passes[-1].ms
+            refined = analysis.refined_query.strip() if analysis.decision == "REFINE" else ""
+            if analysis.decision == "REFINE" and not refined:
+                out.analysis["skipped"] = "pass 2 skipped: REFINE without a query"
+            elif refined and repeats_query(refined, parsed.text):
+                out.analysis["skipped"] = "pass 2 skipped: the refined query repeats the original (it would repeat pass 1)"
+            elif refined:
+                t = time.perf_counter()
+                terms2 = self._write_terms(refined, budget)
+                out.warnings.extend(f"pass 2: {w}" for w in terms2.warnings)
+                qvecs2 = self._encode(terms2.all_terms) if qvecs is not None else None
+                check()
+                with self.index.lock:
+                    rankings2 = self._retrieve(terms2, qvecs2, allowed, timings, "pass2_")
+                    entries2 = self._entries(rrf(rankings2, s.rrf_k, self._source_weight), parsed, 2)
+                    found2 = [self._result(e, parsed, kc=s.pass2_shards, qvec=qvec0) for e in entries2[: s.pass2_entries]]
+                top1 = max((r.rrf_score for r in out.results), default=0.0)
+                top2 = max((r.rrf_score for r in found2), default=0.0)
+                out.results, added = merge_passes(out.results, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
+                out.trace["rankings_pass2"] = rankings2
+                passes.append(PassInfo(2, refined, tuple(terms2.all_terms), s.pass2_entries, s.pass2_shards, len(found2), added, (time.perf_counter() - t) * 1000))
+                timings["pass2"] = passes[-1].ms
+                if not added:
+                    out.analysis["pass2"] = "pass 2 found no entry pass 1 had not"
         out.passes = passes
         check()
 
@@ -287,6 +303,7 @@ class SearchPipeline:
             "runtime": self.index.runtime,
             "terms": terms.source,
             "analyser": analysis.analyser if analysis else None,
+            "llm_tokens": budget.used,
             "two_pass": two_pass,
             "rerank": bool(rerank),
             "cached": False,
@@ -295,17 +312,21 @@ class SearchPipeline:
         out.timings_ms = timings
         if record:
             self._record(out)
-        with self._cache_lock:
-            self._cache[key] = out
-            while len(self._cache) > self.settings.search.cache_size:
-                self._cache.popitem(last=False)
+        # A search that fell back from the LLM is not kept: the next one may reach it again.
+        fell_back = "->" in terms.source or (analysis is not None and "->" in analysis.analyser) or \
+            any(w.startswith("pass 2: LLM") for w in out.warnings)
+        if not fell_back:
+            with self._cache_lock:
+                self._cache[key] = out
+                while len(self._cache) > self.settings.search.cache_size:
+                    self._cache.popitem(last=False)
         return out
 
     # -- stages ------------------------------------------------------------------------------
-    def _write_terms(self, text: str) -> SearchTerms:
+    def _write_terms(self, text: str, budget: Budget | None = None) -> SearchTerms:
         if self.term_writer is not None:
             try:
-                terms = self.term_writer(text)
+                terms = _call_with_budget(self.term_writer, budget, text)
             except Exception as exc:  # noqa: BLE001 - any writer failure falls back to keywords
                 terms = replace(keyword_terms(text, self._idf, self.settings.search.max_terms),
                                 warnings=(f"term writer failed ({exc}); keyword terms used",))
@@ -331,25 +352,31 @@ class SearchPipeline:
         allowed: set[str] | None,
         timings: dict[str, float],
         prefix: str,
+        depth: int | None = None,
     ) -> list[Ranking]:
+        """One BM25 and one dense ranking per term; the dense side scans the matrix once for all terms."""
         s = self.settings.search
+        depth = max(depth or 0, s.candidates)
         rankings: list[Ranking] = []
-        t_bm = t_de = 0.0
+        t0 = time.perf_counter()
+        bm_mask = self.index.bm25.mask(allowed) if allowed is not None else None
         for i, term in enumerate(terms.all_terms):
             tw = s.query_weight if i == 0 else s.term_weight
-            t0 = time.perf_counter()
             toks = tokenize(term)
-            items = self.index.bm25.top(toks, s.candidates, allowed) if toks else []
-            t_bm += time.perf_counter() - t0
+            items = self.index.bm25.top(toks, depth, bm_mask) if toks else []
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
-            if qvecs is not None and term in qvecs:
-                t0 = time.perf_counter()
-                hits = self.index.dense.search(qvecs[term], s.candidates, s.dense_threshold, allowed)
-                t_de += time.perf_counter() - t0
-                rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(hits)))
-        timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + t_bm * 1000
+        timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
         if qvecs is not None:
-            timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + t_de * 1000
+            t0 = time.perf_counter()
+            embedded = [t for t in terms.all_terms if t in qvecs]
+            if embedded:
+                matrix = np.stack([qvecs[t] for t in embedded])
+                de_mask = self.index.dense.mask(allowed) if allowed is not None else None
+                hits = self.index.dense.search_many(matrix, depth, s.dense_threshold, de_mask)
+                for term, items in zip(embedded, hits):
+                    tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
+                    rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
+            timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
         return rankings
 
     def _source_weight(self, node_id: str) -> float:
@@ -402,7 +429,7 @@ class SearchPipeline:
                 entry.fused.append(f)
         return order
 
-    def _result(self, entry: _Entry, parsed: ParsedQuery, kc: int) -> SearchResult:
+    def _result(self, entry: _Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None) -> SearchResult:
         best = entry.fused[0] if entry.fused else None
         note = self.index.notes[entry.path]
         words = query_words(parsed.text) if parsed.text else []
@@ -430,7 +457,7 @@ class SearchPipeline:
                 shards_matched=len(entry.fused),
             )
         top = shards[0] if shards else None
-        rel = self._relevance(best, words) if best is not None else 0.0
+        rel = self._relevance(entry, words, qvec, kc) if best is not None else 0.0
         return SearchResult(
             document_path=entry.path,
             title=note.title,
@@ -449,22 +476,31 @@ class SearchPipeline:
             explanation=explanation,
         )
 
-    def _relevance(self, best: Fused, words: list[str]) -> float:
-        """0-1: the best shard's cosine to the query and its coverage of the query's words."""
-        cos = max((c.raw_score for c in best.contributions if c.retriever == "dense"), default=None)
-        toks = set(self.index.tokens(best.node_id))
-        content = [w for w in dict.fromkeys(words) if w]
-        coverage = sum(1 for w in content if w in toks) / len(content) if content else 0.0
-        if cos is None:
-            return round(0.85 * coverage, 4)
-        cos_part = min(max((cos - 0.25) / 0.45, 0.0), 1.0)
-        return round(max(cos_part, 0.5 * cos_part + 0.5 * coverage), 4)
+    def _relevance(self, entry: _Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
+        """0-1 (explorer.search.quality.relevance): the entry's best cosine to the query vector and
+        the IDF-weighted coverage of the query's words by its top `kc` retrieved shards."""
+        ids = [f.node_id for f in entry.fused[: max(kc, 1)]]
+        toks: set[str] = set()
+        for node_id in ids:
+            toks.update(self.index.tokens(node_id))
+        n_docs = len(self.index.bm25)
+        cover = coverage(words, toks, lambda w: token_idf(n_docs, self.index.bm25.doc_freq(w)))
+        cos: float | None = None
+        if qvec is not None:
+            sims = [float(np.dot(v, qvec)) for v in (self.index.dense.vector(n) for n in ids) if v is not None]
+            cos = max(sims) if sims else None
+        return relevance(cos, cover)
 
-    def _analyse(self, query: str, results: SearchResults) -> Analysis:
-        if self.analyser is not None:
-            return self.analyser(query, results)
+    def _analyse(self, query: str, results: SearchResults, budget: Budget | None = None) -> Analysis:
         from explorer.search.twopass import heuristic_analysis
 
+        if self.analyser is not None and self.settings.search.analyser != "heuristic":
+            try:
+                return _call_with_budget(self.analyser, budget, query, results)
+            except Exception as exc:  # noqa: BLE001 - any analyser failure falls back to the heuristic
+                fallback = heuristic_analysis(query, results, self.index)
+                name = getattr(self.analyser, "name", "analyser")
+                return replace(fallback, analyser=f"{name}->heuristic", reason=f"analyser failed ({exc}); {fallback.reason}")
         return heuristic_analysis(query, results, self.index)
 
     def _always_include(self, out: SearchResults, parsed: ParsedQuery, terms: SearchTerms) -> None:
@@ -532,8 +568,9 @@ class SearchPipeline:
         rankings = out.trace.get("rankings", [])
         out.stats["bm25_matches"] = len({n for r in rankings if r.retriever == "bm25" for n, _ in r.items})
         out.stats["embedding_matches"] = len({n for r in rankings if r.retriever == "dense" for n, _ in r.items})
-        ids = [r.document_path for r in out.results if r.source == "search"]
-        top = out.results[0].relevance if out.results else 0.0
+        searched = [r for r in out.results if r.source == "search"]
+        ids = [r.document_path for r in searched]
+        top = max((r.relevance for r in searched[:3]), default=0.0)
         out.advisory = diminishing_returns(self.history, out.query, ids, top)
         self.history.append({"query": out.query, "ids": ids, "top": top, "time": time.time()})
         del self.history[:-50]
@@ -579,5 +616,12 @@ def _has_tag(tags: tuple[str, ...], wanted: str) -> bool:
     return any(t == wanted or t.startswith(wanted + "/") for t in tags)
 
 
-def _same_query(a: str, b: str) -> bool:
-    return sorted(set(tokenize(a))) == sorted(set(tokenize(b)))
+def _call_with_budget(fn: Callable[..., Any], budget: Budget | None, *args: Any) -> Any:
+    """Call a term writer or analyser, handing it the search's token budget when it takes one."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if budget is not None and ("budget" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())):
+        return fn(*args, budget=budget)
+    return fn(*args)

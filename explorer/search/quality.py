@@ -2,57 +2,152 @@
 
 from __future__ import annotations
 
+import math
 import statistics
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
+from explorer.context import query_words
 from explorer.search.schema import Quality, SearchResult
 
+#: Quality score at or above which results are `high`.
 HIGH = 0.75
+#: Quality score at or above which results are `medium` (below: `low`).
 MEDIUM = 0.45
+#: An entry with at least this relevance counts as relevant.
 RELEVANT = 0.5
+#: Cosine at which the semantic part of relevance starts (MiniLM: unrelated texts sit below it).
+COS_FLOOR = 0.25
+#: Cosine at which the semantic part of relevance is full.
+COS_FULL = 0.70
+#: Relevance of an entry that holds every query word, when no cosine is available (BM25 only).
+LEXICAL_ONLY_CAP = 0.85
+#: Query words whose mean IDF is below this are not informative enough to judge by (e.g. "the").
+INFORMATIVE_IDF = 1.0
+#: How many of the top entries the level is judged from.
+TOP_N = 3
+#: Diminishing returns: result overlap with the previous search above which it warns.
+OVERLAP = 0.8
+#: Diminishing returns: this many searches within MANY_WINDOW_S seconds is "many".
+MANY_SEARCHES = 8
+#: Diminishing returns: the window of MANY_SEARCHES, in seconds.
+MANY_WINDOW_S = 120.0
 
+
+# -- per-entry relevance (computed by the pipeline for every result) ---------------------------
+
+def token_idf(n_docs: int, df: int) -> float:
+    """A non-negative IDF: ln(1 + (N - df + 0.5) / (df + 0.5)); a word in no shard gets the most."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) if n_docs > 0 else 0.0
+
+
+def coverage(query_tokens: Sequence[str], doc_tokens: Iterable[str] | set[str], idf: Callable[[str], float]) -> float:
+    """IDF-weighted share of the query's (folded) words found in the entry's tokens, 0-1.
+
+    Rare words weigh more than common ones; a word absent from the vault weighs most, so a
+    query half made of unknown words covers at most half. When the query's words are on
+    average barely informative (mean IDF below INFORMATIVE_IDF, e.g. only "the"), the share
+    is scaled down by that mean: matching them says little.
+    """
+    words = list(dict.fromkeys(t for t in query_tokens if t))
+    if not words:
+        return 0.0
+    have = doc_tokens if isinstance(doc_tokens, (set, frozenset)) else set(doc_tokens)
+    weights = {w: max(idf(w), 0.0) for w in words}
+    total = sum(weights.values())
+    if total <= 0.0:
+        return 0.0
+    share = sum(weights[w] for w in words if w in have) / total
+    mean = total / len(words)
+    return share * min(1.0, mean / INFORMATIVE_IDF)
+
+
+def relevance(cos: float | None, cover: float) -> float:
+    """0-1 estimate of how well an entry matches its query.
+
+    With a cosine (the best of the entry's shards against the query vector):
+    `max(c, (c + coverage) / 2)` where `c = clip((cos - COS_FLOOR) / (COS_FULL - COS_FLOOR))`,
+    so meaning alone can make an entry relevant, words alone at most half. Without one
+    (BM25 only, or no vector yet): `LEXICAL_ONLY_CAP * coverage`.
+    """
+    if cos is None:
+        return round(LEXICAL_ONLY_CAP * cover, 4)
+    c = min(max((cos - COS_FLOOR) / (COS_FULL - COS_FLOOR), 0.0), 1.0)
+    return round(max(c, 0.5 * c + 0.5 * cover), 4)
+
+
+# -- the quality of a result list -------------------------------------------------------------
 
 def assess(results: Sequence[SearchResult], dense: bool) -> Quality:
-    """Judge a ranked result list from each entry's relevance (0-1: cosine and word coverage).
+    """Judge a ranked result list (searched entries only) from each entry's `relevance`.
 
-    score = 0.6 * top relevance + 0.25 * agreement + 0.15 * support, where agreement is 1 when
-    BM25 and embeddings both put the top entry in their top 3 (0.5 when only one retriever ran
-    and found it), and support is the mean relevance of the top 3. One strong, agreed answer is
-    enough for `high`; a list of weak matches stays `low`, whatever its length.
+    Formula (all parts 0-1):
+
+        top       = the highest relevance among the first TOP_N entries
+        agreement = for that entry: 1 when both BM25 and embeddings rank it in their top 3,
+                    0.5 when one does, else 0; BM25 only (nothing to agree with): 1 when BM25
+                    ranks it in its top 3 or it leads the list, else 0; in both cases times
+                    min(1, top / 0.5), since ranks agree on weak matches too
+        support   = mean relevance of the first TOP_N entries
+        score     = 0.6 * top + 0.25 * agreement + 0.15 * support
+
+    Levels: high >= 0.75 > medium >= 0.45 > low. One strong entry that both retrievers agree
+    on is enough for high (a question one note answers); a long list of weak matches stays low,
+    whatever its length. BM25 only, high needs a top entry holding nearly all (about 87 % of
+    the IDF weight of) the query's words. Confidence is 1 for an empty list (surely nothing), else grows with the
+    score's distance to the nearest level boundary (0.5 on it, 1 at 0.15 away), times 0.8
+    when only BM25 ran. Factors also describe the score distribution (spread, gap) that the
+    two-pass analyser reads.
     """
     searched = [r for r in results if r.source == "search"]
     if not searched:
         return Quality(
             level="low", score=0.0, confidence=1.0,
-            factors={"top_relevance": 0.0, "avg_relevance": 0.0, "score_spread": 0.0, "result_count": 0,
-                     "relevant_count": 0, "agreement": 0.0, "top_score_above_threshold": False, "dense": dense},
+            factors=_factors(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, dense, 0.0),
             suggestion="No results found. Try other words, or remove filters.",
         )
     rel = [r.relevance for r in searched]
-    top = rel[0] if rel else 0.0
-    best = searched[0]
-    if dense:
-        agreement = 1.0 if (best.bm25_rank or 99) <= 3 and (best.embedding_rank or 99) <= 3 else \
-            0.5 if (best.bm25_rank or 99) <= 3 or (best.embedding_rank or 99) <= 3 else 0.0
-    else:
-        agreement = 0.5 if (best.bm25_rank or 99) <= 3 else 0.0
-    support = sum(rel[:3]) / min(3, len(rel))
+    head = rel[:TOP_N]
+    top = max(head)
+    lead = searched[head.index(top)]
+    agreement = _agreement(lead, dense, lead is searched[0]) * min(1.0, top / RELEVANT)
+    support = sum(head) / len(head)
     score = min(1.0, 0.6 * top + 0.25 * agreement + 0.15 * support)
-    spread = statistics.pstdev(rel[:10]) if len(rel) > 1 else 0.0
-    relevant = sum(1 for x in rel if x >= RELEVANT)
+    window = rel[:10]
+    spread = statistics.pstdev(window) if len(window) > 1 else 0.0
+    ordered = sorted(window, reverse=True)
+    gap = ordered[0] - ordered[1] if len(ordered) > 1 else ordered[0]
+    relevant = sum(1 for x in window if x >= RELEVANT)
     level = "high" if score >= HIGH else "medium" if score >= MEDIUM else "low"
-    confidence = round((min(len(rel) / 10, 1.0) + max(0.0, 1 - spread * 2)) / 2, 3)
-    factors: dict[str, Any] = {
+    margin = min(abs(score - HIGH), abs(score - MEDIUM))
+    confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
+    factors = _factors(top, sum(window) / len(window), support, spread, gap, len(searched), relevant, agreement, dense,
+                       searched[0].score)
+    return Quality(level, round(score, 4), round(confidence, 3), factors, _suggestion(level, top, relevant, dense))
+
+
+def _agreement(lead: SearchResult, dense: bool, first: bool) -> float:
+    in_bm25 = lead.bm25_rank is not None and lead.bm25_rank <= 3
+    in_dense = lead.embedding_rank is not None and lead.embedding_rank <= 3
+    if not dense:
+        return 1.0 if in_bm25 or first else 0.0
+    return 1.0 if in_bm25 and in_dense else 0.5 if in_bm25 or in_dense else 0.0
+
+
+def _factors(top: float, avg: float, support: float, spread: float, gap: float, count: int, relevant: int,
+             agreement: float, dense: bool, top_score: float) -> dict[str, Any]:
+    return {
         "top_relevance": round(top, 4),
-        "avg_relevance": round(sum(rel) / len(rel), 4),
+        "avg_relevance": round(avg, 4),
+        "support": round(support, 4),
         "score_spread": round(spread, 4),
-        "result_count": len(searched),
+        "score_gap": round(gap, 4),
+        "result_count": count,
         "relevant_count": relevant,
-        "agreement": agreement,
+        "agreement": round(agreement, 4),
+        "top_score": round(top_score, 6),
         "top_score_above_threshold": top >= HIGH,
         "dense": dense,
     }
-    return Quality(level, round(score, 4), confidence, factors, _suggestion(level, top, relevant, dense))
 
 
 def _suggestion(level: str, top: float, relevant: int, dense: bool) -> str:
@@ -69,25 +164,39 @@ def _suggestion(level: str, top: float, relevant: int, dense: bool) -> str:
     return "Little here matches: try different words, or the vault may not hold this."
 
 
-def diminishing_returns(history: list[dict[str, Any]], query: str, ids: list[str], top: float) -> str | None:
+# -- diminishing returns ----------------------------------------------------------------------
+
+def query_key(query: str) -> tuple[str, ...]:
+    """A query's content words, folded and sorted (stop-words dropped unless nothing else)."""
+    return tuple(sorted(set(query_words(query))))
+
+
+def diminishing_returns(history: list[dict[str, Any]], query: str, ids: list[str], top: float,
+                        now: float | None = None) -> str | None:
     """An advisory when searching more is unlikely to help, else None.
 
-    Patterns: the same query again; more than 80 % of results shared with the last search;
-    top relevance falling over three searches in a row; many searches in a short time.
+    `history` holds earlier searches, oldest first, as dicts with `query`, `ids` (result paths),
+    `top` (top relevance) and `time`. Patterns, first match wins:
+      1. the same query again (same content words, any order or case) among the last 20;
+      2. more than 80 % of the results were in the previous search's results;
+      3. top relevance falling three searches in a row;
+      4. MANY_SEARCHES or more searches within MANY_WINDOW_S seconds.
     """
-    norm = " ".join(query.lower().split())
-    if any(" ".join(h["query"].lower().split()) == norm for h in history[-20:]):
+    key = query_key(query)
+    if key and any(query_key(h["query"]) == key for h in history[-20:]):
         return f'You already searched for "{query}". Try different words, or use what you have.'
     if history and ids:
         last = set(history[-1]["ids"])
-        overlap = sum(1 for i in ids if i in last) / max(len(ids), 1)
-        if overlap > 0.8:
+        overlap = sum(1 for i in ids if i in last) / len(ids)
+        if overlap > OVERLAP:
             return f"Results overlap {round(overlap * 100)}% with the previous search: you may have what there is."
     if len(history) >= 2:
         a, b = history[-2]["top"], history[-1]["top"]
         if a > b > top:
             return "Top relevance is falling search after search: consider stopping or rephrasing."
-    recent = [h for h in history if h["time"] > (history[-1]["time"] - 120)] if history else []
-    if len(recent) >= 8:
-        return "Many searches in a short time: consider reading the best results in context."
+    if history:
+        t = history[-1]["time"] if now is None else now
+        recent = [h for h in history if h["time"] >= t - MANY_WINDOW_S]
+        if len(recent) + 1 >= MANY_SEARCHES:
+            return "Many searches in a short time: consider reading the best results in context."
     return None

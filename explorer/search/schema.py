@@ -115,7 +115,8 @@ class SearchResult:
     rrf_score: float
     """Fused score (0 for always-include entries that no ranking found)."""
     score: float
-    """The score the list is sorted by: rrf_score, or the blended rerank score."""
+    """The score the list is sorted by: rrf_score (for an entry pass 2 added, scaled to pass 1's top
+    score), or the blended rerank score."""
     bm25_rank: int | None
     """Best rank any of its shards reached in a BM25 ranking (None: not retrieved by BM25)."""
     embedding_rank: int | None

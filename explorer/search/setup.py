@@ -16,6 +16,11 @@ def build_components(index: Any, settings: Any) -> tuple[Any, Any, Any]:
         term_writer = llm_term_writer(llm, index, settings)
         if settings.search.analyser in ("auto", "llm"):
             analyser = llm_analyser(llm, index, settings)
+    elif settings.search.analyser == "llm":
+        # Asked for but not configured: the analyser falls back and names the reason.
+        from explorer.search.llm import LLMClient, llm_analyser
+
+        analyser = llm_analyser(LLMClient(settings.llm), index, settings)
     if settings.rerank.enabled and settings.rerank.backend != "none":
         try:
             from explorer.search.rerank import build_reranker

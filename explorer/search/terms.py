@@ -33,7 +33,7 @@ class SearchTerms:
     terms: tuple[str, ...]
     """Additional search terms (0-5)."""
     source: str
-    """`keywords` (offline extraction) or `llm`."""
+    """`keywords` (offline extraction), `llm`, or `llm->keywords` (the LLM failed; keywords used)."""
     include_preferences: bool = False
     """Append the user's preferences."""
     include_n_minus_1: bool = False
