@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("tfidf", "phrase", "and", "fuzzy"), default="tfidf")
     p.add_argument("-n", "--max-results", type=int, default=None)
     p.add_argument("--context-chars", type=int, default=None)
-    p.add_argument("--window", type=int, default=None, help="proximity window in words (and/phrase)")
+    p.add_argument("--window", type=int, default=None, help="proximity window in words")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("context", help="text around a cursor in a note")

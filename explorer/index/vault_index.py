@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import NoteFile, ScanResult, check_vault, is_ignored, load_note, scan_vault
 from explorer.vault.shard import make_shards
+
+if TYPE_CHECKING:
+    from explorer.index.classic import ClassicIndex
 
 Progress = Callable[[str, int, int], None]
 
@@ -105,6 +109,7 @@ class VaultIndex:
         self.runtime = embedder.runtime if embedder else ""
         self._links: LinkGraph | None = None
         self._links_version = -1
+        self._classic: ClassicIndex | None = None
         self.store = Store(self.cache_dir)
         for msg in self.store.messages:
             self.on_message(msg)
@@ -128,10 +133,23 @@ class VaultIndex:
         report.ms = (time.perf_counter() - t0) * 1000
         return report
 
-    def refresh(self, paths: Iterable[str] | None = None, progress: Progress | None = None) -> BatchReport:
+    def refresh(
+        self,
+        paths: Iterable[str] | None = None,
+        progress: Progress | None = None,
+        reread: bool = False,
+    ) -> BatchReport:
         """Re-read what changed on disk: the whole vault, or only `paths` (vault-relative).
 
-        A file is re-parsed only when its size or mtime moved and its content hash differs.
+        A file is re-parsed only when its size or mtime moved (or, with `reread`, always) and
+        its content hash differs.
+
+        Args:
+            paths: Vault-relative paths to check; None scans the whole vault.
+            progress: Called with (stage, done, total) while reading.
+            reread: Read every listed file even when its size and mtime look unchanged (a
+                watcher knows it was touched: a permission change, or two writes within one
+                mtime tick). Unchanged content still costs no re-parse.
         """
         t0 = time.perf_counter()
         vault = self.settings.vault
@@ -156,7 +174,7 @@ class VaultIndex:
         parsed: list[tuple[NoteFile, str, Note, list[Shard]]] = []
         touched: list[tuple[str, int, int]] = []
         new_skips: list[tuple[str, str, int, int]] = []
-        todo = [f for f in candidates if self._needs_read(f)]
+        todo = [f for f in candidates if (reread and paths is not None) or self._needs_read(f)]
         report.unchanged = len(candidates) - len(todo)
         for i, f in enumerate(todo):
             if progress:
@@ -166,7 +184,7 @@ class VaultIndex:
                 new_skips.append((f.path, reason, f.mtime_ns, f.size))
                 report.skipped[f.path] = reason
                 continue
-            digest = hashlib.blake2b(note.text.encode("utf-8"), digest_size=16).hexdigest()
+            digest = _note_digest(note)
             old = self._states.get(f.path)
             if old is not None and old.hash == digest and f.path in self.notes:
                 touched.append((f.path, f.mtime_ns, f.size))
@@ -184,7 +202,51 @@ class VaultIndex:
 
     def _needs_read(self, f: NoteFile) -> bool:
         old = self._states.get(f.path)
-        return old is None or old.mtime_ns != f.mtime_ns or old.size != f.size
+        if old is None or old.mtime_ns != f.mtime_ns or old.size != f.size:
+            return True
+        # A permission change moves neither size nor mtime: retry files that could not be read.
+        return not old.hash and self.skipped.get(f.path, "").startswith("unreadable")
+
+    def file_state(self, path: str) -> FileState | None:
+        """What the index last recorded of a vault-relative file (size, mtime, hash), or None."""
+        with self.lock:
+            return self._states.get(path)
+
+    def paths_under(self, folder: str) -> list[str]:
+        """Known files (notes and skipped files) at or below a vault-relative folder; '' is the root."""
+        prefix = folder.rstrip("/") + "/" if folder else ""
+        with self.lock:
+            return sorted(p for p in self._states if p == folder or p.startswith(prefix))
+
+    def reopen_store(self) -> None:
+        """Start a fresh store file and write the current in-memory index into it.
+
+        For a cache folder that vanished under a running index (the vault folder was deleted
+        and created again): without this, later writes would go to an unlinked database.
+        """
+        with self.lock:
+            records = [
+                NoteRecord(path, self._states[path], note, tuple(self.shards[i] for i in self.shards_by_path.get(path, ())))
+                for path, note in self.notes.items()
+                if path in self._states
+            ]
+            skips = [(p, r, self._states[p].mtime_ns, self._states[p].size) for p, r in self.skipped.items() if p in self._states]
+            vectors: dict[str, np.ndarray] = {}
+            for s in self.shards.values():
+                vec = self.dense.vector(s.node_id)
+                if vec is not None:
+                    vectors[s.hash] = vec
+            old = self.store
+            self.store = Store(self.cache_dir)
+            for msg in self.store.messages:
+                self.on_message(msg)
+            self.store.apply(notes=records, skipped=skips)
+            if vectors:
+                self.store.put_vectors(self.model_id, vectors)
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001 - the old file is gone; closing it may fail harmlessly
+            pass
 
     def _apply(
         self,
@@ -358,7 +420,8 @@ class VaultIndex:
     def stats(self) -> IndexStats:
         """Counts for status displays."""
         with self.lock:
-            pending = sum(1 for k in self.shards if k not in self.dense)
+            # The dense index only ever holds vectors of current shards.
+            pending = len(self.shards) - len(self.dense)
             return IndexStats(
                 notes=len(self.notes),
                 shards=len(self.shards),
@@ -383,6 +446,20 @@ class VaultIndex:
                 self._links_version = self.version
             return self._links
 
+    def classic(self) -> ClassicIndex:
+        """The positional index of the classic cursor tools over the same notes.
+
+        Built on first use; each later use (and each search on it) re-tokenizes only the notes
+        whose object changed since the version it last saw, under this index's lock.
+        """
+        with self.lock:
+            if self._classic is None:
+                from explorer.index.classic import ClassicIndex
+
+                self._classic = ClassicIndex(self.shard_at, self.lock, lambda: (self.version, self.notes))
+            self._classic.update()
+            return self._classic
+
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         """The shard of `path` that contains `cursor` (the nearest one before it otherwise)."""
         with self.lock:
@@ -406,6 +483,14 @@ def _model_id(model: str) -> str:
     if not model or model in (DEFAULT_MODEL_ID, f"sentence-transformers/{DEFAULT_MODEL_ID}"):
         return DEFAULT_MODEL_ID
     return "model-" + hashlib.blake2b(model.encode(), digest_size=6).hexdigest()
+
+
+def _note_digest(note: Note) -> str:
+    """Content hash of what a note's index entry is built from: its text and side metadata."""
+    h = hashlib.blake2b(note.text.encode("utf-8"), digest_size=16)
+    if note.metadata:
+        h.update(b"\0" + json.dumps(note.metadata, sort_keys=True, default=str).encode("utf-8"))
+    return h.hexdigest()
 
 
 def _stat_file(root: Path, rel: str) -> NoteFile | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from explorer.vault.model import Highlight  # noqa: F401 - part of the results schema
+
 
 @dataclass(frozen=True, slots=True)
 class Contribution:
@@ -26,18 +28,6 @@ class Contribution:
     """Weight of the shard's source type (knowledge 1.5)."""
     contribution: float
     """retriever_weight * term_weight * source_weight / (k + rank)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Highlight:
-    """A matched span, as offsets in the note's raw text."""
-
-    start: int
-    """Offset of the first matched character."""
-    end: int
-    """Offset past the match."""
-    term: str
-    """The query word or phrase it matches."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,3 +132,15 @@ class Shard:
     """Content hash of `search_text` (embedding cache key)."""
     source_type: str = "note"
     """Inherited from the note."""
+
+
+@dataclass(frozen=True, slots=True)
+class Highlight:
+    """A matched span, as offsets in the note's raw text."""
+
+    start: int
+    """Offset of the first matched character."""
+    end: int
+    """Offset past the match."""
+    term: str
+    """The query word or phrase it matches."""

@@ -1,0 +1,110 @@
+"""`explorer find` and `explorer context`: the classic cursor search tools and context windows on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from explorer.config import Settings
+from explorer.context import ContextError, ContextWindow, context_for
+from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
+from explorer.render import mark
+
+_BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
+
+
+def _fail(message: str) -> int:
+    print(f"explorer: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
+    """Run one classic tool (`--mode tfidf|phrase|and|fuzzy`) and print its hits."""
+    keywords = [k for k in (args.keywords or []) if k.strip()]
+    if not keywords:
+        return _fail("find needs at least one keyword, e.g. explorer find hamster cage")
+    for flag, value, least in (("-n", args.max_results, 1), ("--context-chars", args.context_chars, 0), ("--window", args.window, 1)):
+        if value is not None and value < least:
+            return _fail(f"{flag} must be {least} or more, got {value}")
+    from explorer.cli import open_index
+
+    index, _ = open_index(vault, settings)
+    try:
+        result = run_mode(index, args.mode, keywords, args.max_results, args.context_chars, args.window)
+    except ClassicQueryError as exc:
+        return _fail(str(exc))
+    finally:
+        index.close()
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print_find(result, color=sys.stdout.isatty())
+    return 0
+
+
+def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
+    """Print the window around a cursor in the note a node_id or path names."""
+    from explorer.cli import open_index
+
+    index, _ = open_index(vault, settings)
+    try:
+        window = context_for(index, args.target, args.cursor, args.before, args.after, words=list(args.highlight or ()))
+    except ContextError as exc:
+        return _fail(str(exc))
+    finally:
+        index.close()
+    if args.json:
+        json.dump(window.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print_context(window, color=sys.stdout.isatty())
+    return 0
+
+
+def print_find(result: ClassicResult, color: bool = False, out: TextIO | None = None) -> None:
+    """Hits in the reference layout: score, cursor, node_id, matched keywords, highlighted snippet."""
+    out = out or sys.stdout
+    b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
+    n = len(result.hits)
+    more = f" (of {result.total})" if result.total > n else ""
+    print(f"{b}{result.mode}: {n} result{'s' if n != 1 else ''}{more} for {list(result.keywords)} — stage {result.stage}{r}", file=out)
+    for w in result.warnings:
+        print(f"{d}note: {w}{r}", file=out)
+    for word, terms in result.expansions:
+        print(f"{d}fuzzy: {word} ~ {', '.join(terms) if terms else '(nothing)'}{r}", file=out)
+    if not result.hits:
+        print("No match. Try other words, another --mode, or a wider --window.", file=out)
+        return
+    for i, hit in enumerate(result.hits, 1):
+        print(f"\n{b}--- {i}  score {hit.score:.3f}  cursor {hit.cursor}{r}  {hit.path}", file=out)
+        print(f"    {d}node: {hit.node_id or '-'}{r}", file=out)
+        print(f"    matched: {', '.join(hit.keywords)}  ({hit.match!r})", file=out)
+        spans = [(h.start - hit.snippet_start, h.end - hit.snippet_start) for h in hit.highlights]
+        print(_indent(mark(hit.snippet, spans, color), "    | "), file=out)
+
+
+def print_context(window: ContextWindow, color: bool = False, out: TextIO | None = None) -> None:
+    """A context window with a header (path, node_id, offsets) and highlighted matches."""
+    out = out or sys.stdout
+    b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
+    print(f"{b}{window.path}{r}  cursor {window.cursor}  chars {window.start}-{window.end} of {window.note_chars}", file=out)
+    print(f"{d}node: {window.node_id or '-'}{r}", file=out)
+    for note in window.notes:
+        print(f"{d}note: {note}{r}", file=out)
+    spans = [(h.start - window.start, h.end - window.start) for h in window.highlights]
+    print(mark(window.text, spans, color), file=out)
+
+
+def _indent(text: str, prefix: str) -> str:
+    lines = [line for line in text.splitlines()]
+    # Runs of blank lines shrink to one, so long snippets stay readable.
+    kept: list[str] = []
+    for line in lines:
+        if not line.strip() and kept and not kept[-1].strip():
+            continue
+        kept.append(line)
+    return "\n".join(prefix + line for line in kept)

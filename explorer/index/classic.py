@@ -1,0 +1,914 @@
+"""Classic cursor search tools over raw note text: TF-IDF, boolean AND, fuzzy OR and exact phrase."""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from explorer.context import MAX_CONTEXT_CHARS, get_context_at_cursor
+from explorer.index.tokenize import fold_word, is_stopword, tokenize_spans
+from explorer.vault.model import Highlight
+from explorer.vault.model import Note, Shard
+
+#: The four tools, by the names the CLI and the TUI use.
+MODES: tuple[str, ...] = ("tfidf", "phrase", "and", "fuzzy")
+#: Default (max_results, context_chars) of each tool.
+DEFAULTS: dict[str, tuple[int, int]] = {"tfidf": (15, 300), "phrase": (10, 4000), "and": (15, 3000), "fuzzy": (15, 300)}
+#: Default proximity window of boolean AND, in words.
+DEFAULT_AND_WINDOW = 50
+#: The most hits one call returns.
+MAX_RESULTS = 500
+#: The most keywords one call uses.
+MAX_KEYWORDS = 32
+#: The largest `context_chars` of one hit's snippet (half each side of the cursor).
+MAX_SNIPPET_CHARS = 2 * MAX_CONTEXT_CHARS
+#: The largest proximity window, in words.
+MAX_WINDOW = 5000
+#: The most vocabulary terms one fuzzy keyword word expands to.
+MAX_EXPANSIONS = 50
+#: The least similarity (0..1) a fuzzy match needs.
+FUZZY_MIN_SIMILARITY = 0.35
+
+ShardLookup = Callable[[str, int], "Shard | None"]
+NoteSource = Callable[[], "tuple[int, Mapping[str, Note]]"]
+
+
+class ClassicQueryError(ValueError):
+    """A classic search request that cannot run (no keywords, only punctuation, bad parameters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicHit:
+    """One match location found by a classic tool."""
+
+    score: float
+    """Relevance under the stage that found it (higher is better; scales differ between stages)."""
+    path: str
+    """Vault-relative path of the note."""
+    node_id: str
+    """node_id of the shard that contains the cursor ('' when the index has no shards to ask)."""
+    cursor: int
+    """Offset of the match in the note's raw text: `note.text[cursor:cursor + len(match)]` is `match`."""
+    match: str
+    """The matched text as it stands in the note."""
+    keywords: tuple[str, ...]
+    """The keywords (as given) that matched at this location."""
+    terms: tuple[str, ...]
+    """The folded index terms that matched (for fuzzy: the vocabulary words the keywords expanded to)."""
+    title: str
+    """The note's title."""
+    snippet: str
+    """The raw text around the cursor: `note.text[snippet_start:snippet_end]`."""
+    snippet_start: int
+    """Offset of the snippet's first character in the note."""
+    snippet_end: int
+    """Offset past the snippet."""
+    highlights: tuple[Highlight, ...]
+    """Matched spans inside the snippet, as note offsets."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The hit as JSON-ready data."""
+        return {
+            "score": round(self.score, 6),
+            "path": self.path,
+            "node_id": self.node_id,
+            "cursor": self.cursor,
+            "match": self.match,
+            "keywords": list(self.keywords),
+            "terms": list(self.terms),
+            "title": self.title,
+            "snippet": self.snippet,
+            "snippet_start": self.snippet_start,
+            "snippet_end": self.snippet_end,
+            "highlights": [{"start": h.start, "end": h.end, "term": h.term} for h in self.highlights],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicResult:
+    """What one classic tool call returned."""
+
+    mode: str
+    """The tool asked for: tfidf, phrase, and or fuzzy."""
+    stage: str
+    """The stage that answered: tfidf, and, fuzzy, phrase or proximity; 'none' when nothing matched."""
+    keywords: tuple[str, ...]
+    """The keywords used (blank and punctuation-only ones dropped)."""
+    hits: tuple[ClassicHit, ...]
+    """Best first, at most `max_results`."""
+    total: int
+    """Match locations the answering stage found before truncation to `max_results`."""
+    stages_tried: tuple[str, ...]
+    """Every stage run, in order."""
+    warnings: tuple[str, ...] = ()
+    """Adjustments and fallbacks worth telling the user about."""
+    expansions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Fuzzy stage only: each keyword word with the vocabulary words it matched."""
+    index_version: int = 0
+    """Version of the index the search ran against."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
+        return {
+            "mode": self.mode,
+            "stage": self.stage,
+            "keywords": list(self.keywords),
+            "total": self.total,
+            "stages_tried": list(self.stages_tried),
+            "warnings": list(self.warnings),
+            "expansions": {word: list(terms) for word, terms in self.expansions},
+            "index_version": self.index_version,
+            "hits": [h.to_dict() for h in self.hits],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Keyword:
+    """A keyword as given and the folded terms it tokenizes to."""
+
+    text: str
+    terms: tuple[str, ...]
+    raw: tuple[str, ...]
+    """Each term's surface word, lower-cased and accent-stripped but not stemmed (for fuzzy)."""
+
+
+_EMPTY = array("i")
+
+
+@dataclass(slots=True)
+class _Doc:
+    """One note's positional index, in flat integer arrays (a few bytes per word)."""
+
+    note: Note
+    ids: array
+    """Term id (of the folded token) at each word position."""
+    starts: array
+    """Character start of each word position."""
+    ends: array
+    """Character end of each word position."""
+    uniq: array
+    """The note's distinct term ids, ascending."""
+    offs: array
+    """Term uniq[k] occurs at word positions order[offs[k]:offs[k + 1]]."""
+    order: array
+    """Word positions grouped by term id, ascending within a group."""
+    surfaces: frozenset[str] | None = None
+    """Distinct words as written, lower-cased and accent-stripped but not stemmed (for fuzzy
+    matching; computed on the first fuzzy search)."""
+
+    def positions(self, tid: int) -> array:
+        """Word positions of a term id, ascending (empty when absent)."""
+        k = bisect_left(self.uniq, tid)
+        if k < len(self.uniq) and self.uniq[k] == tid:
+            return self.order[self.offs[k]:self.offs[k + 1]]
+        return _EMPTY
+
+    def has(self, tid: int) -> bool:
+        """True when the term id occurs in the note."""
+        k = bisect_left(self.uniq, tid)
+        return k < len(self.uniq) and self.uniq[k] == tid
+
+
+# One occurrence of a search unit in a note, as a plain tuple (there can be many per query):
+# (first word position, unit index, word position past the unit, weight, term id).
+_Occ = tuple[int, int, int, float, int]
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """A scored match location before it becomes a hit."""
+
+    score: float
+    path: str
+    cursor: int
+    match_end: int
+    keywords: tuple[str, ...]
+    terms: set[str]
+
+
+class ClassicIndex:
+    """Positional postings of every note's raw text, kept in step with the notes, plus the four tools.
+
+    Each note keeps its folded tokens (the tokenizer of the hybrid index) as term ids with their
+    character spans in the raw text, and its positional postings (term -> word positions) as
+    flat integer arrays searched by bisection; document frequencies are kept across notes.
+    `add_note` / `remove_note` cost work proportional to one note (term ids are never reused,
+    so a term that leaves the vault keeps its id). When built with `source`, every search first
+    brings the index up to date with it: only notes whose object changed are re-tokenized.
+    """
+
+    def __init__(
+        self,
+        shard_at: ShardLookup | None = None,
+        lock: threading.RLock | None = None,
+        source: NoteSource | None = None,
+    ) -> None:
+        """Create an empty index.
+
+        Args:
+            shard_at: Finds the shard of a (path, cursor), for each hit's node_id.
+            lock: The lock that guards the notes (share the VaultIndex's so a search sees one batch).
+            source: Returns (version, notes) of the owning index; searches sync to it first.
+        """
+        self.lock = lock or threading.RLock()
+        self.version = -1
+        self._shard_at = shard_at
+        self._source = source
+        self._docs: dict[str, _Doc] = {}
+        self._ids: dict[str, int] = {}
+        self._terms: list[str] = []
+        self._df: Counter[int] = Counter()
+        self._sdf: Counter[str] = Counter()
+        self._vocab_dirty = True
+        self._vocab_blob = ""
+        self._vocab_by_len: dict[int, list[str]] = {}
+        self._forms: dict[str, list[str]] = {}
+        self._surfaces_on = False
+
+    # -- updates ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        with self.lock:
+            self.update()
+            return len(self._docs)
+
+    def __contains__(self, path: object) -> bool:
+        with self.lock:
+            self.update()
+            return path in self._docs
+
+    def add_note(self, note: Note) -> None:
+        """Index a note, replacing any earlier version of the same path."""
+        spans = tokenize_spans(note.text)
+        tokens = [t for t, _, _ in spans]
+        starts = array("i", [s for _, s, _ in spans])
+        ends = array("i", [e for _, _, e in spans])
+        with self.lock:
+            ids, terms = self._ids, self._terms
+            for term in set(tokens):
+                if term not in ids:
+                    ids[term] = len(terms)
+                    terms.append(term)
+            tids = array("i", map(ids.__getitem__, tokens))
+            counts = Counter(tids)
+            uniq = array("i", sorted(counts))
+            offs = array("i", accumulate((counts[u] for u in uniq), initial=0))
+            order = array("i", sorted(range(len(tids)), key=tids.__getitem__))
+            doc = _Doc(note, tids, starts, ends, uniq, offs, order)
+            self.remove_note(note.path)
+            self._docs[note.path] = doc
+            self._df.update(uniq)
+            if self._surfaces_on:
+                self._add_surfaces(doc)
+
+    def _add_surfaces(self, doc: _Doc) -> None:
+        text = doc.note.text
+        doc.surfaces = frozenset(map(_plain, {text[s:e] for s, e in zip(doc.starts, doc.ends)}))
+        for word in doc.surfaces:
+            if self._sdf[word] == 0:
+                self._vocab_dirty = True
+            self._sdf[word] += 1
+
+    def remove_note(self, path: str) -> bool:
+        """Drop a note; False when it was not indexed."""
+        with self.lock:
+            doc = self._docs.pop(path, None)
+            if doc is None:
+                return False
+            _decrement(self._df, doc.uniq)
+            if doc.surfaces is not None and _decrement(self._sdf, doc.surfaces):
+                self._vocab_dirty = True
+            return True
+
+    def sync(self, notes: Mapping[str, Note], version: int) -> tuple[int, int]:
+        """Bring the index in line with `notes`; returns (notes re-indexed, notes dropped).
+
+        A note is re-indexed only when its object differs from the one indexed (a re-parsed note
+        is a new object), so a sync after a one-note batch costs one note plus a dict walk.
+        """
+        with self.lock:
+            gone = [p for p in self._docs if p not in notes]
+            for path in gone:
+                self.remove_note(path)
+            changed = 0
+            for path, note in notes.items():
+                doc = self._docs.get(path)
+                if doc is None or doc.note is not note:
+                    self.add_note(note)
+                    changed += 1
+            self.version = version
+            return changed, len(gone)
+
+    def update(self) -> None:
+        """Sync with the owning index when its version moved (no-op without a source)."""
+        if self._source is None:
+            return
+        with self.lock:
+            version, notes = self._source()
+            if version != self.version:
+                self.sync(notes, version)
+
+    # -- reading ---------------------------------------------------------------------------
+    def paths(self) -> list[str]:
+        """Indexed note paths."""
+        with self.lock:
+            self.update()
+            return sorted(self._docs)
+
+    def note(self, path: str) -> Note | None:
+        """The indexed version of a note."""
+        with self.lock:
+            self.update()
+            doc = self._docs.get(path)
+            return doc.note if doc else None
+
+    def postings(self, path: str) -> dict[str, list[tuple[int, int]]]:
+        """Folded token -> (char start, char end) of each occurrence in the note's raw text."""
+        with self.lock:
+            self.update()
+            doc = self._docs.get(path)
+            if doc is None:
+                return {}
+            return {
+                self._terms[tid]: [(doc.starts[p], doc.ends[p]) for p in doc.order[doc.offs[k]:doc.offs[k + 1]]]
+                for k, tid in enumerate(doc.uniq)
+            }
+
+    def df(self, term: str) -> int:
+        """Number of notes that contain the folded term."""
+        with self.lock:
+            self.update()
+            return self._df.get(self._ids.get(term, -1), 0)
+
+    def _tids(self, terms: Iterable[str]) -> tuple[int, ...]:
+        """Term ids of folded terms (-1 for a term no note has ever had)."""
+        return tuple(self._ids.get(t, -1) for t in terms)
+
+    def idf(self, df: int) -> float:
+        """Smoothed inverse document frequency: ln(1 + N / df)."""
+        return math.log(1.0 + len(self._docs) / max(df, 1))
+
+    # -- the four tools --------------------------------------------------------------------
+    def search_context(
+        self,
+        keywords: Sequence[str] | str,
+        max_results: int = 15,
+        context_chars: int = 300,
+        window: int | None = None,
+    ) -> ClassicResult:
+        """TF-IDF ranking of match locations; when nothing matches, boolean AND, then fuzzy.
+
+        A keyword of several words ("Great Wall") counts as one unit that matches where its words
+        stand next to each other. Occurrences closer than the window (in words; by default about
+        a snippet's width) form one location, scored sum over units of idf * (1 + ln tf), idf =
+        ln(1 + N / df) with df counted for the unit itself. The AND fallback then accepts a
+        multi-word keyword's words in any order within `window` words (default 50); fuzzy last.
+        """
+        return self.run("tfidf", keywords, max_results, context_chars, window)
+
+    def search_exact_phrase(
+        self,
+        keywords: Sequence[str] | str,
+        max_results: int = 10,
+        context_chars: int = 4000,
+        window: int | None = None,
+    ) -> ClassicResult:
+        """The keywords joined as one phrase, matched case-insensitively; any whitespace matches any.
+
+        Falls back to proximity when the phrase occurs nowhere: the phrase's words (folded, so
+        inflections match) within `window` words (default max(8, 3 * words)), scored words /
+        words spanned, times 0.8 when they stand out of phrase order.
+        """
+        return self.run("phrase", keywords, max_results, context_chars, window)
+
+    def search_boolean_and(
+        self,
+        keywords: Sequence[str] | str,
+        max_results: int = 15,
+        context_chars: int = 3000,
+        window: int = DEFAULT_AND_WINDOW,
+    ) -> ClassicResult:
+        """Locations where every keyword word occurs within `window` words.
+
+        Score = proximity * (0.5 + 0.5 * completeness): proximity = words needed / words spanned
+        (1.0 when they stand side by side), completeness = share of keywords found intact (a
+        multi-word keyword's words adjacent and in order).
+        """
+        return self.run("and", keywords, max_results, context_chars, window)
+
+    def search_fuzzy(
+        self,
+        keywords: Sequence[str] | str,
+        max_results: int = 15,
+        context_chars: int = 300,
+        window: int | None = None,
+    ) -> ClassicResult:
+        """Partial OR matching that tolerates typos and inflections.
+
+        Each keyword word matches the vault's words as written (lower-cased, accents stripped,
+        not stemmed) with a similarity: the same word or an inflection (same folded term) 1.0;
+        within edit distance 1 (4+ letters) or 2 (8+ letters) while sharing the first
+        or last letter, 1 - d / length (adjacent swaps count 1), looked for only when the word
+        itself is not in the vault; containing it (3+ letters) 0.9 * length ratio; contained in
+        it (at least half of it) 0.8 * ratio. Matches below 60% of the word's best similarity
+        (or 0.35) are dropped. Location score = sum over keyword
+        words of (best similarity² * idf among their matches there) * (1 + ln matches there).
+        """
+        return self.run("fuzzy", keywords, max_results, context_chars, window)
+
+    # -- driver ----------------------------------------------------------------------------
+    def run(
+        self,
+        mode: str,
+        keywords: Sequence[str] | str,
+        max_results: int | None = None,
+        context_chars: int | None = None,
+        window: int | None = None,
+    ) -> ClassicResult:
+        """Run one tool by name; None for a parameter means the tool's default.
+
+        Raises:
+            ClassicQueryError: unknown mode, no usable keyword, or a parameter out of range.
+        """
+        if mode not in MODES:
+            raise ClassicQueryError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        d_results, d_chars = DEFAULTS[mode]
+        warnings: list[str] = []
+        max_results = d_results if max_results is None else max_results
+        context_chars = d_chars if context_chars is None else context_chars
+        _check_int("max_results", max_results, 1)
+        _check_int("context_chars", context_chars, 0)
+        if window is not None:
+            _check_int("window", window, 1)
+            if window > MAX_WINDOW:
+                warnings.append(f"window capped at {MAX_WINDOW} words")
+                window = MAX_WINDOW
+        if max_results > MAX_RESULTS:
+            warnings.append(f"max_results capped at {MAX_RESULTS}")
+            max_results = MAX_RESULTS
+        if context_chars > MAX_SNIPPET_CHARS:
+            warnings.append(f"context_chars capped at {MAX_SNIPPET_CHARS}")
+            context_chars = MAX_SNIPPET_CHARS
+        kws = _parse_keywords(keywords, warnings)
+        with self.lock:
+            self.update()
+            tried: list[str] = []
+            expansions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+            if mode == "tfidf":
+                stages = [("tfidf", lambda: self._tfidf(_content(kws, warnings, "tfidf"), _cluster(window, context_chars))),
+                          ("and", lambda: self._and(kws, window or DEFAULT_AND_WINDOW, ordered=False)),
+                          ("fuzzy", lambda: self._fuzzy(_content(kws, [], "fuzzy"), _cluster(window, context_chars)))]
+            elif mode == "phrase":
+                words = sum(len(k.terms) for k in kws)
+                stages = [("phrase", lambda: self._phrase(kws, context_chars)),
+                          ("proximity", lambda: self._and(kws, window or max(8, 3 * words), ordered=True))]
+            elif mode == "and":
+                stages = [("and", lambda: self._and(kws, window or DEFAULT_AND_WINDOW, ordered=False))]
+            else:
+                stages = [("fuzzy", lambda: self._fuzzy(_content(kws, warnings, "fuzzy"), _cluster(window, context_chars)))]
+            stage, found = "none", []
+            for name, run in stages:
+                tried.append(name)
+                out = run()
+                if isinstance(out, tuple):
+                    out, expansions = out
+                if out:
+                    stage, found = name, out
+                    break
+            if len(tried) > 1:
+                for prev in tried[:-1] if stage != "none" else tried:
+                    warnings.append(f"{prev}: no match")
+                if stage != "none":
+                    warnings.append(f"answered by the {stage} stage")
+            found.sort(key=lambda c: (-c.score, c.path, c.cursor))
+            hits = tuple(self._hit(c, kws, context_chars, stage) for c in found[:max_results])
+            return ClassicResult(
+                mode=mode,
+                stage=stage,
+                keywords=tuple(k.text for k in kws),
+                hits=hits,
+                total=len(found),
+                stages_tried=tuple(tried),
+                warnings=tuple(dict.fromkeys(warnings)),
+                expansions=expansions if stage == "fuzzy" else (),
+                index_version=self.version,
+            )
+
+    # -- stages ----------------------------------------------------------------------------
+    def _unit_occurrences(self, doc: _Doc, tids: tuple[int, ...]) -> list[int]:
+        """Word positions where the terms `tids` stand side by side in `doc`."""
+        lists = [doc.positions(t) for t in tids]
+        if not all(lists):
+            return []
+        if len(tids) == 1:
+            return list(lists[0])
+        j = min(range(len(tids)), key=lambda i: len(lists[i]))
+        out = []
+        n = len(doc.ids)
+        for p0 in lists[j]:
+            p = p0 - j
+            if p >= 0 and p + len(tids) <= n and all(doc.ids[p + i] == t for i, t in enumerate(tids)):
+                out.append(p)
+        return out
+
+    def _candidate_docs(self, tids: Iterable[int], require_all: bool) -> list[_Doc]:
+        wanted = set(tids)
+        if require_all:
+            if -1 in wanted:
+                return []
+            return [d for d in self._docs.values() if all(d.has(t) for t in wanted)]
+        wanted.discard(-1)
+        return [d for d in self._docs.values() if any(d.has(t) for t in wanted)]
+
+    def _tfidf(self, kws: list[_Keyword], width: int) -> list[_Candidate]:
+        per_doc: dict[str, list[_Occ]] = {}
+        df = [0] * len(kws)
+        units = [self._tids(kw.terms) for kw in kws]
+        for doc in self._candidate_docs((u[0] for u in units), require_all=False):
+            occs: list[_Occ] = []
+            for u, kw in enumerate(kws):
+                positions = self._unit_occurrences(doc, units[u])
+                if positions:
+                    df[u] += 1
+                    size = len(kw.terms)
+                    occs.extend((p, u, p + size, 1.0, -1) for p in positions)
+            if occs:
+                per_doc[doc.note.path] = occs
+        idf = [self.idf(n) for n in df]
+        out: list[_Candidate] = []
+        for path, occs in per_doc.items():
+            doc = self._docs[path]
+            for group in _clusters(occs, width):
+                tf: dict[int, int] = {}
+                for o in group:
+                    tf[o[1]] = tf.get(o[1], 0) + 1
+                score = sum(idf[u] * (1.0 + math.log(c)) for u, c in tf.items())
+                matched = [kws[u].text for u in sorted(tf)]
+                out.append(self._candidate(doc, group[0], score, matched, {t for u in tf for t in kws[u].terms}))
+        return out
+
+    def _and(self, kws: list[_Keyword], window: int, ordered: bool) -> list[_Candidate]:
+        words = list(dict.fromkeys(t for k in kws for t in k.terms))
+        required = list(self._tids(words))
+        order = {t: i for i, t in enumerate(required)}
+        k = len(required)
+        out: list[_Candidate] = []
+        for doc in self._candidate_docs(required, require_all=True):
+            occs = sorted((p, order[t]) for t in required for p in doc.positions(t))
+            windows: list[tuple[float, int, int]] = []
+            counts = [0] * k
+            have = 0
+            left = 0
+            for right, (p_r, t_r) in enumerate(occs):
+                if counts[t_r] == 0:
+                    have += 1
+                counts[t_r] += 1
+                while have == k and counts[occs[left][1]] > 1:
+                    counts[occs[left][1]] -= 1
+                    left += 1
+                if have == k:
+                    first = occs[left][0]
+                    span = p_r - first + 1
+                    if span <= window:
+                        windows.append((self._and_score(doc, kws, first, p_r, k, ordered, required), first, p_r))
+            # Best windows first, each kept only when it shares no word with one already kept.
+            starts: list[int] = []
+            ends: list[int] = []
+            chosen: list[tuple[float, int, int]] = []
+            for w in sorted(windows, key=lambda w: (-w[0], w[1])):
+                i = bisect_left(starts, w[1])
+                if (i > 0 and ends[i - 1] >= w[1]) or (i < len(starts) and starts[i] <= w[2]):
+                    continue
+                starts.insert(i, w[1])
+                ends.insert(i, w[2])
+                chosen.append(w)
+            for score, first, last in chosen:
+                occ = (first, 0, first + 1, 1.0, -1)
+                out.append(self._candidate(doc, occ, score, [kw.text for kw in kws], set(words)))
+        return out
+
+    def _and_score(self, doc: _Doc, kws: list[_Keyword], first: int, last: int, k: int,
+                   ordered: bool, required: list[int]) -> float:
+        proximity = min(1.0, k / (last - first + 1))
+        if not ordered:
+            intact = sum(
+                1 for kw in kws
+                if len(kw.terms) == 1 or any(tuple(doc.ids[p:p + len(kw.terms)]) == self._tids(kw.terms)
+                                             for p in range(first, last - len(kw.terms) + 2))
+            )
+            return proximity * (0.5 + 0.5 * intact / len(kws))
+        seen: list[int] = []
+        for p in range(first, last + 1):
+            idx = required.index(doc.ids[p]) if doc.ids[p] in required else -1
+            if idx >= 0 and idx not in seen:
+                seen.append(idx)
+        return proximity * (0.8 if seen != sorted(seen) else 1.0)
+
+    def _phrase(self, kws: list[_Keyword], context_chars: int) -> list[_Candidate]:
+        rx = _phrase_regex(kws)
+        terms = {t for k in kws for t in k.terms}
+        found: dict[str, list[re.Match[str]]] = {}
+        for doc in self._candidate_docs(self._tids(terms), require_all=True):
+            matches = list(rx.finditer(doc.note.text))
+            if matches:
+                found[doc.note.path] = matches
+        idf = self.idf(len(found))
+        reach = max(1, context_chars // 2)
+        out: list[_Candidate] = []
+        for path, matches in found.items():
+            doc = self._docs[path]
+            score = idf * (1.0 + math.log(len(matches)))
+            last_kept = -reach - 1
+            for m in matches:
+                if m.start() - last_kept < reach:
+                    continue
+                last_kept = m.start()
+                out.append(_Candidate(score, path, m.start(), m.end(), tuple(kw.text for kw in kws), set(terms)))
+        return out
+
+    def _fuzzy(self, kws: list[_Keyword], width: int) -> tuple[list[_Candidate], tuple[tuple[str, tuple[str, ...]], ...]]:
+        self._build_vocab()
+        words: list[tuple[str, str, int]] = []  # (folded, as typed, keyword index)
+        for ki, kw in enumerate(kws):
+            for term, raw in zip(kw.terms, kw.raw):
+                if not any(w[0] == term for w in words):
+                    words.append((term, raw, ki))
+        expansions: list[tuple[str, tuple[str, ...]]] = []
+        term_to: dict[int, list[tuple[int, float]]] = {}
+        for wi, (term, raw, _) in enumerate(words):
+            found = self._expand(term, raw)
+            expansions.append((raw or term, tuple(found)))
+            best: dict[int, float] = {}
+            for surface, sim in found.items():
+                tid = self._ids.get(fold_word(surface), -1)
+                if self._df.get(tid, 0) and sim > best.get(tid, 0.0):
+                    best[tid] = sim
+            for tid, sim in best.items():
+                term_to.setdefault(tid, []).append((wi, sim * sim * self.idf(self._df[tid])))
+        out: list[_Candidate] = []
+        for doc in self._candidate_docs(term_to, require_all=False):
+            occs = [(p, wi, p + 1, weight, tid)
+                    for tid, pairs in term_to.items()
+                    for p in doc.positions(tid) for wi, weight in pairs]
+            if not occs:
+                continue
+            for group in _clusters(occs, width):
+                best_w: dict[int, float] = {}
+                count: dict[int, int] = {}
+                for o in group:
+                    best_w[o[1]] = max(best_w.get(o[1], 0.0), o[3])
+                    count[o[1]] = count.get(o[1], 0) + 1
+                score = sum(w * (1.0 + math.log(count[u])) for u, w in best_w.items())
+                matched = [kws[i].text for i in sorted({words[wi][2] for wi in best_w})]
+                top = max(group, key=lambda o: (o[3], -o[0]))
+                out.append(self._candidate(doc, top, score, matched, {self._terms[o[4]] for o in group}))
+        return out, tuple(expansions)
+
+    def _expand(self, term: str, raw: str) -> dict[str, float]:
+        """Words of the vault (as written, unstemmed) that fuzzily match one keyword word, with their similarity."""
+        found: dict[str, float] = {}
+
+        def offer(v: str, sim: float) -> None:
+            if sim > found.get(v, 0.0):
+                found[v] = sim
+
+        for v in self._forms.get(term, ()):
+            offer(v, 1.0)  # the same word, maybe inflected: it folds to the same term
+        q = raw or term
+        if q in self._sdf:
+            offer(q, 1.0)
+        if len(q) >= 3:
+            # Words containing q (inflections, compounds): scan the joined vocabulary.
+            blob = self._vocab_blob
+            i = blob.find(q)
+            while i != -1:
+                s = blob.rfind("\n", 0, i) + 1
+                e = blob.find("\n", i)
+                v = blob[s:e]
+                if v != q and len(q) / len(v) >= 0.3:
+                    offer(v, 0.9 * len(q) / len(v))
+                i = blob.find(q, e)
+            # Words contained in q, at least half of it (a stem, a part of a compound).
+            for size in range(max(3, (len(q) + 1) // 2), len(q)):
+                for a in range(0, len(q) - size + 1):
+                    v = q[a:a + size]
+                    if v in self._sdf:
+                        offer(v, 0.8 * size / len(q))
+        # Typos are only looked for when the word is not in the vault as written.
+        limit = 0 if found.get(q) == 1.0 or term in self._forms else 2 if len(q) >= 8 else 1 if len(q) >= 4 else 0
+        if limit:
+            for n in range(len(q) - limit, len(q) + limit + 1):
+                for v in self._vocab_by_len.get(n, ()):
+                    if v[0] != q[0] and v[-1] != q[-1]:
+                        continue
+                    d = _edit_distance(q, v, limit)
+                    if 0 < d <= limit:
+                        offer(v, 1.0 - d / max(len(q), len(v)))
+        if not found:
+            return {}
+        # Weak matches are noise next to a strong one: keep those at least 60% as similar.
+        floor = max(FUZZY_MIN_SIMILARITY, 0.6 * max(found.values()))
+        ranked = sorted(((v, sim) for v, sim in found.items() if sim >= floor),
+                        key=lambda kv: (-kv[1], -self._sdf.get(kv[0], 0), kv[0]))
+        return dict(ranked[:MAX_EXPANSIONS])
+
+    def _build_vocab(self) -> None:
+        if not self._surfaces_on:
+            # The words as written are only needed by fuzzy matching: gathered on its first use.
+            self._surfaces_on = True
+            for doc in self._docs.values():
+                self._add_surfaces(doc)
+        if not self._vocab_dirty:
+            return
+        vocab = sorted(self._sdf)
+        self._vocab_blob = "\n" + "\n".join(vocab) + "\n"
+        by_len: dict[int, list[str]] = {}
+        forms: dict[str, list[str]] = {}
+        for v in vocab:
+            by_len.setdefault(len(v), []).append(v)
+            forms.setdefault(fold_word(v), []).append(v)
+        self._vocab_by_len = by_len
+        self._forms = forms
+        self._vocab_dirty = False
+
+    # -- hits ------------------------------------------------------------------------------
+    def _candidate(self, doc: _Doc, occ: _Occ, score: float, keywords: Iterable[str], terms: set[str]) -> _Candidate:
+        return _Candidate(score, doc.note.path, doc.starts[occ[0]], doc.ends[occ[2] - 1], tuple(keywords), terms)
+
+    def _hit(self, c: _Candidate, kws: list[_Keyword], context_chars: int, stage: str) -> ClassicHit:
+        doc = self._docs[c.path]
+        text = doc.note.text
+        before = context_chars // 2
+        after = max(context_chars - before, c.match_end - c.cursor)
+        win = get_context_at_cursor(text, c.cursor, before, after, path=c.path)
+        if stage == "phrase":
+            phrase = " ".join(" ".join(k.text for k in kws).split())
+            spans = [Highlight(m.start() + win.start, m.end() + win.start, phrase)
+                     for m in _phrase_regex(kws).finditer(win.text) if m.end() + win.start <= win.end]
+        else:
+            lo = bisect_left(doc.starts, win.start)
+            hi = bisect_left(doc.starts, win.end)
+            want = set(self._tids(c.terms))
+            spans = [Highlight(doc.starts[i], doc.ends[i], self._terms[doc.ids[i]])
+                     for i in range(lo, hi) if doc.ids[i] in want and doc.ends[i] <= win.end]
+        if not any(h.start <= c.cursor < h.end for h in spans):
+            spans.append(Highlight(c.cursor, c.match_end, text[c.cursor:c.match_end].casefold()))
+        spans.sort(key=lambda h: (h.start, -h.end))
+        merged: list[Highlight] = []
+        for h in spans:
+            if merged and h.start < merged[-1].end:
+                continue
+            merged.append(h)
+        shard = self._shard_at(c.path, c.cursor) if self._shard_at else None
+        return ClassicHit(
+            score=c.score,
+            path=c.path,
+            node_id=shard.node_id if shard else "",
+            cursor=c.cursor,
+            match=text[c.cursor:c.match_end],
+            keywords=c.keywords,
+            terms=tuple(sorted(c.terms)),
+            title=doc.note.title,
+            snippet=win.text,
+            snippet_start=win.start,
+            snippet_end=win.end,
+            highlights=tuple(merged),
+        )
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def run_mode(
+    index: Any,
+    mode: str,
+    keywords: Sequence[str] | str,
+    max_results: int | None = None,
+    context_chars: int | None = None,
+    window: int | None = None,
+) -> ClassicResult:
+    """Run one tool by name ('tfidf', 'phrase', 'and', 'fuzzy') on a VaultIndex or a ClassicIndex.
+
+    None for a parameter means the tool's default. Raises ClassicQueryError for bad input.
+    """
+    classic = index.classic() if hasattr(index, "classic") else index
+    return classic.run(mode, keywords, max_results, context_chars, window)
+
+
+def _decrement(counter: Counter[Any], keys: Iterable[Any]) -> bool:
+    """Count each key down by one, deleting those that reach zero; True when any was deleted."""
+    dropped = False
+    for key in keys:
+        left = counter[key] - 1
+        if left <= 0:
+            del counter[key]
+            dropped = True
+        else:
+            counter[key] = left
+    return dropped
+
+
+def _phrase_regex(kws: list[_Keyword]) -> re.Pattern[str]:
+    """The keywords as one phrase: case-insensitive, any whitespace run for each space, whole words at the ends."""
+    parts = " ".join(k.text for k in kws).split()
+    pattern = r"\s+".join(re.escape(p) for p in parts)
+    if parts[0][0].isalnum() or parts[0][0] == "_":
+        pattern = r"(?<!\w)" + pattern
+    if parts[-1][-1].isalnum() or parts[-1][-1] == "_":
+        pattern += r"(?!\w)"
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ClassicQueryError(f"{name} must be a whole number, got {value!r}")
+    if value < minimum:
+        raise ClassicQueryError(f"{name} must be {minimum} or more, got {value}")
+
+
+def _parse_keywords(keywords: Sequence[str] | str, warnings: list[str]) -> list[_Keyword]:
+    if isinstance(keywords, str):
+        keywords = [keywords]
+    given = [str(k).strip() for k in keywords if str(k).strip()]
+    if not given:
+        raise ClassicQueryError("no keywords: give at least one word to search for")
+    out: list[_Keyword] = []
+    dropped: list[str] = []
+    for text in dict.fromkeys(given):
+        spans = tokenize_spans(text)
+        if not spans:
+            dropped.append(text)
+            continue
+        raw = tuple(_plain(text[s:e]) for _, s, e in spans)
+        out.append(_Keyword(text, tuple(t for t, _, _ in spans), raw))
+    if not out:
+        raise ClassicQueryError(f"the keywords {', '.join(repr(d) for d in dropped)} contain no searchable words (only punctuation?)")
+    if dropped:
+        warnings.append(f"ignored keywords without searchable words: {', '.join(repr(d) for d in dropped)}")
+    if len(out) > MAX_KEYWORDS:
+        warnings.append(f"only the first {MAX_KEYWORDS} of {len(out)} keywords were used")
+        out = out[:MAX_KEYWORDS]
+    return out
+
+
+def _content(kws: list[_Keyword], warnings: list[str], stage: str) -> list[_Keyword]:
+    """Keywords minus single stop-words, unless nothing else is left."""
+    keep = [k for k in kws if not (len(k.terms) == 1 and is_stopword(k.text))]
+    if keep and len(keep) < len(kws):
+        dropped = [k.text for k in kws if k not in keep]
+        warnings.append(f"{stage}: ignored stop-words {', '.join(dropped)}")
+        return keep
+    return kws
+
+
+@lru_cache(maxsize=200_000)
+def _plain(word: str) -> str:
+    w = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in w if not unicodedata.combining(c)).replace("'", "").replace("’", "")
+
+
+def _cluster(window: int | None, context_chars: int) -> int:
+    """Words within which occurrences form one location: the window, else about half a snippet."""
+    if window is not None:
+        return window
+    return max(8, min(400, context_chars // 12))
+
+
+def _clusters(occs: list[_Occ], width: int) -> list[list[_Occ]]:
+    """Occurrences grouped greedily: a group holds those starting fewer than `width` words after its first."""
+    occs = sorted(occs)
+    groups: list[list[_Occ]] = []
+    for o in occs:
+        if groups and o[0] - groups[-1][0][0] < width:
+            groups[-1].append(o)
+        else:
+            groups.append([o])
+    return groups
+
+
+def _edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal-string-alignment distance of `a` and `b` (adjacent swaps cost 1), or limit + 1 past limit."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        best = i
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                v = min(v, prev2[j - 2] + 1)
+            cur[j] = v
+            best = min(best, v)
+        if best > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1] if prev[-1] <= limit else limit + 1

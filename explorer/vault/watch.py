@@ -1,0 +1,775 @@
+"""Keep a VaultIndex current while files change: watchdog events, debounced into change batches."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from watchdog.events import (
+    DirAttribEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+
+from explorer.config import Settings, VaultSettings
+from explorer.vault.scan import is_ignored
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver
+
+    from explorer.index.vault_index import BatchReport, VaultIndex
+
+logger = logging.getLogger(__name__)
+
+# watchdog warns when a folder created during its recursive registration is registered twice;
+# the second registration simply wins, so the message is noise (and would print over a TUI).
+warnings.filterwarnings("ignore", message=r"Callback with id .* already exists for watch", category=RuntimeWarning)
+
+#: Event kinds the observer is asked for. Opens and read-only closes are left out, so the
+#: indexer reading a note never wakes the watcher; directory "modified" events only repeat
+#: what the file events already say.
+WATCHED_EVENTS: tuple[type[FileSystemEvent], ...] = (
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileClosedEvent,
+    FileAttribEvent,
+    FileMovedEvent,
+    FileDeletedEvent,
+    DirCreatedEvent,
+    DirMovedEvent,
+    DirDeletedEvent,
+    DirAttribEvent,
+)
+
+#: Watcher states reported through `on_state`.
+STARTING = "starting"
+WATCHING = "watching"
+VAULT_MISSING = "vault missing"
+STOPPED = "stopped"
+
+_SYNC_PREFIX = "watch-sync-"
+_SIDECAR = "metadata.json"
+
+
+@dataclass(frozen=True, slots=True)
+class RawEvent:
+    """One file-system event as the observer callback recorded it (no disk access, no index access)."""
+
+    kind: str
+    """watchdog event type: created, modified, closed, attrib, moved, deleted; or `recheck`."""
+    is_dir: bool
+    """True for a folder event."""
+    src: str | None
+    """Vault-relative POSIX path ('' is the vault root), None when outside the vault."""
+    dest: str | None = None
+    """Destination of a move, vault-relative, None when outside the vault or not a move."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """What one batch of raw events asks the indexer to do."""
+
+    paths: frozenset[str]
+    """Vault-relative files to re-read (created, changed, moved, deleted, chmod-ed)."""
+    full: bool = False
+    """A full scan is needed (folder permissions changed, the vault came back)."""
+    root_gone: bool = False
+    """An event says the vault folder itself was deleted or moved away."""
+
+
+def _noop(*_args: object) -> None:
+    return None
+
+
+class VaultWatcher:
+    """Watch a vault folder and apply its changes to a `VaultIndex` in debounced batches.
+
+    Three threads cooperate. The watchdog observer's callback only records each event (kind and
+    vault-relative paths) under a condition variable. The watcher thread waits for a burst to go
+    quiet for `debounce_ms` (or for `max_latency_ms` since its first event, so an endless stream
+    still flushes), turns the burst into a set of paths (a folder move or delete becomes every
+    note the index knows under it, a new folder is walked) and applies it with
+    `VaultIndex.refresh(paths=..., reread=True)`. Events that arrive while a batch is applied
+    wait for the next batch, and a file that changed again between the indexer's stat and read
+    is scheduled again, so nothing written during a batch is lost. With `embed`, a third thread
+    runs `VaultIndex.embed_pending` after each batch; it takes the index lock only to insert
+    finished vectors, so lexical updates and searches never wait for the model.
+
+    When the vault folder disappears the state becomes "vault missing": the observer is
+    dropped, the folder is polled until it returns, then the observer is re-armed and a full
+    refresh reconciles the index. The index keeps its last content while the vault is missing.
+
+    Hooks are called from the watcher threads; an exception in a hook is reported through
+    `on_error` and never stops the loop.
+
+    Args:
+        index: The index to keep current. When it was never opened (`index.version == 0`) the
+            first batch is `index.open()`, otherwise a full `index.refresh()`; either reconciles
+            what changed while nothing was watching.
+        settings: Defaults to the index's settings (`index.debounce_ms`, vault ignore rules).
+        embed: Embed new shards in a background thread.
+        on_batch: Called with each applied batch that changed something.
+        on_state: Called with the new state: "starting", "watching", "vault missing", "stopped".
+        on_error: Called with a message when something failed; the watcher lives on.
+        on_embedded: Called with the number of shards embedded by one background run.
+        debounce_ms: Quiet period closing a batch (default `settings.index.debounce_ms`).
+        max_latency_ms: Longest wait from a batch's first event to its flush
+            (default: the larger of 2 s and ten quiet periods).
+        poll_interval: Seconds between health checks of the vault folder and the observer, and
+            between polls while the vault is missing.
+        use_polling: Use watchdog's polling observer instead of the native one.
+    """
+
+    def __init__(
+        self,
+        index: VaultIndex,
+        settings: Settings | None = None,
+        *,
+        embed: bool = True,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        on_state: Callable[[str], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+        on_embedded: Callable[[int], None] | None = None,
+        debounce_ms: int | None = None,
+        max_latency_ms: int | None = None,
+        poll_interval: float = 0.5,
+        use_polling: bool = False,
+    ) -> None:
+        self.index = index
+        self.settings = settings or index.settings
+        self.root = Path(index.root)
+        self._root_str = os.fspath(self.root)
+        self.embed = embed and self.settings.index.embeddings
+        self.on_batch: Callable[[BatchReport], None] = on_batch or _noop
+        self.on_state: Callable[[str], None] = on_state or _noop
+        self.on_error: Callable[[str], None] = on_error or (lambda msg: logger.warning("%s", msg))
+        self.on_embedded: Callable[[int], None] = on_embedded or _noop
+        ms = self.settings.index.debounce_ms if debounce_ms is None else debounce_ms
+        self.debounce = max(0.0, ms / 1000)
+        cap = max(2000, 10 * ms) if max_latency_ms is None else max_latency_ms
+        self.max_latency = max(self.debounce, cap / 1000)
+        self.poll_interval = poll_interval
+        self.use_polling = use_polling
+        self.state = STOPPED
+        self.observer_kind = ""
+        """'native' or 'polling' once armed."""
+        self.batches = 0
+        """Batches applied, including those that changed nothing."""
+        self.rechecks = 0
+        """Files scheduled again because they changed while being read."""
+
+        self._cond = threading.Condition()
+        self._events: list[RawEvent] = []
+        self._first_event = 0.0
+        self._last_event = 0.0
+        self._full = False
+        self._busy = False
+        self._stopping = False
+        self._sync_seen: set[str] = set()
+        self._sync_counter = 0
+        self._observer: BaseObserver | None = None
+        self._root_id: tuple[int, int] | None = None
+        self._thread: threading.Thread | None = None
+        self._backoff = 0.0
+
+        self._embed_thread: threading.Thread | None = None
+        self._embed_wanted = False
+        self._embed_running = False
+        self._embed_pause = False
+        self._embed_lock = threading.Lock()
+
+    # -- life cycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Arm the observer and start the watcher (and embedding) threads; returns at once.
+
+        Events are recorded from the moment this returns. The first batch reconciles the index
+        with the disk (open or full refresh).
+        """
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        self._set_state(STARTING)
+        with self._cond:
+            self._full = True
+            self._first_event = self._last_event = time.monotonic() - self.max_latency
+        armed = self._arm()
+        self._thread = threading.Thread(target=self._run, name="explorer-watch", daemon=True)
+        self._thread.start()
+        if self.embed:
+            self._embed_thread = threading.Thread(target=self._embed_loop, name="explorer-embed", daemon=True)
+            self._embed_thread.start()
+        if not armed:
+            with self._cond:
+                self._events.append(RawEvent("deleted", True, ""))
+                self._cond.notify_all()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop observing and join the threads. Pending events are dropped: the next start reconciles them."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        for thread in (self._thread, self._embed_thread):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout)
+        self._disarm()
+        self._set_state(STOPPED)
+
+    def __enter__(self) -> VaultWatcher:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    # -- waiting (for tests and scripts) ------------------------------------------------------
+    def wait_idle(self, timeout: float = 10.0, embeddings: bool = False) -> bool:
+        """Wait until every change made before this call is applied and no batch is running.
+
+        A marker file written into the index folder (when it lies inside the vault) travels
+        through the same event stream, so events still in flight are waited for. Returns False
+        on timeout, while the vault is missing, or when the watcher is stopped.
+
+        Args:
+            timeout: Seconds to wait at most.
+            embeddings: Also wait until the background embedding has nothing left to do.
+        """
+        called = time.monotonic()
+        deadline = called + timeout
+        token = self._write_marker()
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        with self._cond:
+            if token is not None:
+                if not self._cond.wait_for(lambda: token in self._sync_seen or self._stopping, remaining()):
+                    return False
+                self._sync_seen.discard(token)
+            else:
+                # No marker possible: settle for a quiet period longer than the event pipeline's
+                # delay (a polling observer sees a change only at its next snapshot).
+                quiet = max(self.debounce, 0.1) + (1.5 if self.observer_kind == "polling" else 0.6)
+                while time.monotonic() - max(self._last_event, called) < quiet:
+                    if not remaining() or self._stopping:
+                        return False
+                    self._cond.wait(min(remaining(), quiet))
+
+            def idle() -> bool:
+                if self._stopping or self.state == VAULT_MISSING:
+                    return True
+                done = not self._events and not self._full and not self._busy
+                if done and embeddings and self.embed:
+                    done = not self._embed_wanted and not self._embed_running
+                return done
+
+            ok = self._cond.wait_for(idle, remaining())
+            return bool(ok) and not self._stopping and self.state != VAULT_MISSING
+
+    def _write_marker(self) -> str | None:
+        folder = self.index.cache_dir
+        try:
+            Path(folder).resolve().relative_to(self.root)
+        except (ValueError, OSError):
+            return None
+        if self._observer is None or self.observer_kind != "native" or self.state == VAULT_MISSING:
+            return None
+        with self._cond:
+            self._sync_counter += 1
+            token = f"{_SYNC_PREFIX}{os.getpid()}-{self._sync_counter}"
+        marker = Path(folder) / token
+        try:
+            marker.write_bytes(b"")
+            marker.unlink()
+        except OSError:
+            return None
+        return token
+
+    # -- observer -----------------------------------------------------------------------------
+    def _arm(self) -> bool:
+        """Start an observer on the vault root; False when the root cannot be watched."""
+        self._disarm()
+        try:
+            st = self.root.stat()
+        except OSError:
+            return False
+        handler = _Recorder(self)
+        observer: BaseObserver | None = None
+        kinds = ("polling",) if self.use_polling else ("native", "polling")
+        for kind in kinds:
+            try:
+                observer = _make_observer(kind)
+                observer.schedule(handler, self._root_str, recursive=True, event_filter=list(WATCHED_EVENTS))
+                observer.start()
+            except OSError as exc:
+                if not self.root.is_dir():
+                    return False
+                self._report_error(f"cannot watch {self.root} with the {kind} observer: {exc}")
+                _stop_observer(observer)
+                observer = None
+                continue
+            self.observer_kind = kind
+            break
+        if observer is None:
+            return False
+        self._observer = observer
+        self._root_id = (st.st_dev, st.st_ino)
+        return True
+
+    def _disarm(self) -> None:
+        observer, self._observer = self._observer, None
+        _stop_observer(observer)
+
+    def _healthy(self) -> bool:
+        """True when the vault folder is the one being watched and the observer still runs."""
+        try:
+            st = self.root.stat()
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != self._root_id:
+            return False
+        observer = self._observer
+        if observer is None or not observer.is_alive():
+            return False
+        try:
+            return all(e.is_alive() for e in list(observer.emitters))
+        except RuntimeError:  # the emitter set changed while being read
+            return True
+
+    def _record(self, event: FileSystemEvent) -> None:
+        """The observer callback: turn an event into a RawEvent and queue it. Cheap and thread-safe."""
+        src = self._rel(event.src_path)
+        dest = self._rel(event.dest_path) if event.dest_path else None
+        if src is not None and not event.is_directory and _is_sync_marker(src):
+            with self._cond:
+                self._sync_seen.add(src.rsplit("/", 1)[-1])
+                self._cond.notify_all()
+            return
+        vault = self.settings.vault
+        is_dir = event.is_directory
+        if is_dir:
+            keep = src == "" or any(p is not None and not is_ignored(p, vault, is_dir=True) for p in (src, dest))
+        else:
+            keep = _note_path(src, vault) is not None or _note_path(dest, vault) is not None
+        if not keep:
+            return
+        self._push(RawEvent(event.event_type, is_dir, src, dest))
+
+    def _push(self, raw: RawEvent) -> None:
+        now = time.monotonic()
+        with self._cond:
+            if not self._events and not self._full:
+                self._first_event = now
+            self._events.append(raw)
+            self._last_event = now
+            self._cond.notify_all()
+
+    def _rel(self, path: bytes | str) -> str | None:
+        p = os.fsdecode(path)
+        if p == self._root_str:
+            return ""
+        if p.startswith(self._root_str + os.sep):
+            rel = p[len(self._root_str) + 1:]
+            return rel.replace(os.sep, "/") if os.sep != "/" else rel
+        return None
+
+    # -- the watcher loop --------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            taken = self._next_batch()
+            if taken is None:
+                return
+            events, full = taken
+            try:
+                self._handle(events, full)
+                self._backoff = 0.0
+            except Exception as exc:  # noqa: BLE001 - the loop must live on
+                self._backoff = min(60.0, max(1.0, self._backoff * 2))
+                self._report_error(
+                    f"change batch failed, retrying in {self._backoff:.0f} s: {type(exc).__name__}: {exc}"
+                )
+                logger.debug("change batch failed", exc_info=True)
+                self._retry_later(events, full)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _retry_later(self, events: list[RawEvent], full: bool) -> None:
+        """Put a failed batch back, due after the current backoff (new events bring it forward)."""
+        with self._cond:
+            due = time.monotonic() + self._backoff
+            self._events[:0] = events
+            self._full = self._full or full
+            self._last_event = max(self._last_event, due - self.debounce)
+            self._first_event = due - self.max_latency
+            self._cond.notify_all()
+
+    def _next_batch(self) -> tuple[list[RawEvent], bool] | None:
+        """Wait for a quiet burst (or the latency cap) and take it; None when stopping.
+
+        While nothing is pending, the vault folder and the observer are checked every
+        `poll_interval` seconds.
+        """
+        while True:
+            check_at = time.monotonic() + self.poll_interval
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return None
+                    now = time.monotonic()
+                    if self._events or self._full:
+                        due = min(self._last_event + self.debounce, self._first_event + self.max_latency)
+                        if now >= due:
+                            events, self._events = self._events, []
+                            full, self._full = self._full, False
+                            self._busy = True
+                            return events, full
+                        self._cond.wait(due - now)
+                    elif now >= check_at:
+                        break
+                    else:
+                        self._cond.wait(check_at - now)
+            # Outside the lock: the observer callback must never wait on disk access.
+            if self.state == WATCHING and not self._healthy():
+                self._push(RawEvent("deleted", True, ""))
+
+    def _handle(self, events: list[RawEvent], full: bool) -> None:
+        changes = self._expand(events)
+        if (changes.root_gone or self.state != STARTING) and not self._healthy():
+            if not self._recover():
+                return
+            full = True
+        if changes.full:
+            full = True
+        if full:
+            if self.index.version == 0:
+                report = self.index.open()
+            else:
+                report = self.index.refresh()
+            paths: frozenset[str] = frozenset()
+        elif changes.paths:
+            report = self.index.refresh(paths=sorted(changes.paths), reread=True)
+            paths = changes.paths
+        else:
+            if self.state != WATCHING:
+                self._set_state(WATCHING)
+            return
+        self.batches += 1
+        self._recheck(paths)
+        if not report.empty:
+            self._call(self.on_batch, report)
+        if self.state != WATCHING:
+            self._set_state(WATCHING)
+        if self.embed and (report.shards_added or full):
+            self._want_embedding()
+
+    def _expand(self, events: list[RawEvent]) -> ChangeSet:
+        """Turn raw events into paths to re-read (folders become the notes under them)."""
+        vault = self.settings.vault
+        paths: set[str] = set()
+        full = root_gone = False
+
+        def add_file(p: str | None) -> None:
+            note = _note_path(p, vault)
+            if note is not None:
+                paths.add(note)
+
+        for ev in events:
+            if ev.kind == "recheck":
+                add_file(ev.src)
+                continue
+            if not ev.is_dir:
+                add_file(ev.src)
+                add_file(ev.dest)
+                continue
+            if ev.src == "":
+                if ev.kind in ("deleted", "moved"):
+                    root_gone = True
+                elif ev.kind == "attrib":
+                    full = True
+                continue
+            if ev.kind == "attrib" and ev.src is not None:
+                # Folder permissions decide what can be read below it. A readable folder is
+                # rescanned; an unreadable one needs the full scan that records it as skipped.
+                prefix = ev.src + "/"
+                folder_skip = any(k == ev.src or k.startswith(prefix) for k in list(self.index.skipped))
+                if os.access(self.root / ev.src, os.R_OK | os.X_OK) and not folder_skip:
+                    paths.update(self.index.paths_under(ev.src))
+                    paths.update(self._walk(ev.src))
+                else:
+                    full = True
+                continue
+            if ev.src is not None and ev.kind in ("deleted", "moved", "created"):
+                paths.update(self.index.paths_under(ev.src))
+            if ev.kind == "created" and ev.src is not None:
+                paths.update(self._walk(ev.src))
+            if ev.kind == "moved" and ev.dest is not None:
+                paths.update(self.index.paths_under(ev.dest))
+                paths.update(self._walk(ev.dest))
+        return ChangeSet(frozenset(paths), full, root_gone)
+
+    def _walk(self, folder: str) -> list[str]:
+        """Note paths below a vault-relative folder, by the vault's ignore rules."""
+        vault = self.settings.vault
+        if is_ignored(folder, vault, is_dir=True):
+            return []
+        out: list[str] = []
+        seen: set[tuple[int, int]] = set()
+        for dirpath, dirnames, filenames in os.walk(self.root / folder, followlinks=vault.follow_symlinks):
+            try:
+                st = os.stat(dirpath)
+                key = (st.st_dev, st.st_ino)
+            except OSError:
+                dirnames[:] = []
+                continue
+            if key in seen:
+                dirnames[:] = []
+                continue
+            seen.add(key)
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            dirnames[:] = [d for d in dirnames if not is_ignored(f"{rel_dir}/{d}", vault, is_dir=True)]
+            out.extend(f"{rel_dir}/{name}" for name in filenames if not is_ignored(f"{rel_dir}/{name}", vault))
+        return out
+
+    def _recheck(self, paths: frozenset[str]) -> None:
+        """Schedule again each file that changed after the indexer's stat (caught half-written)."""
+        for rel in paths:
+            try:
+                st = (self.root / rel).stat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            known = self.index.file_state(rel)
+            if known is None or known.mtime_ns != st.st_mtime_ns or known.size != st.st_size:
+                self.rechecks += 1
+                self._push(RawEvent("recheck", False, rel))
+
+    def _recover(self) -> bool:
+        """Re-arm after the observer died or the vault folder changed identity.
+
+        When the folder is there, the observer is simply re-armed; otherwise the state becomes
+        "vault missing" until it returns. Returns False when the watcher was stopped meanwhile.
+        """
+        if self.root.is_dir() and self._arm():
+            self._reattach_store()
+            return True
+        return self._wait_for_vault()
+
+    def _reattach_store(self) -> None:
+        """A store file deleted with the vault is written anew from the in-memory index."""
+        if Path(self.index.store.path).exists():
+            return
+        self._pause_embedding()
+        try:
+            self.index.reopen_store()
+        finally:
+            self._resume_embedding()
+
+    def _wait_for_vault(self) -> bool:
+        """Drop the observer, report "vault missing", poll until the folder is back, re-arm.
+
+        Returns False when the watcher was stopped meanwhile.
+        """
+        self._disarm()
+        with self._cond:
+            self._events.clear()
+        self._set_state(VAULT_MISSING)
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return False
+                # Events of the dead tree are meaningless; the full refresh below covers them.
+                self._events.clear()
+            if self.root.is_dir() and self._arm():
+                break
+            with self._cond:
+                if self._stopping:
+                    return False
+                self._cond.wait(self.poll_interval)
+        self._reattach_store()
+        return True
+
+    # -- embedding ---------------------------------------------------------------------------
+    def _want_embedding(self) -> None:
+        with self._cond:
+            self._embed_wanted = True
+            self._cond.notify_all()
+
+    def _pause_embedding(self) -> None:
+        with self._cond:
+            self._embed_pause = True
+        # Wait for a running embed_pending to stop at its next chunk boundary.
+        self._embed_lock.acquire()
+
+    def _resume_embedding(self) -> None:
+        self._embed_lock.release()
+        with self._cond:
+            self._embed_pause = False
+            if self.embed:
+                self._embed_wanted = True
+            self._cond.notify_all()
+
+    def _embed_loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopping or (self._embed_wanted and not self._embed_pause))
+                if self._stopping:
+                    return
+                self._embed_wanted = False
+                self._embed_running = True
+            try:
+                with self._embed_lock:
+                    done = self.index.embed_pending(cancelled=lambda: self._stopping or self._embed_pause)
+                if done:
+                    self._call(self.on_embedded, done)
+            except Exception as exc:  # noqa: BLE001 - embedding failures must not stop watching
+                self._report_error(f"embedding failed: {type(exc).__name__}: {exc}")
+            finally:
+                with self._cond:
+                    self._embed_running = False
+                    self._cond.notify_all()
+
+    # -- hooks -------------------------------------------------------------------------------
+    def _set_state(self, state: str) -> None:
+        with self._cond:
+            self.state = state
+            self._cond.notify_all()
+        self._call(self.on_state, state)
+
+    def _call(self, hook: Callable[..., None], *args: object) -> None:
+        try:
+            hook(*args)
+        except Exception as exc:  # noqa: BLE001 - a failing hook must not stop the watcher
+            if hook is not self.on_error:
+                self._report_error(f"hook {getattr(hook, '__name__', hook)!s} failed: {type(exc).__name__}: {exc}")
+
+    def _report_error(self, msg: str) -> None:
+        try:
+            self.on_error(msg)
+        except Exception:  # noqa: BLE001
+            logger.warning("%s", msg)
+
+
+class _Recorder(FileSystemEventHandler):
+    """The observer's handler: records every event, nothing else."""
+
+    def __init__(self, watcher: VaultWatcher) -> None:
+        super().__init__()
+        self._watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        self._watcher._record(event)
+
+
+def _note_path(rel: str | None, vault: VaultSettings) -> str | None:
+    """The note a file event concerns: the file itself, or for a turn's metadata.json its context.md."""
+    if not rel:
+        return None
+    head, _, name = rel.rpartition("/")
+    if name == _SIDECAR:
+        rel = f"{head}/context.md" if head else "context.md"
+    return None if is_ignored(rel, vault) else rel
+
+
+def _is_sync_marker(rel: str) -> bool:
+    return rel.rsplit("/", 1)[-1].startswith(_SYNC_PREFIX)
+
+
+def _make_observer(kind: str) -> BaseObserver:
+    if kind == "polling":
+        from watchdog.observers.polling import PollingObserver
+
+        return PollingObserver(timeout=0.5)
+    from watchdog.observers import Observer
+
+    return Observer()
+
+
+def _stop_observer(observer: BaseObserver | None) -> None:
+    if observer is None:
+        return
+    try:
+        observer.stop()
+        if observer.is_alive():
+            observer.join(5)
+    except Exception:  # noqa: BLE001 - a dead observer may fail to stop; nothing else to do
+        logger.debug("observer stop failed", exc_info=True)
+
+
+# -- `explorer watch` ---------------------------------------------------------------------------
+def format_batch(report: BatchReport) -> str:
+    """One log line for a batch: time, files, shards +/-, milliseconds."""
+    files = len(report.added) + len(report.changed) + len(report.removed) + len(report.skipped)
+    parts = []
+    for label, items in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
+        if items:
+            parts.append(f"{len(items)} {label}")
+    if report.skipped:
+        parts.append(f"{len(report.skipped)} skipped")
+    detail = ", ".join(parts)
+    names = [*report.added, *report.changed, *report.removed, *report.skipped]
+    sample = ""
+    if names:
+        sample = "  " + ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    return (
+        f"{time.strftime('%H:%M:%S')}  {files} file{'s' if files != 1 else ''}"
+        f"{f' ({detail})' if detail else ''}  shards +{report.shards_added}/-{report.shards_removed}"
+        f"  {report.ms:.0f} ms{sample}"
+    )
+
+
+def run_watch(vault: Path, settings: Settings) -> int:
+    """`explorer watch`: keep the index of `vault` current headless, one log line per batch; Ctrl-C exits 0."""
+    import signal
+
+    from explorer.index.vault_index import VaultIndex
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+
+    def err(line: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')}  error: {line}", file=sys.stderr, flush=True)
+
+    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {m}", file=sys.stderr, flush=True))
+    stop = threading.Event()
+    watcher = VaultWatcher(
+        index,
+        settings,
+        embed=settings.index.embeddings,
+        on_batch=lambda r: out(format_batch(r)),
+        on_state=lambda s: out(f"{time.strftime('%H:%M:%S')}  {s}" + (f" {vault}" if s in (WATCHING, VAULT_MISSING) else "")),
+        on_error=err,
+        on_embedded=lambda n: out(f"{time.strftime('%H:%M:%S')}  embedded {n} shard{'s' if n != 1 else ''}"),
+    )
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        watcher.start()
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()
+        index.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return 0
