@@ -87,6 +87,8 @@ class SearchSettings:
     """Weight of the query itself among the search terms."""
     term_weight: float = 1.0
     """Weight of each generated search term."""
+    term_retrievers: str = "both"
+    """Which retrievers search the generated terms: both, bm25 or dense (the query uses both)."""
     source_weights: tuple[tuple[str, float], ...] = (("fact", 1.5),)
     """Per source_type RRF weight; unnamed types weigh 1.0."""
     dense_threshold: float = 0.40
@@ -117,28 +119,28 @@ class SearchSettings:
 
 @dataclass(frozen=True, slots=True)
 class RerankSettings:
-    """The multi-pass reranker."""
+    """The multi-pass reranker (explorer.search.rerank): gate pass, early exit, precision pass."""
 
     enabled: bool = True
-    """Rerank fused results."""
+    """Rerank fused results (`--rerank` / `--no-rerank` override it per search)."""
     backend: str = "local"
-    """local (bundled MiniLM, passage level), cross-encoder, llm or none."""
+    """local (bundled MiniLM: best shard, then sentence windows), cross-encoder, llm or none."""
     cross_encoder: str = ""
-    """Local path of a cross-encoder model (backend cross-encoder)."""
+    """Local folder of a sentence-transformers cross-encoder (backend cross-encoder)."""
     pass1_candidates: int = 30
-    """Candidates of the gate pass."""
+    """Results scored by the gate pass."""
     pass1_timeout_ms: int = 80
-    """Budget of the gate pass."""
+    """Budget of the gate pass; 0 means no limit. On timeout the fused order stays."""
     pass2_candidates: int = 100
-    """Candidates of the precision pass."""
+    """Results scored by the precision pass; 0 disables it."""
     pass2_timeout_ms: int = 150
-    """Budget of the precision pass."""
+    """Budget of the precision pass; 0 means no limit. On timeout the gate pass's order stays."""
     early_exit_ratio: float = 1.5
-    """Early exit when top score / second score exceeds this."""
+    """Skip pass 2 when the gate's top score / runner-up score (0-1 scale) exceeds this."""
     early_exit_gap: float = 0.3
-    """Early exit when top score minus second score exceeds this."""
-    blend: float = 0.5
-    """Share of the rerank score in the final score (the rest is the fused rank)."""
+    """Skip pass 2 when the gate's top score minus runner-up score (0-1 scale) exceeds this."""
+    blend: float = 0.7
+    """final = blend * rerank score + (1 - blend) * fused score / best fused score."""
 
 
 @dataclass(frozen=True, slots=True)

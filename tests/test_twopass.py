@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from explorer.cli import make_pipeline
+
 import json
 from pathlib import Path
 
@@ -169,7 +171,7 @@ def test_heuristic_refines_a_medium_query_deterministically(sample_pipeline, sam
     pass1 = sample_pipeline.search(query, two_pass=False)
     a = heuristic_analysis(query, pass1, sample_index)
     b = heuristic_analysis(query, pass1, sample_index)
-    fresh = SearchPipeline(sample_index, sample_index.settings).search(query, two_pass=False)
+    fresh = make_pipeline(sample_index, sample_index.settings).search(query, two_pass=False)
     c = heuristic_analysis(query, fresh, sample_index)
     assert a == b == c
     assert a.decision == "REFINE" and a.analyser == "heuristic"

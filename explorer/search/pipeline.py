@@ -46,7 +46,9 @@ class Analyser(Protocol):
 class Reranker(Protocol):
     """Reorders fused results (see explorer.search.rerank)."""
 
-    def rerank(self, query: str, results: list[SearchResult]) -> tuple[list[SearchResult], dict[str, Any]]: ...
+    def rerank(
+        self, query: str, results: list[SearchResult], query_vector: np.ndarray | None = None
+    ) -> tuple[list[SearchResult], dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +189,10 @@ class SearchPipeline:
                 facts = {nid for nid, sh in self.index.shards.items() if sh.source_type == "fact"}
                 facts = facts if allowed is None else facts & allowed
                 if facts:
-                    kb_rankings = self._retrieve(terms, qvecs, facts, timings, "kb_")
+                    # One retrieval serves both: the knowledge rankings are the full rankings
+                    # restricted to knowledge shards (ranks counted among those alone).
+                    rankings_all = self._retrieve(terms, qvecs, allowed, timings, "")
+                    kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings_all]
                     kb_entries = self._entries(rrf(kb_rankings, s.rrf_k, self._source_weight), parsed, 1)
                     kb_results = [self._result(e, parsed, kc=s.pass1_shards, qvec=qvec0) for e in kb_entries[:k]]
                     kb_quality = assess_quality(kb_results, qvecs is not None)
@@ -204,12 +209,15 @@ class SearchPipeline:
             # 2-4. pass 1
             t = time.perf_counter()
             if entries is None:
-                rankings_all = self._retrieve(terms, qvecs, allowed, timings, "")
+                if not rankings_all:
+                    rankings_all = self._retrieve(terms, qvecs, allowed, timings, "")
                 t_f = time.perf_counter()
                 fused = rrf(rankings_all, s.rrf_k, self._source_weight)
                 timings["fusion"] = (time.perf_counter() - t_f) * 1000
                 entries = self._entries(fused, parsed, 1)
             ke1 = max(s.pass1_entries, k) if two_pass else k
+            if rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
+                ke1 = max(ke1, self.settings.rerank.pass1_candidates)
             pass1 = entries[:ke1]
             results = [self._result(e, parsed, kc=s.pass1_shards, qvec=qvec0) for e in pass1]
             passes = [PassInfo(1, parsed.text, tuple(terms.all_terms), ke1, s.pass1_shards, len(entries), len(pass1), (time.perf_counter() - t) * 1000)]
@@ -281,7 +289,7 @@ class SearchPipeline:
             t = time.perf_counter()
             searched_part = [r for r in out.results if r.source == "search"]
             appended = [r for r in out.results if r.source != "search"]
-            reranked, meta = self.reranker.rerank(parsed.text, searched_part)
+            reranked, meta = self.reranker.rerank(parsed.text, searched_part, query_vector=qvec0)
             out.results = reranked + appended
             out.rerank = meta
             timings["rerank"] = (time.perf_counter() - t) * 1000
@@ -362,13 +370,16 @@ class SearchPipeline:
         bm_mask = self.index.bm25.mask(allowed) if allowed is not None else None
         for i, term in enumerate(terms.all_terms):
             tw = s.query_weight if i == 0 else s.term_weight
+            if i and s.term_retrievers == "dense":
+                continue
             toks = tokenize(term)
             items = self.index.bm25.top(toks, depth, bm_mask) if toks else []
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
         if qvecs is not None:
             t0 = time.perf_counter()
-            embedded = [t for t in terms.all_terms if t in qvecs]
+            embedded = [t for i, t in enumerate(terms.all_terms)
+                        if t in qvecs and (i == 0 or s.term_retrievers != "bm25")]
             if embedded:
                 matrix = np.stack([qvecs[t] for t in embedded])
                 de_mask = self.index.dense.mask(allowed) if allowed is not None else None
