@@ -1,0 +1,453 @@
+"""The Textual app: a thin App over the main screen; the index, model and watcher live in thread workers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.reactive import var
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from explorer.config import Settings
+from explorer.tui.messages import (
+    EditNote,
+    IndexFailed,
+    IndexProgress,
+    IndexReady,
+    IndexUpdated,
+    ModelState,
+    OpenNote,
+    WatcherState,
+)
+from explorer.tui.screens.help import HelpScreen
+from explorer.tui.screens.main import MainScreen
+from explorer.tui.screens.note import NoteScreen, Place
+from explorer.tui.screens.writer import WriterScreen
+from explorer.tui.state import UIState, default_state_path, load_state, save_state
+from explorer.tui.themes import SHIPPED_THEMES_DIR, load_themes, user_themes_dir
+from explorer.tui.widgets.status_bar import StatusInfo
+
+DEFAULT_THEME = "explorer-dark"
+PipelineFactory = Callable[[Any, Settings], Any]
+
+
+class ExplorerApp(App[int]):
+    """Explore one vault: live hybrid search, context, explanations, notes, writing.
+
+    The first frame is drawn before anything heavy happens: the index opens in a thread worker
+    (then lexical search works), the embedding model loads and embeds in another (then results
+    upgrade to hybrid), and every search runs in an exclusive thread worker.
+    """
+
+    CSS_PATH = "explorer.tcss"
+    TITLE = "Explorer"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("f1", "help", "Keys"),
+        Binding("question_mark", "help", "Keys", show=False, key_display="?"),
+    ]
+
+    status: var[StatusInfo] = var(StatusInfo)
+    """What the status bar shows (replaced, never mutated)."""
+
+    def __init__(
+        self,
+        vault: Path,
+        settings: Settings | None = None,
+        *,
+        index: Any = None,
+        embedder: Any = None,
+        pipeline_factory: PipelineFactory | None = None,
+        state_path: Path | None = None,
+        theme_dirs: Iterable[Path] | None = None,
+        watch: bool = True,
+        load_model: bool = True,
+    ) -> None:
+        """Set up the app; nothing is read from the vault until it runs.
+
+        Args:
+            vault: The vault root.
+            settings: Settings (default: defaults).
+            index: An already opened VaultIndex to use (tests, embedding apps); not closed on exit.
+            embedder: An embedding model to give the index the app opens.
+            pipeline_factory: Builds the SearchPipeline (default `explorer.cli.make_pipeline`).
+            state_path: Where the theme choice and query history are kept (None: nowhere).
+            theme_dirs: Theme folders (default: the shipped `themes/` and the user's).
+            watch: Start the file watcher when it is available.
+            load_model: Load the embedding model and embed pending shards in the background.
+        """
+        super().__init__()
+        self.vault = Path(vault)
+        self.settings = settings or Settings()
+        self.index: Any = None
+        self.pipeline: Any = None
+        self._given_index = index
+        self._embedder = embedder
+        self._pipeline_factory = pipeline_factory
+        self.state_path = state_path
+        self.ui_state: UIState = load_state(state_path)
+        self.theme_dirs = list(theme_dirs) if theme_dirs is not None else [SHIPPED_THEMES_DIR, user_themes_dir()]
+        self.theme_errors: list[str] = []
+        self._watch = watch
+        self._load_model = load_model
+        self.watcher: Any = None
+        self.main_screen = MainScreen(history=self.ui_state.queries(self.vault))
+
+    def get_default_screen(self) -> Screen:
+        """The main (search) screen."""
+        return self.main_screen
+
+    # -- start-up ----------------------------------------------------------------------
+    def on_mount(self) -> None:
+        """Register themes, pick the remembered one, then open the index in a worker."""
+        self._register_themes()
+        llm = self.settings.llm
+        self.status = replace(self.status, llm=llm.model if llm.configured else "off",
+                              model="off" if not self.settings.index.embeddings else "not loaded")
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.call_after_refresh(self._open_index)
+
+    def _register_themes(self) -> None:
+        loaded = load_themes(self.theme_dirs)
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        errors = list(loaded.errors)
+        wanted = [self.ui_state.theme, self.settings.ui.theme, DEFAULT_THEME]
+        chosen = next((name for name in wanted if name and name in self.available_themes), None)
+        for name in (self.ui_state.theme, self.settings.ui.theme):
+            if name and name not in self.available_themes:
+                errors.append(f"theme “{name}” is not installed")
+                break
+        if chosen:
+            self.theme = chosen
+        self.theme_errors = errors
+        if errors:
+            self.notify("\n".join(errors), title="Themes", severity="warning", timeout=8)
+
+    def _theme_changed(self, theme: Any) -> None:
+        """Remember the user's theme choice."""
+        if theme.name != self.ui_state.theme:
+            self.ui_state.theme = theme.name
+            self._save_state()
+
+    def _save_state(self) -> None:
+        error = save_state(self.state_path, self.ui_state)
+        if error:
+            self.notify(error, severity="warning", timeout=5)
+
+    def notify_any_thread(self, message: str) -> None:
+        """A warning notification, from the UI thread or any other."""
+        if threading.get_ident() == self._thread_id:
+            self.notify(message, severity="warning", timeout=8)
+        else:
+            self.call_from_thread(self.notify, message, severity="warning", timeout=8)
+
+    def remember_query(self, query: str) -> None:
+        """Keep a submitted query in the history file."""
+        self.ui_state.add_query(self.vault, query)
+        self._save_state()
+
+    @work(thread=True, exclusive=True, group="index", exit_on_error=False)
+    def _open_index(self) -> None:
+        """Open (load + refresh) the index and build the pipeline, off the UI thread."""
+        from explorer.cli import make_pipeline
+
+        t0 = time.perf_counter()
+        index = self._given_index
+        try:
+            if index is None:
+                from explorer.index.vault_index import VaultIndex
+
+                index = VaultIndex(self.vault, self.settings, embedder=self._embedder, on_message=self.notify_any_thread)
+                report = index.open(progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)))
+                summary = (f"{len(index.notes)} notes ({len(report.added)} new, {len(report.changed)} changed, "
+                           f"{len(report.removed)} removed)")
+            else:
+                summary = f"{len(index.notes)} notes"
+            pipeline = (self._pipeline_factory or make_pipeline)(index, self.settings)
+        except BaseException:
+            if index is not None and index is not self._given_index:
+                index.close()
+            raise
+        summary += f" in {(time.perf_counter() - t0) * 1000:.0f} ms"
+        self.post_message(IndexReady(index, pipeline, summary))
+
+    def on_index_progress(self, message: IndexProgress) -> None:
+        """Show progress in the status bar."""
+        done = message.done < message.total
+        self.status = replace(self.status, stage=message.stage if done else "", done=message.done, total=message.total)
+
+    def on_index_ready(self, message: IndexReady) -> None:
+        """Lexical search works now; start the watcher and the model."""
+        self.index, self.pipeline = message.index, message.pipeline
+        self.log.info(f"index ready: {message.summary}")
+        st = self.index.stats()
+        self.status = replace(self.status, index="ready", notes=st.notes, shards=st.shards, stage="")
+        self._to_main("index_ready")
+        if self._watch:
+            self._start_watcher()
+        if self._load_model and self.settings.index.embeddings:
+            self._prepare_model()
+        elif not self.settings.index.embeddings:
+            self.status = replace(self.status, model="off")
+        elif self.index.model_state == "ready":
+            self.status = replace(self.status, model="ready", runtime=self.index.runtime)
+
+    def on_index_failed(self, message: IndexFailed) -> None:
+        """Say so; the app stays up."""
+        self.status = replace(self.status, index="failed")
+        self.notify(message.error, title="Index", severity="error", timeout=15)
+        if self.index is None:
+            self._to_main("index_failed", message.error)
+
+    def _to_main(self, method: str, *args: Any) -> None:
+        """Tell the main screen something, unless it is gone (late worker messages at shutdown)."""
+        if not self.main_screen.is_mounted:
+            return
+        try:
+            getattr(self.main_screen, method)(*args)
+        except NoMatches:
+            if self.main_screen.children:
+                raise
+
+    # -- the model --------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="model", exit_on_error=False)
+    def _prepare_model(self) -> None:
+        """Load the embedder, then embed every shard without a vector (cancellable between batches)."""
+        worker = get_current_worker()
+        index = self.index
+        if index.model_state != "ready":
+            self.post_message(ModelState("loading"))
+        emb = index.embedder()
+        if emb is None:
+            self.post_message(ModelState("unavailable" if index.model_state != "off" else "off", index.model_error))
+            return
+        while index.pending() and not worker.is_cancelled:
+            self.post_message(ModelState("embedding", index.runtime))
+            index.embed_pending(
+                progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)),
+                cancelled=lambda: worker.is_cancelled,
+            )
+        if not worker.is_cancelled:
+            self.post_message(ModelState("ready", index.runtime))
+
+    def on_model_state(self, message: ModelState) -> None:
+        """Track the model; upgrade results when it is ready."""
+        was = self.status.model
+        runtime = message.detail if message.state in ("ready", "embedding") else self.status.runtime
+        self.status = replace(self.status, model=message.state, runtime=runtime)
+        if message.state != "embedding" and self.status.stage == "embedding":
+            self.status = replace(self.status, stage="")
+        if message.state == "unavailable" and message.detail:
+            self.notify(f"Searching BM25 only: {message.detail}", title="Embedding model", severity="warning", timeout=8)
+        if message.state in ("ready", "embedding") and was not in ("ready", "embedding"):
+            self._to_main("model_ready")
+        elif message.state == "ready" and was == "embedding":
+            self._to_main("model_ready")
+
+    # -- keeping the index current ---------------------------------------------------------
+    def reindex_now(self, paths: Iterable[str]) -> None:
+        """Apply changes of `paths` to the index (call from a worker thread) and tell the UI."""
+        index = self.index
+        if index is None:
+            return
+        paths = tuple(paths)
+        try:
+            report = index.refresh(paths=list(paths))
+        except Exception as exc:  # noqa: BLE001 - the UI reports it and lives on
+            self.post_message(IndexFailed(f"re-indexing {', '.join(paths)} failed: {exc}"))
+            return
+        touched = tuple(report.added + report.changed + report.removed)
+        summary = f"{len(report.added)} added, {len(report.changed)} changed, {len(report.removed)} removed"
+        self.post_message(IndexUpdated(touched or paths, summary))
+
+    @work(thread=True, group="reindex", exit_on_error=False)
+    def reindex(self, paths: list[str]) -> None:
+        """Re-index `paths` in a worker."""
+        self.reindex_now(paths)
+
+    def refresh_index(self, paths: list[str], wait: bool = False) -> None:
+        """Re-index `paths`: in the calling (worker) thread when `wait`, else in a new worker."""
+        if wait:
+            self.reindex_now(paths)
+        else:
+            self.reindex(paths)
+
+    def on_index_updated(self, message: IndexUpdated) -> None:
+        """Counts, tree and results follow the change; new shards get embedded."""
+        if self.index is None:
+            return
+        st = self.index.stats()
+        self.status = replace(self.status, notes=st.notes, shards=st.shards, index="ready")
+        self._to_main("index_changed", message.paths)
+        for screen in self.screen_stack:
+            if isinstance(screen, NoteScreen) and screen.is_mounted and screen.place.path in message.paths:
+                screen.run_worker(screen.show_place(screen.place), exclusive=True, group="note-nav", exit_on_error=False)
+        if st.pending and self._load_model and self.settings.index.embeddings:
+            running = [w for w in self.workers if w.group == "model" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
+            if not running:
+                self._prepare_model()
+
+    def _start_watcher(self) -> None:
+        """Start the vault watcher (`explorer.vault.watch`) when it is available.
+
+        It applies change batches itself; the app only follows its batches and states. Embedding
+        stays with the app's model worker, which shows progress.
+        """
+        try:
+            from explorer.vault.watch import VaultWatcher
+        except ImportError:
+            self.status = replace(self.status, watcher="unavailable")
+            return
+        try:
+            self.watcher = VaultWatcher(self.index, self.settings, embed=False, on_batch=self._watch_batch,
+                                        on_state=self._watch_state, on_error=self._watch_error)
+            self.watcher.start()
+        except Exception as exc:  # noqa: BLE001 - watching is optional
+            self.watcher = None
+            self.post_message(WatcherState("error", f"cannot watch the vault: {exc}"))
+
+    def _watch_batch(self, report: Any) -> None:
+        """Watcher thread: a batch of changes was applied to the index."""
+        paths = tuple(report.added) + tuple(report.changed) + tuple(report.removed)
+        if paths:
+            self.post_message(IndexUpdated(paths, f"watcher: {len(paths)} note(s) changed"))
+
+    def _watch_state(self, state: str) -> None:
+        """Watcher thread: its state changed (starting, watching, vault missing, stopped)."""
+        self.post_message(WatcherState(state))
+
+    def _watch_error(self, error: str) -> None:
+        """Watcher thread: something failed; it lives on."""
+        self.post_message(WatcherState("error", error))
+
+    def on_watcher_state(self, message: WatcherState) -> None:
+        """Show the watcher's state."""
+        if message.state == "error":
+            self.notify(message.detail or "watcher error", title="Watcher", severity="warning", timeout=8)
+            if self.watcher is not None:
+                return
+        self.status = replace(self.status, watcher=message.state)
+
+    # -- searches and navigation -------------------------------------------------------
+    def searched(self, results: Any) -> None:
+        """A search finished: show its timings in the status bar."""
+        t = results.timings_ms
+        total = t.get("total", 0.0)
+        stages = [(k, v) for k, v in t.items() if k != "total"]
+        slow = max(stages, key=lambda kv: kv[1]) if stages else None
+        text = f"{total:.0f} ms" + (f" ({slow[0]} {slow[1]:.0f})" if slow else "")
+        self.status = replace(self.status, last_search=text)
+
+    def on_open_note(self, message: OpenNote) -> None:
+        """Show a note: in the open note view, or a new one."""
+        if self.index is None:
+            return
+        place = Place(message.path, message.cursor)
+        if isinstance(self.screen, NoteScreen):
+            self.screen.run_worker(self.screen.go(place), exclusive=True, group="note-nav", exit_on_error=False)
+        else:
+            self.push_screen(NoteScreen(place))
+
+    def on_edit_note(self, message: EditNote) -> None:
+        """Open writing mode on a note."""
+        if self.index is None:
+            return
+        if isinstance(self.screen, WriterScreen) and self.screen.path == message.path:
+            return
+        self.push_screen(WriterScreen(message.path, message.cursor))
+
+    def action_help(self) -> None:
+        """Show the keys of the current screen."""
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen.for_screen(self.screen, self.BINDINGS))
+
+    # -- command palette ------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every action of the current screen and its widgets (from their bindings), each theme, and Textual's own."""
+        yield from super().get_system_commands(screen)
+        if isinstance(screen, HelpScreen):
+            return
+        owners: list[Any] = [screen]
+        seen_kinds: set[type] = {type(screen)}
+        for widget in screen.walk_children():
+            kind = type(widget)
+            if kind not in seen_kinds and kind.__module__.startswith("explorer.") and kind.__dict__.get("BINDINGS"):
+                seen_kinds.add(kind)
+                owners.append(widget)
+        seen: set[tuple[type, str]] = set()
+        for owner in owners:
+            where = "" if owner is screen else f" ({type(owner).__name__})"
+            for binding in type(owner).__dict__.get("BINDINGS", []):
+                if not isinstance(binding, Binding) or not binding.description:
+                    continue
+                if (type(owner), binding.action) in seen:
+                    continue
+                seen.add((type(owner), binding.action))
+                keys = binding.key_display or binding.key.split(",")[0]
+                yield SystemCommand(f"{binding.description}{where}", f"{keys} · {_action_help(owner, binding.action)}",
+                                    partial(self._run_action_on, owner, binding.action))
+        for name in sorted(self.available_themes):
+            yield SystemCommand(f"Theme: {name}", "Switch to this theme (remembered)", partial(setattr, self, "theme", name))
+
+    def _run_action_on(self, owner: Any, action: str) -> None:
+        owner.call_next(owner.run_action, action)
+
+    # -- shutdown -----------------------------------------------------------------------
+    def on_unmount(self) -> None:
+        """Stop the watcher; close an index the app opened."""
+        if self.watcher is not None:
+            try:
+                self.watcher.stop()
+            except Exception:  # noqa: BLE001 - shutting down
+                pass
+        if self.index is not None and self._given_index is None:
+            try:
+                self.index.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Workers run with exit_on_error=False: their errors end up here, as notifications."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        group = event.worker.group
+        if group == "index":
+            self.post_message(IndexFailed(f"Cannot open the index: {error}"))
+        elif group == "model":
+            self.post_message(ModelState("unavailable", str(error)))
+        else:
+            self.notify(f"{group}: {error}", title="Error", severity="error", timeout=10)
+
+
+def _action_help(owner: Any, action: str) -> str:
+    name = action.split("(")[0]
+    method = getattr(owner, f"action_{name}", None)
+    doc = (getattr(method, "__doc__", "") or "").strip().splitlines()
+    return doc[0] if doc else action
+
+
+def make_app(vault: Path, settings: Settings, **kwargs: Any) -> ExplorerApp:
+    """The one factory for the CLI and the tests."""
+    kwargs.setdefault("state_path", default_state_path())
+    return ExplorerApp(vault, settings, **kwargs)
+
+
+def run_app(vault: Path, settings: Settings) -> int:
+    """Run the app on `vault` until the user quits; returns the exit code."""
+    app = make_app(vault, settings)
+    app.run()
+    return app.return_code or 0

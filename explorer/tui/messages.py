@@ -1,0 +1,136 @@
+"""App-wide messages: what workers and widgets tell the app and its screens (all safe to post from a thread)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from explorer.search.schema import SearchResults
+
+
+@dataclass
+class IndexProgress(Message):
+    """Progress of opening the index or embedding shards; a newer one replaces a queued older one."""
+
+    stage: str
+    """`reading` or `embedding`."""
+    done: int
+    """Items finished."""
+    total: int
+    """Items in all."""
+
+    def can_replace(self, message: Message) -> bool:
+        """Collapse queued progress of the same stage."""
+        return isinstance(message, IndexProgress) and message.stage == self.stage
+
+
+@dataclass
+class IndexReady(Message):
+    """The index is open and searchable (lexically at least)."""
+
+    index: Any
+    """The VaultIndex."""
+    pipeline: Any
+    """The SearchPipeline built over it."""
+    summary: str
+    """What opening did, in a line."""
+
+
+@dataclass
+class IndexFailed(Message):
+    """The index could not be opened."""
+
+    error: str
+    """Why."""
+
+
+@dataclass
+class IndexUpdated(Message):
+    """A batch of file changes was applied (after a save or a watcher event)."""
+
+    paths: tuple[str, ...]
+    """Vault-relative paths added, changed or removed."""
+    summary: str
+    """What the batch did, in a line."""
+
+
+@dataclass
+class ModelState(Message):
+    """The embedding model's state changed."""
+
+    state: str
+    """`loading`, `embedding`, `ready`, `off` or `unavailable`."""
+    detail: str = ""
+    """Runtime, error or counts."""
+
+
+@dataclass
+class WatcherState(Message):
+    """The file watcher started, stopped or failed."""
+
+    state: str
+    """`watching`, `off`, `unavailable` or `error`."""
+    detail: str = ""
+    """Why, when not watching."""
+
+
+@dataclass
+class SearchFinished(Message, bubble=False):
+    """A search (or one stage of a progressive search) produced results."""
+
+    seq: int
+    """Sequence number of the search; older ones are ignored."""
+    query: str
+    """The query as typed."""
+    results: SearchResults
+    """What the pipeline returned."""
+    stage: str
+    """`lexical` (first, fast display), `full` or `classic`."""
+    final: bool = True
+    """False when a later stage of the same search is still coming."""
+
+
+@dataclass
+class SearchFailed(Message, bubble=False):
+    """A search could not run (bad query, or an error in a stage)."""
+
+    seq: int
+    """Sequence number of the search."""
+    query: str
+    """The query as typed."""
+    error: str
+    """What to tell the user."""
+
+
+@dataclass
+class OpenNote(Message):
+    """Ask the app to show a note in the note view."""
+
+    path: str
+    """Vault-relative path."""
+    cursor: int | None = None
+    """Character offset to scroll to, if any."""
+
+
+@dataclass
+class EditNote(Message):
+    """Ask the app to open a note in writing mode."""
+
+    path: str
+    """Vault-relative path."""
+    cursor: int | None = None
+    """Character offset to put the editor cursor at, if any."""
+
+
+@dataclass
+class RelatedFound(Message, bubble=False):
+    """Writing mode: notes related to the paragraph around the cursor."""
+
+    seq: int
+    """Sequence number of the request."""
+    paragraph: str
+    """The text that was searched."""
+    results: SearchResults
+    """The pipeline's answer."""

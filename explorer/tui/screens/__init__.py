@@ -1,0 +1,1 @@
+"""The app's screens: main (search), note view, writing mode, key help."""

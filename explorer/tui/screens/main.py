@@ -1,0 +1,343 @@
+"""The main screen: live search box, results, context and why-ranked panes, vault tree."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, OptionList, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from explorer.context import query_words
+from explorer.search.query import parse_query
+from explorer.search.schema import SearchResult, SearchResults
+from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
+from explorer.tui.text import split_mode
+from explorer.tui.widgets.context_pane import ContextPane
+from explorer.tui.widgets.results import ResultsList, ResultsSummary
+from explorer.tui.widgets.search_box import SearchBox
+from explorer.tui.widgets.status_bar import StatusBar
+from explorer.tui.widgets.vault_tree import VaultTree
+from explorer.tui.widgets.why_pane import WhyPane
+
+if TYPE_CHECKING:
+    from explorer.tui.app import ExplorerApp
+
+
+class MainScreen(Screen):
+    """Search-first: the query drives the results; the highlighted result drives the panes."""
+
+    AUTO_FOCUS = "#search"
+
+    BINDINGS = [
+        Binding("slash", "focus_search", "Search", key_display="/"),
+        Binding("escape", "focus_search", "Search", show=False),
+        Binding("f2", "toggle_tree", "Tree"),
+        Binding("c", "show_tab('tab-context')", "Context"),
+        Binding("w", "show_tab('tab-why')", "Why"),
+        Binding("W", "why_not", "Why not?", show=False),
+        Binding("plus,equals_sign", "widen(1)", "Widen", key_display="+"),
+        Binding("minus", "widen(-1)", "Narrow", key_display="-"),
+        Binding("n", "match(1)", "Next match", show=False),
+        Binding("N", "match(-1)", "Prev match", show=False),
+        Binding("right_square_bracket", "shard(1)", "Next shard", show=False, key_display="]"),
+        Binding("left_square_bracket", "shard(-1)", "Prev shard", show=False, key_display="["),
+        Binding("y", "copy_node_id", "Copy id", show=False),
+        Binding("o", "open_at_cursor", "Open"),
+        Binding("e", "edit", "Write"),
+        Binding("ctrl+e", "edit", "Write", show=False),
+    ]
+
+    def __init__(self, history: list[str] | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._history = history or []
+        self._seq = 0
+        self._debounce: Timer | None = None
+        self._pending: tuple[str, bool] | None = None
+        self.query_text = ""
+        self.results: SearchResults | None = None
+        self.stage = ""
+        self.words: list[str] = []
+        self.phrases: list[str] = []
+
+    @property
+    def explorer(self) -> ExplorerApp:
+        """The app, typed."""
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        """Search box, summary, then tree | results | panes, status bar and footer."""
+        yield SearchBox(history=self._history, id="search")
+        yield ResultsSummary("Type to search.", id="summary")
+        with Horizontal(id="body"):
+            yield VaultTree(id="tree")
+            with Vertical(id="results-column"):
+                yield ResultsList(id="results")
+            with TabbedContent(id="detail", initial="tab-context"):
+                with TabPane("Context", id="tab-context"):
+                    yield ContextPane(id="context")
+                with TabPane("Why ranked", id="tab-why"):
+                    yield WhyPane(id="why")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Hide the tree on narrow terminals; show the opening state."""
+        self.query_one(ContextPane).default_chars = self.explorer.settings.ui.context_chars
+        if self.app.size.width < 140:
+            self.query_one(VaultTree).display = False
+        if self.explorer.index is None:
+            self.query_one(ResultsSummary).message("Opening the index… (you can type already)", "warning")
+
+    # -- index lifecycle (called by the app) ------------------------------------------------
+    def index_ready(self) -> None:
+        """The index opened: fill the tree, run any query typed meanwhile."""
+        self._fill_tree()
+        box = self.query_one(SearchBox)
+        summary = self.query_one(ResultsSummary)
+        if box.value.strip():
+            self.run_search(box.value)
+        else:
+            summary.message("Type to search.")
+
+    def index_failed(self, error: str) -> None:
+        """The index could not be opened: say so where results would be."""
+        self.query_one(ResultsSummary).message(f"{error} — searching is not possible.", "error")
+
+    def model_ready(self) -> None:
+        """Embeddings became available: upgrade the shown results to hybrid."""
+        if self.query_text and self.results is not None and not self.results.mode.get("dense"):
+            self.run_search(self.query_text)
+
+    def index_changed(self, paths: tuple[str, ...]) -> None:
+        """Files changed: refresh the tree and the current results."""
+        self._fill_tree()
+        if self.query_text:
+            self.run_search(self.query_text)
+
+    def _fill_tree(self) -> None:
+        index = self.explorer.index
+        if index is None:
+            return
+        with index.lock:
+            titles = {p: n.title for p, n in index.notes.items()}
+        self.query_one(VaultTree).set_notes(titles)
+        self.query_one(WhyPane).set_suggestions(sorted(titles) + sorted(set(titles.values())))
+
+    # -- searching --------------------------------------------------------------------
+    @on(Input.Changed, "#search")
+    def _query_changed(self, event: Input.Changed) -> None:
+        """Debounce: search once typing pauses."""
+        if self._debounce is not None:
+            self._debounce.stop()
+        delay = self.explorer.settings.ui.debounce_ms / 1000
+        self._debounce = self.set_timer(delay, lambda: self.run_search(event.value))
+
+    @on(Input.Submitted, "#search")
+    def _query_submitted(self, event: Input.Submitted) -> None:
+        """Enter: search now, remember the query, move to the results."""
+        if self._debounce is not None:
+            self._debounce.stop()
+        query = event.value.strip()
+        if query:
+            self.query_one(SearchBox).remember(query)
+            self.explorer.remember_query(query)
+        self.run_search(event.value, record=True)
+        results = self.query_one(ResultsList)
+        if results.option_count:
+            results.focus()
+
+    def on_search_box_mode_changed(self, event: SearchBox.ModeChanged) -> None:
+        """The mode toggle moved: search again in the new mode."""
+        if self.query_one(SearchBox).value.strip():
+            self.run_search(self.query_one(SearchBox).value)
+
+    def on_search_box_leave_down(self, event: SearchBox.LeaveDown) -> None:
+        """Down past the newest query: go to the results."""
+        self.query_one(ResultsList).focus()
+
+    def run_search(self, query: str, record: bool = False) -> None:
+        """Start a search (cancelling any running one); empty queries clear the list."""
+        self._seq += 1
+        query = query.strip()
+        summary = self.query_one(ResultsSummary)
+        mode, text = split_mode(query, self.query_one(SearchBox).mode)
+        if not text:
+            self.query_text = ""
+            self.results = None
+            self.workers.cancel_group(self, "search")
+            self.query_one(ResultsList).clear()
+            self._show_selected()
+            summary.message("Type to search." if not query else "Type words after the mode prefix.")
+            return
+        if self.explorer.index is None or self.explorer.pipeline is None:
+            self._pending = (query, record)
+            summary.message("Opening the index… your search runs when it is ready.", "warning")
+            return
+        self.query_text = query
+        status = self.explorer.status
+        self._search(self._seq, query, mode, text, status.hybrid, record)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def _search(self, seq: int, query: str, mode: str, text: str, hybrid: bool, record: bool) -> None:
+        """Progressive search in a thread: lexical first, then the full pipeline; stale runs stop early."""
+        from explorer.search.pipeline import QueryError, SearchCancelled
+        from explorer.tui.classic import ClassicUnavailable, classic_results
+
+        worker = get_current_worker()
+
+        def cancelled() -> bool:
+            return worker.is_cancelled
+
+        app = self.explorer
+        pipeline = app.pipeline
+        try:
+            if mode:
+                results = classic_results(app.index, mode, text, k=app.settings.search.top_k, cancelled=cancelled)
+                if not cancelled():
+                    self.post_message(SearchFinished(seq, query, results, "classic"))
+                return
+            lexical = pipeline.search(text, dense=False, two_pass=False, rerank=False, cancelled=cancelled, record=False)
+            if cancelled():
+                return
+            self.post_message(SearchFinished(seq, query, lexical, "lexical", final=False))
+            if hybrid:
+                full = pipeline.search(text, cancelled=cancelled, record=record)
+            else:
+                full = pipeline.search(text, dense=False, rerank=False, cancelled=cancelled, record=record)
+            if not cancelled():
+                self.post_message(SearchFinished(seq, query, full, "full"))
+        except SearchCancelled:
+            return
+        except (QueryError, ClassicUnavailable) as exc:
+            self.post_message(SearchFailed(seq, query, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
+            self.post_message(SearchFailed(seq, query, f"search failed: {type(exc).__name__}: {exc}"))
+
+    def on_search_finished(self, message: SearchFinished) -> None:
+        """Show results unless a newer search has started."""
+        if message.seq != self._seq:
+            return
+        results = message.results
+        results_list = self.query_one(ResultsList)
+        previous = results_list.selected
+        if previous is not None and results_list.results and previous is results_list.results[0]:
+            previous = None  # the automatic first highlight is no choice to keep
+        self.results = results
+        self.stage = message.stage
+        mode, text = split_mode(message.query, self.query_one(SearchBox).mode)
+        parsed = parse_query(text)
+        self.words = query_words(parsed.text) if parsed.text else []
+        self.phrases = list(parsed.phrases) or ([text] if mode == "phrase" else [])
+        self.query_one(ResultsSummary).show(results, message.stage, message.final)
+        self.query_one(ResultsList).show(results, self.words, self.phrases,
+                                         keep=previous.document_path if previous else None)
+        self._show_selected()
+        if message.final:
+            self.explorer.searched(results)
+
+    def on_search_failed(self, message: SearchFailed) -> None:
+        """Say why the search could not run."""
+        if message.seq < self._seq:
+            return
+        self.query_one(ResultsSummary).message(message.error, "error")
+        self.query_one(ResultsList).clear()
+        self.results = None
+        self._show_selected()
+
+    # -- selection ------------------------------------------------------------------------
+    @on(OptionList.OptionHighlighted, "#results")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._show_selected()
+
+    @on(OptionList.OptionSelected, "#results")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        """Enter or click on a result: open the note at its best shard."""
+        res = self.selected
+        if res is not None:
+            cursor = res.context_shards[0].cursor if res.context_shards else None
+            self.post_message(OpenNote(res.document_path, cursor))
+
+    @property
+    def selected(self) -> SearchResult | None:
+        """The highlighted result."""
+        return self.query_one(ResultsList).selected
+
+    def _show_selected(self) -> None:
+        res = self.selected
+        index = self.explorer.index
+        self.query_one(ContextPane).show(index, res, self.words, self.phrases)
+        self.query_one(WhyPane).show(index, self.results, res)
+        self.refresh_bindings()
+
+    # -- actions ------------------------------------------------------------------------
+    def action_focus_search(self) -> None:
+        """Focus the search box."""
+        self.query_one(SearchBox).focus()
+
+    def action_toggle_tree(self) -> None:
+        """Show or hide the vault tree."""
+        tree = self.query_one(VaultTree)
+        tree.display = not tree.display
+        if tree.display:
+            tree.query_one("#vault-tree").focus()
+
+    def action_show_tab(self, tab: str) -> None:
+        """Switch the detail pane to a tab."""
+        self.query_one(TabbedContent).active = tab
+
+    def action_why_not(self) -> None:
+        """Open the why-ranked tab and focus its “Why not?” box."""
+        self.query_one(TabbedContent).active = "tab-why"
+        self.query_one("#why-not", Input).focus()
+
+    def action_widen(self, step: int) -> None:
+        """Widen (1) or narrow (-1) the context window."""
+        self.query_one(TabbedContent).active = "tab-context"
+        self.query_one(ContextPane).widen(step)
+
+    def action_match(self, step: int) -> None:
+        """Step to the next (1) or previous (-1) match in the note."""
+        self.query_one(TabbedContent).active = "tab-context"
+        self.query_one(ContextPane).step_match(step)
+
+    def action_shard(self, step: int) -> None:
+        """Step to the next (1) or previous (-1) shard of the result."""
+        self.query_one(TabbedContent).active = "tab-context"
+        self.query_one(ContextPane).step_shard(step)
+
+    def action_copy_node_id(self) -> None:
+        """Copy the node_id under the context cursor to the clipboard."""
+        node_id = self.query_one(ContextPane).node_id or (self.selected.node_id if self.selected else "")
+        if node_id:
+            self.app.copy_to_clipboard(node_id)
+            self.notify(node_id, title="Copied node_id", timeout=3)
+
+    def action_open_at_cursor(self) -> None:
+        """Open the whole note at the context cursor."""
+        pane = self.query_one(ContextPane)
+        if pane.state is not None:
+            self.post_message(OpenNote(pane.state.path, pane.state.cursor))
+        elif self.selected is not None:
+            self.post_message(OpenNote(self.selected.document_path))
+
+    def action_edit(self) -> None:
+        """Open the selected note in writing mode."""
+        pane = self.query_one(ContextPane)
+        if pane.state is not None:
+            self.post_message(EditNote(pane.state.path, pane.state.cursor))
+        elif self.selected is not None:
+            self.post_message(EditNote(self.selected.document_path))
+        else:
+            self.notify("Select a result (or a note in the tree, F2) to write in.", timeout=3)
+
+    def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
+        """Result-bound actions are disabled (greyed) while nothing is selected."""
+        if action in ("widen", "match", "shard", "copy_node_id", "open_at_cursor", "edit"):
+            return True if self.selected is not None else None
+        return True

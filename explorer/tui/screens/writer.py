@@ -1,0 +1,203 @@
+"""Writing mode: an editor on a note with a live list of related notes; saves are atomic and re-indexed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, OptionList, Static, TextArea
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from explorer.tui.messages import OpenNote, RelatedFound
+from explorer.tui.text import as_plain_query, paragraph_at, read_note_file, write_atomic
+from explorer.tui.widgets.results import badges
+from explorer.tui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from explorer.tui.app import ExplorerApp
+
+RELATED_K = 8
+RELATED_DELAY = 0.3
+
+
+class WriterScreen(Screen):
+    """Edit one note. The side list follows the paragraph around the cursor."""
+
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save", priority=True),
+        Binding("escape", "close", "Close", priority=True),
+        Binding("ctrl+r", "related", "Related now"),
+        Binding("f6", "focus_related", "Related list"),
+    ]
+
+    def __init__(self, path: str, cursor: int | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.path = path
+        self.start_cursor = cursor
+        self.saved_text = ""
+        self.related_paths: list[str] = []
+        self.paragraph = ""
+        self._seq = 0
+        self._timer: Timer | None = None
+        self._warned_dirty = False
+        self.save_count = 0
+
+    @property
+    def explorer(self) -> ExplorerApp:
+        """The app, typed."""
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def dirty(self) -> bool:
+        """True when the editor holds unsaved changes."""
+        return self.query_one(TextArea).text != self.saved_text
+
+    def compose(self) -> ComposeResult:
+        """Title line, then editor | related notes."""
+        yield Static(id="writer-title")
+        with Horizontal(id="writer-body"):
+            yield TextArea(id="editor", soft_wrap=True, tab_behavior="indent")
+            with Vertical(id="writer-side"):
+                yield Static("Related notes follow the paragraph you are writing.", id="related-head")
+                yield OptionList(id="related")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Load the file (as on disk) into the editor."""
+        editor = self.query_one(TextArea)
+        try:
+            text = read_note_file(self.explorer.vault / self.path)
+        except (OSError, UnicodeDecodeError) as exc:
+            self.notify(f"Cannot open {self.path}: {exc}", severity="error")
+            text = ""
+        self.saved_text = text
+        editor.load_text(text)
+        if self.start_cursor is not None:
+            loc = editor.document.get_location_from_index(min(self.start_cursor, len(text)))
+            editor.move_cursor(loc, center=True)
+        editor.focus()
+        self.query_one("#related", OptionList).border_title = "Related"
+        self._title()
+        self._schedule(0.0)
+
+    def _title(self) -> None:
+        mark = ("● modified", "bold $text-warning") if self.dirty else ("saved", "$text-success")
+        self.query_one("#writer-title", Static).update(
+            Content.assemble(("Writing ", "bold"), (self.path, "$text-primary"), "  ", mark))
+
+    # -- related notes --------------------------------------------------------------------
+    @on(TextArea.Changed)
+    def _changed(self, event: TextArea.Changed) -> None:
+        self._warned_dirty = False
+        self._title()
+        self._schedule()
+
+    @on(TextArea.SelectionChanged)
+    def _moved(self, event: TextArea.SelectionChanged) -> None:
+        self._schedule()
+
+    def _schedule(self, delay: float = RELATED_DELAY) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(delay, self.action_related)
+
+    def action_related(self, force: bool = False) -> None:
+        """Search for notes related to the paragraph around the cursor."""
+        app = self.explorer
+        if app.pipeline is None:
+            return
+        editor = self.query_one(TextArea)
+        index = editor.document.get_index_from_location(editor.cursor_location)
+        paragraph = as_plain_query(paragraph_at(editor.text, index))
+        if not paragraph or (paragraph == self.paragraph and not force):
+            return
+        self.paragraph = paragraph
+        self._seq += 1
+        self.query_one("#related-head", Static).update(Content.styled("searching…", "$text-muted"))
+        self._related(self._seq, paragraph, app.status.hybrid)
+
+    @work(thread=True, exclusive=True, group="related", exit_on_error=False)
+    def _related(self, seq: int, paragraph: str, dense: bool) -> None:
+        """Run the pipeline on the paragraph (one pass, no rerank) in a thread."""
+        from explorer.search.pipeline import QueryError, SearchCancelled
+
+        worker = get_current_worker()
+        try:
+            results = self.explorer.pipeline.search(
+                paragraph, k=RELATED_K + 1, dense=dense, two_pass=False, rerank=False,
+                cancelled=lambda: worker.is_cancelled, record=False,
+            )
+        except (SearchCancelled, QueryError):
+            return
+        if not worker.is_cancelled:
+            self.post_message(RelatedFound(seq, paragraph, results))
+
+    def on_related_found(self, message: RelatedFound) -> None:
+        """Show the related notes (not the note being written)."""
+        if message.seq != self._seq:
+            return
+        items = [r for r in message.results.results if r.document_path != self.path][:RELATED_K]
+        self.related_paths = [r.document_path for r in items]
+        related = self.query_one("#related", OptionList)
+        related.clear_options()
+        for r in items:
+            tags = [b for b, _ in badges(r)][:2]
+            related.add_option(Option(Content.assemble((r.title, "bold"), "\n", (r.document_path, "$text-muted"),
+                                                       ("  " + " · ".join(tags), "$text-muted")), id=r.document_path))
+        para = message.paragraph if len(message.paragraph) < 70 else message.paragraph[:69] + "…"
+        head = "hybrid" if message.results.mode.get("dense") else "BM25"
+        self.query_one("#related-head", Static).update(
+            Content.assemble((f"Related ({head})", "bold"), "\n", (f"“{para}”", "$text-muted")))
+
+    def action_focus_related(self) -> None:
+        """Move to the related list (F6 again: back to the editor)."""
+        related = self.query_one("#related", OptionList)
+        if related.has_focus:
+            self.query_one(TextArea).focus()
+        else:
+            related.focus()
+
+    @on(OptionList.OptionSelected, "#related")
+    def _open_related(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.post_message(OpenNote(event.option.id))
+
+    # -- saving ----------------------------------------------------------------------------
+    def action_save(self) -> None:
+        """Write the file atomically, then re-index it."""
+        text = self.query_one(TextArea).text
+        self._save(text)
+
+    @work(thread=True, group="save", exit_on_error=False)
+    def _save(self, text: str) -> None:
+        """Write (temp file + rename) and refresh the index for this path, off the UI thread."""
+        app = self.explorer
+        try:
+            write_atomic(app.vault / self.path, text)
+        except OSError as exc:
+            self.app.call_from_thread(self.notify, f"Save failed: {exc}", severity="error")
+            return
+        app.call_from_thread(self._saved, text)
+        app.refresh_index([self.path], wait=True)
+
+    def _saved(self, text: str) -> None:
+        self.saved_text = text
+        self.save_count += 1
+        self._title()
+        self.notify(f"Saved {self.path}", timeout=2)
+
+    def action_close(self) -> None:
+        """Leave writing mode (a second Escape discards unsaved changes)."""
+        if self.dirty and not self._warned_dirty:
+            self._warned_dirty = True
+            self.notify("Unsaved changes: ctrl+s saves, Escape again discards them.", severity="warning", timeout=4)
+            return
+        self.dismiss()

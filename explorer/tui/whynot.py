@@ -1,0 +1,157 @@
+"""“Why not?”: where a note the user expected ranked at each stage of a search, and where it dropped out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.search.fusion import Ranking, rrf
+from explorer.search.schema import SearchResults
+
+
+@dataclass(frozen=True, slots=True)
+class StageRow:
+    """One stage of the search as the expected note lived through it."""
+
+    stage: str
+    """The stage: `bm25 “term”`, `dense “term”`, `fusion`, `final list`, …"""
+    outcome: str
+    """What happened to the note there, e.g. `#7 (8.436)` or `not retrieved`."""
+    found: bool
+    """True when the note was present at this stage."""
+
+
+@dataclass(frozen=True, slots=True)
+class WhyNotReport:
+    """The answer to “why is this note not (higher) in the results?”."""
+
+    name: str
+    """What the user typed."""
+    path: str | None
+    """The note it resolved to (None: no such note)."""
+    rows: tuple[StageRow, ...]
+    """Stage by stage."""
+    verdict: str
+    """Where it dropped out, in a sentence."""
+
+
+def resolve_note(index: Any, name: str) -> str | None:
+    """The indexed note a user means by `name`: a path, a link target, a title, or a unique path part."""
+    name = name.strip().strip("[]").strip()
+    if not name:
+        return None
+    notes = index.notes
+    if name in notes:
+        return name
+    if name + ".md" in notes:
+        return name + ".md"
+    target = index.links().resolve(name)
+    if target:
+        return target
+    low = name.lower()
+    by_title = [p for p, n in notes.items() if n.title.lower() == low]
+    if by_title:
+        return sorted(by_title)[0]
+    parts = [p for p in notes if low in p.lower()] or [p for p, n in notes.items() if low in n.title.lower()]
+    if len(parts) == 1:
+        return parts[0]
+    return None
+
+
+def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
+    """Trace note `name` through the rankings, the fusion and the final list of `results`."""
+    path = resolve_note(index, name)
+    if path is None:
+        reason = ""
+        for skipped, why in index.skipped.items():
+            if name.strip().lower() in skipped.lower():
+                reason = f" ({skipped} is not indexed: {why})"
+                break
+        return WhyNotReport(name, None, (), f"No indexed note matches “{name}”{reason}.")
+    settings = index.settings.search
+    shard_ids = set(index.shards_by_path.get(path, ()))
+    rows: list[StageRow] = []
+    rankings: list[Ranking] = list(results.trace.get("rankings", []))
+    rankings2: list[Ranking] = list(results.trace.get("rankings_pass2", []))
+    final_pos = next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
+    if not rankings and not rankings2:
+        mode = results.mode
+        what = "a classic tool search" if mode.get("classic") else "a filter-only listing" if mode.get("browse") else "this search"
+        verdict = (f"Ranked #{final_pos}." if final_pos else "Not in the results.") + f" No ranking trace for {what}."
+        return WhyNotReport(name, path, (), verdict)
+
+    def trace(ranks: list[Ranking], label: str) -> bool:
+        any_hit = False
+        for r in ranks:
+            hit = next(((i, nid, s) for i, (nid, s) in enumerate(r.items, 1) if nid in shard_ids), None)
+            stage = f"{label}{r.retriever} “{r.term}”"
+            if hit is None:
+                why = f"not in its {len(r.items)} results"
+                if r.retriever == "dense":
+                    why += f" (cosine below {settings.dense_threshold:.2f} or deeper than {settings.candidates})"
+                rows.append(StageRow(stage, why, False))
+            else:
+                any_hit = True
+                rank, nid, score = hit
+                rows.append(StageRow(stage, f"#{rank} ({score:.4g}) {nid}", True))
+        return any_hit
+
+    in_rankings = trace(rankings, "")
+    if rankings2:
+        in_rankings = trace(rankings2, "pass 2 ") or in_rankings
+
+    weights = dict(settings.source_weights)
+
+    def source_weight(node_id: str) -> float:
+        shard = index.shards.get(node_id)
+        return weights.get(shard.source_type, 1.0) if shard is not None else 1.0
+
+    entry_rank, entry_count, fused_score = None, 0, 0.0
+    if rankings:
+        seen: dict[str, int] = {}
+        for f in rrf(rankings, settings.rrf_k, source_weight):
+            shard = index.shards.get(f.node_id)
+            if shard is None or shard.path in seen:
+                continue
+            seen[shard.path] = len(seen) + 1
+            if shard.path == path:
+                entry_rank, fused_score = seen[shard.path], f.score
+        entry_count = len(seen)
+    if entry_rank is not None:
+        rows.append(StageRow("fusion (pass 1)", f"entry #{entry_rank} of {entry_count} (fused {fused_score:.5f})", True))
+    else:
+        rows.append(StageRow("fusion (pass 1)", f"absent from {entry_count} fused entries", False))
+    k = len([r for r in results.results if r.source == "search"])
+    if final_pos is not None:
+        res = results.results[final_pos - 1]
+        how = f"#{final_pos} of {len(results.results)}, pass {res.pass_}"
+        if res.source != "search":
+            how += f", always-include ({res.reason})"
+        rows.append(StageRow("final list", how, True))
+    else:
+        rows.append(StageRow("final list", f"absent (list of {len(results.results)})", False))
+
+    note = index.notes.get(path)
+    if final_pos is not None:
+        moved = ""
+        res = results.results[final_pos - 1]
+        if res.explanation and res.explanation.rerank:
+            moved = f"; rerank {res.explanation.rerank}"
+        verdict = f"It is in the results at #{final_pos}{moved}."
+    elif results.early_return and "fact" in results.searched_sources and note is not None and note.source_type != "fact":
+        verdict = "Knowledge-first returned early: only knowledge notes were searched, and this note is not one."
+    elif not in_rankings:
+        verdict = ("No shard of it matched any search term: not in any BM25 list, and not similar enough "
+                   f"(cosine ≥ {settings.dense_threshold:.2f}) in any embedding list.")
+        if not results.mode.get("dense", False):
+            verdict += " Embeddings were not used for this search."
+        if results.filters:
+            verdict += f" The filters {results.filters} may exclude it."
+    elif entry_rank is not None and entry_rank > k:
+        verdict = f"Retrieved, but fused to entry #{entry_rank}: the list keeps the top {k}."
+    elif results.rerank.get("applied"):
+        verdict = f"Fused to entry #{entry_rank}, then pushed out of the top {k} by reranking."
+    else:
+        verdict = "Retrieved only in the second pass, where it did not make the cut." if rankings2 else \
+            f"Fused to entry #{entry_rank} but not kept."
+    return WhyNotReport(name, path, tuple(rows), verdict)

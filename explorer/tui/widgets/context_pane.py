@@ -1,0 +1,212 @@
+"""The context pane: a cursor-centred window of the selected result's note, every match highlighted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import Static
+
+from explorer.context import ContextWindow, get_context_at_cursor, highlight_spans
+from explorer.search.schema import Highlight, SearchResult
+
+#: Window sizes (characters each side of the cursor) that widen/narrow step through.
+WINDOW_STEPS = (150, 300, 600, 1200, 2400, 5000, 10000, 20000)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextState:
+    """What the pane shows: which note, where, how wide."""
+
+    path: str
+    """The note."""
+    cursor: int
+    """The window's centre (a match, or a shard start)."""
+    chars: int
+    """Characters each side of the cursor."""
+    shard: int
+    """Index of the current shard in the result's context shards."""
+    match: int
+    """Index of the current match among the note's matches (-1: none selected)."""
+
+
+class ContextPane(Vertical):
+    """Shows `get_context_at_cursor` around the best shard of a result; keys move and resize the window.
+
+    The header (node_id, path, position) stays put; the window scrolls below it.
+    """
+
+    DEFAULT_CSS = """
+    ContextPane { height: 1fr; }
+    ContextPane #ctx-head { height: auto; color: $text-muted; border-bottom: hkey $border-blurred; padding: 0 1; }
+    ContextPane #ctx-scroll { height: 1fr; padding: 0 1; }
+    ContextPane #ctx-body { height: auto; }
+    """
+
+    @dataclass
+    class Moved(Message):
+        """The window moved or changed size. Handler: `on_context_pane_moved`."""
+
+        pane: ContextPane
+        """The pane."""
+        node_id: str
+        """node_id of the shard under the cursor."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.index: Any = None
+        self.result: SearchResult | None = None
+        self.text = ""
+        self.words: tuple[str, ...] = ()
+        self.phrases: tuple[str, ...] = ()
+        self.matches: tuple[Highlight, ...] = ()
+        self.state: ContextState | None = None
+        self.window: ContextWindow | None = None
+        self.node_id = ""
+        self.default_chars = 600
+
+    def compose(self) -> ComposeResult:
+        """Header (node_id, path, position) and body (the window)."""
+        yield Static("Select a result to see its context.", id="ctx-head")
+        with VerticalScroll(id="ctx-scroll"):
+            yield Static(id="ctx-body")
+
+    # -- what to show ---------------------------------------------------------------
+    def show(self, index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str] = ()) -> None:
+        """Show `result` around its best shard (keeps the window size)."""
+        self.index = index
+        self.result = result
+        if result is None or index is None or result.document_path not in index.notes:
+            self.state = None
+            self.window = None
+            self.node_id = ""
+            self.query_one("#ctx-head", Static).update("Select a result to see its context.")
+            self.query_one("#ctx-body", Static).update("")
+            return
+        self.text = index.notes[result.document_path].text
+        self.words, self.phrases = tuple(words), tuple(phrases)
+        self.matches = highlight_spans(self.text, self.words, self.phrases)
+        chars = self.state.chars if self.state else self.default_chars
+        cursor = result.context_shards[0].cursor if result.context_shards else 0
+        self.state = ContextState(result.document_path, cursor, chars, 0, self._match_at(cursor))
+        self._render_window(scroll_home=True)
+
+    def _match_at(self, cursor: int) -> int:
+        for i, h in enumerate(self.matches):
+            if h.start <= cursor < max(h.end, h.start + 1):
+                return i
+        return -1
+
+    def _shards(self) -> list[tuple[str, int]]:
+        """(node_id, cursor) of the result's context shards."""
+        if self.result is None:
+            return []
+        return [(c.node_id, c.cursor) for c in self.result.context_shards]
+
+    # -- actions (the screen binds the keys) -------------------------------------------
+    def widen(self, step: int = 1) -> None:
+        """Grow (step > 0) or shrink (step < 0) the window."""
+        if self.state is None:
+            return
+        sizes = WINDOW_STEPS
+        i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - self.state.chars))
+        i = max(0, min(len(sizes) - 1, i + step))
+        self.state = ContextState(self.state.path, self.state.cursor, sizes[i], self.state.shard, self.state.match)
+        self._render_window()
+
+    def step_match(self, step: int) -> None:
+        """Move the cursor to the next (step > 0) or previous match in the whole note."""
+        if self.state is None or not self.matches:
+            return
+        cur = self.state.cursor
+        if self.state.match >= 0:
+            i = (self.state.match + step) % len(self.matches)
+        elif step > 0:
+            i = next((j for j, h in enumerate(self.matches) if h.start > cur), 0)
+        else:
+            i = next((j for j in range(len(self.matches) - 1, -1, -1) if self.matches[j].start < cur), len(self.matches) - 1)
+        h = self.matches[i]
+        self.state = ContextState(self.state.path, h.start, self.state.chars, self._shard_of(h.start), i)
+        self._render_window()
+
+    def step_shard(self, step: int) -> None:
+        """Move the cursor to the next (step > 0) or previous of the result's shards."""
+        shards = self._shards()
+        if self.state is None or not shards:
+            return
+        i = (self.state.shard + step) % len(shards)
+        cursor = shards[i][1]
+        self.state = ContextState(self.state.path, cursor, self.state.chars, i, self._match_at(cursor))
+        self._render_window()
+
+    def _shard_of(self, cursor: int) -> int:
+        best = self.state.shard if self.state else 0
+        if self.result is None:
+            return best
+        for i, c in enumerate(self.result.context_shards):
+            if c.start <= cursor < c.end:
+                return i
+        return best
+
+    # -- drawing ----------------------------------------------------------------------
+    def _render_window(self, scroll_home: bool = False) -> None:
+        st = self.state
+        if st is None:
+            return
+        shard = self.index.shard_at(st.path, st.cursor) if self.index is not None else None
+        self.node_id = shard.node_id if shard is not None else st.path
+        win = get_context_at_cursor(
+            self.text, st.cursor, st.chars, st.chars, words=self.words, phrases=self.phrases,
+            path=st.path, node_id=self.node_id,
+        )
+        self.window = win
+        shards = self._shards()
+        pos = [f"shard {st.shard + 1}/{max(len(shards), 1)}"]
+        if self.matches:
+            pos.append(f"match {st.match + 1 if st.match >= 0 else '–'}/{len(self.matches)}")
+        else:
+            pos.append("no literal match")
+        pos.append(f"±{st.chars} chars")
+        pos.append(f"cursor {st.cursor}")
+        head = Content.assemble(
+            (self.node_id, "bold $text-primary"), "\n",
+            (st.path, "$text-accent"), "  ", (" · ".join(pos), "$text-muted"),
+        )
+        self.query_one("#ctx-head", Static).update(head)
+        body = Content(win.text)
+        current = self.matches[st.match] if 0 <= st.match < len(self.matches) else None
+        for h in win.highlights:
+            s, e = h.start - win.start, h.end - win.start
+            if current is not None and h.start <= current.start < h.end:
+                body = body.stylize("bold reverse $text-accent", s, e)
+            else:
+                body = body.stylize("bold $text-accent", s, e)
+        if win.start > 0:
+            body = Content.assemble(("… ", "$text-muted"), body)
+        if win.end < len(self.text):
+            body = Content.assemble(body, (" …", "$text-muted"))
+        self.query_one("#ctx-body", Static).update(body)
+        self.post_message(self.Moved(self, self.node_id))
+        if scroll_home:
+            self.query_one("#ctx-scroll").scroll_home(animate=False)
+        self.call_after_refresh(self._scroll_to_cursor)
+
+    def _scroll_to_cursor(self) -> None:
+        """Scroll so the cursor's line is in view (estimated from the wrapped width)."""
+        win = self.window
+        if win is None or self.state is None:
+            return
+        scroll = self.query_one("#ctx-scroll", VerticalScroll)
+        region = scroll.scrollable_content_region
+        width = max(10, region.width - 1)
+        before = win.text[: max(0, self.state.cursor - win.start)]
+        target = 0
+        for line in before.split("\n"):
+            target += max(1, -(-len(line) // width))
+        target -= 1
+        if not (scroll.scroll_y <= target < scroll.scroll_y + region.height):
+            scroll.scroll_to(y=max(0, target - region.height // 3), animate=False)

@@ -1,0 +1,217 @@
+"""The results list (rank, title, path, score bar, badges, highlighted snippet) and the summary line above it."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from textual import events
+from textual.content import Content
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from explorer.context import highlight_spans
+from explorer.search.schema import SearchResult, SearchResults
+
+BAR_WIDTH = 8
+SNIPPET_CHARS = 160
+
+
+def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
+    """A bar of `width` cells filled in proportion to `score / top`."""
+    frac = 0.0 if top <= 0 else max(0.0, min(1.0, score / top))
+    filled = round(frac * width)
+    if score > 0 and filled == 0:
+        filled = 1
+    return "█" * filled + "░" * (width - filled)
+
+
+def badges(res: SearchResult) -> list[tuple[str, str]]:
+    """(text, style) of a result's badges: BM25 rank, embedding rank, pass, always-include, rerank, source type."""
+    out: list[tuple[str, str]] = []
+    if res.source == "classic":
+        out.append((res.reason or "classic", "$text-primary"))
+    if res.bm25_rank is not None:
+        out.append((f"bm25 #{res.bm25_rank}", "$text-primary"))
+    if res.embedding_rank is not None:
+        out.append((f"emb #{res.embedding_rank}", "$text-secondary"))
+    if res.source == "search":
+        out.append((f"pass {res.pass_}", "$text-warning" if res.pass_ == 2 else "$text-muted"))
+    if res.source == "always_include":
+        out.append((f"always: {res.reason}" if res.reason else "always-include", "$text-success"))
+    rr = res.explanation.rerank if res.explanation else None
+    if rr:
+        before, after = rr.get("rank_before"), rr.get("rank_after")
+        if isinstance(before, int) and isinstance(after, int) and before != after:
+            arrow = "↑" if after < before else "↓"
+            out.append((f"rerank {arrow}{abs(before - after)}", "$text-accent"))
+    out.append((res.source_type, "$text-muted"))
+    return out
+
+
+def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:
+    """`text` with the query's words and phrases highlighted."""
+    content = Content(text)
+    for h in highlight_spans(text, words, phrases):
+        content = content.stylize("bold $text-accent", h.start, h.end)
+    return content
+
+
+def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:
+    """The multi-line prompt of one result: rank, bar, score, title / path / badges / snippet."""
+    head = Content.assemble(
+        (f"{rank:>2} ", "bold $text-muted"),
+        (score_bar(res.score, top), "$accent"),
+        (f" {res.score:.3f} ", "$text-muted"),
+        (res.title, "bold"),
+    )
+    path = Content.styled(res.document_path, "$text-accent")
+    badge_parts: list[str | tuple[str, str]] = []
+    for i, (text, style) in enumerate(badges(res)):
+        if i:
+            badge_parts.append(" · ")
+        badge_parts.append((text, style))
+    snippet = " ".join(res.snippet.split())
+    if len(snippet) > SNIPPET_CHARS:
+        snippet = snippet[:SNIPPET_CHARS].rsplit(" ", 1)[0] + "…"
+    lines = [head, path, Content.assemble(*badge_parts)]
+    if snippet:
+        lines.append(highlighted(snippet, words, phrases))
+    return Content("\n").join(lines)
+
+
+class ResultsList(OptionList):
+    """The ranked results; highlighting one shows it in the context and why-ranked panes."""
+
+    DEFAULT_CSS = """
+    ResultsList {
+        height: 1fr;
+        border: round $border-blurred;
+        border-title-color: $text-muted;
+        padding: 0;
+    }
+    ResultsList:focus { border: round $border; }
+    ResultsList > .option-list--option { padding: 0 1; }
+    ResultsList.-weak > .option-list--option { text-opacity: 70%; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.results: list[SearchResult] = []
+
+    def on_mount(self) -> None:
+        """Title the border."""
+        self.border_title = "Results"
+
+    def show(self, results: SearchResults, words: Sequence[str], phrases: Sequence[str] = (), keep: str | None = None) -> None:
+        """Replace the list; keep the highlight on the note `keep` when it is still listed."""
+        self.results = list(results.results)
+        top = max((r.score for r in self.results), default=0.0)
+        options: list[Option | None] = []
+        for i, res in enumerate(self.results, 1):
+            if i > 1:
+                options.append(None)
+            options.append(Option(result_prompt(i, res, top, words, phrases), id=f"r{i}"))
+        self.set_options(options)
+        weak = results.quality is not None and results.quality.level == "low"
+        self.set_class(weak, "-weak")
+        self.border_title = f"Results ({len(self.results)})"
+        if self.results:
+            idx = 0
+            if keep:
+                idx = next((i for i, r in enumerate(self.results) if r.document_path == keep), 0)
+            self.highlighted = self._option_index(idx)
+
+    async def _on_click(self, event: events.Click) -> None:
+        """A click highlights a result (showing its context); a double click opens it."""
+        event.prevent_default()
+        clicked: int | None = event.style.meta.get("option")
+        if clicked is None or self._options[clicked].disabled:
+            return
+        self.highlighted = clicked
+        if event.chain >= 2:
+            self.action_select()
+
+    def clear(self, title: str = "Results") -> None:
+        """Empty the list."""
+        self.results = []
+        self.clear_options()
+        self.border_title = title
+
+    def _option_index(self, result_index: int) -> int:
+        return self.get_option_index(f"r{result_index + 1}")
+
+    def result_at(self, option_index: int | None) -> SearchResult | None:
+        """The result of an option index (separators are skipped)."""
+        if option_index is None:
+            return None
+        try:
+            option = self.get_option_at_index(option_index)
+        except Exception:  # noqa: BLE001 - OptionDoesNotExist and friends
+            return None
+        if option.id is None or not option.id.startswith("r"):
+            return None
+        i = int(option.id[1:]) - 1
+        return self.results[i] if 0 <= i < len(self.results) else None
+
+    @property
+    def selected(self) -> SearchResult | None:
+        """The highlighted result."""
+        return self.result_at(self.highlighted)
+
+
+class ResultsSummary(Static):
+    """Above the list: quality level, counts, mode, advisory and warnings, or an honest “no good match”."""
+
+    DEFAULT_CSS = """
+    ResultsSummary { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    ResultsSummary.-low { color: $text-warning; }
+    ResultsSummary.-none { color: $text-error; }
+    """
+
+    def show(self, results: SearchResults, stage: str, final: bool = True) -> None:
+        """Summarise `results` (stage: lexical, full or classic; `final` False while a better stage is coming)."""
+        q = results.quality
+        n = len(results.results)
+        mode = results.mode
+        none = n == 0
+        low = (q is not None and q.level == "low") or none
+        self.set_class(none, "-none")
+        self.set_class(low and not none, "-low")
+        parts: list[str | tuple[str, str] | Content] = []
+        if none:
+            parts.append((f"No match for “{results.query}”. ", "bold"))
+            parts.append(q.suggestion if q else "Try other words, or remove filters.")
+        else:
+            if low:
+                parts.append(("No good match", "bold"))
+                parts.append(" — weak candidates below. ")
+            elif q is not None:
+                style = "$text-success" if q.level == "high" else "$text-warning"
+                parts.append((f"quality {q.level}", f"bold {style}"))
+                parts.append(f" ({q.score:.2f}) · ")
+            parts.append(f"{n} result{'s' if n != 1 else ''}")
+            if mode.get("classic"):
+                parts.append(f" · {mode['classic']} tool")
+            elif mode.get("browse"):
+                parts.append(" · filters only")
+            elif stage == "lexical":
+                parts.append(" · BM25, refining…" if not final else " · BM25 only")
+            else:
+                parts.append(" · hybrid" if mode.get("dense") else " · BM25 only")
+                if len(results.passes) > 1:
+                    parts.append(" · 2 passes")
+                if results.early_return:
+                    parts.append(" · knowledge first")
+            if low and q is not None:
+                parts.append(f" · {q.suggestion}")
+        if results.advisory:
+            parts.append(Content.assemble("\n", ("advice: ", "bold $text-warning"), results.advisory))
+        for w in results.warnings[:2]:
+            parts.append(Content.assemble("\n", ("note: ", "bold"), w))
+        self.update(Content.assemble(*parts))
+
+    def message(self, text: str, style: str = "") -> None:
+        """Show a plain message (index opening, a query error)."""
+        self.set_class(style == "error", "-none")
+        self.set_class(style == "warning", "-low")
+        self.update(text)

@@ -1,0 +1,103 @@
+"""The vault tree: the indexed notes by folder, with a filter box; selecting a note opens it."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.timer import Timer
+from textual.widgets import Input, Tree
+from textual.widgets.tree import TreeNode
+
+from explorer.tui.messages import OpenNote
+
+
+class VaultTree(Vertical):
+    """A filter Input over a Tree of note paths (leaves carry the path as data)."""
+
+    DEFAULT_CSS = """
+    VaultTree { width: 32; height: 1fr; border: round $border-blurred; border-title-color: $text-muted; }
+    VaultTree:focus-within { border: round $border; }
+    VaultTree #tree-filter { border: none; height: 1; padding: 0 1; background: $boost; }
+    VaultTree Tree { height: 1fr; padding: 0; }
+    """
+
+    BINDINGS = [Binding("ctrl+f", "focus_filter", "Filter notes", show=False)]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.titles: dict[str, str] = {}
+        self.filter_text = ""
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        """Filter box and tree."""
+        yield Input(placeholder="filter notes…", id="tree-filter")
+        tree: Tree[str] = Tree("vault", id="vault-tree")
+        tree.show_root = False
+        tree.guide_depth = 2
+        yield tree
+
+    def on_mount(self) -> None:
+        """Title the border."""
+        self.border_title = "Vault"
+
+    def set_notes(self, titles: Mapping[str, str]) -> None:
+        """Show these notes (path -> title)."""
+        self.titles = dict(titles)
+        self._rebuild()
+
+    def action_focus_filter(self) -> None:
+        """Focus the filter box."""
+        self.query_one("#tree-filter", Input).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """Refilter shortly after typing stops."""
+        if event.input.id != "tree-filter":
+            return
+        event.stop()
+        self.filter_text = event.value
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(0.12, self._rebuild)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the filter: move to the tree."""
+        if event.input.id == "tree-filter":
+            event.stop()
+            self.query_one(Tree).focus()
+
+    def visible_paths(self) -> list[str]:
+        """Paths that pass the filter, sorted."""
+        words = self.filter_text.lower().split()
+        out = []
+        for path in sorted(self.titles, key=str.lower):
+            hay = f"{path} {self.titles[path]}".lower()
+            if all(w in hay for w in words):
+                out.append(path)
+        return out
+
+    def _rebuild(self) -> None:
+        tree: Tree[str] = self.query_one(Tree)
+        tree.clear()
+        paths = self.visible_paths()
+        folders: dict[str, TreeNode[str]] = {"": tree.root}
+        filtering = bool(self.filter_text.strip())
+        for path in paths:
+            parts = path.split("/")
+            parent = ""
+            for depth, part in enumerate(parts[:-1]):
+                key = "/".join(parts[: depth + 1])
+                if key not in folders:
+                    folders[key] = folders[parent].add(f"{part}/", expand=filtering)
+                parent = key
+            folders[parent].add_leaf(parts[-1].removesuffix(".md"), data=path)
+        self.border_title = f"Vault ({len(paths)})" if filtering else "Vault"
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
+        """A note was chosen: open it."""
+        event.stop()
+        if event.node.data:
+            self.post_message(OpenNote(event.node.data))

@@ -1,0 +1,207 @@
+"""The why-ranked pane: per term and retriever contributions, pass, rerank, stage timings, and “Why not?”."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.suggester import SuggestFromList
+from textual.widgets import DataTable, Input, Static
+
+from explorer.search.schema import SearchResult, SearchResults
+from explorer.tui.whynot import WhyNotReport, why_not
+
+CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret", "w_term", "w_src")
+
+
+def rerank_summary(results: SearchResults) -> str:
+    """What reranking did for a search: backend, passes, early exit, or why it did not run."""
+    rr = results.rerank or {}
+    if not rr or (not rr.get("applied") and not rr.get("backend")):
+        return "not run" if not results.mode.get("rerank") else "not applied"
+    bits = [f"{rr.get('backend', '?')}" + ("" if rr.get("applied") else " (not applied)")]
+    for name in ("pass1", "pass2"):
+        info = rr.get(name)
+        if isinstance(info, dict):
+            if info.get("applied"):
+                timed = ", timed out" if info.get("timed_out") else ""
+                bits.append(f"{name} {info.get('candidates', '?')} candidates {info.get('latency_ms', 0):.0f} ms{timed}")
+            elif info.get("skipped"):
+                bits.append(f"{name} skipped ({info['skipped']})")
+    if rr.get("early_exit"):
+        bits.append(f"early exit: {rr.get('early_exit_reason') or 'yes'}")
+    if rr.get("skipped"):
+        bits.append(f"skipped: {rr['skipped']}")
+    if rr.get("error"):
+        bits.append(f"error: {rr['error']}")
+    return " · ".join(bits)
+
+
+class WhyPane(VerticalScroll):
+    """Explains the selected result from `SearchResult.explanation` and the search's metadata."""
+
+    DEFAULT_CSS = """
+    WhyPane { height: 1fr; padding: 0 1; }
+    WhyPane Static { height: auto; }
+    WhyPane DataTable { height: auto; max-height: 14; margin: 1 0 0 0; }
+    WhyPane #why-head { color: $text; }
+    WhyPane #why-search, WhyPane #why-timings { color: $text-muted; margin: 1 0 0 0; }
+    WhyPane #why-not { margin: 1 0 0 0; }
+    WhyPane #why-not-verdict { margin: 1 0 0 0; }
+    WhyPane #why-not-verdict.-found { color: $text-success; }
+    WhyPane #why-not-verdict.-missing { color: $text-warning; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.index: Any = None
+        self.results: SearchResults | None = None
+        self.result: SearchResult | None = None
+        self.report: WhyNotReport | None = None
+
+    def compose(self) -> ComposeResult:
+        """Head, contributions table, search-level facts, timings, the “Why not?” box and its table."""
+        yield Static("Select a result to see why it ranked.", id="why-head")
+        table: DataTable = DataTable(id="why-contrib", show_cursor=False, zebra_stripes=True)
+        table.add_columns(*CONTRIB_COLUMNS)
+        yield table
+        yield Static(id="why-search")
+        yield Static(id="why-timings")
+        yield Input(placeholder="Why not…? a note you expected (path or title)", id="why-not")
+        yield Static(id="why-not-verdict")
+        not_table: DataTable = DataTable(id="why-not-table", show_cursor=False, zebra_stripes=True)
+        not_table.add_columns("stage", "outcome")
+        yield not_table
+
+    def set_suggestions(self, names: list[str]) -> None:
+        """Note paths and titles offered while typing a “Why not?” name."""
+        self.query_one("#why-not", Input).suggester = SuggestFromList(names, case_sensitive=False)
+
+    # -- showing ---------------------------------------------------------------------
+    def show(self, index: Any, results: SearchResults | None, result: SearchResult | None) -> None:
+        """Explain `result` within `results`."""
+        self.index, self.results, self.result = index, results, result
+        head = self.query_one("#why-head", Static)
+        table = self.query_one("#why-contrib", DataTable)
+        table.clear()
+        if results is None:
+            head.update("Select a result to see why it ranked.")
+            self.query_one("#why-search", Static).update("")
+            self.query_one("#why-timings", Static).update("")
+            return
+        if result is None:
+            head.update("No result selected.")
+        else:
+            head.update(self._head(result))
+            ex = result.explanation
+            if ex is not None:
+                for c in ex.contributions:
+                    table.add_row(
+                        c.term, c.retriever, str(c.rank), f"{c.raw_score:.4f}", f"{c.contribution:.5f}",
+                        f"{c.retriever_weight:.2f}", f"{c.term_weight:.2f}", f"{c.source_weight:.2f}",
+                    )
+        self.query_one("#why-search", Static).update(self._search_facts(results))
+        self.query_one("#why-timings", Static).update(self._timings(results))
+        if self.report is not None and self.report.name:
+            self.ask(self.report.name)
+
+    def _head(self, r: SearchResult) -> Content:
+        ex = r.explanation
+        parts: list[str | tuple[str, str]] = [(r.title, "bold"), "\n", (r.node_id, "$text-primary"), "\n"]
+        if r.source == "classic":
+            parts.append(f"classic {r.reason or 'tool'} hit · score {r.score:.4f} · no fusion for classic tools")
+            return Content.assemble(*parts)
+        if r.source == "always_include":
+            parts.append(("always-include", "bold $text-success"))
+            parts.append(f": {r.reason or 'rule'}")
+            if ex is None:
+                parts.append(" · no ranking found it; it is listed by rule")
+                return Content.assemble(*parts)
+            parts.append(" · ")
+        if ex is None:
+            parts.append("no explanation recorded")
+            return Content.assemble(*parts)
+        parts.append((f"fused {ex.fused_score:.5f}", "bold"))
+        parts.append(f" = Σ w_ret·w_term·w_src / ({ex.rrf_k} + rank)")
+        parts.append(f"\npass {ex.pass_} · {ex.shards_matched} shard{'s' if ex.shards_matched != 1 else ''} matched")
+        parts.append(f" · source {r.source_type} ×{ex.source_weight:g}")
+        if r.bm25_rank is not None or r.embedding_rank is not None:
+            parts.append(f" · best bm25 #{r.bm25_rank or '–'}, emb #{r.embedding_rank or '–'}")
+        if ex.best_node_id != r.node_id:
+            parts.append(f"\nbest shard {ex.best_node_id}")
+        if ex.rerank:
+            rr = ex.rerank
+            before, after = rr.get("rank_before"), rr.get("rank_after")
+            bits = []
+            if before is not None and after is not None:
+                move = before - after
+                bits.append(f"#{before} → #{after}" + (f" ({'↑' if move > 0 else '↓'}{abs(move)})" if move else " (no move)"))
+            if rr.get("pass") is not None:
+                bits.append(f"pass {rr['pass']}")
+            if rr.get("rerank_score") is not None:
+                bits.append(f"rerank score {rr['rerank_score']:.3f}")
+            if rr.get("fused_share") is not None:
+                bits.append(f"fused share {rr['fused_share']:.3f}")
+            parts.append(("\nrerank ", "bold $text-accent"))
+            parts.append(" · ".join(bits) if bits else str(rr))
+            if ex.final_score is not None:
+                parts.append(f" · final {ex.final_score:.4f}")
+        return Content.assemble(*parts)
+
+    def _search_facts(self, results: SearchResults) -> Content:
+        parts: list[str | tuple[str, str]] = [("search", "bold"), f" “{results.query}”"]
+        if results.search_terms_used:
+            parts.append("\nterms: " + " | ".join(results.search_terms_used))
+        for p in results.passes:
+            parts.append(f"\npass {p.number}: “{p.query}” ke={p.entries} kc={p.shards} found {p.found}, new {p.new}")
+        if results.analysis:
+            a = results.analysis
+            parts.append(f"\nanalysis: {a.get('decision', '?')} ({a.get('analyser', '?')})")
+            if a.get("reason"):
+                parts.append(f" — {a['reason']}")
+        parts.append("\nrerank: " + rerank_summary(results))
+        if results.early_return:
+            parts.append("\nknowledge first: returned early from knowledge notes")
+        if results.quality is not None:
+            q = results.quality
+            parts.append(f"\nquality {q.level} {q.score:.2f} (confidence {q.confidence:.2f})")
+        return Content.assemble(*parts)
+
+    def _timings(self, results: SearchResults) -> Content:
+        t = results.timings_ms
+        if not t:
+            return Content("")
+        stages = " · ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")
+        return Content.assemble(("timings ", "bold"), f"{t.get('total', 0.0):.1f} ms", ("\n" + stages) if stages else "")
+
+    # -- why not ----------------------------------------------------------------------
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Trace the named note through the search."""
+        if event.input.id == "why-not":
+            event.stop()
+            self.ask(event.value)
+
+    def ask(self, name: str) -> WhyNotReport | None:
+        """Show where note `name` ranked at each stage of the current search."""
+        verdict = self.query_one("#why-not-verdict", Static)
+        table = self.query_one("#why-not-table", DataTable)
+        table.clear()
+        if not name.strip():
+            self.report = None
+            verdict.update("")
+            return None
+        if self.index is None or self.results is None:
+            verdict.update("Search first, then ask why a note is missing.")
+            return None
+        report = why_not(self.index, self.results, name)
+        self.report = report
+        for row in report.rows:
+            table.add_row(row.stage, Content.styled(row.outcome, "" if row.found else "$text-muted"))
+        found = report.path is not None and any(r.stage == "final list" and r.found for r in report.rows)
+        verdict.set_class(found, "-found")
+        verdict.set_class(not found, "-missing")
+        title = f"{report.path}: " if report.path else ""
+        verdict.update(Content.assemble((title, "bold"), report.verdict))
+        return report

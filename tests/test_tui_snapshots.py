@@ -1,0 +1,126 @@
+"""SVG snapshots of the app's main views at a fixed size, with stable content (fixed timings, no rerank, no blink)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_tui import make_app, search, settle, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+
+from explorer.cli import make_pipeline
+from explorer.tui.messages import EditNote, OpenNote
+
+SIZE = (120, 40)
+
+
+class FixedTimings:
+    """The real pipeline, with stage timings replaced by constants so screenshots do not vary."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def search(self, *args: Any, **kwargs: Any):
+        results = self.inner.search(*args, **kwargs)
+        results.timings_ms = {k: 1.0 for k in results.timings_ms}
+        return results
+
+
+def snap_app(vault: Path, embedder: Any, tmp_path: Path, **kwargs: Any):
+    """The test app with stable timings."""
+    return make_app(vault, embedder, tmp_path, pipeline_factory=lambda i, s: FixedTimings(make_pipeline(i, s)), **kwargs)
+
+
+def no_blink(app: Any) -> None:
+    """Stop every cursor from blinking (a blink phase would change the picture)."""
+    for widget in app.screen.query("Input, TextArea"):
+        widget.cursor_blink = False
+
+
+async def ready(pilot: Any) -> None:
+    """Wait for the index and the model."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.status.index == "ready" and app.status.model == "ready")
+    await settle(app, pilot)
+    no_blink(app)
+
+
+async def with_results(pilot: Any, query: str = "hamster cage") -> None:
+    """Search, then move to the results list."""
+    await ready(pilot)
+    await search(pilot.app, pilot, query)
+    pilot.app.main_screen.query_one("#results").focus()
+    await settle(pilot.app, pilot)
+    no_blink(pilot.app)
+
+
+def test_snapshot_main_results(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """Main screen: quality line, ranked results with badges, context of the first."""
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=with_results)
+
+
+def test_snapshot_context_pane(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """Context pane after stepping to the next match and narrowing the window."""
+
+    async def run_before(pilot: Any) -> None:
+        await with_results(pilot)
+        await pilot.press("n", "minus")
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """Why-ranked pane: contributions table, search facts, timings."""
+
+    async def run_before(pilot: Any) -> None:
+        await with_results(pilot)
+        await pilot.press("w")
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_note_view(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """Note view: rendered Markdown with wikilinks, tags, backlinks and links."""
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        pilot.app.post_message(OpenNote("Pets/hamster-cages-and-bedding.md"))
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_writing_mode(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """Writing mode: editor with unsaved text and the related notes of the current paragraph."""
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        pilot.app.post_message(EditNote("Garden/composting.md"))
+        await settle(pilot.app, pilot)
+        editor = pilot.app.screen.query_one("TextArea")
+        editor.move_cursor(editor.document.end)
+        editor.insert("\n\nHamster bedding (paper, aspen) can go on the compost heap.")
+        editor.scroll_cursor_visible()
+        await pilot.pause(0.5)
+        await settle(pilot.app, pilot)
+        # The related list takes the focus: an editor cursor's blink phase would vary.
+        pilot.app.screen.query_one("#related").focus()
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_light_theme(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """The main screen in the shipped light theme."""
+
+    async def run_before(pilot: Any) -> None:
+        pilot.app.theme = "explorer-light"
+        await with_results(pilot, "coffee grinder")
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_small_terminal(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """The main screen at 80x24."""
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=(80, 24), run_before=with_results)
