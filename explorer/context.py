@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -98,7 +99,7 @@ def highlight_spans(
     folded = {fold_word(w) if not _is_folded(w) else w for w in words if w}
     found: list[Highlight] = []
     if folded:
-        for tok, s, e in tokenize_spans(text):
+        for tok, s, e in _spans(text):
             if tok in folded:
                 found.append(Highlight(s + offset, e + offset, tok))
     for phrase in phrases:
@@ -108,6 +109,12 @@ def highlight_spans(
         for m in re.finditer(re.escape(phrase), text, re.IGNORECASE):
             found.append(Highlight(m.start() + offset, m.end() + offset, phrase))
     return _merge(found)
+
+
+@lru_cache(maxsize=4096)
+def _spans(text: str) -> tuple[tuple[str, int, int], ...]:
+    """Token spans of a passage, cached: live search highlights the same shards keystroke after keystroke."""
+    return tuple(tokenize_spans(text))
 
 
 def _is_folded(word: str) -> bool:

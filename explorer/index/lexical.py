@@ -46,6 +46,10 @@ class BM25Index:
 
     def add(self, key: str, tokens: Sequence[str]) -> None:
         """Add a document, replacing any with the same key."""
+        self.add_counts(key, Counter(tokens), len(tokens))
+
+    def add_counts(self, key: str, counts: Counter[str] | dict[str, int], length: int | None = None) -> None:
+        """Add a document given its term counts (and length, default the sum of the counts)."""
         if key in self._slot_of:
             self.remove(key)
         slot = self._free.pop() if self._free else len(self._key_of)
@@ -56,12 +60,13 @@ class BM25Index:
                 grown = np.zeros(max(64, len(self._doc_len) * 2), dtype=np.float64)
                 grown[: len(self._doc_len)] = self._doc_len
                 self._doc_len = grown
-        counts = Counter(tokens)
+        counts = counts if isinstance(counts, Counter) else Counter(counts)
+        length = sum(counts.values()) if length is None else length
         self._slot_of[key] = slot
         self._key_of[slot] = key
         self._doc_terms[slot] = counts
-        self._doc_len[slot] = len(tokens)
-        self._total_len += len(tokens)
+        self._doc_len[slot] = length
+        self._total_len += length
         for term, tf in counts.items():
             self._postings.setdefault(term, {})[slot] = tf
             self._arrays.pop(term, None)
@@ -119,6 +124,12 @@ class BM25Index:
             return 0
         counts = self._doc_terms[slot]
         return counts.get(term, 0) if counts else 0
+
+    def terms(self, key: str) -> Counter[str]:
+        """Term counts of document `key` (empty when absent)."""
+        slot = self._slot_of.get(key)
+        counts = self._doc_terms[slot] if slot is not None else None
+        return counts if counts is not None else Counter()
 
     def doc_len(self, key: str) -> int:
         """Length of document `key` in tokens."""

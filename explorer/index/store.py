@@ -15,7 +15,7 @@ import numpy as np
 from explorer.vault.model import Note, Shard
 
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,6 +53,8 @@ class NoteRecord:
     """The parsed note."""
     shards: tuple[Shard, ...]
     """Its shards."""
+    counts: tuple[dict[str, int], ...] | None = None
+    """BM25 term counts of each shard (stored so a restart does not tokenize again)."""
 
 
 class Store:
@@ -144,11 +146,11 @@ class Store:
         bad = []
         for path, mtime, size, h, data in rows:
             try:
-                note, shards = pickle.loads(data)
+                note, shards, counts = pickle.loads(data)
             except Exception:  # noqa: BLE001 - a damaged record is re-read from the vault
                 bad.append(path)
                 continue
-            yield NoteRecord(path, FileState(mtime, size, h), note, tuple(shards))
+            yield NoteRecord(path, FileState(mtime, size, h), note, tuple(shards), tuple(counts) if counts else None)
         if bad:
             self.apply(removed=bad)
 
@@ -178,7 +180,8 @@ class Store:
                 self._conn.execute("DELETE FROM skipped WHERE path=?", (path,))
             for rec in notes:
                 self._conn.execute("DELETE FROM skipped WHERE path=?", (rec.path,))
-                blob = pickle.dumps((rec.note, list(rec.shards)), protocol=pickle.HIGHEST_PROTOCOL)
+                counts = list(rec.counts) if rec.counts is not None else None
+                blob = pickle.dumps((rec.note, list(rec.shards), counts), protocol=pickle.HIGHEST_PROTOCOL)
                 self._conn.execute(
                     "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)",
                     (rec.path, rec.state.mtime_ns, rec.state.size, rec.state.hash, blob),

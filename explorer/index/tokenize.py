@@ -43,14 +43,20 @@ def tokenize(text: str) -> list[str]:
     characters give their single characters and their bigrams, so 长城 matches 长城 and 长.
     """
     out: list[str] = []
-    for m in _TOKEN.finditer(text):
-        tok = m.group(0)
-        if _CJK_RUN.match(tok):
+    append = out.append
+    for tok in _TOKEN.findall(text):
+        if _is_cjk(tok[0]):
             out.extend(tok)
             out.extend(tok[i:i + 2] for i in range(len(tok) - 1))
         else:
-            out.append(_fold(tok))
+            append(_fold(tok))
     return out
+
+
+def _is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return (0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF
+            or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF)
 
 
 def tokenize_spans(text: str) -> list[tuple[str, int, int]]:

@@ -8,7 +8,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, Iterable, KeysView
 
 import numpy as np
 
@@ -99,7 +100,6 @@ class VaultIndex:
         ix = self.settings.index
         self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
         self.dense = DenseIndex()
-        self._tokens: dict[str, list[str]] = {}
         self._states: dict[str, FileState] = {}
         self._embedder: Embedder | None = embedder
         self._embedder_lock = threading.Lock()
@@ -121,7 +121,7 @@ class VaultIndex:
         records = list(self.store.load_notes())
         with self.lock:
             for rec in records:
-                self._install(rec.note, list(rec.shards), rec.state)
+                self._install(rec.note, list(rec.shards), rec.state, rec.counts)
             self.skipped = self.store.skipped()
             for path in self.skipped:
                 self._states.setdefault(path, FileState(0, 0, ""))
@@ -226,7 +226,9 @@ class VaultIndex:
         """
         with self.lock:
             records = [
-                NoteRecord(path, self._states[path], note, tuple(self.shards[i] for i in self.shards_by_path.get(path, ())))
+                NoteRecord(path, self._states[path], note,
+                           tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
+                           tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())))
                 for path, note in self.notes.items()
                 if path in self._states
             ]
@@ -257,9 +259,12 @@ class VaultIndex:
         report: BatchReport,
         folder_skips: dict[str, str] | None,
     ) -> None:
-        records = [NoteRecord(n.path, FileState(f.mtime_ns, f.size, d), n, tuple(s)) for f, d, n, s in parsed]
-        # Tokenize outside the lock: it is the costly part of a batch.
-        tokens = {s.node_id: tokenize(s.search_text) for rec in records for s in rec.shards}
+        # Tokenize outside the lock: it is the costly part of a batch. The counts are stored too,
+        # so a restart never tokenizes again.
+        records = [
+            NoteRecord(n.path, FileState(f.mtime_ns, f.size, d), n, tuple(s), tuple(Counter(tokenize(x.search_text)) for x in s))
+            for f, d, n, s in parsed
+        ]
         self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched)
         with self.lock:
             for path in gone:
@@ -282,7 +287,7 @@ class VaultIndex:
                 self.skipped.pop(rec.path, None)
                 old_ids = set(self.shards_by_path.get(rec.path, ()))
                 report.shards_removed += self._uninstall(rec.path, keep_vectors=True)
-                added = self._install(rec.note, list(rec.shards), rec.state, tokens)
+                added = self._install(rec.note, list(rec.shards), rec.state, rec.counts)
                 kept = {s.node_id for s in rec.shards} & old_ids
                 report.shards_added += len(added) - len(kept)
                 report.shards_removed -= len(kept)
@@ -296,17 +301,17 @@ class VaultIndex:
             self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
             self.version += 1
 
-    def _install(self, note: Note, shards: list[Shard], state: FileState, tokens: dict[str, list[str]] | None = None) -> list[Shard]:
+    def _install(
+        self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None
+    ) -> list[Shard]:
         self.notes[note.path] = note
         self._states[note.path] = state
         ids = []
-        for s in shards:
+        if counts is None or len(counts) != len(shards):
+            counts = tuple(Counter(tokenize(s.search_text)) for s in shards)
+        for s, c in zip(shards, counts):
             self.shards[s.node_id] = s
-            toks = tokens.get(s.node_id) if tokens else None
-            if toks is None:
-                toks = tokenize(s.search_text)
-            self._tokens[s.node_id] = toks
-            self.bm25.add(s.node_id, toks)
+            self.bm25.add_counts(s.node_id, c)
             ids.append(s.node_id)
         self.shards_by_path[note.path] = ids
         return shards
@@ -316,7 +321,6 @@ class VaultIndex:
         self.notes.pop(path, None)
         for node_id in ids:
             self.shards.pop(node_id, None)
-            self._tokens.pop(node_id, None)
             self.bm25.remove(node_id)
             if not keep_vectors:
                 self.dense.remove(node_id)
@@ -434,9 +438,9 @@ class VaultIndex:
                 version=self.version,
             )
 
-    def tokens(self, node_id: str) -> list[str]:
-        """The BM25 tokens of a shard."""
-        return self._tokens.get(node_id, [])
+    def tokens(self, node_id: str) -> KeysView[str]:
+        """The distinct BM25 tokens of a shard."""
+        return self.bm25.terms(node_id).keys()
 
     def links(self) -> LinkGraph:
         """Wikilink graph of the current notes (rebuilt when the index changed)."""

@@ -105,6 +105,8 @@ class SearchPipeline:
         self.history: list[dict[str, Any]] = []
         self._cache: OrderedDict[tuple, SearchResults] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._weights = dict(self.settings.search.source_weights)
+        self._facts_cache: tuple[int, set[str]] = (-1, set())
 
     # -- public -----------------------------------------------------------------------------
     def search(
@@ -186,8 +188,7 @@ class SearchPipeline:
             rankings_all: list[Ranking] = []
             if s.knowledge_first:
                 t = time.perf_counter()
-                facts = {nid for nid, sh in self.index.shards.items() if sh.source_type == "fact"}
-                facts = facts if allowed is None else facts & allowed
+                facts = self._facts() if allowed is None else self._facts() & allowed
                 if facts:
                     # One retrieval serves both: the knowledge rankings are the full rankings
                     # restricted to knowledge shards (ranks counted among those alone).
@@ -394,7 +395,14 @@ class SearchPipeline:
         shard = self.index.shards.get(node_id)
         if shard is None:
             return 1.0
-        return dict(self.settings.search.source_weights).get(shard.source_type, 1.0)
+        return self._weights.get(shard.source_type, 1.0)
+
+    def _facts(self) -> set[str]:
+        """node_ids of knowledge shards, cached per index version."""
+        if self._facts_cache[0] != self.index.version:
+            facts = {nid for nid, sh in self.index.shards.items() if sh.source_type == "fact"}
+            self._facts_cache = (self.index.version, facts)
+        return self._facts_cache[1]
 
     def _allowed(self, parsed: ParsedQuery) -> set[str] | None:
         if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.phrases or parsed.excluded):

@@ -13,6 +13,8 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 
 from explorer.vault.model import Block, Heading, Link, Note, Tag
 
+# libyaml's loader when PyYAML was built with it: the same documents, about 10x faster.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\r\n]+?)\]\]")
 # A tag starts at the line start or after white space or an opening bracket, and is not only digits.
@@ -104,7 +106,7 @@ def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[s
 
 def _load_frontmatter(content: str) -> tuple[dict[str, Any], str]:
     try:
-        data = yaml.safe_load(content) if content.strip() else {}
+        data = yaml.load(content, Loader=_YAML_LOADER) if content.strip() else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
