@@ -96,7 +96,10 @@ class SearchSettings:
     candidates: int = 100
     """Depth of each per-term ranking."""
     max_terms: int = 5
-    """Search terms besides the query."""
+    """Search terms besides the query, when an LLM writes them."""
+    keyword_terms: int = 0
+    """Keyword-extracted terms besides the query when no LLM writes them (0-5). Off by default:
+    on BEIR SciFact they lowered nDCG@10 from 0.718 to 0.634 (see BENCHMARKS.md)."""
     always_include: bool = True
     """Apply the always-include rules (preferences, latest turn, referenced notes)."""
     two_pass: bool = True
@@ -121,8 +124,9 @@ class SearchSettings:
 class RerankSettings:
     """The multi-pass reranker (explorer.search.rerank): gate pass, early exit, precision pass."""
 
-    enabled: bool = True
-    """Rerank fused results (`--rerank` / `--no-rerank` override it per search)."""
+    enabled: bool = False
+    """Rerank fused results (`--rerank` / `--no-rerank` override it per search). Off by default:
+    on BEIR SciFact it lowered the default pipeline's nDCG@10 from 0.719 to 0.702 (BENCHMARKS.md)."""
     backend: str = "local"
     """local (bundled MiniLM: best shard, then sentence windows), cross-encoder, llm or none."""
     cross_encoder: str = ""

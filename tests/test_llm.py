@@ -79,7 +79,7 @@ def vault(tmp_path: Path) -> Path:
 
 def llm_settings(base_url: str, **extra: Any) -> Settings:
     flags = {"index.embeddings": False, "rerank.enabled": False, "llm.base_url": base_url, "llm.model": "fake-model",
-             "llm.timeout_s": TIMEOUT}
+             "llm.timeout_s": TIMEOUT, "search.keyword_terms": 3}
     flags.update(extra)
     return Settings().with_overrides(flags)
 
@@ -441,7 +441,7 @@ def test_budget_spent_by_terms_leaves_the_analysis_to_the_heuristic(server: Fake
 
 
 def test_no_endpoint_names_the_fallback(vault: Path) -> None:
-    settings = Settings().with_overrides({"index.embeddings": False, "rerank.enabled": False})
+    settings = Settings().with_overrides({"index.embeddings": False, "rerank.enabled": False, "search.keyword_terms": 3})
     index = VaultIndex(vault, settings)
     index.open()
     llm = LLMClient(settings.llm)

@@ -93,7 +93,8 @@ def test_knowledge_weight_and_k_change_the_scores(small) -> None:
 
 
 def test_query_weighs_more_than_generated_terms(small) -> None:
-    res = _pipe(small).search("flour water salt starter", two_pass=False)
+    assert _pipe(small).search("flour water salt starter", two_pass=False).search_terms_used == ["flour water salt starter"]
+    res = _pipe(small, **{"search.keyword_terms": 3}).search("flour water salt starter", two_pass=False)
     contribs = res.results[0].explanation.contributions
     q = [c for c in contribs if c.term == res.search_terms_used[0]]
     others = [c for c in contribs if c.term != res.search_terms_used[0]]

@@ -509,8 +509,10 @@ def test_local_backend_without_a_model_falls_back() -> None:
 
 # -- the pipeline and the CLI ---------------------------------------------------------------------------------
 
-def test_pipeline_reranks_by_default_and_records_it(sample_pipeline) -> None:
-    res = sample_pipeline.search("how big should a hamster cage be", record=False)
+def test_pipeline_reranks_when_asked_and_records_it(sample_pipeline) -> None:
+    default = sample_pipeline.search("how big should a hamster cage be", record=False)
+    assert default.mode["rerank"] is sample_pipeline.settings.rerank.enabled
+    res = sample_pipeline.search("how big should a hamster cage be", rerank=True, record=False)
     assert res.mode["rerank"] is True
     meta = res.rerank
     assert meta["backend"] == "local" and meta["pass1"]["candidates"] >= 2
@@ -544,15 +546,19 @@ def test_cli_rerank_flags(sample_copy: Path, sample_index) -> None:
     assert {"applied", "pass1", "pass2", "early_exit", "early_exit_reason"} <= set(on["rerank"])
     off = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--no-rerank")
     assert off["mode"]["rerank"] is False and off["rerank"] == {"applied": False}
-    disabled = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.enabled=false", "--rerank")
-    assert disabled["mode"]["rerank"] is False  # nothing to rerank with
+    asked = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.enabled=false", "--rerank")
+    assert asked["mode"]["rerank"] is True  # the flag wins over the default
+    default = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.enabled=false")
+    assert default["mode"]["rerank"] is False
+    none = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.backend=none", "--rerank")
+    assert none["mode"]["rerank"] is False  # nothing to rerank with
 
 
 # -- wiring ---------------------------------------------------------------------------------------------------
 
 def test_build_reranker_picks_the_backend_and_says_when_it_falls_back(sample_index, tmp_path: Path) -> None:
     base = Settings()
-    assert build_reranker(sample_index, base.with_overrides({"rerank.enabled": False})) is None
+    assert build_reranker(sample_index, base.with_overrides({"rerank.enabled": False})) is not None  # asked per search
     assert build_reranker(sample_index, base.with_overrides({"rerank.backend": "none"})) is None
     local = build_reranker(sample_index, base)
     assert isinstance(local.backend, LocalNeuralBackend) and local.notes == []

@@ -264,7 +264,7 @@ class LLMTermWriter:
         )
 
     def _fallback(self, query: str, exc: LLMError, tokens: int) -> SearchTerms:
-        base = keyword_terms(query, self._idf, self.settings.search.max_terms)
+        base = keyword_terms(query, self._idf, self.settings.search.keyword_terms)
         return replace(
             base,
             source="llm->keywords",

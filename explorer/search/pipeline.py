@@ -337,10 +337,10 @@ class SearchPipeline:
             try:
                 terms = _call_with_budget(self.term_writer, budget, text)
             except Exception as exc:  # noqa: BLE001 - any writer failure falls back to keywords
-                terms = replace(keyword_terms(text, self._idf, self.settings.search.max_terms),
+                terms = replace(keyword_terms(text, self._idf, self.settings.search.keyword_terms),
                                 warnings=(f"term writer failed ({exc}); keyword terms used",))
         else:
-            terms = keyword_terms(text, self._idf, self.settings.search.max_terms)
+            terms = keyword_terms(text, self._idf, self.settings.search.keyword_terms)
         cleaned, warns = clamp_terms(list(terms.terms))
         return replace(terms, terms=tuple(cleaned[: self.settings.search.max_terms]), warnings=tuple(terms.warnings) + tuple(warns))
 

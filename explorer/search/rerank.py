@@ -1047,7 +1047,10 @@ def quality_gate(dense: Callable[[], bool]) -> Callable[[str, list[SearchResult]
 
 
 def build_reranker(index: VaultIndex, settings: Settings, llm: Any = None) -> MultiPassReranker | None:
-    """The reranker `settings.rerank` asks for; None when reranking is off.
+    """The reranker `settings.rerank` asks for; None when the backend is `none`.
+
+    It is built even when `rerank.enabled` is false, so a search can still ask for it
+    (`--rerank`, the app's toggle); `enabled` only sets the default of each search.
 
     Backends: `local` (default), `cross-encoder` (needs `rerank.cross_encoder`, a local model
     folder), `llm` (needs a configured LLM; `llm.rerank = true` asks for it too; one pass of at
@@ -1055,7 +1058,7 @@ def build_reranker(index: VaultIndex, settings: Settings, llm: Any = None) -> Mu
     A backend that cannot be set up falls back to `local`, and the metadata's `notes` say so.
     """
     rs = settings.rerank
-    if not rs.enabled or rs.backend == "none":
+    if rs.backend == "none":
         return None
     config = RerankConfig.from_settings(rs)
     notes: list[str] = []

@@ -21,7 +21,7 @@ def build_components(index: Any, settings: Any) -> tuple[Any, Any, Any]:
         from explorer.search.llm import LLMClient, llm_analyser
 
         analyser = llm_analyser(LLMClient(settings.llm), index, settings)
-    if settings.rerank.enabled and settings.rerank.backend != "none":
+    if settings.rerank.backend != "none":
         try:
             from explorer.search.rerank import build_reranker
         except ImportError:
