@@ -122,9 +122,14 @@ async def search(app: ExplorerApp, pilot: Any, query: str, typing: bool = False)
     else:
         box.value = query
     await pilot.pause(0.25)
+    screen = app.main_screen
+    if not query.startswith("/"):
+        # On a loaded machine the debounce timer can fire late: wait for this query's final results.
+        await wait_for(pilot, lambda: screen.results is not None and screen.results.query == query
+                       and screen.stage != "lexical", timeout=30.0)
     await settle(app, pilot)
-    assert app.main_screen.results is not None
-    return app.main_screen.results
+    assert screen.results is not None
+    return screen.results
 
 
 def option_text(results_list: ResultsList, i: int = 0) -> str:
