@@ -195,8 +195,12 @@ class ContextPane(Vertical):
             self.query_one("#ctx-scroll").scroll_home(animate=False)
         self.call_after_refresh(self._scroll_to_cursor)
 
-    def _scroll_to_cursor(self) -> None:
-        """Scroll so the cursor's line is in view (estimated from the wrapped width)."""
+    def _scroll_to_cursor(self, tries: int = 5) -> None:
+        """Scroll so the cursor's line is in view (estimated from the wrapped width).
+
+        Right after an update the new text may not be laid out yet (the scroll range is still the
+        old one): then it tries again after the next refresh, a few times at most.
+        """
         win = self.window
         if win is None or self.state is None:
             return
@@ -209,4 +213,8 @@ class ContextPane(Vertical):
             target += max(1, -(-len(line) // width))
         target -= 1
         if not (scroll.scroll_y <= target < scroll.scroll_y + region.height):
-            scroll.scroll_to(y=max(0, target - region.height // 3), animate=False)
+            y = max(0, target - region.height // 3)
+            if y > scroll.max_scroll_y and tries > 0:
+                self.call_after_refresh(self._scroll_to_cursor, tries - 1)
+                return
+            scroll.scroll_to(y=y, animate=False)
