@@ -67,9 +67,16 @@ class BM25Index:
         self._doc_terms[slot] = counts
         self._doc_len[slot] = length
         self._total_len += length
+        postings = self._postings
         for term, tf in counts.items():
-            self._postings.setdefault(term, {})[slot] = tf
-            self._arrays.pop(term, None)
+            posting = postings.get(term)
+            if posting is None:
+                postings[term] = {slot: tf}
+            else:
+                posting[slot] = tf
+        if self._arrays:
+            for term in counts:
+                self._arrays.pop(term, None)
         self._idf = None
 
     def remove(self, key: str) -> bool:

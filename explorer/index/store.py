@@ -198,6 +198,13 @@ class Store:
         wanted = list(hashes)
         out: dict[str, np.ndarray] = {}
         with self._lock:
+            if len(wanted) > 2000:
+                # Many at once (opening an index): one scan of the model's rows beats many IN lists.
+                keep = set(wanted)
+                for h, vec in self._conn.execute("SELECT hash, vec FROM vectors WHERE model=?", (model,)):
+                    if h in keep:
+                        out[h] = np.frombuffer(vec, dtype=np.float32)
+                return out
             for i in range(0, len(wanted), 900):
                 chunk = wanted[i:i + 900]
                 marks = ",".join("?" * len(chunk))
