@@ -195,6 +195,10 @@ class ContextPane(Vertical):
             self.query_one("#ctx-scroll").scroll_home(animate=False)
         self.call_after_refresh(self._scroll_to_cursor)
 
+    def on_resize(self) -> None:
+        """A new width re-wraps the text: bring the cursor's line back into view."""
+        self.call_after_refresh(self._scroll_to_cursor)
+
     def _scroll_to_cursor(self, tries: int = 5) -> None:
         """Scroll so the cursor's line is in view (estimated from the wrapped width).
 
