@@ -45,7 +45,7 @@ def tokenize(text: str) -> list[str]:
     out: list[str] = []
     append = out.append
     for tok in _TOKEN.findall(text):
-        if _is_cjk(tok[0]):
+        if tok[0] >= "\u3040" and _is_cjk(tok[0]):
             out.extend(tok)
             out.extend(tok[i:i + 2] for i in range(len(tok) - 1))
         else:

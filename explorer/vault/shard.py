@@ -133,7 +133,8 @@ def _pieces(text: str, start: int, end: int, max_tokens: int, overlap: int) -> l
     """Split text[start:end] into spans of at most ~max_tokens estimated word pieces."""
     if estimate_tokens(text[start:end]) <= max_tokens:
         return [(start, end)]
-    tokens = [(m.start(), m.end(), _cost(m.group(0))) for m in _PIECE.finditer(text, start, end)]
+    # A piece costs 1 + len // 8: non-word pieces are single characters, so this equals _cost.
+    tokens = [(a, b, 1 + (b - a) // 8) for a, b in (m.span() for m in _PIECE.finditer(text, start, end))]
     total = sum(t[2] for t in tokens)
     if total <= max_tokens or len(tokens) < 2:
         return [(start, end)]
