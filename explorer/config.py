@@ -94,7 +94,14 @@ class SearchSettings:
     dense_threshold: float = 0.40
     """Cosine below this is no semantic match."""
     candidates: int = 100
-    """Depth of each per-term ranking."""
+    """Depth of each per-term ranking, in notes."""
+    feedback_shards: int = 3
+    """Best fused passages (one per note) whose vectors move the query vector for the dense
+    feedback ranking (0 = no feedback ranking)."""
+    feedback_beta: float = 1.0
+    """Weight of the feedback passages' mean vector added to the query vector."""
+    feedback_weight: float = 1.0
+    """RRF weight of the dense feedback ranking."""
     max_terms: int = 5
     """Search terms besides the query, when an LLM writes them."""
     keyword_terms: int = 0

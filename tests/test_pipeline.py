@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from explorer.config import Settings
@@ -78,7 +79,7 @@ def test_explanations_sum_to_scores_in_real_searches(small) -> None:
         for c in ex.contributions:
             assert c.contribution == pytest.approx(c.retriever_weight * c.term_weight * c.source_weight / (ex.rrf_k + c.rank))
     retrievers = {c.retriever for c in res.results[0].explanation.contributions}
-    assert retrievers == {"bm25", "dense"}
+    assert retrievers == {"bm25", "dense", "feedback"}
 
 
 def test_knowledge_weight_and_k_change_the_scores(small) -> None:
@@ -108,6 +109,59 @@ def test_dense_floor_applies(small) -> None:
         for c in r.explanation.contributions:
             if c.retriever == "dense":
                 assert c.raw_score >= 0.40
+
+
+def test_feedback_ranking_moves_toward_semantic_matches(small) -> None:
+    res = _pipe(small).search("kite wind", two_pass=False)
+    rankings = res.trace["rankings"]
+    dense = next(r for r in rankings if r.retriever == "dense" and r.term == "kite wind")
+    feedback = next(r for r in rankings if r.retriever == "feedback")
+    # Built from the best fused passages that are semantic matches, one per note.
+    assert 1 <= len(feedback.sources) <= 3
+    assert set(feedback.sources) <= {nid for nid, _ in dense.items}
+    assert len({small.shards[n].path for n in feedback.sources}) == len(feedback.sources)
+    assert res.stats["feedback_from"] == list(feedback.sources)
+    # It searches like a query: cosines to the moved vector, above the floor, best first.
+    assert feedback.items and all(c >= 0.40 for _, c in feedback.items)
+    assert [c for _, c in feedback.items] == sorted((c for _, c in feedback.items), reverse=True)
+    q = small.embedder().encode(["kite wind"])[0]
+    moved = q + np.mean([small.dense.vector(n) for n in feedback.sources], axis=0)
+    moved /= np.linalg.norm(moved)
+    for nid, cos in feedback.items:
+        assert cos == pytest.approx(float(small.dense.vector(nid) @ moved), abs=1e-5)
+    top = res.results[0].explanation.contributions
+    assert any(c.retriever == "feedback" and c.retriever_weight == 1.0 for c in top)
+
+
+def test_feedback_can_be_turned_off_and_needs_a_semantic_match(small) -> None:
+    off = _pipe(small, **{"search.feedback_shards": 0}).search("kite wind", two_pass=False)
+    assert all(r.retriever != "feedback" for r in off.trace["rankings"])
+    assert off.stats["feedback_from"] == []
+    # Words no note is about: BM25 finds "flour", nothing passes the cosine floor, so nothing to move toward.
+    res = _pipe(small, **{"search.dense_threshold": 0.99}).search("flour", two_pass=False)
+    assert res.results and all(r.retriever != "feedback" for r in res.trace["rankings"])
+
+
+def test_candidate_depth_counts_notes_not_shards(tmp_path: Path, embedder) -> None:
+    root = tmp_path / "v"
+    root.mkdir()
+    # One long note cut into many shards that all match, and short notes that match less.
+    sections = "\n\n".join(f"## Part {i}\n\nRiver otters play in the river water, part {i}." for i in range(12))
+    (root / "long.md").write_text("# Otters\n\n" + sections, encoding="utf-8")
+    for i in range(6):
+        (root / f"short{i}.md").write_text(f"# Note {i}\n\nAn otter was seen once, note {i}.", encoding="utf-8")
+    index = VaultIndex(root, embedder=embedder)
+    index.open()
+    try:
+        assert len(index.shards_by_path["long.md"]) >= 12
+        res = _pipe(index, **{"search.candidates": 4}).search("otter river", two_pass=False, k=10)
+        bm25 = next(r for r in res.trace["rankings"] if r.retriever == "bm25")
+        paths = [index.shards[n].path for n, _ in bm25.items]
+        assert len(set(paths)) == 4
+        assert paths.count("long.md") >= 12
+        assert len(res.results) == 4
+    finally:
+        index.close()
 
 
 def test_entries_are_unique_by_path_with_best_shard(small) -> None:

@@ -15,13 +15,15 @@ class Ranking:
     term: str
     """The search term."""
     retriever: str
-    """`bm25` or `dense`."""
+    """`bm25`, `dense` or `feedback` (dense search with the query vector moved toward `sources`)."""
     retriever_weight: float
     """Weight of the retriever."""
     term_weight: float
     """Weight of the term."""
     items: tuple[tuple[str, float], ...]
     """(node_id, raw score), best first; rank = position + 1."""
+    sources: tuple[str, ...] = ()
+    """For a feedback ranking: the shards whose vectors moved the query vector."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -238,6 +238,8 @@ class SearchPipeline:
             include_n_minus_1=terms.include_n_minus_1,
         )
         out.trace = {"rankings": rankings_all, "version": version}
+        feedback = next((r for r in rankings_all if r.retriever == "feedback"), None)
+        out.stats["feedback_from"] = list(feedback.sources) if feedback is not None else []
 
         # 5. two-pass
         analysis = None
@@ -366,6 +368,7 @@ class SearchPipeline:
         """One BM25 and one dense ranking per term; the dense side scans the matrix once for all terms."""
         s = self.settings.search
         depth = max(depth or 0, s.candidates)
+        fetch = self._shard_depth(depth)
         rankings: list[Ranking] = []
         t0 = time.perf_counter()
         bm_mask = self.index.bm25.mask(allowed) if allowed is not None else None
@@ -374,22 +377,104 @@ class SearchPipeline:
             if i and s.term_retrievers == "dense":
                 continue
             toks = tokenize(term)
-            items = self.index.bm25.top(toks, depth, bm_mask) if toks else []
+            items = self._note_depth(lambda n: self.index.bm25.top(toks, n, bm_mask), fetch, depth) if toks else []
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
         if qvecs is not None:
             t0 = time.perf_counter()
             embedded = [t for i, t in enumerate(terms.all_terms)
                         if t in qvecs and (i == 0 or s.term_retrievers != "bm25")]
+            de_mask = self.index.dense.mask(allowed) if allowed is not None else None
             if embedded:
                 matrix = np.stack([qvecs[t] for t in embedded])
-                de_mask = self.index.dense.mask(allowed) if allowed is not None else None
-                hits = self.index.dense.search_many(matrix, depth, s.dense_threshold, de_mask)
-                for term, items in zip(embedded, hits):
+                hits = self.index.dense.search_many(matrix, fetch, s.dense_threshold, de_mask)
+                for j, (term, items) in enumerate(zip(embedded, hits)):
                     tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
+                    row = matrix[j : j + 1]
+                    items = self._note_depth(
+                        lambda n: self.index.dense.search_many(row, n, s.dense_threshold, de_mask)[0], fetch, depth, items)
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
             timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
+            query = terms.all_terms[0]
+            if s.feedback_shards > 0 and query in qvecs:
+                t0 = time.perf_counter()
+                fb = self._feedback(query, qvecs[query], rankings, fetch, depth, de_mask)
+                if fb is not None:
+                    rankings.append(fb)
+                timings[prefix + "feedback"] = (time.perf_counter() - t0) * 1000
         return rankings
+
+    def _feedback(
+        self, query: str, qvec: np.ndarray, rankings: list[Ranking], fetch: int, depth: int, mask: np.ndarray | None
+    ) -> Ranking | None:
+        """The dense feedback ranking: the query vector moved toward the best fused passages.
+
+        Rocchio feedback on the embeddings: the vectors of the top `feedback_shards` fused shards
+        that are semantic matches of the query (in its dense ranking, so above the cosine floor;
+        one per note) are averaged, added to the query vector with weight `feedback_beta`, and
+        the normalised sum searches the matrix like a query (same cosine floor, same depth). The
+        ranking's `sources` name the shards it was built from.
+        """
+        s = self.settings.search
+        semantic = {nid for r in rankings if r.retriever == "dense" and r.term == query for nid, _ in r.items}
+        seen: set[str] = set()
+        used: list[str] = []
+        vecs: list[np.ndarray] = []
+        for f in rrf(rankings, s.rrf_k, self._source_weight):
+            shard = self.index.shards.get(f.node_id)
+            if shard is None or shard.path in seen or f.node_id not in semantic:
+                continue
+            vec = self.index.dense.vector(f.node_id)
+            if vec is None:
+                continue
+            seen.add(shard.path)
+            used.append(f.node_id)
+            vecs.append(vec)
+            if len(vecs) == s.feedback_shards:
+                break
+        if not vecs:
+            return None
+        moved = np.asarray(qvec, dtype=np.float32) + s.feedback_beta * np.mean(vecs, axis=0)
+        norm = float(np.linalg.norm(moved))
+        if norm == 0.0:
+            return None
+        row = (moved / norm).reshape(1, -1).astype(np.float32)
+        items = self._note_depth(lambda n: self.index.dense.search_many(row, n, s.dense_threshold, mask)[0], fetch, depth)
+        return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
+
+    def _shard_depth(self, notes: int) -> int:
+        """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""
+        n_notes = max(1, len(self.index.notes))
+        per_note = len(self.index.shards) / n_notes
+        return max(notes, int(notes * per_note * 2) + 16)
+
+    def _note_depth(
+        self,
+        fetch: Callable[[int], list[tuple[str, float]]],
+        n: int,
+        notes: int,
+        first: list[tuple[str, float]] | None = None,
+    ) -> list[tuple[str, float]]:
+        """A shard ranking cut after the shards of its first `notes` distinct notes.
+
+        The candidate depth counts notes, not shards: a note cut into many shards must not crowd
+        other notes out of a ranking. `fetch(n)` returns the n best shards; it is called again
+        with a larger n when the first n shards cover too few notes and more exist.
+        """
+        items = first if first is not None else fetch(n)
+        while True:
+            seen: set[str] = set()
+            for i, (node_id, _score) in enumerate(items):
+                shard = self.index.shards.get(node_id)
+                path = shard.path if shard is not None else node_id
+                if path not in seen:
+                    if len(seen) == notes:
+                        return items[:i]
+                    seen.add(path)
+            if len(items) < n:
+                return items
+            n *= 4
+            items = fetch(n)
 
     def _source_weight(self, node_id: str) -> float:
         shard = self.index.shards.get(node_id)

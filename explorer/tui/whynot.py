@@ -87,7 +87,7 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
             stage = f"{label}{r.retriever} “{r.term}”"
             if hit is None:
                 why = f"not in its {len(r.items)} results"
-                if r.retriever == "dense":
+                if r.retriever in ("dense", "feedback"):
                     why += f" (cosine below {settings.dense_threshold:.2f} or deeper than {settings.candidates})"
                 rows.append(StageRow(stage, why, False))
             else:

@@ -154,6 +154,9 @@ class WhyPane(VerticalScroll):
         parts: list[str | tuple[str, str]] = [("search", "bold"), f" “{results.query}”"]
         if results.search_terms_used:
             parts.append("\nterms: " + " | ".join(results.search_terms_used))
+        feedback = results.stats.get("feedback_from") or []
+        if feedback:
+            parts.append("\nfeedback: query vector moved toward " + ", ".join(feedback))
         for p in results.passes:
             parts.append(f"\npass {p.number}: “{p.query}” ke={p.entries} kc={p.shards} found {p.found}, new {p.new}")
         if results.analysis:
