@@ -169,3 +169,49 @@ def test_store_schema_version_is_recorded(tmp_path: Path) -> None:
     row = store._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
     assert row[0] == str(store_mod.SCHEMA_VERSION)
     store.close()
+
+
+def test_records_pickled_with_counters_still_load(tmp_path: Path) -> None:
+    """Stores written before term counts were plain dicts open unchanged, and search the same."""
+    import pickle
+    from collections import Counter
+
+    vault = _vault(tmp_path)
+    ix = VaultIndex(vault, LEXICAL)
+    ix.open()
+    expect = ix.bm25.top(["kite"], 5)
+    assert len(expect) == 5
+    ix.close()
+    db = sqlite3.connect(vault / ".explorer" / "index.sqlite")
+    rows = db.execute("SELECT path, data FROM notes").fetchall()
+    for path, data in rows:
+        note, shards, counts = pickle.loads(data)
+        assert all(type(c) is dict for c in counts)
+        old = pickle.dumps((note, shards, [Counter(c) for c in counts]), protocol=pickle.HIGHEST_PROTOCOL)
+        db.execute("UPDATE notes SET data=? WHERE path=?", (old, path))
+    db.commit()
+    db.close()
+    ix = VaultIndex(vault, LEXICAL)
+    report = ix.open()
+    assert not report.added and not report.changed
+    assert ix.bm25.top(["kite"], 5) == expect
+    ix.close()
+
+
+def test_dense_set_many_equals_set() -> None:
+    from explorer.index.dense import DenseIndex
+
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(300, 8)).astype(np.float32)
+    keys = [f"k{i}" for i in range(300)]
+    one, many = DenseIndex(dim=8), DenseIndex(dim=8)
+    for k, v in zip(keys, vecs):
+        one.set(k, v)
+    many.set_many(keys[:100], vecs[:100])
+    many.set_many(keys[100:], vecs[100:])  # grows past the first 256 rows
+    many.set_many(keys[:10], vecs[:10] * 3.0)  # replacing keeps the slot and normalises
+    q = rng.normal(size=8).astype(np.float32)
+    assert len(many) == 300
+    assert [k for k, _ in many.search(q, 20)] == [k for k, _ in one.search(q, 20)]
+    for k in ("k0", "k150", "k299"):
+        assert np.allclose(many.vector(k), one.vector(k), atol=1e-6)

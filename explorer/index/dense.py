@@ -47,6 +47,39 @@ class DenseIndex:
         self._matrix[slot] = vec
         self._live[slot] = True
 
+    def set_many(self, keys: list[str], vectors: np.ndarray) -> None:
+        """`set` for many keys at once (rows of `vectors`, normalised here when they are not)."""
+        if not keys:
+            return
+        vecs = np.asarray(vectors, dtype=np.float32).reshape(len(keys), -1)
+        if vecs.shape[1] != self.dim:
+            raise ValueError(f"vectors of {vecs.shape[1]} dimensions, index has {self.dim}")
+        norms = np.linalg.norm(vecs, axis=1)
+        off = (norms > 0) & (np.abs(norms - 1.0) > 1e-3)
+        if off.any():
+            vecs = vecs.copy()
+            vecs[off] /= norms[off, None]
+        slots = np.empty(len(keys), dtype=np.int64)
+        for i, key in enumerate(keys):
+            slot = self._slot_of.get(key)
+            if slot is None:
+                slot = self._free.pop() if self._free else len(self._key_of)
+                if slot == len(self._key_of):
+                    self._key_of.append(None)
+                self._slot_of[key] = slot
+                self._key_of[slot] = key
+            slots[i] = slot
+        need = len(self._key_of)
+        if need > len(self._matrix):
+            size = max(256, len(self._matrix) * 2, need)
+            grown = np.zeros((size, self.dim), dtype=np.float32)
+            grown[: len(self._matrix)] = self._matrix
+            live = np.zeros(size, dtype=bool)
+            live[: len(self._live)] = self._live
+            self._matrix, self._live = grown, live
+        self._matrix[slots] = vecs
+        self._live[slots] = True
+
     def remove(self, key: str) -> bool:
         """Forget `key`; False when it had no vector."""
         slot = self._slot_of.pop(key, None)

@@ -27,7 +27,7 @@ class BM25Index:
         self._key_of: list[str | None] = []
         self._free: list[int] = []
         self._doc_len = np.zeros(64, dtype=np.float64)
-        self._doc_terms: list[Counter[str] | None] = []
+        self._doc_terms: list[dict[str, int] | None] = []
         self._postings: dict[str, dict[int, int]] = {}
         self._total_len = 0
         self._idf: dict[str, float] | None = None
@@ -60,7 +60,6 @@ class BM25Index:
                 grown = np.zeros(max(64, len(self._doc_len) * 2), dtype=np.float64)
                 grown[: len(self._doc_len)] = self._doc_len
                 self._doc_len = grown
-        counts = counts if isinstance(counts, Counter) else Counter(counts)
         length = sum(counts.values()) if length is None else length
         self._slot_of[key] = slot
         self._key_of[slot] = key
@@ -84,7 +83,7 @@ class BM25Index:
         slot = self._slot_of.pop(key, None)
         if slot is None:
             return False
-        counts = self._doc_terms[slot] or Counter()
+        counts = self._doc_terms[slot] or {}
         for term in counts:
             posting = self._postings.get(term)
             if posting is not None:
@@ -132,11 +131,11 @@ class BM25Index:
         counts = self._doc_terms[slot]
         return counts.get(term, 0) if counts else 0
 
-    def terms(self, key: str) -> Counter[str]:
+    def terms(self, key: str) -> dict[str, int]:
         """Term counts of document `key` (empty when absent)."""
         slot = self._slot_of.get(key)
         counts = self._doc_terms[slot] if slot is not None else None
-        return counts if counts is not None else Counter()
+        return counts if counts is not None else {}
 
     def doc_len(self, key: str) -> int:
         """Length of document `key` in tokens."""

@@ -11,6 +11,7 @@ import Stemmer
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*", re.UNICODE)
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+_ANY_CJK = re.compile(rf"[{_CJK}]")
 
 #: Small English stop list used where words are *chosen* (search terms, highlights), never in BM25 itself.
 STOPWORDS: frozenset[str] = frozenset(
@@ -42,9 +43,12 @@ def tokenize(text: str) -> list[str]:
     Latin-script words are folded (`Café's` -> `cafe`, `hamsters` -> `hamster`); runs of CJK
     characters give their single characters and their bigrams, so 长城 matches 长城 and 长.
     """
+    toks = _TOKEN.findall(text)
+    if not _ANY_CJK.search(text):
+        return list(map(_fold, toks))
     out: list[str] = []
     append = out.append
-    for tok in _TOKEN.findall(text):
+    for tok in toks:
         if tok[0] >= "\u3040" and _is_cjk(tok[0]):
             out.extend(tok)
             out.extend(tok[i:i + 2] for i in range(len(tok) - 1))

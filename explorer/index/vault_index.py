@@ -334,10 +334,14 @@ class VaultIndex:
         if not shards or self.model_state == "off":
             return
         cached = self.store.get_vectors(self.model_id, {s.hash for s in shards})
+        keys, vecs = [], []
         for s in shards:
             vec = cached.get(s.hash)
             if vec is not None and vec.shape[0] == self.dense.dim:
-                self.dense.set(s.node_id, vec)
+                keys.append(s.node_id)
+                vecs.append(vec)
+        if keys:
+            self.dense.set_many(keys, np.stack(vecs))
 
     # -- embedding ------------------------------------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:

@@ -25,7 +25,8 @@ _INLINE_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 @lru_cache(maxsize=1)
 def _markdown() -> MarkdownIt:
-    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+    # Only block tokens are read (headings, code, frontmatter): inline parsing is skipped.
+    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin).disable("inline")
 
 
 def line_starts(text: str) -> list[int]:

@@ -76,7 +76,7 @@ def is_temp_file(name: str) -> bool:
 
 def is_ignored(rel: str, settings: VaultSettings, is_dir: bool = False) -> bool:
     """True when a vault-relative path is outside the vault's notes by rule."""
-    parts = PurePosixPath(rel).parts
+    parts = [p for p in rel.split("/") if p and p != "."]  # rel is vault-relative, "/"-separated
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if part in ALWAYS_IGNORED_DIRS and (not last or is_dir):
