@@ -234,6 +234,37 @@ def _index(tmp_path: Path) -> VaultIndex:
     return VaultIndex(tmp_path, Settings().with_overrides({"index.embeddings": False}))
 
 
+def test_turn_metadata_edited_while_closed_is_seen_on_open(tmp_path: Path) -> None:
+    turn = tmp_path / "Users" / "u" / "turns" / "turn_000007"
+    turn.mkdir(parents=True)
+    (turn / "context.md").write_text("# Turn 7\n\nWe talked.", encoding="utf-8")
+    (turn / "metadata.json").write_text('{"topic": "bicycle gears"}', encoding="utf-8")
+    rel = "Users/u/turns/turn_000007/context.md"
+    ix = _index(tmp_path)
+    ix.open()
+    assert ix.notes[rel].metadata["topic"] == "bicycle gears"
+    ix.close()
+    # Only the sidecar changes, with the app closed; context.md keeps its size and mtime.
+    (turn / "metadata.json").write_text('{"topic": "sailing knots", "keywords": ["bowline"]}', encoding="utf-8")
+    st = (turn / "metadata.json").stat()
+    os.utime(turn / "metadata.json", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    ix = _index(tmp_path)
+    report = ix.open()
+    try:
+        assert rel in report.changed
+        assert ix.notes[rel].metadata["topic"] == "sailing knots"
+        from explorer.index.tokenize import tokenize
+
+        assert [k for k, _ in ix.bm25.top(tokenize("bowline"), 3)] == [rel]
+        # Nothing changed since: a third open re-reads nothing.
+        ix.close()
+        ix = _index(tmp_path)
+        again = ix.open()
+        assert not again.changed and not again.added
+    finally:
+        ix.close()
+
+
 def test_bad_inputs_are_skipped_with_reasons_and_nothing_else_lost(tmp_path: Path) -> None:
     (tmp_path / "good.md").write_text("# Good\n\nA fine note about kites.", encoding="utf-8")
     (tmp_path / "binary.md").write_bytes(b"\x89PNG\x00\x00\x01binary")

@@ -299,6 +299,29 @@ def test_turn_metadata_change_reindexes_its_context(watched) -> None:
     assert h.finds("rudder") == {f"{turn}/context.md"} and h.finds("keel") == set()
 
 
+def test_event_queue_overflow_rescans_the_vault(watched) -> None:
+    """Events the kernel dropped are recovered: watchdog's overflow report triggers a full rescan."""
+    import logging
+
+    h = watched({"a.md": "# A\n\nbefore\n"})
+    # Drop the observer's events while a note changes, as a kernel queue overflow would.
+    record = h.watcher._record
+    h.watcher._record = lambda event: None
+    try:
+        h.write("a.md", "# A\n\nafter the overflow\n")
+        h.write("new.md", "# New\n\ncreated during the overflow\n")
+        time.sleep(0.5)
+    finally:
+        h.watcher._record = record
+    h.settle()
+    assert h.finds("overflow") == set()  # nothing heard of it
+    logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
+    h.settle()
+    assert h.watcher.full_requests >= 1
+    assert h.finds("overflow") == {"a.md", "new.md"}
+    assert any("event queue overflowed" in e for e in h.errors)
+
+
 def test_vault_removed_and_recreated(watched) -> None:
     h = watched({"a.md": "# A\n\nbefore\n", "b.md": "# B\n\nbefore\n"}, poll_interval=0.1)
     shutil.rmtree(h.root)

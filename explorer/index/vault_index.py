@@ -21,7 +21,7 @@ from explorer.index.store import FileState, NoteRecord, Store
 from explorer.index.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
-from explorer.vault.scan import NoteFile, ScanResult, check_vault, is_ignored, load_note, scan_vault
+from explorer.vault.scan import NoteFile, ScanResult, check_vault, is_ignored, load_note, scan_vault, with_sidecar
 from explorer.vault.shard import make_shards
 
 if TYPE_CHECKING:
@@ -509,4 +509,4 @@ def _stat_file(root: Path, rel: str) -> NoteFile | None:
         return None
     if not p.is_file():
         return None
-    return NoteFile(rel, p, st.st_size, st.st_mtime_ns)
+    return NoteFile(rel, p, *with_sidecar(p, st.st_size, st.st_mtime_ns))

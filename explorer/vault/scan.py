@@ -147,7 +147,8 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
             if not stat.S_ISREG(fst.st_mode):
                 skipped.append(Skipped(rel, "not a regular file"))
                 continue
-            files.append(NoteFile(rel, Path(entry.path), fst.st_size, fst.st_mtime_ns))
+            abspath = Path(entry.path)
+            files.append(NoteFile(rel, abspath, *with_sidecar(abspath, fst.st_size, fst.st_mtime_ns)))
 
     walk(root, "")
     files.sort(key=lambda f: f.path)
@@ -184,6 +185,21 @@ def source_type_for(rel: str, settings: VaultSettings) -> str:
         if posix.match(pattern) or fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase("/" + rel, pattern):
             return kind
     return "note"
+
+
+def with_sidecar(abspath: Path, size: int, mtime_ns: int) -> tuple[int, int]:
+    """(size, mtime_ns) of a note, folded with its turn's `metadata.json` when it has one.
+
+    A turn's metadata is part of its index entry, so an edit of the sidecar alone (even while
+    nothing watches the vault) must make the note look changed on the next scan.
+    """
+    if abspath.name != "context.md":
+        return size, mtime_ns
+    try:
+        st = (abspath.parent / "metadata.json").stat()
+    except OSError:
+        return size, mtime_ns
+    return size + st.st_size, max(mtime_ns, st.st_mtime_ns)
 
 
 def turn_metadata(abspath: Path) -> dict[str, Any]:

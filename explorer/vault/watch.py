@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -29,7 +30,7 @@ from watchdog.events import (
 )
 
 from explorer.config import Settings, VaultSettings
-from explorer.vault.scan import is_ignored
+from explorer.vault.scan import is_ignored, with_sidecar
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
@@ -96,6 +97,32 @@ class ChangeSet:
 
 def _noop(*_args: object) -> None:
     return None
+
+
+class _OverflowListener(logging.Handler):
+    """Hears watchdog report a kernel event-queue overflow and has every running watcher rescan.
+
+    watchdog only logs the overflow (the lost events are gone, and it cannot say which folder they
+    concerned), so its log records are the one signal there is.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.watchers: weakref.WeakSet[VaultWatcher] = weakref.WeakSet()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a logging handler must not raise
+            return
+        if "overflow" in message.lower():
+            for watcher in list(self.watchers):
+                watcher.request_full_refresh("file events were lost (event queue overflowed)")
+
+
+_OVERFLOW = _OverflowListener()
+for _name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify", "watchdog.observers.inotify_buffer"):
+    logging.getLogger(_name).addHandler(_OVERFLOW)
 
 
 class VaultWatcher:
@@ -174,6 +201,8 @@ class VaultWatcher:
         """Batches applied, including those that changed nothing."""
         self.rechecks = 0
         """Files scheduled again because they changed while being read."""
+        self.full_requests = 0
+        """Full rescans asked for after events were lost (kernel queue overflow)."""
 
         self._cond = threading.Condition()
         self._events: list[RawEvent] = []
@@ -209,6 +238,7 @@ class VaultWatcher:
             self._full = True
             self._first_event = self._last_event = time.monotonic() - self.max_latency
         armed = self._arm()
+        _OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name="explorer-watch", daemon=True)
         self._thread.start()
         if self.embed:
@@ -228,6 +258,7 @@ class VaultWatcher:
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
         self._disarm()
+        _OVERFLOW.watchers.discard(self)
         self._set_state(STOPPED)
 
     def __enter__(self) -> VaultWatcher:
@@ -369,6 +400,19 @@ class VaultWatcher:
         if not keep:
             return
         self._push(RawEvent(event.event_type, is_dir, src, dest))
+
+    def request_full_refresh(self, reason: str = "") -> None:
+        """Reconcile the whole vault with the index at the next batch (events may have been lost)."""
+        now = time.monotonic()
+        with self._cond:
+            if not self._events and not self._full:
+                self._first_event = now
+            self._full = True
+            self._last_event = now
+            self.full_requests += 1
+            self._cond.notify_all()
+        if reason:
+            self._call(self.on_error, f"{reason}: rescanning the vault")
 
     def _push(self, raw: RawEvent) -> None:
         now = time.monotonic()
@@ -557,7 +601,8 @@ class VaultWatcher:
             if not stat.S_ISREG(st.st_mode):
                 continue
             known = self.index.file_state(rel)
-            if known is None or known.mtime_ns != st.st_mtime_ns or known.size != st.st_size:
+            size, mtime_ns = with_sidecar(self.root / rel, st.st_size, st.st_mtime_ns)
+            if known is None or known.mtime_ns != mtime_ns or known.size != size:
                 self.rechecks += 1
                 self._push(RawEvent("recheck", False, rel))
 
