@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import threading
@@ -116,7 +117,21 @@ class VaultIndex:
 
     # -- opening and refreshing ---------------------------------------------------------
     def open(self, progress: Progress | None = None) -> BatchReport:
-        """Load the stored index, then bring it up to date with the vault on disk."""
+        """Load the stored index, then bring it up to date with the vault on disk.
+
+        The cyclic garbage collector is paused meanwhile: loading creates millions of long-lived
+        objects and no garbage cycles, and its full passes over them cost about a tenth of the
+        open time.
+        """
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._open(progress)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _open(self, progress: Progress | None) -> BatchReport:
         t0 = time.perf_counter()
         records = list(self.store.load_notes())
         with self.lock:

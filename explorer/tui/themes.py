@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +13,17 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-#: The themes shipped with the explorer (the top-level `themes/` folder).
-SHIPPED_THEMES_DIR = Path(__file__).resolve().parent.parent.parent / "themes"
+def _shipped_themes_dir() -> Path:
+    """The top-level `themes/` folder of a source checkout, else where a wheel installed it."""
+    source = Path(__file__).resolve().parent.parent.parent / "themes"
+    if source.is_dir():
+        return source
+    return Path(sys.prefix) / "share" / "explorer" / "themes"
+
+
+#: The themes shipped with the explorer (the top-level `themes/` folder; installed with the
+#: package under `<prefix>/share/explorer/themes`).
+SHIPPED_THEMES_DIR = _shipped_themes_dir()
 
 #: Colour keys a theme file may set (all optional but `primary`).
 COLOR_KEYS = ("primary", "secondary", "warning", "error", "success", "accent",
