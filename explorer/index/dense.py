@@ -24,36 +24,16 @@ class DenseIndex:
 
     def set(self, key: str, vector: np.ndarray) -> None:
         """Store the vector of `key` (normalised here if it is not)."""
-        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if vec.shape[0] != self.dim:
-            raise ValueError(f"vector of {vec.shape[0]} dimensions, index has {self.dim}")
-        norm = float(np.linalg.norm(vec))
-        if norm > 0 and abs(norm - 1.0) > 1e-3:
-            vec = vec / norm
-        slot = self._slot_of.get(key)
-        if slot is None:
-            slot = self._free.pop() if self._free else len(self._key_of)
-            if slot == len(self._key_of):
-                self._key_of.append(None)
-            if slot >= len(self._matrix):
-                size = max(256, len(self._matrix) * 2)
-                grown = np.zeros((size, self.dim), dtype=np.float32)
-                grown[: len(self._matrix)] = self._matrix
-                live = np.zeros(size, dtype=bool)
-                live[: len(self._live)] = self._live
-                self._matrix, self._live = grown, live
-            self._slot_of[key] = slot
-            self._key_of[slot] = key
-        self._matrix[slot] = vec
-        self._live[slot] = True
+        vec = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        self.set_many([key], vec)
 
     def set_many(self, keys: list[str], vectors: np.ndarray) -> None:
-        """`set` for many keys at once (rows of `vectors`, normalised here when they are not)."""
+        """Store one vector per key (rows of `vectors`, normalised here when they are not)."""
         if not keys:
             return
         vecs = np.asarray(vectors, dtype=np.float32).reshape(len(keys), -1)
         if vecs.shape[1] != self.dim:
-            raise ValueError(f"vectors of {vecs.shape[1]} dimensions, index has {self.dim}")
+            raise ValueError(f"vector of {vecs.shape[1]} dimensions, index has {self.dim}")
         norms = np.linalg.norm(vecs, axis=1)
         off = (norms > 0) & (np.abs(norms - 1.0) > 1e-3)
         if off.any():
