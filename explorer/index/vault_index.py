@@ -484,18 +484,24 @@ class VaultIndex:
             return self._classic
 
     def shard_at(self, path: str, cursor: int) -> Shard | None:
-        """The shard of `path` that contains `cursor` (the nearest one before it otherwise)."""
-        with self.lock:
-            best = None
-            for node_id in self.shards_by_path.get(path, ()):
-                s = self.shards[node_id]
-                if s.start <= cursor < s.end:
-                    return s
-                if s.start <= cursor:
-                    best = s
-            if best is None and self.shards_by_path.get(path):
-                best = self.shards[self.shards_by_path[path][0]]
-            return best
+        """The shard of `path` that contains `cursor` (the nearest one before it otherwise).
+
+        Lock-free, so the app's event loop never waits on a search or a batch holding the index
+        lock: the path's id list is replaced whole when the note changes, and a shard removed
+        meanwhile is skipped.
+        """
+        ids = self.shards_by_path.get(path, ())
+        best = first = None
+        for node_id in ids:
+            s = self.shards.get(node_id)
+            if s is None:
+                continue
+            first = first or s
+            if s.start <= cursor < s.end:
+                return s
+            if s.start <= cursor:
+                best = s
+        return best or first
 
     def close(self) -> None:
         """Close the store."""

@@ -58,6 +58,7 @@ class MainScreen(Screen):
         self._history = history or []
         self._seq = 0
         self._debounce: Timer | None = None
+        self._had_selection = False
         self._pending: tuple[str, bool] | None = None
         self.query_text = ""
         self.results: SearchResults | None = None
@@ -273,7 +274,10 @@ class MainScreen(Screen):
         index = self.explorer.index
         self.query_one(ContextPane).show(index, res, self.words, self.phrases)
         self.query_one(WhyPane).show(index, self.results, res)
-        self.refresh_bindings()
+        # The footer recomposes on every bindings refresh: only when the greyed actions change.
+        if (res is not None) != self._had_selection:
+            self._had_selection = res is not None
+            self.refresh_bindings()
 
     # -- actions ------------------------------------------------------------------------
     def action_focus_search(self) -> None:

@@ -1,0 +1,136 @@
+"""Event-loop stalls of the app on a large vault: while the index opens and while a user types.
+
+Run with ``python -m benchmarks.tui_lag [--vault DIR] [--queries N]``. The default vault is the
+10,000-note one that ``python -m benchmarks.speed`` generates (its stored index and vectors make
+the open a warm restart). The real app runs headless (``App.run_test``, 120x40, watcher on, the
+model loaded in the background as usual). A 10 ms interval timer runs on the app's event loop; the
+gap between two of its ticks is time in which the app could neither draw nor take a key. Queries
+are typed key by key, 80 ms apart, and each waits for its final results before the next.
+
+Reported per phase (opening, typing, idle): ticks, median / p99 / max gap and the count of gaps
+over 100 ms (a visible stall).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, percentile, write_json
+
+DEFAULT_VAULT = DEFAULT_OUT / "speed-vault-10000"
+STALL_MS = 100.0
+
+
+class Ticker:
+    """Gaps between the ticks of a 10 ms timer, filed under the current phase."""
+
+    def __init__(self) -> None:
+        self.phase = "opening"
+        self.gaps: dict[str, list[float]] = {}
+        self._last = time.perf_counter()
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        self.gaps.setdefault(self.phase, []).append((now - self._last) * 1000)
+        self._last = now
+
+    def report(self) -> dict[str, Any]:
+        out = {}
+        for phase, gaps in self.gaps.items():
+            out[phase] = {
+                "ticks": len(gaps),
+                "median_ms": round(statistics.median(gaps), 1),
+                "p99_ms": round(percentile(gaps, 99), 1),
+                "max_ms": round(max(gaps), 1),
+                "stalls_over_100ms": sum(g > STALL_MS for g in gaps),
+                "worst_ms": [round(g, 1) for g in sorted(gaps, reverse=True)[:5]],
+            }
+        return out
+
+
+async def _wait(pilot: Any, predicate: Any, timeout: float) -> bool:
+    deadline = time.perf_counter() + timeout
+    while not predicate():
+        if time.perf_counter() > deadline:
+            return False
+        await pilot.pause(0.05)
+    return True
+
+
+async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) -> dict[str, Any]:
+    """Run the app on `vault`, open, type `queries`; the ticker's report plus open timings."""
+    from explorer.config import load_settings
+    from explorer.tui.app import ExplorerApp
+    from explorer.tui.widgets.search_box import SearchBox
+
+    ticker = Ticker()
+    out: dict[str, Any] = {"vault": str(vault)}
+    with tempfile.TemporaryDirectory() as tmp:
+        app = ExplorerApp(vault, load_settings(vault), state_path=Path(tmp) / "state.json", watch=True)
+        t0 = time.perf_counter()
+        async with app.run_test(size=(120, 40)) as pilot:
+            app.set_interval(0.01, ticker.tick)
+            ok = await _wait(pilot, lambda: app.status.index == "ready", 300)
+            out["index_ready_s"] = round(time.perf_counter() - t0, 2) if ok else None
+            ok = await _wait(pilot, lambda: app.status.model == "ready", 300)
+            out["model_ready_s"] = round(time.perf_counter() - t0, 2) if ok else None
+            await pilot.pause(1.0)
+            ticker.phase = "typing"
+            screen = app.main_screen
+            box = screen.query_one(SearchBox)
+            box.focus()
+            latencies = []
+            for q in queries:
+                box.value = ""
+                for ch in q:
+                    await pilot.press(ch if ch != " " else "space")
+                    await asyncio.sleep(key_gap_s)
+                t = time.perf_counter() - key_gap_s  # since the last key
+                done = await _wait(pilot, lambda q=q: screen.results is not None and screen.results.query == q
+                                   and screen.stage == "full", 30)
+                latencies.append(round((time.perf_counter() - t) * 1000, 1) if done else None)
+            out["results_after_last_key_ms"] = latencies
+            ticker.phase = "idle"
+            await pilot.pause(2.0)
+            out["mode"] = dict(screen.results.mode) if screen.results is not None else {}
+    out["phases"] = ticker.report()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vault", type=Path, default=DEFAULT_VAULT)
+    parser.add_argument("--queries", type=int, default=12)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--tag", default="")
+    args = parser.parse_args(argv)
+    if not (args.vault / ".explorer").is_dir():
+        print(f"{args.vault} has no stored index: run `python -m benchmarks.speed --sizes 10000` first", file=sys.stderr)
+        return 2
+    offline_environment()
+    from benchmarks.speed import make_queries, vocabulary
+
+    queries = [q for q in make_queries(vocabulary(), args.queries * 3) if 2 <= len(q.split()) <= 4][: args.queries]
+    log(f"typing {len(queries)} queries into the app on {args.vault}")
+    report = asyncio.run(measure(args.vault, queries))
+    report["machine"] = machine()
+    rows = [[phase, r["ticks"], r["median_ms"], r["p99_ms"], r["max_ms"], r["stalls_over_100ms"], " ".join(map(str, r["worst_ms"]))]
+            for phase, r in report["phases"].items()]
+    print(markdown_table(["phase", "ticks", "gap median ms", "gap p99 ms", "gap max ms", "gaps > 100 ms", "worst gaps ms"], rows))
+    print(f"index ready {report.get('index_ready_s')} s, model ready {report.get('model_ready_s')} s; "
+          f"results after the last key (ms): {report.get('results_after_last_key_ms')}")
+    name = f"tui-lag{'-' + args.tag if args.tag else ''}.json"
+    write_json(args.out / name, report)
+    log(f"wrote {args.out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
