@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
@@ -19,6 +20,15 @@ for _name in [n for n in os.environ if n.startswith("EXPLORER_") and n != "EXPLO
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_VAULT = REPO / "sample_vault"
+
+
+def write_notes(root: Path, notes: Mapping[str, str]) -> Path:
+    """Write {vault-relative path: text} under `root` (folders made as needed); returns `root`."""
+    for rel, text in notes.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return root
 
 
 def copy_vault(src: Path, dst: Path) -> Path:

@@ -21,6 +21,7 @@ from explorer.index.classic import (
     run_mode,
 )
 from explorer.index.vault_index import VaultIndex
+from conftest import write_notes
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -42,17 +43,9 @@ NOTES = {
 OFF = {"index.embeddings": False}
 
 
-def write_vault(root: Path, notes: dict[str, str]) -> Path:
-    for rel, text in notes.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    return root
-
-
 @pytest.fixture()
 def vault(tmp_path: Path) -> Path:
-    return write_vault(tmp_path / "v", NOTES)
+    return write_notes(tmp_path / "v", NOTES)
 
 
 @pytest.fixture()

@@ -22,6 +22,7 @@ from explorer.context import (
 )
 from explorer.index.classic import run_mode
 from explorer.index.vault_index import VaultIndex
+from conftest import write_notes
 
 WALL = (
     "# Great Wall\n\n"
@@ -41,12 +42,7 @@ OFF = {"index.embeddings": False}
 
 @pytest.fixture()
 def vault(tmp_path: Path) -> Path:
-    root = tmp_path / "v"
-    for rel, text in NOTES.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    return root
+    return write_notes(tmp_path / "v", NOTES)
 
 
 @pytest.fixture()

@@ -31,6 +31,7 @@ from explorer.search.llm import (
     parse_terms_reply,
 )
 from explorer.search.pipeline import SearchPipeline
+from conftest import write_notes
 
 TIMEOUT = 0.5
 
@@ -69,12 +70,7 @@ def server():
 
 @pytest.fixture()
 def vault(tmp_path: Path) -> Path:
-    root = tmp_path / "v"
-    for rel, body in NOTES.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(body, encoding="utf-8")
-    return root
+    return write_notes(tmp_path / "v", NOTES)
 
 
 def llm_settings(base_url: str, **extra: Any) -> Settings:

@@ -16,6 +16,7 @@ from explorer.search.fusion import Ranking, rrf
 from explorer.search.pipeline import QueryError, SearchPipeline
 from explorer.search.query import parse_query
 from explorer.search.terms import clamp_terms, keyword_terms
+from conftest import write_notes
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,12 +31,7 @@ NOTES = {
 
 @pytest.fixture()
 def small(tmp_path: Path, embedder):
-    root = tmp_path / "v"
-    for rel, text in NOTES.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    index = VaultIndex(root, embedder=embedder)
+    index = VaultIndex(write_notes(tmp_path / "v", NOTES), embedder=embedder)
     index.open()
     index.embed_pending()
     yield index

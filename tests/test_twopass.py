@@ -14,6 +14,7 @@ from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import Analysis, SearchPipeline
 from explorer.search.schema import ContextShard, SearchResult, SearchResults
 from explorer.search.twopass import heuristic_analysis, merge_passes, repeats_query
+from conftest import write_notes
 
 GARDEN = {
     "Garden/plan.md": "# Garden plan\n\n## Tomatoes\n\nTomatoes want full sun and deep water.\n\n"
@@ -39,18 +40,10 @@ FILLER_TOPICS = [
 ]
 
 
-def write_vault(root: Path, notes: dict[str, str]) -> Path:
-    for rel, body in notes.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(body, encoding="utf-8")
-    return root
-
-
 @pytest.fixture()
 def garden(tmp_path: Path):
     settings = Settings().with_overrides({"index.embeddings": False, "rerank.enabled": False})
-    index = VaultIndex(write_vault(tmp_path / "v", GARDEN), settings)
+    index = VaultIndex(write_notes(tmp_path / "v", GARDEN), settings)
     index.open()
     yield index, settings
     index.close()
@@ -212,7 +205,7 @@ def kb_pipeline(request, tmp_path: Path):
     notes = dict(KNOWLEDGE)
     for name, body in FILLER_TOPICS:
         notes[f"Misc/{name}.md"] = f"# {name.title()}\n\n{body}"
-    root = write_vault(tmp_path / "kb", notes)
+    root = write_notes(tmp_path / "kb", notes)
     settings = Settings().with_overrides({"index.embeddings": request.param, "rerank.enabled": False})
     embedder = request.getfixturevalue("embedder") if request.param else None
     index = VaultIndex(root, settings, embedder=embedder)

@@ -20,6 +20,7 @@ from explorer.index.tokenize import tokenize
 from explorer.index.vault_index import BatchReport, VaultIndex
 from explorer.vault import scan as scan_mod
 from explorer.vault.watch import VAULT_MISSING, WATCHING, VaultWatcher, format_batch
+from conftest import write_notes
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
@@ -82,11 +83,7 @@ def watched(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
     def make(files: dict[str, str] | None = None, **kwargs) -> Harness:
         root = tmp_path / "vault"
         root.mkdir(exist_ok=True)
-        for rel, text in (files or {}).items():
-            p = root / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, encoding="utf-8")
-        h = Harness(root, **kwargs)
+        h = Harness(write_notes(root, files or {}), **kwargs)
         made.append(h)
         return h.start()
 
