@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -11,7 +10,7 @@ from typing import TextIO
 from explorer.config import Settings
 from explorer.context import ContextError, ContextWindow, context_for
 from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
-from explorer.render import mark
+from explorer.render import mark, print_json
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -39,8 +38,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     finally:
         index.close()
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
-        sys.stdout.write("\n")
+        print_json(result.to_dict())
         return 0
     print_find(result, color=sys.stdout.isatty())
     return 0
@@ -58,8 +56,7 @@ def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> in
     finally:
         index.close()
     if args.json:
-        json.dump(window.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
-        sys.stdout.write("\n")
+        print_json(window.to_dict())
         return 0
     print_context(window, color=sys.stdout.isatty())
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from explorer.config import ConfigError, Settings, load_settings
+from explorer.render import print_json, print_results
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent / "sample_vault"
 COMMANDS = ("search", "index", "find", "context", "watch", "stats")
@@ -199,10 +199,8 @@ def _cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> in
     finally:
         index.close()
     if args.json:
-        json.dump(results.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
-        sys.stdout.write("\n")
+        print_json(results.to_dict())
         return 0
-    from explorer.render import print_results
 
     print_results(results, explain=args.explain, color=sys.stdout.isatty())
     return 0
@@ -240,7 +238,7 @@ def _cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int
         out["model_error"] = index.model_error
     index.close()
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        print_json(out)
         return 0
     print(f"Indexed {vault}")
     print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
@@ -267,7 +265,7 @@ def _cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     }
     index.close()
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        print_json(out)
     else:
         for key, value in out.items():
             if key == "skipped":

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from explorer.search.schema import SearchResults
 
@@ -21,6 +22,13 @@ def mark(text: str, spans: list[tuple[int, int]], color: bool) -> str:
         pos = e
     out.append(text[pos:])
     return "".join(out)
+
+
+def print_json(data: Any, out: TextIO | None = None) -> None:
+    """`data` as indented UTF-8 JSON and a newline: the `--json` output of every command."""
+    out = out or sys.stdout
+    json.dump(data, out, ensure_ascii=False, indent=2)
+    out.write("\n")
 
 
 def print_results(results: SearchResults, explain: bool = False, color: bool = False, out: TextIO | None = None) -> None:
