@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from explorer.config import ConfigError, Settings, load_settings
 from explorer.render import print_json, print_results
+from explorer.text.safe import SafeStream, safe_text
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent / "sample_vault"
 COMMANDS = ("search", "index", "find", "context", "watch", "stats")
@@ -87,6 +89,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] not in COMMANDS:
         return _run_app(argv)
     args = build_parser().parse_args(argv)
+    with _safe_stdio():
+        return _run_command(args)
+
+
+@contextlib.contextmanager
+def _safe_stdio() -> Iterator[None]:
+    """stdout and stderr pass every write through the terminal sanitiser while a command runs."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(saved[0], allow_sgr=True), SafeStream(saved[1], allow_sgr=True)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return _dispatch(args)
     except ConfigError as exc:
@@ -240,17 +258,17 @@ def _cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     if args.json:
         print_json(out)
         return 0
-    print(f"Indexed {vault}")
+    print(f"Indexed {safe_text(vault)}")
     print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
     print(f"  shards  {out['shards']:>7}")
     print(f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]")
     if pending_before and not settings.index.embeddings:
         print("  embeddings are off (index.embeddings = false)")
     if index.model_error:
-        print(f"  model: {index.model_error}")
+        print(f"  model: {safe_text(index.model_error)}")
     print(f"  skipped {len(out['skipped']):>7}")
     for path, reason in out["skipped"].items():
-        print(f"    {path}: {reason}")
+        print(f"    {safe_text(path)}: {safe_text(reason)}")
     print(f"  time    {out['seconds']:>7.2f} s")
     return 0
 
@@ -271,9 +289,9 @@ def _cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int
             if key == "skipped":
                 print(f"{key}: {len(value)}")
                 for p, r in value.items():
-                    print(f"  {p}: {r}")
+                    print(f"  {safe_text(p)}: {safe_text(r)}")
             else:
-                print(f"{key}: {value}")
+                print(f"{key}: {safe_text(value)}")
     return 0
 
 
@@ -291,8 +309,10 @@ class _ProgressBar:
         self._last = now
         width = 30
         filled = int(width * done / total) if total else width
-        sys.stderr.write(f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        sys.stderr.flush()
+        # The carriage return is this bar's own: written past the sanitiser, the stage name is ours.
+        err = getattr(sys.stderr, "raw", sys.stderr)
+        err.write(f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        err.flush()
         self._shown = True
 
     def done(self) -> None:

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
+from explorer.text.safe import safe_text
 from explorer.tui.messages import (
     EditNote,
     IndexFailed,
@@ -145,6 +146,22 @@ class ExplorerApp(App[int]):
         error = save_state(self.state_path, self.ui_state)
         if error:
             self.notify(error, severity="warning", timeout=5)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notification of the app (screens and widgets delegate here) is plain text.
+
+        Messages carry file names, vault text and error details: they are never parsed as markup
+        (`markup` is ignored) and their control characters are made visible.
+        """
+        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
 
     def notify_any_thread(self, message: str) -> None:
         """A warning notification, from the UI thread or any other."""

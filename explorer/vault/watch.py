@@ -30,6 +30,7 @@ from watchdog.events import (
 )
 
 from explorer.config import Settings, VaultSettings
+from explorer.text.safe import safe_text
 from explorer.vault.scan import is_ignored, with_sidecar
 
 if TYPE_CHECKING:
@@ -787,12 +788,12 @@ def run_watch(vault: Path, settings: Settings) -> int:
     from explorer.index.vault_index import VaultIndex
 
     def out(line: str) -> None:
-        print(line, flush=True)
+        print(safe_text(line), flush=True)
 
     def err(line: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')}  error: {line}", file=sys.stderr, flush=True)
+        print(f"{time.strftime('%H:%M:%S')}  error: {safe_text(line)}", file=sys.stderr, flush=True)
 
-    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {m}", file=sys.stderr, flush=True))
+    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True))
     stop = threading.Event()
     watcher = VaultWatcher(
         index,
