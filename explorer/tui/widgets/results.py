@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from explorer.context import highlight_spans
+from explorer.index.context import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.safe import safe_text
 from explorer.tui.safe import plain, safe_content

@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from explorer.cli.render import mark, print_json
 from explorer.config import Settings
-from explorer.context import ContextError, ContextWindow, context_for
 from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
-from explorer.render import mark, print_json
+from explorer.index.context import ContextWindow
+from explorer.index.targets import ContextError, context_for
 from explorer.text.safe import safe_text
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
@@ -29,7 +30,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     for flag, value, least in (("-n", args.max_results, 1), ("--context-chars", args.context_chars, 0), ("--window", args.window, 1)):
         if value is not None and value < least:
             return _fail(f"{flag} must be {least} or more, got {value}")
-    from explorer.cli import open_index
+    from explorer.engine import open_index
 
     index, _ = open_index(vault, settings)
     try:
@@ -47,7 +48,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
 
 def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     """Print the window around a cursor in the note a node_id or path names."""
-    from explorer.cli import open_index
+    from explorer.engine import open_index
 
     index, _ = open_index(vault, settings)
     try:
