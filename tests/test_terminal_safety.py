@@ -174,7 +174,8 @@ def screen_output(app) -> str:
 def visible_text(output: str) -> str:
     """The output without Textual's own CSI (cursor, colour) and OSC 8 link sequences."""
     output = re.sub(r"\x1b\]8;[^\x1b]*\x1b\\", "", output)
-    return re.sub(r"\x1b\[[0-9;?<>]*[A-Za-z]", "\n", output)
+    output = re.sub(r"\x1b\[[0-9;:]*m", "", output)  # colour: text runs on
+    return re.sub(r"\x1b\[[0-9;?<>]*[A-Za-z]", "\n", output)  # cursor moves: a new line
 
 
 @sync
@@ -186,7 +187,7 @@ async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
 
     vault = hostile_vault(tmp_path / "vault")
     app = make_app(vault, None, tmp_path, settings=quiet_settings(**{"index.embeddings": False}))
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await settle(app, pilot)
         app.main_screen.query_one(VaultTree).display = True
         results = await search(app, pilot, "hamster")
@@ -197,7 +198,9 @@ async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
         assert_terminal_safe(out)
         text = visible_text(out)
         assert "^[]52;c;SGVsbG8=^G" in text and "<U+009B>31m" in text
-        assert "[red]markup[/red]" in text  # in the result snippet and the notification, not interpreted
+        assert "[red]markup[/red]" in text  # in the result snippet, not interpreted
+        assert "▌ T^[]0;pwned^G" in text  # the notification's title
+        assert "pwned^Gname.md says [red]markup[/red]" in text  # and its message, as plain text
         assert "evil^[]0;pwned^Gname" in text  # tree label and result path
 
         await pilot.press("w")  # the why-ranked tab

@@ -53,6 +53,8 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     }
     if index.model_error:
         out["model_error"] = index.model_error
+    warnings = index.warnings()
+    out["warnings"] = {p: list(w) for p, w in warnings.items()}
     index.close()
     if args.json:
         print_json(out)
@@ -68,6 +70,11 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     print(f"  skipped {len(out['skipped']):>7}")
     for path, reason in out["skipped"].items():
         print(f"    {safe_text(path)}: {safe_text(reason)}")
+    if warnings:
+        print(f"  warned  {len(warnings):>7}  (indexed, with a problem)")
+        for path, ws in warnings.items():
+            for w in ws:
+                print(f"    {safe_text(path)}: {safe_text(w)}")
     print(f"  time    {out['seconds']:>7.2f} s")
     return 0
 
@@ -81,7 +88,8 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     out = {
         "vault": str(vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
         "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
-        "skipped": dict(sorted(index.skipped.items())), "cache_dir": str(index.cache_dir),
+        "skipped": dict(sorted(index.skipped.items())),
+        "warnings": {p: list(w) for p, w in index.warnings().items()}, "cache_dir": str(index.cache_dir),
     }
     index.close()
     if args.json:
@@ -92,6 +100,11 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
                 print(f"{key}: {len(value)}")
                 for p, r in value.items():
                     print(f"  {safe_text(p)}: {safe_text(r)}")
+            elif key == "warnings":
+                print(f"indexed with warnings (truncated, frontmatter ignored): {len(value)}")
+                for p, ws in value.items():
+                    for w in ws:
+                        print(f"  {safe_text(p)}: {safe_text(w)}")
             else:
                 print(f"{key}: {safe_text(value)}")
     return 0

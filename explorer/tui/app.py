@@ -212,6 +212,7 @@ class ExplorerApp(App[int]):
         st = self.index.stats()
         self.status = replace(self.status, index="ready", notes=st.notes, shards=st.shards, stage="")
         self._to_main("index_ready")
+        self._report_problem_files()
         if self._watch:
             self._start_watcher()
         if self._load_model and self.settings.index.embeddings:
@@ -220,6 +221,18 @@ class ExplorerApp(App[int]):
             self.status = replace(self.status, model="off")
         elif self.index.model_state == "ready":
             self.status = replace(self.status, model="ready", runtime=self.index.runtime)
+
+    def _report_problem_files(self) -> None:
+        """One notification listing files left out or only partly indexed, with their reasons."""
+        skipped = dict(self.index.skipped)
+        warned = self.index.warnings()
+        if not skipped and not warned:
+            return
+        lines = [f"{path}: {reason}" for path, reason in sorted(skipped.items())]
+        lines += [f"{path}: {w}" for path, ws in warned.items() for w in ws]
+        shown = lines[:6] + ([f"… and {len(lines) - 6} more (explorer stats lists them all)"] if len(lines) > 6 else [])
+        title = f"{len(skipped)} file{'s' if len(skipped) != 1 else ''} skipped, {len(warned)} indexed with warnings"
+        self.notify("\n".join(shown), title=title, severity="warning", timeout=12)
 
     def on_index_failed(self, message: IndexFailed) -> None:
         """Say so; the app stays up."""
