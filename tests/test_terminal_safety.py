@@ -203,9 +203,11 @@ async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
         assert "pwned^Gname.md says [red]markup[/red]" in text  # and its message, as plain text
         assert "evil^[]0;pwned^Gname" in text  # tree label and result path
 
-        await pilot.press("w")  # the why-ranked tab
+        await pilot.press("f6")  # the why-ranked tab
         await settle(app, pilot)
-        assert_terminal_safe(screen_output(app))
+        out = screen_output(app)
+        assert_terminal_safe(out)
+        assert "fused" in visible_text(out)  # the tab really is shown
 
         app.post_message(OpenNote("Pets/evil.md"))
         await settle(app, pilot)
