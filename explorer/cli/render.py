@@ -43,18 +43,18 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
     mode = results.mode
     head = f'{len(results.results)} results for "{safe_text(results.query)}"'
-    if mode.get("browse"):
+    if mode.browse:
         head += " (filters only)"
-    elif not mode.get("dense", False):
-        head += f" — BM25 only ({mode.get('model_state', 'no model')})"
+    elif not mode.dense:
+        head += f" — BM25 only ({mode.model_state or 'no model'})"
     q = results.quality
     if q:
         head += f" — quality {q.level} ({q.score:.2f})"
     print(head, file=out)
     if results.search_terms_used:
         print(f"{d}terms: {safe_text(' | '.join(results.search_terms_used))}{r}", file=out)
-    if explain and results.stats.get("feedback_from"):
-        print(f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats['feedback_from']))}{r}", file=out)
+    if explain and results.stats.feedback_from:
+        print(f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats.feedback_from))}{r}", file=out)
     for w in results.warnings:
         print(f"warning: {safe_text(w)}", file=out)
     if results.advisory:
@@ -96,7 +96,7 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
                       f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
             if ex.rerank:
                 rr = ex.rerank
-                print(f"    rerank: {safe_text(rr)}", file=out)
+                print(f"    rerank: {safe_text(rr.to_dict())}", file=out)
     t = results.timings_ms
     if t:
         stages = ", ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")

@@ -75,7 +75,7 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     final_pos = next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
     if not rankings and not rankings2:
         mode = results.mode
-        what = "a classic tool search" if mode.get("classic") else "a filter-only listing" if mode.get("browse") else "this search"
+        what = "a classic tool search" if mode.classic else "a filter-only listing" if mode.browse else "this search"
         verdict = (f"Ranked #{final_pos}." if final_pos else "Not in the results.") + f" No ranking trace for {what}."
         return WhyNotReport(name, path, (), verdict)
 
@@ -122,20 +122,20 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
         moved = ""
         res = results.results[final_pos - 1]
         if res.explanation and res.explanation.rerank:
-            moved = f"; rerank {res.explanation.rerank}"
+            moved = f"; rerank {res.explanation.rerank.to_dict()}"
         verdict = f"It is in the results at #{final_pos}{moved}."
     elif results.early_return and "fact" in results.searched_sources and note is not None and note.source_type != "fact":
         verdict = "Knowledge-first returned early: only knowledge notes were searched, and this note is not one."
     elif not in_rankings:
         verdict = ("No shard of it matched any search term: not in any BM25 list, and not similar enough "
                    f"(cosine ≥ {settings.dense_threshold:.2f}) in any embedding list.")
-        if not results.mode.get("dense", False):
+        if not results.mode.dense:
             verdict += " Embeddings were not used for this search."
         if results.filters:
             verdict += f" The filters {results.filters} may exclude it."
     elif entry_rank is not None and entry_rank > k:
         verdict = f"Retrieved, but fused to entry #{entry_rank}: the list keeps the top {k}."
-    elif results.rerank.get("applied"):
+    elif results.rerank is not None and results.rerank.applied:
         verdict = f"Fused to entry #{entry_rank}, then pushed out of the top {k} by reranking."
     else:
         verdict = "Retrieved only in the second pass, where it did not make the cut." if rankings2 else \

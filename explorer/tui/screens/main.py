@@ -95,7 +95,7 @@ class MainScreen(Screen):
 
     def model_ready(self) -> None:
         """Embeddings became available: upgrade the shown results to hybrid."""
-        if self.query_text and self.results is not None and not self.results.mode.get("dense"):
+        if self.query_text and self.results is not None and not self.results.mode.dense:
             self.run_search(self.query_text)
 
     def index_changed(self, paths: tuple[str, ...]) -> None:

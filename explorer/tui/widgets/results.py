@@ -42,8 +42,8 @@ def badges(res: SearchResult) -> list[tuple[str, str]]:
         out.append((f"always: {res.reason}" if res.reason else "always-include", "$text-success"))
     rr = res.explanation.rerank if res.explanation else None
     if rr:
-        before, after = rr.get("rank_before"), rr.get("rank_after")
-        if isinstance(before, int) and isinstance(after, int) and before != after:
+        before, after = rr.rank_before, rr.rank_after
+        if before != after:
             arrow = "↑" if after < before else "↓"
             out.append((f"rerank {arrow}{abs(before - after)}", "$text-accent"))
     out.append((res.source_type, "$text-muted"))
@@ -193,14 +193,14 @@ class ResultsSummary(Static):
                 parts.append((f"quality {q.level}", f"bold {style}"))
                 parts.append(f" ({q.score:.2f}) · ")
             parts.append(f"{n} result{'s' if n != 1 else ''}")
-            if mode.get("classic"):
-                parts.append(f" · {mode['classic']} tool")
-            elif mode.get("browse"):
+            if mode.classic:
+                parts.append(f" · {mode.classic} tool")
+            elif mode.browse:
                 parts.append(" · filters only")
             elif stage == "lexical":
                 parts.append(" · BM25, refining…" if not final else " · BM25 only")
             else:
-                parts.append(" · hybrid" if mode.get("dense") else " · BM25 only")
+                parts.append(" · hybrid" if mode.dense else " · BM25 only")
                 if len(results.passes) > 1:
                     parts.append(" · 2 passes")
                 if results.early_return:
