@@ -236,10 +236,13 @@ def _cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     }
     if index.model_error:
         out["model_error"] = index.model_error
+    if index.save_fault:
+        out["not_saved"] = index.save_fault
     index.close()
+    status = 1 if index.save_fault else 0
     if args.json:
         print_json(out)
-        return 0
+        return status
     print(f"Indexed {vault}")
     print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
     print(f"  shards  {out['shards']:>7}")
@@ -252,7 +255,7 @@ def _cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     for path, reason in out["skipped"].items():
         print(f"    {path}: {reason}")
     print(f"  time    {out['seconds']:>7.2f} s")
-    return 0
+    return status
 
 
 def _cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:

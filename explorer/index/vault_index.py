@@ -18,7 +18,7 @@ from explorer.config import Settings, cache_dir_for
 from explorer.index.dense import DenseIndex
 from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 from explorer.index.lexical import BM25Index
-from explorer.index.store import FileState, NoteRecord, Store
+from explorer.index.store import FileState, NoteRecord, Store, StoreError, classify, describe, user_cache_dir
 from explorer.index.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
@@ -111,9 +111,115 @@ class VaultIndex:
         self._links: LinkGraph | None = None
         self._links_version = -1
         self._classic: ClassicIndex | None = None
-        self.store = Store(self.cache_dir)
-        for msg in self.store.messages:
-            self.on_message(msg)
+        self._fault = ""
+        self.store = self._open_store()
+        self._relay()
+
+    # -- the store and its faults ---------------------------------------------------------
+    @property
+    def save_fault(self) -> str:
+        """'' while the store takes every write; 'full' or 'readonly' while writes fail."""
+        return self._fault
+
+    def _open_store(self) -> Store:
+        """The store in the index folder.
+
+        When that folder takes no writes (read-only, or the disk is full) the saved index is used
+        as it is and changes stay in memory; with no usable saved index, a read-only folder falls
+        back to the user cache folder, and failing that, to memory. One line says which.
+        """
+        try:
+            return Store(self.cache_dir)
+        except (StoreError, OSError) as exc:
+            kind = classify(exc)
+            if kind not in ("full", "readonly"):
+                raise
+        wanted = self.cache_dir
+        what = "disk full" if kind == "full" else f"{wanted} is read-only"
+        self._fault = kind
+        if (wanted / "index.sqlite").is_file():
+            try:
+                store = Store(wanted, frozen=kind)
+                self.on_message(f"{what}: searching the saved index as it is; changes are kept in memory for this run")
+                return store
+            except (StoreError, OSError):
+                pass
+        if kind == "readonly":
+            fallback = user_cache_dir(self.root)
+            try:
+                store = Store(fallback)
+                self.cache_dir = fallback
+                self._fault = ""
+                self.on_message(f"{what}: keeping the index in {fallback}")
+                return store
+            except (StoreError, OSError) as exc:
+                if classify(exc) not in ("full", "readonly"):
+                    raise
+        self._fault = ""
+        self.on_message(f"{what}: keeping the index in memory for this run")
+        return Store(None, memory=True)
+
+    def _relay(self) -> None:
+        """Pass the store's one-line messages on."""
+        while self.store.messages:
+            self.on_message(self.store.messages.pop(0))
+
+    def _store_fault(self, exc: StoreError) -> None:
+        """Answer a store fault: rebuild a damaged store from memory; report a full or read-only one once."""
+        if exc.kind == "damaged":
+            with self.lock:
+                self._reset_store(f"index damaged ({exc.detail})")
+                self._write_all()
+            return
+        if self._fault != exc.kind:
+            self.on_message(describe(exc.kind, exc.detail))
+        self._fault = exc.kind
+
+    def _reset_store(self, why: str) -> None:
+        """Start the store again after damage (a store that takes no writes is replaced by memory)."""
+        if self.store.frozen:
+            self.on_message(f"{why}: keeping the index in memory for this run")
+            self.store = Store(None, memory=True)
+        else:
+            self.store.reset(why)
+            self._fault = ""
+        self._relay()
+
+    def _save(self, write: Callable[[], None]) -> bool:
+        """Run one store write; a fault is answered by `_store_fault` and False returned."""
+        try:
+            write()
+        except StoreError as exc:
+            self._store_fault(exc)
+            return False
+        if self._fault:
+            self.on_message("the index is being saved again")
+            self._fault = ""
+        return True
+
+    def _write_all(self) -> None:
+        """Write the whole in-memory index (notes, skips, vectors) into the current store."""
+        records = [
+            NoteRecord(path, self._states[path], note,
+                       tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
+                       tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())))
+            for path, note in self.notes.items()
+            if path in self._states
+        ]
+        skips = [(p, r, self._states[p].mtime_ns, self._states[p].size) for p, r in self.skipped.items() if p in self._states]
+        vectors: dict[str, np.ndarray] = {}
+        for sh in self.shards.values():
+            vec = self.dense.vector(sh.node_id)
+            if vec is not None:
+                vectors[sh.hash] = vec
+        try:
+            self.store.apply(notes=records, skipped=skips)
+            if vectors:
+                self.store.put_vectors(self.model_id, vectors)
+        except StoreError as exc:
+            if exc.kind == "damaged":
+                raise
+            self._store_fault(exc)
 
     # -- opening and refreshing ---------------------------------------------------------
     def open(self, progress: Progress | None = None) -> BatchReport:
@@ -133,20 +239,44 @@ class VaultIndex:
 
     def _open(self, progress: Progress | None) -> BatchReport:
         t0 = time.perf_counter()
-        records = list(self.store.load_notes())
+        try:
+            records = list(self.store.load_notes())
+            skipped = self.store.skipped()
+            stored_states = self.store.file_states()
+        except StoreError as exc:
+            # Damage met while reading: move the file aside, start again from the vault.
+            if exc.kind == "damaged":
+                self._reset_store(f"index damaged ({exc.detail})")
+            else:
+                self.on_message(describe(exc.kind, exc.detail))
+            records, skipped, stored_states = [], {}, {}
+        self._relay()
         with self.lock:
             for rec in records:
                 self._install(rec.note, list(rec.shards), rec.state, rec.counts)
-            self.skipped = self.store.skipped()
+            self.skipped = skipped
             for path in self.skipped:
                 self._states.setdefault(path, FileState(0, 0, ""))
-            stored_states = self.store.file_states()
             self._states.update(stored_states)
             self._load_vectors(list(self.shards.values()))
             self.version += 1
         report = self.refresh(progress=progress)
+        self._prune_if_worth_it()
         report.ms = (time.perf_counter() - t0) * 1000
         return report
+
+    def _prune_if_worth_it(self) -> None:
+        """Compact the vector cache when a quarter or more of its rows serve no current shard."""
+        if self.model_state == "off":
+            return
+        try:
+            rows = self.store.vector_rows(self.model_id)
+        except StoreError:
+            return
+        with self.lock:
+            live = len({s.hash for s in self.shards.values()})
+        if rows > live * 4 // 3:
+            self.prune_vectors()
 
     def refresh(
         self,
@@ -240,30 +370,24 @@ class VaultIndex:
         and created again): without this, later writes would go to an unlinked database.
         """
         with self.lock:
-            records = [
-                NoteRecord(path, self._states[path], note,
-                           tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
-                           tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())))
-                for path, note in self.notes.items()
-                if path in self._states
-            ]
-            skips = [(p, r, self._states[p].mtime_ns, self._states[p].size) for p, r in self.skipped.items() if p in self._states]
-            vectors: dict[str, np.ndarray] = {}
-            for s in self.shards.values():
-                vec = self.dense.vector(s.node_id)
-                if vec is not None:
-                    vectors[s.hash] = vec
             old = self.store
-            self.store = Store(self.cache_dir)
-            for msg in self.store.messages:
-                self.on_message(msg)
-            self.store.apply(notes=records, skipped=skips)
-            if vectors:
-                self.store.put_vectors(self.model_id, vectors)
+            self.store = self._open_store()
+            self._relay()
+            self._write_all()
         try:
             old.close()
         except Exception:  # noqa: BLE001 - the old file is gone; closing it may fail harmlessly
             pass
+
+    def prune_vectors(self) -> int:
+        """Drop cached vectors that no current shard uses (of the current model); returns how many."""
+        with self.lock:
+            keep = {s.hash for s in self.shards.values()}
+        try:
+            return self.store.prune_vectors(self.model_id, keep)
+        except StoreError as exc:
+            self._store_fault(exc)
+            return 0
 
     def _apply(
         self,
@@ -280,7 +404,7 @@ class VaultIndex:
             NoteRecord(n.path, FileState(f.mtime_ns, f.size, d), n, tuple(s), tuple(Counter(tokenize(x.search_text)) for x in s))
             for f, d, n, s in parsed
         ]
-        self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched)
+        saved = self._save(lambda: self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched))
         with self.lock:
             for path in gone:
                 report.shards_removed += self._uninstall(path)
@@ -315,6 +439,10 @@ class VaultIndex:
                 self.skipped.update(folder_skips)
             self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
             self.version += 1
+        if not saved and self._fault == "" and self.store is not None:
+            # The damaged store was rebuilt from memory, which now holds this batch too.
+            with self.lock:
+                self._write_all()
 
     def _install(
         self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None
@@ -348,7 +476,12 @@ class VaultIndex:
     def _load_vectors(self, shards: list[Shard]) -> None:
         if not shards or self.model_state == "off":
             return
-        cached = self.store.get_vectors(self.model_id, {s.hash for s in shards})
+        try:
+            cached = self.store.get_vectors(self.model_id, {s.hash for s in shards})
+        except StoreError as exc:
+            self._store_fault(exc)
+            cached = {}
+        self._relay()
         keys, vecs = [], []
         for s in shards:
             vec = cached.get(s.hash)
@@ -419,7 +552,7 @@ class VaultIndex:
             chunk = hashes[i:i + step]
             texts = [by_hash[h][0].search_text for h in chunk]
             vecs = emb.encode(texts, batch_size=size)
-            self.store.put_vectors(self.model_id, dict(zip(chunk, vecs)))
+            self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
                 for h, vec in zip(chunk, vecs):
                     for s in by_hash[h]:
