@@ -51,7 +51,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS notes (
     path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
-    hash TEXT NOT NULL, data BLOB NOT NULL);
+    hash TEXT NOT NULL, data BLOB NOT NULL, counts BLOB);
 CREATE TABLE IF NOT EXISTS skipped (
     path TEXT PRIMARY KEY, reason TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS vec_files (
@@ -256,7 +256,8 @@ class Store:
         if self.memory:
             return
         named = {f for (f,) in conn.execute("SELECT file FROM vec_files")}
-        for p in self.directory.glob("vectors-*.f32"):
+        named.update(v for (v,) in conn.execute("SELECT value FROM meta WHERE key='segment'"))
+        for p in [*self.directory.glob("vectors-*.f32"), *self.directory.glob("bm25-*.seg")]:
             if p.name not in named:
                 try:
                     p.unlink()
@@ -378,6 +379,76 @@ class Store:
             except StoreError:
                 pass
 
+    def load_counts(self, paths: Iterable[str] | None = None) -> dict[str, tuple[dict[str, int], ...]]:
+        """Stored BM25 term counts of each shard of these notes (all when None); unreadable ones are left out."""
+        with self._lock, _faults():
+            if paths is None:
+                rows = self._conn.execute("SELECT path, counts FROM notes").fetchall()
+            else:
+                wanted = list(paths)
+                rows = []
+                if len(wanted) > 2000:
+                    keep = set(wanted)
+                    rows = [r for r in self._conn.execute("SELECT path, counts FROM notes") if r[0] in keep]
+                else:
+                    for i in range(0, len(wanted), 900):
+                        chunk = wanted[i:i + 900]
+                        rows.extend(self._conn.execute(
+                            f"SELECT path, counts FROM notes WHERE path IN ({','.join('?' * len(chunk))})", chunk))
+        out: dict[str, tuple[dict[str, int], ...]] = {}
+        for path, blob in rows:
+            if blob is None:
+                continue
+            try:
+                counts = msgpack.unpackb(blob, raw=False, use_list=True)
+            except Exception:  # noqa: BLE001 - recomputed from the shard text instead
+                continue
+            if isinstance(counts, list) and all(isinstance(c, dict) for c in counts):
+                out[path] = tuple(counts)
+        return out
+
+    # -- the lexical segment -----------------------------------------------------------------
+    def save_segment(self, notes: list[tuple[str, str]], note_ptr: np.ndarray, keys: list[str], vocab: list[str],
+                     arrays: dict[str, np.ndarray]) -> None:
+        """Save the BM25 index as one segment file: it lets the next open skip rebuilding postings.
+
+        Args:
+            notes: (path, content hash) of each note the segment covers, in document order.
+            note_ptr: Documents of note i are `note_ptr[i]:note_ptr[i+1]`.
+            keys: Document keys (shard node_ids).
+            vocab: Terms.
+            arrays: `BM25Index.export` arrays.
+        """
+        if self.memory:
+            return
+        self._refuse()
+        with self._lock, _faults():
+            old = self._conn.execute("SELECT value FROM meta WHERE key='segment'").fetchone()
+            gen = _generation(old[0]) + 1 if old else 1
+            name = f"bm25-{gen}.seg"
+            _write_arrays(self.directory / name, dict(arrays, note_ptr=np.asarray(note_ptr, dtype=np.int64)), {
+                "note_path": [p for p, _h in notes], "note_hash": [h for _p, h in notes], "keys": keys, "vocab": vocab})
+            with _transaction(self._conn):
+                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('segment', ?)", (name,))
+            if old and old[0] != name:
+                (self.directory / old[0]).unlink(missing_ok=True)
+
+    def load_segment(self) -> tuple[dict[str, np.ndarray], dict[str, list[str]]] | None:
+        """(arrays, strings) of the saved segment, or None when there is none or it does not check out."""
+        if self.memory:
+            return None
+        with self._lock, _faults():
+            row = self._conn.execute("SELECT value FROM meta WHERE key='segment'").fetchone()
+        if row is None:
+            return None
+        try:
+            arrays, strings = _read_arrays(self.directory / row[0])
+            _check_segment(arrays, strings)
+        except (OSError, ValueError, KeyError) as exc:
+            self.messages.append(f"the saved lexical segment is unusable ({one_line(exc, 80)}): rebuilding it")
+            return None
+        return arrays, strings
+
     def skipped(self) -> dict[str, str]:
         """Path -> reason of files left out."""
         with self._lock, _faults():
@@ -402,14 +473,16 @@ class Store:
             StoreError: the batch was not written (nothing of it is; the previous state stays).
         """
         self._refuse()
-        rows = [(rec.path, rec.state.mtime_ns, rec.state.size, rec.state.hash, encode_record(rec)) for rec in notes]
+        rows = [(rec.path, rec.state.mtime_ns, rec.state.size, rec.state.hash, encode_record(rec),
+                 msgpack.packb([dict(c) for c in rec.counts], use_bin_type=True) if rec.counts is not None else None)
+                for rec in notes]
         with self._lock, _faults(), _transaction(self._conn):
             for path in removed:
                 self._conn.execute("DELETE FROM notes WHERE path=?", (path,))
                 self._conn.execute("DELETE FROM skipped WHERE path=?", (path,))
             for row in rows:
                 self._conn.execute("DELETE FROM skipped WHERE path=?", (row[0],))
-                self._conn.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)", row)
+                self._conn.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?, ?)", row)
             for path, reason, mtime, size in skipped:
                 self._conn.execute("DELETE FROM notes WHERE path=?", (path,))
                 self._conn.execute("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", (path, reason, mtime, size))
@@ -436,6 +509,51 @@ class Store:
             cached = self._maps[file]
         m = cached[1]
         return memoryview(m) if m is not None else memoryview(b"")
+
+    def get_matrix(self, model: str, hashes: list[str]) -> tuple[list[str], np.ndarray]:
+        """(hashes found, their vectors as the rows of one float32 matrix): `get_vectors` without a dict per row."""
+        found, mat = [], None
+        with self._lock:
+            rows, vf = self._lookup(model, hashes)
+            if rows:
+                file, dim, _n = vf
+                top = max(r for _h, r, _c in rows) + 1
+                buf = self._map(file, top * dim * 4)
+                width = dim * 4
+                good_rows, bad = [], []
+                for h, row, crc in rows:
+                    if row >= 0 and zlib.crc32(buf[row * width:(row + 1) * width]) == crc:
+                        found.append(h)
+                        good_rows.append(row)
+                    else:
+                        bad.append(h)
+                whole = np.frombuffer(buf, dtype="<f4", count=top * dim).reshape(top, dim)
+                mat = whole[np.asarray(good_rows, dtype=np.int64)].astype(np.float32)
+                if bad:
+                    self._drop_rows(model, bad)
+        return found, mat if mat is not None else np.zeros((0, 0), dtype=np.float32)
+
+    def _lookup(self, model: str, wanted: list[str]) -> tuple[list[tuple[str, int, int]], tuple[str, int, int] | None]:
+        """Catalogue rows (hash, row, crc) of the wanted hashes, and the model's (file, dim, rows)."""
+        with self._lock, _faults():
+            self._conn.execute("BEGIN")
+            try:
+                vf = self._vector_file(model)
+                if vf is None or not wanted:
+                    return [], vf
+                if len(wanted) > 2000:
+                    keep = set(wanted)
+                    return [r for r in self._conn.execute("SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,))
+                            if r[0] in keep], vf
+                rows: list[tuple[str, int, int]] = []
+                for i in range(0, len(wanted), 900):
+                    chunk = wanted[i:i + 900]
+                    marks = ",".join("?" * len(chunk))
+                    rows.extend(self._conn.execute(
+                        f"SELECT hash, row, crc FROM vec_rows WHERE model=? AND hash IN ({marks})", (model, *chunk)))
+                return rows, vf
+            finally:
+                self._conn.execute("COMMIT")
 
     def get_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors of these shard hashes for `model` (copies; rows failing their CRC are left out)."""
@@ -657,7 +775,7 @@ def _vector_file_name(model: str, gen: int) -> str:
 
 
 def _generation(file: str) -> int:
-    m = re.search(r"-(\d+)\.f32$", file)
+    m = re.search(r"-(\d+)\.(f32|seg)$", file)
     return int(m.group(1)) if m else 0
 
 
@@ -685,6 +803,101 @@ def _read_rows(path: Path, dim: int, rows: list[tuple[str, int, int]]) -> dict[s
         data = fh.read()
     good, _bad = _check_rows(memoryview(data), dim, rows)
     return good
+
+
+# -- array files: a JSON header and raw little-endian arrays ----------------------------------
+_MAGIC = b"EXPLARR1"
+_DTYPES = {"<i4", "<i8", "<f8", "<f4", "|u1"}
+
+
+def _write_arrays(path: Path, arrays: dict[str, np.ndarray], strings: dict[str, list[str]]) -> None:
+    """Write arrays and string lists to `path` (via a temporary file, flushed, then renamed)."""
+    import json
+
+    parts: list[tuple[str, np.ndarray]] = []
+    for name, arr in arrays.items():
+        parts.append((name, np.ascontiguousarray(arr).astype(np.asarray(arr).dtype.newbyteorder("<"), copy=False)))
+    for name, items in strings.items():
+        joined = "".join(items)
+        offsets = np.zeros(len(items) + 1, dtype="<i8")
+        np.cumsum([len(x) for x in items], out=offsets[1:])
+        parts.append((f"{name}.text", np.frombuffer(joined.encode("utf-8"), dtype="|u1")))
+        parts.append((f"{name}.off", offsets))
+    header: dict[str, Any] = {"arrays": {}, "strings": sorted(strings)}
+    offset = 0
+    for name, arr in parts:
+        header["arrays"][name] = [arr.dtype.str, list(arr.shape), offset, zlib.crc32(memoryview(arr).cast("B"))]
+        offset += (arr.nbytes + 7) // 8 * 8
+    head = json.dumps(header).encode()
+    start = (len(_MAGIC) + 8 + len(head) + 7) // 8 * 8
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(_MAGIC + len(head).to_bytes(8, "little") + head)
+        fh.write(b"\0" * (start - fh.tell()))
+        for _name, arr in parts:
+            fh.write(arr.tobytes())
+            fh.write(b"\0" * ((arr.nbytes + 7) // 8 * 8 - arr.nbytes))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """Arrays of a file written by `_write_arrays`, as read-only views of a memory map."""
+    import json
+
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < len(_MAGIC) + 8:
+            raise ValueError("file too short")
+        m = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+    if m[:len(_MAGIC)] != _MAGIC:
+        raise ValueError("not an array file")
+    n = int.from_bytes(m[len(_MAGIC):len(_MAGIC) + 8], "little")
+    if n > size:
+        raise ValueError("header runs past the end")
+    header = json.loads(m[len(_MAGIC) + 8:len(_MAGIC) + 8 + n].decode("utf-8"))
+    start = (len(_MAGIC) + 8 + n + 7) // 8 * 8
+    arrays: dict[str, np.ndarray] = {}
+    for name, (dtype, shape, offset, crc) in header["arrays"].items():
+        if dtype not in _DTYPES or not all(isinstance(x, int) and x >= 0 for x in [*shape, offset]):
+            raise ValueError(f"array {name}: bad description")
+        count = int(np.prod(shape)) if shape else 1
+        nbytes = count * np.dtype(dtype).itemsize
+        if start + offset + nbytes > size:
+            raise ValueError(f"array {name} runs past the end")
+        arr = np.frombuffer(m, dtype=dtype, count=count, offset=start + offset).reshape(shape)
+        if zlib.crc32(memoryview(arr).cast("B")) != crc:
+            raise ValueError(f"array {name} fails its checksum")
+        arrays[name] = arr
+    strings: dict[str, list[str]] = {}
+    for name in header["strings"]:
+        text = arrays.pop(f"{name}.text").tobytes().decode("utf-8")
+        off = arrays.pop(f"{name}.off").tolist()
+        if off and (off[0] != 0 or off[-1] != len(text)):
+            raise ValueError(f"strings {name}: offsets do not match the text")
+        strings[name] = [text[a:b] for a, b in zip(off, off[1:])]
+    return arrays, strings
+
+
+def _check_segment(arrays: dict[str, np.ndarray], strings: dict[str, list[str]]) -> None:
+    """Raise ValueError unless the segment's arrays are consistent (sizes, monotone pointers, ids in range)."""
+    d, v, n = len(strings["keys"]), len(strings["vocab"]), len(strings["note_path"])
+    p = len(arrays["post_doc"])
+    checks = [
+        len(arrays["doc_len"]) == d, len(arrays["post_ptr"]) == v + 1, len(arrays["doc_ptr"]) == d + 1,
+        len(arrays["note_ptr"]) == n + 1, len(strings["note_hash"]) == n,
+        len(arrays["post_tf"]) == p == len(arrays["fwd_term"]) == len(arrays["fwd_tf"]),
+    ]
+    if not all(checks):
+        raise ValueError("segment sizes disagree")
+    for name, end in (("post_ptr", p), ("doc_ptr", p), ("note_ptr", d)):
+        ptr = arrays[name]
+        if ptr[0] != 0 or ptr[-1] != end or (np.diff(ptr) < 0).any():
+            raise ValueError(f"segment {name} is not a pointer array")
+    if p and (arrays["post_doc"].min() < 0 or arrays["post_doc"].max() >= d or arrays["fwd_term"].min() < 0
+              or arrays["fwd_term"].max() >= v or arrays["post_tf"].min() < 1):
+        raise ValueError("segment ids out of range")
 
 
 # -- note records: msgpack of plain values ----------------------------------------------------
@@ -731,8 +944,7 @@ def encode_record(rec: NoteRecord) -> bytes:
         [[x.target, x.heading, x.block, x.alias, x.embed, x.start, x.end] for x in n.links],
         [[t.name, t.start, t.end] for t in n.tags],
         [[b.id, b.start, b.end] for b in n.blocks],
-        n.source_type, n.metadata, list(n.warnings), shards,
-        [dict(c) for c in rec.counts] if rec.counts is not None else None,
+        n.source_type, n.metadata, list(n.warnings), shards, None,
     ]
     return msgpack.packb(doc, default=_encode_ext, use_bin_type=True)
 

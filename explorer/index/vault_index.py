@@ -243,27 +243,77 @@ class VaultIndex:
             records = list(self.store.load_notes())
             skipped = self.store.skipped()
             stored_states = self.store.file_states()
+            covered = self._load_segment(records)
+            counts = self.store.load_counts([r.path for r in records if r.path not in covered]) if len(covered) < len(records) else {}
         except StoreError as exc:
             # Damage met while reading: move the file aside, start again from the vault.
             if exc.kind == "damaged":
                 self._reset_store(f"index damaged ({exc.detail})")
             else:
                 self.on_message(describe(exc.kind, exc.detail))
-            records, skipped, stored_states = [], {}, {}
+            records, skipped, stored_states, covered, counts = [], {}, {}, set(), {}
+            self.bm25 = BM25Index(self.bm25.k1, self.bm25.b, self.bm25.epsilon)
         self._relay()
         with self.lock:
             for rec in records:
-                self._install(rec.note, list(rec.shards), rec.state, rec.counts)
+                if rec.path in covered:
+                    self._install(rec.note, list(rec.shards), rec.state, lexical=False)
+                else:
+                    self._install(rec.note, list(rec.shards), rec.state, counts.get(rec.path))
             self.skipped = skipped
             for path in self.skipped:
                 self._states.setdefault(path, FileState(0, 0, ""))
             self._states.update(stored_states)
             self._load_vectors(list(self.shards.values()))
             self.version += 1
+        uncovered = len(records) - len(covered)
         report = self.refresh(progress=progress)
+        changed = uncovered + len(report.added) + len(report.changed) + len(report.removed)
+        if changed and changed * 10 >= max(len(self.notes), 1):
+            self.save_segment()
         self._prune_if_worth_it()
         report.ms = (time.perf_counter() - t0) * 1000
         return report
+
+    def _load_segment(self, records: list[NoteRecord]) -> set[str]:
+        """Load the saved BM25 segment into the (empty) lexical index; returns the paths it covers.
+
+        A note is covered when its stored content hash and shard ids equal the segment's; the
+        segment's other documents are removed again, and uncovered notes get their stored counts.
+        """
+        loaded = self.store.load_segment()
+        if loaded is None:
+            return set()
+        arrays, strings = loaded
+        by_path = {r.path: r for r in records}
+        keys = strings["keys"]
+        note_ptr = arrays["note_ptr"].tolist()
+        covered: set[str] = set()
+        stale: list[str] = []
+        for i, (path, h) in enumerate(zip(strings["note_path"], strings["note_hash"])):
+            ids = keys[note_ptr[i]:note_ptr[i + 1]]
+            rec = by_path.get(path)
+            if rec is not None and rec.state.hash == h and len(ids) == len(rec.shards) and \
+                    all(k == s.node_id for k, s in zip(ids, rec.shards)):
+                covered.add(path)
+            else:
+                stale.extend(ids)
+        self.bm25.load_base(keys, strings["vocab"], arrays)
+        for key in stale:
+            self.bm25.remove(key)
+        return covered
+
+    def save_segment(self) -> None:
+        """Save the lexical index as one segment so that the next open loads arrays instead of rebuilding postings."""
+        with self.lock:
+            notes = [(p, self._states[p].hash) for p in self.notes if p in self._states]
+            keys: list[str] = []
+            ptr = [0]
+            for path, _h in notes:
+                keys.extend(self.shards_by_path.get(path, ()))
+                ptr.append(len(keys))
+            vocab, arrays = self.bm25.export(keys)
+        self._save(lambda: self.store.save_segment(notes, np.asarray(ptr), keys, vocab, arrays))
 
     def _prune_if_worth_it(self) -> None:
         """Compact the vector cache when a quarter or more of its rows serve no current shard."""
@@ -445,16 +495,19 @@ class VaultIndex:
                 self._write_all()
 
     def _install(
-        self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None
+        self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None,
+        lexical: bool = True,
     ) -> list[Shard]:
+        """Add a note and its shards; `lexical=False` when the BM25 index already holds them (a loaded segment)."""
         self.notes[note.path] = note
         self._states[note.path] = state
         ids = []
-        if counts is None or len(counts) != len(shards):
+        if lexical and (counts is None or len(counts) != len(shards)):
             counts = tuple(Counter(tokenize(s.search_text)) for s in shards)
-        for s, c in zip(shards, counts):
+        for i, s in enumerate(shards):
             self.shards[s.node_id] = s
-            self.bm25.add_counts(s.node_id, c)
+            if lexical:
+                self.bm25.add_counts(s.node_id, counts[i])
             ids.append(s.node_id)
         self.shards_by_path[note.path] = ids
         return shards
@@ -477,19 +530,22 @@ class VaultIndex:
         if not shards or self.model_state == "off":
             return
         try:
-            cached = self.store.get_vectors(self.model_id, {s.hash for s in shards})
+            found, mat = self.store.get_matrix(self.model_id, list({s.hash for s in shards}))
         except StoreError as exc:
             self._store_fault(exc)
-            cached = {}
+            found, mat = [], np.zeros((0, 0), dtype=np.float32)
         self._relay()
-        keys, vecs = [], []
+        if not found or mat.shape[1] != self.dense.dim:
+            return
+        row_of = {h: i for i, h in enumerate(found)}
+        keys, rows = [], []
         for s in shards:
-            vec = cached.get(s.hash)
-            if vec is not None and vec.shape[0] == self.dense.dim:
+            i = row_of.get(s.hash)
+            if i is not None:
                 keys.append(s.node_id)
-                vecs.append(vec)
+                rows.append(i)
         if keys:
-            self.dense.set_many(keys, np.stack(vecs))
+            self.dense.set_many(keys, mat[np.asarray(rows, dtype=np.int64)])
 
     # -- embedding ------------------------------------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
