@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from llm_server import FakeLLMServer, error, text
 
-from explorer.config import LLMSettings, Settings
+from explorer.config import LLMSettings, RerankSettings, Settings
 from explorer.search.rerank import (
     HIGH_GAP,
     INSUFFICIENT,
@@ -26,7 +26,6 @@ from explorer.search.rerank import (
     RerankBackend,
     RerankBackendError,
     RerankCancelled,
-    RerankConfig,
     VectorCache,
     blend_score,
     build_reranker,
@@ -108,7 +107,7 @@ def paths(results: Sequence[SearchResult]) -> list[str]:
 
 
 def reranker(backend: Any, **cfg: Any) -> MultiPassReranker:
-    return MultiPassReranker(backend, RerankConfig(**cfg))
+    return MultiPassReranker(backend, RerankSettings(**cfg))
 
 
 # -- early exit: a pure function -------------------------------------------------------------------------
@@ -385,7 +384,7 @@ def test_a_gate_can_skip_reranking() -> None:
 
 def test_config_comes_from_settings() -> None:
     s = Settings().with_overrides({"rerank.pass1_candidates": 12, "rerank.pass2_timeout_ms": 0, "rerank.blend": 0.4})
-    cfg = RerankConfig.from_settings(s.rerank)
+    cfg = MultiPassReranker(FakeBackend(), s.rerank).config
     assert (cfg.pass1_candidates, cfg.pass1_timeout_ms, cfg.pass2_candidates, cfg.pass2_timeout_ms) == (12, 80.0, 100, 0.0)
     assert (cfg.early_exit_ratio, cfg.early_exit_gap, cfg.blend) == (1.5, 0.3, 0.4)
 
@@ -622,7 +621,7 @@ def test_llm_backend_reorders_by_the_reply_and_counts_tokens() -> None:
 def test_llm_failure_keeps_the_incoming_order(answer: Any) -> None:
     from explorer.search.rerank import quality_gate
 
-    r = MultiPassReranker(LLMBackend(ScriptedLLM(answer)), RerankConfig(pass2_candidates=0), gate=quality_gate(lambda: True))
+    r = MultiPassReranker(LLMBackend(ScriptedLLM(answer)), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True))
     results = low_quality_results(4)
     out, meta = r.rerank("q", results)
     assert out == results and meta.applied is False and meta.backend == "llm"
@@ -633,7 +632,7 @@ def test_llm_rerank_skips_high_quality_results() -> None:
     from explorer.search.rerank import quality_gate
 
     llm = ScriptedLLM("1,0")
-    r = MultiPassReranker(LLMBackend(llm), RerankConfig(pass2_candidates=0), gate=quality_gate(lambda: True))
+    r = MultiPassReranker(LLMBackend(llm), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True))
     strong = [make_result(i, 1.0 / (61 + i), "x", relevance=1.0, ranks=(1, 1)) for i in range(3)]
     out, meta = r.rerank("q", strong)
     assert out == strong and "quality high" in meta.skipped and llm.messages == []
@@ -684,7 +683,7 @@ def test_cross_encoder_backend_scores_with_a_local_model(tmp_path: Path) -> None
     scores = backend.score("hamster cage size", results)
     assert len(scores) == 5 and all(isinstance(s, float) for s in scores)
     assert all(0.0 < p < 1.0 for p in backend.normalize(scores))
-    out, meta = MultiPassReranker(backend, RerankConfig(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank("hamster cage size", results)
+    out, meta = MultiPassReranker(backend, RerankSettings(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank("hamster cage size", results)
     assert meta.applied is True and meta.error is None and sorted(paths(out)) == sorted(paths(results))
     with pytest.raises(RerankCancelled):
         backend.score("q", results, cancelled=lambda: True)

@@ -12,9 +12,7 @@ The stages record what they saw in `SearchResults.trace` as they run.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Protocol
@@ -33,6 +31,7 @@ from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, SearchMode, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
+from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
 
@@ -123,8 +122,7 @@ class SearchPipeline:
         self.analyser = analyser
         self.reranker = reranker
         self.history: list[dict[str, Any]] = []
-        self._cache: OrderedDict[tuple, SearchResults] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.search.cache_size)
         self._source_weight = source_weights(index, dict(self.settings.search.source_weights))
         self._retriever = Retriever(index, self.settings, self._source_weight)
         self._builder = ResultBuilder(index, self.settings)
@@ -187,10 +185,7 @@ class SearchPipeline:
 
     def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
-        with self._cache_lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
+        hit = self._cache.get(key)
         if hit is None:
             return None
         ms = (time.perf_counter() - run.started) * 1000
@@ -386,10 +381,7 @@ class SearchPipeline:
         fell_back = "->" in run.terms.source or (analysis is not None and "->" in analysis.analyser) or \
             any(w.startswith("pass 2: LLM") for w in out.warnings)
         if not fell_back:
-            with self._cache_lock:
-                self._cache[key] = out
-                while len(self._cache) > self.settings.search.cache_size:
-                    self._cache.popitem(last=False)
+            self._cache.put(key, out)
         return out
 
     def _browse(self, run: _Run) -> SearchResults:

@@ -47,17 +47,18 @@ import math
 import re
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from explorer.config import RerankSettings
 from explorer.search.schema import RerankInfo, RerankMove, RerankPass, SearchResult
+from explorer.text.lru import LRUCache
 
 if TYPE_CHECKING:
-    from explorer.config import RerankSettings, Settings
+    from explorer.config import Settings
     from explorer.index.vault_index import VaultIndex
 
 #: Early-exit reasons, as they appear in the metadata.
@@ -138,37 +139,11 @@ class RerankBackend(Protocol):
 
 # -- configuration -----------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class RerankConfig:
-    """The knobs of one MultiPassReranker (see `RerankSettings`)."""
-
-    pass1_candidates: int = 30
-    """Results scored by the gate pass."""
-    pass1_timeout_ms: float = 80.0
-    """Budget of the gate pass; 0 or less means no limit."""
-    pass2_candidates: int = 100
-    """Results scored by the precision pass; 0 disables pass 2."""
-    pass2_timeout_ms: float = 150.0
-    """Budget of the precision pass; 0 or less means no limit."""
-    early_exit_ratio: float = 1.5
-    """Peaked distribution: top score / runner-up score above this skips pass 2."""
-    early_exit_gap: float = 0.3
-    """High gap: top score minus runner-up score (0-1 scale) above this skips pass 2."""
-    blend: float = 0.7
-    """Share of the rerank score in the final score; the rest is the fused share."""
-
-    @classmethod
-    def from_settings(cls, s: RerankSettings) -> RerankConfig:
-        """The config of the `[rerank]` settings."""
-        return cls(
-            pass1_candidates=int(s.pass1_candidates),
-            pass1_timeout_ms=float(s.pass1_timeout_ms),
-            pass2_candidates=int(s.pass2_candidates),
-            pass2_timeout_ms=float(s.pass2_timeout_ms),
-            early_exit_ratio=float(s.early_exit_ratio),
-            early_exit_gap=float(s.early_exit_gap),
-            blend=min(max(float(s.blend), 0.0), 1.0),
-        )
+def _checked(config: RerankSettings) -> RerankSettings:
+    """`config` with the blend clamped to 0-1 and the budgets as floats (as the reranker uses them)."""
+    return replace(config, pass1_timeout_ms=float(config.pass1_timeout_ms), pass2_timeout_ms=float(config.pass2_timeout_ms),
+                   early_exit_ratio=float(config.early_exit_ratio), early_exit_gap=float(config.early_exit_gap),
+                   blend=min(max(float(config.blend), 0.0), 1.0))
 
 
 # -- pure parts ----------------------------------------------------------------------------------------
@@ -364,19 +339,19 @@ class MultiPassReranker:
     def __init__(
         self,
         backend: RerankBackend,
-        config: RerankConfig | None = None,
+        config: RerankSettings | None = None,
         gate: Callable[[str, list[SearchResult]], str | None] | None = None,
         notes: Sequence[str] = (),
     ) -> None:
         """
         Args:
             backend: What scores the candidates.
-            config: Candidates, budgets, early-exit thresholds, blend.
+            config: Candidates, budgets, early-exit thresholds, blend (the `[rerank]` settings).
             gate: Called before pass 1; a returned reason skips reranking (`meta.skipped`).
             notes: Remarks copied into every metadata (e.g. a backend fallback at setup).
         """
         self.backend = backend
-        self.config = config or RerankConfig()
+        self.config = _checked(config or RerankSettings())
         self.gate = gate
         self.notes = list(notes)
 
@@ -604,37 +579,16 @@ def _windows_of(text: str) -> tuple[str, ...]:
     return tuple(sentence_windows(text))
 
 
-class VectorCache:
+class VectorCache(LRUCache[str, np.ndarray]):
     """Thread-safe LRU of embedding vectors keyed by a hash of the embedded text."""
 
     def __init__(self, capacity: int = 20_000) -> None:
-        self.capacity = capacity
-        self._data: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(capacity)
 
     @staticmethod
     def key(text: str) -> str:
         """The cache key of a text."""
         return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def get(self, key: str) -> np.ndarray | None:
-        """The vector of `key`, or None."""
-        with self._lock:
-            vec = self._data.get(key)
-            if vec is not None:
-                self._data.move_to_end(key)
-            return vec
-
-    def put(self, key: str, vec: np.ndarray) -> None:
-        """Store a vector, evicting the least recently used beyond capacity."""
-        with self._lock:
-            self._data[key] = vec
-            self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -695,8 +649,7 @@ class LocalNeuralBackend:
         """Milliseconds per embedded window, measured."""
         self.batch_size = batch_size
         self.cache = cache or VectorCache()
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._queries_lock = threading.Lock()
+        self._queries: LRUCache[str, np.ndarray] = LRUCache(128)
 
     def prepare(self) -> None:
         """Load the embedding model (raises when none is available)."""
@@ -778,11 +731,7 @@ class LocalNeuralBackend:
     def remember_query(self, query: str, vector: np.ndarray) -> None:
         """Use `vector` as the embedding of `query` (the pipeline already computed it)."""
         vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-        with self._queries_lock:
-            self._queries[query] = vec
-            self._queries.move_to_end(query)
-            while len(self._queries) > 128:
-                self._queries.popitem(last=False)
+        self._queries.put(query, vec)
 
     # -- parts -----------------------------------------------------------------------------------------
     def _windows(self, r: SearchResult, best: _Best) -> list[str]:
@@ -790,16 +739,10 @@ class LocalNeuralBackend:
         return list(dict.fromkeys(w for t in texts for w in _windows_of(t)))
 
     def _query_vector(self, query: str, emb: Any) -> np.ndarray:
-        with self._queries_lock:
-            vec = self._queries.get(query)
-            if vec is not None:
-                self._queries.move_to_end(query)
-                return vec
-        vec = np.asarray(emb.encode([query])[0], dtype=np.float32)
-        with self._queries_lock:
-            self._queries[query] = vec
-            while len(self._queries) > 128:
-                self._queries.popitem(last=False)
+        vec = self._queries.get(query)
+        if vec is None:
+            vec = np.asarray(emb.encode([query])[0], dtype=np.float32)
+            self._queries.put(query, vec)
         return vec
 
     def _best_shards(self, qvec: np.ndarray, candidates: Sequence[SearchResult], emb: Any, cancelled: Cancelled) -> list[_Best]:
@@ -1044,7 +987,7 @@ def build_reranker(index: VaultIndex, settings: Settings, llm: Any = None) -> Mu
     rs = settings.rerank
     if rs.backend == "none":
         return None
-    config = RerankConfig.from_settings(rs)
+    config = _checked(rs)
     notes: list[str] = []
     wants_llm = rs.backend == "llm" or bool(getattr(settings.llm, "rerank", False))
     if wants_llm and llm is not None and getattr(llm, "configured", True):
