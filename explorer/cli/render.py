@@ -62,16 +62,8 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     if not results.results:
         print("No match. Try other words, or fewer filters.", file=out)
     for i, res in enumerate(results.results, 1):
-        badges = []
-        if res.bm25_rank:
-            badges.append(f"bm25 #{res.bm25_rank}")
-        if res.embedding_rank:
-            badges.append(f"emb #{res.embedding_rank}")
-        if res.pass_ == 2:
-            badges.append("pass 2")
-        if res.source == "always_include":
-            badges.append(f"always: {res.reason}")
-        badges.append(res.source_type)
+        # The terminal list names a pass only when it is the second; rerank moves show under --explain.
+        badges = [b.text for b in res.badges() if b.kind not in ("classic", "rerank") and (b.kind != "pass" or res.pass_ == 2)]
         print(f"\n{b}{i:>2}. {safe_text(res.title)}{r}  {d}{res.score:.4f}  [{safe_text(', '.join(badges))}]{r}", file=out)
         print(f"    {d}{safe_text(res.node_id)}{r}", file=out)
         if res.context_shards:
@@ -97,10 +89,9 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
             if ex.rerank:
                 rr = ex.rerank
                 print(f"    rerank: {safe_text(rr.to_dict())}", file=out)
-    t = results.timings_ms
-    if t:
-        stages = ", ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")
-        print(f"\n{d}{t.get('total', 0):.0f} ms ({stages}){r}", file=out)
+    if results.timings_ms:
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in results.stage_ms)
+        print(f"\n{d}{results.total_ms:.0f} ms ({stages}){r}", file=out)
 
 
 def _dedupe(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -142,6 +142,16 @@ class Explanation:
 
 
 @dataclass(frozen=True, slots=True)
+class Badge:
+    """A short label of a result (`kind` says what it is about, so a view can style or skip it)."""
+
+    kind: str
+    """classic, bm25, emb, pass, always, rerank or type."""
+    text: str
+    """What is shown, e.g. `bm25 #3`."""
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResult:
     """One entry (a note) of the results."""
 
@@ -176,6 +186,26 @@ class SearchResult:
     """The best shards of the entry with highlights."""
     explanation: Explanation | None = None
     """Why it ranked."""
+
+    def badges(self) -> list[Badge]:
+        """Its labels, in order: classic tool, BM25 rank, embedding rank, pass, always-include, rerank move, source type."""
+        out: list[Badge] = []
+        if self.source == "classic":
+            out.append(Badge("classic", self.reason or "classic"))
+        if self.bm25_rank is not None:
+            out.append(Badge("bm25", f"bm25 #{self.bm25_rank}"))
+        if self.embedding_rank is not None:
+            out.append(Badge("emb", f"emb #{self.embedding_rank}"))
+        if self.source == "search":
+            out.append(Badge("pass", f"pass {self.pass_}"))
+        if self.source == "always_include":
+            out.append(Badge("always", f"always: {self.reason}" if self.reason else "always-include"))
+        rr = self.explanation.rerank if self.explanation else None
+        if rr is not None and rr.rank_before != rr.rank_after:
+            arrow = "↑" if rr.rank_after < rr.rank_before else "↓"
+            out.append(Badge("rerank", f"rerank {arrow}{abs(rr.rank_before - rr.rank_after)}"))
+        out.append(Badge("type", self.source_type))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -471,6 +501,16 @@ class SearchResults:
     include_preferences: bool = False
     include_n_minus_1: bool = False
     trace: SearchTrace = field(default_factory=SearchTrace, repr=False)
+
+    @property
+    def total_ms(self) -> float:
+        """Wall time of the whole search (0 when not timed)."""
+        return self.timings_ms.get("total", 0.0)
+
+    @property
+    def stage_ms(self) -> list[tuple[str, float]]:
+        """(stage, ms) of every timed stage, in the order they ran (the total excluded)."""
+        return [(k, v) for k, v in self.timings_ms.items() if k != "total"]
 
     @property
     def context_shards(self) -> list[ContextShard]:

@@ -49,7 +49,7 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
         entries.setdefault(hit.path, []).append(hit)
     out: list[SearchResult] = []
     for path, hits in list(entries.items())[:k]:
-        note = index.notes.get(path)
+        note = index.note(path)
         if note is None:
             continue
         shards = []

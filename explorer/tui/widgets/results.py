@@ -27,27 +27,15 @@ def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
+#: The style of each kind of badge (see `SearchResult.badges`).
+BADGE_STYLES = {"classic": "$text-primary", "bm25": "$text-primary", "emb": "$text-secondary", "pass": "$text-muted",
+                "always": "$text-success", "rerank": "$text-accent", "type": "$text-muted"}
+
+
 def badges(res: SearchResult) -> list[tuple[str, str]]:
-    """(text, style) of a result's badges: BM25 rank, embedding rank, pass, always-include, rerank, source type."""
-    out: list[tuple[str, str]] = []
-    if res.source == "classic":
-        out.append((res.reason or "classic", "$text-primary"))
-    if res.bm25_rank is not None:
-        out.append((f"bm25 #{res.bm25_rank}", "$text-primary"))
-    if res.embedding_rank is not None:
-        out.append((f"emb #{res.embedding_rank}", "$text-secondary"))
-    if res.source == "search":
-        out.append((f"pass {res.pass_}", "$text-warning" if res.pass_ == 2 else "$text-muted"))
-    if res.source == "always_include":
-        out.append((f"always: {res.reason}" if res.reason else "always-include", "$text-success"))
-    rr = res.explanation.rerank if res.explanation else None
-    if rr:
-        before, after = rr.rank_before, rr.rank_after
-        if before != after:
-            arrow = "↑" if after < before else "↓"
-            out.append((f"rerank {arrow}{abs(before - after)}", "$text-accent"))
-    out.append((res.source_type, "$text-muted"))
-    return out
+    """(text, style) of a result's badges; a second-pass result's pass badge stands out."""
+    return [(b.text, "$text-warning" if b.kind == "pass" and res.pass_ == 2 else BADGE_STYLES[b.kind])
+            for b in res.badges()]
 
 
 def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:

@@ -169,11 +169,10 @@ class WhyPane(VerticalScroll):
         return Content.assemble(*parts)
 
     def _timings(self, results: SearchResults) -> Content:
-        t = results.timings_ms
-        if not t:
+        if not results.timings_ms:
             return Content("")
-        stages = " · ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")
-        return Content.assemble(("timings ", "bold"), f"{t.get('total', 0.0):.1f} ms", ("\n" + stages) if stages else "")
+        stages = " · ".join(f"{k} {v:.1f}" for k, v in results.stage_ms)
+        return Content.assemble(("timings ", "bold"), f"{results.total_ms:.1f} ms", ("\n" + stages) if stages else "")
 
     # -- why not ----------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
