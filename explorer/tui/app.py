@@ -175,16 +175,15 @@ class ExplorerApp(App[int]):
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
     def _open_index(self) -> None:
         """Open (load + refresh) the index and build the pipeline, off the UI thread."""
-        from explorer.engine import make_pipeline
+        from explorer.engine import make_pipeline, open_index
 
         t0 = time.perf_counter()
         index = self._given_index
         try:
             if index is None:
-                from explorer.index.vault_index import VaultIndex
-
-                index = VaultIndex(self.vault, self.settings, embedder=self._embedder, on_message=self.notify_any_thread)
-                report = index.open(progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)))
+                index, report = open_index(
+                    self.vault, self.settings, embedder=self._embedder, on_message=self.notify_any_thread,
+                    progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)))
                 summary = (f"{index.note_count()} notes ({len(report.added)} new, {len(report.changed)} changed, "
                            f"{len(report.removed)} removed)")
             else:
