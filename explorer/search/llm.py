@@ -97,12 +97,20 @@ class LLMClient:
 
     def __init__(self, settings: LLMSettings, cache_size: int = 256) -> None:
         self.settings = settings
-        self.cache_size = cache_size
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._cache: LRUCache[str, str] = LRUCache(cache_size)
         self.calls = 0
         """HTTP calls made (cache hits excluded)."""
+
+    @property
+    def cache_size(self) -> int:
+        """Replies kept (least recently used dropped first)."""
+        return self._cache.capacity
+
+    @cache_size.setter
+    def cache_size(self, size: int) -> None:
+        self._cache.capacity = max(0, int(size))
 
     @property
     def configured(self) -> bool:
