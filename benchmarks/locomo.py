@@ -341,10 +341,8 @@ class Rows:
 
 
 def _make_pipeline(index: Any, settings: Any) -> Any:
-    try:
-        from explorer.engine import make_pipeline
-    except ImportError:
-        from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
+
     return make_pipeline(index, settings)
 
 

@@ -123,21 +123,20 @@ class MemoryService:
 
     def __init__(self, vault: Path, settings: Settings, *, allow_write: bool = False, user: str | None = None,
                  watch: bool = True, on_message: Callable[[str], None] | None = None) -> None:
-        from explorer.index.vault_index import VaultIndex
+        from explorer.engine import open_index
 
         self.vault = Path(vault).resolve()
         self.settings = settings
         self.allow_write = allow_write
         self.user = user
         self._say = on_message or (lambda _m: None)
-        self.index = VaultIndex(self.vault, settings, on_message=self._say)
-        self.index.open()
+        self.index, _ = open_index(self.vault, settings, on_message=self._say)
         self.updated_at = time.time()
         self.pipeline = _make_pipeline(self.index, settings)
         self._write_lock = threading.Lock()
         self.watcher = None
         if watch:
-            from explorer.vault.watch import VaultWatcher
+            from explorer.index.watch import VaultWatcher
 
             self.watcher = VaultWatcher(self.index, settings, embed=settings.index.embeddings,
                                         on_batch=self._on_batch, on_embedded=lambda _n: self._touch(),
@@ -219,7 +218,7 @@ class MemoryService:
 
     def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names."""
-        from explorer.context import ContextError, context_for
+        from explorer.index.context import ContextError, context_for
 
         for name, value in (("before", before), ("after", after)):
             if not isinstance(value, int) or value < 0 or value > MAX_CONTEXT:
@@ -233,7 +232,7 @@ class MemoryService:
 
     def explain(self, query: str, target: str) -> dict[str, Any]:
         """Rank, score and contributions of one note for `query`."""
-        from explorer.context import ContextError, resolve_target
+        from explorer.index.context import ContextError, resolve_target
         from explorer.search.pipeline import QueryError
 
         target = self._inside(target)
@@ -408,10 +407,8 @@ def _atomic_write(path: Path, content: str) -> None:
 
 
 def _make_pipeline(index: Any, settings: Settings) -> Any:
-    try:
-        from explorer.engine import make_pipeline  # type: ignore[import-not-found]
-    except ImportError:
-        from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
+
     return make_pipeline(index, settings)
 
 
