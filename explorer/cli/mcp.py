@@ -218,7 +218,7 @@ class MemoryService:
 
     def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names."""
-        from explorer.index.context import ContextError, context_for
+        from explorer.index.targets import ContextError, context_for
 
         for name, value in (("before", before), ("after", after)):
             if not isinstance(value, int) or value < 0 or value > MAX_CONTEXT:
@@ -232,7 +232,7 @@ class MemoryService:
 
     def explain(self, query: str, target: str) -> dict[str, Any]:
         """Rank, score and contributions of one note for `query`."""
-        from explorer.index.context import ContextError, resolve_target
+        from explorer.index.targets import ContextError, resolve_target
         from explorer.search.pipeline import QueryError
 
         target = self._inside(target)
