@@ -18,6 +18,8 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
+from explorer.text.safe import safe_text
+from explorer.tui import keys
 from explorer.tui.messages import (
     EditNote,
     IndexFailed,
@@ -52,11 +54,7 @@ class ExplorerApp(App[int]):
     TITLE = "Explorer"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
 
-    BINDINGS = [
-        Binding("ctrl+q", "quit", "Quit", priority=True),
-        Binding("f1", "help", "Keys"),
-        Binding("question_mark", "help", "Keys", show=False, key_display="?"),
-    ]
+    BINDINGS = keys.APP
 
     status: var[StatusInfo] = var(StatusInfo)
     """What the status bar shows (replaced, never mutated)."""
@@ -146,6 +144,22 @@ class ExplorerApp(App[int]):
         if error:
             self.notify(error, severity="warning", timeout=5)
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notification of the app (screens and widgets delegate here) is plain text.
+
+        Messages carry file names, vault text and error details: they are never parsed as markup
+        (`markup` is ignored) and their control characters are made visible.
+        """
+        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
+
     def notify_any_thread(self, message: str) -> None:
         """A warning notification, from the UI thread or any other."""
         if threading.get_ident() == self._thread_id:
@@ -195,6 +209,7 @@ class ExplorerApp(App[int]):
         st = self.index.stats()
         self.status = replace(self.status, index="ready", notes=st.notes, shards=st.shards, stage="")
         self._to_main("index_ready")
+        self._report_problem_files()
         if self._watch:
             self._start_watcher()
         if self._load_model and self.settings.index.embeddings:
@@ -203,6 +218,18 @@ class ExplorerApp(App[int]):
             self.status = replace(self.status, model="off")
         elif self.index.model_state == "ready":
             self.status = replace(self.status, model="ready", runtime=self.index.runtime)
+
+    def _report_problem_files(self) -> None:
+        """One notification listing files left out or only partly indexed, with their reasons."""
+        skipped = dict(self.index.skipped)
+        warned = self.index.warnings()
+        if not skipped and not warned:
+            return
+        lines = [f"{path}: {reason}" for path, reason in sorted(skipped.items())]
+        lines += [f"{path}: {w}" for path, ws in warned.items() for w in ws]
+        shown = lines[:6] + ([f"… and {len(lines) - 6} more (explorer stats lists them all)"] if len(lines) > 6 else [])
+        title = f"{len(skipped)} file{'s' if len(skipped) != 1 else ''} skipped, {len(warned)} indexed with warnings"
+        self.notify("\n".join(shown), title=title, severity="warning", timeout=12)
 
     def on_index_failed(self, message: IndexFailed) -> None:
         """Say so; the app stays up."""
@@ -367,6 +394,16 @@ class ExplorerApp(App[int]):
         if isinstance(self.screen, WriterScreen) and self.screen.path == message.path:
             return
         self.push_screen(WriterScreen(message.path, message.cursor))
+
+    def back_to_search(self, typed: str = "") -> None:
+        """Close the note view and the writer (whatever is stacked over the search screen) and focus the search box.
+
+        Args:
+            typed: Text that replaces the query (a key typed in the note view); '' selects the query.
+        """
+        while len(self.screen_stack) > 1 and self.screen is not self.main_screen:
+            self.pop_screen()
+        self.main_screen.focus_search(typed)
 
     def action_help(self) -> None:
         """Show the keys of the current screen."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Mapping
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Tree
 from textual.widgets.tree import TreeNode
 
+from explorer.tui import keys
 from explorer.tui.messages import OpenNote
+from explorer.tui.safe import plain_rich
 
 
 class VaultTree(Vertical):
@@ -24,7 +25,7 @@ class VaultTree(Vertical):
     VaultTree Tree { height: 1fr; padding: 0; }
     """
 
-    BINDINGS = [Binding("ctrl+f", "focus_filter", "Filter notes", show=False)]
+    BINDINGS = keys.VAULT_TREE
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -34,7 +35,7 @@ class VaultTree(Vertical):
 
     def compose(self) -> ComposeResult:
         """Filter box and tree."""
-        yield Input(placeholder="filter notes…", id="tree-filter")
+        yield Input(placeholder="filter notes…", id="tree-filter", select_on_focus=False)
         tree: Tree[str] = Tree("vault", id="vault-tree")
         tree.show_root = False
         tree.guide_depth = 2
@@ -43,6 +44,11 @@ class VaultTree(Vertical):
     def on_mount(self) -> None:
         """Title the border."""
         self.border_title = "Vault"
+
+    @property
+    def filter_box(self) -> Input:
+        """The filter box (typing in the tree goes there)."""
+        return self.query_one("#tree-filter", Input)
 
     def set_notes(self, titles: Mapping[str, str]) -> None:
         """Show these notes (path -> title)."""
@@ -91,9 +97,9 @@ class VaultTree(Vertical):
             for depth, part in enumerate(parts[:-1]):
                 key = "/".join(parts[: depth + 1])
                 if key not in folders:
-                    folders[key] = folders[parent].add(f"{part}/", expand=filtering)
+                    folders[key] = folders[parent].add(plain_rich(f"{part}/"), expand=filtering)
                 parent = key
-            folders[parent].add_leaf(parts[-1].removesuffix(".md"), data=path)
+            folders[parent].add_leaf(plain_rich(parts[-1].removesuffix(".md")), data=path)
         self.border_title = f"Vault ({len(paths)})" if filtering else "Vault"
 
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
