@@ -147,7 +147,7 @@ def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Setti
         flags[key.strip()] = value.strip()
     if getattr(args, "no_embeddings", False):
         flags["index.embeddings"] = False
-    return root, load_settings(root, flags)
+    return root, load_settings(root, flags, warn=lambda message: print(f"explorer: warning: {message}", file=sys.stderr))
 
 
 def _dispatch(args: argparse.Namespace) -> int:
