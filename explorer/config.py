@@ -82,7 +82,9 @@ class VaultSettings:
     source_types: tuple[tuple[str, str], ...] = DEFAULT_SOURCE_TYPES
     """(glob, source_type) pairs; anything unmatched is `note`."""
     follow_symlinks: bool = True
-    """Follow symlinked folders (loops are detected and skipped)."""
+    """Follow symlinks (files and folders) whose target is inside the vault; loops are detected and skipped."""
+    follow_external_symlinks: bool = False
+    """Also follow symlinks whose target is outside the vault (off: nothing outside the vault is read)."""
 
 
 @dataclass(frozen=True, slots=True)
