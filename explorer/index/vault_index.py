@@ -25,10 +25,10 @@ from explorer.vault.model import Note, Shard
 from explorer.vault.scan import (
     NoteFile,
     ScanResult,
-    allowed_path,
     check_vault,
     is_ignored,
     load_note,
+    path_refused,
     scan_vault,
     with_sidecar,
 )
@@ -383,6 +383,11 @@ class VaultIndex:
         for i, f in enumerate(todo):
             if progress:
                 progress("reading", i, len(todo))
+            reason = path_refused(self.root, f.abspath, vault)
+            if reason:  # e.g. replaced by a symlink leaving the vault since the scan
+                new_skips.append((f.path, reason, f.mtime_ns, f.size))
+                report.skipped[f.path] = reason
+                continue
             try:
                 note, reason = load_note(f, vault)
                 if note is not None:
@@ -732,7 +737,7 @@ def _note_digest(note: Note) -> str:
 
 def _stat_file(root: Path, rel: str, vault: VaultSettings) -> NoteFile | None:
     p = root / rel
-    if not allowed_path(root, p, vault):
+    if path_refused(root, p, vault):
         return None  # reached through a symlink the settings do not follow
     try:
         st = p.stat()

@@ -211,13 +211,13 @@ def _symlink_refused(root: Path, path: Path, settings: VaultSettings) -> str:
     return ""
 
 
-def allowed_path(root: Path, path: Path, settings: VaultSettings) -> bool:
-    """True when the vault file at `path` may be read: no symlink on its way, or only ones the settings allow."""
+def path_refused(root: Path, path: Path, settings: VaultSettings) -> str:
+    """Why the vault file at `path` must not be read ('' when it may): a symlink on its way that
+    the settings do not follow. Checked again right before reading, as the file may have been
+    replaced by a link since the scan."""
     if os.path.realpath(path) == os.path.join(str(root), os.path.relpath(path, root)):
-        return True  # no symlink between the root and the file
-    if not settings.follow_symlinks:
-        return False
-    return settings.follow_external_symlinks or not escapes_vault(root, path)
+        return ""  # no symlink between the root and the file
+    return _symlink_refused(root, path, settings)
 
 
 def read_text(path: Path, max_bytes: int) -> tuple[str | None, str]:
