@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rerank", dest="rerank", action="store_false", help="do not rerank")
     p.add_argument("--one-pass", action="store_true", help="skip the analysis and second pass")
     p.add_argument("--lexical", action="store_true", help="BM25 only for this search")
+    p.add_argument("--local", action="store_true", help="search in this process even when a running Explorer serves the vault")
 
     p = sub.add_parser("index", help="build or refresh the index, embedding what changed")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")

@@ -103,6 +103,7 @@ class ExplorerApp(App[int]):
         self._watch = watch
         self._load_model = load_model
         self.watcher: Any = None
+        self._server: Any = None
         self.main_screen = MainScreen(history=self.ui_state.queries(self.vault))
 
     def get_default_screen(self) -> Screen:
@@ -355,6 +356,11 @@ class ExplorerApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - watching is optional
             self.watcher = None
             self.post_message(WatcherState("error", f"cannot watch the vault: {exc}"))
+            return
+        # One-shot `explorer search` of this vault is answered here while the app runs.
+        from explorer.engine import serve
+
+        self._server = serve(self.vault, self.index, self.settings, watcher=self.watcher)
 
     def _watch_batch(self, report: Any) -> None:
         """Watcher thread: a batch of changes was applied to the index."""
@@ -455,7 +461,9 @@ class ExplorerApp(App[int]):
 
     # -- shutdown -----------------------------------------------------------------------
     def on_unmount(self) -> None:
-        """Stop the watcher; close an index the app opened."""
+        """Stop serving and the watcher; close an index the app opened."""
+        if self._server is not None:
+            self._server.stop()
         if self.watcher is not None:
             try:
                 self.watcher.stop()
