@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--coverage", action="store_true",
+                   help="what is not indexed and why, shards without vectors, largest notes, ignored files, freshness")
 
     p = sub.add_parser("find", help="classic cursor search tools: tfidf, phrase, and, fuzzy")
     p.add_argument("keywords", nargs="*")
