@@ -29,6 +29,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vault", "-V", type=Path, default=None, help="vault folder (default: $EXPLORER_VAULT or sample_vault)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
     p.add_argument("--no-embeddings", action="store_true", help="BM25 only: do not load the embedding model")
+    p.add_argument("--force", action="store_true", help="open a system folder or the home folder itself as a vault")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +141,7 @@ def _run_app(argv: list[str]) -> int:
     parser.add_argument("vault", nargs="?", type=Path, default=None)
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--no-embeddings", action="store_true")
+    parser.add_argument("--force", action="store_true", help="open a system folder or the home folder itself as a vault")
     args = parser.parse_args(argv)
     try:
         vault, settings = _settings(args.vault, args)
@@ -152,9 +154,13 @@ def _run_app(argv: list[str]) -> int:
 
 
 def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Settings]:
-    from explorer.vault.scan import check_vault
+    from explorer.vault.scan import VaultError, check_vault, system_root_reason
 
     root = check_vault(vault or default_vault())
+    refused = system_root_reason(root)
+    if refused and not getattr(args, "force", False):
+        # Before anything reads the folder or writes an index into it.
+        raise VaultError(f"not opening {root} as a vault: {refused}; pass --force if you mean it")
     flags: dict[str, Any] = {}
     for item in getattr(args, "set", []) or []:
         key, sep, value = item.partition("=")
@@ -163,7 +169,7 @@ def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Setti
         flags[key.strip()] = value.strip()
     if getattr(args, "no_embeddings", False):
         flags["index.embeddings"] = False
-    return root, load_settings(root, flags)
+    return root, load_settings(root, flags, warn=lambda message: print(f"explorer: warning: {message}", file=sys.stderr))
 
 
 def _dispatch(args: argparse.Namespace) -> int:
