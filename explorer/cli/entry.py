@@ -10,7 +10,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rerank", dest="rerank", action="store_false", help="do not rerank")
     p.add_argument("--one-pass", action="store_true", help="skip the analysis and second pass")
     p.add_argument("--lexical", action="store_true", help="BM25 only for this search")
+    p.add_argument("--local", action="store_true", help="search in this process even when a running Explorer serves the vault")
 
     p = sub.add_parser("index", help="build or refresh the index, embedding what changed")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
@@ -143,17 +144,22 @@ def _run_app(argv: list[str]) -> int:
     parser.add_argument("--no-embeddings", action="store_true")
     parser.add_argument("--force", action="store_true", help="open a system folder or the home folder itself as a vault")
     args = parser.parse_args(argv)
+    notices: list[str] = []
     try:
-        vault, settings = _settings(args.vault, args)
+        vault, settings = _settings(args.vault, args, warn=notices.append)
     except (ConfigError, OSError) as exc:
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
     from explorer.tui.app import run_app
 
-    return run_app(vault, settings)
+    return run_app(vault, settings, notices=notices)
 
 
-def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Settings]:
+def _warn(message: str) -> None:
+    print(f"explorer: warning: {message}", file=sys.stderr)
+
+
+def _settings(vault: Path | None, args: argparse.Namespace, warn: Callable[[str], None] = _warn) -> tuple[Path, Settings]:
     from explorer.vault.scan import VaultError, check_vault, system_root_reason
 
     root = check_vault(vault or default_vault())
@@ -169,7 +175,7 @@ def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Setti
         flags[key.strip()] = value.strip()
     if getattr(args, "no_embeddings", False):
         flags["index.embeddings"] = False
-    return root, load_settings(root, flags, warn=lambda message: print(f"explorer: warning: {message}", file=sys.stderr))
+    return root, load_settings(root, flags, warn=warn)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

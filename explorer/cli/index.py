@@ -217,13 +217,22 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from explorer.cli.render import print_results
+    from explorer.engine import serve
+
+    server = None
     try:
         watcher.start()
+        # One-shot `explorer search` of this vault is answered by this process while it runs.
+        server = serve(vault, index, settings, watcher=watcher,
+                       render=lambda results, explain, color, out: print_results(results, explain=explain, color=color, out=out))
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
+        if server is not None:
+            server.stop()
         watcher.stop()
         index.close()
         if previous is not None:

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str, int, int], None]
 
+#: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
+COMMIT_EVERY = 1000
+
 
 @dataclass
 class BatchReport:
@@ -406,6 +409,10 @@ class VaultIndex:
                 report.skipped[f.path] = reason
                 continue
             parsed.append((f, digest, note, shards))
+            if paths is None and len(parsed) >= COMMIT_EVERY:
+                # A long first index is saved as it goes: interrupted, the next run resumes here.
+                self._apply(parsed, [], new_skips, touched, report, None)
+                parsed, new_skips, touched = [], [], []
         if progress:
             progress("reading", len(todo), len(todo))
         for path, reason in (folder_skips or {}).items():

@@ -13,7 +13,6 @@ from typing import Any
 
 from explorer.config import ALWAYS_IGNORED_DIRS, VaultSettings
 from explorer.vault.model import Note
-from explorer.vault.parse import parse_note
 
 # An ATX heading line (what starts a section), found without parsing the note.
 _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
@@ -286,6 +285,8 @@ def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str
     (at the heading that starts the first section past twice that limit) with the cut recorded
     in its warnings, so a note of 200,000 short sections costs what its indexed part costs.
     """
+    from explorer.vault.parse import parse_note  # markdown-it: loaded only when a note is read
+
     text, reason = read_text(file.abspath, settings.max_note_bytes)
     if text is None:
         return None, reason
