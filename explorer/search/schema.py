@@ -286,6 +286,8 @@ class SearchStats:
     """True when the query was embedded."""
     index_version: int = 0
     """The index version searched."""
+    named_people: list[str] | None = None
+    """People of the vault the query names (None: not a ranked search)."""
     feedback_from: list[str] | None = None
     """Shards the dense feedback ranking moved toward (None: not a ranked search)."""
     hits: int | None = None
@@ -307,7 +309,7 @@ class SearchStats:
             "dense_available": self.dense_available,
             "index_version": self.index_version,
         }
-        for name in ("feedback_from", "hits", "stage", "stages_tried"):
+        for name in ("named_people", "feedback_from", "hits", "stage", "stages_tried"):
             value = getattr(self, name)
             if value is not None:
                 d[name] = list(value) if isinstance(value, list) else value
