@@ -113,3 +113,24 @@ def test_cli_refuses_a_bad_config_and_warns_about_a_typo(tmp_path: Path) -> None
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert proc.returncode == 0 and "a.md" in proc.stdout
     assert f"explorer: warning: {path}: unknown key 'search.top_kk' is ignored; did you mean 'top_k'?" in proc.stderr
+
+
+def test_the_app_shows_settings_warnings(tmp_path: Path) -> None:
+    from test_terminal_safety import shown, visible_text
+    from test_tui import make_app, settle, sync
+
+    vault = write_notes(tmp_path / "v", {"a.md": "# A\n\nkites\n"})
+    path = write_config(vault, "[search]\ntop_kk = 3\n")
+    notices: list[str] = []
+    settings = load_settings(vault, {"index.embeddings": False}, environ={}, warn=notices.append)
+
+    @sync
+    async def run() -> None:
+        app = make_app(vault, None, tmp_path, settings=settings, notices=notices)
+        async with app.run_test(size=(160, 50), notifications=True) as pilot:
+            await settle(app, pilot)
+            text = visible_text(await shown(app, pilot, "Configuration"))
+            assert "Configuration" in text and "'search.top_kk'" in text  # the toast wraps the rest
+
+    run()
+    assert notices == [f"{path}: unknown key 'search.top_kk' is ignored; did you mean 'top_k'?"]

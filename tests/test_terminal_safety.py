@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO, write_notes
 from explorer.text.safe import SafeStream, is_safe, safe_json, safe_text
-from test_tui import make_app, quiet_settings, search, settle, sync
+from test_tui import make_app, quiet_settings, search, settle, sync, wait_for
 
 ESC = "\x1b"
 # What a note may try: clear the screen, retitle the window, write the clipboard (OSC 52), a C1 CSI,
@@ -171,6 +171,19 @@ def screen_output(app) -> str:
     return update.render_segments(app.console)
 
 
+async def shown(app, pilot, needle: str, timeout: float = 10.0) -> str:
+    """The app's terminal output once `needle` is visible in it (a toast mounts a little after its notify)."""
+    out = ""
+
+    def seen() -> bool:
+        nonlocal out
+        out = screen_output(app)
+        return needle in visible_text(out)
+
+    await wait_for(pilot, seen, timeout)
+    return out
+
+
 def visible_text(output: str) -> str:
     """The output without Textual's own CSI (cursor, colour) and OSC 8 link sequences."""
     output = re.sub(r"\x1b\]8;[^\x1b]*\x1b\\", "", output)
@@ -194,7 +207,7 @@ async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
         assert any(r.document_path == "Pets/evil.md" for r in results.results)
         app.notify(f"file {EVIL_NAME} says {MARKUP}", title=f"T{TITLE}")
         await settle(app, pilot)
-        out = screen_output(app)
+        out = await shown(app, pilot, "T^[]0;pwned^G")
         assert_terminal_safe(out)
         text = visible_text(out)
         assert "^[]52;c;SGVsbG8=^G" in text and "<U+009B>31m" in text
