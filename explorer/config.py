@@ -139,6 +139,12 @@ class SearchSettings:
     """Per source_type RRF weight; unnamed types weigh 1.0."""
     dense_threshold: Annotated[float, Range(-1, 1)] = 0.40
     """Cosine below this is no semantic match."""
+    owner_weight: Annotated[float, Range(0, 100)] = 1.5
+    """RRF weight of the notes of a person the query names (a turn's `speaker`, a `Users/<name>/`
+    folder; see explorer.search.memory); the quality is then judged on those notes. 1 = off."""
+    neighbour_weight: Annotated[float, Range(0, 10)] = 0.3
+    """Dialog context: share of the best adjacent turn's fused score that a conversation-turn note
+    gains (turn n +/- 1 of the same session; see explorer.search.memory). 0 = off."""
     candidates: Annotated[int, Range(1, 100_000)] = 100
     """Depth of each per-term ranking, in notes."""
     feedback_shards: Annotated[int, Range(0, 50)] = 3

@@ -16,7 +16,7 @@ from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
-COMMANDS = ("search", "index", "find", "context", "watch", "stats", "mcp")
+COMMANDS = ("search", "index", "find", "context", "watch", "stats", "mcp", "eval")
 
 
 def default_vault() -> Path:
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--coverage", action="store_true",
+                   help="what is not indexed and why, shards without vectors, largest notes, ignored files, freshness")
 
     p = sub.add_parser("find", help="classic cursor search tools: tfidf, phrase, and, fuzzy")
     p.add_argument("keywords", nargs="*")
@@ -80,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("watch", help="keep the index current headless, logging each batch")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
+
+    p = sub.add_parser("eval", help="replay your relevance marks as a benchmark; exit 1 on a regression")
+    p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
+    _add_common(p)
+    p.add_argument("--threshold", type=float, default=0.05, help="largest tolerated drop of mean nDCG@10 or MRR@10 (default 0.05)")
+    p.add_argument("--update-baseline", action="store_true", help="store this run's scores as the new baseline")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("mcp", help="serve the vault to LLM agents as an MCP server over stdio")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
@@ -196,6 +205,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from explorer.cli.index import cmd_watch
 
         return cmd_watch(vault, settings)
+    if args.command == "eval":
+        from explorer.cli.eval import cmd_eval
+
+        return cmd_eval(args, vault, settings)
     if args.command == "mcp":
         from explorer.cli.mcp import run_mcp
 
