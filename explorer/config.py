@@ -102,6 +102,12 @@ class SearchSettings:
     """Weight of the feedback passages' mean vector added to the query vector."""
     feedback_weight: float = 1.0
     """RRF weight of the dense feedback ranking."""
+    name_weight: float = 2.0
+    """RRF weight of the name ranking: notes whose title, file name or alias the query names
+    (0 = no name ranking)."""
+    typo_tolerance: bool = True
+    """A query word found nowhere in the vault also searches the vault's closest words (one
+    edit for words of 4-7 letters, two from 8), in BM25 and the name ranking."""
     max_terms: int = 5
     """Search terms besides the query, when an LLM writes them."""
     keyword_terms: int = 0

@@ -178,7 +178,7 @@ def get_context_at_cursor(
 
 
 def resolve_target(index: VaultIndex, target: str) -> Target:
-    """Find a node_id (`path#Heading > Sub`, `path#^block`) or a note path in the index.
+    """Find a node_id (`path#Heading#Sub`, the older `path#Heading > Sub`, `path#^block`) or a note path in the index.
 
     A path may omit `.md` or be any link target Obsidian would resolve (a file stem, a path
     suffix); a `#Heading` names a heading by its path or by its own text. Raises NoteNotFound
@@ -199,28 +199,40 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
         if not sep or not frag.strip():
             return Target(path, 0, "note")
         frag = frag.strip()
-        shard = index.shards.get(f"{path}#{frag}")
-        if shard is not None:
-            return Target(path, shard.start, "shard")
-        note = index.notes[path]
         if frag.startswith("^"):
+            note = index.notes[path]
             block_id = frag[1:].strip()
             for block in note.blocks:
                 if block.id == block_id or block.id.lower() == block_id.lower():
                     return Target(path, block.start, "block")
             raise ContextError(f"no block ^{block_id} in {path}")
+        # `Heading#Sub` (Obsidian's form) and `Heading > Sub` (the older node_id form) alike.
+        comps = [c.strip() for c in re.split(r"#| > ", frag) if c.strip()]
+        if not comps:
+            return Target(path, 0, "note")
+        joined = "#".join(comps)
+        shard = index.shards.get(f"{path}#{joined}")
+        if shard is None:
+            # A path that leaves out outer headings (a first H1, say) names the section too.
+            ids = index.shards_by_path.get(path, [])
+            shard = next((index.shards[i] for i in ids if i.lower().endswith("#" + joined.lower())), None)
+        note = index.notes[path]
         from explorer.vault.shard import heading_paths
 
-        want = " ".join(frag.split()).lower()
+        if shard is not None:
+            # A shard can open with bare headings above its own: the cursor goes to its heading.
+            own = next((h.start for h, hp in heading_paths(note) if hp == shard.heading_path
+                        and shard.start <= h.start < shard.end), shard.start)
+            return Target(path, own, "shard")
+
+        want = [" ".join(c.split()).lower() for c in comps]
         pairs = heading_paths(note)
         for heading, hpath in pairs:
-            if " > ".join(hpath).lower() == want:
-                return Target(path, heading.start, "heading")
-        for heading, _ in pairs:
-            if heading.text.strip().lower() == want:
+            low = [h.lower() for h in hpath]
+            if low == want or (len(low) > len(want) and low[-len(want):] == want):
                 return Target(path, heading.start, "heading")
         for heading in note.headings:
-            if heading.text.strip().lower() == want:
+            if heading.text.strip().lower() == want[-1]:
                 return Target(path, heading.start, "heading")
         raise ContextError(f"no section {frag!r} in {path}")
 

@@ -47,6 +47,8 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     print(head, file=out)
     if results.search_terms_used:
         print(f"{d}terms: {' | '.join(results.search_terms_used)}{r}", file=out)
+    for c in results.corrections:
+        print(f"{d}typo: {c['word']} not in the vault, searched as {' / '.join(c['searched'])}{r}", file=out)
     if explain and results.stats.get("feedback_from"):
         print(f"{d}feedback: query vector moved toward {', '.join(results.stats['feedback_from'])}{r}", file=out)
     for w in results.warnings:

@@ -18,11 +18,13 @@ from explorer.index.tokenize import tokenize
 from explorer.index.vault_index import VaultIndex
 from explorer.search.fusion import Fused, Ranking, rrf
 from explorer.search.llm import Budget
+from explorer.search.names import NameIndex
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.schema import ContextShard, Explanation, PassInfo, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, clamp_terms, keyword_terms
 from explorer.search.twopass import merge_passes, repeats_query
+from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.vault.model import Shard
 
 MAX_QUERY_CHARS = 2000
@@ -107,6 +109,8 @@ class SearchPipeline:
         self._cache_lock = threading.Lock()
         self._weights = dict(self.settings.search.source_weights)
         self._facts_cache: tuple[int, set[str]] = (-1, set())
+        self._names = NameIndex()
+        self._speller = Speller()
 
     # -- public -----------------------------------------------------------------------------
     def search(
@@ -179,6 +183,7 @@ class SearchPipeline:
         with self.index.lock:
             allowed = self._allowed(parsed)
             version = self.index.version
+            corrections = self._corrections(parsed.text)
             stats = self._stats(qvecs is not None)
             searched = ["all"]
             early = False
@@ -192,14 +197,17 @@ class SearchPipeline:
                 if facts:
                     # One retrieval serves both: the knowledge rankings are the full rankings
                     # restricted to knowledge shards (ranks counted among those alone).
-                    rankings_all = self._retrieve(terms, qvecs, allowed, timings, "")
+                    rankings_all = self._retrieve(terms, qvecs, allowed, timings, "", corrections=corrections)
                     kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings_all]
                     kb_entries = self._entries(rrf(kb_rankings, s.rrf_k, self._source_weight), parsed, 1)
                     kb_results = [self._result(e, parsed, kc=s.pass1_shards, qvec=qvec0) for e in kb_entries[:k]]
                     kb_quality = assess_quality(kb_results, qvecs is not None)
                     # The page is full when as many relevant knowledge notes as pass 1 would show were found.
                     page = min(k, s.pass1_entries)
-                    if kb_quality.level == "high" and kb_quality.factors["relevant_count"] >= page:
+                    # A query that names a note outside the knowledge notes searches everything.
+                    named_elsewhere = any(r.retriever == "name" and any(nid not in facts for nid, _ in r.items)
+                                          for r in rankings_all)
+                    if kb_quality.level == "high" and kb_quality.factors["relevant_count"] >= page and not named_elsewhere:
                         entries, rankings_all, early = kb_entries, kb_rankings, True
                         searched = ["fact"]
                     else:
@@ -211,7 +219,7 @@ class SearchPipeline:
             t = time.perf_counter()
             if entries is None:
                 if not rankings_all:
-                    rankings_all = self._retrieve(terms, qvecs, allowed, timings, "")
+                    rankings_all = self._retrieve(terms, qvecs, allowed, timings, "", corrections=corrections)
                 t_f = time.perf_counter()
                 fused = rrf(rankings_all, s.rrf_k, self._source_weight)
                 timings["fusion"] = (time.perf_counter() - t_f) * 1000
@@ -236,6 +244,7 @@ class SearchPipeline:
             searched_sources=searched,
             include_preferences=terms.include_preferences,
             include_n_minus_1=terms.include_n_minus_1,
+            corrections=[{"word": c.word, "searched": list(c.candidates), "edits": c.distance} for c in corrections],
         )
         out.trace = {"rankings": rankings_all, "version": version}
         feedback = next((r for r in rankings_all if r.retriever == "feedback"), None)
@@ -266,7 +275,8 @@ class SearchPipeline:
                 qvecs2 = self._encode(terms2.all_terms) if qvecs is not None else None
                 check()
                 with self.index.lock:
-                    rankings2 = self._retrieve(terms2, qvecs2, allowed, timings, "pass2_")
+                    rankings2 = self._retrieve(terms2, qvecs2, allowed, timings, "pass2_",
+                                               corrections=self._corrections(refined))
                     entries2 = self._entries(rrf(rankings2, s.rrf_k, self._source_weight), parsed, 2)
                     found2 = [self._result(e, parsed, kc=s.pass2_shards, qvec=qvec0) for e in entries2[: s.pass2_entries]]
                 top1 = max((r.rrf_score for r in out.results), default=0.0)
@@ -364,8 +374,13 @@ class SearchPipeline:
         timings: dict[str, float],
         prefix: str,
         depth: int | None = None,
+        corrections: list[Correction] | None = None,
     ) -> list[Ranking]:
-        """One BM25 and one dense ranking per term; the dense side scans the matrix once for all terms."""
+        """One BM25 and one dense ranking per term (the dense side scans the matrix once for all
+        terms), the name ranking of the query, and the dense feedback ranking.
+
+        BM25 and the name ranking search a misspelt word's `corrections` in its place.
+        """
         s = self.settings.search
         depth = max(depth or 0, s.candidates)
         fetch = self._shard_depth(depth)
@@ -377,6 +392,8 @@ class SearchPipeline:
             if i and s.term_retrievers == "dense":
                 continue
             toks = tokenize(term)
+            if corrections:
+                toks = corrected_tokens(toks, corrections)
             items = self._note_depth(lambda n: self.index.bm25.top(toks, n, bm_mask), fetch, depth) if toks else []
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
@@ -395,6 +412,13 @@ class SearchPipeline:
                         lambda n: self.index.dense.search_many(row, n, s.dense_threshold, de_mask)[0], fetch, depth, items)
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
             timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
+        if s.name_weight > 0:
+            t0 = time.perf_counter()
+            named = self._name_ranking(terms.all_terms[0], rankings, allowed, depth, corrections or [])
+            if named is not None:
+                rankings.append(named)
+            timings[prefix + "names"] = timings.get(prefix + "names", 0.0) + (time.perf_counter() - t0) * 1000
+        if qvecs is not None:
             query = terms.all_terms[0]
             if s.feedback_shards > 0 and query in qvecs:
                 t0 = time.perf_counter()
@@ -441,6 +465,52 @@ class SearchPipeline:
         row = (moved / norm).reshape(1, -1).astype(np.float32)
         items = self._note_depth(lambda n: self.index.dense.search_many(row, n, s.dense_threshold, mask)[0], fetch, depth)
         return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
+
+    def _corrections(self, text: str) -> list[Correction]:
+        """Typo corrections of `text`'s words against the BM25 vocabulary (call under the index lock)."""
+        if not self.settings.search.typo_tolerance or not text:
+            return []
+        return self._speller.corrections(text, self.index.bm25.idf(), self.index.bm25.doc_freq)
+
+    def _name_ranking(
+        self, query: str, rankings: list[Ranking], allowed: set[str] | None, depth: int, corrections: list[Correction]
+    ) -> Ranking | None:
+        """The name ranking (explorer.search.names): notes whose names the query names.
+
+        Each named note is credited through one of its shards: the best one in the fused BM25 and
+        dense rankings so far, or its first shard when they did not find it.
+        """
+        s = self.settings.search
+        toks = tokenize(query)
+        if corrections:
+            toks = corrected_tokens(toks, corrections)
+        if not toks:
+            return None
+        self._names.refresh(self.index.notes, self.index.version)
+        by_path = self.index.shards_by_path
+
+        def first_shard(path: str) -> str | None:
+            for node_id in by_path.get(path, ()):
+                if allowed is None or node_id in allowed:
+                    return node_id
+            return None
+
+        idf = self.index.bm25.idf()
+        found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
+                                   allowed=None if allowed is None else lambda p: first_shard(p) is not None)
+        if not found:
+            return None
+        best: dict[str, str] = {}
+        for f in rrf(rankings, s.rrf_k, self._source_weight):
+            shard = self.index.shards.get(f.node_id)
+            if shard is not None:
+                best.setdefault(shard.path, f.node_id)
+        items = []
+        for path, score in found:
+            node_id = best.get(path) or first_shard(path)
+            if node_id is not None:
+                items.append((node_id, score))
+        return Ranking(query, "name", s.name_weight, s.query_weight, tuple(items)) if items else None
 
     def _shard_depth(self, notes: int) -> int:
         """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""

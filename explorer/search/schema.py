@@ -206,6 +206,8 @@ class SearchResults:
     searched_sources: list[str] = field(default_factory=list)
     include_preferences: bool = False
     include_n_minus_1: bool = False
+    corrections: list[dict[str, Any]] = field(default_factory=list)
+    """Query words found nowhere in the vault and the vault words searched instead."""
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -234,4 +236,5 @@ class SearchResults:
             "searched_sources": list(self.searched_sources),
             "include_preferences": self.include_preferences,
             "include_n_minus_1": self.include_n_minus_1,
+            "corrections": [dict(c) for c in self.corrections],
         }

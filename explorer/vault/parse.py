@@ -88,7 +88,7 @@ def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[s
         if not in_code(m.start()) and not _inside_link(m.start(), links)
     )
     blocks = tuple(_blocks(text, body_start, starts, in_code))
-    title = _title(frontmatter, headings, path)
+    title = _title(path, frontmatter)
     return Note(
         path=path,
         text=text,
@@ -215,12 +215,11 @@ def _line(text: str, starts: list[int], i: int) -> str:
     return text[starts[i]:end].rstrip("\r\n")
 
 
-def _title(frontmatter: dict[str, Any], headings: list[Heading], path: str) -> str:
+def _title(path: str, frontmatter: dict[str, Any]) -> str:
+    """Obsidian's title, the file name without folder and `.md`, unless the frontmatter sets a
+    `title`. A first H1 is a heading like any other."""
     title = frontmatter.get("title")
-    if isinstance(title, (str, int, float)) and str(title).strip():
-        return str(title).strip()
-    for h in headings:
-        if h.level == 1 and h.text:
-            return h.text
+    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
+        return " ".join(str(title).split())
     name = path.rsplit("/", 1)[-1]
     return name[:-3] if name.lower().endswith(".md") else name
