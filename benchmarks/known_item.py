@@ -113,7 +113,7 @@ def _is_alias(path: Path, name: str) -> bool:
 def run(vault: Path, queries: list[dict[str, Any]], overrides: dict[str, Any], cache: Path) -> dict[str, Any]:
     """Run every query through the default pipeline; rates and the misses."""
     from benchmarks.quality import open_vault_index
-    from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
 
     index, settings, info = open_vault_index(vault, {**overrides, "index.cache_dir": str(cache)}, embeddings=True)
     pipeline = make_pipeline(index, settings)

@@ -10,7 +10,7 @@ each row below. nDCG@10, Recall@100 and MRR@10 come from ranx; latency is per qu
 Rows:
     rank_bm25_ws  rank_bm25.BM25Okapi, lower-case whitespace split of title + text
     rank_bm25_words  rank_bm25.BM25Okapi, lower-case \w+ words of title + text
-    rank_bm25     rank_bm25.BM25Okapi over explorer.index.tokenize of the same text
+    rank_bm25     rank_bm25.BM25Okapi over explorer.text.tokenize of the same text
     bm25          the index's own BM25 (shards, best shard per note)
     dense         the index's dense vectors alone (shards, best shard per note, no threshold)
     hybrid        SearchPipeline pass 1: terms, BM25 + dense per term, RRF (no two-pass, no rerank)
@@ -231,7 +231,7 @@ def rank_bm25_row(data: Beir, tokenizer: Callable[[str], list[str]], label: str)
 
 def index_bm25_row(index: Any, data: Beir, mapping: dict[str, str]) -> RowResult:
     """The index's own BM25 alone: `index.bm25.top` over shards, folded to notes."""
-    from explorer.index.tokenize import tokenize
+    from explorer.text.tokenize import tokenize
 
     def path_of(node_id: str) -> str | None:
         shard = index.shards.get(node_id)
@@ -322,7 +322,7 @@ def score(data: Beir, row: RowResult, scorer: str = "ranx") -> tuple[dict[str, f
 # -- orchestration -------------------------------------------------------------------------
 def open_vault_index(vault: Path, overrides: dict[str, Any], embeddings: bool) -> tuple[Any, Any, dict[str, Any]]:
     """Index the vault with the real indexer (embedding what the cache lacks); (index, settings, report)."""
-    from explorer.cli import open_index
+    from explorer.engine import open_index
     from explorer.config import load_settings
 
     flags = dict(overrides)
@@ -359,8 +359,8 @@ def open_vault_index(vault: Path, overrides: dict[str, Any], embeddings: bool) -
 
 def run_rows(rows: Sequence[str], data: Beir, index: Any, settings: Any, mapping: dict[str, str]) -> dict[str, RowResult]:
     """Run the named rows; pipeline rows share one make_pipeline pipeline."""
-    from explorer.cli import make_pipeline
-    from explorer.index.tokenize import tokenize
+    from explorer.engine import make_pipeline
+    from explorer.text.tokenize import tokenize
 
     out: dict[str, RowResult] = {}
     pipeline = None
@@ -402,7 +402,7 @@ def run_rows(rows: Sequence[str], data: Beir, index: Any, settings: Any, mapping
 def run_ablations(ablations: Sequence[tuple[str, str, dict[str, Any]]], data: Beir, index: Any, settings: Any,
                   mapping: dict[str, str], scorer: str = "ranx") -> list[dict[str, Any]]:
     """Run each (name, row, overrides) with a fresh pipeline built from the overridden settings."""
-    from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
 
     out = []
     for name, row, overrides in ablations:

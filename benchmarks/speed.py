@@ -321,9 +321,9 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
         log(f"[{size}] {phase} done (peak RSS {res['peak_rss_mb']} MB)")
 
     t = time.perf_counter()
-    from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
     from explorer.config import load_settings
-    from explorer.index.tokenize import tokenize
+    from explorer.text.tokenize import tokenize
     from explorer.index.vault_index import VaultIndex
     res["import_s"] = round(time.perf_counter() - t, 2)
 
@@ -469,7 +469,7 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
 def restart_child(vault: Path, query: str, parent_t0: float) -> int:
     """New process: open the stored index, answer one hybrid query; print timings as JSON."""
     t_child = time.time()
-    from explorer.cli import make_pipeline, open_index
+    from explorer.engine import make_pipeline, open_index
     from explorer.config import load_settings
 
     t_import = time.time()

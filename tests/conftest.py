@@ -72,6 +72,6 @@ def vault_copy(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def sample_pipeline(sample_index):
     """A SearchPipeline over the shared sample index (offline defaults)."""
-    from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
 
     return make_pipeline(sample_index, sample_index.settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,6 @@ from explorer.index.classic import (
 from explorer.index.vault_index import VaultIndex
 from conftest import write_notes
 
-REPO = Path(__file__).resolve().parent.parent
 
 NOTES = {
     "Knowledge/great-wall.md": (
@@ -347,7 +347,7 @@ def test_cli_find_bad_input_exits_2(vault: Path, capsys, args, message) -> None:
 
 def test_cli_find_real_subprocess(vault: Path) -> None:
     proc = subprocess.run(
-        [str(REPO / ".venv/bin/explorer"), "find", "--vault", str(vault), "--no-embeddings", "--mode", "fuzzy", "hamstr", "--json"],
+        [str(Path(sys.executable).parent / "explorer"), "find", "--vault", str(vault), "--no-embeddings", "--mode", "fuzzy", "hamstr", "--json"],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

@@ -8,18 +8,11 @@ from pathlib import Path
 import pytest
 
 import explorer.search.pipeline as pipeline
-from explorer import context
+from explorer.index import context
 from explorer.cli import main
 from explorer.config import Settings
-from explorer.context import (
-    MAX_CONTEXT_CHARS,
-    ContextError,
-    CursorOutOfRange,
-    NoteNotFound,
-    context_for,
-    get_context_at_cursor,
-    resolve_target,
-)
+from explorer.index.context import MAX_CONTEXT_CHARS, get_context_at_cursor
+from explorer.index.targets import ContextError, CursorOutOfRange, NoteNotFound, context_for, resolve_target
 from explorer.index.classic import run_mode
 from explorer.index.vault_index import VaultIndex
 from conftest import write_notes

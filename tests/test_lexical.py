@@ -10,7 +10,7 @@ from rank_bm25 import BM25Okapi
 
 from explorer.config import Settings
 from explorer.index.lexical import BM25Index
-from explorer.index.tokenize import tokenize
+from explorer.text.tokenize import tokenize
 from explorer.index.vault_index import VaultIndex
 
 

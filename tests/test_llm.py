@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 from llm_server import FakeLLMServer, Reply, closed_port_url, error, prompt_of, terms, text
 
-from explorer.cli import make_pipeline
+from explorer.engine import make_pipeline
 from explorer.config import LLMSettings, Settings, load_settings
 from explorer.index.vault_index import VaultIndex
 from explorer.search.llm import (

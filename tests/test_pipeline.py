@@ -75,7 +75,7 @@ def test_explanations_sum_to_scores_in_real_searches(small) -> None:
         for c in ex.contributions:
             assert c.contribution == pytest.approx(c.retriever_weight * c.term_weight * c.source_weight / (ex.rrf_k + c.rank))
     retrievers = {c.retriever for c in res.results[0].explanation.contributions}
-    assert retrievers == {"bm25", "dense", "feedback"}
+    assert {"bm25", "dense", "feedback"} <= retrievers
 
 
 def test_knowledge_weight_and_k_change_the_scores(small) -> None:

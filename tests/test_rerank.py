@@ -698,7 +698,7 @@ def test_cross_encoder_with_a_missing_folder_falls_back(tmp_path: Path) -> None:
 EXIT_PROBE = """
 import sys
 from pathlib import Path
-from explorer.cli import make_pipeline
+from explorer.engine import make_pipeline
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 s = Settings().with_overrides({"rerank.pass2_timeout_ms": 5, "rerank.early_exit_ratio": 100.0, "rerank.early_exit_gap": 1.0})

@@ -142,7 +142,7 @@ def option_text(results_list: ResultsList, i: int = 0) -> str:
 @sync
 async def test_first_frame_before_the_index_opens(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """The UI is up while opening blocks in a worker; a query typed meanwhile runs once the index is ready."""
-    from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
 
     release = threading.Event()
 
@@ -218,7 +218,7 @@ async def test_live_search_is_progressive_lexical_then_hybrid(tui_vault: Path, e
 @sync
 async def test_typing_is_debounced_and_stale_searches_are_cancelled(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """Fast typing runs one search; a slow search is cancelled by the next query and never shown."""
-    from explorer.cli import make_pipeline
+    from explorer.engine import make_pipeline
 
     cancelled_seen = threading.Event()
     started = threading.Event()

@@ -7,7 +7,7 @@ from typing import Any
 
 from test_tui import make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 
-from explorer.cli import make_pipeline
+from explorer.engine import make_pipeline
 from explorer.tui.messages import EditNote, OpenNote
 
 SIZE = (120, 40)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorer.cli import make_pipeline
+from explorer.engine import make_pipeline
 
 import json
 from pathlib import Path
@@ -11,7 +11,8 @@ import pytest
 
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
-from explorer.search.pipeline import Analysis, SearchPipeline
+from explorer.search.pipeline import SearchPipeline
+from explorer.search.twopass import Analysis
 from explorer.search.schema import ContextShard, SearchResult, SearchResults
 from explorer.search.twopass import heuristic_analysis, merge_passes, repeats_query
 from conftest import write_notes

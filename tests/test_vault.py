@@ -261,7 +261,7 @@ def test_turn_metadata_edited_while_closed_is_seen_on_open(tmp_path: Path) -> No
     try:
         assert rel in report.changed
         assert ix.notes[rel].metadata["topic"] == "sailing knots"
-        from explorer.index.tokenize import tokenize
+        from explorer.text.tokenize import tokenize
 
         assert [k for k, _ in ix.bm25.top(tokenize("bowline"), 3)] == [rel]
         # Nothing changed since: a third open re-reads nothing.

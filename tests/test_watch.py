@@ -16,10 +16,11 @@ from typing import Callable, Iterator
 import pytest
 
 from explorer.config import Settings
-from explorer.index.tokenize import tokenize
+from explorer.text.tokenize import tokenize
 from explorer.index.vault_index import BatchReport, VaultIndex
 from explorer.vault import scan as scan_mod
-from explorer.vault.watch import VAULT_MISSING, WATCHING, VaultWatcher, format_batch
+from explorer.cli.index import format_batch
+from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
 from conftest import write_notes
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.

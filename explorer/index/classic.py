@@ -14,8 +14,8 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from explorer.context import MAX_CONTEXT_CHARS, get_context_at_cursor
-from explorer.index.tokenize import fold_word, is_stopword, tokenize_spans
+from explorer.index.context import MAX_CONTEXT_CHARS, get_context_at_cursor
+from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
 from explorer.vault.model import Highlight
 from explorer.vault.model import Note, Shard
 

@@ -19,7 +19,7 @@ from explorer.index.dense import DenseIndex
 from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 from explorer.index.lexical import BM25Index
 from explorer.index.store import FileState, NoteRecord, Store
-from explorer.index.tokenize import tokenize
+from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import NoteFile, ScanResult, check_vault, is_ignored, load_note, scan_vault, with_sidecar

@@ -10,13 +10,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from explorer.config import LLMSettings, Settings
-from explorer.context import snippet
+from explorer.index.context import snippet
 from explorer.search.schema import SearchResults
 from explorer.search.terms import MAX_TERMS, SearchTerms, clamp_terms, keyword_terms
+from explorer.search.twopass import Analysis
 
 if TYPE_CHECKING:
     from explorer.index.vault_index import VaultIndex
-    from explorer.search.pipeline import Analysis
 
 #: Completion tokens of the analysis (a verdict and one query).
 ANALYSIS_MAX_TOKENS = 100
@@ -353,8 +353,6 @@ class LLMAnalyser:
 
     def __call__(self, query: str, results: SearchResults, budget: Budget | None = None) -> Analysis:
         """`SUFFICIENT` or `REFINE: <query>` for the pass-1 results of `query`."""
-        from explorer.search.pipeline import Analysis
-
         s = self.settings.search
         prompt = analysis_prompt(query, results, s.pass1_entries, s.pass1_shards)
         messages = [{"role": "system", "content": ANALYSIS_SYSTEM}, {"role": "user", "content": prompt}]

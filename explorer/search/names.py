@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping
 
-from explorer.index.tokenize import tokenize
+from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note
 
 #: A name must cover the query and be covered by it at least this much (product of both shares).
@@ -93,7 +93,8 @@ class NameIndex:
                 matched = name & qset
                 if not matched:
                     continue
-                score = sum(weights[t] for t in matched) / total * len(matched) / len(name)
+                # Summed in a fixed order and rounded: set order varies between runs.
+                score = round(sum(weights[t] for t in sorted(matched)) / total * len(matched) / len(name), 6)
                 best = max(best, score)
             if best >= MIN_SCORE:
                 scored.append((path, best))

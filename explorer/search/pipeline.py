@@ -13,8 +13,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from explorer.config import Settings
-from explorer.context import highlight_spans, query_words, snippet
-from explorer.index.tokenize import tokenize
+from explorer.index.context import highlight_spans, query_words, snippet
+from explorer.text.tokenize import tokenize
 from explorer.index.vault_index import VaultIndex
 from explorer.search.fusion import Fused, Ranking, rrf
 from explorer.search.llm import Budget
@@ -23,7 +23,7 @@ from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.schema import ContextShard, Explanation, PassInfo, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, clamp_terms, keyword_terms
-from explorer.search.twopass import merge_passes, repeats_query
+from explorer.search.twopass import Analysis, merge_passes, repeats_query
 from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.vault.model import Shard
 
@@ -51,22 +51,6 @@ class Reranker(Protocol):
     def rerank(
         self, query: str, results: list[SearchResult], query_vector: np.ndarray | None = None
     ) -> tuple[list[SearchResult], dict[str, Any]]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Analysis:
-    """The outcome of the analysis between the passes."""
-
-    decision: str
-    """`SUFFICIENT` or `REFINE`."""
-    refined_query: str = ""
-    """The query of pass 2 (REFINE only)."""
-    reason: str = ""
-    """Why, in a sentence."""
-    analyser: str = "heuristic"
-    """`heuristic` or `llm` (or `llm->heuristic` after a fallback)."""
-    tokens_used: int = 0
-    """LLM tokens spent."""
 
 
 @dataclass

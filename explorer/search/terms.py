@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from explorer.index.tokenize import fold_word, is_stopword
+from explorer.text.tokenize import fold_word, is_stopword
 
 MAX_TERMS = 5
 TRUNCATE_ABOVE = 10

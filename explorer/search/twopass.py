@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
-from explorer.index.tokenize import is_stopword, tokenize_spans
+from explorer.text.tokenize import is_stopword, tokenize_spans
 from explorer.search.quality import RELEVANT, assess, query_key, token_idf
 from explorer.search.schema import SearchResult, SearchResults
 
 if TYPE_CHECKING:
     from explorer.index.vault_index import VaultIndex
-    from explorer.search.pipeline import Analysis
 
 #: Pseudo-relevance feedback: terms are drawn from at most this many relevant top results.
 FEEDBACK_DOCS = 3
@@ -25,6 +24,22 @@ FEEDBACK_TERMS = 3
 FEEDBACK_MIN_TF = 2
 #: Words found in more shards than an IDF of this allows are too common to steer a search.
 FEEDBACK_MIN_IDF = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The outcome of the analysis between the passes."""
+
+    decision: str
+    """`SUFFICIENT` or `REFINE`."""
+    refined_query: str = ""
+    """The query of pass 2 (REFINE only)."""
+    reason: str = ""
+    """Why, in a sentence."""
+    analyser: str = "heuristic"
+    """`heuristic` or `llm` (or `llm->heuristic` after a fallback)."""
+    tokens_used: int = 0
+    """LLM tokens spent."""
 
 
 def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) -> Analysis:
@@ -41,8 +56,6 @@ def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) ->
         SUFFICIENT when no word qualifies.
     The reason names the quality level and score, the relevant count, top relevance and gap.
     """
-    from explorer.search.pipeline import Analysis
-
     searched = [r for r in results.results if r.source == "search"]
     if not searched:
         return Analysis("SUFFICIENT", reason="no results: nothing to refine from")

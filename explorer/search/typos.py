@@ -17,7 +17,7 @@ from typing import Callable, Mapping, Sequence
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from explorer.index.tokenize import fold_word, is_stopword
+from explorer.text.tokenize import fold_word, is_stopword
 
 MAX_CANDIDATES = 2
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")

@@ -81,7 +81,7 @@ class ExplorerApp(App[int]):
             settings: Settings (default: defaults).
             index: An already opened VaultIndex to use (tests, embedding apps); not closed on exit.
             embedder: An embedding model to give the index the app opens.
-            pipeline_factory: Builds the SearchPipeline (default `explorer.cli.make_pipeline`).
+            pipeline_factory: Builds the SearchPipeline (default `explorer.engine.make_pipeline`).
             state_path: Where the theme choice and query history are kept (None: nowhere).
             theme_dirs: Theme folders (default: the shipped `themes/` and the user's).
             watch: Start the file watcher when it is available.
@@ -161,7 +161,7 @@ class ExplorerApp(App[int]):
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
     def _open_index(self) -> None:
         """Open (load + refresh) the index and build the pipeline, off the UI thread."""
-        from explorer.cli import make_pipeline
+        from explorer.engine import make_pipeline
 
         t0 = time.perf_counter()
         index = self._given_index
@@ -300,13 +300,13 @@ class ExplorerApp(App[int]):
                 self._prepare_model()
 
     def _start_watcher(self) -> None:
-        """Start the vault watcher (`explorer.vault.watch`) when it is available.
+        """Start the vault watcher (`explorer.index.watch`) when it is available.
 
         It applies change batches itself; the app only follows its batches and states. Embedding
         stays with the app's model worker, which shows progress.
         """
         try:
-            from explorer.vault.watch import VaultWatcher
+            from explorer.index.watch import VaultWatcher
         except ImportError:
             self.status = replace(self.status, watcher="unavailable")
             return

@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any, Callable
 
-from explorer.context import snippet
+from explorer.index.context import snippet
 from explorer.search.schema import ContextShard, Quality, SearchResult, SearchResults
 
 _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')

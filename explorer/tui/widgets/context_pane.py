@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Static
 
-from explorer.context import ContextWindow, get_context_at_cursor, highlight_spans
+from explorer.index.context import ContextWindow, get_context_at_cursor, highlight_spans
 from explorer.search.schema import Highlight, SearchResult
 
 #: Window sizes (characters each side of the cursor) that widen/narrow step through.

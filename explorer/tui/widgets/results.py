@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from explorer.context import highlight_spans
+from explorer.index.context import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
 
 BAR_WIDTH = 8

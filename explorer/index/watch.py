@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import sys
 import threading
 import time
 import warnings
@@ -756,65 +755,3 @@ def _stop_observer(observer: BaseObserver | None) -> None:
             observer.join(5)
     except Exception:  # noqa: BLE001 - a dead observer may fail to stop; nothing else to do
         logger.debug("observer stop failed", exc_info=True)
-
-
-# -- `explorer watch` ---------------------------------------------------------------------------
-def format_batch(report: BatchReport) -> str:
-    """One log line for a batch: time, files, shards +/-, milliseconds."""
-    files = len(report.added) + len(report.changed) + len(report.removed) + len(report.skipped)
-    parts = []
-    for label, items in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
-        if items:
-            parts.append(f"{len(items)} {label}")
-    if report.skipped:
-        parts.append(f"{len(report.skipped)} skipped")
-    detail = ", ".join(parts)
-    names = [*report.added, *report.changed, *report.removed, *report.skipped]
-    sample = ""
-    if names:
-        sample = "  " + ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
-    return (
-        f"{time.strftime('%H:%M:%S')}  {files} file{'s' if files != 1 else ''}"
-        f"{f' ({detail})' if detail else ''}  shards +{report.shards_added}/-{report.shards_removed}"
-        f"  {report.ms:.0f} ms{sample}"
-    )
-
-
-def run_watch(vault: Path, settings: Settings) -> int:
-    """`explorer watch`: keep the index of `vault` current headless, one log line per batch; Ctrl-C exits 0."""
-    import signal
-
-    from explorer.index.vault_index import VaultIndex
-
-    def out(line: str) -> None:
-        print(line, flush=True)
-
-    def err(line: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')}  error: {line}", file=sys.stderr, flush=True)
-
-    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {m}", file=sys.stderr, flush=True))
-    stop = threading.Event()
-    watcher = VaultWatcher(
-        index,
-        settings,
-        embed=settings.index.embeddings,
-        on_batch=lambda r: out(format_batch(r)),
-        on_state=lambda s: out(f"{time.strftime('%H:%M:%S')}  {s}" + (f" {vault}" if s in (WATCHING, VAULT_MISSING) else "")),
-        on_error=err,
-        on_embedded=lambda n: out(f"{time.strftime('%H:%M:%S')}  embedded {n} shard{'s' if n != 1 else ''}"),
-    )
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        watcher.start()
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        watcher.stop()
-        index.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    return 0

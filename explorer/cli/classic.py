@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TextIO
 
 from explorer.config import Settings
-from explorer.context import ContextError, ContextWindow, context_for
+from explorer.index.context import ContextWindow
 from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
-from explorer.render import mark, print_json
+from explorer.index.targets import ContextError, context_for
+from explorer.cli.render import mark, print_json
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -28,7 +29,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     for flag, value, least in (("-n", args.max_results, 1), ("--context-chars", args.context_chars, 0), ("--window", args.window, 1)):
         if value is not None and value < least:
             return _fail(f"{flag} must be {least} or more, got {value}")
-    from explorer.cli import open_index
+    from explorer.engine import open_index
 
     index, _ = open_index(vault, settings)
     try:
@@ -46,7 +47,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
 
 def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     """Print the window around a cursor in the note a node_id or path names."""
-    from explorer.cli import open_index
+    from explorer.engine import open_index
 
     index, _ = open_index(vault, settings)
     try:

@@ -1,18 +1,19 @@
-"""Command line: `explorer [VAULT]` opens the app; `explorer search|index|find|context|watch|stats` work headless."""
+"""Command line: `explorer [VAULT]` opens the app; `explorer search|index|find|context|watch|stats` work headless.
+
+This module parses the arguments and hands each command to its module in `explorer.cli`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from explorer.config import ConfigError, Settings, load_settings
-from explorer.render import print_json, print_results
 
-SAMPLE_VAULT = Path(__file__).resolve().parent.parent / "sample_vault"
+SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
 COMMANDS = ("search", "index", "find", "context", "watch", "stats")
 
 
@@ -131,171 +132,33 @@ def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Setti
     return root, load_settings(root, flags)
 
 
-def open_index(vault: Path, settings: Settings, quiet: bool = False, progress: bool = False):
-    """Open (load + refresh) the index of `vault`, printing store messages to stderr."""
-    from explorer.index.vault_index import VaultIndex
-
-    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {m}", file=sys.stderr))
-    bar = _ProgressBar() if progress and sys.stderr.isatty() else None
-    report = index.open(progress=bar.update if bar else None)
-    if bar:
-        bar.done()
-    return index, report
-
-
-def make_pipeline(index, settings: Settings):
-    """The SearchPipeline with the configured term writer, analyser and reranker."""
-    from explorer.search.pipeline import SearchPipeline
-
-    term_writer = analyser = reranker = None
-    try:
-        from explorer.search.setup import build_components
-
-        term_writer, analyser, reranker = build_components(index, settings)
-    except ImportError:
-        pass
-    return SearchPipeline(index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker)
-
-
 def _dispatch(args: argparse.Namespace) -> int:
     vault_arg = getattr(args, "vault_pos", None) or args.vault
     vault, settings = _settings(vault_arg, args)
     if args.command == "search":
-        return _cmd_search(args, vault, settings)
+        from explorer.cli.search import cmd_search
+
+        return cmd_search(args, vault, settings)
     if args.command == "index":
-        return _cmd_index(args, vault, settings)
+        from explorer.cli.index import cmd_index
+
+        return cmd_index(args, vault, settings)
     if args.command == "stats":
-        return _cmd_stats(args, vault, settings)
+        from explorer.cli.index import cmd_stats
+
+        return cmd_stats(args, vault, settings)
     if args.command == "find":
-        from explorer.classic_cli import cmd_find
+        from explorer.cli.classic import cmd_find
 
         return cmd_find(args, vault, settings)
     if args.command == "context":
-        from explorer.classic_cli import cmd_context
+        from explorer.cli.classic import cmd_context
 
         return cmd_context(args, vault, settings)
     if args.command == "watch":
-        from explorer.vault.watch import run_watch
+        from explorer.cli.index import cmd_watch
 
-        return run_watch(vault, settings)
+        return cmd_watch(vault, settings)
     return 2
 
 
-def _cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
-    from explorer.search.pipeline import QueryError
-
-    query = " ".join(args.query)
-    if args.k is not None and args.k < 1:
-        print("explorer: -k must be 1 or more", file=sys.stderr)
-        return 2
-    index, _ = open_index(vault, settings)
-    pipeline = make_pipeline(index, settings)
-    try:
-        results = pipeline.search(query, k=args.k, dense=not args.lexical,
-                                  two_pass=False if args.one_pass else None, rerank=args.rerank)
-    except QueryError as exc:
-        print(f"explorer: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        index.close()
-    if args.json:
-        print_json(results.to_dict())
-        return 0
-
-    print_results(results, explain=args.explain, color=sys.stdout.isatty())
-    return 0
-
-
-def _cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
-    t0 = time.perf_counter()
-    index, report = open_index(vault, settings, progress=True)
-    bar = _ProgressBar() if sys.stderr.isatty() else None
-    pending_before = len(index.pending())
-    cached = index.stats().embedded
-    embedded = 0
-    if settings.index.embeddings:
-        embedded = index.embed_pending(progress=bar.update if bar else None)
-        if bar:
-            bar.done()
-    st = index.stats()
-    out = {
-        "vault": str(vault),
-        "notes": st.notes,
-        "shards": st.shards,
-        "added": len(report.added),
-        "changed": len(report.changed),
-        "removed": len(report.removed),
-        "skipped": dict(sorted(index.skipped.items())),
-        "shards_embedded": embedded,
-        "shards_from_cache": cached,
-        "shards_without_vectors": st.pending,
-        "model": st.model_id if settings.index.embeddings else "off",
-        "model_state": st.model_state,
-        "runtime": st.runtime,
-        "seconds": round(time.perf_counter() - t0, 2),
-    }
-    if index.model_error:
-        out["model_error"] = index.model_error
-    index.close()
-    if args.json:
-        print_json(out)
-        return 0
-    print(f"Indexed {vault}")
-    print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
-    print(f"  shards  {out['shards']:>7}")
-    print(f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]")
-    if pending_before and not settings.index.embeddings:
-        print("  embeddings are off (index.embeddings = false)")
-    if index.model_error:
-        print(f"  model: {index.model_error}")
-    print(f"  skipped {len(out['skipped']):>7}")
-    for path, reason in out["skipped"].items():
-        print(f"    {path}: {reason}")
-    print(f"  time    {out['seconds']:>7.2f} s")
-    return 0
-
-
-def _cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
-    index, _ = open_index(vault, settings)
-    st = index.stats()
-    out = {
-        "vault": str(vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
-        "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
-        "skipped": dict(sorted(index.skipped.items())), "cache_dir": str(index.cache_dir),
-    }
-    index.close()
-    if args.json:
-        print_json(out)
-    else:
-        for key, value in out.items():
-            if key == "skipped":
-                print(f"{key}: {len(value)}")
-                for p, r in value.items():
-                    print(f"  {p}: {r}")
-            else:
-                print(f"{key}: {value}")
-    return 0
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self) -> None:
-        self._last = 0.0
-        self._shown = False
-
-    def update(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        width = 30
-        filled = int(width * done / total) if total else width
-        sys.stderr.write(f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        sys.stderr.flush()
-        self._shown = True
-
-    def done(self) -> None:
-        if self._shown:
-            sys.stderr.write("\n")
-            self._shown = False

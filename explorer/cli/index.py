@@ -1,0 +1,182 @@
+"""`explorer index`, `explorer stats` and `explorer watch`: build, inspect and keep the index current."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from explorer.cli.render import print_json
+from explorer.config import Settings
+
+if TYPE_CHECKING:
+    from explorer.index.vault_index import BatchReport
+
+
+def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
+    """Build or refresh the index, embedding what changed, and report the counts."""
+    from explorer.engine import open_index
+
+    t0 = time.perf_counter()
+    opening = _ProgressBar() if sys.stderr.isatty() else None
+    index, report = open_index(vault, settings, progress=opening.update if opening else None)
+    if opening:
+        opening.done()
+    bar = _ProgressBar() if sys.stderr.isatty() else None
+    pending_before = len(index.pending())
+    cached = index.stats().embedded
+    embedded = 0
+    if settings.index.embeddings:
+        embedded = index.embed_pending(progress=bar.update if bar else None)
+        if bar:
+            bar.done()
+    st = index.stats()
+    out = {
+        "vault": str(vault),
+        "notes": st.notes,
+        "shards": st.shards,
+        "added": len(report.added),
+        "changed": len(report.changed),
+        "removed": len(report.removed),
+        "skipped": dict(sorted(index.skipped.items())),
+        "shards_embedded": embedded,
+        "shards_from_cache": cached,
+        "shards_without_vectors": st.pending,
+        "model": st.model_id if settings.index.embeddings else "off",
+        "model_state": st.model_state,
+        "runtime": st.runtime,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    if index.model_error:
+        out["model_error"] = index.model_error
+    index.close()
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"Indexed {vault}")
+    print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
+    print(f"  shards  {out['shards']:>7}")
+    print(f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]")
+    if pending_before and not settings.index.embeddings:
+        print("  embeddings are off (index.embeddings = false)")
+    if index.model_error:
+        print(f"  model: {index.model_error}")
+    print(f"  skipped {len(out['skipped']):>7}")
+    for path, reason in out["skipped"].items():
+        print(f"    {path}: {reason}")
+    print(f"  time    {out['seconds']:>7.2f} s")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
+    """Print index counts, model state and skipped files."""
+    from explorer.engine import open_index
+
+    index, _ = open_index(vault, settings)
+    st = index.stats()
+    out = {
+        "vault": str(vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
+        "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
+        "skipped": dict(sorted(index.skipped.items())), "cache_dir": str(index.cache_dir),
+    }
+    index.close()
+    if args.json:
+        print_json(out)
+    else:
+        for key, value in out.items():
+            if key == "skipped":
+                print(f"{key}: {len(value)}")
+                for p, r in value.items():
+                    print(f"  {p}: {r}")
+            else:
+                print(f"{key}: {value}")
+    return 0
+
+
+class _ProgressBar:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self) -> None:
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        width = 30
+        filled = int(width * done / total) if total else width
+        sys.stderr.write(f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        sys.stderr.flush()
+        self._shown = True
+
+    def done(self) -> None:
+        if self._shown:
+            sys.stderr.write("\n")
+            self._shown = False
+
+
+def format_batch(report: BatchReport) -> str:
+    """One log line for a batch: time, files, shards +/-, milliseconds."""
+    files = len(report.added) + len(report.changed) + len(report.removed) + len(report.skipped)
+    parts = []
+    for label, items in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
+        if items:
+            parts.append(f"{len(items)} {label}")
+    if report.skipped:
+        parts.append(f"{len(report.skipped)} skipped")
+    detail = ", ".join(parts)
+    names = [*report.added, *report.changed, *report.removed, *report.skipped]
+    sample = ""
+    if names:
+        sample = "  " + ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    return (
+        f"{time.strftime('%H:%M:%S')}  {files} file{'s' if files != 1 else ''}"
+        f"{f' ({detail})' if detail else ''}  shards +{report.shards_added}/-{report.shards_removed}"
+        f"  {report.ms:.0f} ms{sample}"
+    )
+
+
+def cmd_watch(vault: Path, settings: Settings) -> int:
+    """`explorer watch`: keep the index of `vault` current headless, one log line per batch; Ctrl-C exits 0."""
+    import signal
+
+    from explorer.index.vault_index import VaultIndex
+    from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+
+    def err(line: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')}  error: {line}", file=sys.stderr, flush=True)
+
+    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {m}", file=sys.stderr, flush=True))
+    stop = threading.Event()
+    watcher = VaultWatcher(
+        index,
+        settings,
+        embed=settings.index.embeddings,
+        on_batch=lambda r: out(format_batch(r)),
+        on_state=lambda s: out(f"{time.strftime('%H:%M:%S')}  {s}" + (f" {vault}" if s in (WATCHING, VAULT_MISSING) else "")),
+        on_error=err,
+        on_embedded=lambda n: out(f"{time.strftime('%H:%M:%S')}  embedded {n} shard{'s' if n != 1 else ''}"),
+    )
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        watcher.start()
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()
+        index.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return 0

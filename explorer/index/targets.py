@@ -1,0 +1,158 @@
+"""Resolve a node_id or path through the index and serve the context window around a cursor in it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from explorer.index.context import ContextWindow, get_context_at_cursor
+
+if TYPE_CHECKING:
+    from explorer.index.vault_index import VaultIndex
+
+
+class ContextError(ValueError):
+    """A context request that cannot be served; the message says why."""
+
+
+class NoteNotFound(ContextError):
+    """The note named is not in the index, or its file is gone (deleted or renamed since the search)."""
+
+
+class CursorOutOfRange(ContextError):
+    """A cursor before the note's start or past its end."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a node_id or path points in the index."""
+
+    path: str
+    """The note's vault-relative path."""
+    cursor: int
+    """The node's start: the shard's, block's or heading's first character, 0 for a whole note."""
+    kind: str
+    """shard, block, heading or note."""
+
+
+def resolve_target(index: VaultIndex, target: str) -> Target:
+    """Find a node_id (`path#Heading#Sub`, the older `path#Heading > Sub`, `path#^block`) or a note path in the index.
+
+    A path may omit `.md` or be any link target Obsidian would resolve (a file stem, a path
+    suffix); a `#Heading` names a heading by its path or by its own text. Raises NoteNotFound
+    when the note is not indexed or its file no longer exists, ContextError when the
+    fragment names nothing in it.
+    """
+    t = target.strip()
+    if not t:
+        raise ContextError("empty target: give a node_id or a note path")
+    with index.lock:
+        shard = index.shards.get(t)
+        if shard is not None:
+            _check_on_disk(index, shard.path)
+            return Target(shard.path, shard.start, "shard")
+        name, sep, frag = t.partition("#")
+        path = _note_path(index, name)
+        _check_on_disk(index, path)
+        if not sep or not frag.strip():
+            return Target(path, 0, "note")
+        frag = frag.strip()
+        note = index.notes[path]
+        if frag.startswith("^"):
+            block_id = frag[1:].strip()
+            for block in note.blocks:
+                if block.id == block_id or block.id.lower() == block_id.lower():
+                    return Target(path, block.start, "block")
+            raise ContextError(f"no block ^{block_id} in {path}")
+        from explorer.vault.shard import heading_paths
+
+        # `Heading#Sub` (Obsidian's form) and `Heading > Sub` (the older node_id form) alike.
+        comps = [c.strip() for c in re.split(r"#| > ", frag) if c.strip()]
+        if not comps:
+            return Target(path, 0, "note")
+        joined = "#".join(comps)
+        shard = index.shards.get(f"{path}#{joined}")
+        if shard is None:
+            # A path that leaves out outer headings (a first H1, say) names the section too.
+            ids = index.shards_by_path.get(path, [])
+            shard = next((index.shards[i] for i in ids if i.lower().endswith("#" + joined.lower())), None)
+        pairs = heading_paths(note)
+        if shard is not None:
+            # A shard can open with bare headings above its own: the cursor goes to its heading.
+            own = next((h.start for h, hp in pairs if hp == shard.heading_path and shard.start <= h.start < shard.end),
+                       shard.start)
+            return Target(path, own, "shard")
+        want = [" ".join(c.split()).lower() for c in comps]
+        for heading, hpath in pairs:
+            low = [h.lower() for h in hpath]
+            if low == want or (len(low) > len(want) and low[-len(want):] == want):
+                return Target(path, heading.start, "heading")
+        for heading in note.headings:
+            if heading.text.strip().lower() == want[-1]:
+                return Target(path, heading.start, "heading")
+        raise ContextError(f"no section {frag!r} in {path}")
+
+
+def _note_path(index: VaultIndex, name: str) -> str:
+    name = name.strip().replace("\\", "/").lstrip("/")
+    if name in index.notes:
+        return name
+    if f"{name}.md" in index.notes:
+        return f"{name}.md"
+    resolved = index.links().resolve(name) if name else None
+    if resolved is not None and resolved in index.notes:
+        return resolved
+    for candidate in (name, f"{name}.md"):
+        reason = index.skipped.get(candidate)
+        if reason:
+            raise NoteNotFound(f"{candidate} is not indexed: {reason}")
+    raise NoteNotFound(f"no note {name!r} in the index (deleted or renamed since the search?)")
+
+
+def _check_on_disk(index: VaultIndex, path: str) -> None:
+    if not (index.root / path).is_file():
+        raise NoteNotFound(f"{path} was deleted or renamed since it was indexed")
+
+
+def context_for(
+    index: VaultIndex,
+    target: str,
+    cursor: int | None = None,
+    chars_before: int = 1000,
+    chars_after: int = 1000,
+    words: Sequence[str] = (),
+    phrases: Sequence[str] = (),
+    clamp: bool = False,
+) -> ContextWindow:
+    """The window around `cursor` in the note a node_id or path names (see `resolve_target`).
+
+    `cursor` is an offset in the note's raw text, as search hits give it; None means the node's
+    start (the shard, block or heading; 0 for a whole note). The window is clamped to the note,
+    snapped to whole words and lines, and capped at MAX_CONTEXT_CHARS each side (said in
+    `notes`). A cursor outside 0..len(text) raises CursorOutOfRange unless `clamp` (then it is
+    moved inside and the move is noted); negative sizes raise ContextError; a note that is gone
+    raises NoteNotFound.
+    """
+    for name, value in (("chars_before", chars_before), ("chars_after", chars_after)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ContextError(f"{name} must be a whole number of 0 or more, got {value!r}")
+    if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)):
+        raise ContextError(f"cursor must be a whole number, got {cursor!r}")
+    with index.lock:
+        found = resolve_target(index, target)
+        note = index.notes[found.path]
+        n = len(note.text)
+        if cursor is None:
+            cursor = found.cursor
+        elif not clamp and cursor < 0:
+            raise CursorOutOfRange(f"cursor {cursor} is negative: cursors are character offsets from 0 to {n} in {found.path}")
+        elif not clamp and cursor > n:
+            raise CursorOutOfRange(
+                f"cursor {cursor} is beyond the end of {found.path} ({n} characters); the note may have changed since the search"
+            )
+        shard = index.shard_at(found.path, min(max(cursor, 0), n))
+        return get_context_at_cursor(
+            note.text, cursor, chars_before, chars_after, words, phrases,
+            path=found.path, node_id=shard.node_id if shard else "",
+        )

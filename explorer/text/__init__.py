@@ -1,0 +1,1 @@
+"""Plain text helpers with no project imports: tokenizing and folding words."""

@@ -1,0 +1,31 @@
+"""Golden outputs: `explorer search --json` / find / context on sample_vault stay byte-identical.
+
+The expected files live in tests/golden/; rewrite them on purpose with `python -m tests.golden_update`
+(see that module) and explain the change in the commit message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from golden_update import CASES, golden_path, prepare_vault, run_case
+
+
+@pytest.fixture(scope="module")
+def golden_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One indexed copy of sample_vault shared by every case."""
+    return prepare_vault(tmp_path_factory.mktemp("golden") / "vault")
+
+
+def test_every_case_has_a_golden_file() -> None:
+    missing = [name for name in CASES if not golden_path(name).is_file()]
+    assert not missing, f"no golden file for {missing}: run python -m tests.golden_update"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_output_matches_golden(name: str, golden_vault: Path) -> None:
+    expected = golden_path(name).read_text(encoding="utf-8")
+    actual = run_case(name, golden_vault)
+    assert actual == expected, f"{name}: output changed (intended? run python -m tests.golden_update)"
