@@ -358,25 +358,25 @@ async def test_context_pane_moves_widens_copies_and_opens(tui_vault: Path, embed
         for h in pane.window.highlights:
             assert text[h.start:h.end].lower().startswith(("hamster", "cage"))
         chars = pane.state.chars
-        await pilot.press("plus")
+        await pilot.press("ctrl+up")
         assert pane.state.chars > chars
-        await pilot.press("minus", "minus")
+        await pilot.press("ctrl+down", "ctrl+down")
         assert pane.state.chars < chars
         start_match = pane.state.match
-        await pilot.press("n")
+        await pilot.press("ctrl+n")
         assert pane.state.match == (start_match + 1) % len(pane.matches)
         assert pane.state.cursor == pane.matches[pane.state.match].start
-        await pilot.press("N")
+        await pilot.press("ctrl+b")
         assert pane.state.match == start_match
         if len(res.context_shards) > 1:
-            await pilot.press("right_square_bracket")
+            await pilot.press("shift+down")
             assert pane.state.shard == 1 and pane.state.cursor == res.context_shards[1].cursor
-            await pilot.press("left_square_bracket")
+            await pilot.press("shift+up")
             assert pane.state.shard == 0
-        await pilot.press("y")
+        await pilot.press("ctrl+y")
         assert app.clipboard == pane.node_id
         cursor = pane.state.cursor
-        await pilot.press("o")
+        await pilot.press("f3")
         await settle(app, pilot)
         assert isinstance(app.screen, NoteScreen)
         assert app.screen.place.path == res.document_path and app.screen.place.cursor == cursor
@@ -393,7 +393,7 @@ async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: 
         results = await search(app, pilot, "hamster cage")
         screen = app.main_screen
         screen.query_one(ResultsList).focus()
-        await pilot.press("w")
+        await pilot.press("f6")
         assert screen.query_one(TabbedContent).active == "tab-why"
         why = screen.query_one(WhyPane)
         res = results.results[0]
@@ -410,7 +410,7 @@ async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: 
         facts = str(why.query_one("#why-search").content)
         assert "terms:" in facts and "rerank: not run" in facts
         # Why not: a note about money is nowhere in a hamster search.
-        await pilot.press("W")
+        await pilot.press("f7")
         box = why.query_one("#why-not", Input)
         assert box.has_focus
         box.value = "Finance/index-funds.md"
@@ -474,10 +474,10 @@ async def test_note_view_links_backlinks_tags_and_history(tui_vault: Path, embed
         md.post_message(Markdown.LinkClicked(md, wikilink_href("no-such-note")))
         await settle(app, pilot)
         assert screen.place.path == "Pets/syrian-hamster-care.md"
-        await pilot.press("b")
+        await pilot.press("alt+left")
         await settle(app, pilot)
         assert screen.place.path == "Pets/hamster-cages-and-bedding.md"
-        await pilot.press("f")
+        await pilot.press("alt+right")
         await settle(app, pilot)
         assert screen.place.path == "Pets/syrian-hamster-care.md"
         backlinks.focus()
@@ -538,7 +538,7 @@ async def test_writing_mode_related_notes_save_and_search(tui_vault: Path, embed
         results = await search(app, pilot, "composting")
         assert results.results[0].document_path == path
         app.main_screen.query_one(ResultsList).focus()
-        await pilot.press("e")
+        await pilot.press("f4")
         await settle(app, pilot)
         writer = app.screen
         assert isinstance(writer, WriterScreen) and writer.path == path
@@ -743,8 +743,8 @@ async def test_bad_theme_files_are_reported_in_one_notification(tui_vault: Path,
 
 
 @sync
-async def test_palette_lists_every_action_and_question_mark_shows_keys(tui_vault: Path, embedder, tmp_path: Path) -> None:
-    """Each described binding of the screen is a palette command; `?` opens the key help."""
+async def test_palette_lists_every_action_and_f1_shows_keys(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """Each described binding of the screen is a palette command; F1 opens the key help."""
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -760,11 +760,11 @@ async def test_palette_lists_every_action_and_question_mark_shows_keys(tui_vault
 
         assert app.main_screen.query_one(TabbedContent).active == "tab-why"
         app.main_screen.query_one(ResultsList).focus()
-        await pilot.press("question_mark")
+        await pilot.press("f1")
         await settle(app, pilot)
         assert isinstance(app.screen, HelpScreen)
         text = " ".join(str(s.content) for s in app.screen.query("Static"))
-        for words in ("Widen", "Next match", "Copy id", "Previous query", "Keys"):
+        for words in ("Widen context", "Next match", "Copy node id", "Previous query", "Keys", "always type"):
             assert words in text
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)

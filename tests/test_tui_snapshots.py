@@ -63,7 +63,7 @@ def test_snapshot_context_pane(tui_vault: Path, embedder, tmp_path: Path, snap_c
 
     async def run_before(pilot: Any) -> None:
         await with_results(pilot)
-        await pilot.press("n", "minus")
+        await pilot.press("ctrl+n", "ctrl+down")
         await settle(pilot.app, pilot)
 
     assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
@@ -74,7 +74,7 @@ def test_snapshot_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap_com
 
     async def run_before(pilot: Any) -> None:
         await with_results(pilot)
-        await pilot.press("w")
+        await pilot.press("f6")
         await settle(pilot.app, pilot)
 
     assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)

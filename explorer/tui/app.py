@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
+from explorer.tui import keys
 from explorer.tui.messages import (
     EditNote,
     IndexFailed,
@@ -52,11 +53,7 @@ class ExplorerApp(App[int]):
     TITLE = "Explorer"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
 
-    BINDINGS = [
-        Binding("ctrl+q", "quit", "Quit", priority=True),
-        Binding("f1", "help", "Keys"),
-        Binding("question_mark", "help", "Keys", show=False, key_display="?"),
-    ]
+    BINDINGS = keys.APP
 
     status: var[StatusInfo] = var(StatusInfo)
     """What the status bar shows (replaced, never mutated)."""
@@ -367,6 +364,16 @@ class ExplorerApp(App[int]):
         if isinstance(self.screen, WriterScreen) and self.screen.path == message.path:
             return
         self.push_screen(WriterScreen(message.path, message.cursor))
+
+    def back_to_search(self, typed: str = "") -> None:
+        """Close the note view and the writer (whatever is stacked over the search screen) and focus the search box.
+
+        Args:
+            typed: Text that replaces the query (a key typed in the note view); '' selects the query.
+        """
+        while len(self.screen_stack) > 1 and self.screen is not self.main_screen:
+            self.pop_screen()
+        self.main_screen.focus_search(typed)
 
     def action_help(self) -> None:
         """Show the keys of the current screen."""

@@ -129,23 +129,45 @@ def as_plain_query(text: str) -> str:
     return " ".join(_FILTERISH.sub(" ", text).split())
 
 
+def body_start(text: str) -> int:
+    """Index of the first character after a leading YAML frontmatter block (0 when there is none)."""
+    if not text.startswith("---"):
+        return 0
+    first = text.find("\n")
+    if first < 0 or text[:first].strip() != "---":
+        return 0
+    pos = first + 1
+    while pos < len(text):
+        end = text.find("\n", pos)
+        line = text[pos:] if end < 0 else text[pos:end]
+        if line.strip() in ("---", "..."):
+            return len(text) if end < 0 else end + 1
+        if end < 0:
+            break
+        pos = end + 1
+    return 0
+
+
 def read_note_file(path: Path) -> str:
     """A note's text as on disk (line endings kept)."""
     with open(path, encoding="utf-8", newline="") as fh:
         return fh.read()
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
     """Write `text` to `path` through a temp file in the same folder and an atomic rename.
 
     The temp file's name (`.<name>.<random>.tmp`) is one the vault scanner ignores; the file keeps
-    its permission bits.
+    its permission bits. A file that no longer exists gets `mode` (the bits it had when it was
+    opened), or else the bits a new file gets under the umask, never the temp file's 0600.
     """
-    mode = None
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:
-        pass
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

@@ -11,6 +11,8 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from explorer.tui import keys
+
 
 #: Section titles of the classes whose keys are listed.
 TITLES = {
@@ -55,9 +57,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen Static { height: auto; }
     """
 
-    BINDINGS = [
-        Binding("escape,q,question_mark,f1", "dismiss", "Close"),
-    ]
+    BINDINGS = keys.HELP
 
     def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
         super().__init__()
@@ -86,9 +86,10 @@ class HelpScreen(ModalScreen[None]):
         """One block per section."""
         with VerticalScroll():
             yield Static(Content.styled("Keys  (Esc closes)", "bold $text-accent"))
+            yield Static(Content.styled(keys.TYPING_NOTE, "$text-muted"))
             for title, rows in self.sections:
                 parts: list[str | tuple[str, str]] = [(f"\n{title}\n", "bold $text-primary")]
-                for keys, desc in rows:
-                    parts.append((f"  {keys:<18}", "bold"))
+                for key_names, desc in rows:
+                    parts.append((f"  {key_names:<18}", "bold"))
                     parts.append(f"{desc}\n")
                 yield Static(Content.assemble(*parts))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
@@ -16,6 +15,7 @@ from textual.worker import get_current_worker
 from explorer.index.context import query_words
 from explorer.search.query import parse_query
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.tui import keys
 from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
 from explorer.tui.text import split_mode
 from explorer.tui.widgets.context_pane import ContextPane
@@ -34,24 +34,7 @@ class MainScreen(Screen):
 
     AUTO_FOCUS = "#search"
 
-    BINDINGS = [
-        Binding("slash", "focus_search", "Search", key_display="/"),
-        Binding("escape", "focus_search", "Search", show=False),
-        Binding("f2", "toggle_tree", "Tree"),
-        Binding("c", "show_tab('tab-context')", "Context"),
-        Binding("w", "show_tab('tab-why')", "Why"),
-        Binding("W", "why_not", "Why not?", show=False),
-        Binding("plus,equals_sign", "widen(1)", "Widen", key_display="+"),
-        Binding("minus", "widen(-1)", "Narrow", key_display="-"),
-        Binding("n", "match(1)", "Next match", show=False),
-        Binding("N", "match(-1)", "Prev match", show=False),
-        Binding("right_square_bracket", "shard(1)", "Next shard", show=False, key_display="]"),
-        Binding("left_square_bracket", "shard(-1)", "Prev shard", show=False, key_display="["),
-        Binding("y", "copy_node_id", "Copy id", show=False),
-        Binding("o", "open_at_cursor", "Open"),
-        Binding("e", "edit", "Write"),
-        Binding("ctrl+e", "edit", "Write", show=False),
-    ]
+    BINDINGS = keys.MAIN
 
     def __init__(self, history: list[str] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -281,8 +264,33 @@ class MainScreen(Screen):
 
     # -- actions ------------------------------------------------------------------------
     def action_focus_search(self) -> None:
-        """Focus the search box."""
-        self.query_one(SearchBox).focus()
+        """Back to the search box, its query selected: typing starts a new one (up brings it back)."""
+        self.focus_search()
+
+    def focus_search(self, typed: str = "") -> None:
+        """Focus the search box with its query selected, or replaced by `typed` when given."""
+        box = self.query_one(SearchBox)
+        box.remember_draft()
+        if typed:
+            box.value = typed
+            box.cursor_position = len(box.value)
+        else:
+            box.select_all()
+        self.set_focus(box)
+
+    def on_key(self, event: events.Key) -> None:
+        """Printable keys are text: from any non-text widget they type into the search box (or the tree filter)."""
+        focused = self.focused
+        if not keys.is_text_key(event, focused):
+            return
+        event.stop()
+        event.prevent_default()
+        tree = self.query_one(VaultTree)
+        target = tree.filter_box if focused is not None and tree in focused.ancestors else self.query_one(SearchBox)
+        target.cursor_position = len(target.value)
+        target.insert_text_at_cursor(event.character or "")
+        if self.focused is not target:
+            self.set_focus(target)
 
     def action_toggle_tree(self) -> None:
         """Show or hide the vault tree."""

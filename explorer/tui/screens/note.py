@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
@@ -15,6 +14,7 @@ from textual.widgets import Footer, Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
+from explorer.tui import keys
 from explorer.tui.messages import EditNote
 from explorer.tui.text import line_of, note_markdown, parse_wikilink_href
 from explorer.tui.widgets.status_bar import StatusBar
@@ -36,16 +36,12 @@ class Place:
 
 
 class NoteScreen(Screen):
-    """One note at a time; links and backlinks navigate; `b`/`f` walk the history."""
+    """One note at a time; links and backlinks navigate; alt+←/alt+→ walk the history.
 
-    BINDINGS = [
-        Binding("escape", "close", "Back to search"),
-        Binding("b,alt+left", "back", "Back"),
-        Binding("f,alt+right", "forward", "Forward"),
-        Binding("e", "edit", "Write"),
-        Binding("y", "copy_path", "Copy path", show=False),
-        Binding("tab", "app.focus_next", "Next pane", show=False),
-    ]
+    The view changes nothing: printable keys leave it for the search box, as Escape does.
+    """
+
+    BINDINGS = keys.NOTE
 
     def __init__(self, place: Place, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -104,8 +100,15 @@ class NoteScreen(Screen):
             await self.show_place(self.place)
 
     def action_close(self) -> None:
-        """Back to the previous screen."""
-        self.dismiss()
+        """Back to the search box."""
+        self.explorer.back_to_search()
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key is the start of a new search: back to the search box with it."""
+        if keys.is_text_key(event, self.focused):
+            event.stop()
+            event.prevent_default()
+            self.explorer.back_to_search(event.character or "")
 
     def action_edit(self) -> None:
         """Write in this note."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import stat
 from typing import TYPE_CHECKING
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
@@ -15,8 +15,9 @@ from textual.widgets import Footer, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
-from explorer.tui.text import as_plain_query, paragraph_at, read_note_file, write_atomic
+from explorer.tui.text import as_plain_query, body_start, paragraph_at, read_note_file, write_atomic
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
 
@@ -30,12 +31,7 @@ RELATED_DELAY = 0.3
 class WriterScreen(Screen):
     """Edit one note. The side list follows the paragraph around the cursor."""
 
-    BINDINGS = [
-        Binding("ctrl+s", "save", "Save", priority=True),
-        Binding("escape", "close", "Close", priority=True),
-        Binding("ctrl+r", "related", "Related now"),
-        Binding("f6", "focus_related", "Related list"),
-    ]
+    BINDINGS = keys.WRITER
 
     def __init__(self, path: str, cursor: int | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -48,6 +44,10 @@ class WriterScreen(Screen):
         self._timer: Timer | None = None
         self._warned_dirty = False
         self.save_count = 0
+        self.file_mode: int | None = None
+        """The note's permission bits when it was opened (a save to a deleted path keeps them)."""
+        self.load_error = ""
+        """Why the note could not be read ('' when it was): then nothing is ever written."""
 
     @property
     def explorer(self) -> ExplorerApp:
@@ -73,16 +73,20 @@ class WriterScreen(Screen):
     def on_mount(self) -> None:
         """Load the file (as on disk) into the editor."""
         editor = self.query_one(TextArea)
+        file = self.explorer.vault / self.path
         try:
-            text = read_note_file(self.explorer.vault / self.path)
+            text = read_note_file(file)
+            self.file_mode = stat.S_IMODE(file.stat().st_mode)
         except (OSError, UnicodeDecodeError) as exc:
-            self.notify(f"Cannot open {self.path}: {exc}", severity="error")
+            self.load_error = f"Cannot open {self.path}: {exc}"
+            self.notify(f"{self.load_error} (saving is off, the file stays as it is)", severity="error")
             text = ""
+            editor.read_only = True
         self.saved_text = text
         editor.load_text(text)
-        if self.start_cursor is not None:
-            loc = editor.document.get_location_from_index(min(self.start_cursor, len(text)))
-            editor.move_cursor(loc, center=True)
+        start = self.start_cursor if self.start_cursor is not None else body_start(text)
+        loc = editor.document.get_location_from_index(min(start, len(text)))
+        editor.move_cursor(loc, center=True)
         editor.focus()
         self.query_one("#related", OptionList).border_title = "Related"
         self._title()
@@ -158,7 +162,7 @@ class WriterScreen(Screen):
             Content.assemble((f"Related ({head})", "bold"), "\n", (f"“{para}”", "$text-muted")))
 
     def action_focus_related(self) -> None:
-        """Move to the related list (F6 again: back to the editor)."""
+        """Move to the related list (ctrl+l again: back to the editor)."""
         related = self.query_one("#related", OptionList)
         if related.has_focus:
             self.query_one(TextArea).focus()
@@ -173,6 +177,9 @@ class WriterScreen(Screen):
     # -- saving ----------------------------------------------------------------------------
     def action_save(self) -> None:
         """Write the file atomically, then re-index it."""
+        if self.load_error:
+            self.notify(f"{self.load_error}: not saving over it.", severity="error", timeout=6)
+            return
         text = self.query_one(TextArea).text
         self._save(text)
 
@@ -180,8 +187,12 @@ class WriterScreen(Screen):
     def _save(self, text: str) -> None:
         """Write (temp file + rename) and refresh the index for this path, off the UI thread."""
         app = self.explorer
+        file = app.vault / self.path
+        if not file.exists():
+            app.call_from_thread(self.notify, f"{self.path} was deleted meanwhile: saved again with its original permissions.",
+                                 severity="warning", timeout=6)
         try:
-            write_atomic(app.vault / self.path, text)
+            write_atomic(file, text, self.file_mode)
         except OSError as exc:
             self.app.call_from_thread(self.notify, f"Save failed: {exc}", severity="error")
             return
@@ -200,4 +211,18 @@ class WriterScreen(Screen):
             self._warned_dirty = True
             self.notify("Unsaved changes: ctrl+s saves, Escape again discards them.", severity="warning", timeout=4)
             return
-        self.dismiss()
+        self.explorer.back_to_search()
+
+    def action_document(self, direction: int, select: bool = False) -> None:
+        """Cursor to the start (-1) or end (1) of the note, extending the selection with `select`."""
+        editor = self.query_one(TextArea)
+        editor.move_cursor((0, 0) if direction < 0 else editor.document.end, select=select)
+
+    def on_key(self, event: events.Key) -> None:
+        """Printable keys outside the editor (in the related list) type into the editor, never run a command."""
+        editor = self.query_one(TextArea)
+        if self.focused is not editor and keys.is_text_key(event, self.focused):
+            event.stop()
+            event.prevent_default()
+            self.set_focus(editor)
+            editor.insert(event.character or "")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Input
 
+from explorer.tui import keys
 from explorer.tui.text import MODE_CYCLE, split_mode
 
 MODE_LABELS = {
@@ -37,11 +37,7 @@ class SearchBox(Input):
     }
     """
 
-    BINDINGS = [
-        Binding("up", "history(-1)", "Previous query", show=False),
-        Binding("down", "history(1)", "Next query", show=False),
-        Binding("ctrl+t", "cycle_mode", "Mode"),
-    ]
+    BINDINGS = keys.SEARCH_BOX
 
     mode: reactive[str] = reactive("")
     """The search mode when no prefix is typed: '' (hybrid) or a classic tool."""
@@ -68,7 +64,8 @@ class SearchBox(Input):
         """The search box."""
 
     def __init__(self, history: list[str] | None = None, **kwargs) -> None:
-        super().__init__(placeholder="Search the vault…  (/phrase /and /fuzzy /tfidf · tag: path: \"…\")", **kwargs)
+        super().__init__(placeholder="Search the vault…  (/phrase /and /fuzzy /tfidf · tag: path: \"…\")",
+                         select_on_focus=False, **kwargs)
         self.history: list[str] = list(history or [])
         self._history_pos: int | None = None
         self._draft = ""
@@ -84,6 +81,11 @@ class SearchBox(Input):
             return
         self.history = [q for q in self.history if q != query] + [query]
         self._history_pos = None
+
+    def remember_draft(self) -> None:
+        """Keep the current text in the (session) history before it may be replaced."""
+        if self.value.strip() and (not self.history or self.history[-1] != self.value.strip()):
+            self.remember(self.value)
 
     def action_history(self, step: int) -> None:
         """Walk the query history: -1 older, +1 newer (past the newest: back to the draft, then down)."""

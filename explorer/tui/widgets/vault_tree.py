@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Mapping
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Tree
 from textual.widgets.tree import TreeNode
 
+from explorer.tui import keys
 from explorer.tui.messages import OpenNote
 
 
@@ -24,7 +24,7 @@ class VaultTree(Vertical):
     VaultTree Tree { height: 1fr; padding: 0; }
     """
 
-    BINDINGS = [Binding("ctrl+f", "focus_filter", "Filter notes", show=False)]
+    BINDINGS = keys.VAULT_TREE
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -34,7 +34,7 @@ class VaultTree(Vertical):
 
     def compose(self) -> ComposeResult:
         """Filter box and tree."""
-        yield Input(placeholder="filter notes…", id="tree-filter")
+        yield Input(placeholder="filter notes…", id="tree-filter", select_on_focus=False)
         tree: Tree[str] = Tree("vault", id="vault-tree")
         tree.show_root = False
         tree.guide_depth = 2
@@ -43,6 +43,11 @@ class VaultTree(Vertical):
     def on_mount(self) -> None:
         """Title the border."""
         self.border_title = "Vault"
+
+    @property
+    def filter_box(self) -> Input:
+        """The filter box (typing in the tree goes there)."""
+        return self.query_one("#tree-filter", Input)
 
     def set_notes(self, titles: Mapping[str, str]) -> None:
         """Show these notes (path -> title)."""

@@ -1,0 +1,107 @@
+"""The app's key map: every command key of every screen, in one place, with the rules they follow.
+
+Rules (tests in tests/test_tui_keys.py hold every list here to them):
+
+1. Printable keys are text. Letters, digits, punctuation and space never run a command on any
+   screen: they type into the search box (from the results, panes and note view), into the tree's
+   filter (from the tree), or into the editor (from the writer's related list). A word typed at
+   the wrong moment therefore can only ever change a query, never a file.
+2. Command keys are function keys, modified keys (ctrl+..., shift/ctrl+arrows) or Escape/Enter/
+   Tab/Backspace, and none of them is also a key of a text widget on the same screen
+   (`Input` on the search screen, `TextArea` in the writer), so no command shadows an editing
+   key and no editing key swallows a command.
+3. Escape always leads back to the search box (from the note view and the writer too; the writer
+   asks once when there are unsaved changes).
+4. Only the writer writes files, and only on ctrl+s.
+
+To add keys (e.g. marking results relevant), add `Binding`s to the list of the screen they act
+on; the help screen, the footer and the command palette pick them up from here.
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import Input, TextArea
+
+#: Keys that work everywhere.
+APP = [
+    Binding("ctrl+q", "quit", "Quit", priority=True),
+    Binding("f1", "help", "Keys"),
+]
+
+#: The search screen (search box, results, context and why-ranked panes, vault tree).
+MAIN = [
+    Binding("escape", "focus_search", "Search", show=False),
+    Binding("f2", "toggle_tree", "Tree"),
+    Binding("f3", "open_at_cursor", "Open"),
+    Binding("f4", "edit", "Write"),
+    Binding("f5", "show_tab('tab-context')", "Context"),
+    Binding("f6", "show_tab('tab-why')", "Why"),
+    Binding("f7", "why_not", "Why not?", show=False),
+    Binding("ctrl+up", "widen(1)", "Widen context", show=False, key_display="ctrl+↑"),
+    Binding("ctrl+down", "widen(-1)", "Narrow context", show=False, key_display="ctrl+↓"),
+    Binding("ctrl+n", "match(1)", "Next match", show=False),
+    Binding("ctrl+b", "match(-1)", "Previous match", show=False),
+    Binding("shift+down", "shard(1)", "Next shard", show=False, key_display="shift+↓"),
+    Binding("shift+up", "shard(-1)", "Previous shard", show=False, key_display="shift+↑"),
+    Binding("ctrl+y", "copy_node_id", "Copy node id", show=False),
+]
+
+#: The search box (on top of MAIN while it has focus).
+SEARCH_BOX = [
+    Binding("up", "history(-1)", "Previous query", show=False),
+    Binding("down", "history(1)", "Next query / results", show=False),
+    Binding("ctrl+t", "cycle_mode", "Mode"),
+]
+
+#: The vault tree (on top of MAIN while it has focus).
+VAULT_TREE = [Binding("ctrl+f", "focus_filter", "Filter notes", show=False)]
+
+#: The note view.
+NOTE = [
+    Binding("escape", "close", "Search"),
+    Binding("alt+left,backspace", "back", "Back", key_display="alt+←"),
+    Binding("alt+right", "forward", "Forward", key_display="alt+→"),
+    Binding("f4", "edit", "Write"),
+    Binding("ctrl+y", "copy_path", "Copy path", show=False),
+    Binding("tab", "app.focus_next", "Next pane", show=False),
+]
+
+#: Writing mode (TextArea keys stay the editor's: none of these is one of them).
+WRITER = [
+    Binding("ctrl+s", "save", "Save", priority=True),
+    Binding("escape", "close", "Close", priority=True),
+    Binding("ctrl+r", "related", "Related now"),
+    Binding("ctrl+l", "focus_related", "Related list"),
+    Binding("ctrl+home", "document(-1)", "Start of note", show=False),
+    Binding("ctrl+end", "document(1)", "End of note", show=False),
+    Binding("ctrl+shift+home", "document(-1, True)", "Select to start", show=False),
+    Binding("ctrl+shift+end", "document(1, True)", "Select to end", show=False),
+]
+
+#: The key help.
+HELP = [Binding("escape,f1", "dismiss", "Close")]
+
+#: What the help screen says about keys that are not commands.
+TYPING_NOTE = (
+    "Letters, digits and symbols always type: into the search box (from the results, panes and "
+    "note view), the tree filter (from the tree) or the editor. Commands use F-keys and ctrl."
+)
+
+
+def is_text_key(event: events.Key, focused: Widget | None) -> bool:
+    """True when `event` is a printable key that the focused widget does not use itself.
+
+    Such a key is text the person meant to type somewhere: screens send it to their text input
+    instead of letting it fall through to a command. Text widgets (Input, TextArea) take their own
+    keys, and a widget's own printable bindings (space in a tree) stay its own.
+    """
+    if not event.is_printable or not event.character:
+        return False
+    if focused is None:
+        return True
+    if isinstance(focused, (Input, TextArea)):
+        return False
+    return event.key not in focused._bindings.key_to_bindings
