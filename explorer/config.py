@@ -35,6 +35,8 @@ class VaultSettings:
     """Extra glob patterns (vault-relative, POSIX) of files or folders to skip."""
     max_note_bytes: int = 8_000_000
     """Notes larger than this are skipped with a reason."""
+    max_note_shards: int = 2000
+    """Shards one note may contribute; the rest of a longer note is left out with a recorded reason."""
     source_types: tuple[tuple[str, str], ...] = DEFAULT_SOURCE_TYPES
     """(glob, source_type) pairs; anything unmatched is `note`."""
     follow_symlinks: bool = True

@@ -401,7 +401,7 @@ async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: 
         assert table.row_count == len(res.explanation.contributions)
         row = table.get_row_at(0)
         c = res.explanation.contributions[0]
-        assert row[0] == c.term and row[1] == c.retriever and row[2] == str(c.rank)
+        assert str(row[0]) == c.term and row[1] == c.retriever and row[2] == str(c.rank)
         assert abs(sum(x.contribution for x in res.explanation.contributions) - res.explanation.fused_score) < 1e-9
         head = str(why.query_one("#why-head").content)
         assert f"fused {res.explanation.fused_score:.5f}" in head and "pass 1" in head

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from explorer.config import Settings
-from explorer.index.context import ContextWindow
-from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
-from explorer.index.targets import ContextError, context_for
 from explorer.cli.render import mark, print_json
+from explorer.config import Settings
+from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
+from explorer.index.context import ContextWindow
+from explorer.index.targets import ContextError, context_for
+from explorer.text.safe import safe_text
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -69,18 +70,18 @@ def print_find(result: ClassicResult, color: bool = False, out: TextIO | None = 
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
     n = len(result.hits)
     more = f" (of {result.total})" if result.total > n else ""
-    print(f"{b}{result.mode}: {n} result{'s' if n != 1 else ''}{more} for {list(result.keywords)} — stage {result.stage}{r}", file=out)
+    print(f"{b}{result.mode}: {n} result{'s' if n != 1 else ''}{more} for {safe_text(list(result.keywords))} — stage {result.stage}{r}", file=out)
     for w in result.warnings:
-        print(f"{d}note: {w}{r}", file=out)
+        print(f"{d}note: {safe_text(w)}{r}", file=out)
     for word, terms in result.expansions:
-        print(f"{d}fuzzy: {word} ~ {', '.join(terms) if terms else '(nothing)'}{r}", file=out)
+        print(f"{d}fuzzy: {safe_text(word)} ~ {safe_text(', '.join(terms)) if terms else '(nothing)'}{r}", file=out)
     if not result.hits:
         print("No match. Try other words, another --mode, or a wider --window.", file=out)
         return
     for i, hit in enumerate(result.hits, 1):
-        print(f"\n{b}--- {i}  score {hit.score:.3f}  cursor {hit.cursor}{r}  {hit.path}", file=out)
-        print(f"    {d}node: {hit.node_id or '-'}{r}", file=out)
-        print(f"    matched: {', '.join(hit.keywords)}  ({hit.match!r})", file=out)
+        print(f"\n{b}--- {i}  score {hit.score:.3f}  cursor {hit.cursor}{r}  {safe_text(hit.path)}", file=out)
+        print(f"    {d}node: {safe_text(hit.node_id or '-')}{r}", file=out)
+        print(f"    matched: {safe_text(', '.join(hit.keywords))}  ({safe_text(repr(hit.match))})", file=out)
         spans = [(h.start - hit.snippet_start, h.end - hit.snippet_start) for h in hit.highlights]
         print(_indent(mark(hit.snippet, spans, color), "    | "), file=out)
 
@@ -89,10 +90,10 @@ def print_context(window: ContextWindow, color: bool = False, out: TextIO | None
     """A context window with a header (path, node_id, offsets) and highlighted matches."""
     out = out or sys.stdout
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
-    print(f"{b}{window.path}{r}  cursor {window.cursor}  chars {window.start}-{window.end} of {window.note_chars}", file=out)
-    print(f"{d}node: {window.node_id or '-'}{r}", file=out)
+    print(f"{b}{safe_text(window.path)}{r}  cursor {window.cursor}  chars {window.start}-{window.end} of {window.note_chars}", file=out)
+    print(f"{d}node: {safe_text(window.node_id or '-')}{r}", file=out)
     for note in window.notes:
-        print(f"{d}note: {note}{r}", file=out)
+        print(f"{d}note: {safe_text(note)}{r}", file=out)
     spans = [(h.start - window.start, h.end - window.start) for h in window.highlights]
     print(mark(window.text, spans, color), file=out)
 

@@ -6,12 +6,14 @@ This module parses the arguments and hands each command to its module in `explor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from explorer.config import ConfigError, Settings, load_settings
+from explorer.text.safe import SafeStream
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
 COMMANDS = ("search", "index", "find", "context", "watch", "stats")
@@ -88,6 +90,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] not in COMMANDS:
         return _run_app(argv)
     args = build_parser().parse_args(argv)
+    with _safe_stdio():
+        return _run_command(args)
+
+
+@contextlib.contextmanager
+def _safe_stdio() -> Iterator[None]:
+    """stdout and stderr pass every write through the terminal sanitiser while a command runs."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(saved[0], allow_sgr=True), SafeStream(saved[1], allow_sgr=True)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return _dispatch(args)
     except ConfigError as exc:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from explorer.cli.render import print_json
 from explorer.config import Settings
+from explorer.text.safe import safe_text
 
 if TYPE_CHECKING:
     from explorer.index.vault_index import BatchReport
@@ -52,21 +53,28 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     }
     if index.model_error:
         out["model_error"] = index.model_error
+    warnings = index.warnings()
+    out["warnings"] = {p: list(w) for p, w in warnings.items()}
     index.close()
     if args.json:
         print_json(out)
         return 0
-    print(f"Indexed {vault}")
+    print(f"Indexed {safe_text(vault)}")
     print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
     print(f"  shards  {out['shards']:>7}")
     print(f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]")
     if pending_before and not settings.index.embeddings:
         print("  embeddings are off (index.embeddings = false)")
     if index.model_error:
-        print(f"  model: {index.model_error}")
+        print(f"  model: {safe_text(index.model_error)}")
     print(f"  skipped {len(out['skipped']):>7}")
     for path, reason in out["skipped"].items():
-        print(f"    {path}: {reason}")
+        print(f"    {safe_text(path)}: {safe_text(reason)}")
+    if warnings:
+        print(f"  warned  {len(warnings):>7}  (indexed, with a problem)")
+        for path, ws in warnings.items():
+            for w in ws:
+                print(f"    {safe_text(path)}: {safe_text(w)}")
     print(f"  time    {out['seconds']:>7.2f} s")
     return 0
 
@@ -80,7 +88,8 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     out = {
         "vault": str(vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
         "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
-        "skipped": dict(sorted(index.skipped.items())), "cache_dir": str(index.cache_dir),
+        "skipped": dict(sorted(index.skipped.items())),
+        "warnings": {p: list(w) for p, w in index.warnings().items()}, "cache_dir": str(index.cache_dir),
     }
     index.close()
     if args.json:
@@ -90,9 +99,14 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
             if key == "skipped":
                 print(f"{key}: {len(value)}")
                 for p, r in value.items():
-                    print(f"  {p}: {r}")
+                    print(f"  {safe_text(p)}: {safe_text(r)}")
+            elif key == "warnings":
+                print(f"indexed with warnings (truncated, frontmatter ignored): {len(value)}")
+                for p, ws in value.items():
+                    for w in ws:
+                        print(f"  {safe_text(p)}: {safe_text(w)}")
             else:
-                print(f"{key}: {value}")
+                print(f"{key}: {safe_text(value)}")
     return 0
 
 
@@ -110,8 +124,10 @@ class _ProgressBar:
         self._last = now
         width = 30
         filled = int(width * done / total) if total else width
-        sys.stderr.write(f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        sys.stderr.flush()
+        # The carriage return is this bar's own: written past the sanitiser, the stage name is ours.
+        err = getattr(sys.stderr, "raw", sys.stderr)
+        err.write(f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        err.flush()
         self._shown = True
 
     def done(self) -> None:
@@ -149,12 +165,12 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
 
     def out(line: str) -> None:
-        print(line, flush=True)
+        print(safe_text(line), flush=True)
 
     def err(line: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')}  error: {line}", file=sys.stderr, flush=True)
+        print(f"{time.strftime('%H:%M:%S')}  error: {safe_text(line)}", file=sys.stderr, flush=True)
 
-    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {m}", file=sys.stderr, flush=True))
+    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True))
     stop = threading.Event()
     watcher = VaultWatcher(
         index,

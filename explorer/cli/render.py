@@ -2,32 +2,38 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, TextIO
 
 from explorer.search.schema import SearchResults
+from explorer.text.safe import safe_json, safe_text
 
 _BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
 
 
 def mark(text: str, spans: list[tuple[int, int]], color: bool) -> str:
-    """`text` with spans (relative offsets) wrapped in highlight codes, or in [brackets] without color."""
+    """`text` made terminal-safe, with spans (relative offsets into `text`) wrapped in highlight
+    codes, or in [brackets] without color."""
     out, pos = [], 0
     for s, e in sorted(spans):
         if s < pos or e > len(text):
             continue
-        out.append(text[pos:s])
-        out.append(f"{_HL}{text[s:e]}{_RESET}" if color else f"[{text[s:e]}]")
+        out.append(safe_text(text[pos:s]))
+        hit = safe_text(text[s:e])
+        out.append(f"{_HL}{hit}{_RESET}" if color else f"[{hit}]")
         pos = e
-    out.append(text[pos:])
+    out.append(safe_text(text[pos:]))
     return "".join(out)
 
 
 def print_json(data: Any, out: TextIO | None = None) -> None:
-    """`data` as indented UTF-8 JSON and a newline: the `--json` output of every command."""
+    """`data` as indented UTF-8 JSON and a newline: the `--json` output of every command.
+
+    Control characters inside strings are written as `\\u` escapes (C1 and bidi controls too), so
+    the JSON decodes to the exact vault text and printing it cannot act on a terminal.
+    """
     out = out or sys.stdout
-    json.dump(data, out, ensure_ascii=False, indent=2)
+    out.write(safe_json(data, indent=2))
     out.write("\n")
 
 
@@ -36,7 +42,7 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     out = out or sys.stdout
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
     mode = results.mode
-    head = f'{len(results.results)} results for "{results.query}"'
+    head = f'{len(results.results)} results for "{safe_text(results.query)}"'
     if mode.get("browse"):
         head += " (filters only)"
     elif not mode.get("dense", False):
@@ -46,15 +52,15 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
         head += f" — quality {q.level} ({q.score:.2f})"
     print(head, file=out)
     if results.search_terms_used:
-        print(f"{d}terms: {' | '.join(results.search_terms_used)}{r}", file=out)
+        print(f"{d}terms: {safe_text(' | '.join(results.search_terms_used))}{r}", file=out)
     for c in results.corrections:
-        print(f"{d}typo: {c['word']} not in the vault, searched as {' / '.join(c['searched'])}{r}", file=out)
+        print(f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(c['searched']))}{r}", file=out)
     if explain and results.stats.get("feedback_from"):
-        print(f"{d}feedback: query vector moved toward {', '.join(results.stats['feedback_from'])}{r}", file=out)
+        print(f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats['feedback_from']))}{r}", file=out)
     for w in results.warnings:
-        print(f"warning: {w}", file=out)
+        print(f"warning: {safe_text(w)}", file=out)
     if results.advisory:
-        print(f"advice: {results.advisory}", file=out)
+        print(f"advice: {safe_text(results.advisory)}", file=out)
     if not results.results:
         print("No match. Try other words, or fewer filters.", file=out)
     for i, res in enumerate(results.results, 1):
@@ -68,8 +74,8 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
         if res.source == "always_include":
             badges.append(f"always: {res.reason}")
         badges.append(res.source_type)
-        print(f"\n{b}{i:>2}. {res.title}{r}  {d}{res.score:.4f}  [{', '.join(badges)}]{r}", file=out)
-        print(f"    {d}{res.node_id}{r}", file=out)
+        print(f"\n{b}{i:>2}. {safe_text(res.title)}{r}  {d}{res.score:.4f}  [{safe_text(', '.join(badges))}]{r}", file=out)
+        print(f"    {d}{safe_text(res.node_id)}{r}", file=out)
         if res.context_shards:
             c = res.context_shards[0]
             text = res.snippet
@@ -87,12 +93,12 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
             print(f"    {d}why: fused {ex.fused_score:.5f} = sum of w_ret * w_term * w_src / ({ex.rrf_k} + rank); pass {ex.pass_}{r}", file=out)
             print(f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}", file=out)
             for c in ex.contributions:
-                term = c.term if len(c.term) <= 28 else c.term[:27] + "…"
+                term = safe_text(c.term if len(c.term) <= 28 else c.term[:27] + "…")
                 print(f"    {term:<28} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
                       f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
             if ex.rerank:
                 rr = ex.rerank
-                print(f"    rerank: {rr}", file=out)
+                print(f"    rerank: {safe_text(rr)}", file=out)
     t = results.timings_ms
     if t:
         stages = ", ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")

@@ -23,7 +23,7 @@ from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import NoteFile, ScanResult, check_vault, is_ignored, load_note, scan_vault, with_sidecar
-from explorer.vault.shard import make_shards
+from explorer.vault.shard import cap_shards, make_shards
 
 if TYPE_CHECKING:
     from explorer.index.classic import ClassicIndex
@@ -194,18 +194,23 @@ class VaultIndex:
         for i, f in enumerate(todo):
             if progress:
                 progress("reading", i, len(todo))
-            note, reason = load_note(f, vault)
+            try:
+                note, reason = load_note(f, vault)
+                if note is not None:
+                    digest = _note_digest(note)
+                    old = self._states.get(f.path)
+                    if old is not None and old.hash == digest and f.path in self.notes:
+                        touched.append((f.path, f.mtime_ns, f.size))
+                        report.unchanged += 1
+                        continue
+                    shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
+                    note, shards = cap_shards(note, shards, vault.max_note_shards)
+            except Exception as exc:  # noqa: BLE001 - one bad note never aborts the batch
+                note, reason = None, f"could not be read: {type(exc).__name__}: {str(exc)[:200]}"
             if note is None:
                 new_skips.append((f.path, reason, f.mtime_ns, f.size))
                 report.skipped[f.path] = reason
                 continue
-            digest = _note_digest(note)
-            old = self._states.get(f.path)
-            if old is not None and old.hash == digest and f.path in self.notes:
-                touched.append((f.path, f.mtime_ns, f.size))
-                report.unchanged += 1
-                continue
-            shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
             parsed.append((f, digest, note, shards))
         if progress:
             progress("reading", len(todo), len(todo))
@@ -214,6 +219,11 @@ class VaultIndex:
         self._apply(parsed, gone, new_skips, touched, report, folder_skips)
         report.ms = (time.perf_counter() - t0) * 1000
         return report
+
+    def warnings(self) -> dict[str, tuple[str, ...]]:
+        """Notes indexed with a problem (truncated, frontmatter ignored), path -> what happened."""
+        with self.lock:
+            return {path: note.warnings for path, note in sorted(self.notes.items()) if note.warnings}
 
     def _needs_read(self, f: NoteFile) -> bool:
         old = self._states.get(f.path)

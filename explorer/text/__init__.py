@@ -1,1 +1,1 @@
-"""Plain text helpers with no project imports: tokenizing and folding words."""
+"""Plain text helpers with no project imports: tokenizing and folding words, terminal-safe text."""

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
+from explorer.text.safe import safe_text
 from explorer.tui import keys
 from explorer.tui.messages import (
     EditNote,
@@ -143,6 +144,22 @@ class ExplorerApp(App[int]):
         if error:
             self.notify(error, severity="warning", timeout=5)
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notification of the app (screens and widgets delegate here) is plain text.
+
+        Messages carry file names, vault text and error details: they are never parsed as markup
+        (`markup` is ignored) and their control characters are made visible.
+        """
+        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
+
     def notify_any_thread(self, message: str) -> None:
         """A warning notification, from the UI thread or any other."""
         if threading.get_ident() == self._thread_id:
@@ -192,6 +209,7 @@ class ExplorerApp(App[int]):
         st = self.index.stats()
         self.status = replace(self.status, index="ready", notes=st.notes, shards=st.shards, stage="")
         self._to_main("index_ready")
+        self._report_problem_files()
         if self._watch:
             self._start_watcher()
         if self._load_model and self.settings.index.embeddings:
@@ -200,6 +218,18 @@ class ExplorerApp(App[int]):
             self.status = replace(self.status, model="off")
         elif self.index.model_state == "ready":
             self.status = replace(self.status, model="ready", runtime=self.index.runtime)
+
+    def _report_problem_files(self) -> None:
+        """One notification listing files left out or only partly indexed, with their reasons."""
+        skipped = dict(self.index.skipped)
+        warned = self.index.warnings()
+        if not skipped and not warned:
+            return
+        lines = [f"{path}: {reason}" for path, reason in sorted(skipped.items())]
+        lines += [f"{path}: {w}" for path, ws in warned.items() for w in ws]
+        shown = lines[:6] + ([f"… and {len(lines) - 6} more (explorer stats lists them all)"] if len(lines) > 6 else [])
+        title = f"{len(skipped)} file{'s' if len(skipped) != 1 else ''} skipped, {len(warned)} indexed with warnings"
+        self.notify("\n".join(shown), title=title, severity="warning", timeout=12)
 
     def on_index_failed(self, message: IndexFailed) -> None:
         """Say so; the app stays up."""

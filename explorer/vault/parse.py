@@ -15,6 +15,15 @@ from explorer.vault.model import Block, Heading, Link, Note, Tag
 
 # libyaml's loader when PyYAML was built with it: the same documents, about 10x faster.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: Frontmatter larger than this (characters) is not parsed; the note is read without it.
+MAX_FRONTMATTER_CHARS = 64_000
+#: Aliases (`*name`) a frontmatter may use: each can stand for a whole subtree ("billion laughs").
+MAX_YAML_ALIASES = 32
+#: Nesting depth of frontmatter collections.
+MAX_YAML_DEPTH = 32
+#: Values in the frontmatter once aliases are expanded (what the index stores and shows).
+MAX_YAML_VALUES = 20_000
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\r\n]+?)\]\]")
 # A tag starts at the line start or after white space or an opening bracket, and is not only digits.
@@ -82,10 +91,11 @@ def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[s
     in_code = _span_checker(code)
 
     links = tuple(_links(text, body_start, in_code))
+    in_link = _span_checker([(link.start, link.end) for link in links])
     tags = tuple(_frontmatter_tags(frontmatter)) + tuple(
         Tag(m.group(1), m.start(), m.end())
         for m in _TAG.finditer(text, body_start)
-        if not in_code(m.start()) and not _inside_link(m.start(), links)
+        if not in_code(m.start()) and not in_link(m.start())
     )
     blocks = tuple(_blocks(text, body_start, starts, in_code))
     title = _title(path, frontmatter)
@@ -105,30 +115,78 @@ def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[s
     )
 
 
+class _TooComplex(ValueError):
+    """The frontmatter exceeds a size, depth or alias limit."""
+
+
 def _load_frontmatter(content: str) -> tuple[dict[str, Any], str]:
+    """Parse frontmatter YAML with bounds: (mapping, "") or ({}, the reason it was ignored).
+
+    The safe loader never builds objects from tags; on top of that the document's size, nesting
+    depth and number of aliases are checked on the event stream before anything is built, and the
+    expanded value is copied with a budget, so an alias bomb or a self-referencing alias costs
+    a few milliseconds and a warning, never memory. Any parse problem is a warning, never an error.
+    """
+    if not content.strip():
+        return {}, ""
     try:
-        data = yaml.load(content, Loader=_YAML_LOADER) if content.strip() else {}
+        if len(content) > MAX_FRONTMATTER_CHARS:
+            raise _TooComplex(f"{len(content):,} characters (limit {MAX_FRONTMATTER_CHARS:,})")
+        _check_yaml_events(content)
+        data = yaml.load(content, Loader=_YAML_LOADER)
+        if data is None:
+            return {}, ""
+        if not isinstance(data, dict):
+            return {}, f"frontmatter is a {type(data).__name__}, not a mapping; ignored"
+        budget = [MAX_YAML_VALUES]
+        return {str(k): _plain(v, budget, 0) for k, v in data.items()}, ""
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return {}, f"malformed frontmatter{where}: {reason}; read as no frontmatter"
-    if data is None:
-        return {}, ""
-    if not isinstance(data, dict):
-        return {}, f"frontmatter is a {type(data).__name__}, not a mapping; ignored"
-    return {str(k): _plain(v) for k, v in data.items()}, ""
+    except _TooComplex as exc:
+        return {}, f"frontmatter too large or complex: {exc}; read as no frontmatter"
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # E.g. `date: 2024-13-45` (libyaml builds a datetime and fails) or a 5,000-digit number.
+        return {}, f"malformed frontmatter: {_first_line(exc)}; read as no frontmatter"
 
 
-def _plain(value: Any) -> Any:
-    """YAML dates and other objects become strings so metadata stays JSON-serialisable."""
+def _check_yaml_events(content: str) -> None:
+    aliases = depth = 0
+    for event in yaml.parse(content, Loader=_YAML_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise _TooComplex(f"more than {MAX_YAML_ALIASES} aliases")
+        elif isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise _TooComplex(f"nested deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _plain(value: Any, budget: list[int], depth: int) -> Any:
+    """A JSON-ready copy: YAML dates and other objects become strings; aliases are expanded
+    within `budget` values and `MAX_YAML_DEPTH` levels (a self-referencing alias ends there)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooComplex(f"more than {MAX_YAML_VALUES:,} values once aliases are expanded")
+    if depth > MAX_YAML_DEPTH:
+        raise _TooComplex(f"nested deeper than {MAX_YAML_DEPTH} levels")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, budget, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, budget, depth + 1) for k, v in value.items()}
     return str(value)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
 
 
 def _frontmatter_tags(frontmatter: dict[str, Any]) -> list[Tag]:
@@ -177,10 +235,6 @@ def _links(text: str, body_start: int, in_code) -> list[Link]:
             heading = anchor.strip()
         out.append(Link(target.strip(), heading, block, alias.strip(), bool(m.group(1)), m.start(), m.end()))
     return out
-
-
-def _inside_link(offset: int, links: tuple[Link, ...]) -> bool:
-    return any(link.start <= offset < link.end for link in links)
 
 
 def _blocks(text: str, body_start: int, starts: list[int], in_code) -> list[Block]:

@@ -7,13 +7,16 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from explorer.config import ALWAYS_IGNORED_DIRS, VaultSettings
 from explorer.vault.model import Note
 from explorer.vault.parse import parse_note
+
+# An ATX heading line (what starts a section), found without parsing the note.
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
 
 # Editor droppings: vim swap and backup files, emacs locks/autosaves, temp files of atomic saves.
 _TEMP_FILE = re.compile(r"(^\.#)|(^#.*#$)|(~$)|(\.sw[a-p]$)|(\.tmp$)|(\.temp$)|(^4913$)|(\.crdownload$)|(\.part$)")
@@ -215,10 +218,32 @@ def turn_metadata(abspath: Path) -> dict[str, Any]:
 
 
 def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str]:
-    """Read and parse one note; (None, reason) when it must be skipped."""
+    """Read and parse one note; (None, reason) when it must be skipped.
+
+    A note with far more sections than `settings.max_note_shards` allows is cut before parsing
+    (at the heading that starts the first section past twice that limit) with the cut recorded
+    in its warnings, so a note of 200,000 short sections costs what its indexed part costs.
+    """
     text, reason = read_text(file.abspath, settings.max_note_bytes)
     if text is None:
         return None, reason
     kind = source_type_for(file.path, settings)
     meta = turn_metadata(file.abspath) if kind == "turn_summary" else {}
-    return parse_note(file.path, text, kind, meta), ""
+    cut = section_cut(text, 2 * settings.max_note_shards)
+    if cut is None:
+        return parse_note(file.path, text, kind, meta), ""
+    note = parse_note(file.path, text[:cut], kind, meta)
+    sections = len(_HEADING_LINE.findall(text))
+    warning = (f"truncated: {sections:,} sections; only the first {cut:,} of {len(text):,} characters are indexed "
+               f"(setting vault.max_note_shards = {settings.max_note_shards:,})")
+    return replace(note, warnings=note.warnings + (warning,)), ""
+
+
+def section_cut(text: str, max_sections: int) -> int | None:
+    """Offset of the heading line that starts section number `max_sections + 1`, or None when there are fewer."""
+    if max_sections <= 0 or text.count("#") <= max_sections:
+        return None
+    for i, m in enumerate(_HEADING_LINE.finditer(text)):
+        if i == max_sections:
+            return m.start()
+    return None

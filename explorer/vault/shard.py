@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.vault.model import Heading, Note, Shard
 
@@ -83,6 +83,22 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
 def node_base(path: str, heading_path: tuple[str, ...]) -> str:
     """The link-target part of a node_id: `path#Heading#Sub` (the path alone for a note's top)."""
     return path + "".join("#" + h for h in heading_path)
+
+
+def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[Shard]]:
+    """Keep the first `limit` shards of a note; a cut is recorded in the note's warnings.
+
+    One note (a log of 200,000 short sections, a pasted dump) must not fill the index or the
+    embedding queue on its own; the part kept is searchable, the note says what was left out.
+    """
+    if limit <= 0 or len(shards) <= limit:
+        return note, shards
+    kept = shards[:limit]
+    if not any(w.startswith("truncated") for w in note.warnings):
+        reason = (f"truncated: only the first {limit:,} of {len(shards):,} shards are indexed, up to character "
+                  f"{kept[-1].end:,} of {len(note.text):,} (setting vault.max_note_shards)")
+        note = replace(note, warnings=note.warnings + (reason,))
+    return note, kept
 
 
 def title_heading(note: Note) -> Heading | None:

@@ -14,8 +14,10 @@ from textual.widgets import Footer, Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
+from explorer.text.safe import safe_text
 from explorer.tui import keys
 from explorer.tui.messages import EditNote
+from explorer.tui.safe import plain, safe_content
 from explorer.tui.text import line_of, note_markdown, parse_wikilink_href
 from explorer.tui.widgets.status_bar import StatusBar
 
@@ -126,13 +128,13 @@ class NoteScreen(Screen):
         title = self.query_one("#note-title", Static)
         md = self.query_one("#note-md", Markdown)
         if note is None:
-            title.update(Content.assemble(("Not in the index: ", "bold $text-error"), place.path))
+            title.update(Content.assemble(("Not in the index: ", "bold $text-error"), plain(place.path)))
             await md.update("")
             return
         nav = f"  {self.position + 1}/{len(self.history)}" if len(self.history) > 1 else ""
-        title.update(Content.assemble((note.title, "bold"), "  ", (note.path, "$text-muted"),
-                                      f"  · {note.source_type}", (nav, "$text-muted")))
-        await md.update(note_markdown(note))
+        title.update(safe_content(Content.assemble((note.title, "bold"), "  ", (note.path, "$text-muted"),
+                                                   f"  · {note.source_type}", (nav, "$text-muted"))))
+        await md.update(safe_text(note_markdown(note)))
         self._fill_side(note)
         if place.heading:
             self._scroll_to_heading(note, place.heading)
@@ -145,7 +147,7 @@ class NoteScreen(Screen):
         index = self.explorer.index
         tags = note.tag_names
         self.query_one("#note-tags", Static).update(
-            Content.assemble(("Tags ", "bold"), ("  ".join(f"#{t}" for t in tags) if tags else "none", "$text-accent")))
+            Content.assemble(("Tags ", "bold"), plain("  ".join(f"#{t}" for t in tags) if tags else "none", "$text-accent")))
         graph = index.links()
         backlinks = graph.backlinks(note.path)
         bl = self.query_one("#note-backlinks", OptionList)
@@ -156,7 +158,7 @@ class NoteScreen(Screen):
                 continue
             seen.add(b.source)
             src = index.notes.get(b.source)
-            label = Content.assemble((src.title if src else b.source, "bold"), "\n", (b.source, "$text-muted"))
+            label = safe_content(Content.assemble((src.title if src else b.source, "bold"), "\n", (b.source, "$text-muted")))
             bl.add_option(Option(label, id=f"bl:{b.source}"))
         bl.border_title = f"Backlinks ({len(seen)})"
         out = self.query_one("#note-links", OptionList)
@@ -167,7 +169,7 @@ class NoteScreen(Screen):
                 continue
             self.links_shown.append(target)
             dst = index.notes.get(target)
-            out.add_option(Option(Content.assemble((dst.title if dst else target, ""), "\n", (target, "$text-muted")),
+            out.add_option(Option(safe_content(Content.assemble((dst.title if dst else target, ""), "\n", (target, "$text-muted"))),
                                   id=f"ln:{target}"))
         out.border_title = f"Links ({len(self.links_shown)})"
 

@@ -17,6 +17,7 @@ from textual.worker import get_current_worker
 
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
+from explorer.tui.safe import plain, safe_content
 from explorer.tui.text import as_plain_query, body_start, paragraph_at, read_note_file, write_atomic
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
@@ -95,7 +96,7 @@ class WriterScreen(Screen):
     def _title(self) -> None:
         mark = ("● modified", "bold $text-warning") if self.dirty else ("saved", "$text-success")
         self.query_one("#writer-title", Static).update(
-            Content.assemble(("Writing ", "bold"), (self.path, "$text-primary"), "  ", mark))
+            Content.assemble(("Writing ", "bold"), plain(self.path, "$text-primary"), "  ", mark))
 
     # -- related notes --------------------------------------------------------------------
     @on(TextArea.Changed)
@@ -154,12 +155,12 @@ class WriterScreen(Screen):
         related.clear_options()
         for r in items:
             tags = [b for b, _ in badges(r)][:2]
-            related.add_option(Option(Content.assemble((r.title, "bold"), "\n", (r.document_path, "$text-muted"),
-                                                       ("  " + " · ".join(tags), "$text-muted")), id=r.document_path))
+            related.add_option(Option(safe_content(Content.assemble((r.title, "bold"), "\n", (r.document_path, "$text-muted"),
+                                                                    ("  " + " · ".join(tags), "$text-muted"))), id=r.document_path))
         para = message.paragraph if len(message.paragraph) < 70 else message.paragraph[:69] + "…"
         head = "hybrid" if message.results.mode.get("dense") else "BM25"
         self.query_one("#related-head", Static).update(
-            Content.assemble((f"Related ({head})", "bold"), "\n", (f"“{para}”", "$text-muted")))
+            Content.assemble((f"Related ({head})", "bold"), "\n", plain(f"“{para}”", "$text-muted")))
 
     def action_focus_related(self) -> None:
         """Move to the related list (ctrl+l again: back to the editor)."""

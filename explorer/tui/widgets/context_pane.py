@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from explorer.index.context import ContextWindow, get_context_at_cursor, highlight_spans
 from explorer.search.schema import Highlight, SearchResult
+from explorer.tui.safe import safe_content
 
 #: Window sizes (characters each side of the cursor) that widen/narrow step through.
 WINDOW_STEPS = (150, 300, 600, 1200, 2400, 5000, 10000, 20000)
@@ -176,7 +177,7 @@ class ContextPane(Vertical):
             (self.node_id, "bold $text-primary"), "\n",
             (st.path, "$text-accent"), "  ", (" · ".join(pos), "$text-muted"),
         )
-        self.query_one("#ctx-head", Static).update(head)
+        self.query_one("#ctx-head", Static).update(safe_content(head))
         body = Content(win.text)
         current = self.matches[st.match] if 0 <= st.match < len(self.matches) else None
         for h in win.highlights:
@@ -185,6 +186,7 @@ class ContextPane(Vertical):
                 body = body.stylize("bold reverse $text-accent", s, e)
             else:
                 body = body.stylize("bold $text-accent", s, e)
+        body = safe_content(body)
         if win.start > 0:
             body = Content.assemble(("… ", "$text-muted"), body)
         if win.end < len(self.text):

@@ -11,6 +11,8 @@ from textual.widgets.option_list import Option
 
 from explorer.index.context import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.text.safe import safe_text
+from explorer.tui.safe import plain, safe_content
 
 BAR_WIDTH = 8
 SNIPPET_CHARS = 160
@@ -49,7 +51,8 @@ def badges(res: SearchResult) -> list[tuple[str, str]]:
 
 
 def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:
-    """`text` with the query's words and phrases highlighted."""
+    """`text` (made terminal-safe) with the query's words and phrases highlighted."""
+    text = safe_text(text)
     content = Content(text)
     for h in highlight_spans(text, words, phrases):
         content = content.stylize("bold $text-accent", h.start, h.end)
@@ -62,9 +65,9 @@ def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str]
         (f"{rank:>2} ", "bold $text-muted"),
         (score_bar(res.score, top), "$accent"),
         (f" {res.score:.3f} ", "$text-muted"),
-        (res.title, "bold"),
+        (safe_text(res.title), "bold"),
     )
-    path = Content.styled(res.document_path, "$text-accent")
+    path = plain(res.document_path, "$text-accent")
     badge_parts: list[str | tuple[str, str]] = []
     for i, (text, style) in enumerate(badges(res)):
         if i:
@@ -73,7 +76,7 @@ def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str]
     snippet = " ".join(res.snippet.split())
     if len(snippet) > SNIPPET_CHARS:
         snippet = snippet[:SNIPPET_CHARS].rsplit(" ", 1)[0] + "…"
-    lines = [head, path, Content.assemble(*badge_parts)]
+    lines = [head, path, safe_content(Content.assemble(*badge_parts))]
     if snippet:
         lines.append(highlighted(snippet, words, phrases))
     return Content("\n").join(lines)
@@ -208,10 +211,10 @@ class ResultsSummary(Static):
             parts.append(Content.assemble("\n", ("advice: ", "bold $text-warning"), results.advisory))
         for w in results.warnings[:2]:
             parts.append(Content.assemble("\n", ("note: ", "bold"), w))
-        self.update(Content.assemble(*parts))
+        self.update(safe_content(Content.assemble(*parts)))
 
     def message(self, text: str, style: str = "") -> None:
         """Show a plain message (index opening, a query error)."""
         self.set_class(style == "error", "-none")
         self.set_class(style == "warning", "-low")
-        self.update(text)
+        self.update(plain(text))

@@ -9,6 +9,7 @@ from textual.content import Content
 from textual.containers import Horizontal
 from textual.widgets import ProgressBar, Static
 
+from explorer.tui.safe import safe_content
 
 @dataclass(frozen=True, slots=True)
 class StatusInfo:
@@ -109,4 +110,4 @@ class StatusBar(Horizontal):
         if info.last_search:
             parts.append(" │ ")
             parts.append(info.last_search)
-        self.query_one("#status-right", Static).update(Content.assemble(*parts))
+        self.query_one("#status-right", Static).update(safe_content(Content.assemble(*parts)))

@@ -12,6 +12,7 @@ from textual.widgets.tree import TreeNode
 
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote
+from explorer.tui.safe import plain_rich
 
 
 class VaultTree(Vertical):
@@ -96,9 +97,9 @@ class VaultTree(Vertical):
             for depth, part in enumerate(parts[:-1]):
                 key = "/".join(parts[: depth + 1])
                 if key not in folders:
-                    folders[key] = folders[parent].add(f"{part}/", expand=filtering)
+                    folders[key] = folders[parent].add(plain_rich(f"{part}/"), expand=filtering)
                 parent = key
-            folders[parent].add_leaf(parts[-1].removesuffix(".md"), data=path)
+            folders[parent].add_leaf(plain_rich(parts[-1].removesuffix(".md")), data=path)
         self.border_title = f"Vault ({len(paths)})" if filtering else "Vault"
 
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:

@@ -11,6 +11,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import DataTable, Input, Static
 
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.text.safe import safe_text
+from explorer.tui.safe import plain, plain_rich, safe_content
 from explorer.tui.whynot import WhyNotReport, why_not
 
 CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret", "w_term", "w_src")
@@ -77,7 +79,7 @@ class WhyPane(VerticalScroll):
 
     def set_suggestions(self, names: list[str]) -> None:
         """Note paths and titles offered while typing a “Why not?” name."""
-        self.query_one("#why-not", Input).suggester = SuggestFromList(names, case_sensitive=False)
+        self.query_one("#why-not", Input).suggester = SuggestFromList([safe_text(n) for n in names], case_sensitive=False)
 
     # -- showing ---------------------------------------------------------------------
     def show(self, index: Any, results: SearchResults | None, result: SearchResult | None) -> None:
@@ -94,15 +96,15 @@ class WhyPane(VerticalScroll):
         if result is None:
             head.update("No result selected.")
         else:
-            head.update(self._head(result))
+            head.update(safe_content(self._head(result)))
             ex = result.explanation
             if ex is not None:
                 for c in ex.contributions:
                     table.add_row(
-                        c.term, c.retriever, str(c.rank), f"{c.raw_score:.4f}", f"{c.contribution:.5f}",
+                        plain_rich(c.term), c.retriever, str(c.rank), f"{c.raw_score:.4f}", f"{c.contribution:.5f}",
                         f"{c.retriever_weight:.2f}", f"{c.term_weight:.2f}", f"{c.source_weight:.2f}",
                     )
-        self.query_one("#why-search", Static).update(self._search_facts(results))
+        self.query_one("#why-search", Static).update(safe_content(self._search_facts(results)))
         self.query_one("#why-timings", Static).update(self._timings(results))
         if self.report is not None and self.report.name:
             self.ask(self.report.name)
@@ -201,10 +203,10 @@ class WhyPane(VerticalScroll):
         report = why_not(self.index, self.results, name)
         self.report = report
         for row in report.rows:
-            table.add_row(row.stage, Content.styled(row.outcome, "" if row.found else "$text-muted"))
+            table.add_row(plain_rich(row.stage), plain(row.outcome, "" if row.found else "$text-muted"))
         found = report.path is not None and any(r.stage == "final list" and r.found for r in report.rows)
         verdict.set_class(found, "-found")
         verdict.set_class(not found, "-missing")
         title = f"{report.path}: " if report.path else ""
-        verdict.update(Content.assemble((title, "bold"), report.verdict))
+        verdict.update(safe_content(Content.assemble((title, "bold"), report.verdict)))
         return report

@@ -1,0 +1,43 @@
+"""Vault, index and LLM text as Textual `Content` that is never parsed as markup and never carries a control character."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.content import Content, Span
+
+from explorer.text.safe import is_safe, safe_text
+
+
+def plain(text: object, style: str = "") -> Content:
+    """`text` as literal Content (markup in it is shown, not applied), control characters made visible."""
+    return Content.styled(safe_text(text), style) if style else Content(safe_text(text))
+
+
+def plain_rich(text: object) -> Text:
+    """The same for widgets that still take Rich `Text` (Tree labels, DataTable cells); laid out as
+    those widgets lay out a plain string (no wrapping, no line end)."""
+    return Text(safe_text(text), no_wrap=True, end="")
+
+
+def safe_content(content: Content) -> Content:
+    """`content` with control characters made visible, its styles kept on the same characters.
+
+    Used on Content assembled from vault text (titles, paths, snippets, terms) just before a
+    widget shows it; escapes are longer than the characters they stand for, so spans are moved.
+    The CR of a CRLF line end is dropped here (Textual would drop it without moving the spans).
+    """
+    text = content.plain
+    if is_safe(text) and "\r" not in text:
+        return content
+    # new_offset[i] is where old character i starts in the new text.
+    pieces: list[str] = []
+    new_offset = [0] * (len(text) + 1)
+    pos = 0
+    for i, ch in enumerate(text):
+        new_offset[i] = pos
+        out = "" if ch == "\r" and text[i + 1:i + 2] == "\n" else safe_text(ch)
+        pieces.append(out)
+        pos += len(out)
+    new_offset[len(text)] = pos
+    spans = [Span(new_offset[s.start], new_offset[s.end], s.style) for s in content.spans]
+    return Content("".join(pieces), spans)
