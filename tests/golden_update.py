@@ -63,6 +63,13 @@ CASES: dict[str, list[str]] = {
     "search_lexical_one_pass": ["search", "vaccines immune", "--lexical", "--one-pass", "--json"],
     "search_rerank": ["search", "what does alice like to eat", "--rerank", "--json", *_RERANK_ROOM],
     "search_agent_memory": ["search", "alice preferences budget", "--json"],
+    # two-pass: a refined second pass that adds notes, one that adds none; knowledge-first early return
+    "search_refine_pass2": ["search", "what did alice ask about the bonus", "--json"],
+    "search_refine_pass2_text": ["search", "what did alice ask about the bonus", "--explain"],
+    "search_refine_no_new": ["search", "interval training", "--json"],
+    "search_early_return": ["search", "hamster care", "-k", "1", "--json"],
+    "search_early_return_k2": ["search", "alice knowledge hamsters", "-k", "2", "--json"],
+    "search_rerank_explain_text": ["search", "what does alice like to eat", "--rerank", "--explain", *_RERANK_ROOM],
     # classic tools
     "find_tfidf": ["find", "hamster", "cage", "--json"],
     "find_phrase": ["find", "great", "wall", "--mode", "phrase", "--json"],

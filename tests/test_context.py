@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import explorer.search.pipeline as pipeline
+import explorer.search.results as results_module
 from explorer.index import context
 from explorer.cli import main
 from explorer.config import Settings
@@ -84,7 +84,7 @@ def test_window_highlights_folded_words_in_note_offsets() -> None:
 
 
 def test_pipeline_uses_the_same_highlighter() -> None:
-    assert pipeline.highlight_spans is context.highlight_spans
+    assert results_module.highlight_spans is context.highlight_spans
 
 
 # -- resolving through the index --------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_dense_floor_applies(small) -> None:
 
 def test_feedback_ranking_moves_toward_semantic_matches(small) -> None:
     res = _pipe(small).search("kite wind", two_pass=False)
-    rankings = res.trace["rankings"]
+    rankings = res.trace.rankings
     dense = next(r for r in rankings if r.retriever == "dense" and r.term == "kite wind")
     feedback = next(r for r in rankings if r.retriever == "feedback")
     # Built from the best fused passages that are semantic matches, one per note.
@@ -131,11 +131,11 @@ def test_feedback_ranking_moves_toward_semantic_matches(small) -> None:
 
 def test_feedback_can_be_turned_off_and_needs_a_semantic_match(small) -> None:
     off = _pipe(small, **{"search.feedback_shards": 0}).search("kite wind", two_pass=False)
-    assert all(r.retriever != "feedback" for r in off.trace["rankings"])
+    assert all(r.retriever != "feedback" for r in off.trace.rankings)
     assert off.stats["feedback_from"] == []
     # Words no note is about: BM25 finds "flour", nothing passes the cosine floor, so nothing to move toward.
     res = _pipe(small, **{"search.dense_threshold": 0.99}).search("flour", two_pass=False)
-    assert res.results and all(r.retriever != "feedback" for r in res.trace["rankings"])
+    assert res.results and all(r.retriever != "feedback" for r in res.trace.rankings)
 
 
 def test_candidate_depth_counts_notes_not_shards(tmp_path: Path, embedder) -> None:
@@ -151,7 +151,7 @@ def test_candidate_depth_counts_notes_not_shards(tmp_path: Path, embedder) -> No
     try:
         assert len(index.shards_by_path["long.md"]) >= 12
         res = _pipe(index, **{"search.candidates": 4}).search("otter river", two_pass=False, k=10)
-        bm25 = next(r for r in res.trace["rankings"] if r.retriever == "bm25")
+        bm25 = next(r for r in res.trace.rankings if r.retriever == "bm25")
         paths = [index.shards[n].path for n, _ in bm25.items]
         assert len(set(paths)) == 4
         assert paths.count("long.md") >= 12
@@ -230,7 +230,7 @@ def test_always_include_rules(sample_pipeline) -> None:
     assert res.include_preferences and res.include_n_minus_1
     prefs = [p for p, n in sample_pipeline.index.notes.items() if n.source_type == "preference"]
     assert prefs and all(p in always or p in searched for p in prefs)
-    from explorer.search.pipeline import latest_turn
+    from explorer.search.always import latest_turn
 
     latest = latest_turn(sample_pipeline.index.notes)
     assert latest in always or latest in searched

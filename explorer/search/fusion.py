@@ -5,25 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from explorer.search.schema import Contribution
+from explorer.search.schema import Contribution, Ranking
 
-
-@dataclass(frozen=True, slots=True)
-class Ranking:
-    """One ranked list: a retriever's answer to one search term."""
-
-    term: str
-    """The search term."""
-    retriever: str
-    """`bm25`, `dense` or `feedback` (dense search with the query vector moved toward `sources`)."""
-    retriever_weight: float
-    """Weight of the retriever."""
-    term_weight: float
-    """Weight of the term."""
-    items: tuple[tuple[str, float], ...]
-    """(node_id, raw score), best first; rank = position + 1."""
-    sources: tuple[str, ...] = ()
-    """For a feedback ranking: the shards whose vectors moved the query vector."""
+__all__ = ["Entry", "Fused", "Ranking", "aggregate", "rrf"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,3 +59,40 @@ def rrf(
     ]
     fused.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
     return fused
+
+
+@dataclass(slots=True)
+class Entry:
+    """A note in a fused list: its retrieved shards, best first (the first one's score is the note's)."""
+
+    path: str
+    """The note's vault-relative path."""
+    fused: list[Fused]
+    """Its shards' fused scores, best first (empty for an always-include entry no ranking found)."""
+    pass_: int = 1
+    """The pass that found it."""
+    source: str = "search"
+    """`search`, or `always_include` for a note added by a rule."""
+    reason: str = ""
+    """Why an always-include entry was added."""
+
+
+def aggregate(fused: Sequence[Fused], path_of: Callable[[str], str | None], pass_: int) -> list[Entry]:
+    """Shards to notes: each note keeps its shards in fused order and ranks by its best one.
+
+    `path_of(node_id)` names the shard's note (None: the shard is gone, skip it).
+    """
+    by_path: dict[str, Entry] = {}
+    order: list[Entry] = []
+    for f in fused:
+        path = path_of(f.node_id)
+        if path is None:
+            continue
+        entry = by_path.get(path)
+        if entry is None:
+            entry = Entry(path, [f], pass_)
+            by_path[path] = entry
+            order.append(entry)
+        else:
+            entry.fused.append(f)
+    return order

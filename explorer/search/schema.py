@@ -31,6 +31,24 @@ class Contribution:
 
 
 @dataclass(frozen=True, slots=True)
+class Ranking:
+    """One ranked list: a retriever's answer to one search term."""
+
+    term: str
+    """The search term."""
+    retriever: str
+    """`bm25`, `dense` or `feedback` (dense search with the query vector moved toward `sources`)."""
+    retriever_weight: float
+    """Weight of the retriever."""
+    term_weight: float
+    """Weight of the term."""
+    items: tuple[tuple[str, float], ...]
+    """(node_id, raw score), best first; rank = position + 1."""
+    sources: tuple[str, ...] = ()
+    """For a feedback ranking: the shards whose vectors moved the query vector."""
+
+
+@dataclass(frozen=True, slots=True)
 class ContextShard:
     """A passage of a result with its provenance."""
 
@@ -185,6 +203,20 @@ class PassInfo:
     """Wall time."""
 
 
+@dataclass(slots=True)
+class SearchTrace:
+    """What the stages of a search saw, recorded as they ran (the why-not view reads it; not in the JSON)."""
+
+    rankings: list[Ranking] = field(default_factory=list)
+    """Pass 1's rankings, in the order they were fused."""
+    rankings_pass2: list[Ranking] = field(default_factory=list)
+    """Pass 2's rankings (empty without a second pass)."""
+    entries: list[tuple[str, float]] = field(default_factory=list)
+    """Pass 1's fused notes, best first: (path, fused score of its best shard)."""
+    version: int = -1
+    """The index version searched."""
+
+
 @dataclass
 class SearchResults:
     """Everything a search returns; `to_dict()` is the JSON printed by `explorer search --json`."""
@@ -208,7 +240,7 @@ class SearchResults:
     include_n_minus_1: bool = False
     corrections: list[dict[str, Any]] = field(default_factory=list)
     """Query words found nowhere in the vault and the vault words searched instead."""
-    trace: dict[str, Any] = field(default_factory=dict, repr=False)
+    trace: SearchTrace = field(default_factory=SearchTrace, repr=False)
 
     @property
     def context_shards(self) -> list[ContextShard]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Protocol
 
 from explorer.text.tokenize import fold_word, is_stopword
 
@@ -107,3 +108,38 @@ def clamp_terms(terms: list[str]) -> tuple[list[str], list[str]]:
 
 def _norm(term: str) -> str:
     return " ".join(fold_word(w) for w in _WORD.findall(term))
+
+
+def write_terms(
+    text: str,
+    writer: Callable[..., SearchTerms] | None,
+    idf: Callable[[str], float],
+    keyword_count: int,
+    max_terms: int,
+    budget: Any = None,
+) -> SearchTerms:
+    """The terms stage: `writer` (an LLM) when given, keyword extraction otherwise or when it fails.
+
+    The terms are then cleaned and cut to `max_terms`; every warning is kept on the result.
+    """
+    if writer is not None:
+        try:
+            terms = call_with_budget(writer, budget, text)
+        except Exception as exc:  # noqa: BLE001 - any writer failure falls back to keywords
+            terms = replace(keyword_terms(text, idf, keyword_count),
+                            warnings=(f"term writer failed ({exc}); keyword terms used",))
+    else:
+        terms = keyword_terms(text, idf, keyword_count)
+    cleaned, warns = clamp_terms(list(terms.terms))
+    return replace(terms, terms=tuple(cleaned[:max_terms]), warnings=tuple(terms.warnings) + tuple(warns))
+
+
+def call_with_budget(fn: Callable[..., Any], budget: Any, *args: Any) -> Any:
+    """Call a term writer or analyser, handing it the search's token budget when it takes one."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if budget is not None and ("budget" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())):
+        return fn(*args, budget=budget)
+    return fn(*args)

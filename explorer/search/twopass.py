@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from explorer.text.tokenize import is_stopword, tokenize_spans
 from explorer.search.quality import RELEVANT, assess, query_key, token_idf
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.search.terms import call_with_budget
 
 if TYPE_CHECKING:
     from explorer.index.vault_index import VaultIndex
@@ -40,6 +41,18 @@ class Analysis:
     """`heuristic` or `llm` (or `llm->heuristic` after a fallback)."""
     tokens_used: int = 0
     """LLM tokens spent."""
+
+
+def analyse(analyser: Any, mode: str, query: str, results: SearchResults, index: VaultIndex, budget: Any = None) -> Analysis:
+    """The analysis stage: `analyser` (an LLM) unless `mode` is `heuristic`; the heuristic otherwise or on failure."""
+    if analyser is not None and mode != "heuristic":
+        try:
+            return call_with_budget(analyser, budget, query, results)
+        except Exception as exc:  # noqa: BLE001 - any analyser failure falls back to the heuristic
+            fallback = heuristic_analysis(query, results, index)
+            name = getattr(analyser, "name", "analyser")
+            return replace(fallback, analyser=f"{name}->heuristic", reason=f"analyser failed ({exc}); {fallback.reason}")
+    return heuristic_analysis(query, results, index)
 
 
 def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) -> Analysis:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from explorer.search.fusion import Ranking, rrf
-from explorer.search.schema import SearchResults
+from explorer.search.schema import Ranking, SearchResults
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +70,8 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     settings = index.settings.search
     shard_ids = set(index.shards_by_path.get(path, ()))
     rows: list[StageRow] = []
-    rankings: list[Ranking] = list(results.trace.get("rankings", []))
-    rankings2: list[Ranking] = list(results.trace.get("rankings_pass2", []))
+    rankings: list[Ranking] = results.trace.rankings
+    rankings2: list[Ranking] = results.trace.rankings_pass2
     final_pos = next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
     if not rankings and not rankings2:
         mode = results.mode
@@ -100,23 +99,10 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     if rankings2:
         in_rankings = trace(rankings2, "pass 2 ") or in_rankings
 
-    weights = dict(settings.source_weights)
-
-    def source_weight(node_id: str) -> float:
-        shard = index.shards.get(node_id)
-        return weights.get(shard.source_type, 1.0) if shard is not None else 1.0
-
-    entry_rank, entry_count, fused_score = None, 0, 0.0
-    if rankings:
-        seen: dict[str, int] = {}
-        for f in rrf(rankings, settings.rrf_k, source_weight):
-            shard = index.shards.get(f.node_id)
-            if shard is None or shard.path in seen:
-                continue
-            seen[shard.path] = len(seen) + 1
-            if shard.path == path:
-                entry_rank, fused_score = seen[shard.path], f.score
-        entry_count = len(seen)
+    # Pass 1's fused notes, as the fusion stage recorded them.
+    entries = results.trace.entries
+    entry_count = len(entries)
+    entry_rank, fused_score = next(((i, score) for i, (p, score) in enumerate(entries, 1) if p == path), (None, 0.0))
     if entry_rank is not None:
         rows.append(StageRow("fusion (pass 1)", f"entry #{entry_rank} of {entry_count} (fused {fused_score:.5f})", True))
     else:

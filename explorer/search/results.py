@@ -1,0 +1,116 @@
+"""Fused entries become SearchResult records: context shards with highlights, explanation, relevance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from explorer.config import Settings
+from explorer.index.context import highlight_spans, query_words, snippet
+from explorer.search.fusion import Entry
+from explorer.search.quality import coverage, relevance, token_idf
+from explorer.search.query import ParsedQuery
+from explorer.search.schema import ContextShard, Explanation, SearchResult
+from explorer.vault.model import Shard
+
+
+class ResultBuilder:
+    """Builds the results of one index (call under the index lock)."""
+
+    def __init__(self, index: Any, settings: Settings) -> None:
+        self.index = index
+        self.settings = settings
+
+    def result(self, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None) -> SearchResult:
+        """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words."""
+        best = entry.fused[0] if entry.fused else None
+        note = self.index.notes[entry.path]
+        words = query_words(parsed.text) if parsed.text else []
+        shards: list[ContextShard] = []
+        for f in entry.fused[:kc]:
+            sh = self.index.shards.get(f.node_id)
+            if sh is None:
+                continue
+            shards.append(make_context_shard(sh, words, parsed.phrases, f.score, entry.pass_))
+        if not shards:
+            first = self.index.shards_by_path.get(entry.path, [])
+            if first:
+                shards.append(make_context_shard(self.index.shards[first[0]], words, parsed.phrases, 0.0, entry.pass_))
+        bm25_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "bm25"), default=None)
+        dense_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "dense"), default=None)
+        explanation = None
+        if best is not None:
+            explanation = Explanation(
+                rrf_k=self.settings.search.rrf_k,
+                best_node_id=best.node_id,
+                contributions=best.contributions,
+                fused_score=best.score,
+                source_weight=best.contributions[0].source_weight if best.contributions else 1.0,
+                pass_=entry.pass_,
+                shards_matched=len(entry.fused),
+            )
+        top = shards[0] if shards else None
+        rel = self.relevance(entry, words, qvec, kc) if best is not None else 0.0
+        return SearchResult(
+            document_path=entry.path,
+            title=note.title,
+            source_type=note.source_type,
+            node_id=best.node_id if best else (top.node_id if top else entry.path),
+            rrf_score=best.score if best else 0.0,
+            score=best.score if best else 0.0,
+            bm25_rank=bm25_rank,
+            embedding_rank=dense_rank,
+            snippet=snippet(top.text, top.highlights, top.start) if top else "",
+            source=entry.source,
+            pass_=entry.pass_,
+            reason=entry.reason,
+            relevance=rel,
+            context_shards=tuple(shards),
+            explanation=explanation,
+        )
+
+    def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
+        """0-1 (explorer.search.quality.relevance): the entry's best cosine to the query vector and
+        the IDF-weighted coverage of the query's words by its top `kc` retrieved shards."""
+        ids = [f.node_id for f in entry.fused[: max(kc, 1)]]
+        toks: set[str] = set()
+        for node_id in ids:
+            toks.update(self.index.tokens(node_id))
+        n_docs = len(self.index.bm25)
+        cover = coverage(words, toks, lambda w: token_idf(n_docs, self.index.bm25.doc_freq(w)))
+        cos: float | None = None
+        if qvec is not None:
+            sims = [float(np.dot(v, qvec)) for v in (self.index.dense.vector(n) for n in ids) if v is not None]
+            cos = max(sims) if sims else None
+        return relevance(cos, cover)
+
+    def stats(self, dense: bool) -> dict[str, Any]:
+        """The `stats` block of the results before the counts of the search are filled in."""
+        st = self.index.stats()
+        return {
+            "total_documents_searched": st.notes,
+            "total_shards_searched": st.shards,
+            "bm25_matches": 0,
+            "embedding_matches": 0,
+            "final_results": 0,
+            "shards_without_vectors": st.pending,
+            "dense_available": dense,
+            "index_version": st.version,
+        }
+
+
+def make_context_shard(shard: Shard, words: list[str], phrases: tuple[str, ...] | list[str], score: float, pass_: int) -> ContextShard:
+    """A shard as a context passage with highlights in note offsets."""
+    hl = highlight_spans(shard.text, words, phrases, offset=shard.start)
+    return ContextShard(
+        node_id=shard.node_id,
+        path=shard.path,
+        cursor=hl[0].start if hl else shard.start,
+        start=shard.start,
+        end=shard.end,
+        text=shard.text,
+        highlights=hl,
+        score=score,
+        pass_=pass_,
+    )

@@ -1,0 +1,269 @@
+"""The retrieve stage: filters to allowed shards, query vectors, and per term a BM25 and a dense ranking (+ feedback)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from explorer.config import Settings
+from explorer.search.fusion import rrf
+from explorer.search.names import NameIndex
+from explorer.search.query import ParsedQuery
+from explorer.search.schema import Ranking
+from explorer.search.terms import SearchTerms
+from explorer.search.typos import Correction, Speller, corrected_tokens
+from explorer.text.tokenize import tokenize
+
+
+def source_weights(index: Any, weights: dict[str, float]) -> Callable[[str], float]:
+    """w_source(node_id): the weight of the shard's source type (1.0 for unknown shards and types)."""
+
+    def weight(node_id: str) -> float:
+        shard = index.shards.get(node_id)
+        if shard is None:
+            return 1.0
+        return weights.get(shard.source_type, 1.0)
+
+    return weight
+
+
+class Retriever:
+    """Ranks shards for search terms against one index (call under the index lock)."""
+
+    def __init__(self, index: Any, settings: Settings, source_weight: Callable[[str], float]) -> None:
+        self.index = index
+        self.settings = settings
+        self.source_weight = source_weight
+        self._facts_cache: tuple[int, set[str]] = (-1, set())
+        self._names = NameIndex()
+        self._speller = Speller()
+
+    def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
+        """Query vectors by text, or None when no embedding model is available."""
+        emb = self.index.embedder()
+        if emb is None:
+            return None
+        vecs = emb.encode(texts)
+        return dict(zip(texts, vecs))
+
+    def allowed(self, parsed: ParsedQuery) -> set[str] | None:
+        """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
+        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.phrases or parsed.excluded):
+            return None
+        out = set()
+        excluded_tokens = [tokenize(x) for x in parsed.excluded]
+        for node_id, shard in self.index.shards.items():
+            note = self.index.notes.get(shard.path)
+            if note is None:
+                continue
+            if parsed.tags and not all(_has_tag(note.tag_names, t) for t in parsed.tags):
+                continue
+            low_path = shard.path.lower()
+            if parsed.paths and not all(p.lower() in low_path for p in parsed.paths):
+                continue
+            if parsed.files and not all(f.lower() in low_path.rsplit("/", 1)[-1] for f in parsed.files):
+                continue
+            if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
+                continue
+            low_text = shard.text.lower()
+            if parsed.phrases and not all(" ".join(p.lower().split()) in " ".join(low_text.split()) for p in parsed.phrases):
+                continue
+            if excluded_tokens:
+                toks = set(self.index.tokens(node_id))
+                if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
+                    continue
+            out.add(node_id)
+        return out
+
+    def facts(self) -> set[str]:
+        """node_ids of knowledge shards, cached per index version."""
+        if self._facts_cache[0] != self.index.version:
+            facts = {nid for nid, sh in self.index.shards.items() if sh.source_type == "fact"}
+            self._facts_cache = (self.index.version, facts)
+        return self._facts_cache[1]
+
+    def rankings(
+        self,
+        terms: SearchTerms,
+        qvecs: dict[str, np.ndarray] | None,
+        allowed: set[str] | None,
+        timings: dict[str, float],
+        prefix: str,
+        depth: int | None = None,
+        corrections: list[Correction] | None = None,
+    ) -> list[Ranking]:
+        """One BM25 and one dense ranking per term (the dense side scans the matrix once for all
+        terms), the name ranking of the query, and the dense feedback ranking.
+
+        BM25 and the name ranking search a misspelt word's `corrections` in its place.
+        """
+        s = self.settings.search
+        depth = max(depth or 0, s.candidates)
+        fetch = self._shard_depth(depth)
+        rankings: list[Ranking] = []
+        t0 = time.perf_counter()
+        bm_mask = self.index.bm25.mask(allowed) if allowed is not None else None
+        for i, term in enumerate(terms.all_terms):
+            tw = s.query_weight if i == 0 else s.term_weight
+            if i and s.term_retrievers == "dense":
+                continue
+            toks = tokenize(term)
+            if corrections:
+                toks = corrected_tokens(toks, corrections)
+            items = self._note_depth(lambda n: self.index.bm25.top(toks, n, bm_mask), fetch, depth) if toks else []
+            rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
+        timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
+        if qvecs is not None:
+            t0 = time.perf_counter()
+            embedded = [t for i, t in enumerate(terms.all_terms)
+                        if t in qvecs and (i == 0 or s.term_retrievers != "bm25")]
+            de_mask = self.index.dense.mask(allowed) if allowed is not None else None
+            if embedded:
+                matrix = np.stack([qvecs[t] for t in embedded])
+                hits = self.index.dense.search_many(matrix, fetch, s.dense_threshold, de_mask)
+                for j, (term, items) in enumerate(zip(embedded, hits)):
+                    tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
+                    row = matrix[j : j + 1]
+                    items = self._note_depth(
+                        lambda n: self.index.dense.search_many(row, n, s.dense_threshold, de_mask)[0], fetch, depth, items)
+                    rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
+            timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
+        if s.name_weight > 0:
+            t0 = time.perf_counter()
+            named = self._name_ranking(terms.all_terms[0], rankings, allowed, depth, corrections or [])
+            if named is not None:
+                rankings.append(named)
+            timings[prefix + "names"] = timings.get(prefix + "names", 0.0) + (time.perf_counter() - t0) * 1000
+        if qvecs is not None:
+            query = terms.all_terms[0]
+            if s.feedback_shards > 0 and query in qvecs:
+                t0 = time.perf_counter()
+                fb = self._feedback(query, qvecs[query], rankings, fetch, depth, de_mask)
+                if fb is not None:
+                    rankings.append(fb)
+                timings[prefix + "feedback"] = (time.perf_counter() - t0) * 1000
+        return rankings
+
+    def _feedback(
+        self, query: str, qvec: np.ndarray, rankings: list[Ranking], fetch: int, depth: int, mask: np.ndarray | None
+    ) -> Ranking | None:
+        """The dense feedback ranking: the query vector moved toward the best fused passages.
+
+        Rocchio feedback on the embeddings: the vectors of the top `feedback_shards` fused shards
+        that are semantic matches of the query (in its dense ranking, so above the cosine floor;
+        one per note) are averaged, added to the query vector with weight `feedback_beta`, and
+        the normalised sum searches the matrix like a query (same cosine floor, same depth). The
+        ranking's `sources` name the shards it was built from.
+        """
+        s = self.settings.search
+        semantic = {nid for r in rankings if r.retriever == "dense" and r.term == query for nid, _ in r.items}
+        seen: set[str] = set()
+        used: list[str] = []
+        vecs: list[np.ndarray] = []
+        for f in rrf(rankings, s.rrf_k, self.source_weight):
+            shard = self.index.shards.get(f.node_id)
+            if shard is None or shard.path in seen or f.node_id not in semantic:
+                continue
+            vec = self.index.dense.vector(f.node_id)
+            if vec is None:
+                continue
+            seen.add(shard.path)
+            used.append(f.node_id)
+            vecs.append(vec)
+            if len(vecs) == s.feedback_shards:
+                break
+        if not vecs:
+            return None
+        moved = np.asarray(qvec, dtype=np.float32) + s.feedback_beta * np.mean(vecs, axis=0)
+        norm = float(np.linalg.norm(moved))
+        if norm == 0.0:
+            return None
+        row = (moved / norm).reshape(1, -1).astype(np.float32)
+        items = self._note_depth(lambda n: self.index.dense.search_many(row, n, s.dense_threshold, mask)[0], fetch, depth)
+        return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
+
+    def corrections(self, text: str) -> list[Correction]:
+        """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.typos)."""
+        if not self.settings.search.typo_tolerance or not text:
+            return []
+        return self._speller.corrections(text, self.index.bm25.idf(), self.index.bm25.doc_freq)
+
+    def _name_ranking(
+        self, query: str, rankings: list[Ranking], allowed: set[str] | None, depth: int, corrections: list[Correction]
+    ) -> Ranking | None:
+        """The name ranking (explorer.search.names): notes whose names the query names.
+
+        Each named note is credited through one of its shards: the best one in the fused BM25 and
+        dense rankings so far, or its first shard when they did not find it.
+        """
+        s = self.settings.search
+        toks = tokenize(query)
+        if corrections:
+            toks = corrected_tokens(toks, corrections)
+        if not toks:
+            return None
+        self._names.refresh(self.index.notes, self.index.version)
+        by_path = self.index.shards_by_path
+
+        def first_shard(path: str) -> str | None:
+            for node_id in by_path.get(path, ()):
+                if allowed is None or node_id in allowed:
+                    return node_id
+            return None
+
+        idf = self.index.bm25.idf()
+        found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
+                                   allowed=None if allowed is None else lambda p: first_shard(p) is not None)
+        if not found:
+            return None
+        best: dict[str, str] = {}
+        for f in rrf(rankings, s.rrf_k, self.source_weight):
+            shard = self.index.shards.get(f.node_id)
+            if shard is not None:
+                best.setdefault(shard.path, f.node_id)
+        items = []
+        for path, score in found:
+            node_id = best.get(path) or first_shard(path)
+            if node_id is not None:
+                items.append((node_id, score))
+        return Ranking(query, "name", s.name_weight, s.query_weight, tuple(items)) if items else None
+
+    def _shard_depth(self, notes: int) -> int:
+        """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""
+        n_notes = max(1, len(self.index.notes))
+        per_note = len(self.index.shards) / n_notes
+        return max(notes, int(notes * per_note * 2) + 16)
+
+    def _note_depth(
+        self,
+        fetch: Callable[[int], list[tuple[str, float]]],
+        n: int,
+        notes: int,
+        first: list[tuple[str, float]] | None = None,
+    ) -> list[tuple[str, float]]:
+        """A shard ranking cut after the shards of its first `notes` distinct notes.
+
+        The candidate depth counts notes, not shards: a note cut into many shards must not crowd
+        other notes out of a ranking. `fetch(n)` returns the n best shards; it is called again
+        with a larger n when the first n shards cover too few notes and more exist.
+        """
+        items = first if first is not None else fetch(n)
+        while True:
+            seen: set[str] = set()
+            for i, (node_id, _score) in enumerate(items):
+                shard = self.index.shards.get(node_id)
+                path = shard.path if shard is not None else node_id
+                if path not in seen:
+                    if len(seen) == notes:
+                        return items[:i]
+                    seen.add(path)
+            if len(items) < n:
+                return items
+            n *= 4
+            items = fetch(n)
+
+
+def _has_tag(tags: tuple[str, ...], wanted: str) -> bool:
+    return any(t == wanted or t.startswith(wanted + "/") for t in tags)
