@@ -15,7 +15,7 @@ import numpy as np
 from explorer.vault.model import Note, Shard
 
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

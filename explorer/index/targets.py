@@ -51,7 +51,7 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
         shard = index.shards.get(t)
         if shard is not None:
             _check_on_disk(index, shard.path)
-            return Target(shard.path, shard.start, "shard")
+            return _shard_target(index, shard)
         name, sep, frag = t.partition("#")
         path = _note_path(index, name)
         _check_on_disk(index, path)
@@ -79,10 +79,7 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
             shard = next((index.shards[i] for i in ids if i.lower().endswith("#" + joined.lower())), None)
         pairs = heading_paths(note)
         if shard is not None:
-            # A shard can open with bare headings above its own: the cursor goes to its heading.
-            own = next((h.start for h, hp in pairs if hp == shard.heading_path and shard.start <= h.start < shard.end),
-                       shard.start)
-            return Target(path, own, "shard")
+            return _shard_target(index, shard)
         want = [" ".join(c.split()).lower() for c in comps]
         for heading, hpath in pairs:
             low = [h.lower() for h in hpath]
@@ -92,6 +89,16 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
             if heading.text.strip().lower() == want[-1]:
                 return Target(path, heading.start, "heading")
         raise ContextError(f"no section {frag!r} in {path}")
+
+
+def _shard_target(index: VaultIndex, shard) -> Target:
+    """A shard's target; a shard can open with bare headings above its own, the cursor goes to its own."""
+    from explorer.vault.shard import heading_paths
+
+    note = index.notes.get(shard.path)
+    pairs = heading_paths(note) if note is not None and shard.heading_path else []
+    own = next((h.start for h, hp in pairs if hp == shard.heading_path and shard.start <= h.start < shard.end), shard.start)
+    return Target(shard.path, own, "shard")
 
 
 def _note_path(index: VaultIndex, name: str) -> str:

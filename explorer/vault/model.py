@@ -22,22 +22,25 @@ class Heading:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A `[[wikilink]]` or `![[embed]]`."""
+    """A `[[wikilink]]`, `![[embed]]` or Markdown link `[text](Some%20note.md#Heading)`."""
 
     target: str
-    """The note (or file) named, as written; empty for a same-note link (`[[#Heading]]`)."""
+    """The note (or file) named, as written (URL-decoded for a Markdown link); empty for a
+    same-note link (`[[#Heading]]`, `[text](#Heading)`)."""
     heading: str
     """The `#heading` part, or ''."""
     block: str
     """The `#^block` id, or ''."""
     alias: str
-    """The `|alias`, or ''."""
+    """The `|alias` (a Markdown link's text), or ''."""
     embed: bool
     """True for `![[...]]`."""
     start: int
     """Offset of the link's first character (`!` or `[`)."""
     end: int
-    """Offset just past `]]`."""
+    """Offset just past `]]` (or the Markdown link's `)`)."""
+    markdown: bool = False
+    """True for a Markdown link: its target is a path relative to the linking note."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, replace
 
 from explorer.vault.model import Heading, Note, Shard
+from explorer.vault.parse import display_text
 
 # Word pieces are estimated, not counted: a word costs 1 plus 1 per 8 characters, CJK and
 # punctuation 1 each. MiniLM's real count is close for English and never far above.
@@ -222,7 +223,7 @@ def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bo
     # The note's name heads every shard; a first heading that repeats it is not written twice.
     path = heading_path[1:] if heading_path and _same_name(heading_path[0], note.title) else heading_path
     head = " > ".join((note.title, *path))
-    parts = [head, text]
+    parts = [head, display_text(text)]
     if first:
         if note.aliases:
             parts.append("aliases: " + ", ".join(note.aliases))
