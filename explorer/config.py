@@ -19,6 +19,10 @@ DEFAULT_SOURCE_TYPES: tuple[tuple[str, str], ...] = (
     ("**/visits/**", "visit_record"),
 )
 
+#: Ignore rules (gitignore syntax) every vault starts with; `vault.ignore` adds to them (a `!`
+#: rule there can take one back, e.g. `!*.excalidraw.md`).
+DEFAULT_IGNORE: tuple[str, ...] = (".obsidian/", ".trash/", ".git/", "*.excalidraw.md")
+
 #: Folders that are never part of a vault.
 ALWAYS_IGNORED_DIRS: frozenset[str] = frozenset({".obsidian", ".git", ".trash", ".explorer"})
 
@@ -32,7 +36,7 @@ class VaultSettings:
     """How the vault is read."""
 
     ignore: tuple[str, ...] = ()
-    """Extra glob patterns (vault-relative, POSIX) of files or folders to skip."""
+    """Files and folders to skip, in gitignore syntax (vault-relative), added to DEFAULT_IGNORE."""
     max_note_bytes: int = 8_000_000
     """Notes larger than this are skipped with a reason."""
     max_note_shards: int = 2000

@@ -57,3 +57,31 @@ def test_old_and_new_node_id_forms_resolve(tmp_path: Path) -> None:
     for form in ("a.md#Care#Diet", "a.md#Care > Diet", "a#A#Care#Diet", "a#Diet"):
         assert resolve_target(index, form).cursor == text.index("### Diet")
     index.close()
+
+
+def test_ignore_rules_default_and_configured_and_reported_by_stats(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    vault = write_notes(tmp_path / "v", {
+        "note.md": "a kite",
+        "Drawings/plan.excalidraw.md": "excalidraw json kite",
+        ".trash/old.md": "kite",
+        ".obsidian/workspace.md": "kite",
+        "drafts/wip.md": "kite",
+        "drafts/keep.md": "kite",
+    })
+    (vault / ".explorer").mkdir()
+    (vault / ".explorer" / "config.toml").write_text('[vault]\nignore = ["drafts/*", "!drafts/keep.md"]\n', encoding="utf-8")
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    out = subprocess.run([sys.executable, "-m", "explorer", "stats", "--json", "--no-embeddings", "--vault", str(vault)],
+                         capture_output=True, text=True, env=env, check=True)
+    data = json.loads(out.stdout)
+    assert data["notes"] == 2
+    assert data["ignored"] == {
+        ".obsidian/": ".obsidian/ is not part of the notes",
+        ".trash/": ".trash/ is not part of the notes",
+        "Drawings/plan.excalidraw.md": "ignore rule '*.excalidraw.md'",
+        "drafts/wip.md": "ignore rule 'drafts/*'",
+    }
