@@ -108,6 +108,8 @@ class SearchSettings:
     """Weight of the feedback passages' mean vector added to the query vector."""
     feedback_weight: float = 1.0
     """RRF weight of the dense feedback ranking."""
+    second_shard_weight: float = 0.3
+    """A note scores as its best shard plus this times its second-best shard (0 = best shard only)."""
     name_weight: float = 2.0
     """RRF weight of the name ranking: notes whose title, file name or alias the query names
     (0 = no name ranking)."""

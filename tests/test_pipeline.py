@@ -71,7 +71,9 @@ def test_explanations_sum_to_scores_in_real_searches(small) -> None:
     for r in res.results:
         ex = r.explanation
         assert ex is not None
-        assert r.rrf_score == pytest.approx(sum(c.contribution for c in ex.contributions), rel=1e-12)
+        assert ex.fused_score == pytest.approx(sum(c.contribution for c in ex.contributions), rel=1e-12)
+        # The note's score: its best shard plus the damped second best.
+        assert r.rrf_score == pytest.approx(ex.fused_score + ex.second_weight * ex.second_score, rel=1e-12)
         for c in ex.contributions:
             assert c.contribution == pytest.approx(c.retriever_weight * c.term_weight * c.source_weight / (ex.rrf_k + c.rank))
     retrievers = {c.retriever for c in res.results[0].explanation.contributions}

@@ -91,6 +91,9 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
         if explain and res.explanation:
             ex = res.explanation
             print(f"    {d}why: fused {ex.fused_score:.5f} = sum of w_ret * w_term * w_src / ({ex.rrf_k} + rank); pass {ex.pass_}{r}", file=out)
+            if ex.note_score is not None:
+                print(f"    {d}note: {ex.note_score:.5f} = {ex.fused_score:.5f} + {ex.second_weight:g} x {ex.second_score:.5f} "
+                      f"(second shard {safe_text(ex.second_node_id)}){r}", file=out)
             print(f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}", file=out)
             for c in ex.contributions:
                 term = safe_text(c.term if len(c.term) <= 28 else c.term[:27] + "…")

@@ -436,7 +436,8 @@ class SearchPipeline:
 
     def _fuse(self, rankings: list[Ranking], pass_: int) -> list[Entry]:
         """Weighted RRF over `rankings`, aggregated to notes (best shard first)."""
-        return aggregate(rrf(rankings, self.settings.search.rrf_k, self._source_weight), self._path_of, pass_)
+        s = self.settings.search
+        return aggregate(rrf(rankings, s.rrf_k, self._source_weight), self._path_of, pass_, s.second_shard_weight)
 
     def _path_of(self, node_id: str) -> str | None:
         shard = self.index.shards.get(node_id)

@@ -100,6 +100,14 @@ class Explanation:
     """Rerank score, movement (rank before -> after) and backend, when reranking ran."""
     final_score: float | None = None
     """Score after reranking (the blended score), when reranking ran."""
+    second_node_id: str = ""
+    """The note's second-best shard ('' when only one was retrieved)."""
+    second_score: float = 0.0
+    """Its fused score."""
+    second_weight: float = 0.0
+    """Its damping: the note's score is `fused_score + second_weight * second_score`."""
+    note_score: float | None = None
+    """The note's score (None when no second shard counted: then it is `fused_score`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
