@@ -18,6 +18,8 @@ NOTES = {
     "Cooking/Kimchi troubleshooting.md": f"# Troubles\n\n{LONG}",
     "Cooking/Fermentation log.md": f"Fermentation notes. {LONG}",
     "People/Anna Schmidt.md": "---\naliases: [Anna]\ndescription: Runs the pottery studio downtown\n---\nMet at the market; she makes bowls.",
+    "Garden/beds.md": "# Beds\n\n## Tomatoes\n\nTomatoes need sun every day.\n\n## Pests\n\nSlugs eat the lettuce.\n",
+    "Garden/greenhouse.md": "# Greenhouse\n\nTomatoes ripen early under glass.\n",
     "Projects/phoenix.md": "---\ntitle: Project Phoenix\naliases:\n  - Phoenix rebuild\n---\n# Plan\n\nRewrite the billing service.",
 }
 
@@ -68,3 +70,9 @@ def test_a_misspelt_word_searches_the_closest_vault_word(vault) -> None:
     assert SearchPipeline(vault).search("salt jar", k=5, record=False).corrections == []
     off = SearchPipeline(vault, vault.settings.with_overrides({"search.typo_tolerance": False}))
     assert off.search("kimchi trubleshooting", k=5, record=False).corrections == []
+
+
+def test_excluded_word_excludes_the_whole_note(vault) -> None:
+    assert "Garden/beds.md" in _top(vault, "tomatoes")
+    # The Tomatoes section does not mention slugs, but its note does: Obsidian leaves the note out.
+    assert _top(vault, "tomatoes -slugs") == ["Garden/greenhouse.md"]

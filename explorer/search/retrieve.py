@@ -54,7 +54,17 @@ class Retriever:
             return None
         out = set()
         excluded_tokens = [tokenize(x) for x in parsed.excluded]
+        # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
+        banned: set[str] = set()
+        if excluded_tokens:
+            for node_id, shard in self.index.shards.items():
+                if shard.path not in banned:
+                    toks = set(self.index.tokens(node_id))
+                    if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
+                        banned.add(shard.path)
         for node_id, shard in self.index.shards.items():
+            if shard.path in banned:
+                continue
             note = self.index.notes.get(shard.path)
             if note is None:
                 continue
@@ -70,10 +80,6 @@ class Retriever:
             low_text = shard.text.lower()
             if parsed.phrases and not all(" ".join(p.lower().split()) in " ".join(low_text.split()) for p in parsed.phrases):
                 continue
-            if excluded_tokens:
-                toks = set(self.index.tokens(node_id))
-                if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
-                    continue
             out.add(node_id)
         return out
 
