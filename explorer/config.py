@@ -108,6 +108,8 @@ class SearchSettings:
     """Weight of the feedback passages' mean vector added to the query vector."""
     feedback_weight: float = 1.0
     """RRF weight of the dense feedback ranking."""
+    phrase_weight: float = 1.0
+    """RRF weight of the ranking of passages that contain a query's quoted phrases exactly."""
     second_shard_weight: float = 0.3
     """A note scores as its best shard plus this times its second-best shard (0 = best shard only)."""
     name_weight: float = 2.0

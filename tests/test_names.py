@@ -20,6 +20,7 @@ NOTES = {
     "People/Anna Schmidt.md": "---\naliases: [Anna]\ndescription: Runs the pottery studio downtown\n---\nMet at the market; she makes bowls.",
     "Garden/beds.md": "# Beds\n\n## Tomatoes\n\nTomatoes need sun every day.\n\n## Pests\n\nSlugs eat the lettuce.\n",
     "Garden/greenhouse.md": "# Greenhouse\n\nTomatoes ripen early under glass.\n",
+    "Books/quotes.md": "# Quotes\n\nOn Tuesday she read *nothing is ever impossible* aloud to the class.\n",
     "Projects/phoenix.md": "---\ntitle: Project Phoenix\naliases:\n  - Phoenix rebuild\n---\n# Plan\n\nRewrite the billing service.",
 }
 
@@ -76,3 +77,30 @@ def test_excluded_word_excludes_the_whole_note(vault) -> None:
     assert "Garden/beds.md" in _top(vault, "tomatoes")
     # The Tomatoes section does not mention slugs, but its note does: Obsidian leaves the note out.
     assert _top(vault, "tomatoes -slugs") == ["Garden/greenhouse.md"]
+
+
+def test_a_quoted_phrase_is_evidence_not_a_wall(vault) -> None:
+    pipe = SearchPipeline(vault)
+    res = pipe.search('When did she read "nothing is impossible"?', k=5, record=False)
+    assert res.results and res.results[0].document_path == "Books/quotes.md"
+    assert any("no exact match" in w and "ranked by its words" in w for w in res.warnings)
+    exact = pipe.search('"ripen early" tomatoes', k=5, record=False)
+    assert exact.results[0].document_path == "Garden/greenhouse.md"
+    assert not any("no exact match" in w for w in exact.warnings)
+    assert any(c.retriever == "phrase" for c in exact.results[0].explanation.contributions)
+
+
+def test_most_recent_turn_rule_fires_on_references_not_pronouns() -> None:
+    from explorer.search.terms import keyword_terms
+
+    for query in ("When did she read the book?", "What did her brother give them?", "is it in that note"):
+        assert not keyword_terms(query).include_n_minus_1, query
+    for query in ("What did you say last time about ramen?", "as I said, the blue one", "remind me of the plan"):
+        assert keyword_terms(query).include_n_minus_1, query
+
+
+def test_the_top_10_do_not_depend_on_how_many_results_were_asked(sample_pipeline) -> None:
+    for query in ("hamster cage size", "how do I fix a rusty bike chain", "what did alice ask about the bonus"):
+        tops = [[r.document_path for r in sample_pipeline.search(query, k=k, record=False).results
+                 if r.source == "search"][:10] for k in (10, 15, 30)]
+        assert tops[0] == tops[1] == tops[2], query

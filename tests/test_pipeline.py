@@ -184,7 +184,6 @@ def test_entries_are_unique_by_path_with_best_shard(small) -> None:
         ("path:Recipes water", {"Recipes/bread.md", "Recipes/pizza.md"}),
         ("file:pizza water", {"Recipes/pizza.md"}),
         ("section:Herbs water basil", {"Projects/garden.md"}),
-        ('"steady wind"', {"Knowledge/kites.md"}),
         ("water -yeast", None),
     ],
 )
@@ -196,6 +195,14 @@ def test_filters(small, query: str, expect: set[str] | None) -> None:
     else:
         assert got == expect
     assert res.filters
+
+
+def test_a_phrase_ranks_exact_passages_first_without_hiding_near_misses(small) -> None:
+    res = _pipe(small).search('"steady wind"', two_pass=False)
+    got = [r.document_path for r in res.results if r.source == "search"]
+    assert got[0] == "Knowledge/kites.md"  # has the phrase
+    assert "Journal/beach.md" in got  # "the wind was steady": same words, other order
+    assert res.filters["phrases"] == ["steady wind"]
 
 
 def test_filter_only_query_browses(small) -> None:

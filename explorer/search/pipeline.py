@@ -235,7 +235,7 @@ class SearchPipeline:
             if entries is None:
                 if not rankings:
                     rankings = self._retriever.rankings(terms, run.qvecs, run.allowed, run.timings, "",
-                                                        corrections=run.corrections)
+                                                        corrections=run.corrections, phrases=parsed.phrases)
                 with run.timed("fusion"):
                     entries = self._fuse(rankings, 1)
             ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
@@ -262,6 +262,9 @@ class SearchPipeline:
             corrections=[{"word": c.word, "searched": list(c.candidates), "edits": c.distance} for c in run.corrections],
         )
         out.trace.rankings = rankings
+        if parsed.phrases and not any(r.retriever == "phrase" and r.items for r in rankings):
+            quoted = ", ".join(f'"{p}"' for p in parsed.phrases)
+            out.warnings.append(f"no exact match for {quoted}: ranked by its words")
         out.trace.entries = [(e.path, e.fused[0].score) for e in entries]
         out.trace.version = version
         feedback = next((r for r in rankings if r.retriever == "feedback"), None)
@@ -284,10 +287,12 @@ class SearchPipeline:
             if not facts:
                 return None, [], ["all"]
             rankings = self._retriever.rankings(run.terms, run.qvecs, run.allowed, run.timings, "",
-                                                corrections=run.corrections)
+                                                corrections=run.corrections, phrases=run.parsed.phrases)
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1)
-            kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec) for e in kb_entries[:run.k]]
+            # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
+            kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
+                          for e in kb_entries[:s.pass1_entries]]
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
             # A query that names a note outside the knowledge notes searches everything.
@@ -306,7 +311,10 @@ class SearchPipeline:
                             "skipped": "pass 2 skipped: knowledge-first early return"}
         elif run.two_pass:
             with run.timed("analysis"):
-                analysis = run.analysis = analyse(self.analyser, self.settings.search.analyser, run.parsed.text, out,
+                # The analyser sees pass 1's page (ke), not the k results asked for: the number of
+                # results requested must not change the refinement, hence the top 10.
+                page = replace(out, results=out.results[: self.settings.search.pass1_entries])
+                analysis = run.analysis = analyse(self.analyser, self.settings.search.analyser, run.parsed.text, page,
                                                   self.index, run.budget)
             out.analysis = {"decision": analysis.decision, "refined_query": analysis.refined_query,
                             "reason": analysis.reason, "analyser": analysis.analyser, "tokens_used": analysis.tokens_used}
@@ -330,12 +338,18 @@ class SearchPipeline:
         run.check()
         with self.index.lock:
             rankings2 = self._retriever.rankings(terms2, qvecs2, run.allowed, run.timings, "pass2_",
-                                                 corrections=self._retriever.corrections(refined))
+                                                 corrections=self._retriever.corrections(refined),
+                                                 phrases=run.parsed.phrases)
             entries2 = self._fuse(rankings2, 2)
             found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec) for e in entries2[: s.pass2_entries]]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
-        out.results, added = merge_passes(out.results, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
+        # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
+        # merged top does not depend on how many results were asked for.
+        page, rest = out.results[: s.pass1_entries], out.results[s.pass1_entries:]
+        merged, added = merge_passes(page, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
+        in_merged = {r.document_path for r in merged}
+        out.results = merged + [r for r in rest if r.document_path not in in_merged]
         out.trace.rankings_pass2 = rankings2
         out.passes.append(PassInfo(2, refined, tuple(terms2.all_terms), s.pass2_entries, s.pass2_shards, len(found2), added,
                                    (time.perf_counter() - t) * 1000))

@@ -50,7 +50,7 @@ class Retriever:
 
     def allowed(self, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
-        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.phrases or parsed.excluded):
+        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded):
             return None
         out = set()
         excluded_tokens = [tokenize(x) for x in parsed.excluded]
@@ -77,9 +77,6 @@ class Retriever:
                 continue
             if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
                 continue
-            low_text = shard.text.lower()
-            if parsed.phrases and not all(" ".join(p.lower().split()) in " ".join(low_text.split()) for p in parsed.phrases):
-                continue
             out.add(node_id)
         return out
 
@@ -99,11 +96,15 @@ class Retriever:
         prefix: str,
         depth: int | None = None,
         corrections: list[Correction] | None = None,
+        phrases: tuple[str, ...] = (),
     ) -> list[Ranking]:
         """One BM25 and one dense ranking per term (the dense side scans the matrix once for all
         terms), the name ranking of the query, and the dense feedback ranking.
 
-        BM25 and the name ranking search a misspelt word's `corrections` in its place.
+        BM25 and the name ranking search a misspelt word's `corrections` in its place. Quoted
+        `phrases` are evidence, not a filter: the shards containing them all form one more
+        ranking (retriever `phrase`, in BM25 order), and the phrase's words are searched anyway,
+        so a passage worded slightly differently still ranks.
         """
         s = self.settings.search
         depth = max(depth or 0, s.candidates)
@@ -136,6 +137,10 @@ class Retriever:
                         lambda n: self.index.dense.search_many(row, n, s.dense_threshold, de_mask)[0], fetch, depth, items)
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
             timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
+        if phrases:
+            t0 = time.perf_counter()
+            rankings.append(self._phrase_ranking(terms.all_terms[0], phrases, rankings, allowed, depth))
+            timings[prefix + "phrases"] = (time.perf_counter() - t0) * 1000
         if s.name_weight > 0:
             t0 = time.perf_counter()
             named = self._name_ranking(terms.all_terms[0], rankings, allowed, depth, corrections or [])
@@ -189,6 +194,18 @@ class Retriever:
         row = (moved / norm).reshape(1, -1).astype(np.float32)
         items = self._note_depth(lambda n: self.index.dense.search_many(row, n, s.dense_threshold, mask)[0], fetch, depth)
         return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
+
+    def _phrase_ranking(
+        self, query: str, phrases: tuple[str, ...], rankings: list[Ranking], allowed: set[str] | None, depth: int
+    ) -> Ranking:
+        """Shards containing every phrase (case and spacing ignored), in the query's BM25 order."""
+        wanted = [" ".join(p.lower().split()) for p in phrases if p.strip()]
+        hits = [nid for nid, sh in self.index.shards.items()
+                if (allowed is None or nid in allowed) and all(w in " ".join(sh.text.lower().split()) for w in wanted)]
+        order = {nid: i for r in rankings[:1] if r.retriever == "bm25" for i, (nid, _) in enumerate(r.items)}
+        hits.sort(key=lambda nid: (order.get(nid, len(order)), nid))
+        s = self.settings.search
+        return Ranking(query, "phrase", s.phrase_weight, s.query_weight, tuple((nid, 1.0) for nid in hits[:depth]))
 
     def corrections(self, text: str) -> list[Correction]:
         """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.typos)."""

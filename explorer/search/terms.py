@@ -13,9 +13,12 @@ MAX_TERMS = 5
 TRUNCATE_ABOVE = 10
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+# Real references to the conversation, not pronouns: "her", "that" or "it" name things in the
+# query itself far more often than the previous turn.
 _FOLLOW_UP = re.compile(
-    r"\b(it|its|that|this|these|those|they|them|their|he|she|him|her|again|also|more|else|"
-    r"previous|earlier|last|above|same|instead|what about|how about|and then)\b",
+    r"\b(last time|last turn|last message|earlier|previous(?:ly)?|before that|again|as (?:i|you) said|"
+    r"you (?:said|mentioned|told me|suggested|recommended)|i (?:said|mentioned|told you|asked)|"
+    r"we (?:discussed|talked about|said)|remind me|what about|how about|and then)\b",
     re.IGNORECASE,
 )
 _PREFERENCE = re.compile(
