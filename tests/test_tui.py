@@ -572,7 +572,7 @@ async def test_writing_mode_related_notes_save_and_search(tui_vault: Path, embed
 
 @sync
 async def test_model_loads_in_background_and_results_upgrade(tui_vault: Path, embedder, tmp_path: Path) -> None:
-    """Until the model is ready the status says BM25 only and searches are lexical; then they turn hybrid."""
+    """Until the model is ready the status says lexical (model loading) and so do the results; then they turn hybrid."""
     from explorer.index.vault_index import VaultIndex
 
     gate = threading.Event()
@@ -596,14 +596,14 @@ async def test_model_loads_in_background_and_results_upgrade(tui_vault: Path, em
     async with app.run_test(size=SIZE, message_hook=lambda m: states.append(m.state) if isinstance(m, ModelState) else None) as pilot:
         await wait_for(pilot, lambda: app.status.model == "loading")
         status_text = str(app.main_screen.query_one(StatusBar).query_one("#status-right").content)
-        assert "BM25 only" in status_text
+        assert "lexical · model loading" in status_text
         box = app.main_screen.query_one(SearchBox)
         box.focus()
         await pilot.press(*"hamster cage")
         await pilot.pause(0.3)
         await wait_for(pilot, lambda: app.main_screen.results is not None and app.main_screen.stage == "full")
         assert app.main_screen.results.mode["dense"] is False
-        assert "BM25 only" in str(app.main_screen.query_one(ResultsSummary).content)
+        assert "lexical (model loading)" in str(app.main_screen.query_one(ResultsSummary).content)
         gate.set()
         await wait_for(pilot, lambda: app.status.model == "ready")
         await wait_for(pilot, lambda: app.main_screen.results.mode.get("dense") is True)
@@ -622,6 +622,8 @@ async def test_embeddings_off_says_bm25_only(tui_vault: Path, tmp_path: Path) ->
         results = await search(app, pilot, "hamster")
         assert results.mode["dense"] is False and results.results
         assert "embeddings off" in str(app.main_screen.query_one(StatusBar).query_one("#status-right").content)
+        summary = str(app.main_screen.query_one(ResultsSummary).content)
+        assert "lexical (embeddings off)" in summary and "not available" not in summary
 
 
 @sync

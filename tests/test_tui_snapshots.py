@@ -5,12 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from test_tui import make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 
 from explorer.engine import make_pipeline
 from explorer.tui.messages import EditNote, OpenNote
 
 SIZE = (120, 40)
+
+
+@pytest.fixture(autouse=True)
+def one_results_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Draw only the final stage: whether a lexical stage is drawn first depends on machine load."""
+    import explorer.tui.screens.main as main_screen
+
+    monkeypatch.setattr(main_screen, "LEXICAL_HOLD_S", 60.0)
 
 
 class FixedTimings:

@@ -16,7 +16,7 @@ from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
-COMMANDS = ("search", "index", "find", "context", "watch", "stats")
+COMMANDS = ("search", "index", "find", "context", "watch", "stats", "mcp")
 
 
 def default_vault() -> Path:
@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("watch", help="keep the index current headless, logging each batch")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
+
+    p = sub.add_parser("mcp", help="serve the vault to LLM agents as an MCP server over stdio")
+    p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
+    _add_common(p)
+    p.add_argument("--allow-write", action="store_true", help="enable the remember tool (writes notes into the vault)")
+    p.add_argument("--user", default=None, help="user folder remember writes under (Users/<user>/)")
+    p.add_argument("--no-watch", action="store_true", help="do not watch the vault for changes while serving")
     return parser
 
 
@@ -177,6 +184,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from explorer.cli.index import cmd_watch
 
         return cmd_watch(vault, settings)
+    if args.command == "mcp":
+        from explorer.cli.mcp import run_mcp
+
+        return run_mcp(vault, settings, allow_write=args.allow_write, user=args.user, watch=not args.no_watch)
     return 2
 
 

@@ -55,10 +55,13 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         out["model_error"] = index.model_error
     warnings = index.warnings()
     out["warnings"] = {p: list(w) for p, w in warnings.items()}
+    if index.save_fault:
+        out["not_saved"] = index.save_fault
     index.close()
+    status = 1 if index.save_fault else 0
     if args.json:
         print_json(out)
-        return 0
+        return status
     print(f"Indexed {safe_text(vault)}")
     print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
     print(f"  shards  {out['shards']:>7}")
@@ -76,7 +79,7 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
             for w in ws:
                 print(f"    {safe_text(path)}: {safe_text(w)}")
     print(f"  time    {out['seconds']:>7.2f} s")
-    return 0
+    return status
 
 
 def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:

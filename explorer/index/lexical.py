@@ -32,6 +32,13 @@ class BM25Index:
         self._total_len = 0
         self._idf: dict[str, float] | None = None
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # The base segment: documents loaded as arrays (slots 0..base_n-1), see `load_base`.
+        self._base_n = 0
+        self._base_vocab: dict[str, int] = {}
+        self._base_terms: list[str] = []
+        self._base_dead = np.zeros(0, dtype=bool)
+        self._base_ndead = 0
+        self._base: dict[str, np.ndarray] = {}
 
     # -- updates -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -83,7 +90,12 @@ class BM25Index:
         slot = self._slot_of.pop(key, None)
         if slot is None:
             return False
-        counts = self._doc_terms[slot] or {}
+        if self._is_base(slot):
+            self._base_dead[slot] = True
+            self._base_ndead += 1
+            counts = self._base_doc_terms(slot)
+        else:
+            counts = self._doc_terms[slot] or {}
         for term in counts:
             posting = self._postings.get(term)
             if posting is not None:
@@ -110,8 +122,7 @@ class BM25Index:
         """Term -> idf, as BM25Okapi computes it (recomputed only after a change)."""
         if self._idf is None:
             n = len(self._slot_of)
-            terms = list(self._postings)
-            df = np.fromiter((len(self._postings[t]) for t in terms), dtype=np.float64, count=len(terms))
+            terms, df = self._document_frequencies()
             idf = np.log(n - df + 0.5) - np.log(df + 0.5)
             if len(idf):
                 eps = self.epsilon * (float(idf.sum()) / len(idf))
@@ -119,23 +130,148 @@ class BM25Index:
             self._idf = dict(zip(terms, idf.tolist()))
         return self._idf
 
+    def _document_frequencies(self) -> tuple[list[str], np.ndarray]:
+        """Every term with at least one live document, and its document frequency."""
+        if not self._base_n:
+            terms = list(self._postings)
+            return terms, np.fromiter((len(self._postings[t]) for t in terms), dtype=np.float64, count=len(terms))
+        ptr, doc = self._base["post_ptr"], self._base["post_doc"]
+        if self._base_ndead:
+            live = (~self._base_dead[doc]).astype(np.int64)
+            cum = np.concatenate([[0], np.cumsum(live)])
+            df = (cum[ptr[1:]] - cum[ptr[:-1]]).astype(np.float64)
+        else:
+            df = np.diff(ptr).astype(np.float64)
+        extra_terms: list[str] = []
+        extra_df: list[int] = []
+        vocab = self._base_vocab
+        for term, posting in self._postings.items():
+            tid = vocab.get(term)
+            if tid is None:
+                extra_terms.append(term)
+                extra_df.append(len(posting))
+            else:
+                df[tid] += len(posting)
+        keep = np.flatnonzero(df > 0)
+        base_terms = self._base_terms
+        terms = [base_terms[i] for i in keep.tolist()] + extra_terms
+        return terms, np.concatenate([df[keep], np.asarray(extra_df, dtype=np.float64)])
+
     def doc_freq(self, term: str) -> int:
         """Number of live documents containing `term`."""
+        if self._base_n:
+            return len(self._posting_arrays(term)[0])
         return len(self._postings.get(term, ()))
 
     def term_freq(self, key: str, term: str) -> int:
         """Occurrences of `term` in document `key`."""
-        slot = self._slot_of.get(key)
-        if slot is None:
-            return 0
-        counts = self._doc_terms[slot]
-        return counts.get(term, 0) if counts else 0
+        return self.terms(key).get(term, 0)
 
     def terms(self, key: str) -> dict[str, int]:
         """Term counts of document `key` (empty when absent)."""
         slot = self._slot_of.get(key)
-        counts = self._doc_terms[slot] if slot is not None else None
+        if slot is None:
+            return {}
+        if self._is_base(slot):
+            return self._base_doc_terms(slot)
+        counts = self._doc_terms[slot]
         return counts if counts is not None else {}
+
+    # -- the base segment -------------------------------------------------------------------
+    def _is_base(self, slot: int) -> bool:
+        return slot < self._base_n and not self._base_dead[slot]
+
+    def _base_doc_terms(self, slot: int) -> dict[str, int]:
+        b = self._base
+        lo, hi = int(b["doc_ptr"][slot]), int(b["doc_ptr"][slot + 1])
+        terms = self._base_terms
+        return {terms[t]: tf for t, tf in zip(b["fwd_term"][lo:hi].tolist(), b["fwd_tf"][lo:hi].tolist())}
+
+    def load_base(self, keys: list[str], vocab: list[str], arrays: dict[str, np.ndarray]) -> None:
+        """Load documents as a read-only segment of arrays (an index opened from disk); the index must be empty.
+
+        Args:
+            keys: Document keys; document i takes slot i.
+            vocab: Terms; term ids index it.
+            arrays: `doc_len` (per document), `post_ptr`/`post_doc`/`post_tf` (per term, documents
+                in CSR form) and `doc_ptr`/`fwd_term`/`fwd_tf` (per document, terms in CSR form).
+                They may be read-only memory maps: documents removed later are masked, not erased.
+        """
+        if self._slot_of or self._key_of:
+            raise ValueError("load_base needs an empty index")
+        n = len(keys)
+        self._base_n = n
+        self._base = arrays
+        self._base_terms = vocab
+        self._base_vocab = {t: i for i, t in enumerate(vocab)}
+        self._base_dead = np.zeros(n, dtype=bool)
+        self._base_ndead = 0
+        self._slot_of = dict(zip(keys, range(n)))
+        self._key_of = list(keys)
+        self._doc_terms = [None] * n
+        self._doc_len = np.zeros(max(64, n), dtype=np.float64)
+        self._doc_len[:n] = arrays["doc_len"]
+        self._total_len = int(arrays["doc_len"].sum())
+        self._idf = None
+        self._arrays = {}
+
+    def export(self, keys: list[str]) -> tuple[list[str], dict[str, np.ndarray]]:
+        """(vocab, arrays) of the live documents `keys`, in that order, for `load_base` (a compact segment)."""
+        d = len(keys)
+        slots = np.fromiter((self._slot_of[k] for k in keys), dtype=np.int64, count=d)
+        new_id = np.full(len(self._key_of), -1, dtype=np.int64)
+        new_id[slots] = np.arange(d)
+        term_parts, doc_parts, tf_parts = [], [], []
+        vocab: list[str] = []
+        term_id: dict[str, int] = {}
+        if self._base_n:
+            b = self._base
+            vocab = list(self._base_terms)
+            term_id = dict(self._base_vocab)
+            ptr = b["post_ptr"]
+            t = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+            docs = np.asarray(b["post_doc"], dtype=np.int64)
+            keep = ~self._base_dead[docs] & (new_id[docs] >= 0)
+            term_parts.append(t[keep])
+            doc_parts.append(new_id[docs[keep]])
+            tf_parts.append(np.asarray(b["post_tf"])[keep].astype(np.int64))
+        base_n = self._base_n
+        for k, slot in zip(keys, slots.tolist()):
+            if slot < base_n and not self._base_dead[slot]:
+                continue
+            counts = self._doc_terms[slot] or {}
+            ids = []
+            for term in counts:
+                tid = term_id.get(term)
+                if tid is None:
+                    tid = term_id[term] = len(vocab)
+                    vocab.append(term)
+                ids.append(tid)
+            term_parts.append(np.asarray(ids, dtype=np.int64))
+            doc_parts.append(np.full(len(ids), new_id[slot], dtype=np.int64))
+            tf_parts.append(np.fromiter(counts.values(), dtype=np.int64, count=len(ids)))
+        terms = np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int64)
+        docs = np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64)
+        tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.int64)
+        # Drop terms no kept document has, renumbering the rest in their order.
+        used = np.zeros(len(vocab), dtype=bool)
+        used[terms] = True
+        remap = np.cumsum(used) - 1
+        vocab = [w for w, u in zip(vocab, used.tolist()) if u]
+        terms = remap[terms]
+        by_term = np.lexsort((docs, terms))
+        by_doc = np.lexsort((terms, docs))
+        v = len(vocab)
+        arrays = {
+            "doc_len": self._doc_len[slots].astype(np.int64),
+            "post_ptr": np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=v))]).astype(np.int64),
+            "post_doc": docs[by_term].astype(np.int32),
+            "post_tf": tfs[by_term].astype(np.int32),
+            "doc_ptr": np.concatenate([[0], np.cumsum(np.bincount(docs, minlength=d))]).astype(np.int64),
+            "fwd_term": terms[by_doc].astype(np.int32),
+            "fwd_tf": tfs[by_doc].astype(np.int32),
+        }
+        return vocab, arrays
 
     def doc_len(self, key: str) -> int:
         """Length of document `key` in tokens."""
@@ -149,6 +285,16 @@ class BM25Index:
             posting = self._postings.get(term, {})
             slots = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
             tfs = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
+            tid = self._base_vocab.get(term) if self._base_n else None
+            if tid is not None:
+                b = self._base
+                lo, hi = int(b["post_ptr"][tid]), int(b["post_ptr"][tid + 1])
+                bslots = b["post_doc"][lo:hi].astype(np.int64)
+                btfs = b["post_tf"][lo:hi].astype(np.float64)
+                if self._base_ndead:
+                    keep = ~self._base_dead[bslots]
+                    bslots, btfs = bslots[keep], btfs[keep]
+                slots, tfs = np.concatenate([bslots, slots]), np.concatenate([btfs, tfs])
             arrays = (slots, tfs)
             self._arrays[term] = arrays
         return arrays

@@ -18,7 +18,7 @@ from explorer.config import Settings, cache_dir_for
 from explorer.index.dense import DenseIndex
 from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 from explorer.index.lexical import BM25Index
-from explorer.index.store import FileState, NoteRecord, Store
+from explorer.index.store import FileState, NoteRecord, Store, StoreError, classify, describe, user_cache_dir
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
@@ -113,9 +113,115 @@ class VaultIndex:
         self._links: LinkGraph | None = None
         self._links_version = -1
         self._classic: ClassicIndex | None = None
-        self.store = Store(self.cache_dir)
-        for msg in self.store.messages:
-            self.on_message(msg)
+        self._fault = ""
+        self.store = self._open_store()
+        self._relay()
+
+    # -- the store and its faults ---------------------------------------------------------
+    @property
+    def save_fault(self) -> str:
+        """'' while the store takes every write; 'full' or 'readonly' while writes fail."""
+        return self._fault
+
+    def _open_store(self) -> Store:
+        """The store in the index folder.
+
+        When that folder takes no writes (read-only, or the disk is full) the saved index is used
+        as it is and changes stay in memory; with no usable saved index, a read-only folder falls
+        back to the user cache folder, and failing that, to memory. One line says which.
+        """
+        try:
+            return Store(self.cache_dir)
+        except (StoreError, OSError) as exc:
+            kind = classify(exc)
+            if kind not in ("full", "readonly"):
+                raise
+        wanted = self.cache_dir
+        what = "disk full" if kind == "full" else f"{wanted} is read-only"
+        self._fault = kind
+        if (wanted / "index.sqlite").is_file():
+            try:
+                store = Store(wanted, frozen=kind)
+                self.on_message(f"{what}: searching the saved index as it is; changes are kept in memory for this run")
+                return store
+            except (StoreError, OSError):
+                pass
+        if kind == "readonly":
+            fallback = user_cache_dir(self.root)
+            try:
+                store = Store(fallback)
+                self.cache_dir = fallback
+                self._fault = ""
+                self.on_message(f"{what}: keeping the index in {fallback}")
+                return store
+            except (StoreError, OSError) as exc:
+                if classify(exc) not in ("full", "readonly"):
+                    raise
+        self._fault = ""
+        self.on_message(f"{what}: keeping the index in memory for this run")
+        return Store(None, memory=True)
+
+    def _relay(self) -> None:
+        """Pass the store's one-line messages on."""
+        while self.store.messages:
+            self.on_message(self.store.messages.pop(0))
+
+    def _store_fault(self, exc: StoreError) -> None:
+        """Answer a store fault: rebuild a damaged store from memory; report a full or read-only one once."""
+        if exc.kind == "damaged":
+            with self.lock:
+                self._reset_store(f"index damaged ({exc.detail})")
+                self._write_all()
+            return
+        if self._fault != exc.kind:
+            self.on_message(describe(exc.kind, exc.detail))
+        self._fault = exc.kind
+
+    def _reset_store(self, why: str) -> None:
+        """Start the store again after damage (a store that takes no writes is replaced by memory)."""
+        if self.store.frozen:
+            self.on_message(f"{why}: keeping the index in memory for this run")
+            self.store = Store(None, memory=True)
+        else:
+            self.store.reset(why)
+            self._fault = ""
+        self._relay()
+
+    def _save(self, write: Callable[[], None]) -> bool:
+        """Run one store write; a fault is answered by `_store_fault` and False returned."""
+        try:
+            write()
+        except StoreError as exc:
+            self._store_fault(exc)
+            return False
+        if self._fault:
+            self.on_message("the index is being saved again")
+            self._fault = ""
+        return True
+
+    def _write_all(self) -> None:
+        """Write the whole in-memory index (notes, skips, vectors) into the current store."""
+        records = [
+            NoteRecord(path, self._states[path], note,
+                       tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
+                       tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())))
+            for path, note in self.notes.items()
+            if path in self._states
+        ]
+        skips = [(p, r, self._states[p].mtime_ns, self._states[p].size) for p, r in self.skipped.items() if p in self._states]
+        vectors: dict[str, np.ndarray] = {}
+        for sh in self.shards.values():
+            vec = self.dense.vector(sh.node_id)
+            if vec is not None:
+                vectors[sh.hash] = vec
+        try:
+            self.store.apply(notes=records, skipped=skips)
+            if vectors:
+                self.store.put_vectors(self.model_id, vectors)
+        except StoreError as exc:
+            if exc.kind == "damaged":
+                raise
+            self._store_fault(exc)
 
     # -- opening and refreshing ---------------------------------------------------------
     def open(self, progress: Progress | None = None) -> BatchReport:
@@ -135,20 +241,94 @@ class VaultIndex:
 
     def _open(self, progress: Progress | None) -> BatchReport:
         t0 = time.perf_counter()
-        records = list(self.store.load_notes())
+        try:
+            records = list(self.store.load_notes())
+            skipped = self.store.skipped()
+            stored_states = self.store.file_states()
+            covered = self._load_segment(records)
+            counts = self.store.load_counts([r.path for r in records if r.path not in covered]) if len(covered) < len(records) else {}
+        except StoreError as exc:
+            # Damage met while reading: move the file aside, start again from the vault.
+            if exc.kind == "damaged":
+                self._reset_store(f"index damaged ({exc.detail})")
+            else:
+                self.on_message(describe(exc.kind, exc.detail))
+            records, skipped, stored_states, covered, counts = [], {}, {}, set(), {}
+            self.bm25 = BM25Index(self.bm25.k1, self.bm25.b, self.bm25.epsilon)
+        self._relay()
         with self.lock:
             for rec in records:
-                self._install(rec.note, list(rec.shards), rec.state, rec.counts)
-            self.skipped = self.store.skipped()
+                if rec.path in covered:
+                    self._install(rec.note, list(rec.shards), rec.state, lexical=False)
+                else:
+                    self._install(rec.note, list(rec.shards), rec.state, counts.get(rec.path))
+            self.skipped = skipped
             for path in self.skipped:
                 self._states.setdefault(path, FileState(0, 0, ""))
-            stored_states = self.store.file_states()
             self._states.update(stored_states)
             self._load_vectors(list(self.shards.values()))
             self.version += 1
+        uncovered = len(records) - len(covered)
         report = self.refresh(progress=progress)
+        changed = uncovered + len(report.added) + len(report.changed) + len(report.removed)
+        if changed and changed * 10 >= max(len(self.notes), 1):
+            self.save_segment()
+        self._prune_if_worth_it()
         report.ms = (time.perf_counter() - t0) * 1000
         return report
+
+    def _load_segment(self, records: list[NoteRecord]) -> set[str]:
+        """Load the saved BM25 segment into the (empty) lexical index; returns the paths it covers.
+
+        A note is covered when its stored content hash and shard ids equal the segment's; the
+        segment's other documents are removed again, and uncovered notes get their stored counts.
+        """
+        loaded = self.store.load_segment()
+        if loaded is None:
+            return set()
+        arrays, strings = loaded
+        by_path = {r.path: r for r in records}
+        keys = strings["keys"]
+        note_ptr = arrays["note_ptr"].tolist()
+        covered: set[str] = set()
+        stale: list[str] = []
+        for i, (path, h) in enumerate(zip(strings["note_path"], strings["note_hash"])):
+            ids = keys[note_ptr[i]:note_ptr[i + 1]]
+            rec = by_path.get(path)
+            if rec is not None and rec.state.hash == h and len(ids) == len(rec.shards) and \
+                    all(k == s.node_id for k, s in zip(ids, rec.shards)):
+                covered.add(path)
+            else:
+                stale.extend(ids)
+        self.bm25.load_base(keys, strings["vocab"], arrays)
+        for key in stale:
+            self.bm25.remove(key)
+        return covered
+
+    def save_segment(self) -> None:
+        """Save the lexical index as one segment so that the next open loads arrays instead of rebuilding postings."""
+        with self.lock:
+            notes = [(p, self._states[p].hash) for p in self.notes if p in self._states]
+            keys: list[str] = []
+            ptr = [0]
+            for path, _h in notes:
+                keys.extend(self.shards_by_path.get(path, ()))
+                ptr.append(len(keys))
+            vocab, arrays = self.bm25.export(keys)
+        self._save(lambda: self.store.save_segment(notes, np.asarray(ptr), keys, vocab, arrays))
+
+    def _prune_if_worth_it(self) -> None:
+        """Compact the vector cache when a quarter or more of its rows serve no current shard."""
+        if self.model_state == "off":
+            return
+        try:
+            rows = self.store.vector_rows(self.model_id)
+        except StoreError:
+            return
+        with self.lock:
+            live = len({s.hash for s in self.shards.values()})
+        if rows > live * 4 // 3:
+            self.prune_vectors()
 
     def refresh(
         self,
@@ -253,30 +433,24 @@ class VaultIndex:
         and created again): without this, later writes would go to an unlinked database.
         """
         with self.lock:
-            records = [
-                NoteRecord(path, self._states[path], note,
-                           tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
-                           tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())))
-                for path, note in self.notes.items()
-                if path in self._states
-            ]
-            skips = [(p, r, self._states[p].mtime_ns, self._states[p].size) for p, r in self.skipped.items() if p in self._states]
-            vectors: dict[str, np.ndarray] = {}
-            for s in self.shards.values():
-                vec = self.dense.vector(s.node_id)
-                if vec is not None:
-                    vectors[s.hash] = vec
             old = self.store
-            self.store = Store(self.cache_dir)
-            for msg in self.store.messages:
-                self.on_message(msg)
-            self.store.apply(notes=records, skipped=skips)
-            if vectors:
-                self.store.put_vectors(self.model_id, vectors)
+            self.store = self._open_store()
+            self._relay()
+            self._write_all()
         try:
             old.close()
         except Exception:  # noqa: BLE001 - the old file is gone; closing it may fail harmlessly
             pass
+
+    def prune_vectors(self) -> int:
+        """Drop cached vectors that no current shard uses (of the current model); returns how many."""
+        with self.lock:
+            keep = {s.hash for s in self.shards.values()}
+        try:
+            return self.store.prune_vectors(self.model_id, keep)
+        except StoreError as exc:
+            self._store_fault(exc)
+            return 0
 
     def _apply(
         self,
@@ -293,7 +467,7 @@ class VaultIndex:
             NoteRecord(n.path, FileState(f.mtime_ns, f.size, d), n, tuple(s), tuple(Counter(tokenize(x.search_text)) for x in s))
             for f, d, n, s in parsed
         ]
-        self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched)
+        saved = self._save(lambda: self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched))
         with self.lock:
             for path in gone:
                 report.shards_removed += self._uninstall(path)
@@ -328,18 +502,25 @@ class VaultIndex:
                 self.skipped.update(folder_skips)
             self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
             self.version += 1
+        if not saved and self._fault == "" and self.store is not None:
+            # The damaged store was rebuilt from memory, which now holds this batch too.
+            with self.lock:
+                self._write_all()
 
     def _install(
-        self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None
+        self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None,
+        lexical: bool = True,
     ) -> list[Shard]:
+        """Add a note and its shards; `lexical=False` when the BM25 index already holds them (a loaded segment)."""
         self.notes[note.path] = note
         self._states[note.path] = state
         ids = []
-        if counts is None or len(counts) != len(shards):
+        if lexical and (counts is None or len(counts) != len(shards)):
             counts = tuple(Counter(tokenize(s.search_text)) for s in shards)
-        for s, c in zip(shards, counts):
+        for i, s in enumerate(shards):
             self.shards[s.node_id] = s
-            self.bm25.add_counts(s.node_id, c)
+            if lexical:
+                self.bm25.add_counts(s.node_id, counts[i])
             ids.append(s.node_id)
         self.shards_by_path[note.path] = ids
         return shards
@@ -361,15 +542,23 @@ class VaultIndex:
     def _load_vectors(self, shards: list[Shard]) -> None:
         if not shards or self.model_state == "off":
             return
-        cached = self.store.get_vectors(self.model_id, {s.hash for s in shards})
-        keys, vecs = [], []
+        try:
+            found, mat = self.store.get_matrix(self.model_id, list({s.hash for s in shards}))
+        except StoreError as exc:
+            self._store_fault(exc)
+            found, mat = [], np.zeros((0, 0), dtype=np.float32)
+        self._relay()
+        if not found or mat.shape[1] != self.dense.dim:
+            return
+        row_of = {h: i for i, h in enumerate(found)}
+        keys, rows = [], []
         for s in shards:
-            vec = cached.get(s.hash)
-            if vec is not None and vec.shape[0] == self.dense.dim:
+            i = row_of.get(s.hash)
+            if i is not None:
                 keys.append(s.node_id)
-                vecs.append(vec)
+                rows.append(i)
         if keys:
-            self.dense.set_many(keys, np.stack(vecs))
+            self.dense.set_many(keys, mat[np.asarray(rows, dtype=np.int64)])
 
     # -- embedding ------------------------------------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
@@ -432,7 +621,7 @@ class VaultIndex:
             chunk = hashes[i:i + step]
             texts = [by_hash[h][0].search_text for h in chunk]
             vecs = emb.encode(texts, batch_size=size)
-            self.store.put_vectors(self.model_id, dict(zip(chunk, vecs)))
+            self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
                 for h, vec in zip(chunk, vecs):
                     for s in by_hash[h]:

@@ -111,7 +111,7 @@ class ExplorerApp(App[int]):
         """Register themes, pick the remembered one, then open the index in a worker."""
         self._register_themes()
         llm = self.settings.llm
-        self.status = replace(self.status, llm=llm.model if llm.configured else "off",
+        self.status = replace(self.status, llm=llm.model if llm.configured else "off", rerank=self.settings.rerank.enabled,
                               model="off" if not self.settings.index.embeddings else "not loaded")
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.call_after_refresh(self._open_index)

@@ -28,6 +28,13 @@ from explorer.tui.widgets.why_pane import WhyPane
 if TYPE_CHECKING:
     from explorer.tui.app import ExplorerApp
 
+#: How long a lexical first stage waits for the full stage of the same search before it is shown
+#: (when the full stage comes sooner, only it is drawn: one calm update instead of two).
+LEXICAL_HOLD_S = 0.15
+
+#: Stages by rank: a stage never replaces a higher one of the same query.
+STAGE_RANK = {"lexical": 1, "full": 2, "classic": 2}
+
 
 class MainScreen(Screen):
     """Search-first: the query drives the results; the highlighted result drives the panes."""
@@ -43,6 +50,13 @@ class MainScreen(Screen):
         self._debounce: Timer | None = None
         self._had_selection = False
         self._pending: tuple[str, bool] | None = None
+        self._held: SearchFinished | None = None
+        self._hold_timer: Timer | None = None
+        self._started_model = ""
+        self.results_model = ""
+        """The model state when the shown results were computed (they upgrade once it is `ready`)."""
+        self.shown_query = ""
+        """The query of the shown results."""
         self.query_text = ""
         self.results: SearchResults | None = None
         self.stage = ""
@@ -94,8 +108,8 @@ class MainScreen(Screen):
         self.query_one(ResultsSummary).message(f"{error} — searching is not possible.", "error")
 
     def model_ready(self) -> None:
-        """Embeddings became available: upgrade the shown results to hybrid."""
-        if self.query_text and self.results is not None and not self.results.mode.get("dense"):
+        """Embeddings became available (or every vector is in): upgrade the shown results in place."""
+        if self.query_text and self.results is not None and self.results_model != self.explorer.status.model:
             self.run_search(self.query_text)
 
     def index_changed(self, paths: tuple[str, ...]) -> None:
@@ -154,6 +168,7 @@ class MainScreen(Screen):
         if not text:
             self.query_text = ""
             self.results = None
+            self.shown_query = ""
             self.workers.cancel_group(self, "search")
             self.query_one(ResultsList).clear()
             self._show_selected()
@@ -165,6 +180,7 @@ class MainScreen(Screen):
             return
         self.query_text = query
         status = self.explorer.status
+        self._started_model = status.model
         self._search(self._seq, query, mode, text, status.hybrid, record)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
@@ -204,9 +220,33 @@ class MainScreen(Screen):
             self.post_message(SearchFailed(seq, query, f"search failed: {type(exc).__name__}: {exc}"))
 
     def on_search_finished(self, message: SearchFinished) -> None:
-        """Show results unless a newer search has started."""
+        """Show results unless a newer search has started; stages only ever go up for one query.
+
+        A lexical first stage is held back for LEXICAL_HOLD_S: when the full stage comes in
+        that time only the full one is drawn. A lexical stage never replaces the full results of
+        the same query (a re-run after an index change or the model becoming ready updates them
+        in place, keeping the highlighted note).
+        """
         if message.seq != self._seq:
             return
+        if self._hold_timer is not None:
+            self._hold_timer.stop()
+            self._hold_timer = None
+        self._held = None
+        if message.stage == "lexical" and not message.final:
+            if self.shown_query == message.query and STAGE_RANK.get(self.stage, 0) > STAGE_RANK["lexical"]:
+                return
+            self._held = message
+            self._hold_timer = self.set_timer(LEXICAL_HOLD_S, self._show_held)
+            return
+        self._show_results(message)
+
+    def _show_held(self) -> None:
+        held, self._held, self._hold_timer = self._held, None, None
+        if held is not None and held.seq == self._seq:
+            self._show_results(held)
+
+    def _show_results(self, message: SearchFinished) -> None:
         results = message.results
         results_list = self.query_one(ResultsList)
         previous = results_list.selected
@@ -214,11 +254,13 @@ class MainScreen(Screen):
             previous = None  # the automatic first highlight is no choice to keep
         self.results = results
         self.stage = message.stage
+        self.shown_query = message.query
+        self.results_model = self._started_model
         mode, text = split_mode(message.query, self.query_one(SearchBox).mode)
         parsed = parse_query(text)
         self.words = query_words(parsed.text) if parsed.text else []
         self.phrases = list(parsed.phrases) or ([text] if mode == "phrase" else [])
-        self.query_one(ResultsSummary).show(results, message.stage, message.final)
+        self.query_one(ResultsSummary).show(results, message.stage, message.final, self.explorer.status.model)
         self.query_one(ResultsList).show(results, self.words, self.phrases,
                                          keep=previous.document_path if previous else None)
         self._show_selected()
@@ -232,6 +274,7 @@ class MainScreen(Screen):
         self.query_one(ResultsSummary).message(message.error, "error")
         self.query_one(ResultsList).clear()
         self.results = None
+        self.shown_query = ""
         self._show_selected()
 
     # -- selection ------------------------------------------------------------------------

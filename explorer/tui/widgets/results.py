@@ -162,6 +162,20 @@ class ResultsList(OptionList):
         return self.result_at(self.highlighted)
 
 
+def search_mode(results: SearchResults, model: str) -> str:
+    """What a finished search was, truthfully: hybrid, hybrid+rerank, or lexical and why."""
+    if results.mode.get("dense"):
+        reranked = bool((results.rerank or {}).get("applied"))
+        return "hybrid+rerank" if reranked else "hybrid"
+    reason = {
+        "loading": "model loading",
+        "embedding": "vectors coming",
+        "off": "embeddings off",
+        "unavailable": "semantic search not available",
+    }.get(model, "")
+    return f"lexical ({reason})" if reason else "lexical"
+
+
 class ResultsSummary(Static):
     """Above the list: quality level, counts, mode, advisory and warnings, or an honest “no good match”."""
 
@@ -171,8 +185,12 @@ class ResultsSummary(Static):
     ResultsSummary.-none { color: $text-error; }
     """
 
-    def show(self, results: SearchResults, stage: str, final: bool = True) -> None:
-        """Summarise `results` (stage: lexical, full or classic; `final` False while a better stage is coming)."""
+    def show(self, results: SearchResults, stage: str, final: bool = True, model: str = "ready") -> None:
+        """Summarise `results` (stage: lexical, full or classic; `final` False while a better stage is coming).
+
+        `model` is the embedding model's state (explorer.tui.widgets.status_bar.StatusInfo.model):
+        lexical results say why they are lexical, and only a failed model is called unavailable.
+        """
         q = results.quality
         n = len(results.results)
         mode = results.mode
@@ -197,16 +215,16 @@ class ResultsSummary(Static):
                 parts.append(f" · {mode['classic']} tool")
             elif mode.get("browse"):
                 parts.append(" · filters only")
-            elif stage == "lexical":
-                parts.append(" · BM25, refining…" if not final else " · BM25 only")
+            elif stage == "lexical" and not final:
+                parts.append(" · lexical, hybrid coming…")
             else:
-                parts.append(" · hybrid" if mode.get("dense") else " · BM25 only")
+                parts.append(f" · {search_mode(results, model)}")
                 if len(results.passes) > 1:
                     parts.append(" · 2 passes")
                 if results.early_return:
                     parts.append(" · knowledge first")
             if low and q is not None:
-                parts.append(f" · {q.suggestion}")
+                parts.append(f" · {q.suggestion}" if mode.get("dense") else " · Weak lexical matches only: try other words.")
         if results.advisory:
             parts.append(Content.assemble("\n", ("advice: ", "bold $text-warning"), results.advisory))
         for w in results.warnings[:2]:

@@ -35,6 +35,8 @@ class StatusInfo:
     """Embedding runtime once loaded (onnx, sentence-transformers)."""
     llm: str = "off"
     """The LLM model name, or `off`."""
+    rerank: bool = False
+    """Reranking is on (hybrid results are then reranked)."""
     last_search: str = ""
     """Timing of the last search, e.g. `18 ms (lexical 6 ms)`."""
 
@@ -93,18 +95,19 @@ class StatusBar(Horizontal):
         watch_style = "$text-success" if info.watcher == "watching" else "$text-muted"
         parts.append((f"watch: {'on' if info.watcher == 'watching' else info.watcher}", watch_style))
         parts.append(" │ ")
+        hybrid = "hybrid+rerank" if info.rerank else "hybrid"
         if info.model == "ready":
-            parts.append((f"hybrid ({info.runtime or 'model'})", "$text-success"))
+            parts.append((f"{hybrid} ({info.runtime or 'model'})", "$text-success"))
         elif info.model == "embedding":
-            parts.append(("hybrid, embedding…", "$text-warning"))
+            parts.append((f"{hybrid} · embedding…", "$text-warning"))
         elif info.model == "loading":
-            parts.append(("BM25 only · model loading…", "$text-warning"))
+            parts.append(("lexical · model loading…", "$text-warning"))
         elif info.model == "off":
-            parts.append(("BM25 only (embeddings off)", "$text-muted"))
+            parts.append(("lexical (embeddings off)", "$text-muted"))
         elif info.model == "unavailable":
-            parts.append(("BM25 only (no model)", "$text-error"))
+            parts.append(("lexical (semantic not available)", "$text-error"))
         else:
-            parts.append(("BM25 only", "$text-muted"))
+            parts.append(("lexical", "$text-muted"))
         parts.append(" │ ")
         parts.append((f"LLM: {info.llm}", "$text-muted"))
         if info.last_search:

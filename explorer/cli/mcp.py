@@ -1,0 +1,490 @@
+"""`explorer mcp`: the vault as a Model Context Protocol server over stdio, for LLM agents.
+
+Tools: `search` (the hybrid pipeline), `find` (classic cursor tools), `get_context` (text around a
+cursor), `explain` (why a note ranked), `why_not` (where an expected note dropped out), `stats`,
+and, only when the server is started with `--allow-write`, `remember` (append a note in the
+agent-memory layout). The index stays live while serving: a VaultWatcher applies file changes
+and embeds new shards in the background, and every answer carries an `index` block saying how
+fresh the index is. Bad input is a tool error (`is_error` with a message for the model), never
+a dead server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from explorer.config import Settings
+
+#: Most results a search or find may ask for.
+MAX_K = 50
+#: Most characters a context window may ask for on each side.
+MAX_CONTEXT = 20_000
+#: Largest note `remember` writes.
+MAX_REMEMBER_CHARS = 100_000
+
+INSTRUCTIONS = """\
+Explorer searches an Obsidian-style Markdown vault that serves as long-term memory (notes,
+knowledge, beliefs, preferences, past conversation turns).
+Typical use: `search` with a natural-language question; read `quality` (high / medium / low)
+and `advisory`; open the best hits with `get_context` (pass a result's `node_id`, or a
+`context_shards` cursor). `quality.level == "low"` means no good match: the vault may not hold
+the answer, so say so rather than guess. Use `find` for exact words or phrases, `why_not` when a
+note you expected is missing, `explain` to see why a note ranked. Every answer has an `index`
+block: `seconds_since_update` and `watcher` tell how fresh the index is."""
+
+SEARCH_DOC = """Search the memory vault (hybrid BM25 + embeddings, two passes, quality check).
+
+Args:
+  query: natural language or keywords, with optional Obsidian-style operators:
+    tag:name  path:folder  file:name  section:heading  "exact phrase"  -excluded
+    e.g. 'hamster wheel size', 'tag:pets "cage size"', 'espresso path:Coffee -cold'.
+  k: number of results, 1-50 (default 10).
+  mode: "hybrid" (default: both retrievers, two passes), "quick" (one pass, faster),
+    "lexical" (BM25 words only, no embeddings).
+Returns the SearchResults JSON: `results` (node_id, document_path, title, score, snippet,
+context_shards with cursors), `quality` {level, score, suggestion}, `no_good_match` (true when
+nothing relevant was found), `advisory` (a hint when searching more will not help) and `index`."""
+
+FIND_DOC = """Classic exact-word tools with a cursor per hit (no embeddings).
+
+Args:
+  keywords: one or more words, e.g. ["espresso", "grind"].
+  mode: "tfidf" (rank notes by the words, default), "phrase" (the words in this order,
+    falling back to proximity), "and" (all words within `window` words), "fuzzy" (any word,
+    tolerating typos and partial words).
+  max_results: 1-50 (default 10). window: proximity window in words for "and"/"phrase".
+Returns hits with path, node_id, cursor, score, matched keywords and a snippet."""
+
+CONTEXT_DOC = """Read the text around a position in one note.
+
+Args:
+  target: a node_id from a search or find result (e.g. 'Coffee/espresso.md#Grind > Fine') or a
+    vault-relative note path ('Coffee/espresso.md'; '.md' may be omitted).
+  cursor: character offset in the note (e.g. a hit's `cursor`); default: start of the node.
+  before, after: characters to include on each side, 0-20000 (default 1000).
+Returns the window `text`, its `start`/`end` offsets, `note_chars` (note length) and
+highlights; call again with a larger `after` or a cursor near `end` to read on."""
+
+EXPLAIN_DOC = """Why a note ranked where it did for a query.
+
+Args:
+  query: the search query.
+  target: the note's node_id or path (as in a search result).
+Returns its rank, score and, per search term and retriever (bm25, dense), the rank, raw score
+and RRF contribution, plus rerank movement when reranking ran."""
+
+WHY_NOT_DOC = """Where a note you expected dropped out of a search.
+
+Args:
+  query: the search query.
+  note: the expected note: a path, a link target ('Kyoto'), a title, or a unique part of a path.
+Returns stage by stage (each retriever's list, fusion, final list) whether it was present and
+at which rank, and a one-sentence verdict."""
+
+STATS_DOC = """Index counts and state: notes, shards, vectors, shards still without vectors,
+embedding model state, skipped files with the reason, and index freshness."""
+
+REMEMBER_DOC = """Write a new memory into the vault (atomically; searchable at once).
+
+Args:
+  text: the Markdown body to remember, e.g. 'Alice prefers oat milk in her coffee.'
+  title: a short topic line, e.g. 'Coffee preference'.
+  kind: "turn" (default: a conversation-turn note, Users/<user>/turns/turn_NNNNNN/context.md) or
+    "knowledge" (a knowledge note, Users/<user>/Knowledge/<title>.md; an existing one gets the
+    text appended as a dated section).
+  user: the vault's user folder (default: the server's --user, else the only folder under
+    Users/, else "agent").
+  keywords: optional list of keywords stored with a turn.
+Returns the new note's path and node_id."""
+
+
+class ToolInputError(ValueError):
+    """A tool argument is wrong; the message tells the model what to send instead."""
+
+
+class MemoryService:
+    """The system an MCP server (or any agent adapter) serves: index, pipeline, watcher, freshness.
+
+    Args:
+        vault: The vault folder.
+        settings: Loaded settings.
+        allow_write: Enable `remember`.
+        user: Default user folder for `remember`.
+        watch: Keep the index live with a VaultWatcher while serving.
+    """
+
+    def __init__(self, vault: Path, settings: Settings, *, allow_write: bool = False, user: str | None = None,
+                 watch: bool = True, on_message: Callable[[str], None] | None = None) -> None:
+        from explorer.engine import open_index
+
+        self.vault = Path(vault).resolve()
+        self.settings = settings
+        self.allow_write = allow_write
+        self.user = user
+        self._say = on_message or (lambda _m: None)
+        self.index, _ = open_index(self.vault, settings, on_message=self._say)
+        self.updated_at = time.time()
+        self.pipeline = _make_pipeline(self.index, settings)
+        self._write_lock = threading.Lock()
+        self.watcher = None
+        if watch:
+            from explorer.index.watch import VaultWatcher
+
+            self.watcher = VaultWatcher(self.index, settings, embed=settings.index.embeddings,
+                                        on_batch=self._on_batch, on_embedded=lambda _n: self._touch(),
+                                        on_error=lambda m: self._say(f"watcher: {m}"))
+            self.watcher.start()
+        elif settings.index.embeddings:
+            threading.Thread(target=self._embed, name="explorer-mcp-embed", daemon=True).start()
+
+    def _embed(self) -> None:
+        try:
+            self.index.embed_pending()
+            self._touch()
+        except Exception as exc:  # noqa: BLE001 - the server lives on BM25 only
+            self._say(f"embedding failed: {exc}")
+
+    def _on_batch(self, _report: Any) -> None:
+        self._touch()
+
+    def _touch(self) -> None:
+        self.updated_at = time.time()
+
+    def close(self) -> None:
+        """Stop the watcher and close the index."""
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.index.close()
+
+    # -- freshness ----------------------------------------------------------------------
+    def freshness(self) -> dict[str, Any]:
+        """How current the index is: its version, when it last changed, the watcher's state, vectors missing."""
+        st = self.index.stats()
+        return {
+            "version": st.version,
+            "updated_at": datetime.fromtimestamp(self.updated_at, timezone.utc).isoformat(timespec="seconds"),
+            "seconds_since_update": round(time.time() - self.updated_at, 1),
+            "watcher": self.watcher.state if self.watcher is not None else "off (index as of server start)",
+            "notes": st.notes,
+            "shards_without_vectors": st.pending,
+            "model_state": st.model_state,
+        }
+
+    # -- tools --------------------------------------------------------------------------
+    def search(self, query: str, k: int = 10, mode: str = "hybrid") -> dict[str, Any]:
+        """The pipeline's SearchResults as JSON, with `no_good_match` and `index`."""
+        from explorer.search.pipeline import QueryError
+
+        _check_k(k, "k")
+        if mode not in ("hybrid", "quick", "lexical"):
+            raise ToolInputError(f"mode must be 'hybrid', 'quick' or 'lexical', got {mode!r}")
+        try:
+            res = self.pipeline.search(query, k=k, dense=mode != "lexical",
+                                       two_pass=False if mode == "quick" else None,
+                                       rerank=False if mode == "quick" else None)
+        except QueryError as exc:
+            raise ToolInputError(str(exc)) from exc
+        out = res.to_dict()
+        out.pop("context_shards", None)  # the same passages are inside each result
+        out["no_good_match"] = _no_good_match(res)
+        out["index"] = self.freshness()
+        return out
+
+    def find(self, keywords: list[str], mode: str = "tfidf", max_results: int = 10, window: int | None = None) -> dict[str, Any]:
+        """One classic tool's hits."""
+        from explorer.index.classic import ClassicQueryError, run_mode
+
+        words = [w for w in (keywords or []) if isinstance(w, str) and w.strip()]
+        if not words:
+            raise ToolInputError("keywords must hold at least one word, e.g. [\"espresso\", \"grind\"]")
+        if mode not in ("tfidf", "phrase", "and", "fuzzy"):
+            raise ToolInputError(f"mode must be 'tfidf', 'phrase', 'and' or 'fuzzy', got {mode!r}")
+        _check_k(max_results, "max_results")
+        if window is not None and (not isinstance(window, int) or window < 1):
+            raise ToolInputError(f"window must be 1 or more words, got {window!r}")
+        try:
+            result = run_mode(self.index, mode, words, max_results, None, window)
+        except ClassicQueryError as exc:
+            raise ToolInputError(str(exc)) from exc
+        return {**result.to_dict(), "index": self.freshness()}
+
+    def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
+        """The window around `cursor` in the note `target` names."""
+        from explorer.index.targets import ContextError, context_for
+
+        for name, value in (("before", before), ("after", after)):
+            if not isinstance(value, int) or value < 0 or value > MAX_CONTEXT:
+                raise ToolInputError(f"{name} must be 0-{MAX_CONTEXT} characters, got {value!r}")
+        target = self._inside(target)
+        try:
+            window = context_for(self.index, target, cursor, before, after)
+        except ContextError as exc:
+            raise ToolInputError(str(exc)) from exc
+        return {**window.to_dict(), "index": self.freshness()}
+
+    def explain(self, query: str, target: str) -> dict[str, Any]:
+        """Rank, score and contributions of one note for `query`."""
+        from explorer.index.targets import ContextError, resolve_target
+        from explorer.search.pipeline import QueryError
+
+        target = self._inside(target)
+        try:
+            path = resolve_target(self.index, target).path
+        except ContextError as exc:
+            raise ToolInputError(str(exc)) from exc
+        try:
+            res = self.pipeline.search(query, k=MAX_K, record=False)
+        except QueryError as exc:
+            raise ToolInputError(str(exc)) from exc
+        for rank, r in enumerate(res.results, 1):
+            if r.document_path == path:
+                return {"query": query, "path": path, "found": True, "rank": rank, "results": len(res.results),
+                        "node_id": r.node_id, "score": r.score, "relevance": r.relevance, "pass": r.pass_,
+                        "source": r.source, "reason": r.reason, "bm25_rank": r.bm25_rank,
+                        "embedding_rank": r.embedding_rank,
+                        "explanation": r.explanation.to_dict() if r.explanation else None,
+                        "index": self.freshness()}
+        report = self._why_not(res, path)
+        return {"query": query, "path": path, "found": False, "results": len(res.results),
+                "verdict": report["verdict"], "stages": report["stages"], "index": self.freshness()}
+
+    def why_not(self, query: str, note: str) -> dict[str, Any]:
+        """Stage by stage, where `note` was in the search for `query`."""
+        from explorer.search.pipeline import QueryError
+
+        note = self._inside(note)
+        try:
+            res = self.pipeline.search(query, k=self.settings.search.top_k, record=False)
+        except QueryError as exc:
+            raise ToolInputError(str(exc)) from exc
+        return {"query": query, **self._why_not(res, note), "index": self.freshness()}
+
+    def _why_not(self, res: Any, name: str) -> dict[str, Any]:
+        from explorer.tui.whynot import why_not
+
+        report = why_not(self.index, res, name)
+        if report.path is None:
+            raise ToolInputError(report.verdict)
+        return {"note": report.path, "verdict": report.verdict,
+                "stages": [{"stage": r.stage, "outcome": r.outcome, "present": r.found} for r in report.rows]}
+
+    def stats(self) -> dict[str, Any]:
+        """Counts, model state, skipped files and freshness."""
+        st = self.index.stats()
+        return {"vault": str(self.vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
+                "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
+                "skipped": dict(sorted(self.index.skipped.items())), "read_only": not self.allow_write,
+                "index": self.freshness()}
+
+    def remember(self, text: str, title: str = "", kind: str = "turn", user: str | None = None,
+                 keywords: list[str] | None = None) -> dict[str, Any]:
+        """Write a turn or knowledge note atomically, index it at once, return its path."""
+        if not self.allow_write:
+            raise ToolInputError("this server is read-only: start it with --allow-write to enable remember")
+        if not isinstance(text, str) or not text.strip():
+            raise ToolInputError("text must be non-empty Markdown")
+        if len(text) > MAX_REMEMBER_CHARS:
+            raise ToolInputError(f"text is {len(text)} characters; the limit is {MAX_REMEMBER_CHARS}")
+        if kind not in ("turn", "knowledge"):
+            raise ToolInputError(f"kind must be 'turn' or 'knowledge', got {kind!r}")
+        who = _safe_name(user or self.user or self._only_user() or "agent", "user")
+        title = " ".join(str(title or "").split())[:120]
+        words = [str(k).strip() for k in (keywords or []) if str(k).strip()][:20]
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        with self._write_lock:
+            if kind == "turn":
+                rel = self._write_turn(who, text, title, words, now)
+            else:
+                rel = self._write_knowledge(who, text, title, now)
+            self.index.refresh(paths=[rel], reread=True)
+            self._touch()
+        shards = self.index.shards_by_path.get(rel, [])
+        return {"path": rel, "node_id": shards[0] if shards else rel, "kind": kind, "written_at": now.isoformat(),
+                "index": self.freshness()}
+
+    def _write_turn(self, who: str, text: str, title: str, keywords: list[str], now: datetime) -> str:
+        turns = self.vault / "Users" / who / "turns"
+        turns.mkdir(parents=True, exist_ok=True)
+        numbers = [int(m.group(1)) for p in turns.iterdir() if (m := re.fullmatch(r"turn_(\d+)", p.name))]
+        number = max(numbers, default=0) + 1
+        while True:
+            folder = turns / f"turn_{number:06d}"
+            try:
+                folder.mkdir()
+                break
+            except FileExistsError:
+                number += 1
+        front = ["---", f"turn_id: {number}", f"date: {now.date().isoformat()}", f"time: {json.dumps(now.strftime('%H:%M'))}"]
+        if title:
+            front.append(f"topic: {json.dumps(title)}")
+        front += ["tags: [agent/turn]", "---", ""]
+        body = (f"# {title}\n\n" if title else "") + text.strip() + "\n"
+        meta = {"turn_id": number, "topic": title, "keywords": keywords, "timestamp": now.isoformat()}
+        _atomic_write(folder / "metadata.json", json.dumps(meta, indent=2) + "\n")
+        _atomic_write(folder / "context.md", "\n".join(front) + body)
+        return (folder / "context.md").relative_to(self.vault).as_posix()
+
+    def _write_knowledge(self, who: str, text: str, title: str, now: datetime) -> str:
+        if not title:
+            raise ToolInputError("a knowledge note needs a title (its file name)")
+        folder = self.vault / "Users" / who / "Knowledge"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{_safe_name(title, 'note')}.md"
+        section = f"\n## {now.date().isoformat()}\n\n{text.strip()}\n"
+        if path.is_file():
+            content = path.read_text(encoding="utf-8")
+            content = content + ("" if content.endswith("\n") else "\n") + section
+        else:
+            content = f"---\ndate: {now.date().isoformat()}\n---\n\n# {title}\n{section}"
+        _atomic_write(path, content)
+        return path.relative_to(self.vault).as_posix()
+
+    def _only_user(self) -> str | None:
+        users = self.vault / "Users"
+        names = [p.name for p in users.iterdir() if p.is_dir() and not p.name.startswith(".")] if users.is_dir() else []
+        return names[0] if len(names) == 1 else None
+
+    def _inside(self, target: Any) -> str:
+        """A target as a vault-relative name; a path that leaves the vault is refused."""
+        if not isinstance(target, str) or not target.strip():
+            raise ToolInputError("give a node_id or a vault-relative note path")
+        t = target.strip()
+        name, sep, frag = t.partition("#")
+        candidate = Path(name)
+        if candidate.is_absolute():
+            try:
+                rel = candidate.resolve().relative_to(self.vault)
+            except ValueError:
+                raise ToolInputError(f"{name} is outside the vault; give a vault-relative path") from None
+            return rel.as_posix() + sep + frag
+        if ".." in Path(name.replace("\\", "/")).parts:
+            resolved = (self.vault / name).resolve()
+            if resolved != self.vault and self.vault not in resolved.parents:
+                raise ToolInputError(f"{name} is outside the vault; give a vault-relative path")
+        return t
+
+
+def _check_k(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_K:
+        raise ToolInputError(f"{name} must be a whole number from 1 to {MAX_K}, got {value!r}")
+
+
+def _no_good_match(res: Any) -> bool:
+    q = res.quality
+    if q is None:
+        return True
+    return bool(q.factors.get("no_good_match", q.level == "low"))
+
+
+def _safe_name(name: str, what: str) -> str:
+    cleaned = re.sub(r"[^\w .-]+", "", str(name), flags=re.UNICODE).strip(" .")
+    cleaned = re.sub(r"\s+", " ", cleaned)[:80]
+    if not cleaned:
+        raise ToolInputError(f"{what} {name!r} has no usable characters")
+    return cleaned
+
+
+def _atomic_write(path: Path, content: str) -> None:
+    """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _make_pipeline(index: Any, settings: Settings) -> Any:
+    from explorer.engine import make_pipeline
+
+    return make_pipeline(index, settings)
+
+
+# -- the MCP server ----------------------------------------------------------------------------
+def build_server(service: MemoryService) -> Any:
+    """An MCPServer whose tools call `service`; anticipated failures become tool errors."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ToolAnnotations
+
+    server = MCPServer(name="explorer", instructions=INSTRUCTIONS, version=_version())
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def guarded(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            try:
+                return fn(*args, **kwargs)
+            except ToolInputError as exc:
+                raise ToolError(str(exc)) from exc
+            except Exception as exc:  # noqa: BLE001 - the server must outlive any one call
+                raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        return call
+
+    def search(query: str, k: int = 10, mode: Literal["hybrid", "quick", "lexical"] = "hybrid") -> dict[str, Any]:
+        return guarded(service.search)(query, k, mode)
+
+    def find(keywords: list[str], mode: Literal["tfidf", "phrase", "and", "fuzzy"] = "tfidf", max_results: int = 10,
+             window: int | None = None) -> dict[str, Any]:
+        return guarded(service.find)(keywords, mode, max_results, window)
+
+    def get_context(target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
+        return guarded(service.get_context)(target, cursor, before, after)
+
+    def explain(query: str, target: str) -> dict[str, Any]:
+        return guarded(service.explain)(query, target)
+
+    def why_not(query: str, note: str) -> dict[str, Any]:
+        return guarded(service.why_not)(query, note)
+
+    def stats() -> dict[str, Any]:
+        return guarded(service.stats)()
+
+    for fn, doc in ((search, SEARCH_DOC), (find, FIND_DOC), (get_context, CONTEXT_DOC), (explain, EXPLAIN_DOC),
+                    (why_not, WHY_NOT_DOC), (stats, STATS_DOC)):
+        server.add_tool(fn, description=doc, annotations=read_only, structured_output=False)
+
+    if service.allow_write:
+        def remember(text: str, title: str = "", kind: Literal["turn", "knowledge"] = "turn", user: str | None = None,
+                     keywords: list[str] | None = None) -> dict[str, Any]:
+            return guarded(service.remember)(text, title, kind, user, keywords)
+
+        server.add_tool(remember, description=REMEMBER_DOC,
+                        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+                        structured_output=False)
+    return server
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("explorer")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return "0"
+
+
+def run_mcp(vault: Path, settings: Settings, *, allow_write: bool = False, user: str | None = None, watch: bool = True) -> int:
+    """Serve `vault` over stdio until the client closes the connection."""
+    import sys
+
+    def say(message: str) -> None:
+        print(f"explorer: {message}", file=sys.stderr, flush=True)
+
+    service = MemoryService(vault, settings, allow_write=allow_write, user=user, watch=watch, on_message=say)
+    try:
+        build_server(service).run("stdio")
+    finally:
+        service.close()
+    return 0
