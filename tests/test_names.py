@@ -104,3 +104,13 @@ def test_the_top_10_do_not_depend_on_how_many_results_were_asked(sample_pipeline
         tops = [[r.document_path for r in sample_pipeline.search(query, k=k, record=False).results
                  if r.source == "search"][:10] for k in (10, 15, 30)]
         assert tops[0] == tops[1] == tops[2], query
+
+
+def test_a_note_without_text_is_found_by_its_name(tmp_path: Path) -> None:
+    index = VaultIndex(write_notes(tmp_path / "v", {"Projects/someday-maybe.md": "---\ntitle: Someday / maybe\n---\n",
+                                                     "Projects/ideas.md": "Ideas for someday, maybe a boat."}))
+    index.settings = index.settings.with_overrides({"index.embeddings": False})
+    index.open()
+    res = SearchPipeline(index).search("someday maybe", k=5, record=False)
+    assert res.results[0].document_path == "Projects/someday-maybe.md"
+    index.close()

@@ -13,14 +13,15 @@ _BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
 
 def mark(text: str, spans: list[tuple[int, int]], color: bool) -> str:
     """`text` made terminal-safe, with spans (relative offsets into `text`) wrapped in highlight
-    codes, or in [brackets] without color."""
+    codes on a terminal, or between `«` and `»` when piped (brackets would read as Markdown and
+    wikilink syntax in note text)."""
     out, pos = [], 0
     for s, e in sorted(spans):
         if s < pos or e > len(text):
             continue
         out.append(safe_text(text[pos:s]))
         hit = safe_text(text[s:e])
-        out.append(f"{_HL}{hit}{_RESET}" if color else f"[{hit}]")
+        out.append(f"{_HL}{hit}{_RESET}" if color else f"«{hit}»")
         pos = e
     out.append(safe_text(text[pos:]))
     return "".join(out)

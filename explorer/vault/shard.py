@@ -148,6 +148,10 @@ def _sections(note: Note) -> list[_Section]:
     if not out and bare:
         # Nothing but headings: one shard of them all.
         return [_Section(bare[0].heading_path, bare[0].start, bare[-1].end)]
+    if not out:
+        # A note with no text still has a name (and maybe aliases): one empty shard finds it.
+        end = len(text.rstrip())
+        return [_Section((), min(note.body_start, end), end)]
     return out
 
 
