@@ -42,7 +42,7 @@ import numpy as np
 from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
 
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 #: Version of one note record inside `notes.data`.
 _RECORD_VERSION = 2
@@ -236,6 +236,9 @@ class Store:
                 newer = row[0].isdigit() and int(row[0]) > SCHEMA_VERSION
                 raise _Rebuild("newer" if newer else "older",
                                f"index written by {'a newer' if newer else 'an older'} version (schema {row[0]}, this one reads {SCHEMA_VERSION})")
+            if not _current_layout(conn):
+                # A version number some other build also used, for another layout.
+                raise _Rebuild("older", f"index schema {row[0]} has another layout than this version's")
             conn.executescript(_SCHEMA)
             self._check_vector_files(conn)
             return conn
@@ -763,6 +766,14 @@ def _check_integrity(conn: sqlite3.Connection) -> None:
     rows = conn.execute("PRAGMA quick_check").fetchall()
     if rows != [("ok",)]:
         raise sqlite3.DatabaseError("database disk image is malformed (integrity check failed)")
+
+
+def _current_layout(conn: sqlite3.Connection) -> bool:
+    """True when the tables are this version's (a fresh file has none yet, which is fine)."""
+    if not _table_exists(conn, "notes"):
+        return True
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(notes)")}
+    return "counts" in columns and _table_exists(conn, "vec_files") and not _table_exists(conn, "vectors")
 
 
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
