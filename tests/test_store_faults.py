@@ -197,6 +197,22 @@ def test_damaged_vector_rows_are_dropped_and_embedded_again(tmp_path: Path, embe
     ix.close()
 
 
+def test_a_missing_vector_file_is_answered_by_a_rebuild(tmp_path: Path, embedder) -> None:
+    root = _vault(tmp_path)
+    ix = VaultIndex(root, embedder=embedder)
+    ix.open()
+    ix.embed_pending()
+    ix.close()
+    next((root / ".explorer").glob("vectors-*.f32")).unlink()
+    messages: list[str] = []
+    ix = VaultIndex(root, embedder=embedder, on_message=messages.append)
+    report = ix.open()
+    assert len(messages) == 1 and "missing" in messages[0] and "rebuilding" in messages[0], messages
+    assert len(ix.notes) == 6 and report.added == [] and ix.stats().pending == 6
+    assert ix.embed_pending() == 6
+    ix.close()
+
+
 def _damage_middle(db_path: Path, every: int = 2) -> None:
     """Overwrite part of every `every`-th page after the first (the header stays whole)."""
     data = bytearray(db_path.read_bytes())

@@ -255,15 +255,21 @@ class Store:
             return self._rebuild(f"index file unreadable ({one_line(exc)})", "damaged")
 
     def _check_vector_files(self, conn: sqlite3.Connection) -> None:
-        """Remove vector files no catalogue row names (left by a process killed while pruning)."""
+        """Remove vector and segment files no catalogue row names (left by a process killed mid-write).
+
+        Only files untouched for ten minutes: a younger one may be another process's write that
+        is about to be committed.
+        """
         if self.memory:
             return
         named = {f for (f,) in conn.execute("SELECT file FROM vec_files")}
         named.update(v for (v,) in conn.execute("SELECT value FROM meta WHERE key='segment'"))
-        for p in [*self.directory.glob("vectors-*.f32"), *self.directory.glob("bm25-*.seg")]:
+        now = time.time()
+        for p in [*self.directory.glob("vectors-*.f32"), *self.directory.glob("bm25-*.seg"), *self.directory.glob("bm25-*.tmp")]:
             if p.name not in named:
                 try:
-                    p.unlink()
+                    if now - p.stat().st_mtime > 600:
+                        p.unlink()
                 except OSError:
                     pass
 
@@ -503,6 +509,8 @@ class Store:
             return memoryview(self._mem_vectors[file].data).cast("B")
         cached = self._maps.get(file)
         if cached is None or cached[2] < need:
+            if not (self.directory / file).is_file():
+                raise StoreError("damaged", f"vector file {file} is missing")
             with open(self.directory / file, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size < need:
