@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-import tempfile
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from explorer.text.files import write_atomic
 from explorer.vault.model import Note
 
 #: Scheme of the Markdown links that stand for wikilinks in the note view.
@@ -152,31 +150,3 @@ def read_note_file(path: Path) -> str:
     """A note's text as on disk (line endings kept)."""
     with open(path, encoding="utf-8", newline="") as fh:
         return fh.read()
-
-
-def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Write `text` to `path` through a temp file in the same folder and an atomic rename.
-
-    The temp file's name (`.<name>.<random>.tmp`) is one the vault scanner ignores; the file keeps
-    its permission bits. A file that no longer exists gets `mode` (the bits it had when it was
-    opened), or else the bits a new file gets under the umask, never the temp file's 0600.
-    """
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except OSError:
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -122,8 +122,7 @@ class MainScreen(Screen):
         index = self.explorer.index
         if index is None:
             return
-        with index.lock:
-            titles = {p: n.title for p, n in index.notes.items()}
+        titles = index.note_titles()
         self.query_one(VaultTree).set_notes(titles)
         self.query_one(WhyPane).set_suggestions(sorted(titles) + sorted(set(titles.values())))
 
