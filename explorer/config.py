@@ -160,8 +160,9 @@ class SearchSettings:
     """RRF weight of the dense feedback ranking."""
     phrase_weight: float = 1.0
     """RRF weight of the ranking of passages that contain a query's quoted phrases exactly."""
-    second_shard_weight: float = 0.3
-    """A note scores as its best shard plus this times its second-best shard (0 = best shard only)."""
+    second_shard_weight: float = 0.0
+    """A note scores as its best shard plus this times its second-best shard (0 = best shard only,
+    the default: 0.3 lowered SciFact nDCG@10 from 0.712 to 0.681 and names at rank 1; BENCHMARKS.md)."""
     name_weight: float = 2.0
     """RRF weight of the name ranking: notes whose title, file name or alias the query names
     (0 = no name ranking)."""
