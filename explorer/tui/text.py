@@ -7,6 +7,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 from explorer.vault.model import Note
@@ -180,3 +181,10 @@ def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def note_titles(index: Any) -> dict[str, str] | None:
+    """Every note's title by path (call off the UI thread; the notes dict is copied in one step)."""
+    if index is None:
+        return None
+    return {path: note.title for path, note in dict(index.notes).items()}

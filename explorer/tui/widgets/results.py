@@ -27,15 +27,28 @@ def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
+def shown_ranks(res: SearchResult) -> tuple[int | None, int | None]:
+    """The (BM25, embedding) ranks a result shows: those of the shard its explanation tabulates,
+    so the badge and the why-ranked table agree (the result's own fields are the best over all its
+    shards, which the why pane states separately)."""
+    ex = res.explanation
+    if ex is None or not ex.contributions:
+        return res.bm25_rank, res.embedding_rank
+    bm25 = min((c.rank for c in ex.contributions if c.retriever == "bm25"), default=None)
+    emb = min((c.rank for c in ex.contributions if c.retriever == "dense"), default=None)
+    return bm25, emb
+
+
 def badges(res: SearchResult) -> list[tuple[str, str]]:
     """(text, style) of a result's badges: BM25 rank, embedding rank, pass, always-include, rerank, source type."""
     out: list[tuple[str, str]] = []
     if res.source == "classic":
         out.append((res.reason or "classic", "$text-primary"))
-    if res.bm25_rank is not None:
-        out.append((f"bm25 #{res.bm25_rank}", "$text-primary"))
-    if res.embedding_rank is not None:
-        out.append((f"emb #{res.embedding_rank}", "$text-secondary"))
+    bm25, emb = shown_ranks(res)
+    if bm25 is not None:
+        out.append((f"bm25 #{bm25}", "$text-primary"))
+    if emb is not None:
+        out.append((f"emb #{emb}", "$text-secondary"))
     if res.source == "search":
         out.append((f"pass {res.pass_}", "$text-warning" if res.pass_ == 2 else "$text-muted"))
     if res.source == "always_include":
