@@ -1,4 +1,4 @@
-"""`explorer index` progress: plain lines with counts when piped; counts, rate and time left in the line."""
+"""`explorer index` progress: plain lines with counts when piped (none for a short run); rate and time left."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from explorer.cli.index import _ProgressBar, format_eta
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_index_piped_prints_plain_progress_lines(tmp_path: Path) -> None:
+def test_a_short_piped_index_prints_no_progress(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
     for i in range(40):
@@ -21,11 +23,20 @@ def test_index_piped_prints_plain_progress_lines(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "explorer", "index", str(vault), "--no-embeddings"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("reading ")]
-    assert lines and lines[-1].startswith("reading 40/40 (100%)")
-    assert "\r" not in proc.stderr and "\x1b" not in proc.stderr
-    assert len(lines) <= 12, "one line per tenth, not one per note"
+    assert "reading" not in proc.stderr and "\r" not in proc.stderr
     assert "notes        40" in proc.stdout
+
+
+def test_piped_progress_is_one_plain_line_per_tenth(capsys: pytest.CaptureFixture[str]) -> None:
+    bar = _ProgressBar(tty=False)
+    for i in range(0, 1001, 5):
+        bar.update("embedding", i, 1000, now=100.0 + i / 10)  # 10 items a second
+    bar.done()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("embedding 20/1000 (2%)"), "quiet for the first 2 s"
+    assert lines[-1] == "embedding 1000/1000 (100%) 10.0/s"
+    assert len(lines) == 11 and all("\r" not in ln and "\x1b" not in ln for ln in lines)
+    assert "(50%) 10.0/s, 50s left" in lines[5]
 
 
 def test_progress_line_has_rate_and_time_left() -> None:

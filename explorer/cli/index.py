@@ -125,8 +125,11 @@ def format_eta(seconds: float) -> str:
 class _ProgressBar:
     """Progress on stderr: a bar redrawn in place on a terminal, plain lines (every 10 % or 30 s) when piped.
 
-    Both show counts, the rate and, once there is a rate, the time left.
+    Both show counts, the rate and, once there is a rate, the time left. Piped, a stage that ends
+    within QUIET_S prints nothing (a short run's stderr stays its messages only).
     """
+
+    QUIET_S = 2.0
 
     def __init__(self, tty: bool = True) -> None:
         self.tty = tty
@@ -146,11 +149,14 @@ class _ProgressBar:
             text += f" {rate:.1f}/s" + (f", {format_eta((total - done) / rate)} left" if done < total else "")
         return text
 
-    def update(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
+    def update(self, stage: str, done: int, total: int, now: float | None = None) -> None:
+        """Report `done` of `total` items of `stage` (`now`: a monotonic time, for tests)."""
+        now = time.monotonic() if now is None else now
         text = self.line(stage, done, total, now)
         if not self.tty:
             tenth = int(10 * done / total) if total else 10
+            if now - self._start[stage][0] < self.QUIET_S:
+                return
             if tenth > self._printed_tenth or now - self._last >= 30:
                 sys.stderr.write(text + "\n")
                 sys.stderr.flush()
