@@ -51,6 +51,7 @@ class MainScreen(Screen):
         self._had_selection = False
         self._pending: tuple[str, bool] | None = None
         self._held: SearchFinished | None = None
+        self._focus_results = False
         self._hold_timer: Timer | None = None
         self._started_model = ""
         self.results_model = ""
@@ -132,6 +133,7 @@ class MainScreen(Screen):
         """Debounce: search once typing pauses."""
         if self._debounce is not None:
             self._debounce.stop()
+        self._focus_results = False
         delay = self.explorer.settings.ui.debounce_ms / 1000
         self._debounce = self.set_timer(delay, lambda: self.run_search(event.value))
 
@@ -148,6 +150,8 @@ class MainScreen(Screen):
         results = self.query_one(ResultsList)
         if results.option_count:
             results.focus()
+        else:
+            self._focus_results = True  # when this search's results come
 
     def on_search_box_mode_changed(self, event: SearchBox.ModeChanged) -> None:
         """The mode toggle moved: search again in the new mode."""
@@ -263,6 +267,10 @@ class MainScreen(Screen):
         self.query_one(ResultsList).show(results, self.words, self.phrases,
                                          keep=previous.document_path if previous else None)
         self._show_selected()
+        if self._focus_results and results.results:
+            self._focus_results = False
+            if self.focused is self.query_one(SearchBox):
+                self.query_one(ResultsList).focus()
         if message.final:
             self.explorer.searched(results)
 
