@@ -192,7 +192,18 @@ def _fold_to_notes(items: Sequence[tuple[str, float]], shard_path: Callable[[str
     return out
 
 
-def _timed_run(queries: dict[str, str], fn: Callable[[str], tuple[list[str], dict[str, Any]]], label: str) -> RowResult:
+class RowTooSlow(RuntimeError):
+    """A row's projected wall time exceeds its budget; the message says by how much."""
+
+
+#: Queries timed before a budgeted row's total time is projected.
+PROBE_QUERIES = 10
+
+
+def _timed_run(queries: dict[str, str], fn: Callable[[str], tuple[list[str], dict[str, Any]]], label: str,
+               budget_s: float | None = None) -> RowResult:
+    """Run `fn` over every query, timing each. With `budget_s`, the first PROBE_QUERIES queries
+    project the row's total time; beyond the budget RowTooSlow is raised (nothing else is run)."""
     run: dict[str, list[str]] = {}
     lat: list[float] = []
     extra: dict[str, Any] = {}
@@ -204,6 +215,11 @@ def _timed_run(queries: dict[str, str], fn: Callable[[str], tuple[list[str], dic
         run[qid] = docs
         for key, value in info.items():
             extra[key] = extra.get(key, 0) + value
+        if budget_s is not None and i + 1 == PROBE_QUERIES < len(queries):
+            projected = (time.perf_counter() - t_row) / PROBE_QUERIES * len(queries)
+            if projected > budget_s:
+                raise RowTooSlow(f"projected {projected:.0f} s for {len(queries)} queries (from the first "
+                                 f"{PROBE_QUERIES}) > budget {budget_s:.0f} s")
         if (i + 1) % 50 == 0:
             log(f"  {label}: {i + 1}/{len(queries)} queries ({time.perf_counter() - t_row:.0f} s)")
     return RowResult(run, lat, extra)
@@ -260,7 +276,8 @@ def index_dense_row(index: Any, data: Beir, mapping: dict[str, str]) -> RowResul
     return _timed_run(data.queries, one, "dense")
 
 
-def pipeline_row(pipeline: Any, data: Beir, mapping: dict[str, str], label: str, k: int | None = DEPTH, **kwargs: Any) -> RowResult:
+def pipeline_row(pipeline: Any, data: Beir, mapping: dict[str, str], label: str, k: int | None = DEPTH,
+                 budget_s: float | None = None, **kwargs: Any) -> RowResult:
     """SearchPipeline.search(query, k=k, **kwargs); results mapped to document ids in order."""
     def one(query: str) -> tuple[list[str], dict[str, Any]]:
         res = pipeline.search(query, k=k, record=False, **kwargs)
@@ -280,16 +297,20 @@ def pipeline_row(pipeline: Any, data: Beir, mapping: dict[str, str], label: str,
                 "rerank_error": int(bool(rr.get("error")))}
         return docs[:DEPTH], info
 
-    return _timed_run(data.queries, one, label)
+    return _timed_run(data.queries, one, label, budget_s)
 
 
 def builtin_metrics(qrels: dict[str, int], ranked: Sequence[str]) -> dict[str, float]:
-    """nDCG@10 (gain 2^rel - 1, as ranx's default), Recall@100 and MRR@10 of one query, in plain Python."""
+    """nDCG@10, Recall@100 and MRR@10 of one query, in plain Python, as ranx defines them by default.
+
+    ranx's `ndcg` is Järvelin's formulation: gain = relevance, discount log2(rank + 1) (its
+    `ndcg_burges` uses 2^rel - 1; the two agree on binary judgments such as SciFact's).
+    """
     import math
 
-    gains = [2 ** qrels.get(doc, 0) - 1 for doc in ranked[:10]]
+    gains = [qrels.get(doc, 0) for doc in ranked[:10]]
     dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
-    ideal = sorted((2 ** r - 1 for r in qrels.values() if r > 0), reverse=True)[:10]
+    ideal = sorted((r for r in qrels.values() if r > 0), reverse=True)[:10]
     idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
     relevant = {d for d, r in qrels.items() if r > 0}
     found = len(relevant & set(ranked[:100]))
@@ -357,8 +378,10 @@ def open_vault_index(vault: Path, overrides: dict[str, Any], embeddings: bool) -
     return index, settings, info
 
 
-def run_rows(rows: Sequence[str], data: Beir, index: Any, settings: Any, mapping: dict[str, str]) -> dict[str, RowResult]:
-    """Run the named rows; pipeline rows share one make_pipeline pipeline."""
+def run_rows(rows: Sequence[str], data: Beir, index: Any, settings: Any, mapping: dict[str, str],
+             on_row: Callable[[str, RowResult], None] | None = None) -> dict[str, RowResult]:
+    """Run the named rows; pipeline rows share one make_pipeline pipeline. `on_row(name, result)`
+    is called as each row finishes."""
     from explorer.engine import make_pipeline
     from explorer.text.tokenize import tokenize
 
@@ -396,12 +419,19 @@ def run_rows(rows: Sequence[str], data: Beir, index: Any, settings: Any, mapping
                 out[name] = pipeline_row(pipeline, data, mapping, name, k=None)
             else:
                 raise ValueError(f"unknown row {name!r} (known: {', '.join(ROWS)})")
+        if on_row is not None:
+            on_row(name, out[name])
     return out
 
 
 def run_ablations(ablations: Sequence[tuple[str, str, dict[str, Any]]], data: Beir, index: Any, settings: Any,
-                  mapping: dict[str, str], scorer: str = "ranx") -> list[dict[str, Any]]:
-    """Run each (name, row, overrides) with a fresh pipeline built from the overridden settings."""
+                  mapping: dict[str, str], scorer: str = "ranx", budget_s: float | None = None,
+                  on_done: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    """Run each (name, row, overrides) with a fresh pipeline built from the overridden settings.
+
+    An ablation whose projected time exceeds `budget_s` is not run: its entry says `skipped` and
+    why. `on_done(results so far)` is called after each one, so a stopped run keeps them.
+    """
     from explorer.engine import make_pipeline
 
     out = []
@@ -413,11 +443,18 @@ def run_ablations(ablations: Sequence[tuple[str, str, dict[str, Any]]], data: Be
         if row == "full_k15":
             kwargs["k"] = None
         log(f"ablation {name} ({row}) ...")
-        res = pipeline_row(pipe, data, mapping, name, **kwargs)
-        means, _ = score(data, res, scorer)
-        out.append({"name": name, "row": row, "overrides": overrides, **means,
-                    "latency_ms": summary(res.latency_ms), "extra": res.extra})
-        log(f"  {name}: {means}")
+        try:
+            res = pipeline_row(pipe, data, mapping, name, budget_s=budget_s, **kwargs)
+        except RowTooSlow as exc:
+            log(f"  {name}: skipped, {exc}")
+            out.append({"name": name, "row": row, "overrides": overrides, "skipped": str(exc)})
+        else:
+            means, _ = score(data, res, scorer)
+            out.append({"name": name, "row": row, "overrides": overrides, **means,
+                        "latency_ms": summary(res.latency_ms), "extra": res.extra})
+            log(f"  {name}: {means}")
+        if on_done is not None:
+            on_done(out)
     return out
 
 
@@ -456,6 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ablation", action="append", default=[], metavar="ROW:KEY=V,KEY=V",
                         help="an extra ablation, e.g. hybrid:search.max_terms=0,search.rrf_k=20")
     parser.add_argument("--tag", default="", help="suffix of the output file name")
+    parser.add_argument("--ablation-budget", type=float, default=1800.0, metavar="SECONDS",
+                        help="skip (and mark) an ablation whose projected time exceeds this (default 1800)")
     parser.add_argument("--scorer", choices=("ranx", "builtin"), default="ranx",
                         help="metric implementation (builtin: plain Python, same formulas, no numba start-up)")
     args = parser.parse_args(argv)
@@ -472,11 +511,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = parse_overrides(args.set)
     index, settings, index_info = open_vault_index(vault, overrides, not args.no_embeddings)
 
-    results = run_rows(rows, data, index, settings, mapping)
-    table_rows = []
+    table_rows: list[list[Any]] = []
     report_rows: dict[str, Any] = {}
     cross_check: dict[str, float] = {}
-    for name, res in results.items():
+    ablation_out: list[dict[str, Any]] = []
+    suffix = f"-{args.tag}" if args.tag else ""
+    out_file = args.out / f"quality-{data.name}{suffix}.json"
+
+    def report(complete: bool) -> dict[str, Any]:
+        return {
+            "benchmark": "quality", "dataset": str(args.dataset), "complete": complete,
+            "documents": len(data.corpus), "queries": len(data.queries), "vault": str(vault),
+            "settings_overrides": overrides, "index": index_info, "rows": report_rows, "ablations": ablation_out,
+            "scorer": args.scorer, "ranx_vs_builtin_max_abs_diff": cross_check, "machine": machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "wall_s": round(time.perf_counter() - t_all, 1),
+        }
+
+    def row_done(name: str, res: RowResult) -> None:
         means, per_query = score(data, res, args.scorer)
         if args.scorer == "ranx":
             plain, _ = score(data, res, "builtin")
@@ -484,10 +535,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         lat = summary(res.latency_ms)
         report_rows[name] = {**means, "latency_ms": lat, "extra": res.extra, "per_query_ndcg@10": per_query}
         table_rows.append([name, means["ndcg@10"], means["recall@100"], means["mrr@10"], f"{lat['median']:.1f}", f"{lat['p95']:.1f}"])
+        write_json(out_file, report(False))  # a stopped run keeps every finished row
 
+    def ablations_done(done: list[dict[str, Any]]) -> None:
+        ablation_out[:] = done
+        write_json(out_file, report(False))
+
+    run_rows(rows, data, index, settings, mapping, on_row=row_done)
     ablations = list(ABLATIONS) if args.ablations else []
     ablations += [parse_ablation(a) for a in args.ablation]
-    ablation_out = run_ablations(ablations, data, index, settings, mapping, args.scorer) if ablations else []
+    if ablations:
+        run_ablations(ablations, data, index, settings, mapping, args.scorer, args.ablation_budget, ablations_done)
     index.close()
 
     headers = ["row", "nDCG@10", "Recall@100", "MRR@10", "p50 ms", "p95 ms"]
@@ -497,27 +555,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(markdown_table(["ablation", "row", "nDCG@10", "Recall@100", "MRR@10", "p50 ms", "p95 ms"],
                              [[a["name"], a["row"], a["ndcg@10"], a["recall@100"], a["mrr@10"],
-                               f"{a['latency_ms']['median']:.1f}", f"{a['latency_ms']['p95']:.1f}"] for a in ablation_out]))
-    report = {
-        "benchmark": "quality",
-        "dataset": str(args.dataset),
-        "documents": len(data.corpus),
-        "queries": len(data.queries),
-        "vault": str(vault),
-        "settings_overrides": overrides,
-        "index": index_info,
-        "rows": report_rows,
-        "ablations": ablation_out,
-        "scorer": args.scorer,
-        "ranx_vs_builtin_max_abs_diff": cross_check,
-        "machine": machine(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "wall_s": round(time.perf_counter() - t_all, 1),
-    }
-    suffix = f"-{args.tag}" if args.tag else ""
-    out_file = args.out / f"quality-{data.name}{suffix}.json"
-    write_json(out_file, report)
-    log(f"wrote {out_file} ({report['wall_s']} s)")
+                               f"{a['latency_ms']['median']:.1f}", f"{a['latency_ms']['p95']:.1f}"]
+                              if "skipped" not in a else [a["name"], a["row"], "skipped", a["skipped"], "-", "-", "-"]
+                              for a in ablation_out]))
+    final = report(True)
+    write_json(out_file, final)
+    log(f"wrote {out_file} ({final['wall_s']} s)")
     return 0
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import os
 import tomllib
+import typing
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Callable, Mapping
 
 #: Where a note lives decides its source type; first matching glob wins (paths are vault-relative).
 DEFAULT_SOURCE_TYPES: tuple[tuple[str, str], ...] = (
@@ -27,20 +31,60 @@ class ConfigError(ValueError):
     """A configuration value is wrong; the message names the key and the source."""
 
 
+# A setting declares its type in its annotation (bool, int, float, str, tuple[str, ...], or a tuple
+# of (str, str) or (str, float) pairs) and may add one rule through Annotated: Range(lo, hi) or
+# OneOf(...). Every value from config.toml, the environment or a flag is checked against both when
+# it is loaded; a field without a rule still has its type checked (whole numbers zero or more,
+# finite floats), so a new setting is validated as soon as it is declared.
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Rule: a number (or the number of each (name, number) pair) from `lo` to `hi`, inclusive."""
+
+    lo: float | None = None
+    """Smallest allowed value (None: no lower bound)."""
+    hi: float | None = None
+    """Largest allowed value (None: no upper bound)."""
+
+    def check(self, value: float) -> bool:
+        """True when `value` is in range."""
+        return (self.lo is None or value >= self.lo) and (self.hi is None or value <= self.hi)
+
+    def describe(self) -> str:
+        """The range in words, for error messages."""
+        if self.lo is not None and self.hi is not None:
+            return f"from {self.lo:g} to {self.hi:g}"
+        return f"of at least {self.lo:g}" if self.lo is not None else f"of at most {self.hi:g}"
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class OneOf:
+    """Rule: one of these strings."""
+
+    choices: tuple[str, ...]
+    """The allowed values."""
+
+    def __init__(self, *choices: str) -> None:
+        object.__setattr__(self, "choices", choices)
+
+
 @dataclass(frozen=True, slots=True)
 class VaultSettings:
     """How the vault is read."""
 
     ignore: tuple[str, ...] = ()
     """Extra glob patterns (vault-relative, POSIX) of files or folders to skip."""
-    max_note_bytes: int = 8_000_000
+    max_note_bytes: Annotated[int, Range(1)] = 8_000_000
     """Notes larger than this are skipped with a reason."""
-    max_note_shards: int = 2000
+    max_note_shards: Annotated[int, Range(1)] = 2000
     """Shards one note may contribute; the rest of a longer note is left out with a recorded reason."""
     source_types: tuple[tuple[str, str], ...] = DEFAULT_SOURCE_TYPES
     """(glob, source_type) pairs; anything unmatched is `note`."""
     follow_symlinks: bool = True
-    """Follow symlinked folders (loops are detected and skipped)."""
+    """Follow symlinks (files and folders) whose target is inside the vault; loops are detected and skipped."""
+    follow_external_symlinks: bool = False
+    """Also follow symlinks whose target is outside the vault (off: nothing outside the vault is read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,25 +93,25 @@ class IndexSettings:
 
     cache_dir: str = ""
     """Where the index lives; empty means `<vault>/.explorer`."""
-    shard_tokens: int = 200
+    shard_tokens: Annotated[int, Range(8, 512)] = 200
     """Size cap of a shard in estimated word pieces (the model window is 256)."""
-    shard_overlap: int = 30
+    shard_overlap: Annotated[int, Range(0, 256)] = 30
     """Estimated word pieces shared by consecutive pieces of a long section."""
     embeddings: bool = True
     """Compute and use dense vectors; off means BM25 only."""
     model: str = "all-MiniLM-L6-v2"
     """Embedding model: the bundled name or a local model folder."""
-    runtime: str = "auto"
+    runtime: Annotated[str, OneOf("auto", "onnx", "sentence-transformers")] = "auto"
     """Embedding runtime: auto, onnx or sentence-transformers."""
-    embed_batch: int = 32
+    embed_batch: Annotated[int, Range(1, 1024)] = 32
     """Shards per embedding batch."""
-    bm25_k1: float = 1.5
+    bm25_k1: Annotated[float, Range(0, 10)] = 1.5
     """BM25 term-frequency saturation (rank_bm25 default)."""
-    bm25_b: float = 0.75
+    bm25_b: Annotated[float, Range(0, 1)] = 0.75
     """BM25 length normalisation (rank_bm25 default)."""
-    bm25_epsilon: float = 0.25
+    bm25_epsilon: Annotated[float, Range(0, 1)] = 0.25
     """Floor for negative IDF, as a fraction of the mean IDF (rank_bm25 default)."""
-    debounce_ms: int = 300
+    debounce_ms: Annotated[int, Range(0, 60_000)] = 300
     """Quiet period that closes a batch of file changes."""
 
 
@@ -75,57 +119,63 @@ class IndexSettings:
 class SearchSettings:
     """How a query is answered."""
 
-    top_k: int = 15
+    top_k: Annotated[int, Range(1, 1000)] = 15
     """Entries (notes) returned."""
-    shards_per_entry: int = 3
+    shards_per_entry: Annotated[int, Range(1, 50)] = 3
     """Context shards kept per entry."""
-    rrf_k: int = 60
+    rrf_k: Annotated[int, Range(0, 100_000)] = 60
     """RRF constant."""
-    bm25_weight: float = 1.0
+    bm25_weight: Annotated[float, Range(0, 100)] = 1.0
     """Weight of the BM25 ranking in RRF."""
-    dense_weight: float = 1.0
+    dense_weight: Annotated[float, Range(0, 100)] = 1.0
     """Weight of the embedding ranking in RRF."""
-    query_weight: float = 1.5
+    query_weight: Annotated[float, Range(0, 100)] = 1.5
     """Weight of the query itself among the search terms."""
-    term_weight: float = 1.0
+    term_weight: Annotated[float, Range(0, 100)] = 1.0
     """Weight of each generated search term."""
-    term_retrievers: str = "both"
+    term_retrievers: Annotated[str, OneOf("both", "bm25", "dense")] = "both"
     """Which retrievers search the generated terms: both, bm25 or dense (the query uses both)."""
-    source_weights: tuple[tuple[str, float], ...] = (("fact", 1.5),)
+    source_weights: Annotated[tuple[tuple[str, float], ...], Range(0, 100)] = (("fact", 1.5),)
     """Per source_type RRF weight; unnamed types weigh 1.0."""
-    dense_threshold: float = 0.40
+    dense_threshold: Annotated[float, Range(-1, 1)] = 0.40
     """Cosine below this is no semantic match."""
-    candidates: int = 100
+    owner_weight: Annotated[float, Range(0, 100)] = 1.5
+    """RRF weight of the notes of a person the query names (a turn's `speaker`, a `Users/<name>/`
+    folder; see explorer.search.memory); the quality is then judged on those notes. 1 = off."""
+    neighbour_weight: Annotated[float, Range(0, 10)] = 0.3
+    """Dialog context: share of the best adjacent turn's fused score that a conversation-turn note
+    gains (turn n +/- 1 of the same session; see explorer.search.memory). 0 = off."""
+    candidates: Annotated[int, Range(1, 100_000)] = 100
     """Depth of each per-term ranking, in notes."""
-    feedback_shards: int = 3
+    feedback_shards: Annotated[int, Range(0, 50)] = 3
     """Best fused passages (one per note) whose vectors move the query vector for the dense
     feedback ranking (0 = no feedback ranking)."""
-    feedback_beta: float = 1.0
+    feedback_beta: Annotated[float, Range(0, 100)] = 1.0
     """Weight of the feedback passages' mean vector added to the query vector."""
-    feedback_weight: float = 1.0
+    feedback_weight: Annotated[float, Range(0, 100)] = 1.0
     """RRF weight of the dense feedback ranking."""
-    max_terms: int = 5
+    max_terms: Annotated[int, Range(0, 10)] = 5
     """Search terms besides the query, when an LLM writes them."""
-    keyword_terms: int = 0
+    keyword_terms: Annotated[int, Range(0, 5)] = 0
     """Keyword-extracted terms besides the query when no LLM writes them (0-5). Off by default:
     on BEIR SciFact they lowered nDCG@10 from 0.718 to 0.634 (see BENCHMARKS.md)."""
     always_include: bool = True
     """Apply the always-include rules (preferences, latest turn, referenced notes)."""
     two_pass: bool = True
     """Run the analysis and, when it says REFINE, a second pass."""
-    analyser: str = "auto"
+    analyser: Annotated[str, OneOf("auto", "llm", "heuristic")] = "auto"
     """auto (LLM when configured, else heuristic), llm or heuristic."""
-    pass1_entries: int = 10
+    pass1_entries: Annotated[int, Range(1, 1000)] = 10
     """ke of pass 1."""
-    pass1_shards: int = 3
+    pass1_shards: Annotated[int, Range(1, 50)] = 3
     """kc of pass 1."""
-    pass2_entries: int = 5
+    pass2_entries: Annotated[int, Range(1, 1000)] = 5
     """ke of pass 2."""
-    pass2_shards: int = 2
+    pass2_shards: Annotated[int, Range(1, 50)] = 2
     """kc of pass 2."""
     knowledge_first: bool = True
     """Search knowledge notes first and return early when they suffice."""
-    cache_size: int = 64
+    cache_size: Annotated[int, Range(0, 100_000)] = 64
     """Recent searches kept in memory."""
 
 
@@ -136,23 +186,23 @@ class RerankSettings:
     enabled: bool = False
     """Rerank fused results (`--rerank` / `--no-rerank` override it per search). Off by default:
     on BEIR SciFact it lowered the default pipeline's nDCG@10 from 0.719 to 0.702 (BENCHMARKS.md)."""
-    backend: str = "local"
+    backend: Annotated[str, OneOf("local", "cross-encoder", "llm", "none")] = "local"
     """local (bundled MiniLM: best shard, then sentence windows), cross-encoder, llm or none."""
     cross_encoder: str = ""
     """Local folder of a sentence-transformers cross-encoder (backend cross-encoder)."""
-    pass1_candidates: int = 30
+    pass1_candidates: Annotated[int, Range(1, 10_000)] = 30
     """Results scored by the gate pass."""
-    pass1_timeout_ms: int = 80
+    pass1_timeout_ms: Annotated[int, Range(0, 600_000)] = 80
     """Budget of the gate pass; 0 means no limit. On timeout the fused order stays."""
-    pass2_candidates: int = 100
+    pass2_candidates: Annotated[int, Range(0, 10_000)] = 100
     """Results scored by the precision pass; 0 disables it."""
-    pass2_timeout_ms: int = 150
+    pass2_timeout_ms: Annotated[int, Range(0, 600_000)] = 150
     """Budget of the precision pass; 0 means no limit. On timeout the gate pass's order stays."""
-    early_exit_ratio: float = 1.5
+    early_exit_ratio: Annotated[float, Range(0, 1000)] = 1.5
     """Skip pass 2 when the gate's top score / runner-up score (0-1 scale) exceeds this."""
-    early_exit_gap: float = 0.3
+    early_exit_gap: Annotated[float, Range(0, 1)] = 0.3
     """Skip pass 2 when the gate's top score minus runner-up score (0-1 scale) exceeds this."""
-    blend: float = 0.7
+    blend: Annotated[float, Range(0, 1)] = 0.7
     """final = blend * rerank score + (1 - blend) * fused score / best fused score."""
 
 
@@ -166,13 +216,13 @@ class LLMSettings:
     """Key; many local servers accept any."""
     model: str = ""
     """Model name."""
-    temperature: float = 0.4
+    temperature: Annotated[float, Range(0, 2)] = 0.4
     """Sampling temperature for term generation."""
-    timeout_s: float = 10.0
+    timeout_s: Annotated[float, Range(0.1, 3600)] = 10.0
     """Per request."""
-    max_tokens: int = 200
+    max_tokens: Annotated[int, Range(1, 1_000_000)] = 200
     """Per completion."""
-    token_budget: int = 4000
+    token_budget: Annotated[int, Range(0, 100_000_000)] = 4000
     """Tokens one search may spend."""
     rerank: bool = False
     """Use the LLM to rerank when quality is below high."""
@@ -189,9 +239,9 @@ class UISettings:
 
     theme: str = "explorer-dark"
     """Theme name (from themes/ or Textual's built-ins)."""
-    debounce_ms: int = 150
+    debounce_ms: Annotated[int, Range(0, 10_000)] = 150
     """Typing pause before a live search."""
-    context_chars: int = 600
+    context_chars: Annotated[int, Range(10, 1_000_000)] = 600
     """Characters each side of the cursor in the context pane."""
 
 
@@ -214,7 +264,7 @@ class Settings:
             if not key:
                 raise ConfigError(f"{origin}: '{dotted}' must be written section.key")
             sections.setdefault(section, {})[key] = value
-        return _apply(self, sections, origin)
+        return _apply(self, sections, origin, from_text=True)
 
 
 def cache_dir_for(vault: Path, settings: Settings) -> Path:
@@ -230,6 +280,7 @@ def load_settings(
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     config_file: Path | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Settings:
     """Build Settings from defaults, the vault's config.toml, the environment and flags.
 
@@ -239,9 +290,12 @@ def load_settings(
         environ: Environment (default os.environ). `EXPLORER_<SECTION>_<KEY>` sets a key;
             `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `EXPLORER_LLM_MODEL` set the LLM.
         config_file: An explicit config file instead of the vault's.
+        warn: Told about unknown sections and keys in the file and the environment (with a
+            "did you mean"); they are ignored. Default: ConfigError. Unknown flags always raise.
 
     Raises:
-        ConfigError: naming the file and key when a value is unknown or of the wrong type.
+        ConfigError: naming the file, the key, the value and what is allowed, when a value has
+            the wrong type, is out of range, not finite or not one of the allowed words.
     """
     settings = Settings()
     path = config_file or (vault / ".explorer" / "config.toml" if vault else None)
@@ -253,8 +307,9 @@ def load_settings(
         for section, values in data.items():
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: '{section}' must be a [section] table")
-        settings = _apply(settings, data, str(path))
-    settings = _apply(settings, _from_environ(environ if environ is not None else os.environ), "environment")
+        settings = _apply(settings, data, str(path), warn=warn)
+    settings = _apply(settings, _from_environ(environ if environ is not None else os.environ), "environment",
+                      from_text=True, warn=warn)
     if flags:
         settings = settings.with_overrides(flags)
     return settings
@@ -280,74 +335,145 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _apply(settings: Settings, data: Mapping[str, Any], origin: str) -> Settings:
+def _apply(settings: Settings, data: Mapping[str, Any], origin: str, from_text: bool = False,
+           warn: Callable[[str], None] | None = None) -> Settings:
+    """`settings` with `data` ({section: {key: value}}) applied, every value checked.
+
+    Unknown sections and keys go to `warn` with a "did you mean" and are ignored; without
+    `warn` they raise ConfigError. `from_text` values (environment, flags) are strings to
+    convert; values from TOML must already have the right type.
+    """
     changes: dict[str, Any] = {}
-    section_fields = {f.name: f for f in fields(Settings)}
+    section_fields = [f.name for f in fields(Settings)]
     for section, values in data.items():
         if section not in section_fields:
-            known = ", ".join(section_fields)
-            raise ConfigError(f"{origin}: unknown section '{section}' (known: {known})")
+            _unknown(f"unknown section '{section}'", section, section_fields, origin, warn)
+            continue
         current = getattr(settings, section)
-        changes[section] = _apply_section(current, section, values, origin)
+        changes[section] = _apply_section(current, section, values, origin, from_text, warn)
     return replace(settings, **changes)
 
 
-def _apply_section(current: Any, section: str, values: Mapping[str, Any], origin: str) -> Any:
-    by_name = {f.name: f for f in fields(current)}
+def _unknown(what: str, name: str, known: list[str], origin: str, warn: Callable[[str], None] | None) -> None:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(known)})"
+    if warn is None:
+        raise ConfigError(f"{origin}: {what}{hint}")
+    warn(f"{origin}: {what} is ignored{hint}")
+
+
+def _apply_section(current: Any, section: str, values: Mapping[str, Any], origin: str, from_text: bool,
+                   warn: Callable[[str], None] | None) -> Any:
+    specs = field_specs(type(current))
     updates: dict[str, Any] = {}
     for key, raw in values.items():
-        f = by_name.get(key)
-        if f is None:
-            raise ConfigError(f"{origin}: unknown key '{section}.{key}' (known: {', '.join(by_name)})")
-        default = getattr(current, key)
-        updates[key] = _coerce(raw, default, f"{section}.{key}", origin)
+        if key not in specs:
+            _unknown(f"unknown key '{section}.{key}'", key, list(specs), origin, warn)
+            continue
+        kind, rule = specs[key]
+        updates[key] = _coerce(raw, kind, rule, f"{section}.{key}", origin, from_text)
     return dataclasses.replace(current, **updates)
 
 
-def _coerce(raw: Any, default: Any, key: str, origin: str) -> Any:
-    """Convert a TOML/env/flag value to the type of the default, or raise ConfigError naming key."""
+@lru_cache(maxsize=None)
+def field_specs(cls: type) -> dict[str, tuple[Any, Range | OneOf | None]]:
+    """{field name: (type, rule or None)} of a settings section, from its annotations."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out: dict[str, tuple[Any, Range | OneOf | None]] = {}
+    for f in fields(cls):
+        hint, rule = hints[f.name], None
+        if typing.get_origin(hint) is Annotated:
+            hint, *extras = typing.get_args(hint)
+            rule = next((e for e in extras if isinstance(e, (Range, OneOf))), None)
+        out[f.name] = (hint, rule)
+    return out
+
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _number(value: Any, whole: bool, from_text: bool) -> float | int:
+    """`value` as a finite number (a whole one for `whole`); ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError
+    if isinstance(value, str):
+        if not from_text:
+            raise ValueError
+        value = float(value.strip()) if not whole or any(c in value for c in ".eE") else int(value.strip())
+    if isinstance(value, float):
+        if not math.isfinite(value) or (whole and not value.is_integer()):
+            raise ValueError
+        return int(value) if whole else value
+    return value if whole else float(value)
+
+
+def _coerce(raw: Any, kind: Any, rule: Range | OneOf | None, key: str, origin: str, from_text: bool) -> Any:
+    """`raw` converted to `kind` and checked against `rule`; ConfigError names origin, key, value and what is allowed."""
+
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{origin}: '{key}' must be {expected}, got {raw!r}")
 
-    if isinstance(default, bool):
+    if kind is bool:
         if isinstance(raw, bool):
             return raw
-        if isinstance(raw, str) and raw.strip().lower() in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
-            return raw.strip().lower() in {"1", "true", "yes", "on"}
+        if from_text and isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            return raw.strip().lower() in _TRUE
         raise bad("true or false")
-    if isinstance(default, int):
+    if kind in (int, float):
+        whole = kind is int
+        noun = "a whole number" if whole else "a finite number"
+        what = f"{noun} {rule.describe()}" if isinstance(rule, Range) else (f"{noun} zero or more" if whole else noun)
         try:
-            if isinstance(raw, float) and not raw.is_integer():
-                raise ValueError
-            value = int(raw)
-        except (TypeError, ValueError):
-            raise bad("a whole number") from None
-        if value < 0:
-            raise bad("zero or more")
+            value = _number(raw, whole, from_text)
+        except (ValueError, OverflowError):
+            raise bad(what) from None
+        if (isinstance(rule, Range) and not rule.check(value)) or (rule is None and whole and value < 0):
+            raise bad(what)
         return value
-    if isinstance(default, float):
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise bad("a number") from None
-        return value
-    if isinstance(default, str):
+    if kind is str:
         if not isinstance(raw, str):
             raise bad("a string")
+        if isinstance(rule, OneOf) and raw not in rule.choices:
+            raise bad("one of " + ", ".join(rule.choices))
         return raw
-    if isinstance(default, tuple):
-        if isinstance(raw, str):
-            raw = [part.strip() for part in raw.split(",") if part.strip()]
-        if isinstance(raw, Mapping):
-            raw = list(raw.items())
-        if not isinstance(raw, (list, tuple)):
-            raise bad("a list")
-        if default and isinstance(default[0], tuple) or (raw and isinstance(raw[0], (list, tuple))):
-            pairs = []
-            for item in raw:
-                if not isinstance(item, (list, tuple)) or len(item) != 2:
-                    raise bad("a list of [pattern, value] pairs")
-                pairs.append((str(item[0]), item[1]))
-            return tuple(pairs)
-        return tuple(str(item) for item in raw)
+    if typing.get_origin(kind) is tuple:
+        return _coerce_tuple(raw, kind, rule, bad, from_text)
     return raw
+
+
+def _coerce_tuple(raw: Any, kind: Any, rule: Range | OneOf | None, bad: Callable[[str], ConfigError],
+                  from_text: bool) -> tuple[Any, ...]:
+    items = raw
+    args = typing.get_args(kind)
+    pairs = bool(args) and typing.get_origin(args[0]) is tuple
+    if from_text and isinstance(items, str):
+        items = [part.strip() for part in items.split(",") if part.strip()]
+        if pairs:  # name=value,name=value
+            items = [tuple(part.split("=", 1)) if "=" in part else part for part in items]
+    if pairs and isinstance(items, Mapping):
+        items = list(items.items())
+    if not pairs:
+        if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
+            raise bad("a list of strings")
+        return tuple(items)
+    value_type = typing.get_args(args[0])[1]
+    values = f"finite numbers {rule.describe()}" if isinstance(rule, Range) else "finite numbers"
+    expected = f"a table of names to {values if value_type is float else 'strings'}"
+    if not isinstance(items, (list, tuple)):
+        raise bad(expected)
+    out = []
+    for item in items:
+        if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], str):
+            raise bad(expected)
+        name, value = item
+        if value_type is float:
+            try:
+                value = _number(value, False, from_text)
+            except (ValueError, OverflowError):
+                raise bad(expected) from None
+            if isinstance(rule, Range) and not rule.check(value):
+                raise bad(expected)
+        elif not isinstance(value, str):
+            raise bad(expected)
+        out.append((name, value))
+    return tuple(out)

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import os
+import socket
+import struct
 import sys
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from explorer.config import Settings
-from explorer.index.vault_index import BatchReport, VaultIndex
-from explorer.search.pipeline import SearchPipeline
+
+if TYPE_CHECKING:
+    from explorer.index.vault_index import BatchReport, VaultIndex
+    from explorer.search.pipeline import SearchPipeline
+
+# The index and pipeline modules (numpy, the model runtime) are imported where they are used, so
+# that a one-shot command asking a running process pays only for this module.
 
 Progress = Callable[[str, int, int], None]
 """A progress hook: (stage, done, total)."""
@@ -21,6 +34,8 @@ def _to_stderr(message: str) -> None:
 def open_index(vault: Path, settings: Settings, progress: Progress | None = None,
                on_message: Callable[[str], None] | None = None) -> tuple[VaultIndex, BatchReport]:
     """Open (load + refresh) the index of `vault`; store messages go to `on_message` (default: stderr)."""
+    from explorer.index.vault_index import VaultIndex
+
     index = VaultIndex(vault, settings, on_message=on_message or _to_stderr)
     report = index.open(progress=progress)
     return index, report
@@ -53,9 +68,218 @@ def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
 
 def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
     """The SearchPipeline with the configured term writer, analyser and reranker."""
+    from explorer.search.pipeline import SearchPipeline
+
     term_writer = analyser = reranker = None
     try:
         term_writer, analyser, reranker = build_components(index, settings)
     except ImportError:
         pass
     return SearchPipeline(index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker)
+
+
+# -- serving one-shot searches to other processes ------------------------------------------------
+#: Version of the request/answer format on the socket.
+PROTOCOL = 1
+_MAX_REQUEST = 1 << 16
+
+
+def socket_path(vault: Path) -> Path:
+    """Where the process serving `vault` listens: a socket in a folder only this user can open.
+
+    `$XDG_RUNTIME_DIR/explorer/` when that is set, else `<tmp>/explorer-<uid>/`; the file name
+    is a hash of the vault's resolved path.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    folder = Path(runtime) / "explorer" if runtime and os.path.isabs(runtime) and os.path.isdir(runtime) \
+        else Path(tempfile.gettempdir()) / f"explorer-{os.getuid()}"
+    key = hashlib.blake2b(str(Path(vault).resolve()).encode(), digest_size=8).hexdigest()
+    return folder / f"{key}.sock"
+
+
+def _private_folder(folder: Path, create: bool) -> bool:
+    """True when `folder` is a real directory owned by this user that nobody else can enter."""
+    if create:
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return False
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    import stat
+
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def settings_key(settings: Settings) -> str:
+    """A fingerprint of what shapes an answer; a server answers only clients whose settings match."""
+    # The code's own location too: two checkouts never answer each other.
+    parts = (str(Path(__file__).resolve().parent), settings.vault, settings.index, settings.search, settings.rerank, settings.llm)
+    return hashlib.blake2b(repr(parts).encode(), digest_size=12).hexdigest()
+
+
+class SearchServer:
+    """Answers `explorer search` for one vault over a Unix socket, from an index this process keeps.
+
+    The socket file is mode 0600 in a 0700 folder, and each connection's peer must be this user
+    (SO_PEERCRED). Before answering, `sync` brings the index up to date with every change saved
+    before the request (read-your-writes): with a watcher it waits for the watcher to have
+    applied them (`VaultWatcher.wait_idle`), otherwise it refreshes from the disk.
+
+    Args:
+        vault: The vault root.
+        index: Its open index.
+        settings: The settings the index runs with (clients with other settings are refused).
+        sync: Called before each search; default `index.refresh()`.
+        render: Writes results as plain text (results, explain, color, stream); without it only
+            JSON is served.
+    """
+
+    def __init__(self, vault: Path, index: VaultIndex, settings: Settings, sync: Callable[[], Any] | None = None,
+                 render: Callable[[Any, bool, bool, Any], None] | None = None) -> None:
+        self.vault = Path(vault).resolve()
+        self.index = index
+        self.settings = settings
+        self.sync = sync or (lambda: index.refresh())
+        self.render = render
+        self.path = socket_path(self.vault)
+        self.key = settings_key(settings)
+        self._pipeline: SearchPipeline | None = None
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> bool:
+        """Listen in a daemon thread; False (and nothing served) when the socket cannot be made safely.
+
+        A live socket of another process serving the same vault is left alone.
+        """
+        if not _private_folder(self.path.parent, create=True):
+            return False
+        if self.path.exists() or self.path.is_symlink():
+            if ask(self.vault, {"op": "ping"}, timeout=0.5) is not None:
+                return False
+            try:
+                self.path.unlink()
+            except OSError:
+                return False
+        import socketserver
+
+        outer = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                outer._handle(self.connection, self.rfile, self.wfile)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        old = os.umask(0o177)
+        try:
+            self._server = Server(str(self.path), Handler)
+        except OSError:
+            return False
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="explorer-serve", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        """Stop listening and remove the socket."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+
+    def _handle(self, conn: socket.socket, rfile: Any, wfile: Any) -> None:
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            _pid, uid, _gid = struct.unpack("3i", creds)
+            if uid != os.getuid():
+                return
+        except (OSError, AttributeError):
+            return
+        line = rfile.readline(_MAX_REQUEST + 1)
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise ValueError("not an object")
+            answer = self._answer(req)
+        except Exception as exc:  # noqa: BLE001 - a bad request gets an error answer, the server lives on
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        wfile.write(json.dumps(answer, ensure_ascii=True).encode() + b"\n")
+
+    def _answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req.get("protocol") not in (None, PROTOCOL):
+            return {"ok": False, "error": "protocol"}
+        if req.get("op") == "ping":
+            return {"ok": True}
+        if req.get("op") != "search":
+            return {"ok": False, "error": "unknown op"}
+        if req.get("settings") != self.key:
+            return {"ok": False, "error": "settings differ"}
+        query = req.get("query")
+        k = req.get("k")
+        if not isinstance(query, str) or (k is not None and (not isinstance(k, int) or k < 1)):
+            return {"ok": False, "error": "bad request"}
+        from explorer.search.pipeline import QueryError
+
+        with self._lock:
+            self.sync()
+            if self._pipeline is None:
+                self._pipeline = make_pipeline(self.index, self.settings)
+            try:
+                results = self._pipeline.search(query, k=k, dense=not req.get("lexical"),
+                                                two_pass=False if req.get("one_pass") else None, rerank=req.get("rerank"))
+            except QueryError as exc:
+                return {"ok": True, "query_error": str(exc)}
+        if req.get("format") == "text":
+            if self.render is None:
+                return {"ok": False, "error": "no text rendering here"}
+            buf = io.StringIO()
+            self.render(results, bool(req.get("explain")), bool(req.get("color")), buf)
+            return {"ok": True, "text": buf.getvalue()}
+        return {"ok": True, "results": results.to_dict()}
+
+
+def serve(vault: Path, index: VaultIndex, settings: Settings, watcher: Any = None,
+          render: Callable[[Any, bool, bool, Any], None] | None = None) -> SearchServer | None:
+    """Start answering one-shot searches of `vault` from this process; None when it cannot (another serves it).
+
+    With a watcher, each answer first waits until the watcher applied every change saved before
+    the request; without one, the index is refreshed from the disk.
+    """
+    sync = (lambda: watcher.wait_idle(timeout=10.0)) if watcher is not None else None
+    server = SearchServer(vault, index, settings, sync=sync, render=render)
+    return server if server.start() else None
+
+
+def ask(vault: Path, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:
+    """Send one request to the process serving `vault`; None when none answers (or it is not safe to ask)."""
+    path = socket_path(vault)
+    if not path.exists() or not _private_folder(path.parent, create=False):
+        return None
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(str(path))
+            sock.sendall(json.dumps(dict(request, protocol=PROTOCOL)).encode() + b"\n")
+            chunks = []
+            while True:
+                data = sock.recv(1 << 20)
+                if not data:
+                    break
+                chunks.append(data)
+        answer = json.loads(b"".join(chunks))
+    except (OSError, ValueError):
+        return None
+    return answer if isinstance(answer, dict) and answer.get("ok") else None

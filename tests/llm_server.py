@@ -26,6 +26,8 @@ class Reply:
     """Seconds to wait before answering (longer than the client timeout = a timeout)."""
     content_type: str = "application/json"
     """Content-Type header of the reply."""
+    dribble: float = 0.0
+    """Seconds between single bytes of the body (a server that answers, but never finishes)."""
 
 
 def chat_body(content: str, prompt_tokens: int = 20, completion_tokens: int = 10, model: str = "fake-model") -> str:
@@ -78,6 +80,10 @@ class FakeLLMServer:
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.completed = 0
+        """Replies sent in full."""
+        self.aborted = 0
+        """Replies cut off because the client closed the connection."""
         self._lock = threading.Lock()
         server = self
 
@@ -106,9 +112,18 @@ class FakeLLMServer:
                     self.send_header("Content-Type", reply.content_type)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
-                    self.wfile.write(body)
+                    if reply.dribble:
+                        for i in range(len(body)):
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.dribble)
+                    else:
+                        self.wfile.write(body)
+                    with server._lock:
+                        server.completed += 1
                 except OSError:  # the client gave up (timeout test): nothing to answer
-                    pass
+                    with server._lock:
+                        server.aborted += 1
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

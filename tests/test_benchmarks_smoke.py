@@ -117,3 +117,39 @@ def test_stats_helpers() -> None:
     s = summary([5.0, 1.0, 3.0])
     assert s["median"] == 3.0 and s["n"] == 3
     assert markdown_table(["a", "b"], [[1, 0.5]]).splitlines()[2] == "| 1 | 0.500 |"
+
+
+def test_quality_benchmark_skips_an_ablation_over_budget_and_writes_rows_as_it_goes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = _fake_beir(tmp_path / "fake")
+    out = tmp_path / "out"
+    monkeypatch.setattr(quality, "PROBE_QUERIES", 2)
+    written: list[set[str]] = []
+    real_write = quality.write_json
+
+    def spy(path: Path, data: dict) -> None:
+        written.append(set(data["rows"]))
+        real_write(path, data)
+
+    monkeypatch.setattr(quality, "write_json", spy)
+    argv = ["--dataset", str(dataset), "--out", str(out), "--work-dir", str(tmp_path / "vault"), "--no-embeddings",
+            "--rows", "rank_bm25,bm25", "--scorer", "builtin", "--ablation", "hybrid:search.rrf_k=20",
+            "--ablation-budget", "0"]
+    assert quality.main(argv) == 0
+    assert written[0] == {"rank_bm25"} and written[1] == {"rank_bm25", "bm25"}  # one write per finished row
+    report = json.loads((out / "quality-fake.json").read_text(encoding="utf-8"))
+    assert report["complete"] is True
+    [ablation] = report["ablations"]
+    assert "budget 0 s" in ablation["skipped"] and "ndcg@10" not in ablation
+
+
+def test_builtin_ndcg_uses_ranx_default_gain() -> None:
+    # Graded judgments: ranx's default ndcg takes gain = relevance (Järvelin), not 2^rel - 1.
+    import math
+
+    got = quality.builtin_metrics({"a": 2, "b": 1}, ["b", "a"])["ndcg@10"]
+    assert got == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
+    from ranx import Qrels, Run, evaluate
+
+    ranx_value = evaluate(Qrels({"q": {"a": 2, "b": 1}}), Run({"q": {"b": 2.0, "a": 1.0}}), "ndcg@10")
+    assert got == pytest.approx(ranx_value)

@@ -154,7 +154,7 @@ def test_random_bytes_and_yaml_never_abort_a_batch(tmp_path_factory, raw, docs, 
 
 def test_app_lists_skipped_and_warned_files(tmp_path: Path) -> None:
     """The app says, once the index is open, which files were left out or only partly read, and why."""
-    from test_terminal_safety import screen_output, visible_text
+    from test_terminal_safety import shown, visible_text
     from test_tui import make_app, quiet_settings, settle, sync
 
     vault = write_notes(tmp_path / "vault", {**NEIGHBOURS, "date.md": "---\ncreated: 2024-13-45\n---\nbody\n"})
@@ -165,7 +165,7 @@ def test_app_lists_skipped_and_warned_files(tmp_path: Path) -> None:
         app = make_app(vault, None, tmp_path, settings=quiet_settings(**{"index.embeddings": False}))
         async with app.run_test(size=(160, 50), notifications=True) as pilot:
             await settle(app, pilot)
-            text = visible_text(screen_output(app))
+            text = visible_text(await shown(app, pilot, "skipped"))
             assert "1 file skipped, 1 indexed with warnings" in text
             assert "blob.md: binary file" in text and "date.md: malformed frontmatter" in text
 

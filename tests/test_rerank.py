@@ -614,7 +614,7 @@ def test_llm_backend_reorders_by_the_reply_and_counts_tokens() -> None:
     scores = backend.score("query", results)
     assert scores == [0.75, 0.5, 1.0, 0.25]  # 2, 0, then the unlisted 1, 3 in incoming order
     prompt = llm.messages[0][-1]["content"]
-    assert '"query"' in prompt and "[0] Note 0" in prompt and "[3] Note 3" in prompt
+    assert '"query"' in prompt and "[0] <<<NOTE\nNote 0" in prompt and "[3] <<<NOTE\nNote 3" in prompt
     assert backend.tokens_used == 42
 
 
@@ -653,14 +653,14 @@ def test_llm_rerank_through_the_real_client_and_a_local_server(sample_index) -> 
         out, meta = r.rerank("which note", results)
         assert paths(out) == ["notes/n1.md", "notes/n0.md", "notes/n2.md"]
         assert meta["applied"] is True and meta["pass2"]["skipped"] == "disabled" and meta["tokens_used"] > 0
-        assert "[2] Note 2" in server.requests[0]["messages"][-1]["content"]
+        assert "[2] <<<NOTE\nNote 2" in server.requests[0]["messages"][-1]["content"]
         out2, meta2 = r.rerank("another query", results)
         assert out2 == results and "http 500" in meta2["error"]
 
 
 def test_llm_prompt_lists_every_candidate() -> None:
     prompt = llm_prompt("q", low_quality_results(3))
-    assert all(f"[{i}] Note {i} (notes/n{i}.md)" in prompt for i in range(3))
+    assert all(f"[{i}] <<<NOTE\nNote {i} (notes/n{i}.md)" in prompt for i in range(3))
 
 
 # -- cross-encoder backend --------------------------------------------------------------------------------------

@@ -190,3 +190,26 @@ def test_dense_set_many_equals_set() -> None:
     assert [k for k, _ in many.search(q, 20)] == [k for k, _ in one.search(q, 20)]
     for k in ("k0", "k150", "k299"):
         assert np.allclose(many.vector(k), one.vector(k), atol=1e-6)
+
+
+def test_an_interrupted_first_index_resumes_where_it_stopped(tmp_path: Path, monkeypatch) -> None:
+    from explorer.index import vault_index
+
+    monkeypatch.setattr(vault_index, "COMMIT_EVERY", 10)
+    root = _vault(tmp_path, n=35)
+
+    def stop_at_25(stage: str, done: int, total: int) -> None:
+        if stage == "reading" and done == 25:
+            raise KeyboardInterrupt
+
+    index = VaultIndex(root, LEXICAL)
+    try:
+        index.open(progress=stop_at_25)
+    except KeyboardInterrupt:
+        pass
+    index.close()
+    index = VaultIndex(root, LEXICAL)
+    report = index.open()
+    # The two saved chunks are kept; only the rest is read again.
+    assert len(report.added) == 15 and len(index.notes) == 35
+    index.close()

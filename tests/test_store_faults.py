@@ -42,7 +42,8 @@ class _Evil:
         return (os.mkdir, (str(self.marker),))
 
 
-def _v4_store(cache: Path, blob: bytes, vectors: dict[str, np.ndarray] | None = None, paths=("n0.md",)) -> None:
+def _v4_store(cache: Path, blob: bytes, vectors: dict[str, np.ndarray] | None = None, paths=("n0.md",),
+              schema: str = "4") -> None:
     """A store as schema 4 wrote it: pickled note records, raw float32 vectors."""
     cache.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(cache / "index.sqlite")
@@ -53,7 +54,7 @@ def _v4_store(cache: Path, blob: bytes, vectors: dict[str, np.ndarray] | None = 
         CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
         CREATE TABLE vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, hash)) WITHOUT ROWID;
     """)
-    db.execute("INSERT INTO meta VALUES ('schema', '4')")
+    db.execute("INSERT INTO meta VALUES ('schema', ?)", (schema,))
     for p in paths:
         db.execute("INSERT INTO notes VALUES (?, 1, 1, 'x', ?)", (p, blob))
     for h, v in (vectors or {}).items():
@@ -79,6 +80,21 @@ def test_crafted_pickle_in_an_old_store_is_never_executed(tmp_path: Path) -> Non
     assert len(lines) == 1 and "older version" in lines[0] and "rebuilding" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert '"results"' in proc.stdout and "n3.md" in proc.stdout
+
+
+def test_a_version_number_reused_by_another_layout_is_rebuilt_not_misread(tmp_path: Path) -> None:
+    from explorer.index.store import SCHEMA_VERSION
+
+    root = _vault(tmp_path)
+    marker = tmp_path / "pwned"
+    _v4_store(root / ".explorer", pickle.dumps(_Evil(marker)), {"a" * 32: np.ones(384, dtype=np.float32)},
+              paths=["n0.md"], schema=str(SCHEMA_VERSION))
+    messages: list[str] = []
+    ix = VaultIndex(root, LEXICAL, on_message=messages.append)
+    report = ix.open()
+    assert not marker.exists() and len(report.added) == 6
+    assert len(messages) == 1 and "another layout" in messages[0] and "1 cached vectors kept" in messages[0]
+    ix.close()
 
 
 def test_crafted_pickle_anywhere_in_a_current_store_is_never_executed(tmp_path: Path) -> None:
@@ -178,6 +194,22 @@ def test_damaged_vector_rows_are_dropped_and_embedded_again(tmp_path: Path, embe
     assert ix.stats().pending == 1
     assert any("checksum" in m for m in messages)
     assert ix.embed_pending() == 1 and ix.stats().pending == 0
+    ix.close()
+
+
+def test_a_missing_vector_file_is_answered_by_a_rebuild(tmp_path: Path, embedder) -> None:
+    root = _vault(tmp_path)
+    ix = VaultIndex(root, embedder=embedder)
+    ix.open()
+    ix.embed_pending()
+    ix.close()
+    next((root / ".explorer").glob("vectors-*.f32")).unlink()
+    messages: list[str] = []
+    ix = VaultIndex(root, embedder=embedder, on_message=messages.append)
+    report = ix.open()
+    assert len(messages) == 1 and "missing" in messages[0] and "rebuilding" in messages[0], messages
+    assert len(ix.notes) == 6 and report.added == [] and ix.stats().pending == 6
+    assert ix.embed_pending() == 6
     ix.close()
 
 

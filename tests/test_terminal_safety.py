@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO, write_notes
 from explorer.text.safe import SafeStream, is_safe, safe_json, safe_text
-from test_tui import make_app, quiet_settings, search, settle, sync
+from test_tui import make_app, quiet_settings, search, settle, sync, wait_for
 
 ESC = "\x1b"
 # What a note may try: clear the screen, retitle the window, write the clipboard (OSC 52), a C1 CSI,
@@ -171,6 +171,19 @@ def screen_output(app) -> str:
     return update.render_segments(app.console)
 
 
+async def shown(app, pilot, needle: str, timeout: float = 10.0) -> str:
+    """The app's terminal output once `needle` is visible in it (a toast mounts a little after its notify)."""
+    out = ""
+
+    def seen() -> bool:
+        nonlocal out
+        out = screen_output(app)
+        return needle in visible_text(out)
+
+    await wait_for(pilot, seen, timeout)
+    return out
+
+
 def visible_text(output: str) -> str:
     """The output without Textual's own CSI (cursor, colour) and OSC 8 link sequences."""
     output = re.sub(r"\x1b\]8;[^\x1b]*\x1b\\", "", output)
@@ -182,7 +195,7 @@ def visible_text(output: str) -> str:
 async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
     """Results, context, why-ranked, tree, note view and notifications of a hostile vault: no raw sequence
     reaches the terminal, markup in a note is shown as text."""
-    from explorer.tui.messages import OpenNote
+    from explorer.tui.messages import EditNote, OpenNote
     from explorer.tui.widgets.vault_tree import VaultTree
 
     vault = hostile_vault(tmp_path / "vault")
@@ -194,7 +207,7 @@ async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
         assert any(r.document_path == "Pets/evil.md" for r in results.results)
         app.notify(f"file {EVIL_NAME} says {MARKUP}", title=f"T{TITLE}")
         await settle(app, pilot)
-        out = screen_output(app)
+        out = await shown(app, pilot, "T^[]0;pwned^G")
         assert_terminal_safe(out)
         text = visible_text(out)
         assert "^[]52;c;SGVsbG8=^G" in text and "<U+009B>31m" in text
@@ -214,3 +227,46 @@ async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
         out = screen_output(app)
         assert_terminal_safe(out)
         assert "^[[2J" in visible_text(out)
+
+
+        # Writing in it: refused (the editor would show the raw text), the file untouched.
+        app.post_message(EditNote("Pets/evil.md", 0))
+        await settle(app, pilot)
+        out = screen_output(app)
+        assert_terminal_safe(out)
+        assert "contains control characters" in visible_text(out)
+        assert (vault / "Pets/evil.md").read_text(encoding="utf-8").count(CLIP) == 1
+
+
+@sync
+async def test_pasted_or_restored_search_text_loses_its_control_characters(tmp_path: Path) -> None:
+    from textual import events
+
+    from explorer.tui.widgets.search_box import SearchBox
+
+    vault = hostile_vault(tmp_path / "vault")
+    app = make_app(vault, None, tmp_path, settings=quiet_settings(**{"index.embeddings": False}))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        box = app.main_screen.query_one(SearchBox)
+        box.focus()
+        box.post_message(events.Paste(f"hamster{CLIP} care{RLO}"))
+        await settle(app, pilot)
+        assert box.value == "hamster]52;c;SGVsbG8= care"
+        box.value = f"seeds{TITLE}"
+        await settle(app, pilot)
+        assert box.value == "seeds]0;pwned"
+        assert_terminal_safe(screen_output(app))
+
+
+def test_safe_content_moves_styles_with_the_text() -> None:
+    from textual.content import Content, Span
+
+    from explorer.tui.safe import safe_content
+
+    content = Content.assemble(("a\x1bb", "bold"), "x\x9by", ("z", "red"))
+    safe = safe_content(content)
+    assert safe.plain == "a^[bx<U+009B>yz"
+    assert [(s.start, s.end, s.style) for s in safe.spans] == [(0, 4, "bold"), (14, 15, "red")]
+    # A span running past the end of the text (Textual allows it) is clamped, not an IndexError.
+    assert safe_content(Content("\x1bab", [Span(0, 9, "bold")])).spans == [Span(0, 4, "bold")]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -287,25 +286,38 @@ def test_bad_inputs_are_skipped_with_reasons_and_nothing_else_lost(tmp_path: Pat
     index.close()
 
 
-@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root reads unreadable files")
-def test_unreadable_file_and_folder(tmp_path: Path) -> None:  # pragma: no cover - not run as root
+def test_unreadable_file_and_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file and a folder the user may not read (permission errors raised by the real open and
+    scandir calls for those two paths, so the test also holds when it runs as root)."""
+    import builtins
+
     (tmp_path / "ok.md").write_text("ok", encoding="utf-8")
     locked = tmp_path / "locked.md"
     locked.write_text("secret", encoding="utf-8")
-    locked.chmod(0)
     folder = tmp_path / "closed"
     folder.mkdir()
     (folder / "in.md").write_text("x", encoding="utf-8")
-    folder.chmod(0)
-    try:
-        index = _index(tmp_path)
-        index.open()
-        assert "ok.md" in index.notes
-        assert "permission" in index.skipped["locked.md"]
-        assert "unreadable" in index.skipped["closed"]
-    finally:
-        folder.chmod(0o755)
-        locked.chmod(0o644)
+    real_open, real_scandir = builtins.open, os.scandir
+
+    def guarded_open(file, *args, **kwargs):
+        if Path(file) == locked:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    def guarded_scandir(path="."):
+        if Path(path) == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(os, "scandir", guarded_scandir)
+    index = _index(tmp_path)
+    index.open()
+    monkeypatch.undo()
+    assert "ok.md" in index.notes and "locked.md" not in index.notes
+    assert "permission" in index.skipped["locked.md"]
+    assert "unreadable" in index.skipped["closed"]
+    index.close()
 
 
 def test_unreadable_file_reason_even_as_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,13 +10,13 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
-COMMANDS = ("search", "index", "find", "context", "watch", "stats", "mcp")
+COMMANDS = ("search", "index", "find", "context", "watch", "stats", "mcp", "eval")
 
 
 def default_vault() -> Path:
@@ -29,6 +29,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vault", "-V", type=Path, default=None, help="vault folder (default: $EXPLORER_VAULT or sample_vault)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
     p.add_argument("--no-embeddings", action="store_true", help="BM25 only: do not load the embedding model")
+    p.add_argument("--force", action="store_true", help="open a system folder or the home folder itself as a vault")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rerank", dest="rerank", action="store_false", help="do not rerank")
     p.add_argument("--one-pass", action="store_true", help="skip the analysis and second pass")
     p.add_argument("--lexical", action="store_true", help="BM25 only for this search")
+    p.add_argument("--local", action="store_true", help="search in this process even when a running Explorer serves the vault")
 
     p = sub.add_parser("index", help="build or refresh the index, embedding what changed")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
@@ -56,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--coverage", action="store_true",
+                   help="what is not indexed and why, shards without vectors, largest notes, ignored files, freshness")
 
     p = sub.add_parser("find", help="classic cursor search tools: tfidf, phrase, and, fuzzy")
     p.add_argument("keywords", nargs="*")
@@ -78,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("watch", help="keep the index current headless, logging each batch")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
+
+    p = sub.add_parser("eval", help="replay your relevance marks as a benchmark; exit 1 on a regression")
+    p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
+    _add_common(p)
+    p.add_argument("--threshold", type=float, default=0.05, help="largest tolerated drop of mean nDCG@10 or MRR@10 (default 0.05)")
+    p.add_argument("--update-baseline", action="store_true", help="store this run's scores as the new baseline")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("mcp", help="serve the vault to LLM agents as an MCP server over stdio")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
@@ -131,21 +142,31 @@ def _run_app(argv: list[str]) -> int:
     parser.add_argument("vault", nargs="?", type=Path, default=None)
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--no-embeddings", action="store_true")
+    parser.add_argument("--force", action="store_true", help="open a system folder or the home folder itself as a vault")
     args = parser.parse_args(argv)
+    notices: list[str] = []
     try:
-        vault, settings = _settings(args.vault, args)
+        vault, settings = _settings(args.vault, args, warn=notices.append)
     except (ConfigError, OSError) as exc:
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
     from explorer.tui.app import run_app
 
-    return run_app(vault, settings)
+    return run_app(vault, settings, notices=notices)
 
 
-def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Settings]:
-    from explorer.vault.scan import check_vault
+def _warn(message: str) -> None:
+    print(f"explorer: warning: {message}", file=sys.stderr)
+
+
+def _settings(vault: Path | None, args: argparse.Namespace, warn: Callable[[str], None] = _warn) -> tuple[Path, Settings]:
+    from explorer.vault.scan import VaultError, check_vault, system_root_reason
 
     root = check_vault(vault or default_vault())
+    refused = system_root_reason(root)
+    if refused and not getattr(args, "force", False):
+        # Before anything reads the folder or writes an index into it.
+        raise VaultError(f"not opening {root} as a vault: {refused}; pass --force if you mean it")
     flags: dict[str, Any] = {}
     for item in getattr(args, "set", []) or []:
         key, sep, value = item.partition("=")
@@ -154,7 +175,7 @@ def _settings(vault: Path | None, args: argparse.Namespace) -> tuple[Path, Setti
         flags[key.strip()] = value.strip()
     if getattr(args, "no_embeddings", False):
         flags["index.embeddings"] = False
-    return root, load_settings(root, flags)
+    return root, load_settings(root, flags, warn=warn)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -184,6 +205,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from explorer.cli.index import cmd_watch
 
         return cmd_watch(vault, settings)
+    if args.command == "eval":
+        from explorer.cli.eval import cmd_eval
+
+        return cmd_eval(args, vault, settings)
     if args.command == "mcp":
         from explorer.cli.mcp import run_mcp
 

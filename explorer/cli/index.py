@@ -83,9 +83,12 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
 
 def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     """Print index counts, model state and skipped files."""
+    from explorer.config import cache_dir_for
     from explorer.engine import open_index
+    from explorer.index.coverage import coverage_report, stored_index_mtime
 
-    index, _ = open_index(vault, settings)
+    stored = stored_index_mtime(cache_dir_for(vault, settings)) if getattr(args, "coverage", False) else None
+    index, opened = open_index(vault, settings)
     st = index.stats()
     out = {
         "vault": str(vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
@@ -93,6 +96,8 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         "skipped": dict(sorted(index.skipped.items())),
         "warnings": {p: list(w) for p, w in index.warnings().items()}, "cache_dir": str(index.cache_dir),
     }
+    if getattr(args, "coverage", False):
+        out["coverage"] = coverage_report(index, opened, stored_before=stored if stored is not None else -1.0)
     index.close()
     if args.json:
         print_json(out)
@@ -102,6 +107,8 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
                 print(f"{key}: {len(value)}")
                 for p, r in value.items():
                     print(f"  {safe_text(p)}: {safe_text(r)}")
+            elif key == "coverage":
+                _print_coverage(value)
             elif key == "warnings":
                 print(f"indexed with warnings (truncated, frontmatter ignored): {len(value)}")
                 for p, ws in value.items():
@@ -120,6 +127,29 @@ def format_eta(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _print_coverage(cov: dict) -> None:
+    """The coverage report as text (every vault-derived string sanitised)."""
+    ix = cov["indexed"]
+    print(f"coverage: {ix['notes']} notes indexed, {ix['shards']} shards, {ix['vectors']} vectors")
+    for title, key in (("not indexed (tried and left out)", "not_indexed"), ("ignored by rule", "ignored")):
+        groups = cov[key]
+        print(f"  {title}: {sum(g['count'] for g in groups.values())}")
+        for reason, g in groups.items():
+            print(f"    {g['count']:>6}  {safe_text(reason)}  e.g. {', '.join(safe_text(e) for e in g['examples'][:3])}")
+    sv = cov["shards_without_vectors"]
+    print(f"  shards without vectors: {sv['count']} (model {safe_text(sv['model_state'])})")
+    for n in sv["notes"]:
+        print(f"    {n['shards']:>6}  {safe_text(n['path'])}")
+    print("  largest notes:")
+    for n in cov["largest_notes"]:
+        print(f"    {n['chars']:>9} chars {n['shards']:>4} shards  {safe_text(n['path'])}")
+    fr = cov["freshness"]
+    changed = fr.get("changed_on_disk_since")
+    print(f"  freshness: index version {fr['index_version']}, stored index written {fr['stored_index_written'] or 'never'}"
+          + (f"; on open {changed['added']} added, {changed['changed']} changed, {changed['removed']} removed on disk"
+             if changed else ""))
 
 
 class _ProgressBar:
@@ -230,13 +260,22 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from explorer.cli.render import print_results
+    from explorer.engine import serve
+
+    server = None
     try:
         watcher.start()
+        # One-shot `explorer search` of this vault is answered by this process while it runs.
+        server = serve(vault, index, settings, watcher=watcher,
+                       render=lambda results, explain, color, out: print_results(results, explain=explain, color=color, out=out))
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
+        if server is not None:
+            server.stop()
         watcher.stop()
         index.close()
         if previous is not None:

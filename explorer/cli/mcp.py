@@ -144,6 +144,12 @@ class MemoryService:
             self.watcher.start()
         elif settings.index.embeddings:
             threading.Thread(target=self._embed, name="explorer-mcp-embed", daemon=True).start()
+        # One-shot `explorer search` of this vault is answered by this process while it serves.
+        from explorer.cli.render import print_results
+        from explorer.engine import serve
+
+        self._server = serve(self.vault, self.index, settings, watcher=self.watcher,
+                             render=lambda results, explain, color, out: print_results(results, explain=explain, color=color, out=out))
 
     def _embed(self) -> None:
         try:
@@ -159,7 +165,9 @@ class MemoryService:
         self.updated_at = time.time()
 
     def close(self) -> None:
-        """Stop the watcher and close the index."""
+        """Stop serving and the watcher; close the index."""
+        if self._server is not None:
+            self._server.stop()
         if self.watcher is not None:
             self.watcher.stop()
         self.index.close()

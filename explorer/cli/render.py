@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from explorer.search.schema import SearchResults
 from explorer.text.safe import safe_json, safe_text
+
+if TYPE_CHECKING:  # annotations only: printing an answer from a serving process needs no search code
+    from explorer.search.schema import SearchResults
 
 _BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
 

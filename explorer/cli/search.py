@@ -12,13 +12,17 @@ from explorer.config import Settings
 
 def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     """Search the vault for the query words and print the results."""
-    from explorer.engine import make_pipeline, open_index
-    from explorer.search.pipeline import QueryError
-
     query = " ".join(args.query)
     if args.k is not None and args.k < 1:
         print("explorer: -k must be 1 or more", file=sys.stderr)
         return 2
+    if not getattr(args, "local", False):
+        served = _ask_server(args, query, vault, settings)
+        if served is not None:
+            return served
+    from explorer.engine import make_pipeline, open_index
+    from explorer.search.pipeline import QueryError
+
     index, _ = open_index(vault, settings)
     pipeline = make_pipeline(index, settings)
     try:
@@ -35,3 +39,27 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
 
     print_results(results, explain=args.explain, color=sys.stdout.isatty())
     return 0
+
+
+def _ask_server(args: argparse.Namespace, query: str, vault: Path, settings: Settings) -> int | None:
+    """Answer through an Explorer process already serving `vault` (app, watch, MCP); None when there is none."""
+    from explorer.engine import ask, settings_key
+
+    color = sys.stdout.isatty()
+    answer = ask(vault, {
+        "op": "search", "query": query, "k": args.k, "lexical": args.lexical, "one_pass": args.one_pass,
+        "rerank": args.rerank, "settings": settings_key(settings), "format": "json" if args.json else "text",
+        "explain": args.explain, "color": color,
+    })
+    if answer is None:
+        return None
+    if "query_error" in answer:
+        print(f"explorer: {answer['query_error']}", file=sys.stderr)
+        return 2
+    if args.json and isinstance(answer.get("results"), dict):
+        print_json(answer["results"])
+        return 0
+    if not args.json and isinstance(answer.get("text"), str):
+        sys.stdout.write(answer["text"])
+        return 0
+    return None

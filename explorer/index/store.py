@@ -42,7 +42,7 @@ import numpy as np
 from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
 
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 
 #: Version of one note record inside `notes.data`.
 _RECORD_VERSION = 1
@@ -236,6 +236,9 @@ class Store:
                 newer = row[0].isdigit() and int(row[0]) > SCHEMA_VERSION
                 raise _Rebuild("newer" if newer else "older",
                                f"index written by {'a newer' if newer else 'an older'} version (schema {row[0]}, this one reads {SCHEMA_VERSION})")
+            if not _current_layout(conn):
+                # A version number some other build also used, for another layout.
+                raise _Rebuild("older", f"index schema {row[0]} has another layout than this version's")
             conn.executescript(_SCHEMA)
             self._check_vector_files(conn)
             return conn
@@ -252,15 +255,21 @@ class Store:
             return self._rebuild(f"index file unreadable ({one_line(exc)})", "damaged")
 
     def _check_vector_files(self, conn: sqlite3.Connection) -> None:
-        """Remove vector files no catalogue row names (left by a process killed while pruning)."""
+        """Remove vector and segment files no catalogue row names (left by a process killed mid-write).
+
+        Only files untouched for ten minutes: a younger one may be another process's write that
+        is about to be committed.
+        """
         if self.memory:
             return
         named = {f for (f,) in conn.execute("SELECT file FROM vec_files")}
         named.update(v for (v,) in conn.execute("SELECT value FROM meta WHERE key='segment'"))
-        for p in [*self.directory.glob("vectors-*.f32"), *self.directory.glob("bm25-*.seg")]:
+        now = time.time()
+        for p in [*self.directory.glob("vectors-*.f32"), *self.directory.glob("bm25-*.seg"), *self.directory.glob("bm25-*.tmp")]:
             if p.name not in named:
                 try:
-                    p.unlink()
+                    if now - p.stat().st_mtime > 600:
+                        p.unlink()
                 except OSError:
                     pass
 
@@ -500,6 +509,8 @@ class Store:
             return memoryview(self._mem_vectors[file].data).cast("B")
         cached = self._maps.get(file)
         if cached is None or cached[2] < need:
+            if not (self.directory / file).is_file():
+                raise StoreError("damaged", f"vector file {file} is missing")
             with open(self.directory / file, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size < need:
@@ -763,6 +774,14 @@ def _check_integrity(conn: sqlite3.Connection) -> None:
     rows = conn.execute("PRAGMA quick_check").fetchall()
     if rows != [("ok",)]:
         raise sqlite3.DatabaseError("database disk image is malformed (integrity check failed)")
+
+
+def _current_layout(conn: sqlite3.Connection) -> bool:
+    """True when the tables are this version's (a fresh file has none yet, which is fine)."""
+    if not _table_exists(conn, "notes"):
+        return True
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(notes)")}
+    return "counts" in columns and _table_exists(conn, "vec_files") and not _table_exists(conn, "vectors")
 
 
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, KeysView
 
 import numpy as np
 
-from explorer.config import Settings, cache_dir_for
+from explorer.config import Settings, VaultSettings, cache_dir_for
 from explorer.index.dense import DenseIndex
 from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 from explorer.index.lexical import BM25Index
@@ -22,13 +22,25 @@ from explorer.index.store import FileState, NoteRecord, Store, StoreError, class
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
-from explorer.vault.scan import NoteFile, ScanResult, check_vault, is_ignored, load_note, scan_vault, with_sidecar
+from explorer.vault.scan import (
+    NoteFile,
+    ScanResult,
+    check_vault,
+    is_ignored,
+    load_note,
+    path_refused,
+    scan_vault,
+    with_sidecar,
+)
 from explorer.vault.shard import cap_shards, make_shards
 
 if TYPE_CHECKING:
     from explorer.index.classic import ClassicIndex
 
 Progress = Callable[[str, int, int], None]
+
+#: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
+COMMIT_EVERY = 1000
 
 
 @dataclass
@@ -358,7 +370,7 @@ class VaultIndex:
             present, gone, candidates = {}, [], []
             folder_skips = None
             for rel in sorted(set(paths)):
-                f = _stat_file(self.root, rel)
+                f = _stat_file(self.root, rel, vault)
                 if f is None or is_ignored(rel, vault):
                     if rel in self._states:
                         gone.append(rel)
@@ -374,6 +386,11 @@ class VaultIndex:
         for i, f in enumerate(todo):
             if progress:
                 progress("reading", i, len(todo))
+            reason = path_refused(self.root, f.abspath, vault)
+            if reason:  # e.g. replaced by a symlink leaving the vault since the scan
+                new_skips.append((f.path, reason, f.mtime_ns, f.size))
+                report.skipped[f.path] = reason
+                continue
             try:
                 note, reason = load_note(f, vault)
                 if note is not None:
@@ -392,6 +409,10 @@ class VaultIndex:
                 report.skipped[f.path] = reason
                 continue
             parsed.append((f, digest, note, shards))
+            if paths is None and len(parsed) >= COMMIT_EVERY:
+                # A long first index is saved as it goes: interrupted, the next run resumes here.
+                self._apply(parsed, [], new_skips, touched, report, None)
+                parsed, new_skips, touched = [], [], []
         if progress:
             progress("reading", len(todo), len(todo))
         for path, reason in (folder_skips or {}).items():
@@ -721,8 +742,10 @@ def _note_digest(note: Note) -> str:
     return h.hexdigest()
 
 
-def _stat_file(root: Path, rel: str) -> NoteFile | None:
+def _stat_file(root: Path, rel: str, vault: VaultSettings) -> NoteFile | None:
     p = root / rel
+    if path_refused(root, p, vault):
+        return None  # reached through a symlink the settings do not follow
     try:
         st = p.stat()
     except OSError:

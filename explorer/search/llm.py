@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from explorer.config import LLMSettings, Settings
 from explorer.index.context import snippet
+from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResults
-from explorer.search.terms import MAX_TERMS, SearchTerms, clamp_terms, keyword_terms
+from explorer.search.terms import MAX_TERMS, SearchTerms, clamp_terms, clean_term, keyword_terms, plausible_term
 from explorer.search.twopass import Analysis
 
 if TYPE_CHECKING:
@@ -24,6 +25,11 @@ ANALYSIS_MAX_TOKENS = 100
 ANALYSIS_SNIPPET_CHARS = 240
 #: Prompt tokens are estimated as characters / this, to check the budget before a call.
 CHARS_PER_TOKEN = 4
+#: Seconds past `timeout_s` a call may take before it is abandoned (the wall-clock deadline).
+DEADLINE_SLACK_S = 0.5
+#: A refined query longer than this (characters) is cut.
+MAX_REFINED_CHARS = 200
+
 
 
 class LLMError(RuntimeError):
@@ -114,6 +120,38 @@ class LLMClient:
         """A fresh budget for one search (`settings.token_budget`)."""
         return Budget(self.settings.token_budget)
 
+    def _within_deadline(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        """`client.chat.completions.create(**kwargs)` cut at `timeout_s` + slack of wall-clock time.
+
+        The HTTP timeout applies to each read, so a server that dribbles its reply a byte at a time
+        would hold the search for as long as it likes. The call runs in a daemon thread; at the
+        deadline the client (and its connection) is closed, which ends the thread at its next read,
+        and the caller gets LLMError("timeout") at once, then its offline fallback.
+        """
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["resp"] = client.chat.completions.create(**kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                box["exc"] = exc
+
+        worker = threading.Thread(target=call, name="llm-call", daemon=True)
+        worker.start()
+        worker.join(max(0.0, self.settings.timeout_s) + DEADLINE_SLACK_S)
+        if worker.is_alive():
+            with self._client_lock:
+                if self._client is client:
+                    self._client = None
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - the connection is being abandoned anyway
+                pass
+            raise LLMError("timeout", f"no complete answer within {self.settings.timeout_s:g} s")
+        if "exc" in box:
+            raise box["exc"]
+        return box["resp"]
+
     def _openai(self) -> Any:
         with self._client_lock:
             if self._client is None:
@@ -187,7 +225,7 @@ class LLMClient:
             kwargs["response_format"] = {"type": "json_object"}
         self.calls += 1
         try:
-            resp = client.chat.completions.create(**kwargs)
+            resp = self._within_deadline(client, kwargs)
         except openai.APITimeoutError as exc:
             raise LLMError("timeout", f"no answer within {self.settings.timeout_s:g} s") from exc
         except openai.APIConnectionError as exc:
@@ -288,7 +326,9 @@ def parse_terms_reply(text: str) -> tuple[list[str], bool | None, bool | None]:
 
     Accepts a bare JSON object, one inside a code fence, or one amid prose. A missing flag is
     None. Raises LLMOutputError `unparsable output` when no JSON object is found, `wrong shape`
-    when it lacks a list of strings under `search_terms`.
+    when it lacks a list of strings under `search_terms`. The terms are filtered afterwards
+    (`clamp_terms`: length, count, control characters, plausible words).
+    Only these three fields are read; anything else in the object is ignored.
     """
     obj = extract_json_object(text)
     if obj is None:
@@ -338,7 +378,8 @@ If they do, or if the vault plainly does not hold more on it, answer exactly:
 SUFFICIENT
 If important information seems missing and a different search could find it, answer exactly:
 REFINE: <one new search query>
-Answer with that single line only."""
+Answer with that single line only.
+""" + DATA_RULE
 
 
 class LLMAnalyser:
@@ -389,11 +430,12 @@ def analysis_prompt(query: str, results: SearchResults, entries: int, shards: in
     if not searched:
         lines.append("(none)")
     for i, r in enumerate(searched, 1):
-        lines.append(f"[{i}] {r.title} ({r.document_path}, {r.source_type})")
+        passages = []
         for c in r.context_shards[:shards]:
-            text = snippet(c.text, c.highlights, c.start, width=ANALYSIS_SNIPPET_CHARS) if c.text else ""
-            lines.append(f"    - {text}")
+            passages.append("    - " + (snippet(c.text, c.highlights, c.start, width=ANALYSIS_SNIPPET_CHARS) if c.text else ""))
+        lines.append(f"[{i}] " + quote_note(f"{r.title} ({r.document_path}, {r.source_type})\n" + "\n".join(passages)))
     return "\n".join(lines)
+
 
 
 _VERDICT = re.compile(r"^[\s>*_`\"'#-]*(SUFFICIENT|REFINE)\b[\s*_`\"']*[:\-]?\s*(.*)$", re.IGNORECASE)
@@ -413,11 +455,20 @@ def parse_analysis_reply(text: str) -> tuple[str, str]:
         verdict = m.group(1).upper()
         if verdict == "SUFFICIENT":
             return "SUFFICIENT", ""
-        refined = m.group(2).strip().strip("*_`\"' ").strip()
+        refined = clean_refined_query(m.group(2))
         if not refined:
-            raise LLMOutputError("empty refine query", "REFINE without a query")
+            raise LLMOutputError("empty refine query", "REFINE without a usable query")
         return "REFINE", refined
     raise LLMOutputError("unparsable output", _short(text or ""))
+
+
+def clean_refined_query(raw: str) -> str:
+    """A REFINE query as words to search: decoration and control characters gone, at most
+    MAX_REFINED_CHARS, '' when nothing plausible is left."""
+    refined = clean_term(raw).strip("*_`\"' ").strip()
+    if len(refined) > MAX_REFINED_CHARS:
+        refined = refined[:MAX_REFINED_CHARS].rsplit(" ", 1)[0]
+    return refined if plausible_term(refined, max_words=40) else ""
 
 
 # -- helpers -----------------------------------------------------------------------------------

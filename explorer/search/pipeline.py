@@ -26,6 +26,7 @@ from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf
 from explorer.search.llm import Budget
+from explorer.search.memory import Dialog, MemoryCache, named_match, owner_weights, spread_to_neighbours
 from explorer.search.quality import assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
@@ -81,6 +82,14 @@ class _Run:
     allowed: set[str] | None = None
     early: bool = False
     analysis: Analysis | None = None
+    named: list[str] = field(default_factory=list)
+    """People of the vault the query names (folded owner names)."""
+    favoured: frozenset[str] = frozenset()
+    """Paths of their notes."""
+    weight: Callable[[str], float] | None = None
+    """The fusion's per-shard weight for this search."""
+    dialog: Dialog | None = None
+    """Adjacent conversation turns of the index version searched."""
 
     def check(self) -> None:
         """Raise SearchCancelled when a newer search replaced this one."""
@@ -128,6 +137,7 @@ class SearchPipeline:
         self._source_weight = source_weights(index, dict(self.settings.search.source_weights))
         self._retriever = Retriever(index, self.settings, self._source_weight)
         self._builder = ResultBuilder(index, self.settings)
+        self._memory = MemoryCache()
 
     # -- public -----------------------------------------------------------------------------
     def search(
@@ -150,6 +160,7 @@ class SearchPipeline:
         if not run.parsed.text:
             return self._browse(run)
         self._write_terms(run)
+        self._people(run)
         self._embed_query(run)
         out = self._first_pass(run)
         self._analyse_and_refine(run, out)
@@ -207,6 +218,15 @@ class SearchPipeline:
             run.warnings.extend(run.terms.warnings)
         run.check()
 
+    def _people(self, run: _Run) -> None:
+        """Agent memory: the people the query names (their notes weigh `owner_weight` more) and the dialog."""
+        s = self.settings.search
+        owners, run.dialog = self._memory.get(self.index)
+        if s.owner_weight != 1.0:
+            run.named = owners.named(run.parsed.text)
+            run.favoured = owners.favoured(run.named)
+        run.weight = owner_weights(self._source_weight, self.index, run.favoured, s.owner_weight)
+
     def _embed_query(self, run: _Run) -> None:
         """The query vectors of every term (none when the model is off or unavailable)."""
         assert run.terms is not None
@@ -233,7 +253,7 @@ class SearchPipeline:
                 if not rankings:
                     rankings = self._retriever.rankings(terms, run.qvecs, run.allowed, run.timings, "")
                 with run.timed("fusion"):
-                    entries = self._fuse(rankings, 1)
+                    entries = self._fuse(rankings, 1, run)
             ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
             if run.rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
                 ke1 = max(ke1, self.settings.rerank.pass1_candidates)
@@ -259,6 +279,7 @@ class SearchPipeline:
         out.trace.rankings = rankings
         out.trace.entries = [(e.path, e.fused[0].score) for e in entries]
         out.trace.version = version
+        out.stats["named_people"] = list(run.named)
         feedback = next((r for r in rankings if r.retriever == "feedback"), None)
         out.stats["feedback_from"] = list(feedback.sources) if feedback is not None else []
         return out
@@ -280,7 +301,7 @@ class SearchPipeline:
                 return None, [], ["all"]
             rankings = self._retriever.rankings(run.terms, run.qvecs, run.allowed, run.timings, "")
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
-            kb_entries = self._fuse(kb_rankings, 1)
+            kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
             kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec) for e in kb_entries[:run.k]]
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
@@ -321,7 +342,7 @@ class SearchPipeline:
         run.check()
         with self.index.lock:
             rankings2 = self._retriever.rankings(terms2, qvecs2, run.allowed, run.timings, "pass2_")
-            entries2 = self._fuse(rankings2, 2)
+            entries2 = self._fuse(rankings2, 2, run)
             found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec) for e in entries2[: s.pass2_entries]]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
@@ -361,7 +382,10 @@ class SearchPipeline:
         searched_results = [r for r in out.results if r.source == "search"][: run.k]
         out.results = searched_results + [r for r in out.results if r.source != "search"]
         with run.timed("quality"):
-            out.quality = assess(searched_results, run.qvecs is not None)
+            # A query that names people is judged on their notes: someone else's matches do not answer it.
+            judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
+            named = named_match(out.trace.rankings, self.index, self._memory.get(self.index)[0], run.named)
+            out.quality = assess(judged, run.qvecs is not None, named)
         out.stats["final_results"] = len(out.results)
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
@@ -424,9 +448,13 @@ class SearchPipeline:
     def _idf(self, token: str) -> float:
         return self.index.bm25.idf().get(token, 0.0)
 
-    def _fuse(self, rankings: list[Ranking], pass_: int) -> list[Entry]:
-        """Weighted RRF over `rankings`, aggregated to notes (best shard first)."""
-        return aggregate(rrf(rankings, self.settings.search.rrf_k, self._source_weight), self._path_of, pass_)
+    def _fuse(self, rankings: list[Ranking], pass_: int, run: _Run | None = None, dialog: bool = True) -> list[Entry]:
+        """Weighted RRF over `rankings`, turns lifted by their neighbours, aggregated to notes (best shard first)."""
+        s = self.settings.search
+        fused = rrf(rankings, s.rrf_k, run.weight if run is not None and run.weight else self._source_weight)
+        if dialog and run is not None and run.dialog is not None:
+            fused = spread_to_neighbours(fused, self.index, run.dialog, s.neighbour_weight)
+        return aggregate(fused, self._path_of, pass_)
 
     def _path_of(self, node_id: str) -> str | None:
         shard = self.index.shards.get(node_id)

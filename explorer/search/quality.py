@@ -25,6 +25,9 @@ LEXICAL_ONLY_CAP = 0.85
 INFORMATIVE_IDF = 1.0
 #: How many of the top entries the level is judged from.
 TOP_N = 3
+#: `named_match` below this flags "no good match": the person the query names has clearly weaker
+#: matches than someone else (see explorer.search.memory.named_match).
+NAMED_MATCH_FLAG = 0.9
 #: Diminishing returns: result overlap with the previous search above which it warns.
 OVERLAP = 0.8
 #: Diminishing returns: this many searches within MANY_WINDOW_S seconds is "many".
@@ -77,7 +80,7 @@ def relevance(cos: float | None, cover: float) -> float:
 
 # -- the quality of a result list -------------------------------------------------------------
 
-def assess(results: Sequence[SearchResult], dense: bool) -> Quality:
+def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.0) -> Quality:
     """Judge a ranked result list (searched entries only) from each entry's `relevance`.
 
     Formula (all parts 0-1):
@@ -88,7 +91,7 @@ def assess(results: Sequence[SearchResult], dense: bool) -> Quality:
                     ranks it in its top 3 or it leads the list, else 0; in both cases times
                     min(1, top / 0.5), since ranks agree on weak matches too
         support   = mean relevance of the first TOP_N entries
-        score     = 0.6 * top + 0.25 * agreement + 0.15 * support
+        score     = (0.6 * top + 0.25 * agreement + 0.15 * support) * named_match ** 2
 
     Levels: high >= 0.75 > medium >= 0.45 > low. One strong entry that both retrievers agree
     on is enough for high (a question one note answers); a long list of weak matches stays low,
@@ -96,13 +99,18 @@ def assess(results: Sequence[SearchResult], dense: bool) -> Quality:
     the IDF weight of) the query's words. Confidence is 1 for an empty list (surely nothing), else grows with the
     score's distance to the nearest level boundary (0.5 on it, 1 at 0.15 away), times 0.8
     when only BM25 ran. Factors also describe the score distribution (spread, gap) that the
-    two-pass analyser reads.
+    two-pass analyser reads. `named_match` (1 unless the query names a person of an agent-memory
+    vault) is how well that person's notes match compared with someone else's; below
+    NAMED_MATCH_FLAG the factor `no_good_match` is set whatever the level (the memory holds this
+    about someone else, most likely not about the person asked about). `no_good_match` is also
+    set when the level is low.
     """
     searched = [r for r in results if r.source == "search"]
     if not searched:
+        factors = _factors(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, dense, 0.0)
+        factors.update(named_match=round(named_match, 4), no_good_match=True)
         return Quality(
-            level="low", score=0.0, confidence=1.0,
-            factors=_factors(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, dense, 0.0),
+            level="low", score=0.0, confidence=1.0, factors=factors,
             suggestion="No results found. Try other words, or remove filters.",
         )
     rel = [r.relevance for r in searched]
@@ -111,7 +119,7 @@ def assess(results: Sequence[SearchResult], dense: bool) -> Quality:
     lead = searched[head.index(top)]
     agreement = _agreement(lead, dense, lead is searched[0]) * min(1.0, top / RELEVANT)
     support = sum(head) / len(head)
-    score = min(1.0, 0.6 * top + 0.25 * agreement + 0.15 * support)
+    score = min(1.0, 0.6 * top + 0.25 * agreement + 0.15 * support) * named_match ** 2
     window = rel[:10]
     spread = statistics.pstdev(window) if len(window) > 1 else 0.0
     ordered = sorted(window, reverse=True)
@@ -122,7 +130,12 @@ def assess(results: Sequence[SearchResult], dense: bool) -> Quality:
     confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
     factors = _factors(top, sum(window) / len(window), support, spread, gap, len(searched), relevant, agreement, dense,
                        searched[0].score)
-    return Quality(level, round(score, 4), round(confidence, 3), factors, _suggestion(level, top, relevant, dense))
+    mismatch = named_match < NAMED_MATCH_FLAG
+    factors.update(named_match=round(named_match, 4), no_good_match=level == "low" or mismatch)
+    suggestion = _suggestion(level, top, relevant, dense)
+    if mismatch:
+        suggestion = "The best matches are about someone other than the person named: the memory may not hold this about them."
+    return Quality(level, round(score, 4), round(confidence, 3), factors, suggestion)
 
 
 def _agreement(lead: SearchResult, dense: bool, first: bool) -> float:

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_che
 
 import numpy as np
 
+from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResult
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ def parse_index_list(text: str, count: int) -> list[int]:
     """
     out: list[int] = []
     seen: set[int] = set()
-    for m in re.finditer(r"\d+", text or ""):
+    for m in re.finditer(r"(?<!\d)\d{1,6}(?!\d)", text or ""):  # a 5,000-digit "index" is no index
         n = int(m.group())
         if 0 <= n < count and n not in seen:
             seen.add(n)
@@ -959,7 +960,7 @@ def _passage(r: SearchResult, limit: int) -> str:
 LLM_SYSTEM = (
     "You rank search results from a personal Markdown notes vault by how well they answer a query. "
     "Answer with the result numbers only, most relevant first, separated by commas (for example: 3,1,0,2). "
-    "No other text."
+    "No other text. " + DATA_RULE
 )
 
 
@@ -968,7 +969,7 @@ def llm_prompt(query: str, candidates: Sequence[SearchResult], chars: int = LLM_
     lines = [f'Query: "{query.strip()}"', "", "Results:"]
     for i, r in enumerate(candidates):
         text = " ".join((r.snippet or _passage(r, chars)).split())[:chars]
-        lines.append(f"[{i}] {r.title} ({r.document_path}): {text}")
+        lines.append(f"[{i}] " + quote_note(f"{r.title} ({r.document_path}): {text}"))
     lines += ["", 'Output (comma-separated result numbers, e.g. "3,1,0,2"):']
     return "\n".join(lines)
 

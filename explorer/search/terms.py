@@ -11,6 +11,17 @@ from explorer.text.tokenize import fold_word, is_stopword
 
 MAX_TERMS = 5
 TRUNCATE_ABOVE = 10
+#: A search term longer than this (characters) is no search term: dropped.
+MAX_TERM_CHARS = 100
+#: Nor is one of more words than this.
+MAX_TERM_WORDS = 10
+#: Nor one with a "word" longer than this.
+MAX_WORD_CHARS = 40
+
+# Terminal escape sequences (CSI, OSC, C1 CSI, two-character ESC): removed whole from written terms.
+_ESCAPE_SEQ = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.")
+# Control, zero-width and bidi characters: removed from written terms.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\u2028\u2029\ufeff]")
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _FOLLOW_UP = re.compile(
@@ -94,10 +105,36 @@ def keyword_terms(query: str, idf: Callable[[str], float] | None = None, max_ter
     )
 
 
+def clean_term(raw: str) -> str:
+    """A written term with escape sequences, control, zero-width and bidi characters removed and white space collapsed."""
+    return " ".join(_CONTROL.sub(" ", _ESCAPE_SEQ.sub(" ", raw)).split())
+
+
+def plausible_term(term: str, max_words: int = MAX_TERM_WORDS) -> bool:
+    """True for something a person would type into a search box: a few words, mostly letters or digits."""
+    words = term.split()
+    if not words or len(words) > max_words or any(len(w) > MAX_WORD_CHARS for w in words):
+        return False
+    chars = "".join(words)
+    alnum = sum(ch.isalnum() for ch in chars)
+    return alnum > 0 and alnum >= 0.6 * len(chars)
+
+
 def clamp_terms(terms: list[str]) -> tuple[list[str], list[str]]:
-    """Clean a term list from any writer: drop empties and duplicates; more than 10 -> first 5, warned."""
+    """Clean a term list from any writer (an LLM's above all).
+
+    Control characters are removed; empties, duplicates and implausible terms (over
+    MAX_TERM_CHARS characters or MAX_TERM_WORDS words, a word over MAX_WORD_CHARS, mostly
+    symbols) are dropped with a warning; more than 10 -> first 5, warned.
+    """
     warnings: list[str] = []
-    cleaned = list(dict.fromkeys(t.strip() for t in terms if isinstance(t, str) and t.strip()))
+    written = [clean_term(t) for t in terms if isinstance(t, str)]
+    kept = [t for t in written if t and len(t) <= MAX_TERM_CHARS and plausible_term(t)]
+    dropped = sum(1 for t in written if t) - len(kept)
+    if dropped:
+        warnings.append(f"{dropped} implausible search term{'s' if dropped != 1 else ''} dropped "
+                        f"(over {MAX_TERM_CHARS} characters or {MAX_TERM_WORDS} words, or not words)")
+    cleaned = list(dict.fromkeys(kept))
     if len(cleaned) > TRUNCATE_ABOVE:
         warnings.append(f"{len(cleaned)} search terms written; kept the first {MAX_TERMS}")
         cleaned = cleaned[:MAX_TERMS]

@@ -54,6 +54,20 @@ def safe_text(text: object) -> str:
     return _UNSAFE.sub(_escape, s)
 
 
+# What can act on a terminal from inside a line: C0 but tab, DEL, C1, bidi controls, LS/PS.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def has_controls(text: str) -> bool:
+    """True when `text` holds a character a terminal could act on (line ends and tabs aside)."""
+    return _CONTROLS.search(text.replace("\r\n", "\n").replace("\r", "\n")) is not None
+
+
+def without_controls(text: str) -> str:
+    """`text` on one line with every control character removed (for values typed or pasted into a box)."""
+    return _CONTROLS.sub("", text.replace("\n", " ").replace("\t", " ").replace("\r", " "))
+
+
 def is_safe(text: str) -> bool:
     """True when `safe_text` would leave `text` unchanged."""
     return _UNSAFE.search(text) is None

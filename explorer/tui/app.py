@@ -72,6 +72,7 @@ class ExplorerApp(App[int]):
         theme_dirs: Iterable[Path] | None = None,
         watch: bool = True,
         load_model: bool = True,
+        notices: Iterable[str] = (),
     ) -> None:
         """Set up the app; nothing is read from the vault until it runs.
 
@@ -85,8 +86,10 @@ class ExplorerApp(App[int]):
             theme_dirs: Theme folders (default: the shipped `themes/` and the user's).
             watch: Start the file watcher when it is available.
             load_model: Load the embedding model and embed pending shards in the background.
+            notices: Warnings from loading the settings (unknown keys), shown once the app is up.
         """
         super().__init__()
+        self._notices = tuple(notices)
         self.vault = Path(vault)
         self.settings = settings or Settings()
         self.index: Any = None
@@ -101,6 +104,7 @@ class ExplorerApp(App[int]):
         self._watch = watch
         self._load_model = load_model
         self.watcher: Any = None
+        self._server: Any = None
         self.main_screen = MainScreen(history=self.ui_state.queries(self.vault))
 
     def get_default_screen(self) -> Screen:
@@ -210,6 +214,7 @@ class ExplorerApp(App[int]):
         st = message.stats or self.index.stats()
         self.status = replace(self.status, index="ready", notes=st.notes, shards=st.shards, stage="")
         self._to_main("index_ready", message.titles)
+        self._show_notices()
         self._report_problem_files()
         if self._watch:
             self._start_watcher()
@@ -219,6 +224,12 @@ class ExplorerApp(App[int]):
             self.status = replace(self.status, model="off")
         elif self.index.model_state == "ready":
             self.status = replace(self.status, model="ready", runtime=self.index.runtime)
+
+    def _show_notices(self) -> None:
+        """The settings warnings, once, when the main screen is up (index opened or failed)."""
+        if self._notices:
+            self.notify("\n".join(self._notices), title="Configuration", severity="warning", timeout=12)
+            self._notices = ()
 
     def _report_problem_files(self) -> None:
         """One notification listing files left out or only partly indexed, with their reasons."""
@@ -235,6 +246,7 @@ class ExplorerApp(App[int]):
     def on_index_failed(self, message: IndexFailed) -> None:
         """Say so; the app stays up."""
         self.status = replace(self.status, index="failed")
+        self._show_notices()
         self.notify(message.error, title="Index", severity="error", timeout=15)
         if self.index is None:
             self._to_main("index_failed", message.error)
@@ -345,6 +357,11 @@ class ExplorerApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - watching is optional
             self.watcher = None
             self.post_message(WatcherState("error", f"cannot watch the vault: {exc}"))
+            return
+        # One-shot `explorer search` of this vault is answered here while the app runs.
+        from explorer.engine import serve
+
+        self._server = serve(self.vault, self.index, self.settings, watcher=self.watcher)
 
     def _watch_batch(self, report: Any) -> None:
         """Watcher thread: a batch of changes was applied to the index."""
@@ -447,7 +464,9 @@ class ExplorerApp(App[int]):
 
     # -- shutdown -----------------------------------------------------------------------
     def on_unmount(self) -> None:
-        """Stop the watcher; close an index the app opened."""
+        """Stop serving and the watcher; close an index the app opened."""
+        if self._server is not None:
+            self._server.stop()
         if self.watcher is not None:
             try:
                 self.watcher.stop()
@@ -486,8 +505,8 @@ def make_app(vault: Path, settings: Settings, **kwargs: Any) -> ExplorerApp:
     return ExplorerApp(vault, settings, **kwargs)
 
 
-def run_app(vault: Path, settings: Settings) -> int:
-    """Run the app on `vault` until the user quits; returns the exit code."""
-    app = make_app(vault, settings)
+def run_app(vault: Path, settings: Settings, notices: Iterable[str] = ()) -> int:
+    """Run the app on `vault` until the user quits (`notices`: settings warnings to show); returns the exit code."""
+    app = make_app(vault, settings, notices=notices)
     app.run()
     return app.return_code or 0

@@ -14,8 +14,9 @@ Rules (tests in tests/test_tui_keys.py hold every list here to them):
    asks once when there are unsaved changes).
 4. Only the writer writes files, and only on ctrl+s.
 
-To add keys (e.g. marking results relevant), add `Binding`s to the list of the screen they act
-on; the help screen, the footer and the command palette pick them up from here.
+To add keys, add `Binding`s to the list of the screen they act on; the help screen, the footer
+and the command palette pick them up from here. F8 / F9 mark the selected result relevant / not
+relevant for the current query (`.explorer/judgments.jsonl`, replayed by `explorer eval`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ MAIN = [
     Binding("shift+down", "shard(1)", "Next shard", show=False, key_display="shift+↓"),
     Binding("shift+up", "shard(-1)", "Previous shard", show=False, key_display="shift+↑"),
     Binding("ctrl+y", "copy_node_id", "Copy node id", show=False),
+    Binding("f8", "mark('relevant')", "Mark relevant", show=False),
+    Binding("f9", "mark('not_relevant')", "Mark not relevant", show=False),
 ]
 
 #: The search box (on top of MAIN while it has focus).

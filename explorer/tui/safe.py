@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.content import Content, Span
+from textual.widgets import Input
 
-from explorer.text.safe import is_safe, safe_text
+from explorer.text.safe import is_safe, safe_text, without_controls
+
+
+class SafeInput(Input):
+    """An Input whose value never holds a control character, however it was set (typed, pasted,
+    restored from history, filled in from a note): they are removed before it is shown."""
+
+    def validate_value(self, value: str) -> str:
+        """Drop control characters from every new value."""
+        return without_controls(value)
 
 
 def plain(text: object, style: str = "") -> Content:
@@ -39,5 +49,7 @@ def safe_content(content: Content) -> Content:
         pieces.append(out)
         pos += len(out)
     new_offset[len(text)] = pos
-    spans = [Span(new_offset[s.start], new_offset[s.end], s.style) for s in content.spans]
+    end = len(text)
+    spans = [Span(new_offset[min(max(s.start, 0), end)], new_offset[min(max(s.end, 0), end)], s.style)
+             for s in content.spans]
     return Content("".join(pieces), spans)

@@ -13,7 +13,6 @@ from typing import Any
 
 from explorer.config import ALWAYS_IGNORED_DIRS, VaultSettings
 from explorer.vault.model import Note
-from explorer.vault.parse import parse_note
 
 # An ATX heading line (what starts a section), found without parsing the note.
 _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
@@ -72,6 +71,38 @@ def check_vault(root: Path) -> Path:
     return root.resolve()
 
 
+#: Folders that are never a vault: the file system root, system folders, the home folder itself
+#: (a vault inside one is fine). Opening one needs --force.
+SYSTEM_ROOTS: tuple[str, ...] = (
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt", "/proc",
+    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/Applications", "/Library", "/System",
+    "/Users", "/Volumes", "/private",
+)
+
+
+def system_root_reason(root: Path) -> str:
+    """Why `root` must not be opened as a vault without --force ('' when it may be).
+
+    Indexing `/` or a home folder would read everything below it and write an index into it.
+    """
+    real = Path(os.path.realpath(root))
+    home = Path(os.path.realpath(Path.home()))
+    if real == home:
+        return f"{real} is your home folder"
+    if str(real) in SYSTEM_ROOTS or real == Path(real.anchor):
+        return f"{real} is a system folder"
+    return ""
+
+
+def escapes_vault(root: Path, path: Path) -> bool:
+    """True when `path` with every symlink resolved lies outside `root` (an already resolved vault root)."""
+    try:
+        real = Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return True
+    return real != root and root not in real.parents
+
+
 def is_temp_file(name: str) -> bool:
     """True for editor swap, backup and temp files."""
     return bool(_TEMP_FILE.search(name))
@@ -103,7 +134,12 @@ def _glob_match(rel: str, pattern: str) -> bool:
 
 
 def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
-    """List the notes under `root`, following symlinked folders once, never looping."""
+    """List the notes under `root`, following symlinked folders once, never looping.
+
+    A symlink (to a file or a folder) is followed only when `settings.follow_symlinks` is on
+    and its target is inside the vault, or `settings.follow_external_symlinks` is on; any
+    other is listed as skipped with the setting that would change it.
+    """
     root = check_vault(root)
     files: list[NoteFile] = []
     skipped: list[Skipped] = []
@@ -132,14 +168,18 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_link, is_dir = True, False
-            if is_dir:
-                if is_ignored(rel, settings, is_dir=True):
-                    continue
-                if is_link and not settings.follow_symlinks:
-                    continue
-                walk(Path(entry.path), rel)
+            if is_ignored(rel, settings, is_dir=is_dir):
                 continue
-            if is_ignored(rel, settings):
+            if is_link:
+                reason = _symlink_refused(root, Path(entry.path), settings)
+                if reason:
+                    skipped.append(Skipped(rel, reason))
+                    continue
+            if is_dir:
+                if is_link:
+                    linked.append((Path(entry.path), rel))  # after the real folders: their own paths win
+                else:
+                    walk(Path(entry.path), rel)
                 continue
             try:
                 fst = entry.stat(follow_symlinks=True)
@@ -153,9 +193,30 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
             abspath = Path(entry.path)
             files.append(NoteFile(rel, abspath, *with_sidecar(abspath, fst.st_size, fst.st_mtime_ns)))
 
+    linked: list[tuple[Path, str]] = []
     walk(root, "")
+    while linked:
+        walk(*linked.pop(0))
     files.sort(key=lambda f: f.path)
     return ScanResult(tuple(files), tuple(skipped))
+
+
+def _symlink_refused(root: Path, path: Path, settings: VaultSettings) -> str:
+    """Why the symlink at `path` is not followed, or ''."""
+    if not settings.follow_symlinks:
+        return "symlink not followed (setting vault.follow_symlinks)"
+    if not settings.follow_external_symlinks and escapes_vault(root, path):
+        return "symlink to outside the vault not followed (setting vault.follow_external_symlinks)"
+    return ""
+
+
+def path_refused(root: Path, path: Path, settings: VaultSettings) -> str:
+    """Why the vault file at `path` must not be read ('' when it may): a symlink on its way that
+    the settings do not follow. Checked again right before reading, as the file may have been
+    replaced by a link since the scan."""
+    if os.path.realpath(path) == os.path.join(str(root), os.path.relpath(path, root)):
+        return ""  # no symlink between the root and the file
+    return _symlink_refused(root, path, settings)
 
 
 def read_text(path: Path, max_bytes: int) -> tuple[str | None, str]:
@@ -208,8 +269,8 @@ def with_sidecar(abspath: Path, size: int, mtime_ns: int) -> tuple[int, int]:
 def turn_metadata(abspath: Path) -> dict[str, Any]:
     """A turn's `metadata.json` beside its `context.md` ({} when absent or unreadable)."""
     meta = abspath.parent / "metadata.json"
-    if abspath.name != "context.md" or not meta.is_file():
-        return {}
+    if abspath.name != "context.md" or not meta.is_file() or meta.is_symlink():
+        return {}  # a symlinked sidecar could point anywhere: not read
     try:
         data = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -224,6 +285,8 @@ def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str
     (at the heading that starts the first section past twice that limit) with the cut recorded
     in its warnings, so a note of 200,000 short sections costs what its indexed part costs.
     """
+    from explorer.vault.parse import parse_note  # markdown-it: loaded only when a note is read
+
     text, reason = read_text(file.abspath, settings.max_note_bytes)
     if text is None:
         return None, reason

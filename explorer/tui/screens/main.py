@@ -362,9 +362,38 @@ class MainScreen(Screen):
         self.query_one(TabbedContent).active = tab
 
     def action_why_not(self) -> None:
-        """Open the why-ranked tab and focus its “Why not?” box."""
+        """Open the why-ranked tab and focus its “Why not?” box, offering a note marked relevant
+        for this query that the results lack."""
         self.query_one(TabbedContent).active = "tab-why"
-        self.query_one("#why-not", Input).focus()
+        box = self.query_one("#why-not", Input)
+        index = self.explorer.index
+        if index is not None and self.query_text and not box.value:
+            from explorer.index.judgments import marked_relevant
+
+            shown = {r.document_path for r in self.results.results} if self.results is not None else set()
+            missing = [p for p in marked_relevant(index.cache_dir, self.query_text) if p not in shown]
+            if missing:
+                box.value = missing[0]
+                self.notify(f"{len(missing)} note(s) you marked relevant for this query are not in the results")
+        box.focus()
+
+    def action_mark(self, mark: str) -> None:
+        """F8 / F9: mark the selected result relevant / not relevant for the current query."""
+        from explorer.index.judgments import append_judgment, make_judgment
+
+        res, index = self.selected, self.explorer.index
+        if res is None or index is None or not self.query_text:
+            self.notify("Select a result of a search to mark it.", severity="warning")
+            return
+        try:
+            append_judgment(index.cache_dir, make_judgment(self.query_text, res.node_id, res.document_path, mark, index.version))
+        except (OSError, ValueError) as exc:
+            self.notify(f"Could not save the mark: {exc}", severity="error", markup=False)
+            return
+        word = "relevant" if mark == "relevant" else "not relevant"
+        from explorer.text.safe import safe_text
+
+        self.notify(f"Marked {word}: {safe_text(res.document_path)}", markup=False)
 
     def action_widen(self, step: int) -> None:
         """Widen (1) or narrow (-1) the context window."""

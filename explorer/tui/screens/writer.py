@@ -15,6 +15,7 @@ from textual.widgets import Footer, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
 from explorer.tui.safe import plain, safe_content
@@ -81,6 +82,12 @@ class WriterScreen(Screen):
         except (OSError, UnicodeDecodeError) as exc:
             self.load_error = f"Cannot open {self.path}: {exc}"
             self.notify(f"{self.load_error} (saving is off, the file stays as it is)", severity="error")
+            text = ""
+            editor.read_only = True
+        if has_controls(text):
+            # The editor would send them to the terminal as they are; escaped, saving would change the file.
+            self.load_error = f"{self.path} contains control characters (escape sequences)"
+            self.notify(f"{self.load_error}: not opened for writing; the note view shows them escaped", severity="warning")
             text = ""
             editor.read_only = True
         self.saved_text = text

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Input
 
 from explorer.tui import keys
+from explorer.tui.safe import SafeInput
 from explorer.tui.text import MODE_CYCLE, split_mode
 
 MODE_LABELS = {
@@ -20,7 +20,7 @@ MODE_LABELS = {
 }
 
 
-class SearchBox(Input):
+class SearchBox(SafeInput):
     """Where queries are typed. Up/down walk the history; ctrl+t cycles the search mode.
 
     A `/phrase `, `/and `, `/fuzzy ` or `/tfidf ` prefix picks a classic tool for one query.

@@ -12,7 +12,7 @@ from textual.widgets.tree import TreeNode
 
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote
-from explorer.tui.safe import plain_rich
+from explorer.tui.safe import SafeInput, plain_rich
 
 
 #: A filter matching at most this many notes shows them with every folder open.
@@ -42,7 +42,7 @@ class VaultTree(Vertical):
 
     def compose(self) -> ComposeResult:
         """Filter box and tree."""
-        yield Input(placeholder="filter notes…", id="tree-filter", select_on_focus=False)
+        yield SafeInput(placeholder="filter notes…", id="tree-filter", select_on_focus=False)
         tree: Tree[str] = Tree("vault", id="vault-tree")
         tree.show_root = False
         tree.guide_depth = 2

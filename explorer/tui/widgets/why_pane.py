@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Input, Static
 
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.safe import safe_text
-from explorer.tui.safe import plain, plain_rich, safe_content
+from explorer.tui.safe import SafeInput, plain, plain_rich, safe_content
 from explorer.tui.whynot import WhyNotReport, why_not
 from explorer.tui.widgets.results import shown_ranks
 
@@ -73,7 +73,7 @@ class WhyPane(VerticalScroll):
         yield table
         yield Static(id="why-search")
         yield Static(id="why-timings")
-        yield Input(placeholder="Why not…? a note you expected (path or title)", id="why-not")
+        yield SafeInput(placeholder="Why not…? a note you expected (path or title)", id="why-not")
         yield Static(id="why-not-verdict")
         not_table: DataTable = DataTable(id="why-not-table", show_cursor=False, zebra_stripes=True)
         not_table.add_columns("stage", "outcome")

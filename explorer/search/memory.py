@@ -1,0 +1,233 @@
+"""Agent-memory signals: whose a note is (a turn's speaker, a `Users/<name>/` folder) and whom a query names.
+
+In an agent-memory vault most notes belong to a person: a conversation turn has a `speaker`
+(frontmatter or its `metadata.json`), and everything under `Users/<name>/` is that user's. When
+a query names one of these people ("When did Caroline move?"), notes of that person answer it far
+more often than notes that merely mention the same things about someone else; and when only
+someone else's notes match, the memory most likely does not hold the answer. The pipeline
+weighs the named people's notes up in the fusion (`search.owner_weight`) and judges quality on
+them. Conversation turns are also read as a dialog: a turn gains part of the score of the turn
+before or after it in the same session (`search.neighbour_weight`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any, Callable, Iterable
+
+from explorer.search.fusion import Fused
+from explorer.search.schema import Contribution
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+#: Owner names shorter than this (after folding) are ignored: too likely to be ordinary words.
+MIN_NAME_CHARS = 3
+
+
+def note_owner(note: Any) -> str | None:
+    """Who a note belongs to: its `speaker` (frontmatter, then metadata), else the `Users/<name>/` folder."""
+    for source in (note.frontmatter, note.metadata):
+        value = source.get("speaker") if isinstance(source, dict) else None
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    parts = note.path.split("/")
+    if len(parts) > 2 and parts[0].lower() == "users" and parts[1].strip():
+        return parts[1]
+    return None
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """A name as folded words (`Jean-Luc` -> ('jean', 'luc'))."""
+    return tuple(w.casefold() for w in _WORD.findall(name.replace("_", " ")))
+
+
+class Owners:
+    """Owners of the notes of one index version: name -> paths, and the names a query mentions."""
+
+    def __init__(self, notes: dict[str, Any]) -> None:
+        self.paths: dict[str, set[str]] = {}
+        self.words: dict[str, tuple[str, ...]] = {}
+        self.owner_of: dict[str, str] = {}
+        for path, note in notes.items():
+            owner = note_owner(note)
+            if owner is None:
+                continue
+            key = owner.casefold()
+            words = name_words(owner)
+            if not words or len("".join(words)) < MIN_NAME_CHARS:
+                continue
+            self.paths.setdefault(key, set()).add(path)
+            self.words[key] = words
+            self.owner_of[path] = key
+
+    def named(self, query: str) -> list[str]:
+        """Owners (folded names) all of whose name words occur in `query`, when they are not every owner."""
+        if len(self.paths) < 2:
+            return []
+        q = {w.casefold() for w in _WORD.findall(query)}
+        hits = sorted(k for k, words in self.words.items() if all(w in q for w in words))
+        return hits if len(hits) < len(self.paths) else []
+
+    def favoured(self, names: Iterable[str]) -> frozenset[str]:
+        """Paths of the named owners' notes."""
+        out: set[str] = set()
+        for name in names:
+            out |= self.paths.get(name, set())
+        return frozenset(out)
+
+
+_TURN_DIR = re.compile(r"(?:^|/)turn_(\d+)(?:/|\.md$)")
+
+
+def owner_weights(base: Callable[[str], float], index: Any, favoured: frozenset[str], boost: float) -> Callable[[str], float]:
+    """The fusion's per-shard weight: `base` (the source type's), times `boost` for the favoured notes."""
+    if not favoured or boost == 1.0:
+        return base
+
+    def weight(node_id: str) -> float:
+        shard = index.shards.get(node_id)
+        w = base(node_id)
+        return w * boost if shard is not None and shard.path in favoured else w
+
+    return weight
+
+
+def turn_position(note: Any) -> tuple[int, Any] | None:
+    """(turn number, session) of a conversation-turn note, None for other notes.
+
+    The number is the frontmatter `turn_id` (or metadata's), else the `turn_NNNNNN` folder or file
+    name; the session is the frontmatter or metadata `session`, None when not recorded.
+    """
+    if note.source_type != "turn_summary" and not _TURN_DIR.search(note.path):
+        return None
+    number: Any = None
+    session: Any = None
+    for source in (note.frontmatter, note.metadata):
+        if not isinstance(source, dict):
+            continue
+        if number is None and isinstance(source.get("turn_id"), int) and not isinstance(source.get("turn_id"), bool):
+            number = source["turn_id"]
+        if session is None and isinstance(source.get("session"), (int, str)):
+            session = source["session"]
+    if number is None:
+        m = _TURN_DIR.search(note.path)
+        if m is None:
+            return None
+        number = int(m.group(1))
+    return number, session
+
+
+class Dialog:
+    """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session."""
+
+    def __init__(self, notes: dict[str, Any]) -> None:
+        by_number: dict[int, list[tuple[str, Any]]] = {}
+        positions: dict[str, tuple[int, Any]] = {}
+        for path, note in notes.items():
+            pos = turn_position(note)
+            if pos is not None:
+                positions[path] = pos
+                by_number.setdefault(pos[0], []).append((path, pos[1]))
+        self.neighbours: dict[str, tuple[str, ...]] = {}
+        for path, (number, session) in positions.items():
+            if session is None:  # without a recorded session, adjacent numbers may be separate conversations
+                continue
+            near = [p for n in (number - 1, number + 1) for p, s in by_number.get(n, ()) if s == session]
+            if near:
+                self.neighbours[path] = tuple(sorted(near))
+
+
+class MemoryCache:
+    """`Owners` and `Dialog` of the current index version, rebuilt when the version changes (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._version = -1
+        self._owners = Owners({})
+        self._dialog = Dialog({})
+
+    def get(self, index: Any) -> tuple[Owners, Dialog]:
+        with self._lock:
+            if self._version != index.version:
+                with index.lock:
+                    self._owners = Owners(index.notes)
+                    self._dialog = Dialog(index.notes)
+                    self._version = index.version
+            return self._owners, self._dialog
+
+
+def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: float) -> list[Fused]:
+    """Dialog context: each turn note gains `share` of its best adjacent turn's fused score.
+
+    A question is often phrased in the words of the turn before or after the one that answers
+    it ("What did you do yesterday?" / "Went to the support group"). The gain is one more
+    contribution (retriever `neighbour`, term = the adjacent turn's path, rank = that turn's
+    entry rank, raw score = its fused score) on the turn's best shard, or on its first shard when
+    no ranking retrieved it, so contributions still sum to the fused score. Returns the list
+    re-sorted; unchanged when no turn has a retrieved neighbour.
+    """
+    if share <= 0.0 or not dialog.neighbours or not fused:
+        return fused
+    best: dict[str, tuple[float, int]] = {}
+    first_of: dict[str, int] = {}
+    for i, f in enumerate(fused):
+        shard = index.shards.get(f.node_id)
+        if shard is None:
+            continue
+        if shard.path not in best:
+            best[shard.path] = (f.score, len(best) + 1)
+            first_of[shard.path] = i
+    gains: dict[str, tuple[str, float, int]] = {}
+    for path, (score, rank) in best.items():
+        for near in dialog.neighbours.get(path, ()):
+            if score > gains.get(near, ("", 0.0, 0))[1]:
+                gains[near] = (path, score, rank)
+    if not gains:
+        return fused
+    out = list(fused)
+    for near, (source, score, rank) in gains.items():
+        extra = Contribution(term=source, retriever="neighbour", rank=rank, raw_score=score, retriever_weight=share,
+                             term_weight=1.0, source_weight=1.0, contribution=share * score)
+        i = first_of.get(near)
+        if i is not None:
+            f = out[i]
+            out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
+        else:
+            ids = index.shards_by_path.get(near)
+            if ids:
+                out.append(Fused(ids[0], extra.contribution, (extra,), 10**9))
+    out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
+    return out
+
+
+def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list[str]) -> float:
+    """How well the named people's notes match the query next to other people's: 0-1 (1 = as well or better).
+
+    From the query's own BM25 ranking: with `mine` the best raw score among the named people's
+    notes, `theirs` the best among notes of other people and `top` the best of all,
+    `clip(1 + (mine - theirs) / top, 0, 1)`. 1 when no person is named or nobody else matches
+    better. On LoCoMo, where most unanswerable questions ask about one speaker what the other
+    said, this separates them from answerable ones better than relevance does.
+    """
+    if not named:
+        return 1.0
+    ranking = next((r for r in rankings if r.retriever == "bm25"), None)
+    if ranking is None or not ranking.items:
+        return 1.0
+    wanted = set(named)
+    mine = theirs = top = 0.0
+    for node_id, raw in ranking.items:
+        shard = index.shards.get(node_id)
+        if shard is None:
+            continue
+        top = max(top, raw)
+        owner = owners.owner_of.get(shard.path)
+        if owner is None:
+            continue
+        if owner in wanted:
+            mine = max(mine, raw)
+        else:
+            theirs = max(theirs, raw)
+    if top <= 0.0 or theirs <= mine:
+        return 1.0
+    return min(1.0, max(0.0, 1.0 + (mine - theirs) / top))

@@ -1,0 +1,94 @@
+"""Agent-memory ranking signals through the real pipeline: named people, dialog neighbours, "no good match"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import write_notes
+from explorer.config import load_settings
+from explorer.index.vault_index import VaultIndex
+from explorer.search.pipeline import SearchPipeline
+
+
+def _turn(number: int, speaker: str, session: int | None, text: str) -> tuple[str, str]:
+    front = f"---\nturn_id: {number}\nspeaker: {speaker}\n" + (f"session: {session}\n" if session is not None else "") + "---\n"
+    return f"Users/{speaker}/turns/turn_{number:06d}/context.md", f"{front}{speaker}: {text}\n"
+
+
+TURNS = dict([
+    _turn(1, "Ana", 1, "I adopted a greyhound last week, such a calm greyhound, a greyhound from the shelter."),
+    _turn(2, "Ben", 1, "Lovely! What did you call him?"),
+    _turn(3, "Ana", 1, "Comet, after the one in the sky."),
+    _turn(4, "Ben", 2, "My sister has a greyhound too."),
+    _turn(5, "Ana", 2, "I finally finished my pottery course."),
+    _turn(6, "Ben", 2, "I am training for the Lisbon marathon in spring."),
+    _turn(7, "Ana", 3, "The weather was awful on the coast."),
+])
+
+
+@pytest.fixture()
+def index(tmp_path: Path):
+    vault = write_notes(tmp_path / "v", TURNS)
+    ix = VaultIndex(vault, load_settings(vault, {"index.embeddings": False}))
+    ix.open()
+    yield ix
+    ix.close()
+
+
+def _search(index: VaultIndex, query: str, **overrides):
+    settings = index.settings.with_overrides(overrides) if overrides else index.settings
+    return SearchPipeline(index, settings).search(query, k=5, two_pass=False)
+
+
+def _paths(res) -> list[str]:
+    return [r.document_path for r in res.results if r.source == "search"]
+
+
+def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
+    plain = _search(index, "Ben adopted a shelter greyhound", **{"search.owner_weight": 1.0, "search.neighbour_weight": 0.0})
+    assert _paths(plain)[0] == "Users/Ana/turns/turn_000001/context.md"  # three greyhounds beat one
+    named = _search(index, "Ben adopted a shelter greyhound", **{"search.neighbour_weight": 0.0})
+    assert named.stats["named_people"] == ["ben"]
+    assert _paths(named)[0] == "Users/Ben/turns/turn_000004/context.md"
+    top = named.results[0]
+    assert top.explanation.source_weight == 1.5
+    assert top.rrf_score == pytest.approx(sum(c.contribution for c in top.explanation.contributions))
+
+
+def test_a_turn_gains_from_the_turn_before_it_in_the_same_session(index: VaultIndex) -> None:
+    comet = "Users/Ana/turns/turn_000003/context.md"
+    res = _search(index, "what did you call him")
+    assert comet in _paths(res)  # no word of the query is in it: its neighbour asked the question
+    entry = next(r for r in res.results if r.document_path == comet)
+    lift = [c for c in entry.explanation.contributions if c.retriever == "neighbour"]
+    assert lift and lift[0].term == "Users/Ben/turns/turn_000002/context.md"
+    assert entry.rrf_score == pytest.approx(sum(c.contribution for c in entry.explanation.contributions))
+    assert comet not in _paths(_search(index, "what did you call him", **{"search.neighbour_weight": 0.0}))
+    # Turn 4 (session 2) is not a neighbour of turn 3 (session 1).
+    marathon = _search(index, "sister")
+    assert "Users/Ana/turns/turn_000003/context.md" not in _paths(marathon)
+    assert "Users/Ana/turns/turn_000005/context.md" in _paths(marathon)
+
+
+def test_no_good_match_when_only_someone_else_matches(index: VaultIndex) -> None:
+    wrong = _search(index, "When did Ana run the Lisbon marathon?")
+    assert wrong.quality.factors["named_match"] < 0.9
+    assert wrong.quality.factors["no_good_match"] is True
+    assert "someone other" in wrong.quality.suggestion
+    right = _search(index, "When did Ben run the Lisbon marathon?")
+    assert right.quality.factors["named_match"] == 1.0
+    assert right.quality.score > wrong.quality.score
+    assert _search(index, "pottery course").quality.factors["named_match"] == 1.0  # nobody named
+
+
+def test_sessions_unrecorded_means_no_neighbours(tmp_path: Path) -> None:
+    vault = write_notes(tmp_path / "v", dict([_turn(1, "Ana", None, "What did you call him?"),
+                                               _turn(2, "Ben", None, "Comet, after the one in the sky.")]))
+    ix = VaultIndex(vault, load_settings(vault, {"index.embeddings": False}))
+    ix.open()
+    try:
+        assert "Users/Ben/turns/turn_000002/context.md" not in _paths(_search(ix, "what did you call him"))
+    finally:
+        ix.close()
