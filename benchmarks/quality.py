@@ -235,6 +235,8 @@ def rank_bm25_row(data: Beir, tokenizer: Callable[[str], list[str]], label: str)
     bm25 = BM25Okapi([tokenizer(f"{title} {text}") for title, text in data.corpus.values()])
     build = time.perf_counter() - t
 
+    from explorer.search.schema import RerankInfo
+
     def one(query: str) -> tuple[list[str], dict[str, Any]]:
         scores = bm25.get_scores(tokenizer(query))
         top = np.argsort(-scores, kind="stable")[:DEPTH]
@@ -286,15 +288,14 @@ def pipeline_row(pipeline: Any, data: Beir, mapping: dict[str, str], label: str,
             doc = mapping.get(r.document_path)
             if doc is not None and doc not in docs:
                 docs.append(doc)
-        rr = res.rerank or {}
-        p1, p2 = rr.get("pass1") or {}, rr.get("pass2") or {}
+        rr = res.rerank if res.rerank is not None else RerankInfo()
         info = {"pass2_ran": int(len(res.passes) > 1),
-                "rerank_applied": int(bool(rr.get("applied"))),
-                "rerank_pass1_timed_out": int(bool(p1.get("timed_out"))),
-                "rerank_pass2_applied": int(bool(p2.get("applied"))),
-                "rerank_pass2_timed_out": int(bool(p2.get("timed_out"))),
-                "rerank_early_exit": int(bool(rr.get("early_exit"))),
-                "rerank_error": int(bool(rr.get("error")))}
+                "rerank_applied": int(rr.applied),
+                "rerank_pass1_timed_out": int(rr.pass1.timed_out),
+                "rerank_pass2_applied": int(rr.pass2.applied),
+                "rerank_pass2_timed_out": int(rr.pass2.timed_out),
+                "rerank_early_exit": int(rr.early_exit),
+                "rerank_error": int(bool(rr.error))}
         return docs[:DEPTH], info
 
     return _timed_run(data.queries, one, label, budget_s)

@@ -47,7 +47,7 @@ status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in
 kb = lambda k: int(status.get(k, "0 kB").split()[0]) / 1024
 st = index.stats()
 print(json.dumps({"wall_s": round(t3 - t0, 3), "import_s": round(t1 - t0, 3), "open_s": round(t2 - t1, 3),
-                  "query_s": round(t3 - t2, 3), "dense": bool(res.mode.get("dense")), "pending": st.pending,
+                  "query_s": round(t3 - t2, 3), "dense": bool(res.mode["dense"] if isinstance(res.mode, dict) else res.mode.dense), "pending": st.pending,
                   "notes": st.notes, "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                   "rss_anon_mb": round(kb("RssAnon"), 1), "rss_file_mb": round(kb("RssFile"), 1)}))
 """

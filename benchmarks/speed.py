@@ -378,12 +378,12 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
             out = pipe.search(q, **kwargs)
             lat.append((time.perf_counter() - t) * 1000)
             stages.append(dict(out.timings_ms))
-            dense_hits.append(out.stats.get("embedding_matches", 0))
-            bm25_hits.append(out.stats.get("bm25_matches", 0))
+            dense_hits.append(out.stats.embedding_matches)
+            bm25_hits.append(out.stats.bm25_matches)
             pass2 += int(len(out.passes) > 1)
-            rerank_applied += int(bool(out.rerank and out.rerank.get("applied")))
-            dense_mode += int(bool(out.mode.get("dense")))
-            feedback += int(bool(out.stats.get("feedback_from")))
+            rerank_applied += int(out.rerank is not None and out.rerank.applied)
+            dense_mode += int(bool(out.mode.dense))
+            feedback += int(bool(out.stats.feedback_from))
         res[label] = {
             "latency_ms": summary(lat),
             "stages_median_ms": _stage_medians(stages),
@@ -486,7 +486,7 @@ def restart_child(vault: Path, query: str, parent_t0: float) -> int:
         "imports_s": round(t_import - t_child, 3),
         "open_s": round(t_open - t_import, 3),
         "first_query_s": round(t_done - t_open, 3),
-        "dense": bool(out.mode.get("dense")),
+        "dense": bool(out.mode.dense),
         "shards_without_vectors": st.pending,
         "changed_on_open": len(report.added) + len(report.changed),
         "peak_rss_mb": peak_rss_mb(),

@@ -99,7 +99,7 @@ async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) 
             out["results_after_last_key_ms"] = latencies
             ticker.phase = "idle"
             await pilot.pause(2.0)
-            out["mode"] = dict(screen.results.mode) if screen.results is not None else {}
+            out["mode"] = screen.results.mode.to_dict() if screen.results is not None else {}
     out["phases"] = ticker.report()
     return out
 

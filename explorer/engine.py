@@ -31,13 +31,23 @@ def _to_stderr(message: str) -> None:
     print(f"explorer: {message}", file=sys.stderr)
 
 
-def open_index(vault: Path, settings: Settings, progress: Progress | None = None,
-               on_message: Callable[[str], None] | None = None) -> tuple[VaultIndex, BatchReport]:
-    """Open (load + refresh) the index of `vault`; store messages go to `on_message` (default: stderr)."""
+def new_index(vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None,
+              embedder: Any = None) -> VaultIndex:
+    """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr)."""
     from explorer.index.vault_index import VaultIndex
 
-    index = VaultIndex(vault, settings, on_message=on_message or _to_stderr)
-    report = index.open(progress=progress)
+    return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
+
+
+def open_index(vault: Path, settings: Settings, progress: Progress | None = None,
+               on_message: Callable[[str], None] | None = None, embedder: Any = None) -> tuple[VaultIndex, BatchReport]:
+    """Open (load + refresh) the index of `vault`; closed again if opening fails."""
+    index = new_index(vault, settings, on_message, embedder)
+    try:
+        report = index.open(progress=progress)
+    except BaseException:
+        index.close()
+        raise
     return index, report
 
 

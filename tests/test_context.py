@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import explorer.search.results as results_module
-from explorer.index import context
 from explorer.cli import main
 from explorer.config import Settings
 from explorer.index.context import MAX_CONTEXT_CHARS, get_context_at_cursor
@@ -83,8 +81,18 @@ def test_window_highlights_folded_words_in_note_offsets() -> None:
     assert w.to_dict()["highlights"][0]["term"] == "wall"
 
 
-def test_pipeline_uses_the_same_highlighter() -> None:
-    assert results_module.highlight_spans is context.highlight_spans
+def test_search_and_context_highlight_the_same_spans(sample_pipeline, sample_copy: Path, capsys) -> None:
+    """A result's passage and `explorer context` over the same span mark the same words."""
+    res = sample_pipeline.search("syrian hamster cages", two_pass=False, record=False)
+    c = res.results[0].context_shards[0]
+    assert c.highlights, "the top passage matches the query"
+    code = main(["context", c.path, "--vault", str(sample_copy), "--cursor", str(c.start), "--before", "0",
+                 "--after", str(c.end - c.start), "--json", "--highlight", "syrian", "--highlight", "hamster",
+                 "--highlight", "cages"])
+    assert code == 0
+    window = json.loads(capsys.readouterr().out)
+    inside = [(h["start"], h["end"]) for h in window["highlights"] if c.start <= h["start"] and h["end"] <= c.end]
+    assert inside == [(h.start, h.end) for h in c.highlights]
 
 
 # -- resolving through the index --------------------------------------------------------------

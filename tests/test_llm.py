@@ -310,9 +310,9 @@ def test_happy_path_llm_terms_and_refine_runs_pass_2(server: FakeLLMServer, open
     )
     pipe = open_pipeline(server.base_url)
     res = pipe.search(QUERY)
-    assert res.mode["terms"] == "llm" and res.mode["analyser"] == "llm"
+    assert res.mode.terms == "llm" and res.mode.analyser == "llm"
     assert res.search_terms_used == [QUERY, "kite wind speed", "steady wind"]
-    assert res.analysis["decision"] == "REFINE" and res.analysis["refined_query"] == "dacron line spool"
+    assert res.analysis.decision == "REFINE" and res.analysis.refined_query == "dacron line spool"
     assert [p.number for p in res.passes] == [1, 2]
     assert res.passes[1].query == "dacron line spool" and "spool" in res.passes[1].terms
     by_path = {r.document_path: r for r in res.results}
@@ -320,7 +320,7 @@ def test_happy_path_llm_terms_and_refine_runs_pass_2(server: FakeLLMServer, open
     assert all(c.pass_ == 2 for c in by_path["Gear/spool.md"].context_shards)
     assert by_path["Knowledge/kites.md"].pass_ == 1
     assert len(by_path) == len(res.results)
-    assert res.mode["llm_tokens"] == 90 and res.analysis["tokens_used"] == 30
+    assert res.mode.llm_tokens == 90 and res.analysis.tokens_used == 30
     # The analysis saw pass 1 (the kite notes), not pass 2.
     analysis_req = [r for r in server.requests if not is_terms(r)][0]
     assert analysis_req["messages"][0]["content"] == ANALYSIS_SYSTEM
@@ -343,7 +343,7 @@ def test_happy_path_with_vectors(server: FakeLLMServer, vault: Path, embedder) -
     index.embed_pending()
     res = make_pipeline(index, settings).search(QUERY)
     index.close()
-    assert res.mode["dense"] is True and res.mode["terms"] == "llm" and res.mode["analyser"] == "llm"
+    assert res.mode.dense is True and res.mode.terms == "llm" and res.mode.analyser == "llm"
     assert [p.number for p in res.passes] == [1, 2]
     first = res.results[0]
     assert first.document_path in ("Knowledge/kites.md", "Journal/beach.md") and first.embedding_rank is not None
@@ -356,7 +356,7 @@ def test_happy_path_with_vectors(server: FakeLLMServer, vault: Path, embedder) -
 def test_llm_sufficient_stops_after_pass_1(server: FakeLLMServer, open_pipeline) -> None:
     server.responder = responder(terms(["kite wind"]), text("SUFFICIENT"))
     res = open_pipeline(server.base_url).search(QUERY)
-    assert res.analysis["decision"] == "SUFFICIENT" and res.analysis["analyser"] == "llm"
+    assert res.analysis.decision == "SUFFICIENT" and res.analysis.analyser == "llm"
     assert [p.number for p in res.passes] == [1]
     assert all(r.pass_ == 1 for r in res.results)
 
@@ -364,8 +364,8 @@ def test_llm_sufficient_stops_after_pass_1(server: FakeLLMServer, open_pipeline)
 def test_refine_identical_to_the_original_skips_pass_2(server: FakeLLMServer, open_pipeline) -> None:
     server.responder = responder(terms(["kite wind"]), text("REFINE: Kite, WIND strong fly should... how the be to"))
     res = open_pipeline(server.base_url).search(QUERY)
-    assert res.analysis["decision"] == "REFINE"
-    assert "repeats the original" in res.analysis["skipped"]
+    assert res.analysis.decision == "REFINE"
+    assert "repeats the original" in res.analysis.skipped
     assert [p.number for p in res.passes] == [1]
     assert sum(1 for r in server.requests if is_terms(r)) == 1, "no terms were written for a pass 2"
 
@@ -373,7 +373,7 @@ def test_refine_identical_to_the_original_skips_pass_2(server: FakeLLMServer, op
 def test_fifty_terms_keep_the_first_five_with_a_warning(server: FakeLLMServer, open_pipeline) -> None:
     server.responder = responder(terms([f"kite term {i}" for i in range(50)]), text("SUFFICIENT"))
     res = open_pipeline(server.base_url).search(QUERY)
-    assert res.mode["terms"] == "llm"
+    assert res.mode.terms == "llm"
     assert res.search_terms_used == [QUERY] + [f"kite term {i}" for i in range(5)]
     assert any("50 search terms" in w and "first 5" in w for w in res.warnings)
     assert res.results
@@ -408,11 +408,11 @@ def test_a_fallback_is_not_cached(server: FakeLLMServer, open_pipeline) -> None:
     server.responder = responder(lambda: error(503) if state["down"] else terms(["kite wind"]),
                                  lambda: error(503) if state["down"] else text("SUFFICIENT"))
     pipe = open_pipeline(server.base_url)
-    assert pipe.search(QUERY).mode["terms"] == "llm->keywords"
+    assert pipe.search(QUERY).mode.terms == "llm->keywords"
     state["down"] = False
     again = pipe.search(QUERY)
-    assert again.mode["terms"] == "llm" and again.mode["analyser"] == "llm" and not again.mode["cached"]
-    assert pipe.search(QUERY).mode["cached"] is True
+    assert again.mode.terms == "llm" and again.mode.analyser == "llm" and not again.mode.cached
+    assert pipe.search(QUERY).mode.cached is True
 
 
 def test_connection_refused_falls_back(open_pipeline) -> None:
@@ -430,9 +430,9 @@ def test_budget_exhausted_falls_back(server: FakeLLMServer, open_pipeline) -> No
 def test_budget_spent_by_terms_leaves_the_analysis_to_the_heuristic(server: FakeLLMServer, open_pipeline) -> None:
     server.responder = responder(terms(["kite wind"], prompt_tokens=300, completion_tokens=50), text("SUFFICIENT"))
     res = open_pipeline(server.base_url, **{"llm.token_budget": 600}).search(QUERY)
-    assert res.mode["terms"] == "llm" and res.search_terms_used[1] == "kite wind"
-    assert res.analysis["analyser"] == "llm->heuristic" and "budget exhausted" in res.analysis["reason"]
-    assert res.mode["llm_tokens"] == 350
+    assert res.mode.terms == "llm" and res.search_terms_used[1] == "kite wind"
+    assert res.analysis.analyser == "llm->heuristic" and "budget exhausted" in res.analysis.reason
+    assert res.mode.llm_tokens == 350
     assert len(server.requests) == 1
 
 
@@ -454,18 +454,18 @@ def test_analyser_llm_requested_without_endpoint_is_named(vault: Path) -> None:
     index.open()
     res = make_pipeline(index, settings).search(QUERY)
     index.close()
-    assert res.mode["terms"] == "keywords"
-    assert res.mode["analyser"] == "llm->heuristic" and "no LLM endpoint" in res.analysis["reason"]
+    assert res.mode.terms == "keywords"
+    assert res.mode.analyser == "llm->heuristic" and "no LLM endpoint" in res.analysis.reason
 
 
 def _assert_fallback(res, terms_reason: str, analysis_reason: str) -> None:
     searched = [r for r in res.results if r.source == "search"]
     assert searched and searched[0].document_path in ("Knowledge/kites.md", "Journal/beach.md")
-    assert res.mode["terms"] == "llm->keywords"
+    assert res.mode.terms == "llm->keywords"
     assert any(f"LLM search terms unavailable ({terms_reason})" in w for w in res.warnings), res.warnings
     assert len(res.search_terms_used) >= 2, "keyword terms were written instead"
-    assert res.analysis["analyser"] == "llm->heuristic" and res.mode["analyser"] == "llm->heuristic"
-    assert f"LLM analysis unavailable ({analysis_reason})" in res.analysis["reason"]
+    assert res.analysis.analyser == "llm->heuristic" and res.mode.analyser == "llm->heuristic"
+    assert f"LLM analysis unavailable ({analysis_reason})" in res.analysis.reason
     assert res.quality is not None and res.passes and res.passes[0].number == 1
     data = res.to_dict()
     assert data["mode"]["terms"] == "llm->keywords" and data["analysis"]["analyser"] == "llm->heuristic"

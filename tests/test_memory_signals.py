@@ -50,7 +50,7 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
     plain = _search(index, "Ben adopted a shelter greyhound", **{"search.owner_weight": 1.0, "search.neighbour_weight": 0.0})
     assert _paths(plain)[0] == "Users/Ana/turns/turn_000001/context.md"  # three greyhounds beat one
     named = _search(index, "Ben adopted a shelter greyhound", **{"search.neighbour_weight": 0.0})
-    assert named.stats["named_people"] == ["ben"]
+    assert named.stats.named_people == ["ben"]
     assert _paths(named)[0] == "Users/Ben/turns/turn_000004/context.md"
     top = named.results[0]
     assert top.explanation.source_weight == 1.5

@@ -116,7 +116,7 @@ def test_feedback_ranking_moves_toward_semantic_matches(small) -> None:
     assert 1 <= len(feedback.sources) <= 3
     assert set(feedback.sources) <= {nid for nid, _ in dense.items}
     assert len({small.shards[n].path for n in feedback.sources}) == len(feedback.sources)
-    assert res.stats["feedback_from"] == list(feedback.sources)
+    assert res.stats.feedback_from == list(feedback.sources)
     # It searches like a query: cosines to the moved vector, above the floor, best first.
     assert feedback.items and all(c >= 0.40 for _, c in feedback.items)
     assert [c for _, c in feedback.items] == sorted((c for _, c in feedback.items), reverse=True)
@@ -132,7 +132,7 @@ def test_feedback_ranking_moves_toward_semantic_matches(small) -> None:
 def test_feedback_can_be_turned_off_and_needs_a_semantic_match(small) -> None:
     off = _pipe(small, **{"search.feedback_shards": 0}).search("kite wind", two_pass=False)
     assert all(r.retriever != "feedback" for r in off.trace.rankings)
-    assert off.stats["feedback_from"] == []
+    assert off.stats.feedback_from == []
     # Words no note is about: BM25 finds "flour", nothing passes the cosine floor, so nothing to move toward.
     res = _pipe(small, **{"search.dense_threshold": 0.99}).search("flour", two_pass=False)
     assert res.results and all(r.retriever != "feedback" for r in res.trace.rankings)
@@ -199,7 +199,7 @@ def test_filters(small, query: str, expect: set[str] | None) -> None:
 def test_filter_only_query_browses(small) -> None:
     res = _pipe(small).search("tag:baking")
     assert {r.document_path for r in res.results} == {"Recipes/bread.md", "Recipes/pizza.md"}
-    assert res.mode["browse"]
+    assert res.mode.browse
 
 
 def test_unknown_operator_is_text_and_odd_queries_answer(small) -> None:
@@ -256,7 +256,7 @@ def test_bm25_only_when_model_cannot_load(tmp_path: Path) -> None:
     index.open()
     res = SearchPipeline(index, settings).search("kites", two_pass=False)
     assert res.results[0].document_path == "a.md"
-    assert res.mode["dense"] is False and res.mode["model_state"] == "unavailable"
+    assert res.mode.dense is False and res.mode.model_state == "unavailable"
     assert any("BM25 only" in w for w in res.warnings)
     assert index.stats().model_state == "unavailable" and "no-such-model" in index.model_error
     index.close()
@@ -271,11 +271,11 @@ def test_progressive_lexical_before_vectors(tmp_path: Path, embedder) -> None:
     index.open()
     pipe = SearchPipeline(index)
     before = pipe.search("kites", two_pass=False)
-    assert before.stats["shards_without_vectors"] == 6
+    assert before.stats.shards_without_vectors == 6
     assert before.results and all(r.embedding_rank is None for r in before.results)
     index.embed_pending()
     after = pipe.search("kites", two_pass=False)
-    assert after.stats["shards_without_vectors"] == 0
+    assert after.stats.shards_without_vectors == 0
     assert any(r.embedding_rank for r in after.results)
     index.close()
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from llm_server import FakeLLMServer, error, text
 
-from explorer.config import LLMSettings, Settings
+from explorer.config import LLMSettings, RerankSettings, Settings
 from explorer.search.rerank import (
     HIGH_GAP,
     INSUFFICIENT,
@@ -26,7 +26,6 @@ from explorer.search.rerank import (
     RerankBackend,
     RerankBackendError,
     RerankCancelled,
-    RerankConfig,
     VectorCache,
     blend_score,
     build_reranker,
@@ -108,7 +107,7 @@ def paths(results: Sequence[SearchResult]) -> list[str]:
 
 
 def reranker(backend: Any, **cfg: Any) -> MultiPassReranker:
-    return MultiPassReranker(backend, RerankConfig(**cfg))
+    return MultiPassReranker(backend, RerankSettings(**cfg))
 
 
 # -- early exit: a pure function -------------------------------------------------------------------------
@@ -162,17 +161,17 @@ def test_flat_distribution_runs_both_passes_and_records_metadata() -> None:
     backend = FakeBackend(flat, precise_bonus={"notes/n4.md": 0.45})
     out, meta = reranker(backend, blend=0.7).rerank("query", results)
     assert [c[0] for c in backend.calls] == [False, True]
-    assert meta["applied"] is True and meta["backend"] == "fake"
-    assert meta["early_exit"] is False and meta["early_exit_reason"] is None
+    assert meta.applied is True and meta.backend == "fake"
+    assert meta.early_exit is False and meta.early_exit_reason is None
     for name in ("pass1", "pass2"):
-        info = meta[name]
-        assert info["applied"] is True and info["candidates"] == 6 and info["timed_out"] is False
-        assert isinstance(info["latency_ms"], float)
-    assert meta["error"] is None
-    json.dumps(meta)  # JSON-able
+        info = getattr(meta, name)
+        assert info.applied is True and info.candidates == 6 and info.timed_out is False
+        assert isinstance(info.latency_ms, float)
+    assert meta.error is None
+    json.dumps(meta.to_dict())  # JSON-able
     assert out[0].document_path == "notes/n4.md"  # pass 2 found it
     moved = out[0].explanation.rerank
-    assert (moved["rank_before"], moved["rank_after"], moved["movement"], moved["pass"]) == (5, 1, 4, 2)
+    assert (moved.rank_before, moved.rank_after, moved.movement, moved.pass_) == (5, 1, 4, 2)
     json.dumps([r.to_dict() for r in out])
 
 
@@ -181,18 +180,18 @@ def test_peaked_distribution_exits_after_pass_1() -> None:
     backend = FakeBackend({"notes/n2.md": 0.95, "notes/n0.md": 0.5, "notes/n1.md": 0.45})
     out, meta = reranker(backend).rerank("q", results)
     assert len(backend.calls) == 1
-    assert meta["early_exit"] is True and meta["early_exit_reason"] == PEAKED
-    assert meta["pass2"]["applied"] is False and meta["pass2"]["skipped"] == "early exit"
-    assert meta["score_ratio"] == pytest.approx(0.95 / 0.5, abs=1e-3)
+    assert meta.early_exit is True and meta.early_exit_reason == PEAKED
+    assert meta.pass2.applied is False and meta.pass2.skipped == "early exit"
+    assert meta.score_ratio == pytest.approx(0.95 / 0.5, abs=1e-3)
     assert out[0].document_path == "notes/n2.md"
-    assert all(r.explanation.rerank["pass"] == 1 for r in out)
+    assert all(r.explanation.rerank.pass_ == 1 for r in out)
 
 
 def test_high_gap_exits_after_pass_1() -> None:
     results = make_results(4)
     backend = FakeBackend({"notes/n3.md": 0.95, "notes/n0.md": 0.64, "notes/n1.md": 0.62, "notes/n2.md": 0.6})
     _, meta = reranker(backend).rerank("q", results)
-    assert meta["early_exit_reason"] == HIGH_GAP and len(backend.calls) == 1
+    assert meta.early_exit_reason == HIGH_GAP and len(backend.calls) == 1
 
 
 @pytest.mark.parametrize("n", [0, 1])
@@ -201,7 +200,7 @@ def test_fewer_than_two_results_are_returned_as_they_are(n: int) -> None:
     backend = FakeBackend()
     out, meta = reranker(backend).rerank("q", results)
     assert out == results and backend.calls == []
-    assert meta["applied"] is False and meta["early_exit"] is True and meta["early_exit_reason"] == INSUFFICIENT
+    assert meta.applied is False and meta.early_exit is True and meta.early_exit_reason == INSUFFICIENT
 
 
 def test_final_score_blends_rerank_and_fused_share_and_the_list_is_sorted_by_it() -> None:
@@ -244,9 +243,9 @@ def test_any_rerank_is_a_permutation_sorted_by_final_score_with_consistent_movem
     index_of = {p: i for i, p in enumerate(paths(results))}
     for after, r in enumerate(out, 1):
         rr = r.explanation.rerank
-        assert rr["rank_after"] == after and rr["rank_before"] == index_of[r.document_path] + 1
-        assert rr["movement"] == rr["rank_before"] - rr["rank_after"]
-    assert meta["applied"] is True
+        assert rr.rank_after == after and rr.rank_before == index_of[r.document_path] + 1
+        assert rr.movement == rr.rank_before - rr.rank_after
+    assert meta.applied is True
 
 
 def test_results_beyond_the_gate_keep_their_order_below_the_reranked_ones() -> None:
@@ -255,9 +254,9 @@ def test_results_beyond_the_gate_keep_their_order_below_the_reranked_ones() -> N
     out, meta = reranker(FakeBackend(scores), pass1_candidates=3, pass2_candidates=0).rerank("q", results)
     assert paths(out)[:3] == ["notes/n2.md", "notes/n0.md", "notes/n1.md"]
     assert paths(out)[3:] == [f"notes/n{i}.md" for i in range(3, 7)]
-    assert meta["pass2"]["skipped"] == "disabled"
+    assert meta.pass2.skipped == "disabled"
     tail = out[3:]
-    assert all(r.explanation.rerank["pass"] is None and r.explanation.rerank["rerank_score"] is None for r in tail)
+    assert all(r.explanation.rerank.pass_ is None and r.explanation.rerank.rerank_score is None for r in tail)
     assert [r.score for r in out] == sorted((r.score for r in out), reverse=True)
 
 
@@ -267,8 +266,8 @@ def test_a_non_refining_backend_scores_only_new_candidates_in_pass_2() -> None:
     out, meta = reranker(backend, pass1_candidates=3, pass2_candidates=6).rerank("q", results)
     assert backend.calls[0] == (False, ["notes/n0.md", "notes/n1.md", "notes/n2.md"])
     assert backend.calls[1] == (True, ["notes/n3.md", "notes/n4.md", "notes/n5.md"])
-    assert meta["pass2"]["applied"] is True and meta["pass2"]["candidates"] == 3
-    assert all(r.explanation.rerank["rerank_score"] is not None for r in out)
+    assert meta.pass2.applied is True and meta.pass2.candidates == 3
+    assert all(r.explanation.rerank.rerank_score is not None for r in out)
 
 
 def test_pass_2_takes_its_candidates_from_pass_1_order() -> None:
@@ -284,9 +283,9 @@ def test_pass_1_timeout_keeps_the_incoming_order_and_stops_the_worker() -> None:
     backend = FakeBackend({"notes/n4.md": 0.9}, delay={False: 5.0})
     out, meta = reranker(backend, pass1_timeout_ms=30).rerank("q", results)
     assert out == results  # the very same records: scores and explanations untouched
-    assert meta["applied"] is False
-    assert meta["pass1"]["timed_out"] is True and meta["pass1"]["applied"] is False
-    assert meta["pass2"]["applied"] is False and meta["error"] is None
+    assert meta.applied is False
+    assert meta.pass1.timed_out is True and meta.pass1.applied is False
+    assert meta.pass2.applied is False and meta.error is None
     assert backend.cancelled_seen.wait(5.0), "the worker was told to stop"
 
 
@@ -296,18 +295,18 @@ def test_pass_2_timeout_keeps_pass_1_order() -> None:
     flat["notes/n3.md"] = 0.6
     backend = FakeBackend(flat, delay={True: 5.0}, precise_bonus={"notes/n1.md": 0.4})
     out, meta = reranker(backend, pass2_timeout_ms=30).rerank("q", results)
-    assert meta["pass1"]["applied"] is True
-    assert meta["pass2"]["timed_out"] is True and meta["pass2"]["applied"] is False
+    assert meta.pass1.applied is True
+    assert meta.pass2.timed_out is True and meta.pass2.applied is False
     assert out[0].document_path == "notes/n3.md"  # pass 1's order, not pass 2's
-    assert all(r.explanation.rerank["pass"] == 1 for r in out)
-    assert meta["applied"] is True
+    assert all(r.explanation.rerank.pass_ == 1 for r in out)
+    assert meta.applied is True
 
 
 def test_a_backend_that_ignores_cancellation_still_cannot_hold_the_search() -> None:
     results = make_results(3)
     backend = FakeBackend(delay={False: 1.0}, cooperative=False)
     out, meta = reranker(backend, pass1_timeout_ms=20).rerank("q", results)
-    assert out == results and meta["pass1"]["timed_out"] is True
+    assert out == results and meta.pass1.timed_out is True
 
 
 @pytest.mark.parametrize(
@@ -321,7 +320,7 @@ def test_backend_failure_keeps_the_incoming_order_and_says_why(backend: FakeBack
     results = make_results(4)
     out, meta = reranker(backend).rerank("q", results)
     assert out == results
-    assert meta["applied"] is False and fragment in meta["error"] and meta["error"].startswith("fake:")
+    assert meta.applied is False and fragment in meta.error and meta.error.startswith("fake:")
 
 
 def test_pass_2_failure_keeps_pass_1_order_and_says_why() -> None:
@@ -329,8 +328,8 @@ def test_pass_2_failure_keeps_pass_1_order_and_says_why() -> None:
     flat = {"notes/n0.md": 0.4, "notes/n1.md": 0.4, "notes/n2.md": 0.5, "notes/n3.md": 0.4}
     backend = FakeBackend(flat, fail={True: ValueError("bad window")})
     out, meta = reranker(backend).rerank("q", results)
-    assert meta["pass1"]["applied"] and not meta["pass2"]["applied"]
-    assert "bad window" in meta["error"] and out[0].document_path == "notes/n2.md"
+    assert meta.pass1.applied and not meta.pass2.applied
+    assert "bad window" in meta.error and out[0].document_path == "notes/n2.md"
 
 
 class WrongCount(FakeBackend):
@@ -353,7 +352,7 @@ class BrokenPrepare(FakeBackend):
 def test_malformed_scores_and_setup_failures_fall_back(backend: FakeBackend, fragment: str) -> None:
     results = make_results(3)
     out, meta = reranker(backend).rerank("q", results)
-    assert out == results and meta["applied"] is False and fragment in meta["error"]
+    assert out == results and meta.applied is False and fragment in meta.error
 
 
 def test_budget_estimates_cut_or_skip_a_pass() -> None:
@@ -361,31 +360,31 @@ def test_budget_estimates_cut_or_skip_a_pass() -> None:
     flat = {r.document_path: 0.5 for r in results}
     cut = FakeBackend(flat, afford={True: 3})
     _, meta = reranker(cut).rerank("q", results)
-    assert meta["pass2"]["applied"] is True and meta["pass2"]["candidates"] == 3 and meta["pass2"]["budget_limited"] is True
+    assert meta.pass2.applied is True and meta.pass2.candidates == 3 and meta.pass2.budget_limited is True
     assert cut.calls[1][0] is True and len(cut.calls[1][1]) == 3
     skip = FakeBackend(flat, afford={True: 1})
     out, meta = reranker(skip).rerank("q", results)
-    assert meta["pass2"]["applied"] is False and "budget" in meta["pass2"]["skipped"] and len(skip.calls) == 1
-    assert meta["applied"] is True  # pass 1's order
+    assert meta.pass2.applied is False and "budget" in meta.pass2.skipped and len(skip.calls) == 1
+    assert meta.applied is True  # pass 1's order
     nothing = FakeBackend(flat, afford={False: 1})
     out, meta = reranker(nothing).rerank("q", results)
-    assert out == results and meta["pass1"]["applied"] is False and "budget" in meta["pass1"]["skipped"]
+    assert out == results and meta.pass1.applied is False and "budget" in meta.pass1.skipped
     # no time limit: no estimate is asked for
     free = FakeBackend(flat, afford={False: 0, True: 0})
     _, meta = reranker(free, pass1_timeout_ms=0, pass2_timeout_ms=0).rerank("q", results)
-    assert meta["pass1"]["candidates"] == 6 and meta["pass2"]["candidates"] == 6
+    assert meta.pass1.candidates == 6 and meta.pass2.candidates == 6
 
 
 def test_a_gate_can_skip_reranking() -> None:
     results = make_results(4)
     backend = FakeBackend()
     out, meta = MultiPassReranker(backend, gate=lambda q, rs: "quality high").rerank("q", results)
-    assert out == results and meta["skipped"] == "quality high" and backend.calls == []
+    assert out == results and meta.skipped == "quality high" and backend.calls == []
 
 
 def test_config_comes_from_settings() -> None:
     s = Settings().with_overrides({"rerank.pass1_candidates": 12, "rerank.pass2_timeout_ms": 0, "rerank.blend": 0.4})
-    cfg = RerankConfig.from_settings(s.rerank)
+    cfg = MultiPassReranker(FakeBackend(), s.rerank).config
     assert (cfg.pass1_candidates, cfg.pass1_timeout_ms, cfg.pass2_candidates, cfg.pass2_timeout_ms) == (12, 80.0, 100, 0.0)
     assert (cfg.early_exit_ratio, cfg.early_exit_gap, cfg.blend) == (1.5, 0.3, 0.4)
 
@@ -484,15 +483,18 @@ def test_local_backend_stops_when_cancelled(sample_index, hamster_results) -> No
         backend.score("hamster cage", hamster_results, precise=True, cancelled=lambda: True)
 
 
-def test_a_remembered_query_vector_is_used_as_is(sample_index) -> None:
+def test_a_remembered_query_vector_is_used_as_is(sample_index, hamster_results) -> None:
     import numpy as np
 
     backend = LocalNeuralBackend(sample_index)
     vec = np.zeros(384, dtype=np.float32)
     vec[0] = 1.0
     backend.remember_query("q", vec)
-    assert backend._query_vector("q", None) is not None  # no model call: the embedder argument is unused
-    assert float(backend._query_vector("q", None)[0]) == 1.0
+    # The gate pass scores each candidate by its best shard's cosine with that vector: component 0.
+    scores = backend.score("q", hamster_results, precise=False)
+    for r, score in zip(hamster_results, scores):
+        stored = [sample_index.dense.vector(n) for n in sample_index.shard_ids(r.document_path)]
+        assert score == pytest.approx(max(float(v[0]) for v in stored if v is not None), abs=1e-5)
 
 
 class NoModelIndex:
@@ -504,21 +506,21 @@ class NoModelIndex:
 
 def test_local_backend_without_a_model_falls_back() -> None:
     out, meta = MultiPassReranker(LocalNeuralBackend(NoModelIndex())).rerank("q", make_results(3))  # type: ignore[arg-type]
-    assert meta["applied"] is False and "embedding model off" in meta["error"]
+    assert meta.applied is False and "embedding model off" in meta.error
 
 
 # -- the pipeline and the CLI ---------------------------------------------------------------------------------
 
 def test_pipeline_reranks_when_asked_and_records_it(sample_pipeline) -> None:
     default = sample_pipeline.search("how big should a hamster cage be", record=False)
-    assert default.mode["rerank"] is sample_pipeline.settings.rerank.enabled
+    assert default.mode.rerank is sample_pipeline.settings.rerank.enabled
     res = sample_pipeline.search("how big should a hamster cage be", rerank=True, record=False)
-    assert res.mode["rerank"] is True
+    assert res.mode.rerank is True
     meta = res.rerank
-    assert meta["backend"] == "local" and meta["pass1"]["candidates"] >= 2
+    assert meta.backend == "local" and meta.pass1.candidates >= 2
     json.dumps(res.to_dict())
     searched = [r for r in res.results if r.source == "search"]
-    if meta["applied"]:
+    if meta.applied:
         assert all(r.explanation.rerank is not None and r.explanation.final_score == pytest.approx(r.score) for r in searched)
         assert [r.score for r in searched] == sorted((r.score for r in searched), reverse=True)
     assert len(searched) <= sample_pipeline.settings.search.top_k
@@ -526,7 +528,7 @@ def test_pipeline_reranks_when_asked_and_records_it(sample_pipeline) -> None:
     backend = sample_pipeline.reranker.backend
     assert backend._query_vector("how big should a hamster cage be", None) is not None
     off = sample_pipeline.search("how big should a hamster cage be", rerank=False, record=False)
-    assert off.rerank == {"applied": False} and off.mode["rerank"] is False
+    assert off.rerank.to_dict() == {"applied": False} and off.mode.rerank is False
     assert all(r.explanation is None or r.explanation.rerank is None for r in off.results)
 
 
@@ -569,7 +571,7 @@ def test_build_reranker_picks_the_backend_and_says_when_it_falls_back(sample_ind
     no_llm = build_reranker(sample_index, base.with_overrides({"rerank.backend": "llm"}), None)
     assert isinstance(no_llm.backend, LocalNeuralBackend) and "LLM" in no_llm.notes[0]
     _, meta = no_llm.rerank("q", make_results(1))
-    assert meta["notes"] == no_llm.notes
+    assert meta.notes == no_llm.notes
 
 
 # -- LLM backend ----------------------------------------------------------------------------------------------
@@ -622,21 +624,21 @@ def test_llm_backend_reorders_by_the_reply_and_counts_tokens() -> None:
 def test_llm_failure_keeps_the_incoming_order(answer: Any) -> None:
     from explorer.search.rerank import quality_gate
 
-    r = MultiPassReranker(LLMBackend(ScriptedLLM(answer)), RerankConfig(pass2_candidates=0), gate=quality_gate(lambda: True))
+    r = MultiPassReranker(LLMBackend(ScriptedLLM(answer)), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True))
     results = low_quality_results(4)
     out, meta = r.rerank("q", results)
-    assert out == results and meta["applied"] is False and meta["backend"] == "llm"
-    assert meta["error"].startswith("llm:")
+    assert out == results and meta.applied is False and meta.backend == "llm"
+    assert meta.error.startswith("llm:")
 
 
 def test_llm_rerank_skips_high_quality_results() -> None:
     from explorer.search.rerank import quality_gate
 
     llm = ScriptedLLM("1,0")
-    r = MultiPassReranker(LLMBackend(llm), RerankConfig(pass2_candidates=0), gate=quality_gate(lambda: True))
+    r = MultiPassReranker(LLMBackend(llm), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True))
     strong = [make_result(i, 1.0 / (61 + i), "x", relevance=1.0, ranks=(1, 1)) for i in range(3)]
     out, meta = r.rerank("q", strong)
-    assert out == strong and "quality high" in meta["skipped"] and llm.messages == []
+    assert out == strong and "quality high" in meta.skipped and llm.messages == []
 
 
 def test_llm_rerank_through_the_real_client_and_a_local_server(sample_index) -> None:
@@ -652,10 +654,10 @@ def test_llm_rerank_through_the_real_client_and_a_local_server(sample_index) -> 
         results = low_quality_results(3)
         out, meta = r.rerank("which note", results)
         assert paths(out) == ["notes/n1.md", "notes/n0.md", "notes/n2.md"]
-        assert meta["applied"] is True and meta["pass2"]["skipped"] == "disabled" and meta["tokens_used"] > 0
+        assert meta.applied is True and meta.pass2.skipped == "disabled" and meta.tokens_used > 0
         assert "[2] <<<NOTE\nNote 2" in server.requests[0]["messages"][-1]["content"]
         out2, meta2 = r.rerank("another query", results)
-        assert out2 == results and "http 500" in meta2["error"]
+        assert out2 == results and "http 500" in meta2.error
 
 
 def test_llm_prompt_lists_every_candidate() -> None:
@@ -684,15 +686,15 @@ def test_cross_encoder_backend_scores_with_a_local_model(tmp_path: Path) -> None
     scores = backend.score("hamster cage size", results)
     assert len(scores) == 5 and all(isinstance(s, float) for s in scores)
     assert all(0.0 < p < 1.0 for p in backend.normalize(scores))
-    out, meta = MultiPassReranker(backend, RerankConfig(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank("hamster cage size", results)
-    assert meta["applied"] is True and meta["error"] is None and sorted(paths(out)) == sorted(paths(results))
+    out, meta = MultiPassReranker(backend, RerankSettings(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank("hamster cage size", results)
+    assert meta.applied is True and meta.error is None and sorted(paths(out)) == sorted(paths(results))
     with pytest.raises(RerankCancelled):
         backend.score("q", results, cancelled=lambda: True)
 
 
 def test_cross_encoder_with_a_missing_folder_falls_back(tmp_path: Path) -> None:
     out, meta = MultiPassReranker(CrossEncoderBackend(str(tmp_path / "missing"))).rerank("q", make_results(3))
-    assert meta["applied"] is False and "not found" in meta["error"]
+    assert meta.applied is False and "not found" in meta.error
 
 
 EXIT_PROBE = """
@@ -708,7 +710,7 @@ p = make_pipeline(ix, s)
 p.reranker.backend.cost.ms = 1e-6  # the estimate lets every window through: the pass must time out inside the model
 p.reranker.backend.cache = type(p.reranker.backend.cache)()
 r = p.search("hamster cage bedding and wheels", rerank=True)
-print(r.rerank["pass2"]["timed_out"])
+print(r.rerank.pass2.timed_out)
 """
 
 

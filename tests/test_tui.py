@@ -200,9 +200,9 @@ async def test_live_search_is_progressive_lexical_then_hybrid(tui_vault: Path, e
         assert app.status.model == "ready"
         results = await search(app, pilot, "hamster cage", typing=True)
         final_seq = seen[-1].seq
-        stages = [(m.stage, m.results.mode.get("dense")) for m in seen if m.seq == final_seq]
+        stages = [(m.stage, m.results.mode.dense) for m in seen if m.seq == final_seq]
         assert stages == [("lexical", False), ("full", True)]
-        assert results.mode["dense"] is True
+        assert results.mode.dense is True
         lst = app.main_screen.query_one(ResultsList)
         assert lst.option_count > 0 and lst.highlighted is not None
         first = option_text(lst, 0)
@@ -270,7 +270,7 @@ async def test_classic_modes_by_prefix_and_toggle(tui_vault: Path, embedder, tmp
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         results = await search(app, pilot, "/phrase floor space")
-        assert results.mode.get("classic") == "phrase"
+        assert results.mode.classic == "phrase"
         assert results.results and all(r.source == "classic" for r in results.results)
         first = results.results[0]
         note = app.index.notes[first.document_path]
@@ -285,7 +285,7 @@ async def test_classic_modes_by_prefix_and_toggle(tui_vault: Path, embedder, tmp
         await pilot.press("ctrl+t")
         assert box.border_title == "Search · AND"
         results = await search(app, pilot, "hamster wheel")
-        assert results.mode.get("classic") == "and"
+        assert results.mode.classic == "and"
         for r in results.results:
             text = app.index.notes[r.document_path].text.lower()
             assert "hamster" in text and "wheel" in text
@@ -442,8 +442,8 @@ async def test_why_pane_shows_rerank_movement(tui_vault: Path, embedder, tmp_pat
         await pilot.press("f6")  # the pane is drawn when it is shown
         await pilot.pause()
         facts = str(why.query_one("#why-search").content)
-        assert "rerank: " in facts and results.rerank.get("backend", "") in facts
-        if results.rerank.get("applied"):
+        assert "rerank: " in facts and (results.rerank.backend or "") in facts
+        if results.rerank.applied:
             head = str(why.query_one("#why-head").content)
             assert "rerank" in head and "→" in head
 
@@ -604,11 +604,11 @@ async def test_model_loads_in_background_and_results_upgrade(tui_vault: Path, em
         await pilot.press(*"hamster cage")
         await pilot.pause(0.3)
         await wait_for(pilot, lambda: app.main_screen.results is not None and app.main_screen.stage == "full")
-        assert app.main_screen.results.mode["dense"] is False
+        assert app.main_screen.results.mode.dense is False
         assert "lexical (model loading)" in str(app.main_screen.query_one(ResultsSummary).content)
         gate.set()
         await wait_for(pilot, lambda: app.status.model == "ready")
-        await wait_for(pilot, lambda: app.main_screen.results.mode.get("dense") is True)
+        await wait_for(pilot, lambda: app.main_screen.results.mode.dense is True)
         assert "hybrid" in str(app.main_screen.query_one(StatusBar).query_one("#status-right").content)
     assert states[0] == "loading" and states[-1] == "ready"
     index.close()
@@ -622,7 +622,7 @@ async def test_embeddings_off_says_bm25_only(tui_vault: Path, tmp_path: Path) ->
         await settle(app, pilot)
         assert app.status.model == "off"
         results = await search(app, pilot, "hamster")
-        assert results.mode["dense"] is False and results.results
+        assert results.mode.dense is False and results.results
         assert "embeddings off" in str(app.main_screen.query_one(StatusBar).query_one("#status-right").content)
         summary = str(app.main_screen.query_one(ResultsSummary).content)
         assert "lexical (embeddings off)" in summary and "not available" not in summary

@@ -89,7 +89,7 @@ async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(t
         pipe.gate.set()
         await wait_for(pilot, lambda: screen.stage == "full")
         full = screen.results
-        assert full.mode["dense"]
+        assert full.mode.dense
         # The same query again (as after an index change): the lexical stage must not replace it.
         pipe.gate.clear()
         pipe.waiting.clear()
@@ -100,7 +100,7 @@ async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(t
         assert screen.results is full and screen.stage == "full" and shown == []
         pipe.gate.set()
         await wait_for(pilot, lambda: screen.results is not full)
-        assert shown == ["full"] and screen.results.mode["dense"]
+        assert shown == ["full"] and screen.results.mode.dense
 
 
 @sync

@@ -128,7 +128,7 @@ def test_pass_2_skipped_when_it_would_repeat_pass_1(garden, refined: str, why: s
     index, settings = garden
     res = SearchPipeline(index, settings, analyser=refine_to(refined)).search("tomatoes sun")
     assert [p.number for p in res.passes] == [1]
-    assert why in res.analysis["skipped"]
+    assert why in res.analysis.skipped
     assert all(r.pass_ == 1 for r in res.results)
 
 
@@ -147,7 +147,7 @@ def test_failing_analyser_falls_back_to_the_heuristic(garden) -> None:
         raise RuntimeError("boom")
 
     res = SearchPipeline(index, settings, analyser=broken).search("tomatoes sun")
-    assert res.analysis["analyser"].endswith("->heuristic") and "boom" in res.analysis["reason"]
+    assert res.analysis.analyser.endswith("->heuristic") and "boom" in res.analysis.reason
     assert res.results
 
 
@@ -155,7 +155,7 @@ def test_analyser_setting_heuristic_overrides_a_given_analyser(garden) -> None:
     index, settings = garden
     settings = settings.with_overrides({"search.analyser": "heuristic"})
     res = SearchPipeline(index, settings, analyser=refine_to("basil thyme")).search("tomatoes sun")
-    assert res.analysis["analyser"] == "heuristic"
+    assert res.analysis.analyser == "heuristic"
 
 
 # -- the heuristic analyser ---------------------------------------------------------------------------
@@ -175,15 +175,15 @@ def test_heuristic_refines_a_medium_query_deterministically(sample_pipeline, sam
     assert "quality medium" in a.reason and "relevant" in a.reason
     full = sample_pipeline.search(query)
     assert [p.number for p in full.passes] == [1, 2] and full.passes[1].query == a.refined_query
-    assert full.analysis["analyser"] == "heuristic" and full.mode["analyser"] == "heuristic"
+    assert full.analysis.analyser == "heuristic" and full.mode.analyser == "heuristic"
 
 
 def test_heuristic_is_sufficient_when_quality_is_high_or_nothing_matched(sample_pipeline, sample_index) -> None:
     high = sample_pipeline.search("how big should a syrian hamster cage be")
-    assert high.analysis["decision"] == "SUFFICIENT" and "quality high" in high.analysis["reason"]
+    assert high.analysis.decision == "SUFFICIENT" and "quality high" in high.analysis.reason
     assert [p.number for p in high.passes] == [1]
     none = sample_pipeline.search("zxqv blorptang quux")
-    assert none.analysis["decision"] == "SUFFICIENT" and "no results" in none.analysis["reason"]
+    assert none.analysis.decision == "SUFFICIENT" and "no results" in none.analysis.reason
     weak = sample_pipeline.search("what is the capital of australia", two_pass=False)
     verdict = heuristic_analysis("what is the capital of australia", weak, sample_index)
     assert verdict.decision == "SUFFICIENT" and "no relevant result" in verdict.reason
@@ -223,7 +223,7 @@ def test_knowledge_first_returns_early_when_knowledge_fills_the_page(kb_pipeline
     assert len(searched) == 3 and all(r.source_type == "fact" for r in searched)
     assert res.quality.level == "high"
     assert [p.number for p in res.passes] == [1]
-    assert "early return" in res.analysis["skipped"]
+    assert "early return" in res.analysis.skipped
     data = res.to_dict()
     assert data["early_return"] is True and data["searched_sources"] == ["fact"]
 

@@ -237,7 +237,7 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     """`explorer watch`: keep the index of `vault` current headless, one log line per batch; Ctrl-C exits 0."""
     import signal
 
-    from explorer.index.vault_index import VaultIndex
+    from explorer.engine import new_index
     from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
 
     def out(line: str) -> None:
@@ -246,7 +246,7 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     def err(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')}  error: {safe_text(line)}", file=sys.stderr, flush=True)
 
-    index = VaultIndex(vault, settings, on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True))
+    index = new_index(vault, settings, on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True))
     stop = threading.Event()
     watcher = VaultWatcher(
         index,

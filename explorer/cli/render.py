@@ -45,18 +45,18 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
     mode = results.mode
     head = f'{len(results.results)} results for "{safe_text(results.query)}"'
-    if mode.get("browse"):
+    if mode.browse:
         head += " (filters only)"
-    elif not mode.get("dense", False):
-        head += f" — BM25 only ({mode.get('model_state', 'no model')})"
+    elif not mode.dense:
+        head += f" — BM25 only ({mode.model_state or 'no model'})"
     q = results.quality
     if q:
         head += f" — quality {q.level} ({q.score:.2f})"
     print(head, file=out)
     if results.search_terms_used:
         print(f"{d}terms: {safe_text(' | '.join(results.search_terms_used))}{r}", file=out)
-    if explain and results.stats.get("feedback_from"):
-        print(f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats['feedback_from']))}{r}", file=out)
+    if explain and results.stats.feedback_from:
+        print(f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats.feedback_from))}{r}", file=out)
     for w in results.warnings:
         print(f"warning: {safe_text(w)}", file=out)
     if results.advisory:
@@ -64,16 +64,8 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     if not results.results:
         print("No match. Try other words, or fewer filters.", file=out)
     for i, res in enumerate(results.results, 1):
-        badges = []
-        if res.bm25_rank:
-            badges.append(f"bm25 #{res.bm25_rank}")
-        if res.embedding_rank:
-            badges.append(f"emb #{res.embedding_rank}")
-        if res.pass_ == 2:
-            badges.append("pass 2")
-        if res.source == "always_include":
-            badges.append(f"always: {res.reason}")
-        badges.append(res.source_type)
+        # The terminal list names a pass only when it is the second; rerank moves show under --explain.
+        badges = [b.text for b in res.badges() if b.kind not in ("classic", "rerank") and (b.kind != "pass" or res.pass_ == 2)]
         print(f"\n{b}{i:>2}. {safe_text(res.title)}{r}  {d}{res.score:.4f}  [{safe_text(', '.join(badges))}]{r}", file=out)
         print(f"    {d}{safe_text(res.node_id)}{r}", file=out)
         if res.context_shards:
@@ -98,11 +90,10 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
                       f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
             if ex.rerank:
                 rr = ex.rerank
-                print(f"    rerank: {safe_text(rr)}", file=out)
-    t = results.timings_ms
-    if t:
-        stages = ", ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")
-        print(f"\n{d}{t.get('total', 0):.0f} ms ({stages}){r}", file=out)
+                print(f"    rerank: {safe_text(rr.to_dict())}", file=out)
+    if results.timings_ms:
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in results.stage_ms)
+        print(f"\n{d}{results.total_ms:.0f} ms ({stages}){r}", file=out)
 
 
 def _dedupe(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -31,6 +31,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from explorer.text.files import fsync_dir, write_atomic
+
 __all__ = [
     "DEFAULT_MODEL_ID",
     "Embedder",
@@ -361,37 +363,9 @@ def _read_model_config(model_dir: Path) -> _ModelConfig:
 # --------------------------------------------------------------------------------------------
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Flushes a directory entry to disk, where the platform allows it."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _temp_name(target: Path) -> Path:
     """Returns a unique temporary path next to ``target``."""
     return target.with_name(f"{target.name}{_TMP_MARKER}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def _atomic_write_bytes(target: Path, data: bytes) -> None:
-    """Writes a file atomically: temp file in the same directory, fsync, rename, fsync dir."""
-    tmp = _temp_name(target)
-    try:
-        with tmp.open("wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(target.parent)
 
 
 @contextlib.contextmanager
@@ -603,7 +577,7 @@ def _build_artefact(
     The ONNX file is exported under a unique temp name, fsynced and renamed into place; the
     manifest is written the same way, last, so a reader never trusts a half-written model.
     """
-    for stale in artefact_dir.glob(f"*{_TMP_MARKER}*"):  # left by a builder that died
+    for stale in [*artefact_dir.glob(f"*{_TMP_MARKER}*"), *artefact_dir.glob(".*.tmp")]:  # left by a builder that died
         stale.unlink(missing_ok=True)
     _emit(progress, f"Building ONNX model for {model_id} (one time, ~15 s)…")
     started = time.perf_counter()
@@ -619,7 +593,7 @@ def _build_artefact(
         os.replace(tmp, onnx_path)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(artefact_dir)
+    fsync_dir(artefact_dir)
     manifest = {
         "format_version": ARTEFACT_FORMAT_VERSION,
         "model_id": model_id,
@@ -635,7 +609,7 @@ def _build_artefact(
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **versions,
     }
-    _atomic_write_bytes(manifest_path, json.dumps(manifest, indent=2).encode("utf-8"))
+    write_atomic(manifest_path, json.dumps(manifest, indent=2).encode("utf-8"), sync_dir=True)
     _emit(
         progress,
         f"Building ONNX model for {model_id}… done ({time.perf_counter() - started:.1f} s)",

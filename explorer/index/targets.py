@@ -83,15 +83,28 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
         raise ContextError(f"no section {frag!r} in {path}")
 
 
-def _note_path(index: VaultIndex, name: str) -> str:
+def resolve_note(index: VaultIndex, name: str) -> str | None:
+    """The indexed note `name` names, or None.
+
+    A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
+    Obsidian link target does (path suffix, file stem or alias, case-insensitively).
+    """
     name = name.strip().replace("\\", "/").lstrip("/")
+    if not name:
+        return None
     if name in index.notes:
         return name
     if f"{name}.md" in index.notes:
         return f"{name}.md"
-    resolved = index.links().resolve(name) if name else None
-    if resolved is not None and resolved in index.notes:
-        return resolved
+    resolved = index.links().resolve(name)
+    return resolved if resolved is not None and resolved in index.notes else None
+
+
+def _note_path(index: VaultIndex, name: str) -> str:
+    found = resolve_note(index, name)
+    if found is not None:
+        return found
+    name = name.strip().replace("\\", "/").lstrip("/")
     for candidate in (name, f"{name}.md"):
         reason = index.skipped.get(candidate)
         if reason:

@@ -677,6 +677,28 @@ class VaultIndex:
                 version=self.version,
             )
 
+    def note(self, path: str) -> Note | None:
+        """The note at `path`, or None (lock-free: a note object is replaced whole, never changed)."""
+        return self.notes.get(path)
+
+    def note_titles(self) -> dict[str, str]:
+        """{path: title} of every note, a copy taken under the lock."""
+        with self.lock:
+            return {p: n.title for p, n in self.notes.items()}
+
+    def note_count(self) -> int:
+        """How many notes are indexed."""
+        return len(self.notes)
+
+    def shard_ids(self, path: str) -> tuple[str, ...]:
+        """node_ids of the shards of `path`, in note order (lock-free, as `shard_at`)."""
+        return tuple(self.shards_by_path.get(path, ()))
+
+    def skipped_files(self) -> dict[str, str]:
+        """{path: reason} of the files that are not indexed, a copy."""
+        with self.lock:
+            return dict(self.skipped)
+
     def tokens(self, node_id: str) -> KeysView[str]:
         """The distinct BM25 tokens of a shard."""
         return self.bm25.terms(node_id).keys()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from explorer.config import LLMSettings, Settings
+from explorer.text.lru import LRUCache
 from explorer.index.context import snippet
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResults
@@ -103,13 +103,20 @@ class LLMClient:
 
     def __init__(self, settings: LLMSettings, cache_size: int = 256) -> None:
         self.settings = settings
-        self.cache_size = cache_size
         self._client: Any = None
         self._client_lock = threading.Lock()
-        self._cache: OrderedDict[str, str] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._cache: LRUCache[str, str] = LRUCache(cache_size)
         self.calls = 0
         """HTTP calls made (cache hits excluded)."""
+
+    @property
+    def cache_size(self) -> int:
+        """Replies kept (least recently used dropped first)."""
+        return self._cache.capacity
+
+    @cache_size.setter
+    def cache_size(self, size: int) -> None:
+        self._cache.capacity = max(0, int(size))
 
     @property
     def configured(self) -> bool:
@@ -193,11 +200,9 @@ class LLMClient:
         max_tokens = self.settings.max_tokens if max_tokens is None else max_tokens
         temperature = self.settings.temperature if temperature is None else temperature
         key = _cache_key(self.settings.model, messages, max_tokens, temperature, json)
-        with self._cache_lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return LLMReply(hit, 0, cached=True)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return LLMReply(hit, 0, cached=True)
         estimate = sum(len(m.get("content", "")) for m in messages) // CHARS_PER_TOKEN + max_tokens
         if budget is not None:
             budget.reserve(estimate)
@@ -205,10 +210,7 @@ class LLMClient:
         tokens = tokens or estimate
         if budget is not None:
             budget.charge(tokens)
-        with self._cache_lock:
-            self._cache[key] = text
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, text)
         return LLMReply(text, tokens)
 
     def _call(self, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float, as_json: bool) -> tuple[str, int]:

@@ -12,9 +12,7 @@ The stages record what they saw in `SearchResults.trace` as they run.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Protocol
@@ -31,9 +29,10 @@ from explorer.search.quality import assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
-from explorer.search.schema import PassInfo, Ranking, SearchResult, SearchResults
+from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, SearchMode, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
+from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
 
@@ -59,7 +58,7 @@ class Reranker(Protocol):
 
     def rerank(
         self, query: str, results: list[SearchResult], query_vector: np.ndarray | None = None
-    ) -> tuple[list[SearchResult], dict[str, Any]]: ...
+    ) -> tuple[list[SearchResult], RerankInfo]: ...
 
 
 @dataclass
@@ -132,8 +131,7 @@ class SearchPipeline:
         self.analyser = analyser
         self.reranker = reranker
         self.history: list[dict[str, Any]] = []
-        self._cache: OrderedDict[tuple, SearchResults] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.search.cache_size)
         self._source_weight = source_weights(index, dict(self.settings.search.source_weights))
         self._retriever = Retriever(index, self.settings, self._source_weight)
         self._builder = ResultBuilder(index, self.settings)
@@ -198,15 +196,12 @@ class SearchPipeline:
 
     def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
-        with self._cache_lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
+        hit = self._cache.get(key)
         if hit is None:
             return None
         ms = (time.perf_counter() - run.started) * 1000
         out = replace(hit, timings_ms={"cache": ms, "total": (time.perf_counter() - run.started) * 1000})
-        out.mode = dict(out.mode, cached=True)
+        out.mode = replace(out.mode, cached=True)
         if record:
             self._record(out)
         return out
@@ -279,9 +274,9 @@ class SearchPipeline:
         out.trace.rankings = rankings
         out.trace.entries = [(e.path, e.fused[0].score) for e in entries]
         out.trace.version = version
-        out.stats["named_people"] = list(run.named)
+        out.stats.named_people = list(run.named)
         feedback = next((r for r in rankings if r.retriever == "feedback"), None)
-        out.stats["feedback_from"] = list(feedback.sources) if feedback is not None else []
+        out.stats.feedback_from = list(feedback.sources) if feedback is not None else []
         return out
 
     def _knowledge_first(self, run: _Run) -> tuple[list[Entry] | None, list[Ranking], list[str]]:
@@ -313,21 +308,21 @@ class SearchPipeline:
     def _analyse_and_refine(self, run: _Run, out: SearchResults) -> None:
         """5. Two-pass: analyse pass 1 (SUFFICIENT or REFINE: query), then search the refined query and merge."""
         if run.two_pass and run.early:
-            out.analysis = {"decision": "SUFFICIENT", "refined_query": "", "analyser": None, "tokens_used": 0,
-                            "reason": "knowledge notes answered with high quality (early return)",
-                            "skipped": "pass 2 skipped: knowledge-first early return"}
+            out.analysis = AnalysisInfo("SUFFICIENT", reason="knowledge notes answered with high quality (early return)",
+                                        skipped="pass 2 skipped: knowledge-first early return")
         elif run.two_pass:
             with run.timed("analysis"):
                 analysis = run.analysis = analyse(self.analyser, self.settings.search.analyser, run.parsed.text, out,
                                                   self.index, run.budget)
-            out.analysis = {"decision": analysis.decision, "refined_query": analysis.refined_query,
-                            "reason": analysis.reason, "analyser": analysis.analyser, "tokens_used": analysis.tokens_used}
+            out.analysis = AnalysisInfo(analysis.decision, analysis.refined_query, analysis.reason, analysis.analyser,
+                                        analysis.tokens_used)
             run.check()
             refined = analysis.refined_query.strip() if analysis.decision == "REFINE" else ""
             if analysis.decision == "REFINE" and not refined:
-                out.analysis["skipped"] = "pass 2 skipped: REFINE without a query"
+                out.analysis = replace(out.analysis, skipped="pass 2 skipped: REFINE without a query")
             elif refined and repeats_query(refined, run.parsed.text):
-                out.analysis["skipped"] = "pass 2 skipped: the refined query repeats the original (it would repeat pass 1)"
+                out.analysis = replace(out.analysis,
+                                       skipped="pass 2 skipped: the refined query repeats the original (it would repeat pass 1)")
             elif refined:
                 self._second_pass(run, out, refined)
         run.check()
@@ -351,8 +346,8 @@ class SearchPipeline:
         out.passes.append(PassInfo(2, refined, tuple(terms2.all_terms), s.pass2_entries, s.pass2_shards, len(found2), added,
                                    (time.perf_counter() - t) * 1000))
         run.timings["pass2"] = out.passes[-1].ms
-        if not added:
-            out.analysis["pass2"] = "pass 2 found no entry pass 1 had not"
+        if not added and out.analysis is not None:
+            out.analysis = replace(out.analysis, pass2="pass 2 found no entry pass 1 had not")
 
     def _always_include(self, run: _Run, out: SearchResults) -> None:
         """Preferences, the last turn and named notes, appended after the passes (so they stay at the end)."""
@@ -374,7 +369,7 @@ class SearchPipeline:
                 out.results = reranked + appended
                 out.rerank = meta
         else:
-            out.rerank = {"applied": False}
+            out.rerank = RerankInfo(applied=False)
         run.check()
 
     def _assess(self, run: _Run, out: SearchResults) -> None:
@@ -386,23 +381,22 @@ class SearchPipeline:
             judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
             named = named_match(out.trace.rankings, self.index, self._memory.get(self.index)[0], run.named)
             out.quality = assess(judged, run.qvecs is not None, named)
-        out.stats["final_results"] = len(out.results)
+        out.stats.final_results = len(out.results)
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
         """Mode and timings; record the search in the history and keep it in the cache."""
         assert run.terms is not None
         analysis = run.analysis
-        out.mode = {
-            "dense": run.qvecs is not None,
-            "model_state": self.index.model_state,
-            "runtime": self.index.runtime,
-            "terms": run.terms.source,
-            "analyser": analysis.analyser if analysis else None,
-            "llm_tokens": run.budget.used,
-            "two_pass": run.two_pass,
-            "rerank": bool(run.rerank),
-            "cached": False,
-        }
+        out.mode = SearchMode(
+            dense=run.qvecs is not None,
+            model_state=self.index.model_state,
+            runtime=self.index.runtime,
+            terms=run.terms.source,
+            analyser=analysis.analyser if analysis else None,
+            llm_tokens=run.budget.used,
+            two_pass=run.two_pass,
+            rerank=bool(run.rerank),
+        )
         run.timings["total"] = (time.perf_counter() - run.started) * 1000
         out.timings_ms = run.timings
         if record:
@@ -411,10 +405,7 @@ class SearchPipeline:
         fell_back = "->" in run.terms.source or (analysis is not None and "->" in analysis.analyser) or \
             any(w.startswith("pass 2: LLM") for w in out.warnings)
         if not fell_back:
-            with self._cache_lock:
-                self._cache[key] = out
-                while len(self._cache) > self.settings.search.cache_size:
-                    self._cache.popitem(last=False)
+            self._cache.put(key, out)
         return out
 
     def _browse(self, run: _Run) -> SearchResults:
@@ -431,11 +422,11 @@ class SearchPipeline:
             stats = self._builder.stats(False)
         out = SearchResults(
             query=parsed.raw, search_terms_used=[], results=results, stats=stats,
-            filters=parsed.filters_dict(), mode={"browse": True, "dense": False}, searched_sources=["all"],
+            filters=parsed.filters_dict(), mode=SearchMode(browse=True), searched_sources=["all"],
         )
         always_include(out.results, parsed, SearchTerms(query="", terms=(), source="keywords"), self.index,
                        lambda entry: self._builder.result(entry, parsed, kc=1))
-        stats["final_results"] = len(out.results)
+        stats.final_results = len(out.results)
         out.warnings = run.warnings
         out.timings_ms = {"total": (time.perf_counter() - run.started) * 1000}
         return out
@@ -462,8 +453,8 @@ class SearchPipeline:
 
     def _record(self, out: SearchResults) -> None:
         rankings = out.trace.rankings
-        out.stats["bm25_matches"] = len({n for r in rankings if r.retriever == "bm25" for n, _ in r.items})
-        out.stats["embedding_matches"] = len({n for r in rankings if r.retriever == "dense" for n, _ in r.items})
+        out.stats.bm25_matches = len({n for r in rankings if r.retriever == "bm25" for n, _ in r.items})
+        out.stats.embedding_matches = len({n for r in rankings if r.retriever == "dense" for n, _ in r.items})
         searched = [r for r in out.results if r.source == "search"]
         ids = [r.document_path for r in searched]
         top = max((r.relevance for r in searched[:3]), default=0.0)

@@ -47,18 +47,19 @@ import math
 import re
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from explorer.config import RerankSettings
 from explorer.search.prompt import DATA_RULE, quote_note
-from explorer.search.schema import SearchResult
+from explorer.search.schema import RerankInfo, RerankMove, RerankPass, SearchResult
+from explorer.text.lru import LRUCache
 
 if TYPE_CHECKING:
-    from explorer.config import RerankSettings, Settings
+    from explorer.config import Settings
     from explorer.index.vault_index import VaultIndex
 
 #: Early-exit reasons, as they appear in the metadata.
@@ -139,37 +140,11 @@ class RerankBackend(Protocol):
 
 # -- configuration -----------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class RerankConfig:
-    """The knobs of one MultiPassReranker (see `RerankSettings`)."""
-
-    pass1_candidates: int = 30
-    """Results scored by the gate pass."""
-    pass1_timeout_ms: float = 80.0
-    """Budget of the gate pass; 0 or less means no limit."""
-    pass2_candidates: int = 100
-    """Results scored by the precision pass; 0 disables pass 2."""
-    pass2_timeout_ms: float = 150.0
-    """Budget of the precision pass; 0 or less means no limit."""
-    early_exit_ratio: float = 1.5
-    """Peaked distribution: top score / runner-up score above this skips pass 2."""
-    early_exit_gap: float = 0.3
-    """High gap: top score minus runner-up score (0-1 scale) above this skips pass 2."""
-    blend: float = 0.7
-    """Share of the rerank score in the final score; the rest is the fused share."""
-
-    @classmethod
-    def from_settings(cls, s: RerankSettings) -> RerankConfig:
-        """The config of the `[rerank]` settings."""
-        return cls(
-            pass1_candidates=int(s.pass1_candidates),
-            pass1_timeout_ms=float(s.pass1_timeout_ms),
-            pass2_candidates=int(s.pass2_candidates),
-            pass2_timeout_ms=float(s.pass2_timeout_ms),
-            early_exit_ratio=float(s.early_exit_ratio),
-            early_exit_gap=float(s.early_exit_gap),
-            blend=min(max(float(s.blend), 0.0), 1.0),
-        )
+def _checked(config: RerankSettings) -> RerankSettings:
+    """`config` with the blend clamped to 0-1 and the budgets as floats (as the reranker uses them)."""
+    return replace(config, pass1_timeout_ms=float(config.pass1_timeout_ms), pass2_timeout_ms=float(config.pass2_timeout_ms),
+                   early_exit_ratio=float(config.early_exit_ratio), early_exit_gap=float(config.early_exit_gap),
+                   blend=min(max(float(config.blend), 0.0), 1.0))
 
 
 # -- pure parts ----------------------------------------------------------------------------------------
@@ -358,38 +333,38 @@ class MultiPassReranker:
     """Reranks fused results in two passes with early exit (see the module docstring).
 
     Implements the pipeline's `Reranker` protocol: `rerank(query, results) -> (results, meta)`.
-    Never raises for a backend failure: the last complete order is kept and `meta["error"]`
+    Never raises for a backend failure: the last complete order is kept and `meta.error`
     says why.
     """
 
     def __init__(
         self,
         backend: RerankBackend,
-        config: RerankConfig | None = None,
+        config: RerankSettings | None = None,
         gate: Callable[[str, list[SearchResult]], str | None] | None = None,
         notes: Sequence[str] = (),
     ) -> None:
         """
         Args:
             backend: What scores the candidates.
-            config: Candidates, budgets, early-exit thresholds, blend.
-            gate: Called before pass 1; a returned reason skips reranking (`meta["skipped"]`).
+            config: Candidates, budgets, early-exit thresholds, blend (the `[rerank]` settings).
+            gate: Called before pass 1; a returned reason skips reranking (`meta.skipped`).
             notes: Remarks copied into every metadata (e.g. a backend fallback at setup).
         """
         self.backend = backend
-        self.config = config or RerankConfig()
+        self.config = _checked(config or RerankSettings())
         self.gate = gate
         self.notes = list(notes)
 
     def rerank(
         self, query: str, results: list[SearchResult], query_vector: np.ndarray | None = None
-    ) -> tuple[list[SearchResult], dict[str, Any]]:
-        """Reorder `results`; returns the new list and JSON-able metadata.
+    ) -> tuple[list[SearchResult], RerankInfo]:
+        """Reorder `results`; returns the new list and a `RerankInfo` of what was done.
 
         `query_vector`, the query's embedding when the caller has it, saves a backend that
         embeds queries (the local one) from doing it again.
 
-        Metadata keys: `applied`, `backend`, `pass1` and `pass2` (`applied`, `candidates`,
+        The info carries `applied`, `backend`, `pass1` and `pass2` (`applied`, `candidates`,
         `latency_ms`, `timed_out`; `budget_limited` when the backend's cost estimate cut the
         candidates; `skipped` with a reason when the pass did not run), `early_exit`,
         `early_exit_reason`, `score_ratio` and `score_gap` (of pass 1), `blend`, `error`, and
@@ -397,28 +372,17 @@ class MultiPassReranker:
         """
         cfg = self.config
         results = list(results)
-        meta: dict[str, Any] = {
-            "applied": False,
-            "backend": self.backend.name,
-            "pass1": _pass_meta(False, 0, 0.0, False),
-            "pass2": _pass_meta(False, 0, 0.0, False),
-            "early_exit": False,
-            "early_exit_reason": None,
-            "score_ratio": None,
-            "score_gap": None,
-            "blend": cfg.blend,
-            "error": None,
-        }
+        meta = RerankInfo(backend=self.backend.name, blend=cfg.blend)
         if self.notes:
-            meta["notes"] = list(self.notes)
+            meta.notes = list(self.notes)
         if min(max(cfg.pass1_candidates, 0), len(results)) < 2:
-            meta["early_exit"], meta["early_exit_reason"] = True, INSUFFICIENT
-            meta["pass1"]["skipped"] = meta["pass2"]["skipped"] = "fewer than 2 candidates"
+            meta.early_exit, meta.early_exit_reason = True, INSUFFICIENT
+            meta.pass1.skipped = meta.pass2.skipped = "fewer than 2 candidates"
             return results, meta
         if self.gate is not None:
             why = self.gate(query, results)
             if why:
-                meta["skipped"] = why
+                meta.skipped = why
                 return results, meta
         if query_vector is not None and hasattr(self.backend, "remember_query"):
             self.backend.remember_query(query, query_vector)
@@ -426,19 +390,19 @@ class MultiPassReranker:
         try:
             self.backend.prepare()
         except Exception as exc:  # noqa: BLE001 - setup failure: keep the order, say why
-            meta["error"] = f"{self.backend.name}: {type(exc).__name__}: {exc}"
+            meta.error = f"{self.backend.name}: {type(exc).__name__}: {exc}"
             return results, meta
         prepare_ms = (time.perf_counter() - t0) * 1000
         if prepare_ms >= 1.0:
-            meta["prepare_ms"] = round(prepare_ms, 3)
+            meta.prepare_ms = round(prepare_ms, 3)
         tokens_before = int(getattr(self.backend, "tokens_used", 0) or 0)
         try:
             return self._passes(query, results, meta)
         finally:
             if hasattr(self.backend, "tokens_used"):
-                meta["tokens_used"] = int(getattr(self.backend, "tokens_used", 0) or 0) - tokens_before
+                meta.tokens_used = int(getattr(self.backend, "tokens_used", 0) or 0) - tokens_before
 
-    def _passes(self, query: str, results: list[SearchResult], meta: dict[str, Any]) -> tuple[list[SearchResult], dict[str, Any]]:
+    def _passes(self, query: str, results: list[SearchResult], meta: RerankInfo) -> tuple[list[SearchResult], RerankInfo]:
         cfg = self.config
         backend = self.backend
         shares = fused_shares(results)
@@ -448,45 +412,45 @@ class MultiPassReranker:
         wanted1 = list(range(min(cfg.pass1_candidates, len(results))))
         head1 = self._affordable(query, results, wanted1, cfg.pass1_timeout_ms, False)
         if len(head1) < 2:
-            meta["pass1"] = dict(_pass_meta(False, len(head1), 0.0, False), skipped="the budget allows fewer than 2 candidates")
-            meta["pass2"]["skipped"] = "pass 1 did not run"
+            meta.pass1 = RerankPass(False, len(head1), 0.0, False, skipped="the budget allows fewer than 2 candidates")
+            meta.pass2.skipped = "pass 1 did not run"
             return results, meta
         out1 = self._timed(query, [results[i] for i in head1], False, cfg.pass1_timeout_ms)
-        meta["pass1"] = _pass_meta(out1.scores is not None, len(head1), out1.latency_ms, out1.timed_out, len(head1) < len(wanted1))
+        meta.pass1 = RerankPass(out1.scores is not None, len(head1), out1.latency_ms, out1.timed_out, len(head1) < len(wanted1))
         if out1.scores is None:
-            meta["error"] = out1.error
-            meta["pass2"]["skipped"] = "pass 1 did not complete"
+            meta.error = out1.error
+            meta.pass2.skipped = "pass 1 did not complete"
             return results, meta
         unit1 = _clip01(backend.normalize(out1.scores))
         scored.update({i: _Scored(raw, u, 1) for i, raw, u in zip(head1, out1.scores, unit1)})
         order = self._order(len(results), scored, shares)
-        meta["applied"] = True
-        meta["score_ratio"] = _json_float(score_ratio(unit1))
-        meta["score_gap"] = _json_float(score_gap(unit1))
+        meta.applied = True
+        meta.score_ratio = _json_float(score_ratio(unit1))
+        meta.score_gap = _json_float(score_gap(unit1))
         if cfg.pass2_candidates <= 0:
-            meta["pass2"]["skipped"] = "disabled"
+            meta.pass2.skipped = "disabled"
             return self._assemble(results, order, scored, shares), meta
         reason = early_exit_reason(unit1, cfg.early_exit_ratio, cfg.early_exit_gap)
         if reason is not None:
-            meta["early_exit"], meta["early_exit_reason"] = True, reason
-            meta["pass2"]["skipped"] = "early exit"
+            meta.early_exit, meta.early_exit_reason = True, reason
+            meta.pass2.skipped = "early exit"
             return self._assemble(results, order, scored, shares), meta
 
         # pass 2: precision, on the first results of pass 1's order
         head2 = order[: min(cfg.pass2_candidates, len(results))]
         wanted2 = head2 if backend.refines else [i for i in head2 if i not in scored]
         if not wanted2 or len(head2) < 2:
-            meta["pass2"]["skipped"] = "no candidates beyond pass 1"
+            meta.pass2.skipped = "no candidates beyond pass 1"
             return self._assemble(results, order, scored, shares), meta
         todo = self._affordable(query, results, wanted2, cfg.pass2_timeout_ms, True)
         if not todo or (backend.refines and len(todo) < 2):
-            meta["pass2"] = dict(_pass_meta(False, len(todo), 0.0, False, True), skipped="the budget allows too few candidates")
+            meta.pass2 = RerankPass(False, len(todo), 0.0, False, True, skipped="the budget allows too few candidates")
             return self._assemble(results, order, scored, shares), meta
         out2 = self._timed(query, [results[i] for i in todo], True, cfg.pass2_timeout_ms)
-        meta["pass2"] = _pass_meta(out2.scores is not None, len(todo), out2.latency_ms, out2.timed_out, len(todo) < len(wanted2))
+        meta.pass2 = RerankPass(out2.scores is not None, len(todo), out2.latency_ms, out2.timed_out, len(todo) < len(wanted2))
         if out2.scores is None:
             if out2.error:
-                meta["error"] = out2.error
+                meta.error = out2.error
             return self._assemble(results, order, scored, shares), meta
         unit2 = _clip01(backend.normalize(out2.scores))
         scored.update({i: _Scored(raw, u, 2) for i, raw, u in zip(todo, out2.scores, unit2)})
@@ -530,28 +494,23 @@ class MultiPassReranker:
             s = scored.get(i)
             final = self._final(i, scored, shares) if s is not None else min((1.0 - blend) * shares[i], floor)
             floor = min(floor, final)
-            info = {
-                "backend": self.backend.name,
-                "pass": s.pass_ if s is not None else None,
-                "raw_score": _json_float(s.raw) if s is not None else None,
-                "rerank_score": _json_float(s.unit) if s is not None else None,
-                "fused_share": round(shares[i], 4),
-                "final_score": round(final, 4),
-                "rank_before": i + 1,
-                "rank_after": after + 1,
-                "movement": i - after,
-            }
+            info = RerankMove(
+                backend=self.backend.name,
+                pass_=s.pass_ if s is not None else None,
+                raw_score=_json_float(s.raw) if s is not None else None,
+                rerank_score=_json_float(s.unit) if s is not None else None,
+                fused_share=round(shares[i], 4),
+                final_score=round(final, 4),
+                rank_before=i + 1,
+                rank_after=after + 1,
+                movement=i - after,
+            )
             r = results[i]
             ex = r.explanation
             if ex is not None:
                 ex = replace(ex, rerank=info, final_score=round(final, 6))
             out.append(replace(r, score=round(final, 6), explanation=ex))
         return out
-
-
-def _pass_meta(applied: bool, candidates: int, latency_ms: float, timed_out: bool, budget_limited: bool = False) -> dict[str, Any]:
-    return {"applied": applied, "candidates": candidates, "latency_ms": latency_ms, "timed_out": timed_out,
-            "budget_limited": budget_limited}
 
 
 def _clip01(values: Sequence[float]) -> list[float]:
@@ -621,37 +580,16 @@ def _windows_of(text: str) -> tuple[str, ...]:
     return tuple(sentence_windows(text))
 
 
-class VectorCache:
+class VectorCache(LRUCache[str, np.ndarray]):
     """Thread-safe LRU of embedding vectors keyed by a hash of the embedded text."""
 
     def __init__(self, capacity: int = 20_000) -> None:
-        self.capacity = capacity
-        self._data: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(capacity)
 
     @staticmethod
     def key(text: str) -> str:
         """The cache key of a text."""
         return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def get(self, key: str) -> np.ndarray | None:
-        """The vector of `key`, or None."""
-        with self._lock:
-            vec = self._data.get(key)
-            if vec is not None:
-                self._data.move_to_end(key)
-            return vec
-
-    def put(self, key: str, vec: np.ndarray) -> None:
-        """Store a vector, evicting the least recently used beyond capacity."""
-        with self._lock:
-            self._data[key] = vec
-            self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -712,8 +650,7 @@ class LocalNeuralBackend:
         """Milliseconds per embedded window, measured."""
         self.batch_size = batch_size
         self.cache = cache or VectorCache()
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._queries_lock = threading.Lock()
+        self._queries: LRUCache[str, np.ndarray] = LRUCache(128)
 
     def prepare(self) -> None:
         """Load the embedding model (raises when none is available)."""
@@ -795,11 +732,7 @@ class LocalNeuralBackend:
     def remember_query(self, query: str, vector: np.ndarray) -> None:
         """Use `vector` as the embedding of `query` (the pipeline already computed it)."""
         vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-        with self._queries_lock:
-            self._queries[query] = vec
-            self._queries.move_to_end(query)
-            while len(self._queries) > 128:
-                self._queries.popitem(last=False)
+        self._queries.put(query, vec)
 
     # -- parts -----------------------------------------------------------------------------------------
     def _windows(self, r: SearchResult, best: _Best) -> list[str]:
@@ -807,16 +740,10 @@ class LocalNeuralBackend:
         return list(dict.fromkeys(w for t in texts for w in _windows_of(t)))
 
     def _query_vector(self, query: str, emb: Any) -> np.ndarray:
-        with self._queries_lock:
-            vec = self._queries.get(query)
-            if vec is not None:
-                self._queries.move_to_end(query)
-                return vec
-        vec = np.asarray(emb.encode([query])[0], dtype=np.float32)
-        with self._queries_lock:
-            self._queries[query] = vec
-            while len(self._queries) > 128:
-                self._queries.popitem(last=False)
+        vec = self._queries.get(query)
+        if vec is None:
+            vec = np.asarray(emb.encode([query])[0], dtype=np.float32)
+            self._queries.put(query, vec)
         return vec
 
     def _best_shards(self, qvec: np.ndarray, candidates: Sequence[SearchResult], emb: Any, cancelled: Cancelled) -> list[_Best]:
@@ -1061,7 +988,7 @@ def build_reranker(index: VaultIndex, settings: Settings, llm: Any = None) -> Mu
     rs = settings.rerank
     if rs.backend == "none":
         return None
-    config = RerankConfig.from_settings(rs)
+    config = _checked(rs)
     notes: list[str] = []
     wants_llm = rs.backend == "llm" or bool(getattr(settings.llm, "rerank", False))
     if wants_llm and llm is not None and getattr(llm, "configured", True):

@@ -11,7 +11,7 @@ from explorer.index.context import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.query import ParsedQuery
-from explorer.search.schema import ContextShard, Explanation, SearchResult
+from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
 from explorer.vault.model import Shard
 
 
@@ -85,19 +85,11 @@ class ResultBuilder:
             cos = max(sims) if sims else None
         return relevance(cos, cover)
 
-    def stats(self, dense: bool) -> dict[str, Any]:
+    def stats(self, dense: bool) -> SearchStats:
         """The `stats` block of the results before the counts of the search are filled in."""
         st = self.index.stats()
-        return {
-            "total_documents_searched": st.notes,
-            "total_shards_searched": st.shards,
-            "bm25_matches": 0,
-            "embedding_matches": 0,
-            "final_results": 0,
-            "shards_without_vectors": st.pending,
-            "dense_available": dense,
-            "index_version": st.version,
-        }
+        return SearchStats(total_documents_searched=st.notes, total_shards_searched=st.shards,
+                           shards_without_vectors=st.pending, dense_available=dense, index_version=st.version)
 
 
 def make_context_shard(shard: Shard, words: list[str], phrases: tuple[str, ...] | list[str], score: float, pass_: int) -> ContextShard:

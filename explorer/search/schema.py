@@ -79,6 +79,38 @@ class ContextShard:
 
 
 @dataclass(frozen=True, slots=True)
+class RerankMove:
+    """What reranking did to one result."""
+
+    backend: str
+    """The reranker backend (`local`, `cross-encoder`, `llm`)."""
+    pass_: int | None
+    """The rerank pass that scored it (None: not scored, kept in fused order)."""
+    raw_score: float | str | None
+    """The backend's score (None when not scored; a string for a non-finite value)."""
+    rerank_score: float | str | None
+    """The score normalised to 0-1 (None when not scored)."""
+    fused_share: float
+    """Its fused score as a share of the top fused score."""
+    final_score: float
+    """The blended score the list is sorted by."""
+    rank_before: int
+    """1-based rank before reranking."""
+    rank_after: int
+    """1-based rank after reranking."""
+    movement: int
+    """rank_before - rank_after (positive: moved up)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (`pass` instead of `pass_`)."""
+        return {
+            "backend": self.backend, "pass": self.pass_, "raw_score": self.raw_score,
+            "rerank_score": self.rerank_score, "fused_share": self.fused_share, "final_score": self.final_score,
+            "rank_before": self.rank_before, "rank_after": self.rank_after, "movement": self.movement,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """Why a result ranked where it did."""
 
@@ -96,7 +128,7 @@ class Explanation:
     """The pass that found the result."""
     shards_matched: int
     """Shards of the note that were retrieved."""
-    rerank: dict[str, Any] | None = None
+    rerank: RerankMove | None = None
     """Rerank score, movement (rank before -> after) and backend, when reranking ran."""
     final_score: float | None = None
     """Score after reranking (the blended score), when reranking ran."""
@@ -104,8 +136,19 @@ class Explanation:
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         d = asdict(self)
+        d["rerank"] = self.rerank.to_dict() if self.rerank is not None else None
         d["pass"] = d.pop("pass_")
         return d
+
+
+@dataclass(frozen=True, slots=True)
+class Badge:
+    """A short label of a result (`kind` says what it is about, so a view can style or skip it)."""
+
+    kind: str
+    """classic, bm25, emb, pass, always, rerank or type."""
+    text: str
+    """What is shown, e.g. `bm25 #3`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +186,26 @@ class SearchResult:
     """The best shards of the entry with highlights."""
     explanation: Explanation | None = None
     """Why it ranked."""
+
+    def badges(self) -> list[Badge]:
+        """Its labels, in order: classic tool, BM25 rank, embedding rank, pass, always-include, rerank move, source type."""
+        out: list[Badge] = []
+        if self.source == "classic":
+            out.append(Badge("classic", self.reason or "classic"))
+        if self.bm25_rank is not None:
+            out.append(Badge("bm25", f"bm25 #{self.bm25_rank}"))
+        if self.embedding_rank is not None:
+            out.append(Badge("emb", f"emb #{self.embedding_rank}"))
+        if self.source == "search":
+            out.append(Badge("pass", f"pass {self.pass_}"))
+        if self.source == "always_include":
+            out.append(Badge("always", f"always: {self.reason}" if self.reason else "always-include"))
+        rr = self.explanation.rerank if self.explanation else None
+        if rr is not None and rr.rank_before != rr.rank_after:
+            arrow = "↑" if rr.rank_after < rr.rank_before else "↓"
+            out.append(Badge("rerank", f"rerank {arrow}{abs(rr.rank_before - rr.rank_after)}"))
+        out.append(Badge("type", self.source_type))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -204,6 +267,207 @@ class PassInfo:
 
 
 @dataclass(slots=True)
+class SearchStats:
+    """Counts of one search."""
+
+    total_documents_searched: int = 0
+    """Notes in the index."""
+    total_shards_searched: int = 0
+    """Shards in the index."""
+    bm25_matches: int = 0
+    """Distinct shards in pass 1's BM25 rankings."""
+    embedding_matches: int = 0
+    """Distinct shards in pass 1's dense rankings."""
+    final_results: int = 0
+    """Entries returned."""
+    shards_without_vectors: int = 0
+    """Shards not embedded yet."""
+    dense_available: bool = False
+    """True when the query was embedded."""
+    index_version: int = 0
+    """The index version searched."""
+    named_people: list[str] | None = None
+    """People of the vault the query names (None: not a ranked search)."""
+    feedback_from: list[str] | None = None
+    """Shards the dense feedback ranking moved toward (None: not a ranked search)."""
+    hits: int | None = None
+    """Classic tools: hits before the cut."""
+    stage: str | None = None
+    """Classic tools: the stage that answered."""
+    stages_tried: list[str] | None = None
+    """Classic tools: the stages tried in order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: the counts, then the optional fields that are set."""
+        d: dict[str, Any] = {
+            "total_documents_searched": self.total_documents_searched,
+            "total_shards_searched": self.total_shards_searched,
+            "bm25_matches": self.bm25_matches,
+            "embedding_matches": self.embedding_matches,
+            "final_results": self.final_results,
+            "shards_without_vectors": self.shards_without_vectors,
+            "dense_available": self.dense_available,
+            "index_version": self.index_version,
+        }
+        for name in ("named_people", "feedback_from", "hits", "stage", "stages_tried"):
+            value = getattr(self, name)
+            if value is not None:
+                d[name] = list(value) if isinstance(value, list) else value
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisInfo:
+    """The analysis between the passes as the results report it."""
+
+    decision: str
+    """`SUFFICIENT` or `REFINE`."""
+    refined_query: str = ""
+    """The query of pass 2 (REFINE only)."""
+    reason: str = ""
+    """Why, in a sentence."""
+    analyser: str | None = None
+    """`heuristic`, `llm`, `llm->heuristic`; None when no analyser ran (knowledge-first early return)."""
+    tokens_used: int = 0
+    """LLM tokens spent."""
+    skipped: str | None = None
+    """Why pass 2 did not run, when it did not."""
+    pass2: str | None = None
+    """A note on pass 2's outcome (e.g. it found nothing new)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form; an early return (no analyser) lists `reason` after `tokens_used`, as it always has."""
+        if self.analyser is None:
+            d: dict[str, Any] = {"decision": self.decision, "refined_query": self.refined_query, "analyser": None,
+                                 "tokens_used": self.tokens_used, "reason": self.reason}
+        else:
+            d = {"decision": self.decision, "refined_query": self.refined_query, "reason": self.reason,
+                 "analyser": self.analyser, "tokens_used": self.tokens_used}
+        if self.skipped is not None:
+            d["skipped"] = self.skipped
+        if self.pass2 is not None:
+            d["pass2"] = self.pass2
+        return d
+
+
+@dataclass(slots=True)
+class RerankPass:
+    """One pass of the multi-pass reranker."""
+
+    applied: bool = False
+    """True when the pass scored its candidates."""
+    candidates: int = 0
+    """Results it scored (or was to score)."""
+    latency_ms: float = 0.0
+    """Wall time of the pass."""
+    timed_out: bool = False
+    """True when the budget ran out before the backend finished."""
+    budget_limited: bool = False
+    """True when the backend's cost estimate cut the candidates."""
+    skipped: str | None = None
+    """Why the pass did not run."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (`skipped` only when set)."""
+        d: dict[str, Any] = {"applied": self.applied, "candidates": self.candidates, "latency_ms": self.latency_ms,
+                             "timed_out": self.timed_out, "budget_limited": self.budget_limited}
+        if self.skipped is not None:
+            d["skipped"] = self.skipped
+        return d
+
+
+@dataclass(slots=True)
+class RerankInfo:
+    """What reranking did for a search (`backend` None: reranking was not asked for)."""
+
+    applied: bool = False
+    """True when at least pass 1 reordered the results."""
+    backend: str | None = None
+    """The backend's name."""
+    pass1: RerankPass = field(default_factory=RerankPass)
+    """The gate pass."""
+    pass2: RerankPass = field(default_factory=RerankPass)
+    """The precision pass."""
+    early_exit: bool = False
+    """True when pass 2 was skipped because pass 1's scores were decisive or too few."""
+    early_exit_reason: str | None = None
+    """Why it exited early."""
+    score_ratio: float | str | None = None
+    """Top-to-second score ratio of pass 1."""
+    score_gap: float | str | None = None
+    """Top-to-second score gap of pass 1."""
+    blend: float = 0.0
+    """Weight of the rerank score in the final score."""
+    error: str | None = None
+    """A backend failure (the last complete order was kept)."""
+    notes: list[str] | None = None
+    """Notes from the backend's set-up."""
+    skipped: str | None = None
+    """Why reranking did not run (e.g. the quality gate)."""
+    prepare_ms: float | None = None
+    """Backend set-up time, when it took 1 ms or more."""
+    tokens_used: int | None = None
+    """LLM tokens spent (LLM backend only)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: `{"applied": false}` when reranking was not asked for."""
+        if self.backend is None:
+            return {"applied": self.applied}
+        d: dict[str, Any] = {
+            "applied": self.applied, "backend": self.backend, "pass1": self.pass1.to_dict(), "pass2": self.pass2.to_dict(),
+            "early_exit": self.early_exit, "early_exit_reason": self.early_exit_reason, "score_ratio": self.score_ratio,
+            "score_gap": self.score_gap, "blend": self.blend, "error": self.error,
+        }
+        for name in ("notes", "skipped", "prepare_ms", "tokens_used"):
+            value = getattr(self, name)
+            if value is not None:
+                d[name] = list(value) if isinstance(value, list) else value
+        return d
+
+
+@dataclass(slots=True)
+class SearchMode:
+    """How a search ran: a ranked search, a filter-only listing (`browse`) or a classic tool (`classic`)."""
+
+    dense: bool = False
+    """True when embeddings were used."""
+    model_state: str = ""
+    """The embedding model's state."""
+    runtime: str = ""
+    """The embedding runtime."""
+    terms: str = ""
+    """Who wrote the search terms: `keywords`, `llm`, `llm->keywords`."""
+    analyser: str | None = None
+    """Who analysed pass 1 (None: no analysis)."""
+    llm_tokens: int = 0
+    """LLM tokens spent by the search."""
+    two_pass: bool = False
+    """True when two-pass was on."""
+    rerank: bool = False
+    """True when reranking was asked for."""
+    cached: bool = False
+    """True when the results came from the cache."""
+    browse: bool = False
+    """A filter-only query: notes listed, not ranked."""
+    classic: str | None = None
+    """The classic tool that answered (tfidf, phrase, and, fuzzy), if one did."""
+    stage: str | None = None
+    """Classic tools: the stage that answered."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form; a listing and a classic search carry only their own keys."""
+        if self.browse:
+            return {"browse": True, "dense": self.dense}
+        if self.classic is not None:
+            return {"classic": self.classic, "stage": self.stage, "dense": self.dense}
+        return {
+            "dense": self.dense, "model_state": self.model_state, "runtime": self.runtime, "terms": self.terms,
+            "analyser": self.analyser, "llm_tokens": self.llm_tokens, "two_pass": self.two_pass,
+            "rerank": self.rerank, "cached": self.cached,
+        }
+
+
+@dataclass(slots=True)
 class SearchTrace:
     """What the stages of a search saw, recorded as they ran (the why-not view reads it; not in the JSON)."""
 
@@ -224,21 +488,31 @@ class SearchResults:
     query: str
     search_terms_used: list[str]
     results: list[SearchResult]
-    stats: dict[str, Any]
+    stats: SearchStats = field(default_factory=SearchStats)
     quality: Quality | None = None
     passes: list[PassInfo] = field(default_factory=list)
-    analysis: dict[str, Any] = field(default_factory=dict)
-    rerank: dict[str, Any] = field(default_factory=dict)
+    analysis: AnalysisInfo | None = None
+    rerank: RerankInfo | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     advisory: str | None = None
-    mode: dict[str, Any] = field(default_factory=dict)
+    mode: SearchMode = field(default_factory=SearchMode)
     filters: dict[str, Any] = field(default_factory=dict)
     early_return: bool = False
     searched_sources: list[str] = field(default_factory=list)
     include_preferences: bool = False
     include_n_minus_1: bool = False
     trace: SearchTrace = field(default_factory=SearchTrace, repr=False)
+
+    @property
+    def total_ms(self) -> float:
+        """Wall time of the whole search (0 when not timed)."""
+        return self.timings_ms.get("total", 0.0)
+
+    @property
+    def stage_ms(self) -> list[tuple[str, float]]:
+        """(stage, ms) of every timed stage, in the order they ran (the total excluded)."""
+        return [(k, v) for k, v in self.timings_ms.items() if k != "total"]
 
     @property
     def context_shards(self) -> list[ContextShard]:
@@ -252,15 +526,15 @@ class SearchResults:
             "search_terms_used": list(self.search_terms_used),
             "results": [r.to_dict() for r in self.results],
             "context_shards": [c.to_dict() for c in self.context_shards],
-            "stats": dict(self.stats),
+            "stats": self.stats.to_dict(),
             "quality": asdict(self.quality) if self.quality else None,
             "passes": [asdict(p) for p in self.passes],
-            "analysis": dict(self.analysis),
-            "rerank": dict(self.rerank),
+            "analysis": self.analysis.to_dict() if self.analysis is not None else {},
+            "rerank": self.rerank.to_dict() if self.rerank is not None else {},
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
             "warnings": list(self.warnings),
             "advisory": self.advisory,
-            "mode": dict(self.mode),
+            "mode": self.mode.to_dict(),
             "filters": dict(self.filters),
             "early_return": self.early_return,
             "searched_sources": list(self.searched_sources),

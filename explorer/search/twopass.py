@@ -72,7 +72,7 @@ def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) ->
     searched = [r for r in results.results if r.source == "search"]
     if not searched:
         return Analysis("SUFFICIENT", reason="no results: nothing to refine from")
-    dense = bool(results.mode.get("dense", results.stats.get("dense_available", True)))
+    dense = results.stats.dense_available
     q = assess(searched, dense)
     f = q.factors
     shape = (f"quality {q.level} ({q.score:.2f}): {f['relevant_count']} of {min(len(searched), 10)} top results "

@@ -180,20 +180,19 @@ class ExplorerApp(App[int]):
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
     def _open_index(self) -> None:
         """Open (load + refresh) the index and build the pipeline, off the UI thread."""
-        from explorer.engine import make_pipeline
+        from explorer.engine import make_pipeline, open_index
 
         t0 = time.perf_counter()
         index = self._given_index
         try:
             if index is None:
-                from explorer.index.vault_index import VaultIndex
-
-                index = VaultIndex(self.vault, self.settings, embedder=self._embedder, on_message=self.notify_any_thread)
-                report = index.open(progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)))
-                summary = (f"{len(index.notes)} notes ({len(report.added)} new, {len(report.changed)} changed, "
+                index, report = open_index(
+                    self.vault, self.settings, embedder=self._embedder, on_message=self.notify_any_thread,
+                    progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)))
+                summary = (f"{index.note_count()} notes ({len(report.added)} new, {len(report.changed)} changed, "
                            f"{len(report.removed)} removed)")
             else:
-                summary = f"{len(index.notes)} notes"
+                summary = f"{index.note_count()} notes"
             pipeline = (self._pipeline_factory or make_pipeline)(index, self.settings)
         except BaseException:
             if index is not None and index is not self._given_index:
@@ -233,7 +232,7 @@ class ExplorerApp(App[int]):
 
     def _report_problem_files(self) -> None:
         """One notification listing files left out or only partly indexed, with their reasons."""
-        skipped = dict(self.index.skipped)
+        skipped = self.index.skipped_files()
         warned = self.index.warnings()
         if not skipped and not warned:
             return
@@ -390,11 +389,9 @@ class ExplorerApp(App[int]):
     # -- searches and navigation -------------------------------------------------------
     def searched(self, results: Any) -> None:
         """A search finished: show its timings in the status bar."""
-        t = results.timings_ms
-        total = t.get("total", 0.0)
-        stages = [(k, v) for k, v in t.items() if k != "total"]
+        stages = results.stage_ms
         slow = max(stages, key=lambda kv: kv[1]) if stages else None
-        text = f"{total:.0f} ms" + (f" ({slow[0]} {slow[1]:.0f})" if slow else "")
+        text = f"{results.total_ms:.0f} ms" + (f" ({slow[0]} {slow[1]:.0f})" if slow else "")
         self.status = replace(self.status, last_search=text)
 
     def on_open_note(self, message: OpenNote) -> None:

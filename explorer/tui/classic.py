@@ -7,7 +7,7 @@ import time
 from typing import Any, Callable
 
 from explorer.index.context import snippet
-from explorer.search.schema import ContextShard, Quality, SearchResult, SearchResults
+from explorer.search.schema import ContextShard, Quality, SearchMode, SearchResult, SearchResults, SearchStats
 
 _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')
 
@@ -49,7 +49,7 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
         entries.setdefault(hit.path, []).append(hit)
     out: list[SearchResult] = []
     for path, hits in list(entries.items())[:k]:
-        note = index.notes.get(path)
+        note = index.note(path)
         if note is None:
             continue
         shards = []
@@ -75,8 +75,8 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
                           f"No {mode} match (stages tried: {', '.join(found.stages_tried)}). Try fewer or other words.")
     return SearchResults(
         query=text, search_terms_used=list(found.keywords), results=out,
-        stats={"final_results": len(out), "hits": found.total, "stage": found.stage,
-               "stages_tried": list(found.stages_tried), "index_version": found.index_version},
+        stats=SearchStats(final_results=len(out), hits=found.total, stage=found.stage,
+                          stages_tried=list(found.stages_tried), index_version=found.index_version),
         quality=quality, timings_ms={mode: ms, "total": ms}, warnings=list(found.warnings),
-        mode={"classic": mode, "stage": found.stage, "dense": False},
+        mode=SearchMode(classic=mode, stage=found.stage),
     )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from explorer.text.files import write_atomic
 
 #: Queries kept per vault.
 HISTORY_SIZE = 100
@@ -64,14 +65,8 @@ def save_state(path: Path | None, state: UIState) -> str | None:
         return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"theme": state.theme, "history": state.history}, fh, ensure_ascii=False, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        # Private by default: the search history is the user's own business.
+        write_atomic(path, json.dumps({"theme": state.theme, "history": state.history}, ensure_ascii=False, indent=1), 0o600)
     except OSError as exc:
         return f"cannot save UI state to {path}: {exc}"
     return None

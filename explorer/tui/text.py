@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from explorer.text.files import write_atomic
 from explorer.vault.model import Note
 
 #: Scheme of the Markdown links that stand for wikilinks in the note view.
@@ -155,36 +153,8 @@ def read_note_file(path: Path) -> str:
         return fh.read()
 
 
-def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Write `text` to `path` through a temp file in the same folder and an atomic rename.
-
-    The temp file's name (`.<name>.<random>.tmp`) is one the vault scanner ignores; the file keeps
-    its permission bits. A file that no longer exists gets `mode` (the bits it had when it was
-    opened), or else the bits a new file gets under the umask, never the temp file's 0600.
-    """
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except OSError:
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def note_titles(index: Any) -> dict[str, str] | None:
-    """Every note's title by path (call off the UI thread; the notes dict is copied in one step)."""
+    """Every note's title by path, through the index's read API (call it off the UI thread)."""
     if index is None:
         return None
-    return {path: note.title for path, note in dict(index.notes).items()}
+    return index.note_titles()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.index.targets import resolve_note as resolve_indexed_note
 from explorer.search.schema import Ranking, SearchResults
 
 
@@ -35,23 +36,20 @@ class WhyNotReport:
 
 
 def resolve_note(index: Any, name: str) -> str | None:
-    """The indexed note a user means by `name`: a path, a link target, a title, or a unique path part."""
+    """The indexed note a user means by `name`: a path or link target (`explorer.index.targets.resolve_note`),
+    else a title, else a unique part of a path or title."""
     name = name.strip().strip("[]").strip()
     if not name:
         return None
-    notes = index.notes
-    if name in notes:
-        return name
-    if name + ".md" in notes:
-        return name + ".md"
-    target = index.links().resolve(name)
-    if target:
+    target = resolve_indexed_note(index, name)
+    if target is not None:
         return target
+    titles = index.note_titles()
     low = name.lower()
-    by_title = [p for p, n in notes.items() if n.title.lower() == low]
+    by_title = [p for p, title in titles.items() if title.lower() == low]
     if by_title:
         return sorted(by_title)[0]
-    parts = [p for p in notes if low in p.lower()] or [p for p, n in notes.items() if low in n.title.lower()]
+    parts = [p for p in titles if low in p.lower()] or [p for p, title in titles.items() if low in title.lower()]
     if len(parts) == 1:
         return parts[0]
     return None
@@ -62,20 +60,20 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     path = resolve_note(index, name)
     if path is None:
         reason = ""
-        for skipped, why in index.skipped.items():
+        for skipped, why in index.skipped_files().items():
             if name.strip().lower() in skipped.lower():
                 reason = f" ({skipped} is not indexed: {why})"
                 break
         return WhyNotReport(name, None, (), f"No indexed note matches “{name}”{reason}.")
     settings = index.settings.search
-    shard_ids = set(index.shards_by_path.get(path, ()))
+    shard_ids = set(index.shard_ids(path))
     rows: list[StageRow] = []
     rankings: list[Ranking] = results.trace.rankings
     rankings2: list[Ranking] = results.trace.rankings_pass2
     final_pos = next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
     if not rankings and not rankings2:
         mode = results.mode
-        what = "a classic tool search" if mode.get("classic") else "a filter-only listing" if mode.get("browse") else "this search"
+        what = "a classic tool search" if mode.classic else "a filter-only listing" if mode.browse else "this search"
         verdict = (f"Ranked #{final_pos}." if final_pos else "Not in the results.") + f" No ranking trace for {what}."
         return WhyNotReport(name, path, (), verdict)
 
@@ -117,25 +115,25 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     else:
         rows.append(StageRow("final list", f"absent (list of {len(results.results)})", False))
 
-    note = index.notes.get(path)
+    note = index.note(path)
     if final_pos is not None:
         moved = ""
         res = results.results[final_pos - 1]
         if res.explanation and res.explanation.rerank:
-            moved = f"; rerank {res.explanation.rerank}"
+            moved = f"; rerank {res.explanation.rerank.to_dict()}"
         verdict = f"It is in the results at #{final_pos}{moved}."
     elif results.early_return and "fact" in results.searched_sources and note is not None and note.source_type != "fact":
         verdict = "Knowledge-first returned early: only knowledge notes were searched, and this note is not one."
     elif not in_rankings:
         verdict = ("No shard of it matched any search term: not in any BM25 list, and not similar enough "
                    f"(cosine ≥ {settings.dense_threshold:.2f}) in any embedding list.")
-        if not results.mode.get("dense", False):
+        if not results.mode.dense:
             verdict += " Embeddings were not used for this search."
         if results.filters:
             verdict += f" The filters {results.filters} may exclude it."
     elif entry_rank is not None and entry_rank > k:
         verdict = f"Retrieved, but fused to entry #{entry_rank}: the list keeps the top {k}."
-    elif results.rerank.get("applied"):
+    elif results.rerank is not None and results.rerank.applied:
         verdict = f"Fused to entry #{entry_rank}, then pushed out of the top {k} by reranking."
     else:
         verdict = "Retrieved only in the second pass, where it did not make the cut." if rankings2 else \

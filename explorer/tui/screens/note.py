@@ -162,7 +162,7 @@ class NoteScreen(Screen):
         started = time.perf_counter()
         self.first_screen_s = None
         index = self.explorer.index
-        note = index.notes.get(place.path) if index is not None else None
+        note = index.note(place.path) if index is not None else None
         title = self.query_one("#note-title", Static)
         md = self.query_one("#note-md", Markdown)
         plain_view = self.query_one("#note-plain", TextArea)
@@ -259,7 +259,7 @@ class NoteScreen(Screen):
             if b.source in seen:
                 continue
             seen.add(b.source)
-            src = index.notes.get(b.source)
+            src = index.note(b.source)
             label = safe_content(Content.assemble((src.title if src else b.source, "bold"), "\n", (b.source, "$text-muted")))
             bl.add_option(Option(label, id=f"bl:{b.source}"))
         bl.border_title = f"Backlinks ({len(seen)})"
@@ -270,7 +270,7 @@ class NoteScreen(Screen):
             if target is None or target in self.links_shown or target == note.path:
                 continue
             self.links_shown.append(target)
-            dst = index.notes.get(target)
+            dst = index.note(target)
             out.add_option(Option(safe_content(Content.assemble((dst.title if dst else target, ""), "\n", (target, "$text-muted"))),
                                   id=f"ln:{target}"))
         out.border_title = f"Links ({len(self.links_shown)})"
@@ -309,11 +309,12 @@ class NoteScreen(Screen):
         target, heading = parsed
         index = self.explorer.index
         path = index.links().resolve(target, self.place.path) if target else self.place.path
-        if path is None or path not in index.notes:
+        note = index.note(path) if path is not None else None
+        if note is None:
             self.notify(f"No note named “{target}” (a dangling link).", severity="warning", timeout=4)
             return
         if heading.startswith("^"):
-            block = next((b for b in index.notes[path].blocks if b.id == heading[1:]), None)
+            block = next((b for b in note.blocks if b.id == heading[1:]), None)
             place = Place(path, block.start if block else None)
         else:
             place = Place(path, None, heading)

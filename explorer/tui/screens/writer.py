@@ -165,7 +165,7 @@ class WriterScreen(Screen):
             related.add_option(Option(safe_content(Content.assemble((r.title, "bold"), "\n", (r.document_path, "$text-muted"),
                                                                     ("  " + " · ".join(tags), "$text-muted"))), id=r.document_path))
         para = message.paragraph if len(message.paragraph) < 70 else message.paragraph[:69] + "…"
-        head = "hybrid" if message.results.mode.get("dense") else "BM25"
+        head = "hybrid" if message.results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
             Content.assemble((f"Related ({head})", "bold"), "\n", plain(f"“{para}”", "$text-muted")))
 

@@ -81,14 +81,15 @@ class ContextPane(Vertical):
         """Show `result` around its best shard (keeps the window size)."""
         self.index = index
         self.result = result
-        if result is None or index is None or result.document_path not in index.notes:
+        note = index.note(result.document_path) if result is not None and index is not None else None
+        if note is None:
             self.state = None
             self.window = None
             self.node_id = ""
             self.query_one("#ctx-head", Static).update("Select a result to see its context.")
             self.query_one("#ctx-body", Static).update("")
             return
-        self.text = index.notes[result.document_path].text
+        self.text = note.text
         self.words, self.phrases = tuple(words), tuple(phrases)
         self.matches = highlight_spans(self.text, self.words, self.phrases)
         chars = self.state.chars if self.state else self.default_chars

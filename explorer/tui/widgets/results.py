@@ -27,6 +27,25 @@ def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
+#: The style of each kind of badge (see `SearchResult.badges`).
+BADGE_STYLES = {"classic": "$text-primary", "bm25": "$text-primary", "emb": "$text-secondary", "pass": "$text-muted",
+                "always": "$text-success", "rerank": "$text-accent", "type": "$text-muted"}
+
+
+def badges(res: SearchResult) -> list[tuple[str, str]]:
+    """(text, style) of a result's badges; a second-pass result's pass badge stands out.
+
+    The BM25 and embedding ranks are those of the tabulated shard (`shown_ranks`)."""
+    bm25, emb = shown_ranks(res)
+    ranks = {"bm25": f"bm25 #{bm25}" if bm25 is not None else None, "emb": f"emb #{emb}" if emb is not None else None}
+    out = []
+    for b in res.badges():
+        text = ranks.get(b.kind, b.text)
+        if text is not None:
+            out.append((text, "$text-warning" if b.kind == "pass" and res.pass_ == 2 else BADGE_STYLES[b.kind]))
+    return out
+
+
 def shown_ranks(res: SearchResult) -> tuple[int | None, int | None]:
     """The (BM25, embedding) ranks a result shows: those of the shard its explanation tabulates,
     so the badge and the why-ranked table agree (the result's own fields are the best over all its
@@ -37,30 +56,6 @@ def shown_ranks(res: SearchResult) -> tuple[int | None, int | None]:
     bm25 = min((c.rank for c in ex.contributions if c.retriever == "bm25"), default=None)
     emb = min((c.rank for c in ex.contributions if c.retriever == "dense"), default=None)
     return bm25, emb
-
-
-def badges(res: SearchResult) -> list[tuple[str, str]]:
-    """(text, style) of a result's badges: BM25 rank, embedding rank, pass, always-include, rerank, source type."""
-    out: list[tuple[str, str]] = []
-    if res.source == "classic":
-        out.append((res.reason or "classic", "$text-primary"))
-    bm25, emb = shown_ranks(res)
-    if bm25 is not None:
-        out.append((f"bm25 #{bm25}", "$text-primary"))
-    if emb is not None:
-        out.append((f"emb #{emb}", "$text-secondary"))
-    if res.source == "search":
-        out.append((f"pass {res.pass_}", "$text-warning" if res.pass_ == 2 else "$text-muted"))
-    if res.source == "always_include":
-        out.append((f"always: {res.reason}" if res.reason else "always-include", "$text-success"))
-    rr = res.explanation.rerank if res.explanation else None
-    if rr:
-        before, after = rr.get("rank_before"), rr.get("rank_after")
-        if isinstance(before, int) and isinstance(after, int) and before != after:
-            arrow = "↑" if after < before else "↓"
-            out.append((f"rerank {arrow}{abs(before - after)}", "$text-accent"))
-    out.append((res.source_type, "$text-muted"))
-    return out
 
 
 def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:
@@ -177,8 +172,8 @@ class ResultsList(OptionList):
 
 def search_mode(results: SearchResults, model: str) -> str:
     """What a finished search was, truthfully: hybrid, hybrid+rerank, or lexical and why."""
-    if results.mode.get("dense"):
-        reranked = bool((results.rerank or {}).get("applied"))
+    if results.mode.dense:
+        reranked = results.rerank is not None and results.rerank.applied
         return "hybrid+rerank" if reranked else "hybrid"
     reason = {
         "loading": "model loading",
@@ -224,9 +219,9 @@ class ResultsSummary(Static):
                 parts.append((f"quality {q.level}", f"bold {style}"))
                 parts.append(f" ({q.score:.2f}) · ")
             parts.append(f"{n} result{'s' if n != 1 else ''}")
-            if mode.get("classic"):
-                parts.append(f" · {mode['classic']} tool")
-            elif mode.get("browse"):
+            if mode.classic:
+                parts.append(f" · {mode.classic} tool")
+            elif mode.browse:
                 parts.append(" · filters only")
             elif stage == "lexical" and not final:
                 parts.append(" · lexical, hybrid coming…")
@@ -237,7 +232,7 @@ class ResultsSummary(Static):
                 if results.early_return:
                     parts.append(" · knowledge first")
             if low and q is not None:
-                parts.append(f" · {q.suggestion}" if mode.get("dense") else " · Weak lexical matches only: try other words.")
+                parts.append(f" · {q.suggestion}" if mode.dense else " · Weak lexical matches only: try other words.")
         if results.advisory:
             parts.append(Content.assemble("\n", ("advice: ", "bold $text-warning"), results.advisory))
         for w in results.warnings[:2]:

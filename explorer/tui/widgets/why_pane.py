@@ -21,24 +21,22 @@ CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret", "
 
 def rerank_summary(results: SearchResults) -> str:
     """What reranking did for a search: backend, passes, early exit, or why it did not run."""
-    rr = results.rerank or {}
-    if not rr or (not rr.get("applied") and not rr.get("backend")):
-        return "not run" if not results.mode.get("rerank") else "not applied"
-    bits = [f"{rr.get('backend', '?')}" + ("" if rr.get("applied") else " (not applied)")]
-    for name in ("pass1", "pass2"):
-        info = rr.get(name)
-        if isinstance(info, dict):
-            if info.get("applied"):
-                timed = ", timed out" if info.get("timed_out") else ""
-                bits.append(f"{name} {info.get('candidates', '?')} candidates {info.get('latency_ms', 0):.0f} ms{timed}")
-            elif info.get("skipped"):
-                bits.append(f"{name} skipped ({info['skipped']})")
-    if rr.get("early_exit"):
-        bits.append(f"early exit: {rr.get('early_exit_reason') or 'yes'}")
-    if rr.get("skipped"):
-        bits.append(f"skipped: {rr['skipped']}")
-    if rr.get("error"):
-        bits.append(f"error: {rr['error']}")
+    rr = results.rerank
+    if rr is None or (not rr.applied and not rr.backend):
+        return "not run" if not results.mode.rerank else "not applied"
+    bits = [f"{rr.backend}" + ("" if rr.applied else " (not applied)")]
+    for name, info in (("pass1", rr.pass1), ("pass2", rr.pass2)):
+        if info.applied:
+            timed = ", timed out" if info.timed_out else ""
+            bits.append(f"{name} {info.candidates} candidates {info.latency_ms:.0f} ms{timed}")
+        elif info.skipped:
+            bits.append(f"{name} skipped ({info.skipped})")
+    if rr.early_exit:
+        bits.append(f"early exit: {rr.early_exit_reason or 'yes'}")
+    if rr.skipped:
+        bits.append(f"skipped: {rr.skipped}")
+    if rr.error:
+        bits.append(f"error: {rr.error}")
     return " · ".join(bits)
 
 
@@ -151,19 +149,15 @@ class WhyPane(VerticalScroll):
             parts.append(f"\nbest shard {ex.best_node_id}")
         if ex.rerank:
             rr = ex.rerank
-            before, after = rr.get("rank_before"), rr.get("rank_after")
-            bits = []
-            if before is not None and after is not None:
-                move = before - after
-                bits.append(f"#{before} → #{after}" + (f" ({'↑' if move > 0 else '↓'}{abs(move)})" if move else " (no move)"))
-            if rr.get("pass") is not None:
-                bits.append(f"pass {rr['pass']}")
-            if rr.get("rerank_score") is not None:
-                bits.append(f"rerank score {rr['rerank_score']:.3f}")
-            if rr.get("fused_share") is not None:
-                bits.append(f"fused share {rr['fused_share']:.3f}")
+            move = rr.rank_before - rr.rank_after
+            bits = [f"#{rr.rank_before} → #{rr.rank_after}" + (f" ({'↑' if move > 0 else '↓'}{abs(move)})" if move else " (no move)")]
+            if rr.pass_ is not None:
+                bits.append(f"pass {rr.pass_}")
+            if rr.rerank_score is not None:
+                bits.append(f"rerank score {rr.rerank_score:.3f}")
+            bits.append(f"fused share {rr.fused_share:.3f}")
             parts.append(("\nrerank ", "bold $text-accent"))
-            parts.append(" · ".join(bits) if bits else str(rr))
+            parts.append(" · ".join(bits))
             if ex.final_score is not None:
                 parts.append(f" · final {ex.final_score:.4f}")
         return Content.assemble(*parts)
@@ -172,16 +166,16 @@ class WhyPane(VerticalScroll):
         parts: list[str | tuple[str, str]] = [("search", "bold"), f" “{results.query}”"]
         if results.search_terms_used:
             parts.append("\nterms: " + " | ".join(results.search_terms_used))
-        feedback = results.stats.get("feedback_from") or []
+        feedback = results.stats.feedback_from or []
         if feedback:
             parts.append("\nfeedback: query vector moved toward " + ", ".join(feedback))
         for p in results.passes:
             parts.append(f"\npass {p.number}: “{p.query}” ke={p.entries} kc={p.shards} found {p.found}, new {p.new}")
-        if results.analysis:
+        if results.analysis is not None:
             a = results.analysis
-            parts.append(f"\nanalysis: {a.get('decision', '?')} ({a.get('analyser', '?')})")
-            if a.get("reason"):
-                parts.append(f" — {a['reason']}")
+            parts.append(f"\nanalysis: {a.decision} ({a.analyser})")
+            if a.reason:
+                parts.append(f" — {a.reason}")
         parts.append("\nrerank: " + rerank_summary(results))
         if results.early_return:
             parts.append("\nknowledge first: returned early from knowledge notes")
@@ -191,11 +185,10 @@ class WhyPane(VerticalScroll):
         return Content.assemble(*parts)
 
     def _timings(self, results: SearchResults) -> Content:
-        t = results.timings_ms
-        if not t:
+        if not results.timings_ms:
             return Content("")
-        stages = " · ".join(f"{k} {v:.1f}" for k, v in t.items() if k != "total")
-        return Content.assemble(("timings ", "bold"), f"{t.get('total', 0.0):.1f} ms", ("\n" + stages) if stages else "")
+        stages = " · ".join(f"{k} {v:.1f}" for k, v in results.stage_ms)
+        return Content.assemble(("timings ", "bold"), f"{results.total_ms:.1f} ms", ("\n" + stages) if stages else "")
 
     # -- why not ----------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
