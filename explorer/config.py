@@ -23,6 +23,10 @@ DEFAULT_SOURCE_TYPES: tuple[tuple[str, str], ...] = (
     ("**/visits/**", "visit_record"),
 )
 
+#: Ignore rules (gitignore syntax) every vault starts with; `vault.ignore` adds to them (a `!`
+#: rule there can take one back, e.g. `!*.excalidraw.md`).
+DEFAULT_IGNORE: tuple[str, ...] = (".obsidian/", ".trash/", ".git/", "*.excalidraw.md")
+
 #: Folders that are never part of a vault.
 ALWAYS_IGNORED_DIRS: frozenset[str] = frozenset({".obsidian", ".git", ".trash", ".explorer"})
 
@@ -74,7 +78,7 @@ class VaultSettings:
     """How the vault is read."""
 
     ignore: tuple[str, ...] = ()
-    """Extra glob patterns (vault-relative, POSIX) of files or folders to skip."""
+    """Files and folders to skip, in gitignore syntax (vault-relative), added to DEFAULT_IGNORE."""
     max_note_bytes: Annotated[int, Range(1)] = 8_000_000
     """Notes larger than this are skipped with a reason."""
     max_note_shards: Annotated[int, Range(1)] = 2000
@@ -154,6 +158,16 @@ class SearchSettings:
     """Weight of the feedback passages' mean vector added to the query vector."""
     feedback_weight: Annotated[float, Range(0, 100)] = 1.0
     """RRF weight of the dense feedback ranking."""
+    phrase_weight: float = 1.0
+    """RRF weight of the ranking of passages that contain a query's quoted phrases exactly."""
+    second_shard_weight: float = 0.3
+    """A note scores as its best shard plus this times its second-best shard (0 = best shard only)."""
+    name_weight: float = 2.0
+    """RRF weight of the name ranking: notes whose title, file name or alias the query names
+    (0 = no name ranking)."""
+    typo_tolerance: bool = True
+    """A query word found nowhere in the vault also searches the vault's closest words (one
+    edit for words of 4-7 letters, two from 8), in BM25 and the name ranking."""
     max_terms: Annotated[int, Range(0, 10)] = 5
     """Search terms besides the query, when an LLM writes them."""
     keyword_terms: Annotated[int, Range(0, 5)] = 0

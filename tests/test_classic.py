@@ -323,7 +323,7 @@ def test_cli_find_json_and_human(vault: Path, capsys) -> None:
     assert main(_cli(vault, "--mode", "and", "hamster", "bedding", "--window", "5", "-n", "1")) == 0
     out = capsys.readouterr().out
     assert "and: 1 result for ['hamster', 'bedding'] — stage and" in out
-    assert "cursor 37" in out and "node: Pets/hamster.md" in out and "[bedding]. [Hamsters]" in out
+    assert "cursor 37" in out and "node: Pets/hamster.md" in out and "«bedding». «Hamsters»" in out
 
 
 def test_cli_find_no_match_is_success(vault: Path, capsys) -> None:

@@ -205,7 +205,7 @@ def test_cli_context_json_and_human(vault: Path, capsys) -> None:
     assert main(_cli(vault, "great-wall#Ming", "--highlight", "mortar", "--after", "200")) == 0
     out = capsys.readouterr().out
     assert out.startswith("Knowledge/great-wall.md  cursor ") and "node: Knowledge/great-wall.md#Ming" in out
-    assert "[mortar]" in out
+    assert "«mortar»" in out
 
 
 @pytest.mark.parametrize(

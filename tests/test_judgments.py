@@ -61,7 +61,7 @@ def test_eval_replays_marks_and_fails_on_a_regression(tmp_path: Path, capsys: py
     base = ["eval", str(vault), "--no-embeddings", "--json"]
     assert main(base) == 0  # no marks yet: nothing to replay
     assert "no relevance marks" in capsys.readouterr().err
-    append_judgment(cache, make_judgment("hamster wheel", "Pets/hamster.md", "Pets/hamster.md", "relevant", 1))
+    append_judgment(cache, make_judgment("syrian wheel", "Pets/hamster.md", "Pets/hamster.md", "relevant", 1))
     append_judgment(cache, make_judgment("espresso grind", "Coffee/espresso.md", "Coffee/espresso.md", "relevant", 1))
     append_judgment(cache, make_judgment("espresso grind", "Pets/cage.md", "Pets/cage.md", "not_relevant", 1))
     with (cache / "judgments.jsonl").open("a", encoding="utf-8") as fh:
@@ -73,11 +73,12 @@ def test_eval_replays_marks_and_fails_on_a_regression(tmp_path: Path, capsys: py
     assert first["malformed_lines"] == 1 and first["baseline_written"] is True
     assert (cache / "eval-baseline.json").is_file()
 
-    # The note that answered "hamster wheel" loses its words: it drops out, and eval says so and fails.
+    # (Words of the text, not of the note's name "hamster", which would still find it by name.)
+    # The note that answered "syrian wheel" loses its words: it drops out, and eval says so and fails.
     (vault / "Pets/hamster.md").write_text("# Notes\n\nSee the care sheet.\n", encoding="utf-8")
     assert main(base) == 1
     second = json.loads(capsys.readouterr().out)
-    assert second["queries"]["hamster wheel"]["dropped"] == ["Pets/hamster.md"]
+    assert second["queries"]["syrian wheel"]["dropped"] == ["Pets/hamster.md"]
     assert second["regressions"] and "ndcg@10" in second["regressions"][0]
     assert main(base + ["--threshold", "0.9"]) == 0  # a looser threshold tolerates it
     capsys.readouterr()

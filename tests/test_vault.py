@@ -100,9 +100,16 @@ def test_block_ids_cover_their_block() -> None:
     assert blocks["list-1"] == "- bullet one\n- bullet two"
 
 
-def test_title_falls_back_to_h1_then_stem() -> None:
-    assert parse_note("a/x.md", "# Big title\n\ntext").title == "Big title"
+def test_title_is_the_file_name_unless_frontmatter_sets_one() -> None:
+    # As in Obsidian: a first H1 is a heading, not the title.
+    note = parse_note("a/x.md", "# Big title\n\ntext")
+    assert note.title == "x" and [h.text for h in note.headings] == ["Big title"]
     assert parse_note("a/plain note.md", "just text, no heading").title == "plain note"
+    named = parse_note("a/plain note.md", "---\ntitle: Shown name\naliases: [One, two]\n---\ntext")
+    assert named.title == "Shown name"
+    assert named.names == ("Shown name", "plain note", "One", "two")
+    legacy = parse_note("b.md", "---\nalias: first, second\ndescription: What it is\n---\ntext")
+    assert legacy.names == ("b", "first", "second") and legacy.description == "What it is"
 
 
 def test_crlf_offsets_refer_to_raw_text() -> None:
@@ -121,7 +128,7 @@ def test_malformed_frontmatter_is_reported_and_note_kept() -> None:
     note = parse_note("bad.md", text)
     assert note.frontmatter == {}
     assert note.warnings and "malformed frontmatter" in note.warnings[0]
-    assert note.title == "Real title"
+    assert note.title == "bad"
     assert any("body" in s.text for s in make_shards(note))
 
 
@@ -129,7 +136,8 @@ def test_shards_are_exact_spans_with_readable_node_ids() -> None:
     note = parse_note("Pets/hamsters.md", NOTE)
     shards = make_shards(note)
     ids = [s.node_id for s in shards]
-    assert ids == ["Pets/hamsters.md", "Pets/hamsters.md#Care", "Pets/hamsters.md#Care > Diet", "Pets/hamsters.md#Care (2)"]
+    assert ids == ["Pets/hamsters.md", "Pets/hamsters.md#Care", "Pets/hamsters.md#Care#Diet", "Pets/hamsters.md#Care (2)"]
+    assert [s.heading_path for s in shards][2] == ("Hamsters", "Care", "Diet")
     for s in shards:
         assert NOTE[s.start:s.end] == s.text
         assert s.search_text.startswith("Hamster handbook")

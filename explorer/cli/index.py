@@ -94,6 +94,7 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         "vault": str(vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
         "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
         "skipped": dict(sorted(index.skipped.items())),
+        "ignored": dict(sorted(index.ignored.items())),
         "warnings": {p: list(w) for p, w in index.warnings().items()}, "cache_dir": str(index.cache_dir),
     }
     if getattr(args, "coverage", False):
@@ -103,7 +104,7 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         print_json(out)
     else:
         for key, value in out.items():
-            if key == "skipped":
+            if key in ("skipped", "ignored"):
                 print(f"{key}: {len(value)}")
                 for p, r in value.items():
                     print(f"  {safe_text(p)}: {safe_text(r)}")

@@ -15,14 +15,15 @@ _BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
 
 def mark(text: str, spans: list[tuple[int, int]], color: bool) -> str:
     """`text` made terminal-safe, with spans (relative offsets into `text`) wrapped in highlight
-    codes, or in [brackets] without color."""
+    codes on a terminal, or between `«` and `»` when piped (brackets would read as Markdown and
+    wikilink syntax in note text)."""
     out, pos = [], 0
     for s, e in sorted(spans):
         if s < pos or e > len(text):
             continue
         out.append(safe_text(text[pos:s]))
         hit = safe_text(text[s:e])
-        out.append(f"{_HL}{hit}{_RESET}" if color else f"[{hit}]")
+        out.append(f"{_HL}{hit}{_RESET}" if color else f"«{hit}»")
         pos = e
     out.append(safe_text(text[pos:]))
     return "".join(out)
@@ -55,6 +56,8 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     print(head, file=out)
     if results.search_terms_used:
         print(f"{d}terms: {safe_text(' | '.join(results.search_terms_used))}{r}", file=out)
+    for c in results.corrections:
+        print(f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(c['searched']))}{r}", file=out)
     if explain and results.stats.feedback_from:
         print(f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats.feedback_from))}{r}", file=out)
     for w in results.warnings:
@@ -83,6 +86,9 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
         if explain and res.explanation:
             ex = res.explanation
             print(f"    {d}why: fused {ex.fused_score:.5f} = sum of w_ret * w_term * w_src / ({ex.rrf_k} + rank); pass {ex.pass_}{r}", file=out)
+            if ex.note_score is not None:
+                print(f"    {d}note: {ex.note_score:.5f} = {ex.fused_score:.5f} + {ex.second_weight:g} x {ex.second_score:.5f} "
+                      f"(second shard {safe_text(ex.second_node_id)}){r}", file=out)
             print(f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}", file=out)
             for c in ex.contributions:
                 term = safe_text(c.term if len(c.term) <= 28 else c.term[:27] + "…")

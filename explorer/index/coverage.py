@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.config import ALWAYS_IGNORED_DIRS
-from explorer.vault.scan import _glob_match, is_temp_file
+from explorer.vault.scan import ignore_reason, is_temp_file
 
 #: Example paths kept per reason.
 EXAMPLES = 5
@@ -56,7 +56,7 @@ def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_be
             if d == ".explorer":
                 continue  # the index itself
             reason = ("always-ignored folder" if d in ALWAYS_IGNORED_DIRS else "hidden folder" if d.startswith(".")
-                      else "ignore pattern" if any(_glob_match(rel, p) for p in settings.ignore) else "")
+                      else "ignore pattern" if _by_rule(rel, settings, True) else "")
             if reason:
                 add(ignored, reason, rel + "/", _count_files(Path(dirpath) / d))
             else:
@@ -73,7 +73,7 @@ def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_be
                     continue  # a turn's sidecar, indexed with its note
                 ext = os.path.splitext(name)[1].lower() or "(no extension)"
                 add(ignored, f"not Markdown ({ext})", rel)
-            elif any(_glob_match(rel, p) for p in settings.ignore):
+            elif _by_rule(rel, settings, False):
                 add(ignored, "ignore pattern", rel)
             else:
                 add(ignored, "not indexed yet (changed since the index was opened?)", rel)
@@ -123,3 +123,8 @@ def _freshness(index: Any, opened: Any, stored_before: float | None) -> dict[str
         out["changed_on_disk_since"] = {"added": len(opened.added), "changed": len(opened.changed),
                                         "removed": len(opened.removed)}
     return out
+
+
+def _by_rule(rel: str, settings: Any, is_dir: bool) -> bool:
+    """True when an ignore rule (defaults plus `vault.ignore`, gitignore syntax) leaves `rel` out."""
+    return (ignore_reason(rel, settings, is_dir) or "").startswith("ignore rule")

@@ -42,10 +42,10 @@ import numpy as np
 from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
 
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Version of one note record inside `notes.data`.
-_RECORD_VERSION = 1
+_RECORD_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -960,7 +960,7 @@ def encode_record(rec: NoteRecord) -> bytes:
     doc = [
         _RECORD_VERSION, n.path, n.text, n.title, n.frontmatter, n.body_start,
         [[h.level, h.text, h.start, h.end] for h in n.headings],
-        [[x.target, x.heading, x.block, x.alias, x.embed, x.start, x.end] for x in n.links],
+        [[x.target, x.heading, x.block, x.alias, x.embed, x.start, x.end, x.markdown] for x in n.links],
         [[t.name, t.start, t.end] for t in n.tags],
         [[b.id, b.start, b.end] for b in n.blocks],
         n.source_type, n.metadata, list(n.warnings), shards, None,

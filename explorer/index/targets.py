@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -36,7 +37,7 @@ class Target:
 
 
 def resolve_target(index: VaultIndex, target: str) -> Target:
-    """Find a node_id (`path#Heading > Sub`, `path#^block`) or a note path in the index.
+    """Find a node_id (`path#Heading#Sub`, the older `path#Heading > Sub`, `path#^block`) or a note path in the index.
 
     A path may omit `.md` or be any link target Obsidian would resolve (a file stem, a path
     suffix); a `#Heading` names a heading by its path or by its own text. Raises NoteNotFound
@@ -50,16 +51,13 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
         shard = index.shards.get(t)
         if shard is not None:
             _check_on_disk(index, shard.path)
-            return Target(shard.path, shard.start, "shard")
+            return _shard_target(index, shard)
         name, sep, frag = t.partition("#")
         path = _note_path(index, name)
         _check_on_disk(index, path)
         if not sep or not frag.strip():
             return Target(path, 0, "note")
         frag = frag.strip()
-        shard = index.shards.get(f"{path}#{frag}")
-        if shard is not None:
-            return Target(path, shard.start, "shard")
         note = index.notes[path]
         if frag.startswith("^"):
             block_id = frag[1:].strip()
@@ -69,18 +67,38 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
             raise ContextError(f"no block ^{block_id} in {path}")
         from explorer.vault.shard import heading_paths
 
-        want = " ".join(frag.split()).lower()
+        # `Heading#Sub` (Obsidian's form) and `Heading > Sub` (the older node_id form) alike.
+        comps = [c.strip() for c in re.split(r"#| > ", frag) if c.strip()]
+        if not comps:
+            return Target(path, 0, "note")
+        joined = "#".join(comps)
+        shard = index.shards.get(f"{path}#{joined}")
+        if shard is None:
+            # A path that leaves out outer headings (a first H1, say) names the section too.
+            ids = index.shards_by_path.get(path, [])
+            shard = next((index.shards[i] for i in ids if i.lower().endswith("#" + joined.lower())), None)
         pairs = heading_paths(note)
+        if shard is not None:
+            return _shard_target(index, shard)
+        want = [" ".join(c.split()).lower() for c in comps]
         for heading, hpath in pairs:
-            if " > ".join(hpath).lower() == want:
-                return Target(path, heading.start, "heading")
-        for heading, _ in pairs:
-            if heading.text.strip().lower() == want:
+            low = [h.lower() for h in hpath]
+            if low == want or (len(low) > len(want) and low[-len(want):] == want):
                 return Target(path, heading.start, "heading")
         for heading in note.headings:
-            if heading.text.strip().lower() == want:
+            if heading.text.strip().lower() == want[-1]:
                 return Target(path, heading.start, "heading")
         raise ContextError(f"no section {frag!r} in {path}")
+
+
+def _shard_target(index: VaultIndex, shard) -> Target:
+    """A shard's target; a shard can open with bare headings above its own, the cursor goes to its own."""
+    from explorer.vault.shard import heading_paths
+
+    note = index.notes.get(shard.path)
+    pairs = heading_paths(note) if note is not None and shard.heading_path else []
+    own = next((h.start for h, hp in pairs if hp == shard.heading_path and shard.start <= h.start < shard.end), shard.start)
+    return Target(shard.path, own, "shard")
 
 
 def resolve_note(index: VaultIndex, name: str) -> str | None:

@@ -110,6 +110,8 @@ class VaultIndex:
         self.shards: dict[str, Shard] = {}
         self.shards_by_path: dict[str, list[str]] = {}
         self.skipped: dict[str, str] = {}
+        self.ignored: dict[str, str] = {}
+        """What the ignore rules left out at the last full scan (folders end in `/`), with the rule."""
         ix = self.settings.index
         self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
         self.dense = DenseIndex()
@@ -366,6 +368,7 @@ class VaultIndex:
             gone = [p for p in list(self._states) if p not in present]
             candidates = list(scan.files)
             folder_skips = {s.path: s.reason for s in scan.skipped}
+            self.ignored = {s.path: s.reason for s in scan.ignored}
         else:
             present, gone, candidates = {}, [], []
             folder_skips = None

@@ -75,12 +75,27 @@ class Entry:
     """`search`, or `always_include` for a note added by a rule."""
     reason: str = ""
     """Why an always-include entry was added."""
+    second_weight: float = 0.0
+    """Damping of the second-best shard in the note's score."""
+
+    @property
+    def score(self) -> float:
+        """The note's score: its best shard's fused score plus the damped second best's."""
+        if not self.fused:
+            return 0.0
+        second = self.fused[1].score if len(self.fused) > 1 else 0.0
+        return self.fused[0].score + self.second_weight * second
 
 
-def aggregate(fused: Sequence[Fused], path_of: Callable[[str], str | None], pass_: int) -> list[Entry]:
-    """Shards to notes: each note keeps its shards in fused order and ranks by its best one.
+def aggregate(
+    fused: Sequence[Fused], path_of: Callable[[str], str | None], pass_: int, second_weight: float = 0.0
+) -> list[Entry]:
+    """Shards to notes: each note keeps its shards in fused order and ranks by its best shard's
+    score plus `second_weight` times its second best's (a note that matches in two sections
+    beats one that matches once; the damping keeps a long note from winning by size alone).
 
-    `path_of(node_id)` names the shard's note (None: the shard is gone, skip it).
+    `path_of(node_id)` names the shard's note (None: the shard is gone, skip it). Ties keep the
+    order of the best shards.
     """
     by_path: dict[str, Entry] = {}
     order: list[Entry] = []
@@ -90,9 +105,11 @@ def aggregate(fused: Sequence[Fused], path_of: Callable[[str], str | None], pass
             continue
         entry = by_path.get(path)
         if entry is None:
-            entry = Entry(path, [f], pass_)
+            entry = Entry(path, [f], pass_, second_weight=second_weight)
             by_path[path] = entry
             order.append(entry)
         else:
             entry.fused.append(f)
+    if second_weight:
+        order.sort(key=lambda e: -e.score)
     return order

@@ -32,6 +32,7 @@ from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, SearchMode, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
+from explorer.search.typos import Correction
 from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
@@ -81,6 +82,7 @@ class _Run:
     allowed: set[str] | None = None
     early: bool = False
     analysis: Analysis | None = None
+    corrections: list[Correction] = field(default_factory=list)
     named: list[str] = field(default_factory=list)
     """People of the vault the query names (folded owner names)."""
     favoured: frozenset[str] = frozenset()
@@ -239,6 +241,7 @@ class SearchPipeline:
         assert terms is not None
         with self.index.lock:
             run.allowed = self._retriever.allowed(parsed)
+            run.corrections = self._retriever.corrections(parsed.text)
             version = self.index.version
             stats = self._builder.stats(run.qvecs is not None)
             entries, rankings, searched = self._knowledge_first(run)
@@ -246,7 +249,8 @@ class SearchPipeline:
             t = time.perf_counter()
             if entries is None:
                 if not rankings:
-                    rankings = self._retriever.rankings(terms, run.qvecs, run.allowed, run.timings, "")
+                    rankings = self._retriever.rankings(terms, run.qvecs, run.allowed, run.timings, "",
+                                                        corrections=run.corrections, phrases=parsed.phrases)
                 with run.timed("fusion"):
                     entries = self._fuse(rankings, 1, run)
             ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
@@ -270,8 +274,12 @@ class SearchPipeline:
             searched_sources=searched,
             include_preferences=terms.include_preferences,
             include_n_minus_1=terms.include_n_minus_1,
+            corrections=[{"word": c.word, "searched": list(c.candidates), "edits": c.distance} for c in run.corrections],
         )
         out.trace.rankings = rankings
+        if parsed.phrases and not any(r.retriever == "phrase" and r.items for r in rankings):
+            quoted = ", ".join(f'"{p}"' for p in parsed.phrases)
+            out.warnings.append(f"no exact match for {quoted}: ranked by its words")
         out.trace.entries = [(e.path, e.fused[0].score) for e in entries]
         out.trace.version = version
         out.stats.named_people = list(run.named)
@@ -294,13 +302,19 @@ class SearchPipeline:
             facts = self._retriever.facts() if run.allowed is None else self._retriever.facts() & run.allowed
             if not facts:
                 return None, [], ["all"]
-            rankings = self._retriever.rankings(run.terms, run.qvecs, run.allowed, run.timings, "")
+            rankings = self._retriever.rankings(run.terms, run.qvecs, run.allowed, run.timings, "",
+                                                corrections=run.corrections, phrases=run.parsed.phrases)
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
-            kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec) for e in kb_entries[:run.k]]
+            # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
+            kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
+                          for e in kb_entries[:s.pass1_entries]]
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
-            if kb_quality.level == "high" and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries):
+            # A query that names a note outside the knowledge notes searches everything.
+            named_elsewhere = any(r.retriever == "name" and any(nid not in facts for nid, _ in r.items) for r in rankings)
+            if (kb_quality.level == "high" and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
+                    and not named_elsewhere):
                 run.early = True
                 return kb_entries, kb_rankings, ["fact"]
         return None, rankings, ["fact", "all"]
@@ -312,7 +326,10 @@ class SearchPipeline:
                                         skipped="pass 2 skipped: knowledge-first early return")
         elif run.two_pass:
             with run.timed("analysis"):
-                analysis = run.analysis = analyse(self.analyser, self.settings.search.analyser, run.parsed.text, out,
+                # The analyser sees pass 1's page (ke), not the k results asked for: the number of
+                # results requested must not change the refinement, hence the top 10.
+                page = replace(out, results=out.results[: self.settings.search.pass1_entries])
+                analysis = run.analysis = analyse(self.analyser, self.settings.search.analyser, run.parsed.text, page,
                                                   self.index, run.budget)
             out.analysis = AnalysisInfo(analysis.decision, analysis.refined_query, analysis.reason, analysis.analyser,
                                         analysis.tokens_used)
@@ -336,12 +353,19 @@ class SearchPipeline:
         qvecs2 = self._retriever.encode(terms2.all_terms) if run.qvecs is not None else None
         run.check()
         with self.index.lock:
-            rankings2 = self._retriever.rankings(terms2, qvecs2, run.allowed, run.timings, "pass2_")
+            rankings2 = self._retriever.rankings(terms2, qvecs2, run.allowed, run.timings, "pass2_",
+                                                 corrections=self._retriever.corrections(refined),
+                                                 phrases=run.parsed.phrases)
             entries2 = self._fuse(rankings2, 2, run)
             found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec) for e in entries2[: s.pass2_entries]]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
-        out.results, added = merge_passes(out.results, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
+        # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
+        # merged top does not depend on how many results were asked for.
+        page, rest = out.results[: s.pass1_entries], out.results[s.pass1_entries:]
+        merged, added = merge_passes(page, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
+        in_merged = {r.document_path for r in merged}
+        out.results = merged + [r for r in rest if r.document_path not in in_merged]
         out.trace.rankings_pass2 = rankings2
         out.passes.append(PassInfo(2, refined, tuple(terms2.all_terms), s.pass2_entries, s.pass2_shards, len(found2), added,
                                    (time.perf_counter() - t) * 1000))
@@ -445,7 +469,7 @@ class SearchPipeline:
         fused = rrf(rankings, s.rrf_k, run.weight if run is not None and run.weight else self._source_weight)
         if dialog and run is not None and run.dialog is not None:
             fused = spread_to_neighbours(fused, self.index, run.dialog, s.neighbour_weight)
-        return aggregate(fused, self._path_of, pass_)
+        return aggregate(fused, self._path_of, pass_, s.second_shard_weight)
 
     def _path_of(self, node_id: str) -> str | None:
         shard = self.index.shards.get(node_id)

@@ -49,6 +49,7 @@ class ResultBuilder:
                 source_weight=best.contributions[0].source_weight if best.contributions else 1.0,
                 pass_=entry.pass_,
                 shards_matched=len(entry.fused),
+                **_second(entry),
             )
         top = shards[0] if shards else None
         rel = self.relevance(entry, words, qvec, kc) if best is not None else 0.0
@@ -57,8 +58,8 @@ class ResultBuilder:
             title=note.title,
             source_type=note.source_type,
             node_id=best.node_id if best else (top.node_id if top else entry.path),
-            rrf_score=best.score if best else 0.0,
-            score=best.score if best else 0.0,
+            rrf_score=entry.score if best else 0.0,
+            score=entry.score if best else 0.0,
             bm25_rank=bm25_rank,
             embedding_rank=dense_rank,
             snippet=snippet(top.text, top.highlights, top.start) if top else "",
@@ -106,3 +107,12 @@ def make_context_shard(shard: Shard, words: list[str], phrases: tuple[str, ...] 
         score=score,
         pass_=pass_,
     )
+
+
+def _second(entry) -> dict:
+    """The explanation's fields for the second shard that counted in the note's score."""
+    if entry.second_weight <= 0 or len(entry.fused) < 2:
+        return {}
+    second = entry.fused[1]
+    return {"second_node_id": second.node_id, "second_score": second.score,
+            "second_weight": entry.second_weight, "note_score": entry.score}

@@ -9,9 +9,11 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.search.fusion import rrf
+from explorer.search.names import NameIndex
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import Ranking
 from explorer.search.terms import SearchTerms
+from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.text.tokenize import tokenize
 
 
@@ -35,6 +37,8 @@ class Retriever:
         self.settings = settings
         self.source_weight = source_weight
         self._facts_cache: tuple[int, set[str]] = (-1, set())
+        self._names = NameIndex()
+        self._speller = Speller()
 
     def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
         """Query vectors by text, or None when no embedding model is available."""
@@ -46,11 +50,21 @@ class Retriever:
 
     def allowed(self, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
-        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.phrases or parsed.excluded):
+        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded):
             return None
         out = set()
         excluded_tokens = [tokenize(x) for x in parsed.excluded]
+        # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
+        banned: set[str] = set()
+        if excluded_tokens:
+            for node_id, shard in self.index.shards.items():
+                if shard.path not in banned:
+                    toks = set(self.index.tokens(node_id))
+                    if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
+                        banned.add(shard.path)
         for node_id, shard in self.index.shards.items():
+            if shard.path in banned:
+                continue
             note = self.index.notes.get(shard.path)
             if note is None:
                 continue
@@ -63,13 +77,6 @@ class Retriever:
                 continue
             if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
                 continue
-            low_text = shard.text.lower()
-            if parsed.phrases and not all(" ".join(p.lower().split()) in " ".join(low_text.split()) for p in parsed.phrases):
-                continue
-            if excluded_tokens:
-                toks = set(self.index.tokens(node_id))
-                if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
-                    continue
             out.add(node_id)
         return out
 
@@ -88,8 +95,17 @@ class Retriever:
         timings: dict[str, float],
         prefix: str,
         depth: int | None = None,
+        corrections: list[Correction] | None = None,
+        phrases: tuple[str, ...] = (),
     ) -> list[Ranking]:
-        """One BM25 and one dense ranking per term; the dense side scans the matrix once for all terms."""
+        """One BM25 and one dense ranking per term (the dense side scans the matrix once for all
+        terms), the name ranking of the query, and the dense feedback ranking.
+
+        BM25 and the name ranking search a misspelt word's `corrections` in its place. Quoted
+        `phrases` are evidence, not a filter: the shards containing them all form one more
+        ranking (retriever `phrase`, in BM25 order), and the phrase's words are searched anyway,
+        so a passage worded slightly differently still ranks.
+        """
         s = self.settings.search
         depth = max(depth or 0, s.candidates)
         fetch = self._shard_depth(depth)
@@ -101,6 +117,8 @@ class Retriever:
             if i and s.term_retrievers == "dense":
                 continue
             toks = tokenize(term)
+            if corrections:
+                toks = corrected_tokens(toks, corrections)
             items = self._note_depth(lambda n: self.index.bm25.top(toks, n, bm_mask), fetch, depth) if toks else []
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
@@ -119,6 +137,17 @@ class Retriever:
                         lambda n: self.index.dense.search_many(row, n, s.dense_threshold, de_mask)[0], fetch, depth, items)
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
             timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
+        if phrases:
+            t0 = time.perf_counter()
+            rankings.append(self._phrase_ranking(terms.all_terms[0], phrases, rankings, allowed, depth))
+            timings[prefix + "phrases"] = (time.perf_counter() - t0) * 1000
+        if s.name_weight > 0:
+            t0 = time.perf_counter()
+            named = self._name_ranking(terms.all_terms[0], rankings, allowed, depth, corrections or [])
+            if named is not None:
+                rankings.append(named)
+            timings[prefix + "names"] = timings.get(prefix + "names", 0.0) + (time.perf_counter() - t0) * 1000
+        if qvecs is not None:
             query = terms.all_terms[0]
             if s.feedback_shards > 0 and query in qvecs:
                 t0 = time.perf_counter()
@@ -165,6 +194,64 @@ class Retriever:
         row = (moved / norm).reshape(1, -1).astype(np.float32)
         items = self._note_depth(lambda n: self.index.dense.search_many(row, n, s.dense_threshold, mask)[0], fetch, depth)
         return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
+
+    def _phrase_ranking(
+        self, query: str, phrases: tuple[str, ...], rankings: list[Ranking], allowed: set[str] | None, depth: int
+    ) -> Ranking:
+        """Shards containing every phrase (case and spacing ignored), in the query's BM25 order."""
+        wanted = [" ".join(p.lower().split()) for p in phrases if p.strip()]
+        hits = [nid for nid, sh in self.index.shards.items()
+                if (allowed is None or nid in allowed) and all(w in " ".join(sh.text.lower().split()) for w in wanted)]
+        order = {nid: i for r in rankings[:1] if r.retriever == "bm25" for i, (nid, _) in enumerate(r.items)}
+        hits.sort(key=lambda nid: (order.get(nid, len(order)), nid))
+        s = self.settings.search
+        return Ranking(query, "phrase", s.phrase_weight, s.query_weight, tuple((nid, 1.0) for nid in hits[:depth]))
+
+    def corrections(self, text: str) -> list[Correction]:
+        """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.typos)."""
+        if not self.settings.search.typo_tolerance or not text:
+            return []
+        return self._speller.corrections(text, self.index.bm25.idf(), self.index.bm25.doc_freq)
+
+    def _name_ranking(
+        self, query: str, rankings: list[Ranking], allowed: set[str] | None, depth: int, corrections: list[Correction]
+    ) -> Ranking | None:
+        """The name ranking (explorer.search.names): notes whose names the query names.
+
+        Each named note is credited through one of its shards: the best one in the fused BM25 and
+        dense rankings so far, or its first shard when they did not find it.
+        """
+        s = self.settings.search
+        toks = tokenize(query)
+        if corrections:
+            toks = corrected_tokens(toks, corrections)
+        if not toks:
+            return None
+        self._names.refresh(self.index.notes, self.index.version)
+        by_path = self.index.shards_by_path
+
+        def first_shard(path: str) -> str | None:
+            for node_id in by_path.get(path, ()):
+                if allowed is None or node_id in allowed:
+                    return node_id
+            return None
+
+        idf = self.index.bm25.idf()
+        found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
+                                   allowed=None if allowed is None else lambda p: first_shard(p) is not None)
+        if not found:
+            return None
+        best: dict[str, str] = {}
+        for f in rrf(rankings, s.rrf_k, self.source_weight):
+            shard = self.index.shards.get(f.node_id)
+            if shard is not None:
+                best.setdefault(shard.path, f.node_id)
+        items = []
+        for path, score in found:
+            node_id = best.get(path) or first_shard(path)
+            if node_id is not None:
+                items.append((node_id, score))
+        return Ranking(query, "name", s.name_weight, s.query_weight, tuple(items)) if items else None
 
     def _shard_depth(self, notes: int) -> int:
         """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""

@@ -132,6 +132,14 @@ class Explanation:
     """Rerank score, movement (rank before -> after) and backend, when reranking ran."""
     final_score: float | None = None
     """Score after reranking (the blended score), when reranking ran."""
+    second_node_id: str = ""
+    """The note's second-best shard ('' when only one was retrieved)."""
+    second_score: float = 0.0
+    """Its fused score."""
+    second_weight: float = 0.0
+    """Its damping: the note's score is `fused_score + second_weight * second_score`."""
+    note_score: float | None = None
+    """The note's score (None when no second shard counted: then it is `fused_score`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -502,6 +510,8 @@ class SearchResults:
     searched_sources: list[str] = field(default_factory=list)
     include_preferences: bool = False
     include_n_minus_1: bool = False
+    corrections: list[dict[str, Any]] = field(default_factory=list)
+    """Query words found nowhere in the vault and the vault words searched instead."""
     trace: SearchTrace = field(default_factory=SearchTrace, repr=False)
 
     @property
@@ -540,4 +550,5 @@ class SearchResults:
             "searched_sources": list(self.searched_sources),
             "include_preferences": self.include_preferences,
             "include_n_minus_1": self.include_n_minus_1,
+            "corrections": [dict(c) for c in self.corrections],
         }

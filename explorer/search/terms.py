@@ -24,9 +24,12 @@ _ESCAPE_SEQ = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\u2028\u2029\ufeff]")
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+# Real references to the conversation, not pronouns: "her", "that" or "it" name things in the
+# query itself far more often than the previous turn.
 _FOLLOW_UP = re.compile(
-    r"\b(it|its|that|this|these|those|they|them|their|he|she|him|her|again|also|more|else|"
-    r"previous|earlier|last|above|same|instead|what about|how about|and then)\b",
+    r"\b(last time|last turn|last message|earlier|previous(?:ly)?|before that|again|as (?:i|you) said|"
+    r"you (?:said|mentioned|told me|suggested|recommended)|i (?:said|mentioned|told you|asked)|"
+    r"we (?:discussed|talked about|said)|remind me|what about|how about|and then)\b",
     re.IGNORECASE,
 )
 _PREFERENCE = re.compile(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -44,8 +45,16 @@ class LinkGraph:
                     self._by_stem.setdefault(str(alias).lower(), []).append(path)
         self._backlinks: dict[str, list[Backlink]] | None = None
 
-    def resolve(self, target: str, source: str | None = None) -> str | None:
-        """The path a link target names, or None when it dangles (or names a non-note file)."""
+    def resolve(self, target: str, source: str | None = None, markdown: bool = False) -> str | None:
+        """The path a link target names, or None when it dangles (or names a non-note file).
+
+        A Markdown link's target is first read as a path relative to the linking note
+        (`../Other.md`), then from the vault root, then like a wikilink.
+        """
+        if markdown and target.strip():
+            found = self._resolve_path(target, source)
+            if found is not None:
+                return found
         t = target.strip().replace("\\", "/").lstrip("/")
         if not t:
             return source
@@ -58,12 +67,27 @@ class LinkGraph:
             candidates = [p for p in candidates if p.lower().removesuffix(".md").endswith(suffix)]
         return candidates[0] if candidates else None
 
+    def _resolve_path(self, target: str, source: str | None) -> str | None:
+        t = target.strip().replace("\\", "/")
+        tries = []
+        if source and not t.startswith("/"):
+            tries.append(posixpath.normpath(posixpath.join(posixpath.dirname(source), t)))
+        tries.append(posixpath.normpath(t.lstrip("/")))
+        for cand in tries:
+            if cand.startswith("../") or cand == "..":
+                continue
+            lower = cand.lower()
+            for key in (lower, lower + ".md"):
+                if key in self._by_path:
+                    return self._by_path[key]
+        return None
+
     def outgoing(self, path: str) -> list[tuple[Link, str | None]]:
         """Links of a note with their resolved targets (None for dangling)."""
         note = self._notes.get(path)
         if note is None:
             return []
-        return [(link, self.resolve(link.target, path)) for link in note.links]
+        return [(link, self.resolve(link.target, path, getattr(link, "markdown", False))) for link in note.links]
 
     def backlinks(self, path: str) -> list[Backlink]:
         """Links from other notes into `path`, by source path."""

@@ -22,22 +22,25 @@ class Heading:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A `[[wikilink]]` or `![[embed]]`."""
+    """A `[[wikilink]]`, `![[embed]]` or Markdown link `[text](Some%20note.md#Heading)`."""
 
     target: str
-    """The note (or file) named, as written; empty for a same-note link (`[[#Heading]]`)."""
+    """The note (or file) named, as written (URL-decoded for a Markdown link); empty for a
+    same-note link (`[[#Heading]]`, `[text](#Heading)`)."""
     heading: str
     """The `#heading` part, or ''."""
     block: str
     """The `#^block` id, or ''."""
     alias: str
-    """The `|alias`, or ''."""
+    """The `|alias` (a Markdown link's text), or ''."""
     embed: bool
     """True for `![[...]]`."""
     start: int
     """Offset of the link's first character (`!` or `[`)."""
     end: int
-    """Offset just past `]]`."""
+    """Offset just past `]]` (or the Markdown link's `)`)."""
+    markdown: bool = False
+    """True for a Markdown link: its target is a path relative to the linking note."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,8 @@ class Note:
     text: str
     """The whole raw text."""
     title: str
-    """Frontmatter title, else first H1, else the file stem."""
+    """The frontmatter `title` when set, else the file name without `.md` as Obsidian shows it
+    (a first H1 is a heading like any other)."""
     frontmatter: dict[str, Any]
     """Parsed YAML frontmatter ({} when absent or malformed)."""
     body_start: int
@@ -98,6 +102,29 @@ class Note:
         """File name without folder and `.md`."""
         name = self.path.rsplit("/", 1)[-1]
         return name[:-3] if name.lower().endswith(".md") else name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name the note answers to: its title, its file name, then the frontmatter `aliases`."""
+        out = [self.title]
+        for name in (self.stem, *frontmatter_names(self.frontmatter)):
+            if name.casefold() not in (n.casefold() for n in out):
+                out.append(name)
+        return tuple(out)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The names besides the title (the file name when a frontmatter title differs, `aliases`)."""
+        return self.names[1:]
+
+    @property
+    def description(self) -> str:
+        """The frontmatter `description` (or `summary`), one line; '' when absent."""
+        for key in ("description", "summary"):
+            value = self.frontmatter.get(key)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
+                return " ".join(str(value).split())
+        return ""
 
     @property
     def tag_names(self) -> tuple[str, ...]:
@@ -144,6 +171,29 @@ class Highlight:
     """Offset past the match."""
     term: str
     """The query word or phrase it matches."""
+
+
+def frontmatter_names(frontmatter: dict[str, Any]) -> tuple[str, ...]:
+    """Other names of a note from its frontmatter: `title` when present, then `aliases` (or `alias`).
+
+    Obsidian reads `aliases` as a list or as one string; an older convention separates several
+    names in one string by commas, so a string is split at commas.
+    """
+    out: list[str] = []
+    title = frontmatter.get("title")
+    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
+        out.append(" ".join(str(title).split()))
+    for key in ("aliases", "alias"):
+        raw = frontmatter.get(key)
+        if raw is None:
+            continue
+        items = raw if isinstance(raw, list) else str(raw).split(",") if isinstance(raw, (str, int, float)) else []
+        for item in items:
+            if isinstance(item, (str, int, float)) and not isinstance(item, bool):
+                name = " ".join(str(item).split())
+                if name and name not in out:
+                    out.append(name)
+    return tuple(out)
 
 
 def _fast_setstate(*classes: type) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from urllib.parse import unquote
 from functools import lru_cache
 from typing import Any
 
@@ -26,6 +27,9 @@ MAX_YAML_DEPTH = 32
 MAX_YAML_VALUES = 20_000
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\r\n]+?)\]\]")
+# [text](target) or [text](<target with spaces> "title"); `!` makes it an embed.
+_MDLINK = re.compile(r"(!?)\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+(?:\([^\s()]*\)[^\s()<>]*)*)(?:\s+(?:\"[^\"\r\n]*\"|'[^'\r\n]*'))?\s*\)")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # A tag starts at the line start or after white space or an opening bracket, and is not only digits.
 _TAG = re.compile(r"(?:^|(?<=[\s(\[{,;]))#([\w/-]*[^\W\d_][\w/-]*)", re.MULTILINE)
 _BLOCK_ID = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$", re.MULTILINE)
@@ -90,7 +94,8 @@ def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[s
     code.sort()
     in_code = _span_checker(code)
 
-    links = tuple(_links(text, body_start, in_code))
+    wikilinks = _links(text, body_start, in_code)
+    links = tuple(sorted(wikilinks + _markdown_links(text, body_start, in_code, wikilinks), key=lambda link: link.start))
     in_link = _span_checker([(link.start, link.end) for link in links])
     tags = tuple(_frontmatter_tags(frontmatter)) + tuple(
         Tag(m.group(1), m.start(), m.end())
@@ -98,7 +103,7 @@ def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[s
         if not in_code(m.start()) and not in_link(m.start())
     )
     blocks = tuple(_blocks(text, body_start, starts, in_code))
-    title = _title(frontmatter, headings, path)
+    title = _title(path, frontmatter)
     return Note(
         path=path,
         text=text,
@@ -237,6 +242,57 @@ def _links(text: str, body_start: int, in_code) -> list[Link]:
     return out
 
 
+def markdown_link_target(raw: str) -> tuple[str, str, str] | None:
+    """(path, heading, block) of a Markdown link's destination, URL-decoded; None for a URL.
+
+    `../Some%20note.md#Care` gives ('../Some note.md', 'Care', ''); `#Care` gives ('', 'Care', '').
+    """
+    dest = raw.strip()
+    if dest.startswith("<") and dest.endswith(">"):
+        dest = dest[1:-1].strip()
+    if not dest or _SCHEME.match(dest) or dest.startswith("//"):
+        return None
+    path, _, anchor = dest.partition("#")
+    path = unquote(path)
+    anchor = unquote(anchor).strip()
+    if anchor.startswith("^"):
+        return path, "", anchor[1:].strip()
+    return path, anchor, ""
+
+
+def _markdown_links(text: str, body_start: int, in_code, taken: list[Link]) -> list[Link]:
+    in_wikilink = _span_checker([(link.start, link.end) for link in taken])
+    out = []
+    for m in _MDLINK.finditer(text, body_start):
+        if in_code(m.start()) or in_wikilink(m.start()):
+            continue
+        dest = markdown_link_target(m.group(3))
+        if dest is None:
+            continue
+        path, heading, block = dest
+        out.append(Link(path, heading, block, m.group(2).strip(), bool(m.group(1)), m.start(), m.end(), markdown=True))
+    return out
+
+
+def display_text(text: str) -> str:
+    """`text` with each link replaced by what a reader sees of it: a Markdown link's text (web
+    links too), a wikilink's alias (else its target and heading). This is what gets indexed, so link URLs and
+    targets hidden behind link text do not count as words of the note."""
+    if "[" not in text:
+        return text
+
+    def md(m: re.Match[str]) -> str:
+        return m.group(2)
+
+    def wiki(m: re.Match[str]) -> str:
+        target, _, alias = m.group(2).partition("|")
+        if alias.strip():
+            return alias
+        return " ".join(p for p in target.replace("#^", " ").split("#") if p)
+
+    return _WIKILINK.sub(wiki, _MDLINK.sub(md, text))
+
+
 def _blocks(text: str, body_start: int, starts: list[int], in_code) -> list[Block]:
     out = []
     for m in _BLOCK_ID.finditer(text, body_start):
@@ -269,12 +325,11 @@ def _line(text: str, starts: list[int], i: int) -> str:
     return text[starts[i]:end].rstrip("\r\n")
 
 
-def _title(frontmatter: dict[str, Any], headings: list[Heading], path: str) -> str:
+def _title(path: str, frontmatter: dict[str, Any]) -> str:
+    """Obsidian's title, the file name without folder and `.md`, unless the frontmatter sets a
+    `title`. A first H1 is a heading like any other."""
     title = frontmatter.get("title")
-    if isinstance(title, (str, int, float)) and str(title).strip():
-        return str(title).strip()
-    for h in headings:
-        if h.level == 1 and h.text:
-            return h.text
+    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
+        return " ".join(str(title).split())
     name = path.rsplit("/", 1)[-1]
     return name[:-3] if name.lower().endswith(".md") else name

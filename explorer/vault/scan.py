@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from functools import lru_cache
 import json
 import os
 import re
@@ -11,7 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from explorer.config import ALWAYS_IGNORED_DIRS, VaultSettings
+import pathspec
+
+from explorer.config import ALWAYS_IGNORED_DIRS, DEFAULT_IGNORE, VaultSettings
 from explorer.vault.model import Note
 
 # An ATX heading line (what starts a section), found without parsing the note.
@@ -53,6 +56,9 @@ class ScanResult:
     """Notes to read, sorted by path."""
     skipped: tuple[Skipped, ...]
     """Folders and files left out for a reason (ignored-by-rule files are not listed)."""
+    ignored: tuple[Skipped, ...] = ()
+    """What the ignore rules left out: folders (not looked into), and Markdown files an ignore
+    rule names (other files are simply not notes)."""
 
 
 class VaultError(OSError):
@@ -110,27 +116,37 @@ def is_temp_file(name: str) -> bool:
 
 def is_ignored(rel: str, settings: VaultSettings, is_dir: bool = False) -> bool:
     """True when a vault-relative path is outside the vault's notes by rule."""
+    return ignore_reason(rel, settings, is_dir) is not None
+
+
+def ignore_reason(rel: str, settings: VaultSettings, is_dir: bool = False) -> str | None:
+    """Why a vault-relative path is not read as a note, or None when it is one.
+
+    Reasons: a folder that is never part of a vault (`.obsidian`, `.git`, `.trash`, `.explorer`),
+    a hidden file or folder, an editor temp file, not Markdown, or an ignore rule (DEFAULT_IGNORE
+    plus `vault.ignore`, gitignore syntax).
+    """
     parts = [p for p in rel.split("/") if p and p != "."]  # rel is vault-relative, "/"-separated
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if part in ALWAYS_IGNORED_DIRS and (not last or is_dir):
-            return True
+            return f"{part}/ is not part of the notes"
         if part.startswith(".") and (not last or is_dir):
-            return True
+            return "hidden folder"
     name = parts[-1] if parts else rel
     if not is_dir and (name.startswith(".") or is_temp_file(name) or not name.lower().endswith(".md")):
-        return True
-    return any(_glob_match(rel, pattern) for pattern in settings.ignore)
+        return "not a note"
+    spec, patterns = _ignore_spec(tuple(DEFAULT_IGNORE) + tuple(settings.ignore))
+    check = spec.check_file("/".join(parts) + ("/" if is_dir else ""))
+    if check.include and check.index is not None:
+        return f"ignore rule {patterns[check.index]!r}"
+    return None
 
 
-def _glob_match(rel: str, pattern: str) -> bool:
-    pattern = pattern.strip().rstrip("/")
-    if not pattern:
-        return False
-    if fnmatch.fnmatchcase(rel, pattern) or PurePosixPath(rel).match(pattern):
-        return True
-    # A folder pattern also covers everything below it.
-    return any(fnmatch.fnmatchcase(str(parent), pattern) for parent in PurePosixPath(rel).parents if str(parent) != ".")
+@lru_cache(maxsize=16)
+def _ignore_spec(patterns: tuple[str, ...]) -> tuple[pathspec.GitIgnoreSpec, tuple[str, ...]]:
+    lines = tuple(p.strip() for p in patterns if p and p.strip())
+    return pathspec.GitIgnoreSpec.from_lines(lines), lines
 
 
 def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
@@ -143,6 +159,7 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
     root = check_vault(root)
     files: list[NoteFile] = []
     skipped: list[Skipped] = []
+    ignored: list[Skipped] = []
     seen_dirs: set[tuple[int, int]] = set()
 
     def walk(directory: Path, rel_dir: str) -> None:
@@ -168,7 +185,12 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_link, is_dir = True, False
-            if is_ignored(rel, settings, is_dir=is_dir):
+            reason = ignore_reason(rel, settings, is_dir=is_dir)
+            if reason is not None:
+                if is_dir and entry.name != ".explorer":  # the index's own folder is not news
+                    ignored.append(Skipped(rel + "/", reason))
+                elif not is_dir and reason.startswith("ignore rule"):
+                    ignored.append(Skipped(rel, reason))
                 continue
             if is_link:
                 reason = _symlink_refused(root, Path(entry.path), settings)
@@ -198,7 +220,7 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
     while linked:
         walk(*linked.pop(0))
     files.sort(key=lambda f: f.path)
-    return ScanResult(tuple(files), tuple(skipped))
+    return ScanResult(tuple(files), tuple(skipped), tuple(ignored))
 
 
 def _symlink_refused(root: Path, path: Path, settings: VaultSettings) -> str:

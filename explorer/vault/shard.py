@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, replace
 
 from explorer.vault.model import Heading, Note, Shard
+from explorer.vault.parse import display_text
 
 # Word pieces are estimated, not counted: a word costs 1 plus 1 per 8 characters, CJK and
 # punctuation 1 each. MiniLM's real count is close for English and never far above.
@@ -40,16 +41,22 @@ class _Section:
 def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Shard]:
     """Cut `note` into shards; `note.text[s.start:s.end] == s.text` for each.
 
-    Sections run from one heading to the next. A section larger than `max_tokens` is split at
-    paragraph, line or sentence breaks into pieces that share about `overlap` tokens. node_ids
-    name the file and heading path (`a/b.md#Care > Diet`), with ` (n)` for a repeated heading
-    path and `@k` for the k-th piece of a long section, so an edit in one section never changes
-    the node_ids of another.
+    Sections run from one heading to the next; a heading with no text of its own (directly
+    followed by another heading) joins the section after it. A section larger than `max_tokens`
+    is split at paragraph, line or sentence breaks into pieces that share about `overlap` tokens.
+    node_ids read like Obsidian link targets: the file and heading path (`a/b.md#Care#Diet`, a
+    note's only H1 left out as it stands for the whole note);
+    only when two shards would share one, a suffix tells them apart: ` (n)` for a repeated
+    heading path and `@k` for the k-th piece of a long section. An edit in one section never
+    changes the node_ids of another.
     """
     shards: list[Shard] = []
     seen: dict[str, int] = {}
+    title = title_heading(note)
     for section in _sections(note):
-        base = note.path + ("#" + " > ".join(section.heading_path) if section.heading_path else "")
+        # A note's only H1 heads the whole note: node_ids leave it out, as links to the note do.
+        link_path = section.heading_path[1:] if title is not None and section.heading_path[:1] == (title.text,) else section.heading_path
+        base = node_base(note.path, link_path)
         seen[base] = seen.get(base, 0) + 1
         if seen[base] > 1:
             base = f"{base} ({seen[base]})"
@@ -74,6 +81,11 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
     return shards
 
 
+def node_base(path: str, heading_path: tuple[str, ...]) -> str:
+    """The link-target part of a node_id: `path#Heading#Sub` (the path alone for a note's top)."""
+    return path + "".join("#" + h for h in heading_path)
+
+
 def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[Shard]]:
     """Keep the first `limit` shards of a note; a cut is recorded in the note's warnings.
 
@@ -91,19 +103,16 @@ def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[
 
 
 def title_heading(note: Note) -> Heading | None:
-    """The note's only H1, which serves as its title and stays out of heading paths."""
+    """The note's only H1, when it has exactly one: a heading that stands for the whole note."""
     h1 = [h for h in note.headings if h.level == 1]
     return h1[0] if len(h1) == 1 else None
 
 
 def heading_paths(note: Note) -> list[tuple[Heading, tuple[str, ...]]]:
-    """Each heading with the path of heading texts that leads to it (title H1 left out)."""
-    skip = title_heading(note)
+    """Each heading with the path of heading texts that leads to it, outermost first."""
     stack: list[Heading] = []
     out = []
     for h in note.headings:
-        if h is skip:
-            continue
         while stack and stack[-1].level >= h.level:
             stack.pop()
         stack.append(h)
@@ -114,23 +123,36 @@ def heading_paths(note: Note) -> list[tuple[Heading, tuple[str, ...]]]:
 def _sections(note: Note) -> list[_Section]:
     text = note.text
     bounds: list[tuple[int, tuple[str, ...]]] = [(note.body_start, ())]
-    # The title H1 is not a boundary: it belongs to the intro section.
     for h, path in heading_paths(note):
         bounds.append((h.start, path))
     bounds.sort(key=lambda b: b[0])
     out = []
     bare: list[_Section] = []
+    pending: int | None = None
     for i, (start, path) in enumerate(bounds):
         end = bounds[i + 1][0] if i + 1 < len(bounds) else len(text)
         start, end = _strip(text, start, end)
         if end <= start:
             continue
         if _only_heading_line(text, start, end):
-            # A heading with no text of its own is not a shard, unless the note has nothing else.
+            # A heading with no text of its own joins the section that follows it.
             bare.append(_Section(path, start, end))
+            pending = start if pending is None else pending
             continue
-        out.append(_Section(path, start, end))
-    return out or bare[:1]
+        out.append(_Section(path, start if pending is None else pending, end))
+        pending = None
+    if pending is not None and out:
+        # Bare headings at the very end: kept with the section before them.
+        last = out[-1]
+        out[-1] = _Section(last.heading_path, last.start, bare[-1].end)
+    if not out and bare:
+        # Nothing but headings: one shard of them all.
+        return [_Section(bare[0].heading_path, bare[0].start, bare[-1].end)]
+    if not out:
+        # A note with no text still has a name (and maybe aliases): one empty shard finds it.
+        end = len(text.rstrip())
+        return [_Section((), min(note.body_start, end), end)]
+    return out
 
 
 def _only_heading_line(text: str, start: int, end: int) -> bool:
@@ -202,10 +224,17 @@ def _best_break(text: str, tokens: list[tuple[int, int, int]], i: int, j: int) -
 
 
 def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bool) -> str:
-    head = " > ".join((note.title, *heading_path))
-    parts = [head, text]
-    if first and note.tag_names:
-        parts.append("tags: " + " ".join(note.tag_names))
+    # The note's name heads every shard; a first heading that repeats it is not written twice.
+    path = heading_path[1:] if heading_path and _same_name(heading_path[0], note.title) else heading_path
+    head = " > ".join((note.title, *path))
+    parts = [head, display_text(text)]
+    if first:
+        if note.aliases:
+            parts.append("aliases: " + ", ".join(note.aliases))
+        if note.description:
+            parts.append("description: " + note.description)
+        if note.tag_names:
+            parts.append("tags: " + " ".join(note.tag_names))
     meta = note.metadata
     if meta:
         topic = meta.get("topic")
@@ -215,3 +244,7 @@ def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bo
         if isinstance(keywords, list) and keywords:
             parts.append("keywords: " + ", ".join(str(k) for k in keywords))
     return "\n".join(parts)
+
+
+def _same_name(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()

@@ -20,6 +20,7 @@ from explorer.tui import keys
 from explorer.tui.messages import EditNote
 from explorer.tui.safe import plain, safe_content
 from explorer.tui.text import line_of, note_markdown, parse_wikilink_href
+from explorer.vault.parse import markdown_link_target
 from explorer.tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
@@ -299,16 +300,22 @@ class NoteScreen(Screen):
 
     # -- links ---------------------------------------------------------------------------
     async def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
-        """Wikilinks navigate in the view; other links open outside."""
+        """Wikilinks and Markdown links to notes navigate in the view; web links open outside."""
         event.stop()
         parsed = parse_wikilink_href(event.href)
+        markdown = False
         if parsed is None:
             if event.href.startswith(("http://", "https://")):
                 self.app.open_url(event.href)
-            return
+                return
+            dest = markdown_link_target(event.href)
+            if dest is None:
+                return
+            target, heading, block = dest
+            parsed, markdown = (target, "^" + block if block else heading), True
         target, heading = parsed
         index = self.explorer.index
-        path = index.links().resolve(target, self.place.path) if target else self.place.path
+        path = index.links().resolve(target, self.place.path, markdown) if target else self.place.path
         note = index.note(path) if path is not None else None
         if note is None:
             self.notify(f"No note named “{target}” (a dangling link).", severity="warning", timeout=4)

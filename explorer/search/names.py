@@ -1,0 +1,106 @@
+"""The name retriever: notes whose title, file name or alias the query names, as one more ranked list.
+
+Obsidian users find a note by typing its name. Body retrievers rank a note's name only as a few
+words among many, so a short note named exactly what was typed can lose to a long one that
+repeats the words ("Kimchi" against "Kimchi troubleshooting"). This stage matches the query
+against each note's names alone (title, file name, frontmatter `title` and `aliases`) and scores
+how completely a name and the query cover each other: score = (IDF share of the query's words
+found in the name) x (share of the name's words found in the query), 1.0 for a name made of the
+query's words. Only the best-named notes are listed (those within `TIER` of the best score): a
+rank-based fusion would otherwise give "Kimchi troubleshooting" almost the boost of "Kimchi" for
+the query `kimchi`. Scores under `MIN_SCORE` are left out, so a question that merely mentions one
+word of a long name adds no list. The list is fused by RRF like the BM25 and dense lists
+(retriever `name`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Mapping
+
+from explorer.text.tokenize import tokenize
+from explorer.vault.model import Note
+
+#: A name must cover the query and be covered by it at least this much (product of both shares).
+MIN_SCORE = 0.5
+#: Notes listed: those scoring at least the best score minus this.
+TIER = 0.01
+
+
+class NameIndex:
+    """Notes by the words of their names, refreshed from the index's notes when they change."""
+
+    def __init__(self) -> None:
+        self._notes: dict[str, Note] = {}
+        self._names: dict[str, tuple[frozenset[str], ...]] = {}
+        self._postings: dict[str, set[str]] = {}
+        self._version = -1
+
+    def refresh(self, notes: Mapping[str, Note], version: int) -> None:
+        """Bring the name table up to date with `notes` (cheap when nothing changed)."""
+        if version == self._version:
+            return
+        for path in [p for p in self._notes if p not in notes]:
+            self._drop(path)
+        for path, note in notes.items():
+            if self._notes.get(path) is not note:
+                self._drop(path)
+                self._add(path, note)
+        self._version = version
+
+    def _add(self, path: str, note: Note) -> None:
+        names = tuple(dict.fromkeys(frozenset(tokenize(n)) for n in note.names))
+        names = tuple(n for n in names if n)
+        self._notes[path] = note
+        self._names[path] = names
+        for name in names:
+            for tok in name:
+                self._postings.setdefault(tok, set()).add(path)
+
+    def _drop(self, path: str) -> None:
+        names = self._names.pop(path, ())
+        self._notes.pop(path, None)
+        for name in names:
+            for tok in name:
+                paths = self._postings.get(tok)
+                if paths is not None:
+                    paths.discard(path)
+                    if not paths:
+                        del self._postings[tok]
+
+    def search(
+        self,
+        tokens: Iterable[str],
+        idf: Callable[[str], float],
+        limit: int,
+        allowed: Callable[[str], bool] | None = None,
+    ) -> list[tuple[str, float]]:
+        """(path, score) of the notes whose best name covers the query, best first, ties by path."""
+        query = list(dict.fromkeys(tokens))
+        if not query:
+            return []
+        weights = {t: max(idf(t), 0.1) for t in query}
+        total = sum(weights.values())
+        qset = set(query)
+        candidates: set[str] = set()
+        for tok in query:
+            candidates |= self._postings.get(tok, set())
+        scored: list[tuple[str, float]] = []
+        for path in candidates:
+            if allowed is not None and not allowed(path):
+                continue
+            best = 0.0
+            for name in self._names.get(path, ()):
+                matched = name & qset
+                if not matched:
+                    continue
+                # Summed in a fixed order and rounded: set order varies between runs.
+                score = round(sum(weights[t] for t in sorted(matched)) / total * len(matched) / len(name), 6)
+                best = max(best, score)
+            if best >= MIN_SCORE:
+                scored.append((path, best))
+        if not scored:
+            return []
+        top = max(score for _, score in scored)
+        scored = [p for p in scored if p[1] >= top - TIER]
+        scored.sort(key=lambda p: (-p[1], p[0]))
+        return scored[:limit]
