@@ -439,6 +439,8 @@ async def test_why_pane_shows_rerank_movement(tui_vault: Path, embedder, tmp_pat
         await settle(app, pilot)
         results = await search(app, pilot, "hamster cage")
         why = app.main_screen.query_one(WhyPane)
+        await pilot.press("f6")  # the pane is drawn when it is shown
+        await pilot.pause()
         facts = str(why.query_one("#why-search").content)
         assert "rerank: " in facts and (results.rerank.backend or "") in facts
         if results.rerank.applied:

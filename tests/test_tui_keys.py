@@ -218,3 +218,19 @@ async def test_writer_never_saves_over_a_note_it_could_not_read(tui_vault: Path,
         await settle(app, pilot)
         assert writer.save_count == 0
     assert (tui_vault / path).read_bytes() == b"\xff\xfe not utf-8 \x80"
+
+
+@sync
+async def test_enter_on_a_first_query_moves_to_its_results_when_they_come(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """Enter right after typing (no results listed yet) still lands on the results, so a second Enter opens one."""
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.main_screen
+        screen.query_one(SearchBox).focus()
+        await pilot.press(*"hamster", "enter")
+        await wait_for(pilot, lambda: screen.query_one(ResultsList).has_focus)
+        await settle(app, pilot)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, NoteScreen)

@@ -22,11 +22,10 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     from explorer.engine import open_index
 
     t0 = time.perf_counter()
-    opening = _ProgressBar() if sys.stderr.isatty() else None
-    index, report = open_index(vault, settings, progress=opening.update if opening else None)
-    if opening:
-        opening.done()
-    bar = _ProgressBar() if sys.stderr.isatty() else None
+    opening = _ProgressBar(sys.stderr.isatty())
+    index, report = open_index(vault, settings, progress=opening.update)
+    opening.done()
+    bar = _ProgressBar(sys.stderr.isatty())
     pending_before = len(index.pending())
     cached = index.stats().embedded
     embedded = 0
@@ -121,6 +120,16 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     return 0
 
 
+def format_eta(seconds: float) -> str:
+    """A duration as 42s, 3m05s or 1h12m."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 def _print_coverage(cov: dict) -> None:
     """The coverage report as text (every vault-derived string sanitised)."""
     ix = cov["indexed"]
@@ -145,22 +154,54 @@ def _print_coverage(cov: dict) -> None:
 
 
 class _ProgressBar:
-    """A one-line progress bar on stderr."""
+    """Progress on stderr: a bar redrawn in place on a terminal, plain lines (every 10 % or 30 s) when piped.
 
-    def __init__(self) -> None:
+    Both show counts, the rate and, once there is a rate, the time left. Piped, a stage that ends
+    within QUIET_S prints nothing (a short run's stderr stays its messages only).
+    """
+
+    QUIET_S = 2.0
+
+    def __init__(self, tty: bool = True) -> None:
+        self.tty = tty
         self._last = 0.0
         self._shown = False
+        self._start: dict[str, tuple[float, int]] = {}
+        self._printed_tenth = -1
 
-    def update(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
+    def line(self, stage: str, done: int, total: int, now: float) -> str:
+        """The progress text: stage, counts, percent, rate and ETA."""
+        t0, d0 = self._start.setdefault(stage, (now, done))
+        pct = 100 * done / total if total else 100.0
+        text = f"{stage} {done}/{total} ({pct:.0f}%)"
+        elapsed = now - t0
+        if elapsed > 0.5 and done > d0:
+            rate = (done - d0) / elapsed
+            text += f" {rate:.1f}/s" + (f", {format_eta((total - done) / rate)} left" if done < total else "")
+        return text
+
+    def update(self, stage: str, done: int, total: int, now: float | None = None) -> None:
+        """Report `done` of `total` items of `stage` (`now`: a monotonic time, for tests)."""
+        now = time.monotonic() if now is None else now
+        text = self.line(stage, done, total, now)
+        if not self.tty:
+            tenth = int(10 * done / total) if total else 10
+            if now - self._start[stage][0] < self.QUIET_S:
+                return
+            if tenth > self._printed_tenth or now - self._last >= 30:
+                sys.stderr.write(text + "\n")
+                sys.stderr.flush()
+                self._printed_tenth = max(tenth, self._printed_tenth)
+                self._last = now
+            return
         if done < total and now - self._last < 0.1:
             return
         self._last = now
-        width = 30
+        width = 24
         filled = int(width * done / total) if total else width
-        # The carriage return is this bar's own: written past the sanitiser, the stage name is ours.
+        # The carriage return and the erase-line are this bar's own: written past the sanitiser, the text is ours.
         err = getattr(sys.stderr, "raw", sys.stderr)
-        err.write(f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        err.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
         err.flush()
         self._shown = True
 
@@ -168,6 +209,8 @@ class _ProgressBar:
         if self._shown:
             sys.stderr.write("\n")
             self._shown = False
+        self._start.clear()
+        self._printed_tenth = -1
 
 
 def format_batch(report: BatchReport) -> str:

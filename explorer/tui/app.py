@@ -34,6 +34,7 @@ from explorer.tui.screens.help import HelpScreen
 from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import NoteScreen, Place
 from explorer.tui.screens.writer import WriterScreen
+from explorer.tui.text import note_titles
 from explorer.tui.state import UIState, default_state_path, load_state, save_state
 from explorer.tui.themes import SHIPPED_THEMES_DIR, load_themes, user_themes_dir
 from explorer.tui.widgets.status_bar import StatusInfo
@@ -198,7 +199,7 @@ class ExplorerApp(App[int]):
                 index.close()
             raise
         summary += f" in {(time.perf_counter() - t0) * 1000:.0f} ms"
-        self.post_message(IndexReady(index, pipeline, summary))
+        self.post_message(IndexReady(index, pipeline, summary, index.stats(), note_titles(index)))
 
     def on_index_progress(self, message: IndexProgress) -> None:
         """Show progress in the status bar."""
@@ -209,9 +210,9 @@ class ExplorerApp(App[int]):
         """Lexical search works now; start the watcher and the model."""
         self.index, self.pipeline = message.index, message.pipeline
         self.log.info(f"index ready: {message.summary}")
-        st = self.index.stats()
+        st = message.stats or self.index.stats()
         self.status = replace(self.status, index="ready", notes=st.notes, shards=st.shards, stage="")
-        self._to_main("index_ready")
+        self._to_main("index_ready", message.titles)
         self._show_notices()
         self._report_problem_files()
         if self._watch:
@@ -308,7 +309,7 @@ class ExplorerApp(App[int]):
             return
         touched = tuple(report.added + report.changed + report.removed)
         summary = f"{len(report.added)} added, {len(report.changed)} changed, {len(report.removed)} removed"
-        self.post_message(IndexUpdated(touched or paths, summary))
+        self.post_message(IndexUpdated(touched or paths, summary, index.stats(), note_titles(index)))
 
     @work(thread=True, group="reindex", exit_on_error=False)
     def reindex(self, paths: list[str]) -> None:
@@ -326,9 +327,9 @@ class ExplorerApp(App[int]):
         """Counts, tree and results follow the change; new shards get embedded."""
         if self.index is None:
             return
-        st = self.index.stats()
+        st = message.stats or self.index.stats()
         self.status = replace(self.status, notes=st.notes, shards=st.shards, index="ready")
-        self._to_main("index_changed", message.paths)
+        self._to_main("index_changed", message.paths, message.titles)
         for screen in self.screen_stack:
             if isinstance(screen, NoteScreen) and screen.is_mounted and screen.place.path in message.paths:
                 screen.run_worker(screen.show_place(screen.place), exclusive=True, group="note-nav", exit_on_error=False)
@@ -365,7 +366,9 @@ class ExplorerApp(App[int]):
         """Watcher thread: a batch of changes was applied to the index."""
         paths = tuple(report.added) + tuple(report.changed) + tuple(report.removed)
         if paths:
-            self.post_message(IndexUpdated(paths, f"watcher: {len(paths)} note(s) changed"))
+            index = self.index
+            self.post_message(IndexUpdated(paths, f"watcher: {len(paths)} note(s) changed",
+                                           index.stats() if index is not None else None, note_titles(index)))
 
     def _watch_state(self, state: str) -> None:
         """Watcher thread: its state changed (starting, watching, vault missing, stopped)."""

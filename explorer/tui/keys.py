@@ -105,6 +105,6 @@ def is_text_key(event: events.Key, focused: Widget | None) -> bool:
         return False
     if focused is None:
         return True
-    if isinstance(focused, (Input, TextArea)):
+    if isinstance(focused, Input) or (isinstance(focused, TextArea) and not focused.read_only):
         return False
     return event.key not in focused._bindings.key_to_bindings

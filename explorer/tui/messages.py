@@ -36,6 +36,10 @@ class IndexReady(Message):
     """The SearchPipeline built over it."""
     summary: str
     """What opening did, in a line."""
+    stats: Any = None
+    """The index's counts (IndexStats), taken in the worker so the UI never waits on the index lock."""
+    titles: dict[str, str] | None = None
+    """Every note's title by path, for the vault tree (taken in the worker too)."""
 
 
 @dataclass
@@ -54,6 +58,10 @@ class IndexUpdated(Message):
     """Vault-relative paths added, changed or removed."""
     summary: str
     """What the batch did, in a line."""
+    stats: Any = None
+    """The index's counts after the batch (IndexStats), taken off the UI thread."""
+    titles: dict[str, str] | None = None
+    """Every note's title by path after the batch."""
 
 
 @dataclass

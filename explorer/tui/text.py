@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 from explorer.text.files import write_atomic
@@ -150,3 +151,10 @@ def read_note_file(path: Path) -> str:
     """A note's text as on disk (line endings kept)."""
     with open(path, encoding="utf-8", newline="") as fh:
         return fh.read()
+
+
+def note_titles(index: Any) -> dict[str, str] | None:
+    """Every note's title by path, through the index's read API (call it off the UI thread)."""
+    if index is None:
+        return None
+    return index.note_titles()

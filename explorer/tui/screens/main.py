@@ -17,7 +17,7 @@ from explorer.search.query import parse_query
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.tui import keys
 from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
-from explorer.tui.text import split_mode
+from explorer.tui.text import note_titles, split_mode
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.results import ResultsList, ResultsSummary
 from explorer.tui.widgets.search_box import SearchBox
@@ -51,6 +51,7 @@ class MainScreen(Screen):
         self._had_selection = False
         self._pending: tuple[str, bool] | None = None
         self._held: SearchFinished | None = None
+        self._focus_results = False
         self._hold_timer: Timer | None = None
         self._started_model = ""
         self.results_model = ""
@@ -93,9 +94,9 @@ class MainScreen(Screen):
             self.query_one(ResultsSummary).message("Opening the index… (you can type already)", "warning")
 
     # -- index lifecycle (called by the app) ------------------------------------------------
-    def index_ready(self) -> None:
+    def index_ready(self, titles: dict[str, str] | None = None) -> None:
         """The index opened: fill the tree, run any query typed meanwhile."""
-        self._fill_tree()
+        self._fill_tree(titles)
         box = self.query_one(SearchBox)
         summary = self.query_one(ResultsSummary)
         if box.value.strip():
@@ -112,17 +113,17 @@ class MainScreen(Screen):
         if self.query_text and self.results is not None and self.results_model != self.explorer.status.model:
             self.run_search(self.query_text)
 
-    def index_changed(self, paths: tuple[str, ...]) -> None:
+    def index_changed(self, paths: tuple[str, ...], titles: dict[str, str] | None = None) -> None:
         """Files changed: refresh the tree and the current results."""
-        self._fill_tree()
+        self._fill_tree(titles)
         if self.query_text:
             self.run_search(self.query_text)
 
-    def _fill_tree(self) -> None:
-        index = self.explorer.index
-        if index is None:
+    def _fill_tree(self, titles: dict[str, str] | None) -> None:
+        if titles is None:
+            titles = note_titles(self.explorer.index)
+        if titles is None:
             return
-        titles = index.note_titles()
         self.query_one(VaultTree).set_notes(titles)
         self.query_one(WhyPane).set_suggestions(sorted(titles) + sorted(set(titles.values())))
 
@@ -132,6 +133,7 @@ class MainScreen(Screen):
         """Debounce: search once typing pauses."""
         if self._debounce is not None:
             self._debounce.stop()
+        self._focus_results = False
         delay = self.explorer.settings.ui.debounce_ms / 1000
         self._debounce = self.set_timer(delay, lambda: self.run_search(event.value))
 
@@ -148,6 +150,8 @@ class MainScreen(Screen):
         results = self.query_one(ResultsList)
         if results.option_count:
             results.focus()
+        else:
+            self._focus_results = True  # when this search's results come
 
     def on_search_box_mode_changed(self, event: SearchBox.ModeChanged) -> None:
         """The mode toggle moved: search again in the new mode."""
@@ -263,6 +267,10 @@ class MainScreen(Screen):
         self.query_one(ResultsList).show(results, self.words, self.phrases,
                                          keep=previous.document_path if previous else None)
         self._show_selected()
+        if self._focus_results and results.results:
+            self._focus_results = False
+            if self.focused is self.query_one(SearchBox):
+                self.query_one(ResultsList).focus()
         if message.final:
             self.explorer.searched(results)
 
@@ -298,11 +306,18 @@ class MainScreen(Screen):
         res = self.selected
         index = self.explorer.index
         self.query_one(ContextPane).show(index, res, self.words, self.phrases)
-        self.query_one(WhyPane).show(index, self.results, res)
+        why_visible = self.query_one(TabbedContent).active == "tab-why"
+        self.query_one(WhyPane).show(index, self.results, res, visible=why_visible)
         # The footer recomposes on every bindings refresh: only when the greyed actions change.
         if (res is not None) != self._had_selection:
             self._had_selection = res is not None
             self.refresh_bindings()
+
+    @on(TabbedContent.TabActivated, "#detail")
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The why pane is drawn only while it is on screen: catch up when its tab opens."""
+        if event.pane.id == "tab-why":
+            self.query_one(WhyPane).render_pending()
 
     # -- actions ------------------------------------------------------------------------
     def action_focus_search(self) -> None:
@@ -339,6 +354,7 @@ class MainScreen(Screen):
         tree = self.query_one(VaultTree)
         tree.display = not tree.display
         if tree.display:
+            tree.fill()
             tree.query_one("#vault-tree").focus()
 
     def action_show_tab(self, tab: str) -> None:

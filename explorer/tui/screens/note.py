@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Markdown, OptionList, Static
+from textual.widgets import Footer, Markdown, OptionList, Static, TextArea
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
@@ -26,6 +27,14 @@ if TYPE_CHECKING:
     from explorer.tui.app import ExplorerApp
 
 
+#: Notes longer than this (characters) open in a plain text view: rendering Markdown costs
+#: about 40 ms per KB, a plain view draws only the lines on screen.
+PLAIN_VIEW_CHARS = 64_000
+
+#: Longer Markdown notes show this much first; the rest is appended after the first frame.
+FIRST_SCREEN_CHARS = 12_000
+
+
 @dataclass(frozen=True, slots=True)
 class Place:
     """A stop in the note view's history."""
@@ -36,6 +45,23 @@ class Place:
     """Where to scroll (None: the top)."""
     heading: str = ""
     """A heading to scroll to, from a `[[note#heading]]` link."""
+
+
+def _first_screen_cut(source: str) -> int:
+    """Where to split a long Markdown source for a first screen: a blank line outside code fences near FIRST_SCREEN_CHARS."""
+    pos = 0
+    fence = False
+    cut = 0
+    for line in source.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+        pos += len(line)
+        if not fence and not stripped and pos >= FIRST_SCREEN_CHARS // 2:
+            cut = pos
+            if pos >= FIRST_SCREEN_CHARS:
+                break
+    return cut or len(source)
 
 
 class NoteScreen(Screen):
@@ -51,6 +77,10 @@ class NoteScreen(Screen):
         self.history: list[Place] = [place]
         self.position = 0
         self.links_shown: list[str] = []
+        self.view = "markdown"
+        """How the current note is shown: `markdown`, `partial` (the rest is coming) or `plain` (a large note)."""
+        self.first_screen_s: float | None = None
+        """Seconds from the start of the last `show_place` to its first frame with the note on screen."""
 
     @property
     def explorer(self) -> ExplorerApp:
@@ -68,6 +98,7 @@ class NoteScreen(Screen):
         with Horizontal(id="note-body"):
             with VerticalScroll(id="note-scroll"):
                 yield Markdown(open_links=False, id="note-md")
+            yield TextArea(read_only=True, soft_wrap=True, show_line_numbers=True, id="note-plain")
             with Vertical(id="note-side"):
                 yield Static(id="note-tags")
                 yield OptionList(id="note-backlinks")
@@ -123,20 +154,91 @@ class NoteScreen(Screen):
         self.notify(self.place.path, title="Copied path", timeout=3)
 
     async def show_place(self, place: Place) -> None:
-        """Render the note of `place` and scroll to its cursor or heading."""
+        """Render the note of `place` and scroll to its cursor or heading.
+
+        A note over PLAIN_VIEW_CHARS opens in a plain text view (said in the title line); a
+        Markdown note over FIRST_SCREEN_CHARS shows its start first and the rest after that frame
+        (the title says "rendering…" meanwhile), unless the place to show lies beyond the start.
+        """
+        started = time.perf_counter()
+        self.first_screen_s = None
         index = self.explorer.index
         note = index.note(place.path) if index is not None else None
         title = self.query_one("#note-title", Static)
         md = self.query_one("#note-md", Markdown)
+        plain_view = self.query_one("#note-plain", TextArea)
         if note is None:
             title.update(Content.assemble(("Not in the index: ", "bold $text-error"), plain(place.path)))
+            self._use_plain(False)
             await md.update("")
+            self._first_frame(started)
             return
-        nav = f"  {self.position + 1}/{len(self.history)}" if len(self.history) > 1 else ""
-        title.update(safe_content(Content.assemble((note.title, "bold"), "  ", (note.path, "$text-muted"),
-                                                   f"  · {note.source_type}", (nav, "$text-muted"))))
-        await md.update(safe_text(note_markdown(note)))
+        text = note.text
+        if len(text) > PLAIN_VIEW_CHARS:
+            self.view = "plain"
+            self._title(note, f"plain view: {len(text) // 1000} KB is too long to render as Markdown")
+            self._use_plain(True)
+            plain_view.load_text(safe_text(text))
+            line = self._place_line(note, place)
+            plain_view.move_cursor((line, 0))
+            plain_view.scroll_to(y=max(0, line - 1), animate=False)
+            self._first_frame(started)
+            self._fill_side(note)
+            return
+        self._use_plain(False)
+        source = safe_text(note_markdown(note))
+        line = self._place_line(note, place)
+        cut = _first_screen_cut(source) if len(source) > FIRST_SCREEN_CHARS else len(source)
+        if cut < len(source) and source.count("\n", 0, cut) > line + 40:
+            self.view = "partial"
+            self._title(note, "rendering…")
+            await md.update(source[:cut])
+            self._first_frame(started)
+            self.call_after_refresh(self._render_rest, note, place, source[cut:])
+        else:
+            self.view = "markdown"
+            self._title(note)
+            await md.update(source)
+            self._first_frame(started)
+            self._scroll_to_place(note, place)
         self._fill_side(note)
+
+    async def _render_rest(self, note, place: Place, rest: str) -> None:
+        """Append the rest of a long note once its start is on screen."""
+        if self.place != place:
+            return
+        await self.query_one("#note-md", Markdown).append(rest)
+        self.view = "markdown"
+        self._title(note)
+
+    def _title(self, note, flag: str = "") -> None:
+        nav = f"  {self.position + 1}/{len(self.history)}" if len(self.history) > 1 else ""
+        self.query_one("#note-title", Static).update(safe_content(Content.assemble(
+            (note.title, "bold"), "  ", (note.path, "$text-muted"), f"  · {note.source_type}", (nav, "$text-muted"),
+            (f"  · {flag}" if flag else "", "$text-warning"))))
+
+    def _use_plain(self, on: bool) -> None:
+        self.query_one("#note-scroll").display = not on
+        self.query_one("#note-plain").display = on
+
+    def _first_frame(self, started: float) -> None:
+        def done() -> None:
+            self.first_screen_s = time.perf_counter() - started
+
+        self.call_after_refresh(done)
+
+    def _place_line(self, note, place: Place) -> int:
+        """The raw line of `place` (its cursor or heading; 0 for the top)."""
+        if place.heading:
+            wanted = place.heading.split("#")[-1].strip().lower()
+            for h in note.headings:
+                if h.text.strip().lower() == wanted:
+                    return line_of(note.text, h.start)
+        if place.cursor is not None:
+            return line_of(note.text, place.cursor)
+        return 0
+
+    def _scroll_to_place(self, note, place: Place) -> None:
         if place.heading:
             self._scroll_to_heading(note, place.heading)
         elif place.cursor is not None:

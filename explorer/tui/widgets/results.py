@@ -33,9 +33,29 @@ BADGE_STYLES = {"classic": "$text-primary", "bm25": "$text-primary", "emb": "$te
 
 
 def badges(res: SearchResult) -> list[tuple[str, str]]:
-    """(text, style) of a result's badges; a second-pass result's pass badge stands out."""
-    return [(b.text, "$text-warning" if b.kind == "pass" and res.pass_ == 2 else BADGE_STYLES[b.kind])
-            for b in res.badges()]
+    """(text, style) of a result's badges; a second-pass result's pass badge stands out.
+
+    The BM25 and embedding ranks are those of the tabulated shard (`shown_ranks`)."""
+    bm25, emb = shown_ranks(res)
+    ranks = {"bm25": f"bm25 #{bm25}" if bm25 is not None else None, "emb": f"emb #{emb}" if emb is not None else None}
+    out = []
+    for b in res.badges():
+        text = ranks.get(b.kind, b.text)
+        if text is not None:
+            out.append((text, "$text-warning" if b.kind == "pass" and res.pass_ == 2 else BADGE_STYLES[b.kind]))
+    return out
+
+
+def shown_ranks(res: SearchResult) -> tuple[int | None, int | None]:
+    """The (BM25, embedding) ranks a result shows: those of the shard its explanation tabulates,
+    so the badge and the why-ranked table agree (the result's own fields are the best over all its
+    shards, which the why pane states separately)."""
+    ex = res.explanation
+    if ex is None or not ex.contributions:
+        return res.bm25_rank, res.embedding_rank
+    bm25 = min((c.rank for c in ex.contributions if c.retriever == "bm25"), default=None)
+    emb = min((c.rank for c in ex.contributions if c.retriever == "dense"), default=None)
+    return bm25, emb
 
 
 def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:

@@ -15,6 +15,10 @@ from explorer.tui.messages import OpenNote
 from explorer.tui.safe import SafeInput, plain_rich
 
 
+#: A filter matching at most this many notes shows them with every folder open.
+EXPAND_FILTERED = 300
+
+
 class VaultTree(Vertical):
     """A filter Input over a Tree of note paths (leaves carry the path as data)."""
 
@@ -32,6 +36,9 @@ class VaultTree(Vertical):
         self.titles: dict[str, str] = {}
         self.filter_text = ""
         self._timer: Timer | None = None
+        self._stale = False
+        self._folders: dict[str, tuple[list[str], list[str]]] = {}
+        self._unfilled: dict[int, str] = {}
 
     def compose(self) -> ComposeResult:
         """Filter box and tree."""
@@ -51,9 +58,16 @@ class VaultTree(Vertical):
         return self.query_one("#tree-filter", Input)
 
     def set_notes(self, titles: Mapping[str, str]) -> None:
-        """Show these notes (path -> title)."""
+        """Show these notes (path -> title); built when the tree is on screen."""
         self.titles = dict(titles)
-        self._rebuild()
+        self._stale = True
+        if self.display:
+            self._rebuild()
+
+    def fill(self) -> None:
+        """Build the tree now if notes changed while it was hidden."""
+        if self._stale:
+            self._rebuild()
 
     def action_focus_filter(self) -> None:
         """Focus the filter box."""
@@ -86,21 +100,44 @@ class VaultTree(Vertical):
         return out
 
     def _rebuild(self) -> None:
+        """Index the notes by folder and add the top level; deeper folders fill when expanded."""
+        self._stale = False
         tree: Tree[str] = self.query_one(Tree)
         tree.clear()
         paths = self.visible_paths()
-        folders: dict[str, TreeNode[str]] = {"": tree.root}
-        filtering = bool(self.filter_text.strip())
+        folders: dict[str, tuple[list[str], list[str]]] = {"": ([], [])}
         for path in paths:
             parts = path.split("/")
             parent = ""
-            for depth, part in enumerate(parts[:-1]):
+            for depth in range(len(parts) - 1):
                 key = "/".join(parts[: depth + 1])
                 if key not in folders:
-                    folders[key] = folders[parent].add(plain_rich(f"{part}/"), expand=filtering)
+                    folders[key] = ([], [])
+                    folders[parent][0].append(key)
                 parent = key
-            folders[parent].add_leaf(plain_rich(parts[-1].removesuffix(".md")), data=path)
+            folders[parent][1].append(path)
+        self._folders = folders
+        self._unfilled = {}
+        filtering = bool(self.filter_text.strip())
+        self._fill(tree.root, "", expand=filtering and len(paths) <= EXPAND_FILTERED)
         self.border_title = f"Vault ({len(paths)})" if filtering else "Vault"
+
+    def _fill(self, node: TreeNode[str], key: str, expand: bool) -> None:
+        subfolders, notes = self._folders.get(key, ([], []))
+        for sub in subfolders:
+            child = node.add(plain_rich(f"{sub.rsplit('/', 1)[-1]}/"), expand=expand)
+            if expand:
+                self._fill(child, sub, expand)
+            else:
+                self._unfilled[child.id] = sub
+        for path in notes:
+            node.add_leaf(plain_rich(path.rsplit("/", 1)[-1].removesuffix(".md")), data=path)
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
+        """Add a folder's children the first time it opens."""
+        key = self._unfilled.pop(event.node.id, None)
+        if key is not None:
+            self._fill(event.node, key, expand=False)
 
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
         """A note was chosen: open it."""

@@ -14,6 +14,7 @@ from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.safe import safe_text
 from explorer.tui.safe import SafeInput, plain, plain_rich, safe_content
 from explorer.tui.whynot import WhyNotReport, why_not
+from explorer.tui.widgets.results import shown_ranks
 
 CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret", "w_term", "w_src")
 
@@ -60,6 +61,7 @@ class WhyPane(VerticalScroll):
         self.results: SearchResults | None = None
         self.result: SearchResult | None = None
         self.report: WhyNotReport | None = None
+        self._pending = False
 
     def compose(self) -> ComposeResult:
         """Head, contributions table, search-level facts, timings, the “Why not?” box and its table."""
@@ -80,9 +82,21 @@ class WhyPane(VerticalScroll):
         self.query_one("#why-not", Input).suggester = SuggestFromList([safe_text(n) for n in names], case_sensitive=False)
 
     # -- showing ---------------------------------------------------------------------
-    def show(self, index: Any, results: SearchResults | None, result: SearchResult | None) -> None:
-        """Explain `result` within `results`."""
+    def show(self, index: Any, results: SearchResults | None, result: SearchResult | None, visible: bool = True) -> None:
+        """Explain `result` within `results` (drawn now when `visible`, else when `render_pending` is called)."""
         self.index, self.results, self.result = index, results, result
+        self._pending = not visible
+        if visible:
+            self._draw()
+
+    def render_pending(self) -> None:
+        """Draw what `show` was given while the pane was hidden."""
+        if self._pending:
+            self._pending = False
+            self._draw()
+
+    def _draw(self) -> None:
+        results, result = self.results, self.result
         head = self.query_one("#why-head", Static)
         table = self.query_one("#why-contrib", DataTable)
         table.clear()
@@ -90,6 +104,8 @@ class WhyPane(VerticalScroll):
             head.update("Select a result to see why it ranked.")
             self.query_one("#why-search", Static).update("")
             self.query_one("#why-timings", Static).update("")
+            self.query_one("#why-not-verdict", Static).update("")
+            self.query_one("#why-not-table", DataTable).clear()
             return
         if result is None:
             head.update("No result selected.")
@@ -127,8 +143,8 @@ class WhyPane(VerticalScroll):
         parts.append(f" = Σ w_ret·w_term·w_src / ({ex.rrf_k} + rank)")
         parts.append(f"\npass {ex.pass_} · {ex.shards_matched} shard{'s' if ex.shards_matched != 1 else ''} matched")
         parts.append(f" · source {r.source_type} ×{ex.source_weight:g}")
-        if r.bm25_rank is not None or r.embedding_rank is not None:
-            parts.append(f" · best bm25 #{r.bm25_rank or '–'}, emb #{r.embedding_rank or '–'}")
+        if (r.bm25_rank, r.embedding_rank) != shown_ranks(r):
+            parts.append(f"\nacross all {ex.shards_matched} shards: best bm25 #{r.bm25_rank or '–'}, emb #{r.embedding_rank or '–'}")
         if ex.best_node_id != r.node_id:
             parts.append(f"\nbest shard {ex.best_node_id}")
         if ex.rerank:
