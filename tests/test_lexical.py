@@ -25,6 +25,23 @@ def _assert_parity(index: BM25Index, docs: dict[str, list[str]], queries: list[l
             assert got[key] == pytest.approx(score, abs=1e-9, rel=1e-9), (q, key)
 
 
+def _random_update(rng: random.Random, index: BM25Index, docs: dict[str, list[str]], doc, new_key: str,
+                   add_below: float, change_below: float, min_docs: int = 0) -> None:
+    """One random step applied to both `docs` and `index`: add `new_key`, change a note, or remove one."""
+    op = rng.random()
+    if op < add_below or len(docs) < min_docs:
+        key = new_key
+    elif op < change_below:
+        key = rng.choice(list(docs))
+    else:
+        key = rng.choice(list(docs))
+        del docs[key]
+        assert index.remove(key)
+        return
+    docs[key] = doc()
+    index.add(key, docs[key])
+
+
 def test_parity_after_random_updates() -> None:
     rng = random.Random(7)
     vocab = [f"w{i}" for i in range(60)]
@@ -37,19 +54,7 @@ def test_parity_after_random_updates() -> None:
     index = BM25Index()
     queries = [["w1"], ["w3", "w7", "w1", "w1"], ["w59", "nope"], ["w0", "w2", "w4", "w8", "w16"]]
     for step in range(300):
-        op = rng.random()
-        if op < 0.5 or len(docs) < 3:
-            key = f"d{step}"
-            docs[key] = doc()
-            index.add(key, docs[key])
-        elif op < 0.8:
-            key = rng.choice(list(docs))
-            docs[key] = doc()
-            index.add(key, docs[key])
-        else:
-            key = rng.choice(list(docs))
-            del docs[key]
-            assert index.remove(key)
+        _random_update(rng, index, docs, doc, f"d{step}", 0.5, 0.8, min_docs=3)
         if step % 25 == 0:
             _assert_parity(index, docs, queries)
     _assert_parity(index, docs, queries)
@@ -77,19 +82,7 @@ def test_parity_holds_on_a_segment_loaded_from_arrays_and_updated() -> None:
         _assert_parity(index, docs, queries)
         assert all(index.terms(k) == dict(__import__("collections").Counter(docs[k])) for k in keys[:10])
         for step in range(150):
-            op = rng.random()
-            if op < 0.4:
-                key = f"n{round_}-{step}"
-                docs[key] = doc()
-                index.add(key, docs[key])
-            elif op < 0.7:
-                key = rng.choice(list(docs))
-                docs[key] = doc()
-                index.add(key, docs[key])
-            else:
-                key = rng.choice(list(docs))
-                del docs[key]
-                assert index.remove(key)
+            _random_update(rng, index, docs, doc, f"n{round_}-{step}", 0.4, 0.7)
             if step % 30 == 0:
                 _assert_parity(index, docs, queries)
                 some = rng.choice(list(docs))
