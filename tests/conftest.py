@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Mapping
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# No test may reach an LLM endpoint it did not start itself.
-for _name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
-    os.environ.pop(_name, None)
-for _name in [n for n in os.environ if n.startswith("EXPLORER_") and n != "EXPLORER_MODEL_CACHE"]:
-    os.environ.pop(_name, None)
+from golden_update import set_test_environment
+
+# Offline model, and no test may reach an LLM endpoint it did not start itself.
+set_test_environment()
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_VAULT = REPO / "sample_vault"
