@@ -6,6 +6,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from explorer.config import Settings
@@ -152,3 +154,11 @@ def test_cjk_queries_find_cjk_notes(tmp_path: Path) -> None:
     assert index.bm25.top(tokenize("清水寺"), 3)[0][0] == "ja.md"
     assert index.bm25.top(tokenize("京都の紅葉"), 3)[0][0] == "ja.md"
     index.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=14))
+def test_ascii_fast_fold_equals_the_unicode_fold(word: str) -> None:
+    from explorer.text.tokenize import _fold, _fold_unicode
+
+    assert _fold.__wrapped__(word) == _fold_unicode(word)

@@ -30,6 +30,16 @@ _stemmer = Stemmer.Stemmer("english")
 @lru_cache(maxsize=200_000)
 def _fold(word: str) -> str:
     """Lower-case, strip accents and apostrophes, stem English-looking words."""
+    if word.isascii():
+        # What _fold_unicode gives for ASCII, without its Unicode passes: ASCII has no accents to
+        # strip, casefold() is lower(), and the only apostrophe is '.
+        w = word.lower().replace("'", "")
+        return _stemmer.stemWord(w) if w.isalpha() else w
+    return _fold_unicode(word)
+
+
+def _fold_unicode(word: str) -> str:
+    """`_fold` for any word: casefold, NFKD without combining marks, no apostrophes, stem if ASCII letters."""
     w = unicodedata.normalize("NFKD", word.casefold())
     w = "".join(c for c in w if not unicodedata.combining(c)).replace("'", "").replace("’", "")
     if w.isascii() and w.isalpha():
