@@ -40,9 +40,16 @@ def new_index(vault: Path, settings: Settings, on_message: Callable[[str], None]
 
 
 def open_index(vault: Path, settings: Settings, progress: Progress | None = None,
-               on_message: Callable[[str], None] | None = None, embedder: Any = None) -> tuple[VaultIndex, BatchReport]:
-    """Open (load + refresh) the index of `vault`; closed again if opening fails."""
+               on_message: Callable[[str], None] | None = None, embedder: Any = None,
+               load_model: bool = False) -> tuple[VaultIndex, BatchReport]:
+    """Open (load + refresh) the index of `vault`; closed again if opening fails.
+
+    With `load_model`, the embedding model loads in a background thread meanwhile (for a caller
+    that will embed a query right after: the two loads overlap instead of adding up).
+    """
     index = new_index(vault, settings, on_message, embedder)
+    if load_model:
+        index.load_model_in_background()
     try:
         report = index.open(progress=progress)
     except BaseException:

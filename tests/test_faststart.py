@@ -31,3 +31,21 @@ def test_cli_search_is_hybrid_without_heavy_imports(sample_copy: Path, sample_in
     assert info["dense"] is True, "the query was embedded by the real model"
     assert info["heavy"] == []
     assert "hamster" in info["top"].lower()
+
+
+def test_model_loaded_while_the_index_opens_gives_the_same_results(sample_copy: Path, sample_index) -> None:
+    from explorer.config import load_settings
+    from explorer.engine import make_pipeline, open_index
+
+    settings = load_settings(sample_copy)
+    answers = []
+    for load_model in (False, True):
+        index, _ = open_index(sample_copy, settings, load_model=load_model)
+        try:
+            assert index.stats().model_state in (("not loaded",) if not load_model else ("loading", "ready"))
+            res = make_pipeline(index, settings).search("syrian hamster cage", two_pass=False, rerank=False)
+            assert res.mode.dense and index.stats().model_state == "ready"
+            answers.append([(r.node_id, r.rrf_score, r.embedding_rank) for r in res.results])
+        finally:
+            index.close()
+    assert answers[0] == answers[1] and answers[0]

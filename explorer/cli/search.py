@@ -23,7 +23,7 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     from explorer.engine import make_pipeline, open_index
     from explorer.search.pipeline import QueryError
 
-    index, _ = open_index(vault, settings)
+    index, _ = open_index(vault, settings, load_model=not args.lexical)
     pipeline = make_pipeline(index, settings)
     try:
         results = pipeline.search(query, k=args.k, dense=not args.lexical,
