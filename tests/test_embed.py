@@ -334,6 +334,34 @@ def test_damaged_artefact_is_detected_and_rebuilt(
 
 
 @pytest.mark.slow
+def test_check_stamp_skips_the_hash_only_while_the_file_is_unchanged(
+    embed_onnx: OnnxEmbedder, embed_model_dir: Path, embed_cache_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(embed_cache_dir, cache)
+    folder = artefact_dir_for(embed_model_dir, cache)
+    (folder / embed.STAMP_FILENAME).unlink(missing_ok=True)
+    onnx_path = folder / "model.onnx"
+
+    # A file changed just before its check is hashed again next time (the check may have raced it).
+    assert embed._read_verified(folder)[0].data is not None
+    assert embed._read_verified(folder)[0].data is not None
+    monkeypatch.setattr(embed, "_STAMP_MARGIN_NS", 0)  # now the last check counts
+    vouched, _ = embed._read_verified(folder)
+    assert vouched.data is None and vouched.path == onnx_path
+
+    # Loaded from the path, the model gives the very same vectors.
+    from_path = OnnxEmbedder(embed_model_dir, cache)
+    assert np.array_equal(from_path.encode(PARITY_TEXTS), embed_onnx.encode(PARITY_TEXTS))
+
+    # Rewritten in place with its size and mtime restored: the stamp no longer vouches for it.
+    _flip_bytes(onnx_path)
+    artefact, reason = embed._read_verified(folder)
+    assert artefact is None and "sha256" in reason
+
+
+@pytest.mark.slow
 def test_missing_manifest_is_rebuilt_and_concurrent_builders_share_one_build(
     embed_onnx: OnnxEmbedder, embed_model_dir: Path, embed_cache_dir: Path, tmp_path: Path
 ) -> None:

