@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
-import tomllib
 import typing
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
@@ -315,6 +313,8 @@ def load_settings(
     settings = Settings()
     path = config_file or (vault / ".explorer" / "config.toml" if vault else None)
     if path is not None and path.is_file():
+        import tomllib
+
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -370,6 +370,8 @@ def _apply(settings: Settings, data: Mapping[str, Any], origin: str, from_text: 
 
 
 def _unknown(what: str, name: str, known: list[str], origin: str, warn: Callable[[str], None] | None) -> None:
+    import difflib
+
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(known)})"
     if warn is None:

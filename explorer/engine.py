@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import socket
 import struct
 import sys
-import tempfile
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -20,8 +17,14 @@ if TYPE_CHECKING:
     from explorer.index.vault_index import BatchReport, VaultIndex
     from explorer.search.pipeline import SearchPipeline
 
-# The index and pipeline modules (numpy, the model runtime) are imported where they are used, so
-# that a one-shot command asking a running process pays only for this module.
+# The index and pipeline modules (numpy, the model runtime) are imported where they are used, and
+# so are the server's own modules (threading, socketserver), so that a one-shot command asking a
+# running process pays only for this module.
+
+try:
+    from _blake2 import blake2b as _blake2b  # what hashlib.blake2b is, without loading OpenSSL
+except ImportError:  # a Python built without it
+    from hashlib import blake2b as _blake2b
 
 Progress = Callable[[str, int, int], None]
 """A progress hook: (stage, done, total)."""
@@ -108,9 +111,13 @@ def socket_path(vault: Path) -> Path:
     is a hash of the vault's resolved path.
     """
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    folder = Path(runtime) / "explorer" if runtime and os.path.isabs(runtime) and os.path.isdir(runtime) \
-        else Path(tempfile.gettempdir()) / f"explorer-{os.getuid()}"
-    key = hashlib.blake2b(str(Path(vault).resolve()).encode(), digest_size=8).hexdigest()
+    if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
+        folder = Path(runtime) / "explorer"
+    else:
+        import tempfile
+
+        folder = Path(tempfile.gettempdir()) / f"explorer-{os.getuid()}"
+    key = _blake2b(str(Path(vault).resolve()).encode(), digest_size=8).hexdigest()
     return folder / f"{key}.sock"
 
 
@@ -134,7 +141,7 @@ def settings_key(settings: Settings) -> str:
     """A fingerprint of what shapes an answer; a server answers only clients whose settings match."""
     # The code's own location too: two checkouts never answer each other.
     parts = (str(Path(__file__).resolve().parent), settings.vault, settings.index, settings.search, settings.rerank, settings.llm)
-    return hashlib.blake2b(repr(parts).encode(), digest_size=12).hexdigest()
+    return _blake2b(repr(parts).encode(), digest_size=12).hexdigest()
 
 
 class SearchServer:
@@ -163,6 +170,8 @@ class SearchServer:
         self.render = render
         self.path = socket_path(self.vault)
         self.key = settings_key(settings)
+        import threading
+
         self._pipeline: SearchPipeline | None = None
         self._lock = threading.Lock()
         self._server: Any = None
@@ -183,6 +192,7 @@ class SearchServer:
             except OSError:
                 return False
         import socketserver
+        import threading
 
         outer = self
 
@@ -203,7 +213,25 @@ class SearchServer:
         os.chmod(self.path, 0o600)
         self._thread = threading.Thread(target=self._server.serve_forever, name="explorer-serve", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._warm, name="explorer-serve-warm", daemon=True).start()
         return True
+
+    def _warm(self) -> None:
+        """Get ready for the first request: the model loading, the pipeline and its tables built.
+
+        A request arriving meanwhile waits for the pipeline (the same lock) instead of building
+        another; a failure here is left for that request to meet and report.
+        """
+        if self.settings.index.embeddings:
+            self.index.load_model_in_background()
+        try:
+            with self._lock:
+                self.sync()
+                if self._pipeline is None:
+                    self._pipeline = make_pipeline(self.index, self.settings)
+                self._pipeline.prepare()
+        except Exception:  # noqa: BLE001 - the first search builds it again and reports the error
+            pass
 
     def stop(self) -> None:
         """Stop listening and remove the socket."""

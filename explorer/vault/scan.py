@@ -10,12 +10,13 @@ import re
 import stat
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from explorer.config import ALWAYS_IGNORED_DIRS, DEFAULT_IGNORE, VaultSettings
 from explorer.vault.model import Note
+
+if TYPE_CHECKING:
+    import pathspec
 
 # An ATX heading line (what starts a section), found without parsing the note.
 _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
@@ -145,6 +146,8 @@ def ignore_reason(rel: str, settings: VaultSettings, is_dir: bool = False) -> st
 
 @lru_cache(maxsize=16)
 def _ignore_spec(patterns: tuple[str, ...]) -> tuple[pathspec.GitIgnoreSpec, tuple[str, ...]]:
+    import pathspec  # only a scan needs it, not a command answered by a running process
+
     lines = tuple(p.strip() for p in patterns if p and p.strip())
     return pathspec.GitIgnoreSpec.from_lines(lines), lines
 
