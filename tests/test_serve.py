@@ -133,3 +133,23 @@ def test_watch_serves_the_vault_with_read_your_writes(tmp_path: Path, runtime: P
         watch.terminate()
         watch.wait(timeout=30)
     assert not socket_path(root).exists()
+
+
+def test_a_server_loads_the_model_before_its_first_request(tmp_path: Path, runtime: Path) -> None:
+    root = _vault(tmp_path)
+    settings = load_settings(root)  # embeddings on
+    index = VaultIndex(root, settings)
+    index.open()
+    assert index.stats().model_state == "not loaded"
+    server = SearchServer(root, index, settings)
+    assert server.start()
+    try:
+        deadline = time.monotonic() + 120
+        while index.stats().model_state != "ready" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert index.stats().model_state == "ready", index.model_error
+        answer = ask(root, {"op": "search", "query": "kites topic3", "settings": settings_key(settings)})
+        assert answer["results"]["results"][0]["node_id"].startswith("n3.md")
+    finally:
+        server.stop()
+        index.close()

@@ -140,6 +140,13 @@ class SearchPipeline:
         self._memory = MemoryCache()
 
     # -- public -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Build what the first query of this index version would (name table, idf, note owners
+        and dialog turns), so that a process serving queries answers its first one at full speed."""
+        with self.index.lock:
+            self._retriever.prepare()
+        self._memory.get(self.index)
+
     def search(
         self,
         query: str,

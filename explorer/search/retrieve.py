@@ -40,6 +40,11 @@ class Retriever:
         self._names = NameIndex()
         self._speller = Speller()
 
+    def prepare(self) -> None:
+        """Build the tables a query reads for the current index version: the name table and the idf."""
+        self._names.refresh(self.index.notes, self.index.version)
+        self.index.bm25.idf()
+
     def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
         """Query vectors by text, or None when no embedding model is available."""
         emb = self.index.embedder()
