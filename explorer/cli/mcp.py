@@ -226,6 +226,7 @@ class MemoryService:
 
     def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names."""
+        from explorer.index.embeds import with_embeds
         from explorer.index.targets import ContextError, context_for
 
         for name, value in (("before", before), ("after", after)):
@@ -233,7 +234,7 @@ class MemoryService:
                 raise ToolInputError(f"{name} must be 0-{MAX_CONTEXT} characters, got {value!r}")
         target = self._inside(target)
         try:
-            window = context_for(self.index, target, cursor, before, after)
+            window = with_embeds(self.index, context_for(self.index, target, cursor, before, after))
         except ContextError as exc:
             raise ToolInputError(str(exc)) from exc
         return {**window.to_dict(), "index": self.freshness()}

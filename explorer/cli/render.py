@@ -29,6 +29,29 @@ def mark(text: str, spans: list[tuple[int, int]], color: bool) -> str:
     return "".join(out)
 
 
+def embed_lines(embed: Any, color: bool, prefix: str = "  ") -> list[str]:
+    """An expanded embed as plain lines: a marked box with its source node_id and text (nested
+    embeds boxed inside), or one marked line for an embed that is not expanded. Terminal-safe."""
+    d, r = ("\x1b[2m", _RESET) if color else ("", "")
+    if embed.status != "embedded":
+        mark_ = "↪" if embed.status == "file" else "↪ ✗"
+        return [f"{prefix}{d}{mark_} {safe_text(embed.label)}{r}"]
+    out = [f"{prefix}{d}┌ ↪ {safe_text(embed.label)}{r}"]
+    from explorer.index.embeds import after_lines
+
+    lines: list[str] = []  # terminal-safe already
+    pos = 0
+    for point, group in after_lines(embed.text, embed.start, embed.embeds):
+        lines.extend(safe_text(line) for line in embed.text[pos:point].splitlines())
+        for inner in group:
+            lines.extend(embed_lines(inner, color, ""))
+        pos = point
+    lines.extend(safe_text(line) for line in embed.text[pos:].splitlines())
+    out.extend(f"{prefix}{d}│{r} {line}" for line in lines)
+    out.append(f"{prefix}{d}└{r}")
+    return out
+
+
 def print_json(data: Any, out: TextIO | None = None) -> None:
     """`data` as indented UTF-8 JSON and a newline: the `--json` output of every command.
 
