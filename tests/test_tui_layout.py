@@ -248,3 +248,52 @@ async def test_palette_descriptions_are_one_line(tui_vault: Path, embedder, tmp_
         for binding in MainScreen.BINDINGS:
             assert binding.tooltip and palette_help(app.main_screen, binding) == binding.tooltip
         app.main_screen.query_one(TabbedContent)  # the screen is intact
+
+
+def test_cells_pad_and_shorten_by_terminal_cells() -> None:
+    """fit/clip count cells, not characters: a CJK character takes two."""
+    from explorer.text.cells import clip, fit
+
+    assert fit("漢字テスト", 7) == "漢字テ…" and cell_len(fit("漢字テスト", 7)) == 7
+    assert fit("ab", 5) == "ab   " and fit("漢字テ", 5) == "漢字…"
+    assert cell_len(clip("漢字 は 難しい ですが 毎日", 9)) <= 9 and clip("short", 9) == "short"
+
+
+def test_cli_explain_table_aligns_wide_terms(tmp_path: Path) -> None:
+    """`explorer search --explain`: a CJK term takes its 28 cells like any other, so columns line up."""
+    import os
+    import subprocess
+    import sys
+
+    vault = write_notes(tmp_path / "vault", {
+        "漢字.md": "# 漢字の練習\n\n漢字の練習 kanji practice every morning with cards.\n",
+        "Other.md": "# Other\n\nkanji cards and other things.\n",
+    })
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    out = subprocess.run([sys.executable, "-m", "explorer", "search", "--vault", str(vault), "--no-embeddings", "--local",
+                          "--explain", "漢字の練習 kanji"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("    ") and (" bm25 " in line or "retriever" in line)]
+    assert any(not line.isascii() for line in rows), rows
+    columns = {cell_len(line[: line.index(" bm25 " if " bm25 " in line else " retriever")]) for line in rows}
+    assert columns == {32}, rows
+
+
+@sync
+async def test_keys_typed_while_the_note_view_closes_all_reach_the_query(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """A burst of keys in the note view (a busy machine delivers them before the view is gone)
+    becomes the whole query, not only its last letter."""
+    from textual import events
+
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        app.post_message(OpenNote("Pets/hamster-cages-and-bedding.md"))
+        await settle(app, pilot)
+        note_screen = app.screen
+        assert isinstance(note_screen, NoteScreen)
+        for ch in "hamster":
+            note_screen.post_message(events.Key(ch, ch))
+        await settle(app, pilot)
+        assert app.screen is app.main_screen
+        assert app.main_screen.query_one(SearchBox).value == "hamster"

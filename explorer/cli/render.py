@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from explorer.text.cells import fit
 from explorer.text.safe import safe_json, safe_text
 
 if TYPE_CHECKING:  # annotations only: printing an answer from a serving process needs no search code
@@ -114,8 +115,8 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
                       f"(second shard {safe_text(ex.second_node_id)}){r}", file=out)
             print(f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}", file=out)
             for c in ex.contributions:
-                term = safe_text(c.term if len(c.term) <= 28 else c.term[:27] + "…")
-                print(f"    {term:<28} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
+                term = fit(safe_text(c.term), 28)
+                print(f"    {term} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
                       f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
             if ex.rerank:
                 rr = ex.rerank

@@ -11,10 +11,12 @@ from textual.widgets.option_list import Option
 
 from explorer.index.context import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.text.cells import clip
 from explorer.tui.safe import plain, safe_content, screen_text
 
 BAR_WIDTH = 8
-SNIPPET_CHARS = 160
+#: A result's snippet is shortened to this many terminal cells (a CJK character takes two).
+SNIPPET_CELLS = 160
 
 
 def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
@@ -85,8 +87,7 @@ def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str]
             badge_parts.append(" · ")
         badge_parts.append((text, style))
     snippet = " ".join(res.snippet.split())
-    if len(snippet) > SNIPPET_CHARS:
-        snippet = snippet[:SNIPPET_CHARS].rsplit(" ", 1)[0] + "…"
+    snippet = clip(snippet, SNIPPET_CELLS)
     if two_line:
         return Content("\n").join([head, Content.assemble(path, ("  ", ""), safe_content(Content.assemble(*badge_parts)))])
     lines = [head, path, safe_content(Content.assemble(*badge_parts))]
