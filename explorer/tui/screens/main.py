@@ -107,8 +107,10 @@ class MainScreen(Screen):
         """Under TREE_MIN_WIDTH columns the tree hides (F2 shows it) unless the person opened it;
         under COMPACT_WIDTH results drop their snippet (the context pane below shows the text)."""
         tree = self.query_one(VaultTree)
-        if self._tree_choice is None:
+        if self._tree_choice is None and tree.display != (width >= TREE_MIN_WIDTH):
             tree.display = width >= TREE_MIN_WIDTH
+            if tree.display:
+                tree.fill()
         self.query_one(ResultsList).two_line = width < COMPACT_WIDTH
 
     # -- index lifecycle (called by the app) ------------------------------------------------
@@ -359,6 +361,15 @@ class MainScreen(Screen):
         else:
             box.select_all()
         self.set_focus(box)
+
+    def type_into_search(self, text: str) -> None:
+        """Type `text` into the search box as its keys would (a selection is replaced)."""
+        box = self.query_one(SearchBox)
+        selection = box.selection
+        if selection.is_empty:
+            box.insert_text_at_cursor(text)
+        else:
+            box.replace(text, *selection)
 
     def on_key(self, event: events.Key) -> None:
         """Printable keys are text: from any non-text widget they type into the search box (or the tree filter)."""

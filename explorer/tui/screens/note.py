@@ -82,6 +82,7 @@ class NoteScreen(Screen):
         """How the current note is shown: `markdown`, `partial` (the rest is coming) or `plain` (a large note)."""
         self.first_screen_s: float | None = None
         """Seconds from the start of the last `show_place` to its first frame with the note on screen."""
+        self._leaving = False
         self._source = NoteSource("")
         """The Markdown shown and where the raw lines went (embed boxes push lines down)."""
 
@@ -140,14 +141,23 @@ class NoteScreen(Screen):
 
     def action_close(self) -> None:
         """Back to the search box."""
+        self._leaving = True
         self.explorer.back_to_search()
 
     def on_key(self, event: events.Key) -> None:
-        """A printable key is the start of a new search: back to the search box with it."""
+        """A printable key is the start of a new search: back to the search box with it.
+
+        Keys that still reach this screen while it closes (a busy machine) type on in the search
+        box instead of each starting the query anew.
+        """
         if keys.is_text_key(event, self.focused):
             event.stop()
             event.prevent_default()
-            self.explorer.back_to_search(event.character or "")
+            if self._leaving:
+                self.explorer.main_screen.type_into_search(event.character or "")
+            else:
+                self._leaving = True
+                self.explorer.back_to_search(event.character or "")
 
     def action_edit(self) -> None:
         """Write in this note."""
