@@ -71,7 +71,9 @@ Args:
   cursor: character offset in the note (e.g. a hit's `cursor`); default: start of the node.
   before, after: characters to include on each side, 0-20000 (default 1000).
 Returns the window `text`, its `start`/`end` offsets, `note_chars` (note length) and
-highlights; call again with a larger `after` or a cursor near `end` to read on."""
+highlights; call again with a larger `after` or a cursor near `end` to read on. `embeds` holds
+the text of each `![[embed]]` in the window (`status` "embedded" with its source `node_id`, or
+why not: missing, cycle, depth, file, limit)."""
 
 EXPLAIN_DOC = """Why a note ranked where it did for a query.
 
