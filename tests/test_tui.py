@@ -831,7 +831,11 @@ def test_note_markdown_keeps_lines_and_turns_wikilinks_into_links(sample_index) 
             assert "](wikilink:" in body, path
     note = sample_index.notes["Pets/hamster-cages-and-bedding.md"]
     md = note_markdown(note)
-    assert md.startswith("```yaml\n")
+    # Parsed frontmatter is shown as a properties table: its lines stay, blank.
+    front_lines = note.text.count("\n", 0, note.body_start)
+    assert note.frontmatter and md.split("\n")[:front_lines] == [""] * front_lines
+    assert md.split("\n")[front_lines:] == note_markdown(note).split("\n")[front_lines:]
+    assert "title:" not in md and "```yaml" not in md
     assert "[research notes on wheel sizes](wikilink:" in md
     href = wikilink_href("Users/alice/research_cache/hamster-wheel-sizes", "Sizes")
     assert parse_wikilink_href(href) == ("Users/alice/research_cache/hamster-wheel-sizes", "Sizes")

@@ -65,6 +65,11 @@ async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(tui_vault:
         assert "Hamsters" in first[0] or "hamster" in first[0].lower()
         assert ".md" in first[1] and "bm25 #" in first[1]
         assert screen.query_one(ContextPane).window.text.strip()
+        # The status line and the footer fit: nothing is cut at the right edge.
+        status = screen.query_one("#status-right")
+        assert cell_len(str(status.content)) <= status.region.width - 2 and "ms" in str(status.content)
+        footer = screen.query_one("Footer")
+        assert footer.compact and all(key.region.right <= 80 for key in footer.query("FooterKey"))
         await pilot.press("f2")
         await settle(app, pilot)
         assert tree.display and tree.region.x == 0 and results.region.x >= tree.region.right

@@ -155,7 +155,15 @@ NARROW = (80, 24)
 
 def test_snapshot_narrow_results(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
     """80x24: results (two lines each) stacked over the context pane, no tree."""
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=with_results)
+
+    async def run_before(pilot: Any) -> None:
+        await with_results(pilot)
+        # At this height the pane's scroll to the cursor can land a frame late: settle it.
+        await pilot.pause(0.3)
+        pilot.app.main_screen.query_one("#context")._scroll_to_cursor()
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
 
 
 def test_snapshot_narrow_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:

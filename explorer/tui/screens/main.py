@@ -112,6 +112,7 @@ class MainScreen(Screen):
             if tree.display:
                 tree.fill()
         self.query_one(ResultsList).two_line = width < COMPACT_WIDTH
+        self.query_one(Footer).compact = width < COMPACT_WIDTH
 
     # -- index lifecycle (called by the app) ------------------------------------------------
     def index_ready(self, titles: dict[str, str] | None = None) -> None:
