@@ -152,3 +152,21 @@ def test_cli_embedded_text_cannot_act_on_the_terminal(vault: Path) -> None:
     assert "\x1b" not in raw and "\u009b" not in raw
     (embed,) = json.loads(raw)["embeds"]
     assert "\x1b[2J" in embed["text"]  # the data itself is exact
+
+
+def test_mcp_get_context_carries_embeds(vault: Path) -> None:
+    """An agent's get_context (through the real MCP SDK client) gets the embedded text and its source node_id."""
+    from mcp import Client
+
+    from test_mcp import _params, _payload, _run
+
+    async def session() -> None:
+        async with Client(_params(vault, "--no-embeddings")) as client:
+            ctx = _payload(await client.call_tool("get_context", {"target": "Host.md"}))
+            embeds = {e["reference"]: e for e in ctx["embeds"]}
+            assert embeds["Bread#^feed"]["status"] == "embedded"
+            assert embeds["Bread#^feed"]["node_id"] == "Recipes/Bread.md#^feed"
+            assert "Feed the starter" in embeds["Bread#^feed"]["text"]
+            assert embeds["Nowhere to be found"]["status"] == "missing"
+
+    _run(session())
