@@ -1,4 +1,5 @@
-"""Fast start: the one-shot CLI answers hybrid searches without importing torch, sentence-transformers, openai or Textual."""
+"""Fast start: the one-shot CLI answers hybrid searches without importing torch, sentence-transformers, openai or
+Textual, nor the Markdown and YAML parsers when no note changed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ PROBE = textwrap.dedent(
     with contextlib.redirect_stdout(buf):
         code = main(["search", "syrian hamster cage", "--vault", sys.argv[1], "--json", "-k", "3"])
     data = json.loads(buf.getvalue())
-    heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers", "openai", "textual") if m in sys.modules)
+    heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers", "openai", "textual",
+                               "markdown_it", "yaml") if m in sys.modules)  # no note changed: none is parsed
     print(json.dumps({"code": code, "dense": data["mode"]["dense"], "heavy": heavy,
                       "top": data["results"][0]["document_path"]}))
     """

@@ -6,16 +6,15 @@ import bisect
 import re
 from urllib.parse import unquote
 from functools import lru_cache
-from typing import Any
-
-import yaml
-from markdown_it import MarkdownIt
-from mdit_py_plugins.front_matter import front_matter_plugin
+from typing import TYPE_CHECKING, Any
 
 from explorer.vault.model import Block, Heading, Link, Note, Tag
 
-# libyaml's loader when PyYAML was built with it: the same documents, about 10x faster.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+
+# The Markdown and YAML parsers are imported when a note is first parsed: opening a stored index
+# whose notes are unchanged, or a search, parses none.
 
 #: Frontmatter larger than this (characters) is not parsed; the note is read without it.
 MAX_FRONTMATTER_CHARS = 64_000
@@ -39,6 +38,9 @@ _INLINE_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 @lru_cache(maxsize=1)
 def _markdown() -> MarkdownIt:
     # Only block tokens are read (headings, code, frontmatter): inline parsing is skipped.
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
     return MarkdownIt("commonmark").enable("table").use(front_matter_plugin).disable("inline")
 
 
@@ -134,11 +136,12 @@ def _load_frontmatter(content: str) -> tuple[dict[str, Any], str]:
     """
     if not content.strip():
         return {}, ""
+    yaml, loader = _yaml()
     try:
         if len(content) > MAX_FRONTMATTER_CHARS:
             raise _TooComplex(f"{len(content):,} characters (limit {MAX_FRONTMATTER_CHARS:,})")
         _check_yaml_events(content)
-        data = yaml.load(content, Loader=_YAML_LOADER)
+        data = yaml.load(content, Loader=loader)
         if data is None:
             return {}, ""
         if not isinstance(data, dict):
@@ -157,9 +160,18 @@ def _load_frontmatter(content: str) -> tuple[dict[str, Any], str]:
         return {}, f"malformed frontmatter: {_first_line(exc)}; read as no frontmatter"
 
 
+@lru_cache(maxsize=1)
+def _yaml() -> tuple[Any, Any]:
+    """PyYAML and its safe loader: libyaml's when PyYAML was built with it (the same documents, about 10x faster)."""
+    import yaml
+
+    return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _check_yaml_events(content: str) -> None:
+    yaml, loader = _yaml()
     aliases = depth = 0
-    for event in yaml.parse(content, Loader=_YAML_LOADER):
+    for event in yaml.parse(content, Loader=loader):
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:
