@@ -76,11 +76,12 @@ def test_a_turn_gains_from_the_turn_before_it_in_the_same_session(index: VaultIn
 
 def test_no_good_match_when_only_someone_else_matches(index: VaultIndex) -> None:
     wrong = _search(index, "When did Ana run the Lisbon marathon?")
-    assert wrong.quality.factors["named_match"] < 0.9
+    assert wrong.quality.factors["named_match"] < 0.5  # the best evidence is Ben's
     assert wrong.quality.factors["no_good_match"] is True
     assert "someone other" in wrong.quality.suggestion
     right = _search(index, "When did Ben run the Lisbon marathon?")
-    assert right.quality.factors["named_match"] == 1.0
+    assert right.quality.factors["named_match"] > 0.9
+    assert "someone other" not in right.quality.suggestion
     assert right.quality.score > wrong.quality.score
     assert _search(index, "pottery course").quality.factors["named_match"] == 1.0  # nobody named
 

@@ -25,7 +25,7 @@ from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import Dialog, MemoryCache, named_match, owner_weights, spread_to_neighbours
-from explorer.search.quality import COS_FLOOR, assess, diminishing_returns
+from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
@@ -415,7 +415,7 @@ class SearchPipeline:
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
-            named = named_match(out.trace.rankings, self.index, self._memory.get(self.index)[0], run.named)
+            named = named_match(out.trace.rankings, self.index, self._memory.get(self.index)[0], run.named, TOP_N)
             out.quality = assess(judged, run.qvecs is not None, named)
         out.stats.final_results = len(out.results)
 
