@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Markdown, OptionList, Static, TextArea
+from textual.widgets import Footer, Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
@@ -21,6 +21,7 @@ from explorer.tui.messages import EditNote
 from explorer.tui.safe import plain, safe_content
 from explorer.tui.text import line_of, note_markdown, parse_wikilink_href
 from explorer.vault.parse import markdown_link_target
+from explorer.tui.widgets.long_text import LongText
 from explorer.tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 #: Notes longer than this (characters) open in a plain text view: rendering Markdown costs
-#: about 40 ms per KB, a plain view draws only the lines on screen.
+#: about 40 ms per KB, the plain view (`LongText`) draws only the rows on screen.
 PLAIN_VIEW_CHARS = 64_000
 
 #: Longer Markdown notes show this much first; the rest is appended after the first frame.
@@ -98,7 +99,7 @@ class NoteScreen(Screen):
         with Horizontal(id="note-body"):
             with VerticalScroll(id="note-scroll"):
                 yield Markdown(open_links=False, id="note-md")
-            yield TextArea(read_only=True, soft_wrap=True, show_line_numbers=True, id="note-plain")
+            yield LongText(id="note-plain")
             with Vertical(id="note-side"):
                 yield Static(id="note-tags")
                 yield OptionList(id="note-backlinks")
@@ -166,7 +167,7 @@ class NoteScreen(Screen):
         note = index.note(place.path) if index is not None else None
         title = self.query_one("#note-title", Static)
         md = self.query_one("#note-md", Markdown)
-        plain_view = self.query_one("#note-plain", TextArea)
+        plain_view = self.query_one("#note-plain", LongText)
         if note is None:
             title.update(Content.assemble(("Not in the index: ", "bold $text-error"), plain(place.path)))
             self._use_plain(False)
@@ -178,10 +179,9 @@ class NoteScreen(Screen):
             self.view = "plain"
             self._title(note, f"plain view: {len(text) // 1000} KB is too long to render as Markdown")
             self._use_plain(True)
-            plain_view.load_text(safe_text(text))
             line = self._place_line(note, place)
-            plain_view.move_cursor((line, 0))
-            plain_view.scroll_to(y=max(0, line - 1), animate=False)
+            plain_view.set_text(safe_text(text), mark=line if place.cursor is not None or place.heading else None)
+            plain_view.scroll_to_line(line - 1)
             self._first_frame(started)
             self._fill_side(note)
             return
