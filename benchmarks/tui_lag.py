@@ -151,17 +151,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=12)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--no-embedding", action="store_true",
+                        help="a vault whose embedding is unfinished: search with the vectors it has, embed nothing during the run")
     args = parser.parse_args(argv)
     if not (args.vault / ".explorer").is_dir():
         print(f"{args.vault} has no stored index: run `python -m benchmarks.speed --sizes 10000` first", file=sys.stderr)
         return 2
     offline_environment()
+    if args.no_embedding:
+        from explorer.index.vault_index import VaultIndex
+
+        VaultIndex.pending = lambda self: []  # the model worker then finds nothing to embed
     from benchmarks.speed import make_queries, vocabulary
 
     queries = [q for q in make_queries(vocabulary(), args.queries * 3) if 2 <= len(q.split()) <= 4][: args.queries]
     log(f"typing {len(queries)} queries into the app on {args.vault}")
     report = asyncio.run(measure(args.vault, queries))
     report["machine"] = machine()
+    report["no_embedding"] = args.no_embedding
     rows = [[phase, r["ticks"], r["median_ms"], r["p99_ms"], r["max_ms"], r["stalls_over_100ms"], " ".join(map(str, r["worst_ms"]))]
             for phase, r in report["phases"].items()]
     print(markdown_table(["phase", "ticks", "gap median ms", "gap p99 ms", "gap max ms", "gaps > 100 ms", "worst gaps ms"], rows))
