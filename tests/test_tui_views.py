@@ -183,3 +183,32 @@ async def test_long_text_draws_only_rows_folded_at_its_width() -> None:
         rows = drawn(view)
         assert all(cell_len(r) == view.scrollable_content_region.width for r in rows)
         assert line_from_rows(view, rows, 1501) == lines[1500]
+
+
+@sync
+async def test_note_view_opens_again_at_the_new_note(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """After the note view was closed, opening another note shows that note with a fresh history
+    (its side lists follow after the first frame); the index's objects are out of the
+    collector's reach once it opened."""
+    import gc
+
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert gc.get_freeze_count() > 0
+        app.post_message(OpenNote("Coffee/cold-brew.md"))
+        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        text = app.index.note("Astronomy/jupiter-moons.md").text
+        app.post_message(OpenNote("Astronomy/jupiter-moons.md", cursor=len(text) - 1))
+        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        screen = app.screen
+        assert screen.history == [screen.place] and screen.place.path == "Astronomy/jupiter-moons.md"
+        assert "Astronomy/jupiter-moons.md" in str(screen.query_one("#note-title").content)
+        await settle(app, pilot)
+        md = screen.query_one("#note-md", Markdown)
+        assert md.source.strip() and "cold brew" not in md.source.lower()
+        assert screen.query_one("#note-links").border_title.startswith("Links (")
+        await pilot.press("alt+left")  # no history before the reopened note
+        assert app.screen.place.path == "Astronomy/jupiter-moons.md"

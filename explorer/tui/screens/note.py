@@ -183,7 +183,7 @@ class NoteScreen(Screen):
             plain_view.set_text(safe_text(text), mark=line if place.cursor is not None or place.heading else None)
             plain_view.scroll_to_line(line - 1)
             self._first_frame(started)
-            self._fill_side(note)
+            self.call_after_refresh(self._fill_side, note)
             return
         self._use_plain(False)
         source = safe_text(note_markdown(note))
@@ -201,7 +201,7 @@ class NoteScreen(Screen):
             await md.update(source)
             self._first_frame(started)
             self._scroll_to_place(note, place)
-        self._fill_side(note)
+        self.call_after_refresh(self._fill_side, note)
 
     async def _render_rest(self, note, place: Place, rest: str) -> None:
         """Append the rest of a long note once its start is on screen."""
