@@ -43,7 +43,10 @@ async def test_long_notes_open_plain_or_in_two_steps(tui_vault: Path, embedder, 
         drawn = "\n".join(plain.render_line(y).text for y in range(plain.size.height))
         assert "## Section 20" in drawn
         assert "plain view" in str(screen.query_one("#note-title").content)
-        plain.focus()
+        assert screen.focused is plain  # the scrolling keys scroll the view on screen
+        top = plain.top_line()
+        await pilot.press("pagedown")
+        assert plain.top_line() > top
         await pilot.press("x")
         assert plain.text == big
         await settle(app, pilot)

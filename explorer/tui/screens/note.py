@@ -218,8 +218,13 @@ class NoteScreen(Screen):
             (f"  · {flag}" if flag else "", "$text-warning"))))
 
     def _use_plain(self, on: bool) -> None:
-        self.query_one("#note-scroll").display = not on
-        self.query_one("#note-plain").display = on
+        """Show the plain view or the Markdown one; the shown one takes the focus from the hidden one
+        (so the scrolling keys scroll what is on screen)."""
+        scroll, plain_view = self.query_one("#note-scroll"), self.query_one("#note-plain")
+        scroll.display = not on
+        plain_view.display = on
+        if self.focused in (None, scroll, plain_view):
+            (plain_view if on else scroll).focus()
 
     def _first_frame(self, started: float) -> None:
         def done() -> None:
