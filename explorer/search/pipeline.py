@@ -169,6 +169,18 @@ class SearchPipeline:
         self._assess(run, out)
         return self._finish(run, out, key, record)
 
+    def allowed_paths(self, query: str) -> set[str] | None:
+        """The notes the filters of `query` allow (tag:, path:, file:, section:, -word); None when it has none.
+
+        For tools that search on their own (the classic cursor tools) but should honour the same filters.
+        """
+        parsed = parse_query(query)
+        with self.index.lock:
+            allowed = self._retriever.allowed(parsed)
+            if allowed is None:
+                return None
+            return {self.index.shards[n].path for n in allowed}
+
     # -- stages ------------------------------------------------------------------------------
     def _begin(self, query: str, k: int | None, dense: bool, two_pass: bool | None, rerank: bool | None,
                cancelled: Callable[[], bool] | None) -> _Run:
