@@ -141,7 +141,7 @@ class ResultsList(OptionList):
         top = max((r.score for r in self.results), default=0.0)
         options: list[Option | None] = []
         for i, res in enumerate(self.results, 1):
-            if i > 1:
+            if i > 1 and not self._two_line:  # two-line results start with their rank bar: no rule between
                 options.append(None)
             options.append(Option(result_prompt(i, res, top, words, phrases, self._two_line), id=f"r{i}"))
         self.set_options(options)

@@ -134,7 +134,10 @@ class WhyPane(VerticalScroll):
             parts.append("no explanation recorded")
             return Content.assemble(*parts)
         parts.append((f"fused {ex.fused_score:.5f}", "bold"))
-        parts.append(f" = Σ w_ret·w_term·w_src / ({ex.rrf_k} + rank)")
+        if ex.fusion == "score":
+            parts.append(" = Σ w_ret·w_term·w_src · score (normalised within each ranking)")
+        else:
+            parts.append(f" = Σ w_ret·w_term·w_src / ({ex.rrf_k} + rank)")
         parts.append(f"\npass {ex.pass_} · {ex.shards_matched} shard{'s' if ex.shards_matched != 1 else ''} matched")
         parts.append(f" · source {r.source_type} ×{ex.source_weight:g}")
         if (r.bm25_rank, r.embedding_rank) != shown_ranks(r):
