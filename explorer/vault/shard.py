@@ -44,10 +44,10 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
     Sections run from one heading to the next; a heading with no text of its own (directly
     followed by another heading) joins the section after it. A section larger than `max_tokens`
     is split at paragraph, line or sentence breaks into pieces that share about `overlap` tokens.
-    node_ids read like Obsidian link targets: the file and heading path (`a/b.md#Care#Diet`, a
-    note's only H1 left out as it stands for the whole note);
-    only when two shards would share one, a suffix tells them apart: ` (n)` for a repeated
-    heading path and `@k` for the k-th piece of a long section. An edit in one section never
+    node_ids are Obsidian link targets: the file and heading path (`a/b.md#Care#Diet`, a note's
+    only H1 left out as it stands for the whole note, each heading in link form, see
+    `link_heading`); only when two shards would share one, a suffix tells them apart: ` (n)` for
+    a repeated heading path and `@k` for the k-th piece of a long section. An edit in one section never
     changes the node_ids of another.
     """
     shards: list[Shard] = []
@@ -82,8 +82,23 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
 
 
 def node_base(path: str, heading_path: tuple[str, ...]) -> str:
-    """The link-target part of a node_id: `path#Heading#Sub` (the path alone for a note's top)."""
-    return path + "".join("#" + h for h in heading_path)
+    """The link-target part of a node_id: `path#Heading#Sub` (the path alone for a note's top).
+
+    Each heading is written as Obsidian writes it in a link (`link_heading`), so the node_id
+    works as the target of a `[[...]]` link even when a heading holds `#`, `|`, `^` or brackets.
+    """
+    return path + "".join("#" + h for h in map(link_heading, heading_path) if h)
+
+
+# Characters that would end or split a link target inside `[[...]]`: Obsidian leaves them out of
+# the heading part of a link (its `stripHeadingForLink`), and matches headings the same way.
+_LINK_BREAKERS = re.compile(r"[#|^\\\[\]]|%%")
+
+
+def link_heading(text: str) -> str:
+    """A heading's text as the heading part of an Obsidian link: `#`, `|`, `^`, `\\`, brackets and
+    `%%` become spaces, runs of white space one space (`C# | tips` -> `C tips`)."""
+    return " ".join(_LINK_BREAKERS.sub(" ", text).split())
 
 
 def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[Shard]]:
