@@ -63,7 +63,8 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
         for k, (start, end) in enumerate(_pieces(note.text, section.start, section.end, max_tokens, overlap)):
             node_id = base if k == 0 else f"{base}@{k + 1}"
             text = note.text[start:end]
-            search_text = _search_text(note, section.heading_path, text, first=not shards)
+            search_text = _search_text(note, section.heading_path, text, first=not shards,
+                                       title=title.text if title is not None else None)
             shards.append(
                 Shard(
                     node_id=node_id,
@@ -238,10 +239,21 @@ def _best_break(text: str, tokens: list[tuple[int, int, int]], i: int, j: int) -
     return best
 
 
-def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bool) -> str:
-    # The note's name heads every shard; a first heading that repeats it is not written twice.
-    path = heading_path[1:] if heading_path and _same_name(heading_path[0], note.title) else heading_path
-    head = " > ".join((note.title, *path))
+def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bool, title: str | None = None) -> str:
+    """What BM25 indexes and the model embeds for one shard: a head naming where it is, its text
+    with links as read, then the note's aliases, description and tags (first shard) and metadata.
+
+    The head is the note's name and the shard's heading path; a first heading that repeats the
+    name is not written twice. A name with no letters (a document id, a timestamp, a date) is an
+    identifier, not words: under the note's only H1 (`title`) that heading heads the shard in its
+    place, so an id does not pull the embedding of every shard away from what the note says. The
+    name ranking still finds such a note by its name.
+    """
+    if title is not None and heading_path[:1] == (title,) and not any(c.isalpha() for c in note.title):
+        head = " > ".join(heading_path)
+    else:
+        path = heading_path[1:] if heading_path and _same_name(heading_path[0], note.title) else heading_path
+        head = " > ".join((note.title, *path))
     parts = [head, display_text(text)]
     if first:
         if note.aliases:
