@@ -129,6 +129,10 @@ class SearchSettings:
     """Context shards kept per entry."""
     rrf_k: Annotated[int, Range(0, 100_000)] = 60
     """RRF constant."""
+    fusion: Annotated[str, OneOf("auto", "rrf", "score")] = "auto"
+    """How rankings combine: rrf (reciprocal ranks), score (each ranking's raw scores normalised
+    to 0-1 from its best: BM25 / best, cosine from the 0.25 floor of unrelated texts), or auto:
+    score fusion in a vault that holds conversation turns (agent memory), RRF elsewhere."""
     bm25_weight: Annotated[float, Range(0, 100)] = 1.0
     """Weight of the BM25 ranking in RRF."""
     dense_weight: Annotated[float, Range(0, 100)] = 1.0
@@ -146,7 +150,7 @@ class SearchSettings:
     owner_weight: Annotated[float, Range(0, 100)] = 1.5
     """RRF weight of the notes of a person the query names (a turn's `speaker`, a `Users/<name>/`
     folder; see explorer.search.memory); the quality is then judged on those notes. 1 = off."""
-    neighbour_weight: Annotated[float, Range(0, 10)] = 0.3
+    neighbour_weight: Annotated[float, Range(0, 10)] = 0.5
     """Dialog context: share of the best adjacent turn's fused score that a conversation-turn note
     gains (turn n +/- 1 of the same session; see explorer.search.memory). 0 = off."""
     candidates: Annotated[int, Range(1, 100_000)] = 100

@@ -35,7 +35,7 @@ from explorer.tui.widgets.results import ResultsList, ResultsSummary
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.tui.widgets.vault_tree import VaultTree
-from explorer.tui.widgets.why_pane import WhyPane
+from explorer.tui.widgets.why_pane import FitTable, WhyPane
 
 SIZE = (120, 40)
 
@@ -385,7 +385,7 @@ async def test_context_pane_moves_widens_copies_and_opens(tui_vault: Path, embed
 @sync
 async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """The why pane tabulates each contribution; “Why not?” traces a missing note stage by stage."""
-    from textual.widgets import DataTable, Input, TabbedContent
+    from textual.widgets import Input, TabbedContent
 
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -397,11 +397,11 @@ async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: 
         assert screen.query_one(TabbedContent).active == "tab-why"
         why = screen.query_one(WhyPane)
         res = results.results[0]
-        table = why.query_one("#why-contrib", DataTable)
+        table = why.query_one("#why-contrib", FitTable)
         assert table.row_count == len(res.explanation.contributions)
-        row = table.get_row_at(0)
+        row = table.rows[0]
         c = res.explanation.contributions[0]
-        assert str(row[0]) == c.term and row[1] == c.retriever and row[2] == str(c.rank)
+        assert row[0] == c.term and row[1] == c.retriever and row[2] == f"#{c.rank}"
         assert abs(sum(x.contribution for x in res.explanation.contributions) - res.explanation.fused_score) < 1e-9
         head = str(why.query_one("#why-head").content)
         assert f"fused {res.explanation.fused_score:.5f}" in head and "pass 1" in head
@@ -422,7 +422,7 @@ async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: 
         stages = [r.stage for r in why.report.rows]
         assert any(s.startswith("bm25 ") for s in stages) and any(s.startswith("dense ") for s in stages)
         assert stages[-2:] == ["fusion (pass 1)", "final list"]
-        assert why.query_one("#why-not-table", DataTable).row_count == len(why.report.rows)
+        assert why.query_one("#why-not-table", FitTable).row_count == len(why.report.rows)
         # ...and a note in the list is found at its rank, by title.
         box.value = results.results[1].title
         await pilot.press("enter")
@@ -831,7 +831,11 @@ def test_note_markdown_keeps_lines_and_turns_wikilinks_into_links(sample_index) 
             assert "](wikilink:" in body, path
     note = sample_index.notes["Pets/hamster-cages-and-bedding.md"]
     md = note_markdown(note)
-    assert md.startswith("```yaml\n")
+    # Parsed frontmatter is shown as a properties table: its lines stay, blank.
+    front_lines = note.text.count("\n", 0, note.body_start)
+    assert note.frontmatter and md.split("\n")[:front_lines] == [""] * front_lines
+    assert md.split("\n")[front_lines:] == note_markdown(note).split("\n")[front_lines:]
+    assert "title:" not in md and "```yaml" not in md
     assert "[research notes on wheel sizes](wikilink:" in md
     href = wikilink_href("Users/alice/research_cache/hamster-wheel-sizes", "Sizes")
     assert parse_wikilink_href(href) == ("Users/alice/research_cache/hamster-wheel-sizes", "Sizes")

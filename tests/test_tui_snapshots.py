@@ -148,3 +148,72 @@ async def test_small_terminal(tui_vault: Path, embedder, tmp_path: Path) -> None
         shot = app.export_screenshot()
         for text in ("quality high", "Results (15)", "Hamsters", "Users/alice/Knowledge/hamsters.md", "cursor"):
             assert text.replace(" ", "&#160;") in shot or text in shot, text
+
+
+NARROW = (80, 24)
+
+
+def test_snapshot_narrow_results(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """80x24: results (two lines each) stacked over the context pane, no tree."""
+
+    async def run_before(pilot: Any) -> None:
+        await with_results(pilot)
+        # At this height the pane's scroll to the cursor can land a frame late: settle it.
+        await pilot.pause(0.3)
+        pilot.app.main_screen.query_one("#context")._scroll_to_cursor()
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
+
+
+def test_snapshot_narrow_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """80x24: the why-ranked pane under the results, its table at full width."""
+
+    async def run_before(pilot: Any) -> None:
+        await with_results(pilot)
+        await pilot.press("f6")
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
+
+
+EMBEDS = {
+    "Lang/日本語の勉強.md": (
+        "---\ntitle: 日本語の勉強\naliases: [Japanese study, にほんご]\ntags: [learning]\n"
+        "resources:\n  - name: Genki\n    kind: textbook\nscore: 7.5\n---\n"
+        "# 日本語の勉強\n\n毎日の練習 — daily kanji practice.\n\n## 漢字\n\n漢字は難しい。Kanji review every morning. ^kanji\n"
+    ),
+    "Projects/🚀 Launch plan.md": (
+        "---\ntags: [project]\nchecklist: [design, build, ship]\nowner: {name: Ana, team: web}\n---\n"
+        "# 🚀 Launch plan\n\nFamily 👨‍👩‍👧 launch party ❤️ with hamster cake.\n\n![[日本語の勉強#漢字]]\n\n"
+        "![[Nowhere note]]\n\n## Timeline\n\nWeek 1 design, week 2 build.\n"
+    ),
+}
+
+
+def test_snapshot_note_properties_and_embeds(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """Note view: frontmatter as a properties table, an embedded section boxed with its node_id, an unresolved embed marked."""
+    from conftest import write_notes
+
+    write_notes(tui_vault, EMBEDS)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        pilot.app.post_message(OpenNote("Projects/🚀 Launch plan.md"))
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_narrow_note_view(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+    """80x24 note view with wide characters, properties and an embed."""
+    from conftest import write_notes
+
+    write_notes(tui_vault, EMBEDS)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        pilot.app.post_message(OpenNote("Projects/🚀 Launch plan.md"))
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)

@@ -76,7 +76,9 @@ async def test_vault_tree_fills_folders_when_they_open(tui_vault: Path, embedder
 @sync
 async def test_why_pane_draws_when_shown_and_why_not_follows_the_query(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """The why pane is drawn when its tab opens; a why-not verdict is recomputed for each new query and cleared with it."""
-    from textual.widgets import DataTable, Input
+    from textual.widgets import Input
+
+    from explorer.tui.widgets.why_pane import FitTable
 
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -84,11 +86,11 @@ async def test_why_pane_draws_when_shown_and_why_not_follows_the_query(tui_vault
         screen = app.main_screen
         why = screen.query_one(WhyPane)
         await search(app, pilot, "hamster cage")
-        assert why.query_one("#why-contrib", DataTable).row_count == 0, "hidden: not drawn"
+        assert why.query_one("#why-contrib", FitTable).row_count == 0, "hidden: not drawn"
         await pilot.press("f6")
         await pilot.pause()
         assert screen.query_one(TabbedContent).active == "tab-why"
-        assert why.query_one("#why-contrib", DataTable).row_count > 0
+        assert why.query_one("#why-contrib", FitTable).row_count > 0
         box = why.query_one("#why-not", Input)
         box.value = "Garden/composting.md"
         box.focus()

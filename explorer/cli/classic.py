@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from explorer.cli.render import mark, print_json, use_color
+from explorer.cli.render import embed_lines, mark, print_json, use_color
 from explorer.config import Settings
 from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
 from explorer.index.context import ContextWindow
+from explorer.index.embeds import after_lines, with_embeds
 from explorer.index.targets import ContextError, context_for
 from explorer.text.safe import safe_text
 
@@ -52,7 +53,8 @@ def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> in
 
     index, _ = open_index(vault, settings)
     try:
-        window = context_for(index, args.target, args.cursor, args.before, args.after, words=list(args.highlight or ()))
+        window = with_embeds(index, context_for(index, args.target, args.cursor, args.before, args.after,
+                                                words=list(args.highlight or ())))
     except ContextError as exc:
         return _fail(str(exc))
     finally:
@@ -87,7 +89,8 @@ def print_find(result: ClassicResult, color: bool = False, out: TextIO | None = 
 
 
 def print_context(window: ContextWindow, color: bool = False, out: TextIO | None = None) -> None:
-    """A context window with a header (path, node_id, offsets) and highlighted matches."""
+    """A context window with a header (path, node_id, offsets) and highlighted matches; each embed
+    in it is shown below its line, boxed and marked with its source node_id (or as a marked link)."""
     out = out or sys.stdout
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
     print(f"{b}{safe_text(window.path)}{r}  cursor {window.cursor}  chars {window.start}-{window.end} of {window.note_chars}", file=out)
@@ -95,7 +98,17 @@ def print_context(window: ContextWindow, color: bool = False, out: TextIO | None
     for note in window.notes:
         print(f"{d}note: {safe_text(note)}{r}", file=out)
     spans = [(h.start - window.start, h.end - window.start) for h in window.highlights]
-    print(mark(window.text, spans, color), file=out)
+    pos = 0
+    for point, embeds in after_lines(window.text, window.start, window.embeds):
+        piece = window.text[pos:point]
+        print(mark(piece, [(s - pos, e - pos) for s, e in spans if pos <= s and e <= point], color),
+              end="" if piece.endswith("\n") else "\n", file=out)
+        for embed in embeds:
+            print("\n".join(embed_lines(embed, color)), file=out)
+        pos = point
+    if pos < len(window.text) or not window.embeds:
+        rest = window.text[pos:]
+        print(mark(rest, [(s - pos, e - pos) for s, e in spans if pos <= s], color), file=out)
 
 
 def _indent(text: str, prefix: str) -> str:

@@ -71,7 +71,9 @@ Args:
   cursor: character offset in the note (e.g. a hit's `cursor`); default: start of the node.
   before, after: characters to include on each side, 0-20000 (default 1000).
 Returns the window `text`, its `start`/`end` offsets, `note_chars` (note length) and
-highlights; call again with a larger `after` or a cursor near `end` to read on."""
+highlights; call again with a larger `after` or a cursor near `end` to read on. `embeds` holds
+the text of each `![[embed]]` in the window (`status` "embedded" with its source `node_id`, or
+why not: missing, cycle, depth, file, limit)."""
 
 EXPLAIN_DOC = """Why a note ranked where it did for a query.
 
@@ -226,6 +228,7 @@ class MemoryService:
 
     def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names."""
+        from explorer.index.embeds import with_embeds
         from explorer.index.targets import ContextError, context_for
 
         for name, value in (("before", before), ("after", after)):
@@ -233,7 +236,7 @@ class MemoryService:
                 raise ToolInputError(f"{name} must be 0-{MAX_CONTEXT} characters, got {value!r}")
         target = self._inside(target)
         try:
-            window = context_for(self.index, target, cursor, before, after)
+            window = with_embeds(self.index, context_for(self.index, target, cursor, before, after))
         except ContextError as exc:
             raise ToolInputError(str(exc)) from exc
         return {**window.to_dict(), "index": self.freshness()}

@@ -6,6 +6,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from explorer.text.cells import fit
 from explorer.text.safe import safe_json, safe_text
 
 if TYPE_CHECKING:  # annotations only: printing an answer from a serving process needs no search code
@@ -51,6 +52,29 @@ def _escape_markers(text: str) -> str:
     if "«" in text or "»" in text:
         text = text.replace("«", "««").replace("»", "»»")
     return text
+
+
+def embed_lines(embed: Any, color: bool, prefix: str = "  ") -> list[str]:
+    """An expanded embed as plain lines: a marked box with its source node_id and text (nested
+    embeds boxed inside), or one marked line for an embed that is not expanded. Terminal-safe."""
+    d, r = ("\x1b[2m", _RESET) if color else ("", "")
+    if embed.status != "embedded":
+        mark_ = "↪" if embed.status == "file" else "↪ ✗"
+        return [f"{prefix}{d}{mark_} {safe_text(embed.label)}{r}"]
+    out = [f"{prefix}{d}┌ ↪ {safe_text(embed.label)}{r}"]
+    from explorer.index.embeds import after_lines
+
+    lines: list[str] = []  # terminal-safe already
+    pos = 0
+    for point, group in after_lines(embed.text, embed.start, embed.embeds):
+        lines.extend(safe_text(line) for line in embed.text[pos:point].splitlines())
+        for inner in group:
+            lines.extend(embed_lines(inner, color, ""))
+        pos = point
+    lines.extend(safe_text(line) for line in embed.text[pos:].splitlines())
+    out.extend(f"{prefix}{d}│{r} {line}" for line in lines)
+    out.append(f"{prefix}{d}└{r}")
+    return out
 
 
 def print_json(data: Any, out: TextIO | None = None) -> None:
@@ -115,8 +139,8 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
                       f"(second shard {safe_text(ex.second_node_id)}){r}", file=out)
             print(f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}", file=out)
             for c in ex.contributions:
-                term = safe_text(c.term if len(c.term) <= 28 else c.term[:27] + "…")
-                print(f"    {term:<28} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
+                term = fit(safe_text(c.term), 28)
+                print(f"    {term} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
                       f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
             if ex.rerank:
                 rr = ex.rerank

@@ -36,6 +36,8 @@ class ContextWindow:
     """What was adjusted: a clamped cursor, a capped request."""
     note_chars: int = 0
     """Length of the whole note's text."""
+    embeds: tuple[Any, ...] = ()
+    """The `explorer.index.embeds.Embed`s whose link lies in the window, expanded."""
 
     def to_dict(self) -> dict[str, Any]:
         """The window as JSON-ready data."""
@@ -49,6 +51,7 @@ class ContextWindow:
             "text": self.text,
             "highlights": [{"start": h.start, "end": h.end, "term": h.term} for h in self.highlights],
             "notes": list(self.notes),
+            "embeds": [e.to_dict() for e in self.embeds],
         }
 
 

@@ -1,4 +1,7 @@
-"""Weighted Reciprocal Rank Fusion; the explanation of every score is built while fusing."""
+"""Fusion of rankings: weighted Reciprocal Rank Fusion, or score fusion of normalised raw scores.
+
+The explanation of every score is built while fusing.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,10 @@ from typing import Callable, Sequence
 
 from explorer.search.schema import Contribution, Ranking
 
-__all__ = ["Entry", "Fused", "Ranking", "aggregate", "rrf"]
+__all__ = ["SIMILARITY_RETRIEVERS", "Entry", "Fused", "Ranking", "aggregate", "rrf", "score_fusion"]
+
+#: Retrievers whose raw score is a cosine similarity (normalised from a floor in score fusion).
+SIMILARITY_RETRIEVERS = frozenset({"dense", "feedback"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,54 @@ def rrf(
     return fused
 
 
+def score_fusion(
+    rankings: Sequence[Ranking],
+    cos_floor: float,
+    source_weight: Callable[[str], float] = lambda _node_id: 1.0,
+) -> list[Fused]:
+    """Fuse rankings by their scores: score(d) = sum over rankings of w_retriever * w_term * w_source(d) * norm(raw).
+
+    `norm` puts each ranking's raw scores on 0-1 from its own best: a BM25 (or other lexical)
+    score is divided by the ranking's best score; a cosine (SIMILARITY_RETRIEVERS) counts from
+    `cos_floor`, where unrelated texts sit, as (cos - floor) / (best - floor), clipped at 0.
+    Unlike RRF, which gives rank 1 and rank 2 nearly the same share whatever their scores, a
+    passage that clearly beats the rest in one retriever keeps that lead. Ties break as in `rrf`.
+    """
+    parts: dict[str, list[Contribution]] = {}
+    best: dict[str, int] = {}
+    for ranking in rankings:
+        if not ranking.items:
+            continue
+        top = max(float(raw) for _, raw in ranking.items)
+        similarity = ranking.retriever in SIMILARITY_RETRIEVERS
+        floor = cos_floor if similarity else 0.0
+        span = top - floor
+        for position, (node_id, raw) in enumerate(ranking.items):
+            rank = position + 1
+            norm = min(1.0, max(0.0, (float(raw) - floor) / span)) if span > 0 else (1.0 if rank == 1 else 0.0)
+            sw = source_weight(node_id)
+            value = ranking.retriever_weight * ranking.term_weight * sw * norm
+            parts.setdefault(node_id, []).append(
+                Contribution(
+                    term=ranking.term,
+                    retriever=ranking.retriever,
+                    rank=rank,
+                    raw_score=float(raw),
+                    retriever_weight=ranking.retriever_weight,
+                    term_weight=ranking.term_weight,
+                    source_weight=sw,
+                    contribution=value,
+                )
+            )
+            best[node_id] = min(best.get(node_id, rank), rank)
+    fused = [
+        Fused(node_id, sum(c.contribution for c in contribs), tuple(contribs), best[node_id])
+        for node_id, contribs in parts.items()
+    ]
+    fused.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
+    return fused
+
+
 @dataclass(slots=True)
 class Entry:
     """A note in a fused list: its retrieved shards, best first (the first one's score is the note's)."""
@@ -77,6 +131,8 @@ class Entry:
     """Why an always-include entry was added."""
     second_weight: float = 0.0
     """Damping of the second-best shard in the note's score."""
+    fusion: str = "rrf"
+    """How its shards' scores were fused: `rrf` or `score`."""
 
     @property
     def score(self) -> float:
@@ -88,7 +144,8 @@ class Entry:
 
 
 def aggregate(
-    fused: Sequence[Fused], path_of: Callable[[str], str | None], pass_: int, second_weight: float = 0.0
+    fused: Sequence[Fused], path_of: Callable[[str], str | None], pass_: int, second_weight: float = 0.0,
+    fusion: str = "rrf",
 ) -> list[Entry]:
     """Shards to notes: each note keeps its shards in fused order and ranks by its best shard's
     score plus `second_weight` times its second best's (a note that matches in two sections
@@ -105,7 +162,7 @@ def aggregate(
             continue
         entry = by_path.get(path)
         if entry is None:
-            entry = Entry(path, [f], pass_, second_weight=second_weight)
+            entry = Entry(path, [f], pass_, second_weight=second_weight, fusion=fusion)
             by_path[path] = entry
             order.append(entry)
         else:

@@ -200,14 +200,16 @@ def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: 
     return out
 
 
-def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list[str]) -> float:
-    """How well the named people's notes match the query next to other people's: 0-1 (1 = as well or better).
+def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list[str], top_n: int = 3) -> float:
+    """How much of the best lexical evidence belongs to the people the query names: 0-1 (1 = all of it).
 
-    From the query's own BM25 ranking: with `mine` the best raw score among the named people's
-    notes, `theirs` the best among notes of other people and `top` the best of all,
-    `clip(1 + (mine - theirs) / top, 0, 1)`. 1 when no person is named or nobody else matches
-    better. On LoCoMo, where most unanswerable questions ask about one speaker what the other
-    said, this separates them from answerable ones better than relevance does.
+    From the query's own BM25 ranking: among its `top_n` best shards of notes that belong to
+    someone (notes of nobody, such as knowledge notes, are skipped), the share of their BM25
+    score held by the named people's notes. 1 when no person is named or no owned note matched.
+    When a query asks about one person and the best matching memories are someone else's, the
+    memory most likely does not hold the answer: on LoCoMo, where most unanswerable questions
+    ask one speaker about what the other said, this separates them from answerable ones better
+    than relevance does.
     """
     if not named:
         return 1.0
@@ -215,19 +217,17 @@ def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list
     if ranking is None or not ranking.items:
         return 1.0
     wanted = set(named)
-    mine = theirs = top = 0.0
-    for node_id, raw in ranking.items:
+    mine = total = 0.0
+    counted = 0
+    for node_id, raw in sorted(ranking.items, key=lambda item: -item[1]):
         shard = index.shards.get(node_id)
-        if shard is None:
+        owner = owners.owner_of.get(shard.path) if shard is not None else None
+        if owner is None or raw <= 0.0:
             continue
-        top = max(top, raw)
-        owner = owners.owner_of.get(shard.path)
-        if owner is None:
-            continue
+        total += raw
         if owner in wanted:
-            mine = max(mine, raw)
-        else:
-            theirs = max(theirs, raw)
-    if top <= 0.0 or theirs <= mine:
-        return 1.0
-    return min(1.0, max(0.0, 1.0 + (mine - theirs) / top))
+            mine += raw
+        counted += 1
+        if counted == top_n:
+            break
+    return mine / total if total > 0.0 else 1.0

@@ -22,10 +22,10 @@ import numpy as np
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
-from explorer.search.fusion import Entry, Fused, aggregate, rrf
+from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import Dialog, MemoryCache, named_match, owner_weights, spread_to_neighbours
-from explorer.search.quality import assess, diminishing_returns
+from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
@@ -91,6 +91,10 @@ class _Run:
     """The fusion's per-shard weight for this search."""
     dialog: Dialog | None = None
     """Adjacent conversation turns of the index version searched."""
+    fusion: str = "rrf"
+    """`rrf` or `score` (search.fusion, `auto` settled by the vault: score with conversation turns)."""
+    threshold: float | None = None
+    """The dense rankings' cosine floor (None: search.dense_threshold)."""
 
     def check(self) -> None:
         """Raise SearchCancelled when a newer search replaced this one."""
@@ -169,6 +173,18 @@ class SearchPipeline:
         self._assess(run, out)
         return self._finish(run, out, key, record)
 
+    def allowed_paths(self, query: str) -> set[str] | None:
+        """The notes the filters of `query` allow (tag:, path:, file:, section:, -word); None when it has none.
+
+        For tools that search on their own (the classic cursor tools) but should honour the same filters.
+        """
+        parsed = parse_query(query)
+        with self.index.lock:
+            allowed = self._retriever.allowed(parsed)
+            if allowed is None:
+                return None
+            return {self.index.shards[n].path for n in allowed}
+
     # -- stages ------------------------------------------------------------------------------
     def _begin(self, query: str, k: int | None, dense: bool, two_pass: bool | None, rerank: bool | None,
                cancelled: Callable[[], bool] | None) -> _Run:
@@ -219,6 +235,12 @@ class SearchPipeline:
         """Agent memory: the people the query names (their notes weigh `owner_weight` more) and the dialog."""
         s = self.settings.search
         owners, run.dialog = self._memory.get(self.index)
+        run.fusion = s.fusion if s.fusion != "auto" else ("score" if run.dialog.neighbours else "rrf")
+        if run.fusion == "score":
+            # Cosines count from the floor of unrelated texts, so the dense rankings reach down to it.
+            # No dense feedback ranking: its cosines would count the query's meaning twice (on LoCoMo
+            # it cost 0.026 recall@10 under score fusion; BENCHMARKS.md).
+            run.threshold = min(s.dense_threshold, COS_FLOOR)
         if s.owner_weight != 1.0:
             run.named = owners.named(run.parsed.text)
             run.favoured = owners.favoured(run.named)
@@ -250,7 +272,8 @@ class SearchPipeline:
             if entries is None:
                 if not rankings:
                     rankings = self._retriever.rankings(terms, run.qvecs, run.allowed, run.timings, "",
-                                                        corrections=run.corrections, phrases=parsed.phrases)
+                                                        corrections=run.corrections, phrases=parsed.phrases,
+                                                        threshold=run.threshold, feedback=run.fusion != "score")
                 with run.timed("fusion"):
                     entries = self._fuse(rankings, 1, run)
             ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
@@ -303,7 +326,8 @@ class SearchPipeline:
             if not facts:
                 return None, [], ["all"]
             rankings = self._retriever.rankings(run.terms, run.qvecs, run.allowed, run.timings, "",
-                                                corrections=run.corrections, phrases=run.parsed.phrases)
+                                                corrections=run.corrections, phrases=run.parsed.phrases,
+                                                threshold=run.threshold, feedback=run.fusion != "score")
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
@@ -355,7 +379,7 @@ class SearchPipeline:
         with self.index.lock:
             rankings2 = self._retriever.rankings(terms2, qvecs2, run.allowed, run.timings, "pass2_",
                                                  corrections=self._retriever.corrections(refined),
-                                                 phrases=run.parsed.phrases)
+                                                 phrases=run.parsed.phrases, threshold=run.threshold, feedback=run.fusion != "score")
             entries2 = self._fuse(rankings2, 2, run)
             found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec) for e in entries2[: s.pass2_entries]]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
@@ -403,7 +427,7 @@ class SearchPipeline:
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
-            named = named_match(out.trace.rankings, self.index, self._memory.get(self.index)[0], run.named)
+            named = named_match(out.trace.rankings, self.index, self._memory.get(self.index)[0], run.named, TOP_N)
             out.quality = assess(judged, run.qvecs is not None, named)
         out.stats.final_results = len(out.results)
 
@@ -464,12 +488,16 @@ class SearchPipeline:
         return self.index.bm25.idf().get(token, 0.0)
 
     def _fuse(self, rankings: list[Ranking], pass_: int, run: _Run | None = None, dialog: bool = True) -> list[Entry]:
-        """Weighted RRF over `rankings`, turns lifted by their neighbours, aggregated to notes (best shard first)."""
+        """Weighted RRF (or score fusion) over `rankings`, turns lifted by their neighbours, aggregated to notes."""
         s = self.settings.search
-        fused = rrf(rankings, s.rrf_k, run.weight if run is not None and run.weight else self._source_weight)
+        weight = run.weight if run is not None and run.weight else self._source_weight
+        if run is not None and run.fusion == "score":
+            fused = score_fusion(rankings, COS_FLOOR, weight)
+        else:
+            fused = rrf(rankings, s.rrf_k, weight)
         if dialog and run is not None and run.dialog is not None:
             fused = spread_to_neighbours(fused, self.index, run.dialog, s.neighbour_weight)
-        return aggregate(fused, self._path_of, pass_, s.second_shard_weight)
+        return aggregate(fused, self._path_of, pass_, s.second_shard_weight, run.fusion if run is not None else "rrf")
 
     def _path_of(self, node_id: str) -> str | None:
         shard = self.index.shards.get(node_id)

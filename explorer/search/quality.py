@@ -25,9 +25,9 @@ LEXICAL_ONLY_CAP = 0.85
 INFORMATIVE_IDF = 1.0
 #: How many of the top entries the level is judged from.
 TOP_N = 3
-#: `named_match` below this flags "no good match": the person the query names has clearly weaker
-#: matches than someone else (see explorer.search.memory.named_match).
-NAMED_MATCH_FLAG = 0.9
+#: `named_match` below this flags "no good match": most of the best lexical evidence belongs to
+#: someone other than the person the query names (see explorer.search.memory.named_match).
+NAMED_MATCH_FLAG = 0.5
 #: Diminishing returns: result overlap with the previous search above which it warns.
 OVERLAP = 0.8
 #: Diminishing returns: this many searches within MANY_WINDOW_S seconds is "many".
@@ -100,10 +100,11 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     score's distance to the nearest level boundary (0.5 on it, 1 at 0.15 away), times 0.8
     when only BM25 ran. Factors also describe the score distribution (spread, gap) that the
     two-pass analyser reads. `named_match` (1 unless the query names a person of an agent-memory
-    vault) is how well that person's notes match compared with someone else's; below
+    vault) is the share of the best lexical evidence that is that person's; below
     NAMED_MATCH_FLAG the factor `no_good_match` is set whatever the level (the memory holds this
     about someone else, most likely not about the person asked about). `no_good_match` is also
-    set when the level is low.
+    set when the score before the `named_match` factor is below MEDIUM (the results are weak in
+    themselves); a level lowered by `named_match` alone does not set it.
     """
     searched = [r for r in results if r.source == "search"]
     if not searched:
@@ -119,7 +120,8 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     lead = searched[head.index(top)]
     agreement = _agreement(lead, dense, lead is searched[0]) * min(1.0, top / RELEVANT)
     support = sum(head) / len(head)
-    score = min(1.0, 0.6 * top + 0.25 * agreement + 0.15 * support) * named_match ** 2
+    matched = min(1.0, 0.6 * top + 0.25 * agreement + 0.15 * support)
+    score = matched * named_match ** 2
     window = rel[:10]
     spread = statistics.pstdev(window) if len(window) > 1 else 0.0
     ordered = sorted(window, reverse=True)
@@ -131,7 +133,8 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     factors = _factors(top, sum(window) / len(window), support, spread, gap, len(searched), relevant, agreement, dense,
                        searched[0].score)
     mismatch = named_match < NAMED_MATCH_FLAG
-    factors.update(named_match=round(named_match, 4), no_good_match=level == "low" or mismatch)
+    # The flag: the results are weak in themselves, or most of the best evidence is someone else's.
+    factors.update(named_match=round(named_match, 4), no_good_match=matched < MEDIUM or mismatch)
     suggestion = _suggestion(level, top, relevant, dense)
     if mismatch:
         suggestion = "The best matches are about someone other than the person named: the memory may not hold this about them."

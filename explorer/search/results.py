@@ -50,6 +50,7 @@ class ResultBuilder:
                 pass_=entry.pass_,
                 shards_matched=len(entry.fused),
                 **_second(entry),
+                fusion=entry.fusion,
             )
         top = shards[0] if shards else None
         rel = self.relevance(entry, words, qvec, kc) if best is not None else 0.0

@@ -97,6 +97,8 @@ class Retriever:
         depth: int | None = None,
         corrections: list[Correction] | None = None,
         phrases: tuple[str, ...] = (),
+        threshold: float | None = None,
+        feedback: bool = True,
     ) -> list[Ranking]:
         """One BM25 and one dense ranking per term (the dense side scans the matrix once for all
         terms), the name ranking of the query, and the dense feedback ranking.
@@ -104,9 +106,11 @@ class Retriever:
         BM25 and the name ranking search a misspelt word's `corrections` in its place. Quoted
         `phrases` are evidence, not a filter: the shards containing them all form one more
         ranking (retriever `phrase`, in BM25 order), and the phrase's words are searched anyway,
-        so a passage worded slightly differently still ranks.
+        so a passage worded slightly differently still ranks. `threshold` is the dense rankings'
+        cosine floor (default `search.dense_threshold`); `feedback` False leaves the feedback ranking out.
         """
         s = self.settings.search
+        floor = s.dense_threshold if threshold is None else threshold
         depth = max(depth or 0, s.candidates)
         fetch = self._shard_depth(depth)
         rankings: list[Ranking] = []
@@ -129,12 +133,12 @@ class Retriever:
             de_mask = self.index.dense.mask(allowed) if allowed is not None else None
             if embedded:
                 matrix = np.stack([qvecs[t] for t in embedded])
-                hits = self.index.dense.search_many(matrix, fetch, s.dense_threshold, de_mask)
+                hits = self.index.dense.search_many(matrix, fetch, floor, de_mask)
                 for j, (term, items) in enumerate(zip(embedded, hits)):
                     tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
                     row = matrix[j : j + 1]
                     items = self._note_depth(
-                        lambda n: self.index.dense.search_many(row, n, s.dense_threshold, de_mask)[0], fetch, depth, items)
+                        lambda n: self.index.dense.search_many(row, n, floor, de_mask)[0], fetch, depth, items)
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
             timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
         if phrases:
@@ -149,16 +153,17 @@ class Retriever:
             timings[prefix + "names"] = timings.get(prefix + "names", 0.0) + (time.perf_counter() - t0) * 1000
         if qvecs is not None:
             query = terms.all_terms[0]
-            if s.feedback_shards > 0 and query in qvecs:
+            if feedback and s.feedback_shards > 0 and query in qvecs:
                 t0 = time.perf_counter()
-                fb = self._feedback(query, qvecs[query], rankings, fetch, depth, de_mask)
+                fb = self._feedback(query, qvecs[query], rankings, fetch, depth, de_mask, floor)
                 if fb is not None:
                     rankings.append(fb)
                 timings[prefix + "feedback"] = (time.perf_counter() - t0) * 1000
         return rankings
 
     def _feedback(
-        self, query: str, qvec: np.ndarray, rankings: list[Ranking], fetch: int, depth: int, mask: np.ndarray | None
+        self, query: str, qvec: np.ndarray, rankings: list[Ranking], fetch: int, depth: int, mask: np.ndarray | None,
+        floor: float,
     ) -> Ranking | None:
         """The dense feedback ranking: the query vector moved toward the best fused passages.
 
@@ -195,9 +200,9 @@ class Retriever:
         if norm == 0.0:
             return None
         row = (moved / norm).reshape(1, -1).astype(np.float32)
-        items = self._note_depth(lambda n: self.index.dense.search_many(row, n, s.dense_threshold, mask)[0], fetch, depth)
+        items = self._note_depth(lambda n: self.index.dense.search_many(row, n, floor, mask)[0], fetch, depth)
         if s.feedback_list == "leave_one_out":
-            items = _leave_one_out(items, used, vecs, np.asarray(qvec, dtype=np.float32), s.feedback_beta, s.dense_threshold)
+            items = _leave_one_out(items, used, vecs, np.asarray(qvec, dtype=np.float32), s.feedback_beta, floor)
         elif s.feedback_list == "new":
             items = [it for it in items if it[0] not in semantic]
         return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))

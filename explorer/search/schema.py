@@ -27,7 +27,8 @@ class Contribution:
     source_weight: float
     """Weight of the shard's source type (knowledge 1.5)."""
     contribution: float
-    """retriever_weight * term_weight * source_weight / (k + rank)."""
+    """retriever_weight * term_weight * source_weight / (k + rank) (RRF), or times the normalised raw
+    score instead of 1 / (k + rank) (score fusion, see explorer.search.fusion.score_fusion)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,9 @@ class Explanation:
     """Its damping: the note's score is `fused_score + second_weight * second_score`."""
     note_score: float | None = None
     """The note's score (None when no second shard counted: then it is `fused_score`)."""
+    fusion: str = "rrf"
+    """`rrf` (contribution = weights / (rrf_k + rank)) or `score` (weights x the raw score
+    normalised to 0-1 within its ranking; see explorer.search.fusion.score_fusion)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""

@@ -54,6 +54,24 @@ def safe_text(text: object) -> str:
     return _UNSAFE.sub(_escape, s)
 
 
+# Characters whose width terminals disagree on: variation selectors (❤️ is 1 cell in tmux, 2 in
+# kitty), zero-width joiners (👨‍👩‍👧 is 2 cells in some terminals, 6 in others), skin-tone
+# modifiers and emoji tag characters. Without them every terminal and Rich count the same cells.
+_CELL_AMBIGUOUS = re.compile("[\ufe0e\ufe0f\u200d\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f]")
+
+
+def cell_stable(text: str) -> str:
+    """`text` without the few characters whose cell width terminals disagree on (emoji variation
+    selectors, zero-width joiners, skin-tone modifiers, tag characters), for screens that pad and
+    draw borders: what the app computes as a line's width is then what every terminal draws.
+
+    Each emoji stays visible (a joined sequence shows as its parts); nothing else changes.
+    """
+    if text.isascii() or _CELL_AMBIGUOUS.search(text) is None:
+        return text
+    return _CELL_AMBIGUOUS.sub("", text)
+
+
 # What can act on a terminal from inside a line: C0 but tab, DEL, C1, bidi controls, LS/PS.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 

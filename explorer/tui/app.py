@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
-from explorer.text.safe import safe_text
+from explorer.tui.safe import screen_text
 from explorer.tui import keys
 from explorer.tui.messages import (
     EditNote,
@@ -163,7 +163,7 @@ class ExplorerApp(App[int]):
         Messages carry file names, vault text and error details: they are never parsed as markup
         (`markup` is ignored) and their control characters are made visible.
         """
-        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
+        super().notify(screen_text(message), title=screen_text(title), severity=severity, timeout=timeout, markup=False)
 
     def notify_any_thread(self, message: str) -> None:
         """A warning notification, from the UI thread or any other."""
@@ -451,7 +451,7 @@ class ExplorerApp(App[int]):
                     continue
                 seen.add((type(owner), binding.action))
                 keys = binding.key_display or binding.key.split(",")[0]
-                yield SystemCommand(f"{binding.description}{where}", f"{keys} · {_action_help(owner, binding.action)}",
+                yield SystemCommand(f"{binding.description}{where}", f"{keys} · {palette_help(owner, binding)}",
                                     partial(self._run_action_on, owner, binding.action))
         for name in sorted(self.available_themes):
             yield SystemCommand(f"Theme: {name}", "Switch to this theme (remembered)", partial(setattr, self, "theme", name))
@@ -489,11 +489,16 @@ class ExplorerApp(App[int]):
             self.notify(f"{group}: {error}", title="Error", severity="error", timeout=10)
 
 
-def _action_help(owner: Any, action: str) -> str:
-    name = action.split("(")[0]
+def palette_help(owner: Any, binding: Binding) -> str:
+    """The one-line description of a binding for the palette: its tooltip, else the first sentence
+    of its action's docstring (never a docstring's later lines)."""
+    if binding.tooltip:
+        return binding.tooltip
+    name = binding.action.split("(")[0]
     method = getattr(owner, f"action_{name}", None)
-    doc = (getattr(method, "__doc__", "") or "").strip().splitlines()
-    return doc[0] if doc else action
+    doc = " ".join((getattr(method, "__doc__", "") or "").split())
+    first = doc.split(". ")[0].rstrip(".")
+    return first or binding.description
 
 
 def make_app(vault: Path, settings: Settings, **kwargs: Any) -> ExplorerApp:

@@ -24,10 +24,11 @@ def classic_keywords(mode: str, text: str) -> list[str]:
 
 
 def classic_results(index: Any, mode: str, text: str, k: int = 15,
-                    cancelled: Callable[[], bool] | None = None) -> SearchResults:
+                    cancelled: Callable[[], bool] | None = None, allowed: set[str] | None = None) -> SearchResults:
     """Run classic tool `mode` over the index and present its hits like pipeline results.
 
-    Several hits in one note become that entry's context shards (best first).
+    Several hits in one note become that entry's context shards (best first). With `allowed`
+    (the notes a query's filters allow), hits in other notes are left out.
 
     Raises:
         ClassicUnavailable: when `explorer.index.classic` is missing or rejects the query.
@@ -39,13 +40,15 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
     t0 = time.perf_counter()
     keywords = classic_keywords(mode, text)
     try:
-        found = run_mode(index, mode, keywords, max_results=max(k * 3, 30))
+        found = run_mode(index, mode, keywords, max_results=max(k * 3, 30) if allowed is None else max(k * 20, 300))
     except ClassicQueryError as exc:
         raise ClassicUnavailable(str(exc)) from None
     entries: dict[str, list[Any]] = {}
     for hit in found.hits:
         if cancelled is not None and cancelled():
             break
+        if allowed is not None and hit.path not in allowed:
+            continue
         entries.setdefault(hit.path, []).append(hit)
     out: list[SearchResult] = []
     for path, hits in list(entries.items())[:k]:

@@ -28,64 +28,64 @@ from textual.widgets import Input, TextArea
 
 #: Keys that work everywhere.
 APP = [
-    Binding("ctrl+q", "quit", "Quit", priority=True),
-    Binding("f1", "help", "Keys"),
+    Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Leave the app"),
+    Binding("f1", "help", "Keys", tooltip="List the keys of this screen"),
 ]
 
 #: The search screen (search box, results, context and why-ranked panes, vault tree).
 MAIN = [
-    Binding("escape", "focus_search", "Search", show=False),
-    Binding("f2", "toggle_tree", "Tree"),
-    Binding("f3", "open_at_cursor", "Open"),
-    Binding("f4", "edit", "Write"),
-    Binding("f5", "show_tab('tab-context')", "Context"),
-    Binding("f6", "show_tab('tab-why')", "Why"),
-    Binding("f7", "why_not", "Why not?", show=False),
-    Binding("ctrl+up", "widen(1)", "Widen context", show=False, key_display="ctrl+↑"),
-    Binding("ctrl+down", "widen(-1)", "Narrow context", show=False, key_display="ctrl+↓"),
-    Binding("ctrl+n", "match(1)", "Next match", show=False),
-    Binding("ctrl+b", "match(-1)", "Previous match", show=False),
-    Binding("shift+down", "shard(1)", "Next shard", show=False, key_display="shift+↓"),
-    Binding("shift+up", "shard(-1)", "Previous shard", show=False, key_display="shift+↑"),
-    Binding("ctrl+y", "copy_node_id", "Copy node id", show=False),
-    Binding("f8", "mark('relevant')", "Mark relevant", show=False),
-    Binding("f9", "mark('not_relevant')", "Mark not relevant", show=False),
+    Binding("escape", "focus_search", "Search", show=False, tooltip="Back to the search box, the query selected"),
+    Binding("f2", "toggle_tree", "Tree", tooltip="Show or hide the vault tree"),
+    Binding("f3", "open_at_cursor", "Open", tooltip="Open the whole note at the context cursor"),
+    Binding("f4", "edit", "Write", tooltip="Open the note in writing mode"),
+    Binding("f5", "show_tab('tab-context')", "Context", tooltip="Show the context pane"),
+    Binding("f6", "show_tab('tab-why')", "Why", tooltip="Show why the selected result ranked"),
+    Binding("f7", "why_not", "Why not?", show=False, tooltip="Ask why a note you expected is missing"),
+    Binding("ctrl+up", "widen(1)", "Widen context", show=False, key_display="ctrl+↑", tooltip="Show more text around the cursor"),
+    Binding("ctrl+down", "widen(-1)", "Narrow context", show=False, key_display="ctrl+↓", tooltip="Show less text around the cursor"),
+    Binding("ctrl+n", "match(1)", "Next match", show=False, tooltip="Move the context to the next match in the note"),
+    Binding("ctrl+b", "match(-1)", "Previous match", show=False, tooltip="Move the context to the previous match in the note"),
+    Binding("shift+down", "shard(1)", "Next shard", show=False, key_display="shift+↓", tooltip="Move the context to the result's next section"),
+    Binding("shift+up", "shard(-1)", "Previous shard", show=False, key_display="shift+↑", tooltip="Move the context to the result's previous section"),
+    Binding("ctrl+y", "copy_node_id", "Copy node id", show=False, tooltip="Copy the node_id under the context cursor"),
+    Binding("f8", "mark('relevant')", "Mark relevant", show=False, tooltip="Mark the selected result relevant for this query"),
+    Binding("f9", "mark('not_relevant')", "Mark not relevant", show=False, tooltip="Mark the selected result not relevant for this query"),
 ]
 
 #: The search box (on top of MAIN while it has focus).
 SEARCH_BOX = [
-    Binding("up", "history(-1)", "Previous query", show=False),
-    Binding("down", "history(1)", "Next query / results", show=False),
-    Binding("ctrl+t", "cycle_mode", "Mode"),
+    Binding("up", "history(-1)", "Previous query", show=False, tooltip="Bring back the previous query"),
+    Binding("down", "history(1)", "Next query / results", show=False, tooltip="Next query in the history, then the results"),
+    Binding("ctrl+t", "cycle_mode", "Mode", tooltip="Cycle the search mode: hybrid, phrase, AND, fuzzy, TF-IDF"),
 ]
 
 #: The vault tree (on top of MAIN while it has focus).
-VAULT_TREE = [Binding("ctrl+f", "focus_filter", "Filter notes", show=False)]
+VAULT_TREE = [Binding("ctrl+f", "focus_filter", "Filter notes", show=False, tooltip="Type to filter the notes of the tree")]
 
 #: The note view.
 NOTE = [
-    Binding("escape", "close", "Search"),
-    Binding("alt+left,backspace", "back", "Back", key_display="alt+←"),
-    Binding("alt+right", "forward", "Forward", key_display="alt+→"),
+    Binding("escape", "close", "Search", tooltip="Close the note, back to the search box"),
+    Binding("alt+left,backspace", "back", "Back", key_display="alt+←", tooltip="The previous note of this view"),
+    Binding("alt+right", "forward", "Forward", key_display="alt+→", tooltip="The next note of this view"),
     Binding("f4", "edit", "Write"),
-    Binding("ctrl+y", "copy_path", "Copy path", show=False),
-    Binding("tab", "app.focus_next", "Next pane", show=False),
+    Binding("ctrl+y", "copy_path", "Copy path", show=False, tooltip="Copy the note's path"),
+    Binding("tab", "app.focus_next", "Next pane", show=False, tooltip="Move to the next pane"),
 ]
 
 #: Writing mode (TextArea keys stay the editor's: none of these is one of them).
 WRITER = [
-    Binding("ctrl+s", "save", "Save", priority=True),
-    Binding("escape", "close", "Close", priority=True),
-    Binding("ctrl+r", "related", "Related now"),
-    Binding("ctrl+l", "focus_related", "Related list"),
-    Binding("ctrl+home", "document(-1)", "Start of note", show=False),
-    Binding("ctrl+end", "document(1)", "End of note", show=False),
-    Binding("ctrl+shift+home", "document(-1, True)", "Select to start", show=False),
-    Binding("ctrl+shift+end", "document(1, True)", "Select to end", show=False),
+    Binding("ctrl+s", "save", "Save", priority=True, tooltip="Save the note"),
+    Binding("escape", "close", "Close", priority=True, tooltip="Close writing mode (asks when unsaved)"),
+    Binding("ctrl+r", "related", "Related now", tooltip="Find notes related to this paragraph now"),
+    Binding("ctrl+l", "focus_related", "Related list", tooltip="Move to the related-notes list"),
+    Binding("ctrl+home", "document(-1)", "Start of note", show=False, tooltip="Cursor to the start of the note"),
+    Binding("ctrl+end", "document(1)", "End of note", show=False, tooltip="Cursor to the end of the note"),
+    Binding("ctrl+shift+home", "document(-1, True)", "Select to start", show=False, tooltip="Select to the start of the note"),
+    Binding("ctrl+shift+end", "document(1, True)", "Select to end", show=False, tooltip="Select to the end of the note"),
 ]
 
 #: The key help.
-HELP = [Binding("escape,f1", "dismiss", "Close")]
+HELP = [Binding("escape,f1", "dismiss", "Close", tooltip="Close the key help")]
 
 #: What the help screen says about keys that are not commands.
 TYPING_NOTE = (

@@ -6,7 +6,13 @@ from rich.text import Text
 from textual.content import Content, Span
 from textual.widgets import Input
 
-from explorer.text.safe import is_safe, safe_text, without_controls
+from explorer.text.safe import cell_stable, is_safe, safe_text, without_controls
+
+
+def screen_text(text: object) -> str:
+    """`text` as the app shows it: control characters made visible (`safe_text`) and the characters
+    whose cell width terminals disagree on dropped (`cell_stable`), so borders never break."""
+    return cell_stable(safe_text(text))
 
 
 class SafeInput(Input):
@@ -20,13 +26,13 @@ class SafeInput(Input):
 
 def plain(text: object, style: str = "") -> Content:
     """`text` as literal Content (markup in it is shown, not applied), control characters made visible."""
-    return Content.styled(safe_text(text), style) if style else Content(safe_text(text))
+    return Content.styled(screen_text(text), style) if style else Content(screen_text(text))
 
 
 def plain_rich(text: object) -> Text:
     """The same for widgets that still take Rich `Text` (Tree labels, DataTable cells); laid out as
     those widgets lay out a plain string (no wrapping, no line end)."""
-    return Text(safe_text(text), no_wrap=True, end="")
+    return Text(screen_text(text), no_wrap=True, end="")
 
 
 def safe_content(content: Content) -> Content:
@@ -34,10 +40,11 @@ def safe_content(content: Content) -> Content:
 
     Used on Content assembled from vault text (titles, paths, snippets, terms) just before a
     widget shows it; escapes are longer than the characters they stand for, so spans are moved.
-    The CR of a CRLF line end is dropped here (Textual would drop it without moving the spans).
+    The CR of a CRLF line end is dropped here (Textual would drop it without moving the spans), and
+    so are the characters of uncertain cell width (`cell_stable`).
     """
     text = content.plain
-    if is_safe(text) and "\r" not in text:
+    if is_safe(text) and "\r" not in text and cell_stable(text) is text:
         return content
     # new_offset[i] is where old character i starts in the new text.
     pieces: list[str] = []
@@ -45,7 +52,7 @@ def safe_content(content: Content) -> Content:
     pos = 0
     for i, ch in enumerate(text):
         new_offset[i] = pos
-        out = "" if ch == "\r" and text[i + 1:i + 2] == "\n" else safe_text(ch)
+        out = "" if ch == "\r" and text[i + 1:i + 2] == "\n" else cell_stable(safe_text(ch))
         pieces.append(out)
         pos += len(out)
     new_offset[len(text)] = pos

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 from urllib.parse import quote, unquote
 
 from explorer.text.files import write_atomic
@@ -60,11 +61,34 @@ def _label(text: str) -> str:
     return _MD_ESCAPE.sub(r"\\\1", text)
 
 
-def note_markdown(note: Note) -> str:
-    """The note's text for the Markdown widget, line for line with the raw text.
+def note_markdown(note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str], Note | None] | None = None) -> str:
+    """The note's text for the Markdown widget (see `note_source`)."""
+    return note_source(note, embeds, note_of).text
 
-    Frontmatter becomes a fenced YAML block and `[[target#heading|alias]]` becomes a Markdown link
-    with the `wikilink:` scheme, so a rendered block's source lines are the raw note's lines.
+
+@dataclass(frozen=True, slots=True)
+class NoteSource:
+    """A note as Markdown for the viewer, and where its raw lines went."""
+
+    text: str
+    """The Markdown source."""
+    inserted: tuple[tuple[int, int], ...] = ()
+    """(raw line, lines inserted after it) for each embed box, in order."""
+
+    def line(self, raw_line: int) -> int:
+        """The source line of a raw note line (embed boxes above it push it down)."""
+        return raw_line + sum(n for after, n in self.inserted if after < raw_line)
+
+
+def note_source(note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str], Note | None] | None = None) -> NoteSource:
+    """The note's text for the Markdown widget, line for line with the raw text but for embed boxes.
+
+    Parsed frontmatter becomes blank lines (the view shows it as a properties table, see
+    `property_rows`); frontmatter that did not parse stays visible as a fenced YAML block.
+    `[[target#heading|alias]]` becomes a Markdown link with the `wikilink:` scheme, so a
+    rendered block's source lines are the raw note's lines. Each expanded embed
+    (`explorer.index.embeds.Embed`, looked up in its note through `note_of`) is inserted below its
+    line as a quoted box headed by its source node_id; `NoteSource.line` maps raw lines past it.
     """
     text = note.text
     out: list[str] = []
@@ -72,7 +96,9 @@ def note_markdown(note: Note) -> str:
     if note.body_start > 0:
         front = text[: note.body_start]
         lines = front.split("\n")
-        if lines and lines[0].strip() == "---":
+        if note.frontmatter:
+            lines = [""] * len(lines)
+        elif lines and lines[0].strip() == "---":
             lines[0] = "```yaml"
             for i in range(len(lines) - 1, 0, -1):
                 if lines[i].strip() in ("---", "..."):
@@ -80,21 +106,127 @@ def note_markdown(note: Note) -> str:
                     break
         out.append("\n".join(lines))
         pos = note.body_start
-    for link in sorted(note.links, key=lambda lk: lk.start):
-        if link.start < pos or link.end > len(text):
+    inserted: list[tuple[int, int]] = []
+    body = _span_markdown(note, pos, len(text), embeds, note_of, inserted)
+    return NoteSource("".join(out) + body, tuple(inserted))
+
+
+def _span_markdown(note: Note, start: int, end: int, embeds: Sequence[Any],
+                   note_of: Callable[[str], Note | None] | None, inserted: list[tuple[int, int]] | None = None) -> str:
+    """`note.text[start:end]` with links as Markdown links and embed boxes below their lines."""
+    text = note.text
+    boxes: dict[int, list[Any]] = {}
+    for e in embeds:
+        if e.status == "file":  # an image or PDF stays a link line
             continue
-        out.append(text[pos:link.start])
-        if link.alias:
-            label = link.alias
-        elif link.target:
-            label = link.target + (f" › {link.heading}" if link.heading else "")
-        else:
-            label = link.heading or link.block or "link"
-        label = ("↪ " if link.embed else "") + label
-        out.append(f"[{_label(label)}]({wikilink_href(link.target, link.heading, link.block)})")
-        pos = link.end
-    out.append(text[pos:])
+        nl = text.find("\n", e.link.end, end)
+        boxes.setdefault(end if nl < 0 else nl + 1, []).append(e)
+    # At one offset a box (the end of the line before) goes before a link (the start of the next).
+    cuts = sorted([(lk.start, 1, lk) for lk in note.links if start <= lk.start and lk.end <= end]
+                  + [(at, 0, group) for at, group in boxes.items()], key=lambda c: (c[0], c[1]))
+    out: list[str] = []
+    pos = start
+    for at, kind, item in cuts:
+        if at < pos:
+            continue
+        out.append(text[pos:at])
+        pos = at
+        if kind == 1:
+            out.append(_link_markdown(item))
+            pos = item.end
+            continue
+        block = "".join(_embed_markdown(e, note_of) for e in item)
+        if not text[start:at].endswith("\n"):
+            block = "\n" + block
+        if inserted is not None:
+            inserted.append((text.count("\n", 0, at) - 1 if text[start:at].endswith("\n") else text.count("\n", 0, at),
+                             block.count("\n")))
+        out.append(block)
+    out.append(text[pos:end])
     return "".join(out)
+
+
+def _link_markdown(link: Any) -> str:
+    if link.alias:
+        label = link.alias
+    elif link.target:
+        label = link.target + (f" › {link.heading}" if link.heading else "")
+    else:
+        label = link.heading or link.block or "link"
+    label = ("↪ " if link.embed else "") + label
+    return f"[{_label(label)}]({wikilink_href(link.target, link.heading, link.block)})"
+
+
+def _embed_markdown(embed: Any, note_of: Callable[[str], Note | None] | None) -> str:
+    """One embed as a quoted box (a blank line before and after), or a marked line when not expanded."""
+    if embed.status != "embedded":
+        return f"\n> *↪ ✗ {_label(embed.label)}*\n\n"
+    source = note_of(embed.path) if note_of is not None else None
+    if source is not None:
+        inner = _span_markdown(source, embed.start, embed.end, embed.embeds, note_of)
+    else:
+        inner = embed.text
+    if embed.cut:
+        inner += "\n\n…"
+    quoted = "\n".join(("> " + line) if line.strip() else ">" for line in inner.split("\n"))
+    return f"\n> **↪ {_label(embed.label)}**\n>\n{quoted}\n\n"
+
+
+PROPERTY_ROWS = 60
+PROPERTY_CHARS = 300
+
+
+def property_rows(frontmatter: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, value) rows of a note's frontmatter for its properties table: lists joined with
+    commas, nested mappings as `key: value; …`, dates as ISO, each value at most PROPERTY_CHARS
+    characters, at most PROPERTY_ROWS rows (then a `…` row saying how many more). Raw text: the
+    viewer makes it terminal-safe."""
+    rows: list[tuple[str, str]] = []
+    items = list(frontmatter.items())
+    for key, value in items[:PROPERTY_ROWS]:
+        rows.append((str(key), _compact(value, PROPERTY_CHARS)))
+    if len(items) > PROPERTY_ROWS:
+        rows.append(("…", f"{len(items) - PROPERTY_ROWS} more properties"))
+    return rows
+
+
+def _compact(value: Any, budget: int, depth: int = 0) -> str:
+    """A one-line rendering of a YAML value within about `budget` characters."""
+    if isinstance(value, bool):
+        out = "true" if value else "false"
+    elif value is None:
+        out = "—"
+    elif isinstance(value, (list, tuple)):
+        parts: list[str] = []
+        used = 0
+        for item in value:
+            if used > budget:
+                parts.append("…")
+                break
+            part = _compact(item, budget - used, depth + 1)
+            parts.append(part)
+            used += len(part) + 2
+        out = ", ".join(parts)
+        if depth:
+            out = f"[{out}]"
+    elif isinstance(value, dict):
+        parts = []
+        used = 0
+        for k, v in value.items():
+            if used > budget:
+                parts.append("…")
+                break
+            part = f"{k}: {_compact(v, budget - used, depth + 1)}"
+            parts.append(part)
+            used += len(part) + 2
+        out = "; ".join(parts)
+        if depth:
+            out = "{" + out + "}"
+    elif hasattr(value, "isoformat"):
+        out = value.isoformat()
+    else:
+        out = " ".join(str(value).split())
+    return out if len(out) <= budget else out[: max(1, budget - 1)] + "…"
 
 
 def line_of(text: str, cursor: int) -> int:

@@ -11,6 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from explorer.text.cells import cell_len
 from explorer.tui import keys
 
 
@@ -90,6 +91,6 @@ class HelpScreen(ModalScreen[None]):
             for title, rows in self.sections:
                 parts: list[str | tuple[str, str]] = [(f"\n{title}\n", "bold $text-primary")]
                 for key_names, desc in rows:
-                    parts.append((f"  {key_names:<18}", "bold"))
+                    parts.append((f"  {key_names}" + " " * max(1, 18 - cell_len(key_names)), "bold"))
                     parts.append(f"{desc}\n")
                 yield Static(Content.assemble(*parts))

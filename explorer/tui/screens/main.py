@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 #: (when the full stage comes sooner, only it is drawn: one calm update instead of two).
 LEXICAL_HOLD_S = 0.15
 
+#: The vault tree shows by itself from this many columns (F2 toggles it at any width).
+TREE_MIN_WIDTH = 140
+
+#: Below this many columns the results and the panes stack, and results are two lines each.
+COMPACT_WIDTH = 100
+
 #: Stages by rank: a stage never replaces a higher one of the same query.
 STAGE_RANK = {"lexical": 1, "full": 2, "classic": 2}
 
@@ -53,6 +59,7 @@ class MainScreen(Screen):
         self._held: SearchFinished | None = None
         self._focus_results = False
         self._hold_timer: Timer | None = None
+        self._tree_choice: bool | None = None
         self._started_model = ""
         self.results_model = ""
         """The model state when the shown results were computed (they upgrade once it is `ready`)."""
@@ -86,12 +93,26 @@ class MainScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Hide the tree on narrow terminals; show the opening state."""
+        """Fit the layout to the terminal; show the opening state."""
         self.query_one(ContextPane).default_chars = self.explorer.settings.ui.context_chars
-        if self.app.size.width < 140:
-            self.query_one(VaultTree).display = False
+        self._fit(self.app.size.width)
         if self.explorer.index is None:
             self.query_one(ResultsSummary).message("Opening the index… (you can type already)", "warning")
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Follow the terminal's width: the tree and the result layout."""
+        self._fit(event.size.width)
+
+    def _fit(self, width: int) -> None:
+        """Under TREE_MIN_WIDTH columns the tree hides (F2 shows it) unless the person opened it;
+        under COMPACT_WIDTH results drop their snippet (the context pane below shows the text)."""
+        tree = self.query_one(VaultTree)
+        if self._tree_choice is None and tree.display != (width >= TREE_MIN_WIDTH):
+            tree.display = width >= TREE_MIN_WIDTH
+            if tree.display:
+                tree.fill()
+        self.query_one(ResultsList).two_line = width < COMPACT_WIDTH
+        self.query_one(Footer).compact = width < COMPACT_WIDTH
 
     # -- index lifecycle (called by the app) ------------------------------------------------
     def index_ready(self, titles: dict[str, str] | None = None) -> None:
@@ -201,10 +222,17 @@ class MainScreen(Screen):
         pipeline = app.pipeline
         try:
             if mode:
-                results = classic_results(app.index, mode, text, k=app.settings.search.top_k, cancelled=cancelled)
-                if not cancelled():
-                    self.post_message(SearchFinished(seq, query, results, "classic"))
-                return
+                parsed = parse_query(text)
+                if parsed.text or not parsed.has_filters:
+                    # Filters (path:, tag:, …) narrow the tool's hits instead of being searched as words.
+                    allowed = pipeline.allowed_paths(text) if parsed.has_filters else None
+                    words = parsed.text if parsed.has_filters else text
+                    results = classic_results(app.index, mode, words, k=app.settings.search.top_k,
+                                              cancelled=cancelled, allowed=allowed)
+                    if not cancelled():
+                        self.post_message(SearchFinished(seq, query, results, "classic"))
+                    return
+                # Only filters: list the notes they allow, as the pipeline does.
             lexical = pipeline.search(text, dense=False, two_pass=False, rerank=False, cancelled=cancelled, record=False)
             if cancelled():
                 return
@@ -335,6 +363,15 @@ class MainScreen(Screen):
             box.select_all()
         self.set_focus(box)
 
+    def type_into_search(self, text: str) -> None:
+        """Type `text` into the search box as its keys would (a selection is replaced)."""
+        box = self.query_one(SearchBox)
+        selection = box.selection
+        if selection.is_empty:
+            box.insert_text_at_cursor(text)
+        else:
+            box.replace(text, *selection)
+
     def on_key(self, event: events.Key) -> None:
         """Printable keys are text: from any non-text widget they type into the search box (or the tree filter)."""
         focused = self.focused
@@ -353,6 +390,7 @@ class MainScreen(Screen):
         """Show or hide the vault tree."""
         tree = self.query_one(VaultTree)
         tree.display = not tree.display
+        self._tree_choice = tree.display
         if tree.display:
             tree.fill()
             tree.query_one("#vault-tree").focus()
@@ -391,9 +429,8 @@ class MainScreen(Screen):
             self.notify(f"Could not save the mark: {exc}", severity="error", markup=False)
             return
         word = "relevant" if mark == "relevant" else "not relevant"
-        from explorer.text.safe import safe_text
 
-        self.notify(f"Marked {word}: {safe_text(res.document_path)}", markup=False)
+        self.notify(f"Marked {word}: {res.document_path}", markup=False)
 
     def action_widen(self, step: int) -> None:
         """Widen (1) or narrow (-1) the context window."""

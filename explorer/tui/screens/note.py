@@ -15,11 +15,12 @@ from textual.widgets import Footer, Markdown, OptionList, Static, TextArea
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
-from explorer.text.safe import safe_text
 from explorer.tui import keys
 from explorer.tui.messages import EditNote
-from explorer.tui.safe import plain, safe_content
-from explorer.tui.text import line_of, note_markdown, parse_wikilink_href
+from explorer.tui.safe import plain, safe_content, screen_text
+from explorer.index.embeds import embeds_in
+from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_href, property_rows
+from explorer.tui.widgets.fit_table import FitTable
 from explorer.vault.parse import markdown_link_target
 from explorer.vault.shard import link_heading
 from explorer.tui.widgets.status_bar import StatusBar
@@ -87,6 +88,9 @@ class NoteScreen(Screen):
         """How the current note is shown: `markdown`, `partial` (the rest is coming) or `plain` (a large note)."""
         self.first_screen_s: float | None = None
         """Seconds from the start of the last `show_place` to its first frame with the note on screen."""
+        self._leaving = False
+        self._source = NoteSource("")
+        """The Markdown shown and where the raw lines went (embed boxes push lines down)."""
 
     @property
     def explorer(self) -> ExplorerApp:
@@ -103,6 +107,7 @@ class NoteScreen(Screen):
         yield Static(id="note-title")
         with Horizontal(id="note-body"):
             with VerticalScroll(id="note-scroll"):
+                yield FitTable(("property", "value"), ratios=(None, 1), id="note-props")
                 yield Markdown(open_links=False, id="note-md")
             yield TextArea(read_only=True, soft_wrap=True, show_line_numbers=True, id="note-plain")
             with Vertical(id="note-side"):
@@ -114,6 +119,7 @@ class NoteScreen(Screen):
 
     async def on_mount(self) -> None:
         """Show the first place."""
+        self.query_one("#note-props").border_title = "Properties"
         self.query_one("#note-backlinks", OptionList).border_title = "Backlinks"
         self.query_one("#note-links", OptionList).border_title = "Links"
         self.query_one("#note-scroll").focus()
@@ -141,14 +147,23 @@ class NoteScreen(Screen):
 
     def action_close(self) -> None:
         """Back to the search box."""
+        self._leaving = True
         self.explorer.back_to_search()
 
     def on_key(self, event: events.Key) -> None:
-        """A printable key is the start of a new search: back to the search box with it."""
+        """A printable key is the start of a new search: back to the search box with it.
+
+        Keys that still reach this screen while it closes (a busy machine) type on in the search
+        box instead of each starting the query anew.
+        """
         if keys.is_text_key(event, self.focused):
             event.stop()
             event.prevent_default()
-            self.explorer.back_to_search(event.character or "")
+            if self._leaving:
+                self.explorer.main_screen.type_into_search(event.character or "")
+            else:
+                self._leaving = True
+                self.explorer.back_to_search(event.character or "")
 
     def action_edit(self) -> None:
         """Write in this note."""
@@ -176,6 +191,7 @@ class NoteScreen(Screen):
         if note is None:
             title.update(Content.assemble(("Not in the index: ", "bold $text-error"), plain(place.path)))
             self._use_plain(False)
+            self.query_one("#note-props").display = False
             await md.update("")
             self._first_frame(started)
             return
@@ -184,7 +200,7 @@ class NoteScreen(Screen):
             self.view = "plain"
             self._title(note, f"plain view: {len(text) // 1000} KB is too long to render as Markdown")
             self._use_plain(True)
-            plain_view.load_text(safe_text(text))
+            plain_view.load_text(screen_text(text))
             line = self._place_line(note, place)
             plain_view.move_cursor((line, 0))
             plain_view.scroll_to(y=max(0, line - 1), animate=False)
@@ -192,8 +208,11 @@ class NoteScreen(Screen):
             self._fill_side(note)
             return
         self._use_plain(False)
-        source = safe_text(note_markdown(note))
-        line = self._place_line(note, place)
+        self._show_properties(note)
+        rendered = note_source(note, embeds_in(index, note.path), index.note)
+        self._source = rendered
+        source = screen_text(rendered.text)
+        line = rendered.line(self._place_line(note, place))
         cut = _first_screen_cut(source) if len(source) > FIRST_SCREEN_CHARS else len(source)
         if cut < len(source) and source.count("\n", 0, cut) > line + 40:
             self.view = "partial"
@@ -216,6 +235,14 @@ class NoteScreen(Screen):
         await self.query_one("#note-md", Markdown).append(rest)
         self.view = "markdown"
         self._title(note)
+
+    def _show_properties(self, note) -> None:
+        """The frontmatter as a properties table (hidden when the note has none)."""
+        props = self.query_one("#note-props", FitTable)
+        props.clear()
+        for key, value in property_rows(note.frontmatter):
+            props.add_row(key, value)
+        props.display = props.row_count > 0
 
     def _title(self, note, flag: str = "") -> None:
         nav = f"  {self.position + 1}/{len(self.history)}" if len(self.history) > 1 else ""
@@ -248,7 +275,7 @@ class NoteScreen(Screen):
         if place.heading:
             self._scroll_to_heading(note, place.heading)
         elif place.cursor is not None:
-            self._scroll_to_line(line_of(note.text, place.cursor))
+            self._scroll_to_line(self._source.line(line_of(note.text, place.cursor)))
         else:
             self.query_one("#note-scroll").scroll_home(animate=False)
 
@@ -301,7 +328,7 @@ class NoteScreen(Screen):
         wanted = _heading_key(heading.split("#")[-1])
         for h in note.headings:
             if _heading_key(h.text) == wanted:
-                self._scroll_to_line(line_of(note.text, h.start))
+                self._scroll_to_line(self._source.line(line_of(note.text, h.start)))
                 return
 
     # -- links ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from textual.widgets import Footer, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from explorer.text.cells import clip
 from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
@@ -164,7 +165,7 @@ class WriterScreen(Screen):
             tags = [b for b, _ in badges(r)][:2]
             related.add_option(Option(safe_content(Content.assemble((r.title, "bold"), "\n", (r.document_path, "$text-muted"),
                                                                     ("  " + " · ".join(tags), "$text-muted"))), id=r.document_path))
-        para = message.paragraph if len(message.paragraph) < 70 else message.paragraph[:69] + "…"
+        para = clip(message.paragraph, 70)
         head = "hybrid" if message.results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
             Content.assemble((f"Related ({head})", "bold"), "\n", plain(f"“{para}”", "$text-muted")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
@@ -12,6 +13,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from explorer.index.context import ContextWindow, get_context_at_cursor, highlight_spans
+from explorer.index.embeds import Embed, after_lines, with_embeds
 from explorer.search.schema import Highlight, SearchResult
 from explorer.tui.safe import safe_content
 
@@ -33,6 +35,46 @@ class ContextState:
     """Index of the current shard in the result's context shards."""
     match: int
     """Index of the current match among the note's matches (-1: none selected)."""
+
+
+def embed_box(embed: Embed, words: Sequence[str] = (), phrases: Sequence[str] = ()) -> Content:
+    """An expanded embed as a marked box (its source node_id on top, the query's words highlighted,
+    nested embeds boxed inside), or one marked line for an embed that is not expanded. Terminal-safe."""
+    if embed.status != "embedded":
+        mark = "↪ " if embed.status == "file" else "↪ ✗ "
+        return safe_content(Content.assemble((mark, "bold $text-warning"), (embed.label, "italic $text-muted")))
+    text = Content(embed.text)
+    for h in highlight_spans(embed.text, words, phrases):
+        text = text.stylize("bold $text-accent", h.start, h.end)
+    inner = with_embed_boxes(text, embed.text, embed.start, embed.embeds, words, phrases)
+    bar = Content.styled("│ ", "$text-secondary")
+    lines = [safe_content(Content.assemble(("┌ ↪ ", "bold $text-secondary"), (embed.label, "$text-secondary")))]
+    lines += [bar + line for line in inner.split("\n")]
+    lines.append(Content.styled("└", "$text-secondary"))
+    return Content("\n").join(lines)
+
+
+def with_embed_boxes(body: Content, text: str, offset: int, embeds: Sequence[Embed],
+                     words: Sequence[str] = (), phrases: Sequence[str] = ()) -> Content:
+    """`body` (styled `text`, which starts at `offset` in its note) made terminal-safe, each embed's
+    box inserted below the line that holds its link."""
+    points = after_lines(text, offset, tuple(embeds))
+    if not points:
+        return safe_content(body)
+    pieces: list[Content] = []
+    pos = 0
+    for point, group in points:
+        piece = safe_content(body[pos:point])
+        pieces.append(piece if piece.plain.endswith("\n") else piece + "\n")
+        for embed in group:
+            pieces.append(embed_box(embed, words, phrases) + "\n")
+        pos = point
+    rest = safe_content(body[pos:])
+    if rest.plain:
+        pieces.append(rest)
+    else:
+        pieces[-1] = pieces[-1][: len(pieces[-1]) - 1]
+    return Content("").join(pieces)
 
 
 class ContextPane(Vertical):
@@ -174,11 +216,15 @@ class ContextPane(Vertical):
             pos.append("no literal match")
         pos.append(f"±{st.chars} chars")
         pos.append(f"cursor {st.cursor}")
-        head = Content.assemble(
-            (self.node_id, "bold $text-primary"), "\n",
-            (st.path, "$text-accent"), "  ", (" · ".join(pos), "$text-muted"),
-        )
+        # The node_id starts with the path: the path is shown apart only when it does not.
+        where: list[str | tuple[str, str]] = [(self.node_id, "bold $text-primary")]
+        if not self.node_id.startswith(st.path):
+            where += ["  ", (st.path, "$text-accent")]
+        head = Content.assemble(*where, "\n", (" · ".join(pos), "$text-muted"))
         self.query_one("#ctx-head", Static).update(safe_content(head))
+        if self.index is not None:
+            win = with_embeds(self.index, win)
+            self.window = win
         body = Content(win.text)
         current = self.matches[st.match] if 0 <= st.match < len(self.matches) else None
         for h in win.highlights:
@@ -187,7 +233,7 @@ class ContextPane(Vertical):
                 body = body.stylize("bold reverse $text-accent", s, e)
             else:
                 body = body.stylize("bold $text-accent", s, e)
-        body = safe_content(body)
+        body = with_embed_boxes(body, win.text, win.start, win.embeds, self.words, self.phrases)
         if win.start > 0:
             body = Content.assemble(("… ", "$text-muted"), body)
         if win.end < len(self.text):
@@ -214,10 +260,15 @@ class ContextPane(Vertical):
         scroll = self.query_one("#ctx-scroll", VerticalScroll)
         region = scroll.scrollable_content_region
         width = max(10, region.width - 1)
-        before = win.text[: max(0, self.state.cursor - win.start)]
+        rel = max(0, self.state.cursor - win.start)
+        before = win.text[:rel]
+        # Embed boxes above the cursor's line take rows too.
+        for point, group in after_lines(win.text, win.start, win.embeds):
+            if point <= rel:
+                before += "\n" + "\n".join(embed_box(e).plain for e in group)
         target = 0
         for line in before.split("\n"):
-            target += max(1, -(-len(line) // width))
+            target += max(1, -(-cell_len(line) // width))
         target -= 1
         if not (scroll.scroll_y <= target < scroll.scroll_y + region.height):
             y = max(0, target - region.height // 3)

@@ -11,11 +11,12 @@ from textual.widgets.option_list import Option
 
 from explorer.index.context import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.text.safe import safe_text
-from explorer.tui.safe import plain, safe_content
+from explorer.text.cells import clip
+from explorer.tui.safe import plain, safe_content, screen_text
 
 BAR_WIDTH = 8
-SNIPPET_CHARS = 160
+#: A result's snippet is shortened to this many terminal cells (a CJK character takes two).
+SNIPPET_CELLS = 160
 
 
 def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
@@ -60,20 +61,24 @@ def shown_ranks(res: SearchResult) -> tuple[int | None, int | None]:
 
 def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:
     """`text` (made terminal-safe) with the query's words and phrases highlighted."""
-    text = safe_text(text)
+    text = screen_text(text)
     content = Content(text)
     for h in highlight_spans(text, words, phrases):
         content = content.stylize("bold $text-accent", h.start, h.end)
     return content
 
 
-def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str], phrases: Sequence[str] = ()) -> Content:
-    """The multi-line prompt of one result: rank, bar, score, title / path / badges / snippet."""
+def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str], phrases: Sequence[str] = (),
+                  two_line: bool = False) -> Content:
+    """The multi-line prompt of one result: rank, bar, score, title / path / badges / snippet.
+
+    `two_line` (narrow terminals): two lines, rank-bar-score-title and path · badges, no snippet.
+    """
     head = Content.assemble(
         (f"{rank:>2} ", "bold $text-muted"),
         (score_bar(res.score, top), "$accent"),
         (f" {res.score:.3f} ", "$text-muted"),
-        (safe_text(res.title), "bold"),
+        (screen_text(res.title), "bold"),
     )
     path = plain(res.document_path, "$text-accent")
     badge_parts: list[str | tuple[str, str]] = []
@@ -82,8 +87,9 @@ def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str]
             badge_parts.append(" · ")
         badge_parts.append((text, style))
     snippet = " ".join(res.snippet.split())
-    if len(snippet) > SNIPPET_CHARS:
-        snippet = snippet[:SNIPPET_CHARS].rsplit(" ", 1)[0] + "…"
+    snippet = clip(snippet, SNIPPET_CELLS)
+    if two_line:
+        return Content("\n").join([head, Content.assemble(path, ("  ", ""), safe_content(Content.assemble(*badge_parts)))])
     lines = [head, path, safe_content(Content.assemble(*badge_parts))]
     if snippet:
         lines.append(highlighted(snippet, words, phrases))
@@ -108,6 +114,21 @@ class ResultsList(OptionList):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.results: list[SearchResult] = []
+        self._two_line = False
+        self._shown: tuple[SearchResults, Sequence[str], Sequence[str]] | None = None
+
+    @property
+    def two_line(self) -> bool:
+        """Two-line results without snippets (narrow terminals)."""
+        return self._two_line
+
+    @two_line.setter
+    def two_line(self, value: bool) -> None:
+        if value != self._two_line:
+            self._two_line = value
+            if self._shown is not None and self.results:
+                selected = self.selected
+                self.show(*self._shown, keep=selected.document_path if selected else None)
 
     def on_mount(self) -> None:
         """Title the border."""
@@ -116,12 +137,13 @@ class ResultsList(OptionList):
     def show(self, results: SearchResults, words: Sequence[str], phrases: Sequence[str] = (), keep: str | None = None) -> None:
         """Replace the list; keep the highlight on the note `keep` when it is still listed."""
         self.results = list(results.results)
+        self._shown = (results, words, phrases)
         top = max((r.score for r in self.results), default=0.0)
         options: list[Option | None] = []
         for i, res in enumerate(self.results, 1):
-            if i > 1:
+            if i > 1 and not self._two_line:  # two-line results start with their rank bar: no rule between
                 options.append(None)
-            options.append(Option(result_prompt(i, res, top, words, phrases), id=f"r{i}"))
+            options.append(Option(result_prompt(i, res, top, words, phrases, self._two_line), id=f"r{i}"))
         self.set_options(options)
         weak = results.quality is not None and results.quality.level == "low"
         self.set_class(weak, "-weak")
@@ -145,6 +167,7 @@ class ResultsList(OptionList):
     def clear(self, title: str = "Results") -> None:
         """Empty the list."""
         self.results = []
+        self._shown = None
         self.clear_options()
         self.border_title = title
 

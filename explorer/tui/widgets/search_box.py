@@ -12,7 +12,7 @@ from explorer.tui.safe import SafeInput
 from explorer.tui.text import MODE_CYCLE, split_mode
 
 MODE_LABELS = {
-    "": "hybrid",
+    "": "search",
     "phrase": "phrase",
     "and": "AND",
     "fuzzy": "fuzzy",
@@ -69,10 +69,19 @@ class SearchBox(SafeInput):
         self.history: list[str] = list(history or [])
         self._history_pos: int | None = None
         self._draft = ""
+        self._model = ""
 
     def on_mount(self) -> None:
-        """Show the mode in the border."""
+        """Show the mode in the border; follow the model's state (the pipeline is hybrid only with it)."""
         self._show_mode()
+        if hasattr(self.app, "status"):
+            self.watch(self.app, "status", self._status_changed, init=True)
+
+    def _status_changed(self, status: object) -> None:
+        model = getattr(status, "model", "")
+        if model != self._model:
+            self._model = model
+            self._show_mode()
 
     def remember(self, query: str) -> None:
         """Add a submitted query to the history."""
@@ -132,4 +141,17 @@ class SearchBox(SafeInput):
 
     def _show_mode(self) -> None:
         mode = self.effective_mode()
-        self.border_title = f"Search · {MODE_LABELS.get(mode, mode)}"
+        label = pipeline_label(self._model) if not mode else MODE_LABELS.get(mode, mode)
+        self.border_title = f"Search · {label}"
+
+
+def pipeline_label(model: str) -> str:
+    """What the search pipeline is, truthfully, for an embedding model state (StatusInfo.model)."""
+    if model in ("ready", "embedding"):
+        return "hybrid"
+    return {
+        "off": "lexical (embeddings off)",
+        "unavailable": "lexical (no embedding model)",
+        "loading": "lexical until the model loads",
+        "not loaded": "lexical until the model loads",
+    }.get(model, "lexical")

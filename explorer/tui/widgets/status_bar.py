@@ -46,6 +46,10 @@ class StatusInfo:
         return self.model in ("ready", "embedding")
 
 
+#: Below this many columns the status line leaves out what matters least.
+NARROW_WIDTH = 100
+
+
 class StatusBar(Horizontal):
     """One line at the bottom of every screen; follows the app's `status`."""
 
@@ -70,10 +74,19 @@ class StatusBar(Horizontal):
 
     def on_mount(self) -> None:
         """Follow the app's status."""
+        self._info: StatusInfo | None = None
         self.watch(self.app, "status", self.show, init=True)
 
+    def on_resize(self) -> None:
+        """Narrow or wide: say less or more."""
+        if self._info is not None:
+            self.show(self._info)
+
     def show(self, info: StatusInfo) -> None:
-        """Render `info`."""
+        """Render `info`; under NARROW_WIDTH columns the shard count, an unused LLM and the
+        search's slowest stage are left out, so the line fits instead of being cut."""
+        self._info = info
+        narrow = 0 < self.size.width < NARROW_WIDTH
         left = self.query_one("#status-left", Static)
         bar = self.query_one("#status-progress", ProgressBar)
         if info.index == "opening":
@@ -81,7 +94,7 @@ class StatusBar(Horizontal):
         elif info.index == "failed":
             idx = Content.from_markup("[$text-error]index failed[/]")
         else:
-            idx = Content.assemble((f"{info.notes} notes", "$text-primary"), f" · {info.shards} shards")
+            idx = Content.assemble((f"{info.notes} notes", "$text-primary"), "" if narrow else f" · {info.shards} shards")
             if info.index == "updating":
                 idx = Content.assemble(idx, (" · updating", "$text-warning"))
         if info.stage and info.total:
@@ -108,9 +121,10 @@ class StatusBar(Horizontal):
             parts.append(("lexical (semantic not available)", "$text-error"))
         else:
             parts.append(("lexical", "$text-muted"))
-        parts.append(" │ ")
-        parts.append((f"LLM: {info.llm}", "$text-muted"))
+        if not (narrow and info.llm == "off"):
+            parts.append(" │ ")
+            parts.append((f"LLM: {info.llm}", "$text-muted"))
         if info.last_search:
             parts.append(" │ ")
-            parts.append(info.last_search)
+            parts.append(info.last_search.split(" (")[0] if narrow else info.last_search)
         self.query_one("#status-right", Static).update(safe_content(Content.assemble(*parts)))

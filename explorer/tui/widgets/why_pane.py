@@ -8,16 +8,15 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.suggester import SuggestFromList
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.text.safe import safe_text
-from explorer.tui.safe import SafeInput, plain, plain_rich, safe_content
+from explorer.tui.safe import SafeInput, safe_content, screen_text
 from explorer.tui.whynot import WhyNotReport, why_not
+from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import shown_ranks
 
-CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret", "w_term", "w_src")
-
+CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret·term·src")
 
 def rerank_summary(results: SearchResults) -> str:
     """What reranking did for a search: backend, passes, early exit, or why it did not run."""
@@ -46,7 +45,6 @@ class WhyPane(VerticalScroll):
     DEFAULT_CSS = """
     WhyPane { height: 1fr; padding: 0 1; }
     WhyPane Static { height: auto; }
-    WhyPane DataTable { height: auto; max-height: 14; margin: 1 0 0 0; }
     WhyPane #why-head { color: $text; }
     WhyPane #why-search, WhyPane #why-timings { color: $text-muted; margin: 1 0 0 0; }
     WhyPane #why-not { margin: 1 0 0 0; }
@@ -66,20 +64,16 @@ class WhyPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         """Head, contributions table, search-level facts, timings, the “Why not?” box and its table."""
         yield Static("Select a result to see why it ranked.", id="why-head")
-        table: DataTable = DataTable(id="why-contrib", show_cursor=False, zebra_stripes=True)
-        table.add_columns(*CONTRIB_COLUMNS)
-        yield table
+        yield FitTable(CONTRIB_COLUMNS, min_width=64, id="why-contrib")
         yield Static(id="why-search")
         yield Static(id="why-timings")
         yield SafeInput(placeholder="Why not…? a note you expected (path or title)", id="why-not")
         yield Static(id="why-not-verdict")
-        not_table: DataTable = DataTable(id="why-not-table", show_cursor=False, zebra_stripes=True)
-        not_table.add_columns("stage", "outcome")
-        yield not_table
+        yield FitTable(("stage", "outcome"), min_width=40, id="why-not-table")
 
     def set_suggestions(self, names: list[str]) -> None:
         """Note paths and titles offered while typing a “Why not?” name."""
-        self.query_one("#why-not", Input).suggester = SuggestFromList([safe_text(n) for n in names], case_sensitive=False)
+        self.query_one("#why-not", Input).suggester = SuggestFromList([screen_text(n) for n in names], case_sensitive=False)
 
     # -- showing ---------------------------------------------------------------------
     def show(self, index: Any, results: SearchResults | None, result: SearchResult | None, visible: bool = True) -> None:
@@ -98,14 +92,14 @@ class WhyPane(VerticalScroll):
     def _draw(self) -> None:
         results, result = self.results, self.result
         head = self.query_one("#why-head", Static)
-        table = self.query_one("#why-contrib", DataTable)
+        table = self.query_one("#why-contrib", FitTable)
         table.clear()
         if results is None:
             head.update("Select a result to see why it ranked.")
             self.query_one("#why-search", Static).update("")
             self.query_one("#why-timings", Static).update("")
             self.query_one("#why-not-verdict", Static).update("")
-            self.query_one("#why-not-table", DataTable).clear()
+            self.query_one("#why-not-table", FitTable).clear()
             return
         if result is None:
             head.update("No result selected.")
@@ -115,8 +109,8 @@ class WhyPane(VerticalScroll):
             if ex is not None:
                 for c in ex.contributions:
                     table.add_row(
-                        plain_rich(c.term), c.retriever, str(c.rank), f"{c.raw_score:.4f}", f"{c.contribution:.5f}",
-                        f"{c.retriever_weight:.2f}", f"{c.term_weight:.2f}", f"{c.source_weight:.2f}",
+                        c.term, c.retriever, f"#{c.rank}", f"{c.raw_score:.4f}", f"{c.contribution:.5f}",
+                        f"{c.retriever_weight:.2f}·{c.term_weight:.2f}·{c.source_weight:.2f}",
                     )
         self.query_one("#why-search", Static).update(safe_content(self._search_facts(results)))
         self.query_one("#why-timings", Static).update(self._timings(results))
@@ -140,7 +134,10 @@ class WhyPane(VerticalScroll):
             parts.append("no explanation recorded")
             return Content.assemble(*parts)
         parts.append((f"fused {ex.fused_score:.5f}", "bold"))
-        parts.append(f" = Σ w_ret·w_term·w_src / ({ex.rrf_k} + rank)")
+        if ex.fusion == "score":
+            parts.append(" = Σ w_ret·w_term·w_src · score (normalised within each ranking)")
+        else:
+            parts.append(f" = Σ w_ret·w_term·w_src / ({ex.rrf_k} + rank)")
         parts.append(f"\npass {ex.pass_} · {ex.shards_matched} shard{'s' if ex.shards_matched != 1 else ''} matched")
         parts.append(f" · source {r.source_type} ×{ex.source_weight:g}")
         if (r.bm25_rank, r.embedding_rank) != shown_ranks(r):
@@ -200,7 +197,7 @@ class WhyPane(VerticalScroll):
     def ask(self, name: str) -> WhyNotReport | None:
         """Show where note `name` ranked at each stage of the current search."""
         verdict = self.query_one("#why-not-verdict", Static)
-        table = self.query_one("#why-not-table", DataTable)
+        table = self.query_one("#why-not-table", FitTable)
         table.clear()
         if not name.strip():
             self.report = None
@@ -212,7 +209,7 @@ class WhyPane(VerticalScroll):
         report = why_not(self.index, self.results, name)
         self.report = report
         for row in report.rows:
-            table.add_row(plain_rich(row.stage), plain(row.outcome, "" if row.found else "$text-muted"))
+            table.add_row(row.stage, row.outcome, style="" if row.found else "dim")
         found = report.path is not None and any(r.stage == "final list" and r.found for r in report.rows)
         verdict.set_class(found, "-found")
         verdict.set_class(not found, "-missing")
