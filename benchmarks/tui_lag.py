@@ -5,10 +5,13 @@ Run with ``python -m benchmarks.tui_lag [--vault DIR] [--queries N]``. The defau
 the open a warm restart). The real app runs headless (``App.run_test``, 120x40, watcher on, the
 model loaded in the background as usual). A 10 ms interval timer runs on the app's event loop; the
 gap between two of its ticks is time in which the app could neither draw nor take a key. Queries
-are typed key by key, 80 ms apart, and each waits for its final results before the next.
+are typed key by key at a fixed cadence (80 ms apart, as a person types: the key events go to the
+app's driver, as a terminal's would; `Pilot.press` is not used because it waits for the app to go
+idle after each key, which hides stalls), and each waits for its final results before the next.
 
 Reported per phase (opening, typing, idle): ticks, median / p99 / max gap and the count of gaps
-over 100 ms (a visible stall).
+over 100 ms (a visible stall); for the typing phase also the echo latency of each key (from the key
+event sent to the search box holding the typed text).
 """
 
 from __future__ import annotations
@@ -64,6 +67,40 @@ async def _wait(pilot: Any, predicate: Any, timeout: float) -> bool:
     return True
 
 
+class Echo:
+    """Echo latency of typed keys: from sending a key to the search box's `Changed` with that text."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, float] = {}
+        self.latencies: list[float] = []
+
+    def expect(self, value: str) -> None:
+        self.sent[value] = time.perf_counter()
+
+    def hook(self, message: Any) -> None:
+        from textual.widgets import Input
+
+        if isinstance(message, Input.Changed) and message.input.id == "search":
+            t = self.sent.pop(message.value, None)
+            if t is not None:
+                self.latencies.append((time.perf_counter() - t) * 1000)
+
+    def report(self) -> dict[str, Any]:
+        if not self.latencies:
+            return {}
+        return {"keys": len(self.latencies), "median_ms": round(statistics.median(self.latencies), 1),
+                "p99_ms": round(percentile(self.latencies, 99), 1), "max_ms": round(max(self.latencies), 1)}
+
+
+def type_key(app: Any, char: str) -> None:
+    """Send one typed character to the app as its terminal driver would (no waiting)."""
+    from textual import events
+
+    event = events.Key("space" if char == " " else char, char)
+    event.set_sender(app)
+    app._driver.send_message(event)
+
+
 async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) -> dict[str, Any]:
     """Run the app on `vault`, open, type `queries`; the ticker's report plus open timings."""
     from explorer.config import load_settings
@@ -71,11 +108,12 @@ async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) 
     from explorer.tui.widgets.search_box import SearchBox
 
     ticker = Ticker()
+    echo = Echo()
     out: dict[str, Any] = {"vault": str(vault)}
     with tempfile.TemporaryDirectory() as tmp:
         app = ExplorerApp(vault, load_settings(vault), state_path=Path(tmp) / "state.json", watch=True)
         t0 = time.perf_counter()
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=(120, 40), message_hook=echo.hook) as pilot:
             app.set_interval(0.01, ticker.tick)
             ok = await _wait(pilot, lambda: app.status.index == "ready", 300)
             out["index_ready_s"] = round(time.perf_counter() - t0, 2) if ok else None
@@ -89,8 +127,10 @@ async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) 
             latencies = []
             for q in queries:
                 box.value = ""
-                for ch in q:
-                    await pilot.press(ch if ch != " " else "space")
+                await pilot.pause(0.3)
+                for i, ch in enumerate(q):
+                    echo.expect(q[: i + 1])
+                    type_key(app, ch)
                     await asyncio.sleep(key_gap_s)
                 t = time.perf_counter() - key_gap_s  # since the last key
                 done = await _wait(pilot, lambda q=q: screen.results is not None and screen.results.query == q
@@ -101,6 +141,7 @@ async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) 
             await pilot.pause(2.0)
             out["mode"] = screen.results.mode.to_dict() if screen.results is not None else {}
     out["phases"] = ticker.report()
+    out["echo"] = echo.report()
     return out
 
 
@@ -110,20 +151,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=12)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--no-embedding", action="store_true",
+                        help="a vault whose embedding is unfinished: search with the vectors it has, embed nothing during the run")
     args = parser.parse_args(argv)
     if not (args.vault / ".explorer").is_dir():
         print(f"{args.vault} has no stored index: run `python -m benchmarks.speed --sizes 10000` first", file=sys.stderr)
         return 2
     offline_environment()
+    if args.no_embedding:
+        from explorer.index.vault_index import VaultIndex
+
+        VaultIndex.pending = lambda self: []  # the model worker then finds nothing to embed
     from benchmarks.speed import make_queries, vocabulary
 
     queries = [q for q in make_queries(vocabulary(), args.queries * 3) if 2 <= len(q.split()) <= 4][: args.queries]
     log(f"typing {len(queries)} queries into the app on {args.vault}")
     report = asyncio.run(measure(args.vault, queries))
     report["machine"] = machine()
+    report["no_embedding"] = args.no_embedding
     rows = [[phase, r["ticks"], r["median_ms"], r["p99_ms"], r["max_ms"], r["stalls_over_100ms"], " ".join(map(str, r["worst_ms"]))]
             for phase, r in report["phases"].items()]
     print(markdown_table(["phase", "ticks", "gap median ms", "gap p99 ms", "gap max ms", "gaps > 100 ms", "worst gaps ms"], rows))
+    print(f"key echo (ms): {report.get('echo')}")
     print(f"index ready {report.get('index_ready_s')} s, model ready {report.get('model_ready_s')} s; "
           f"results after the last key (ms): {report.get('results_after_last_key_ms')}")
     name = f"tui-lag{'-' + args.tag if args.tag else ''}.json"

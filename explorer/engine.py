@@ -92,6 +92,8 @@ def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
 #: Version of the request/answer format on the socket.
 PROTOCOL = 1
 _MAX_REQUEST = 1 << 16
+#: Seconds between the serving loop's checks for a stop request (stopping waits for one).
+SERVE_POLL_S = 0.05
 
 
 def socket_path(vault: Path) -> Path:
@@ -194,7 +196,9 @@ class SearchServer:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="explorer-serve", daemon=True)
+        # A short poll interval: `stop` (on quitting the app) waits for the serving loop to notice.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SERVE_POLL_S},
+                                        name="explorer-serve", daemon=True)
         self._thread.start()
         return True
 

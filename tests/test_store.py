@@ -71,6 +71,24 @@ def test_warm_restart_reparses_and_reembeds_nothing(tmp_path: Path, embedder) ->
     index.close()
 
 
+def test_embedding_stops_between_model_batches_and_keeps_what_it_embedded(tmp_path: Path, embedder) -> None:
+    """A cancelled embedding run (the app quitting) stops after the model batch under way; the
+    vectors it made are stored, so a restart embeds only the rest."""
+    root = _vault(tmp_path)
+    counting = CountingEmbedder(embedder)
+    index = VaultIndex(root, embedder=counting)
+    index.open()
+    done = index.embed_pending(cancelled=lambda: counting.calls >= 2, batch=2)
+    assert done == 4 and counting.texts == 4 and index.stats().pending == 1
+    index.close()
+
+    again = CountingEmbedder(embedder)
+    index = VaultIndex(root, embedder=again)
+    index.open()
+    assert index.embed_pending() == 1 and again.texts == 1
+    index.close()
+
+
 def test_touch_without_content_change_does_not_reparse(tmp_path: Path) -> None:
     root = _vault(tmp_path)
     index = VaultIndex(root, LEXICAL)

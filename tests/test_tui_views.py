@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
-from textual.widgets import Markdown, TabbedContent, TextArea, Tree
+from textual.widgets import Markdown, TabbedContent, Tree
 
 from benchmarks.note_open import make_note
 from explorer.tui.messages import OpenNote
 from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import FIRST_SCREEN_CHARS, PLAIN_VIEW_CHARS, NoteScreen
+from explorer.tui.widgets.long_text import LongText
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
 from explorer.tui.widgets.why_pane import WhyPane
@@ -34,11 +35,18 @@ async def test_long_notes_open_plain_or_in_two_steps(tui_vault: Path, embedder, 
         await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, NoteScreen) and screen.view == "plain" and screen.first_screen_s is not None
-        plain = screen.query_one("#note-plain", TextArea)
-        assert plain.display and plain.read_only and plain.text == big
-        assert plain.document.get_line(plain.cursor_location[0]).startswith("## Section 20")
+        plain = screen.query_one("#note-plain", LongText)
+        assert plain.display and plain.text == big
+        assert plain.mark is not None and plain.line(plain.mark).startswith("## Section 20")
+        # The view opens one line above the place, and draws that place on screen.
+        assert plain.top_line() == plain.mark - 1
+        drawn = "\n".join(plain.render_line(y).text for y in range(plain.size.height))
+        assert "## Section 20" in drawn
         assert "plain view" in str(screen.query_one("#note-title").content)
-        plain.focus()
+        assert screen.focused is plain  # the scrolling keys scroll the view on screen
+        top = plain.top_line()
+        await pilot.press("pagedown")
+        assert plain.top_line() > top
         await pilot.press("x")
         assert plain.text == big
         await settle(app, pilot)
@@ -125,3 +133,87 @@ def test_result_badges_show_the_ranks_of_the_explain_table(sample_index) -> None
                 assert shown == ([f"{label} #{min(ranks)}"] if ranks else [])
             checked += 1
     assert checked > 10
+
+
+@sync
+async def test_long_text_draws_only_rows_folded_at_its_width() -> None:
+    """The long-note view folds lines at its width (by cells for wide characters), numbers each
+    line's first row, opens at a line, and keeps the top line when the width changes."""
+    from rich.cells import cell_len
+    from textual.app import App, ComposeResult
+
+    class One(App):
+        def compose(self) -> ComposeResult:
+            yield LongText()
+
+    lines = [f"line {i} " + " ".join(["word"] * (i % 40)) for i in range(2000)] + ["日本語のテキスト" * 20, "end"]
+
+    def drawn(view: LongText) -> list[str]:
+        return [view.render_line(y).text for y in range(view.size.height)]
+
+    def line_from_rows(view: LongText, rows: list[str], number: int) -> str:
+        """Line `number` (1-based) put back together from its drawn rows."""
+        gutter = view._gutter
+        out, inside = [], False
+        for row in rows:
+            head = row[:gutter].strip()
+            if head:
+                inside = head == str(number)
+            if inside:
+                out.append(row[gutter:].rstrip())
+        return "".join(out)
+
+    app = One()
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = app.query_one(LongText)
+        view.set_text("\n".join(lines), mark=1500)
+        view.scroll_to_line(1499)
+        await pilot.pause()
+        assert view.line_count == len(lines) and view.top_line() == 1499
+        rows = drawn(view)
+        assert rows[0].split()[:3] == ["1500", "line", "1499"]
+        width = view.scrollable_content_region.width
+        assert all(cell_len(r) == width for r in rows)
+        assert line_from_rows(view, rows, 1501) == lines[1500]
+        assert sum(1 for r in rows if r[:view._gutter].strip() == "") > 0  # long lines fold
+        view.scroll_to_line(2000)
+        await pilot.pause()
+        rows = drawn(view)
+        assert all(cell_len(r) == width for r in rows)
+        assert line_from_rows(view, rows, 2001) == lines[2000]
+        view.scroll_to_line(1499)
+        await pilot.resize_terminal(40, 20)
+        await pilot.pause()
+        assert view.top_line() == 1499
+        rows = drawn(view)
+        assert all(cell_len(r) == view.scrollable_content_region.width for r in rows)
+        assert line_from_rows(view, rows, 1501) == lines[1500]
+
+
+@sync
+async def test_note_view_opens_again_at_the_new_note(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """After the note view was closed, opening another note shows that note with a fresh history
+    (its side lists follow after the first frame); the index's objects are out of the
+    collector's reach once it opened."""
+    import gc
+
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert gc.get_freeze_count() > 0
+        app.post_message(OpenNote("Coffee/cold-brew.md"))
+        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        text = app.index.note("Astronomy/jupiter-moons.md").text
+        app.post_message(OpenNote("Astronomy/jupiter-moons.md", cursor=len(text) - 1))
+        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        screen = app.screen
+        assert screen.history == [screen.place] and screen.place.path == "Astronomy/jupiter-moons.md"
+        assert "Astronomy/jupiter-moons.md" in str(screen.query_one("#note-title").content)
+        await settle(app, pilot)
+        md = screen.query_one("#note-md", Markdown)
+        assert md.source.strip() and "cold brew" not in md.source.lower()
+        assert screen.query_one("#note-links").border_title.startswith("Links (")
+        await pilot.press("alt+left")  # no history before the reopened note
+        assert app.screen.place.path == "Astronomy/jupiter-moons.md"

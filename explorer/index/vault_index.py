@@ -641,7 +641,14 @@ class VaultIndex:
                 break
             chunk = hashes[i:i + step]
             texts = [by_hash[h][0].search_text for h in chunk]
-            vecs = emb.encode(texts, batch_size=size)
+            # One model batch at a time, cancellable between batches (quitting the app waits for
+            # the batch under way, not the whole step); what was embedded is kept.
+            vecs: list[np.ndarray] = []
+            for j in range(0, len(texts), size):
+                if j and cancelled and cancelled():
+                    break
+                vecs.extend(emb.encode(texts[j:j + size], batch_size=size))
+            chunk = chunk[:len(vecs)]
             self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
                 for h, vec in zip(chunk, vecs):

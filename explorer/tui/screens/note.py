@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Markdown, OptionList, Static, TextArea
+from textual.widgets import Footer, Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
@@ -22,6 +22,7 @@ from explorer.index.embeds import embeds_in
 from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_href, property_rows
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.vault.parse import markdown_link_target
+from explorer.tui.widgets.long_text import LongText
 from explorer.vault.shard import link_heading
 from explorer.tui.widgets.status_bar import StatusBar
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 #: Notes longer than this (characters) open in a plain text view: rendering Markdown costs
-#: about 40 ms per KB, a plain view draws only the lines on screen.
+#: about 40 ms per KB, the plain view (`LongText`) draws only the rows on screen.
 PLAIN_VIEW_CHARS = 64_000
 
 #: Longer Markdown notes show this much first; the rest is appended after the first frame.
@@ -109,7 +110,7 @@ class NoteScreen(Screen):
             with VerticalScroll(id="note-scroll"):
                 yield FitTable(("property", "value"), ratios=(None, 1), id="note-props")
                 yield Markdown(open_links=False, id="note-md")
-            yield TextArea(read_only=True, soft_wrap=True, show_line_numbers=True, id="note-plain")
+            yield LongText(id="note-plain")
             with Vertical(id="note-side"):
                 yield Static(id="note-tags")
                 yield OptionList(id="note-backlinks")
@@ -187,7 +188,7 @@ class NoteScreen(Screen):
         note = index.note(place.path) if index is not None else None
         title = self.query_one("#note-title", Static)
         md = self.query_one("#note-md", Markdown)
-        plain_view = self.query_one("#note-plain", TextArea)
+        plain_view = self.query_one("#note-plain", LongText)
         if note is None:
             title.update(Content.assemble(("Not in the index: ", "bold $text-error"), plain(place.path)))
             self._use_plain(False)
@@ -200,12 +201,11 @@ class NoteScreen(Screen):
             self.view = "plain"
             self._title(note, f"plain view: {len(text) // 1000} KB is too long to render as Markdown")
             self._use_plain(True)
-            plain_view.load_text(screen_text(text))
             line = self._place_line(note, place)
-            plain_view.move_cursor((line, 0))
-            plain_view.scroll_to(y=max(0, line - 1), animate=False)
+            plain_view.set_text(screen_text(text), mark=line if place.cursor is not None or place.heading else None)
+            plain_view.scroll_to_line(line - 1)
             self._first_frame(started)
-            self._fill_side(note)
+            self.call_after_refresh(self._fill_side, note)
             return
         self._use_plain(False)
         self._show_properties(note)
@@ -226,7 +226,7 @@ class NoteScreen(Screen):
             await md.update(source)
             self._first_frame(started)
             self._scroll_to_place(note, place)
-        self._fill_side(note)
+        self.call_after_refresh(self._fill_side, note)
 
     async def _render_rest(self, note, place: Place, rest: str) -> None:
         """Append the rest of a long note once its start is on screen."""
@@ -251,8 +251,13 @@ class NoteScreen(Screen):
             (f"  · {flag}" if flag else "", "$text-warning"))))
 
     def _use_plain(self, on: bool) -> None:
-        self.query_one("#note-scroll").display = not on
-        self.query_one("#note-plain").display = on
+        """Show the plain view or the Markdown one; the shown one takes the focus from the hidden one
+        (so the scrolling keys scroll what is on screen)."""
+        scroll, plain_view = self.query_one("#note-scroll"), self.query_one("#note-plain")
+        scroll.display = not on
+        plain_view.display = on
+        if self.focused in (None, scroll, plain_view):
+            (plain_view if on else scroll).focus()
 
     def _first_frame(self, started: float) -> None:
         def done() -> None:
