@@ -160,6 +160,12 @@ class SearchSettings:
     """Weight of the feedback passages' mean vector added to the query vector."""
     feedback_weight: Annotated[float, Range(0, 100)] = 1.0
     """RRF weight of the dense feedback ranking."""
+    feedback_list: Annotated[str, OneOf("all", "leave_one_out", "new")] = "all"
+    """What the feedback ranking lists. all (default): every passage the moved query vector finds,
+    its own passages near the top (their own vectors are in it); leave_one_out: each feedback
+    passage re-placed by the query plus the other passages only; new: only passages the query's
+    own dense ranking missed. The last two stop a passage from counting its dense match twice,
+    but both lowered SciFact nDCG@10 (0.717 -> 0.708 / 0.712) and LoCoMo R@10 (BENCHMARKS.md)."""
     phrase_weight: float = 1.0
     """RRF weight of the ranking of passages that contain a query's quoted phrases exactly."""
     second_shard_weight: float = 0.0

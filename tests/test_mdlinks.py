@@ -85,3 +85,31 @@ def test_ignore_rules_default_and_configured_and_reported_by_stats(tmp_path: Pat
         "Drawings/plan.excalidraw.md": "ignore rule '*.excalidraw.md'",
         "drafts/wip.md": "ignore rule 'drafts/*'",
     }
+
+
+def test_node_ids_are_link_targets_even_when_headings_hold_link_syntax(tmp_path: Path) -> None:
+    long_para = " ".join(f"Sentence {i} about pipes and tips." for i in range(120))
+    text = ("# Lang\n\n## C# tips\n\nuse spans\n\n## Pipes | and [[Links]]\n\nbar\n\n"
+            "## C tips\n\nsame link form\n\n## x^2\n\n" + long_para + "\n")
+    index = VaultIndex(write_notes(tmp_path / "v", {"a.md": text}))
+    index.settings = index.settings.with_overrides({"index.embeddings": False})
+    index.open()
+    ids = list(index.shards_by_path["a.md"])
+    assert ids[:5] == ["a.md#C tips", "a.md#Pipes and Links", "a.md#C tips (2)", "a.md#x 2", "a.md#x 2@2"]
+    for node_id in ids:
+        # A wikilink to the node_id, read by the vault parser, names this note and the whole fragment.
+        [link] = parse_note("b.md", f"see [[{node_id}]]").links
+        assert (link.target, link.alias, link.block) == ("a.md", "", "")
+        assert f"{link.target}#{link.heading}" == node_id
+    # New forms, the older raw-heading forms and their suffixes all resolve to their sections.
+    at = {h: text.index(h) for h in ("## C# tips", "## Pipes", "## C tips", "## x^2")}
+    cases = {
+        "a.md#C tips": at["## C# tips"], "a.md#C# tips": at["## C# tips"], "a.md#Lang > C# tips": at["## C# tips"],
+        "a.md#Pipes | and [[Links]]": at["## Pipes"], "a#pipes and links": at["## Pipes"],
+        "a.md#C tips (2)": at["## C tips"], "a.md#Lang > C# tips (2)": at["## C tips"],
+        "a.md#x^2": at["## x^2"], "a.md#x 2@2": index.shards["a.md#x 2@2"].start,
+        "a.md#Lang > x^2@2": index.shards["a.md#x 2@2"].start,
+    }
+    for form, cursor in cases.items():
+        assert resolve_target(index, form).cursor == cursor, form
+    index.close()

@@ -114,3 +114,27 @@ def test_a_note_without_text_is_found_by_its_name(tmp_path: Path) -> None:
     res = SearchPipeline(index).search("someday maybe", k=5, record=False)
     assert res.results[0].document_path == "Projects/someday-maybe.md"
     index.close()
+
+
+def test_an_identifier_name_leaves_the_shard_text_to_the_title_heading(tmp_path: Path) -> None:
+    notes = {
+        "Papers/10009203.md": "# Dendritic arbor geometry\n\nNeurons adjust their dendrites to synaptic input.\n",
+        "Papers/10009204.md": "# Axon guidance\n\nGrowth cones follow gradients.\n",
+        "Daily/2024-01-01.md": "# 2024-01-01\n\nWent running.\n",
+        "Docker setup.md": "# Installing Docker\n\nUse the package manager.\n",
+    }
+    index = VaultIndex(write_notes(tmp_path / "v", notes))
+    index.settings = index.settings.with_overrides({"index.embeddings": False})
+    index.open()
+    text = {path: index.shards[ids[0]].search_text for path, ids in index.shards_by_path.items()}
+    # A document id or timestamp is not words: the title heading heads the text alone.
+    assert text["Papers/10009203.md"].startswith("Dendritic arbor geometry\n# Dendritic")
+    assert "10009203" not in text["Papers/10009203.md"]
+    # Names with words, and a date that the heading repeats, head their shards as before.
+    assert text["Docker setup.md"].startswith("Docker setup > Installing Docker\n")
+    assert text["Daily/2024-01-01.md"].startswith("2024-01-01\n# 2024-01-01")
+    # The name ranking still finds the note by its id.
+    res = SearchPipeline(index).search("10009203", k=3, record=False)
+    assert res.results[0].document_path == "Papers/10009203.md"
+    assert any(c.retriever == "name" for c in res.results[0].explanation.contributions)
+    index.close()

@@ -109,26 +109,51 @@ def test_dense_floor_applies(small) -> None:
                 assert c.raw_score >= 0.40
 
 
-def test_feedback_ranking_moves_toward_semantic_matches(small) -> None:
-    res = _pipe(small).search("kite wind", two_pass=False)
+@pytest.mark.parametrize("mode", ["all", "leave_one_out", "new"])
+def test_feedback_ranking_moves_toward_semantic_matches(small, mode: str) -> None:
+    res = _pipe(small, **{"search.feedback_list": mode}).search("kite wind", two_pass=False)
     rankings = res.trace.rankings
     dense = next(r for r in rankings if r.retriever == "dense" and r.term == "kite wind")
     feedback = next(r for r in rankings if r.retriever == "feedback")
     # Built from the best fused passages that are semantic matches, one per note.
     assert 1 <= len(feedback.sources) <= 3
-    assert set(feedback.sources) <= {nid for nid, _ in dense.items}
+    semantic = {nid for nid, _ in dense.items}
+    assert set(feedback.sources) <= semantic
     assert len({small.shards[n].path for n in feedback.sources}) == len(feedback.sources)
     assert res.stats.feedback_from == list(feedback.sources)
+    # Chosen in the order of the other rankings fused without source weights (a knowledge note's
+    # 1.5 must not make a weak semantic match a feedback passage): the first semantic match per note.
+    expected, notes = [], set()
+    for f in rrf([r for r in rankings if r.retriever != "feedback"], 60):
+        path = small.shards[f.node_id].path
+        if f.node_id in semantic and path not in notes and len(expected) < 3:
+            expected.append(f.node_id)
+            notes.add(path)
+    assert list(feedback.sources) == expected
     # It searches like a query: cosines to the moved vector, above the floor, best first.
-    assert feedback.items and all(c >= 0.40 for _, c in feedback.items)
+    assert (feedback.items or mode == "new") and all(c >= 0.40 for _, c in feedback.items)
     assert [c for _, c in feedback.items] == sorted((c for _, c in feedback.items), reverse=True)
     q = small.embedder().encode(["kite wind"])[0]
-    moved = q + np.mean([small.dense.vector(n) for n in feedback.sources], axis=0)
+    vecs = [small.dense.vector(n) for n in feedback.sources]
+    moved = q + np.mean(vecs, axis=0)
     moved /= np.linalg.norm(moved)
+    listed = {nid for nid, _ in feedback.items}
     for nid, cos in feedback.items:
-        assert cos == pytest.approx(float(small.dense.vector(nid) @ moved), abs=1e-5)
-    top = res.results[0].explanation.contributions
-    assert any(c.retriever == "feedback" and c.retriever_weight == 1.0 for c in top)
+        want = moved
+        if mode == "leave_one_out" and nid in feedback.sources:
+            # A source is placed by the query and the other sources only: its own vector is not counted.
+            others = [v for n, v in zip(feedback.sources, vecs) if n != nid]
+            want = q + np.mean(others, axis=0) if others else q
+            want = want / np.linalg.norm(want)
+        assert cos == pytest.approx(float(small.dense.vector(nid) @ want), abs=1e-5)
+    if mode == "all":
+        # Each source's own vector is in the moved query: it is listed again, near the top.
+        assert set(feedback.sources) <= listed
+        top = res.results[0].explanation.contributions
+        assert any(c.retriever == "feedback" and c.retriever_weight == 1.0 for c in top)
+    if mode == "new":
+        # Only passages the query's own dense ranking missed: no dense match is counted twice.
+        assert not listed & semantic
 
 
 def test_feedback_can_be_turned_off_and_needs_a_semantic_match(small) -> None:

@@ -210,6 +210,38 @@ def test_dense_set_many_equals_set() -> None:
         assert np.allclose(many.vector(k), one.vector(k), atol=1e-6)
 
 
+def test_dense_search_equals_a_brute_force_reference_on_every_path() -> None:
+    """All rows live, rows removed (free slots), a small and a large filter, one and several queries."""
+    from explorer.index.dense import DenseIndex
+
+    rng = np.random.default_rng(5)
+    vecs = rng.normal(size=(400, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    keys = [f"k{i:03d}" for i in range(400)]
+    dense = DenseIndex(dim=8)
+    dense.set_many(keys, vecs)
+    queries = rng.normal(size=(3, 8)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+
+    def reference(q: np.ndarray, k: int, threshold: float, live: set[str]) -> list[str]:
+        scored = [(float(vecs[i] @ q), key) for i, key in enumerate(keys) if key in live and float(vecs[i] @ q) >= threshold]
+        return [key for _, key in sorted(scored, key=lambda p: (-p[0], p[1]))[:k]]
+
+    live = set(keys)
+    for removed in ([], keys[::7]):
+        for key in removed:
+            dense.remove(key)
+            live.discard(key)
+        for allowed in (None, set(keys[:40]), set(keys[20:380])):
+            usable = live if allowed is None else live & allowed
+            for k, threshold in ((10, -1.0), (50, 0.3), (1000, 0.0)):
+                many = dense.search_many(queries, k, threshold, allowed)
+                for j, q in enumerate(queries):
+                    want = reference(q, k, threshold, usable)
+                    assert [key for key, _ in dense.search(q, k, threshold, allowed)] == want
+                    assert [key for key, _ in many[j]] == want
+
+
 def test_an_interrupted_first_index_resumes_where_it_stopped(tmp_path: Path, monkeypatch) -> None:
     from explorer.index import vault_index
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from explorer.cli.render import embed_lines, mark, print_json
+from explorer.cli.render import embed_lines, mark, print_json, use_color
 from explorer.config import Settings
 from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
 from explorer.index.context import ContextWindow
@@ -43,7 +43,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     if args.json:
         print_json(result.to_dict())
         return 0
-    print_find(result, color=sys.stdout.isatty())
+    print_find(result, color=use_color())
     return 0
 
 
@@ -62,7 +62,7 @@ def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> in
     if args.json:
         print_json(window.to_dict())
         return 0
-    print_context(window, color=sys.stdout.isatty())
+    print_context(window, color=use_color())
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -14,20 +15,43 @@ if TYPE_CHECKING:  # annotations only: printing an answer from a serving process
 _BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
 
 
+def use_color(stream: TextIO | None = None) -> bool:
+    """Whether to style output for a terminal: `stream` (stdout) is a TTY and NO_COLOR is not set."""
+    stream = stream or sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return tty and not os.environ.get("NO_COLOR")
+
+
 def mark(text: str, spans: list[tuple[int, int]], color: bool) -> str:
-    """`text` made terminal-safe, with spans (relative offsets into `text`) wrapped in highlight
-    codes on a terminal, or between `«` and `»` when piped (brackets would read as Markdown and
-    wikilink syntax in note text)."""
+    """`text` made terminal-safe, with spans (relative offsets into `text`) highlighted.
+
+    On a terminal a span is drawn in highlight colours. Piped, it is written between `«` and `»`
+    (brackets would read as Markdown and wikilink syntax in note text), and a `«` or `»` of the
+    text itself is doubled (`««`, `»»`), so a single one is always a marker: a French quotation
+    `« Un oignon »` cannot pass for a highlight.
+    """
     out, pos = [], 0
+    plain = safe_text if color else _escape_markers
     for s, e in sorted(spans):
         if s < pos or e > len(text):
             continue
-        out.append(safe_text(text[pos:s]))
-        hit = safe_text(text[s:e])
+        out.append(plain(text[pos:s]))
+        hit = plain(text[s:e])
         out.append(f"{_HL}{hit}{_RESET}" if color else f"«{hit}»")
         pos = e
-    out.append(safe_text(text[pos:]))
+    out.append(plain(text[pos:]))
     return "".join(out)
+
+
+def _escape_markers(text: str) -> str:
+    """`text` made terminal-safe with its own `«` and `»` doubled (piped highlight output)."""
+    text = safe_text(text)
+    if "«" in text or "»" in text:
+        text = text.replace("«", "««").replace("»", "»»")
+    return text
 
 
 def embed_lines(embed: Any, color: bool, prefix: str = "  ") -> list[str]:

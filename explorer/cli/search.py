@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from explorer.cli.render import print_json, print_results
+from explorer.cli.render import print_json, print_results, use_color
 from explorer.config import Settings
 
 
@@ -37,7 +37,7 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
         print_json(results.to_dict())
         return 0
 
-    print_results(results, explain=args.explain, color=sys.stdout.isatty())
+    print_results(results, explain=args.explain, color=use_color())
     return 0
 
 
@@ -45,7 +45,7 @@ def _ask_server(args: argparse.Namespace, query: str, vault: Path, settings: Set
     """Answer through an Explorer process already serving `vault` (app, watch, MCP); None when there is none."""
     from explorer.engine import ask, settings_key
 
-    color = sys.stdout.isatty()
+    color = use_color()
     answer = ask(vault, {
         "op": "search", "query": query, "k": args.k, "lexical": args.lexical, "one_pass": args.one_pass,
         "rerank": args.rerank, "settings": settings_key(settings), "format": "json" if args.json else "text",

@@ -101,23 +101,42 @@ class DenseIndex:
     def search_many(
         self, queries: np.ndarray, k: int, threshold: float = -1.0, allowed: set[str] | np.ndarray | None = None
     ) -> list[list[tuple[str, float]]]:
-        """`search` for several query vectors at once: one pass over the matrix for all of them."""
+        """`search` for several query vectors at once: one pass over the matrix for all of them.
+
+        The scan is the cost at scale (a 200k x 384 float32 matrix is 300 MB read per pass), so
+        nothing else touches every row more than once: no copy of the matrix or of the live mask
+        when every row is live and nothing is filtered, one matrix-vector product for a single
+        query, and the floor and the top-k cut applied to the similarity vector directly.
+        """
         queries = np.asarray(queries, dtype=np.float32)
         n = len(self._key_of)
         if not self._slot_of or not len(queries):
             return [[] for _ in range(len(queries))]
-        usable = self._live[:n].copy()
+        rows: np.ndarray | None = None  # None: every row of the first n is a candidate
         if allowed is not None:
             m = allowed if isinstance(allowed, np.ndarray) else self.mask(allowed)
+            usable = self._live[:n].copy()
             usable[: len(m)] &= m[:n]
             usable[len(m):] = False
-        rows = np.flatnonzero(usable)
-        sims_all = self._matrix[:n] @ queries.T if len(rows) > n // 4 else self._matrix[rows] @ queries.T
+            rows = np.flatnonzero(usable)
+        elif len(self._slot_of) < n:
+            rows = np.flatnonzero(self._live[:n])
+        subset = rows is not None and len(rows) <= n // 4
+        matrix = self._matrix[rows] if subset else self._matrix[:n]
+        if len(queries) == 1:
+            sims_all = (matrix @ queries[0]).reshape(-1, 1)
+        else:
+            sims_all = matrix @ queries.T
         out = []
         for j in range(len(queries)):
-            sims = sims_all[rows, j] if sims_all.shape[0] == n else sims_all[:, j]
-            keep = sims >= threshold
-            slots, sel = rows[keep], sims[keep]
+            col = sims_all[:, j]
+            if rows is None:
+                slots = np.flatnonzero(col >= threshold)
+                sel = col[slots]
+            else:
+                sims = col if subset else col[rows]
+                keep = np.flatnonzero(sims >= threshold)
+                slots, sel = rows[keep], sims[keep]
             if len(slots) > k > 0:
                 part = np.argpartition(-sel, k - 1)[:k]
                 cut = sel[part].min()

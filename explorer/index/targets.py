@@ -73,22 +73,65 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
             return Target(path, 0, "note")
         joined = "#".join(comps)
         shard = index.shards.get(f"{path}#{joined}")
+        ids = index.shards_by_path.get(path, [])
         if shard is None:
             # A path that leaves out outer headings (a first H1, say) names the section too.
-            ids = index.shards_by_path.get(path, [])
             shard = next((index.shards[i] for i in ids if i.lower().endswith("#" + joined.lower())), None)
-        pairs = heading_paths(note)
+        if shard is None:
+            # Headings compared as Obsidian compares link targets: node_ids written before headings
+            # were put in link form (`C# tips` is now `C tips`), with their ` (n)` / `@k` suffixes.
+            shard = _loose_shard(index, ids, frag)
         if shard is not None:
             return _shard_target(index, shard)
-        want = [" ".join(c.split()).lower() for c in comps]
-        for heading, hpath in pairs:
-            low = [h.lower() for h in hpath]
-            if low == want or (len(low) > len(want) and low[-len(want):] == want):
+        want = _loose(frag)
+        for heading, hpath in heading_paths(note):
+            if _loose_suffix_match(hpath, want):
                 return Target(path, heading.start, "heading")
+        last = _loose(comps[-1])
         for heading in note.headings:
-            if heading.text.strip().lower() == want[-1]:
+            if _loose(heading.text) in (want, last):
                 return Target(path, heading.start, "heading")
         raise ContextError(f"no section {frag!r} in {path}")
+
+
+_SUFFIX = re.compile(r"^(.*?)( \(\d+\))?(@\d+)?$", re.DOTALL)
+
+
+def _loose(text: str) -> str:
+    """`text` as headings are compared in links: link form, case-folded, `#` and ` > ` as spaces."""
+    from explorer.vault.shard import link_heading
+
+    return link_heading(text.replace(" > ", " ")).casefold()
+
+
+def _loose_suffix_match(heading_path: tuple[str, ...], want: str) -> bool:
+    """Whether `want` (loose) names `heading_path` whole or its last headings."""
+    return any(_loose(" ".join(heading_path[j:])) == want for j in range(len(heading_path)))
+
+
+def _loose_shard(index: VaultIndex, ids: Sequence[str], frag: str):
+    """The shard of a note whose heading path matches `frag` loosely, keeping its suffix:
+    ` (n)` picks the n-th section of that path, `@k` its k-th piece (the first when absent)."""
+    m = _SUFFIX.match(frag)
+    want = _loose(m.group(1)) if m else _loose(frag)
+    repeat = int(m.group(2)[2:-1]) if m and m.group(2) else 1
+    piece = int(m.group(3)[1:]) if m and m.group(3) else 1
+    sections: list[list] = []
+    last_path = None
+    for node_id in ids:
+        shard = index.shards[node_id]
+        if not shard.heading_path or not _loose_suffix_match(shard.heading_path, want):
+            last_path = None
+            continue
+        # Pieces of one section follow each other with the same heading path.
+        if last_path == shard.heading_path and re.search(r"@\d+$", node_id):
+            sections[-1].append(shard)
+        else:
+            sections.append([shard])
+        last_path = shard.heading_path
+    if len(sections) < repeat or len(sections[repeat - 1]) < piece:
+        return None
+    return sections[repeat - 1][piece - 1]
 
 
 def _shard_target(index: VaultIndex, shard) -> Target:

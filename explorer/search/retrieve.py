@@ -183,7 +183,10 @@ class Retriever:
         seen: set[str] = set()
         used: list[str] = []
         vecs: list[np.ndarray] = []
-        for f in rrf(rankings, s.rrf_k, self.source_weight):
+        # Chosen by retrieval evidence alone: a source weight (knowledge 1.5) must not make a
+        # passage barely over the cosine floor a feedback passage, whose own vector would then
+        # rank it again near the top of the feedback list (weighted again).
+        for f in rrf(rankings, s.rrf_k):
             shard = self.index.shards.get(f.node_id)
             if shard is None or shard.path in seen or f.node_id not in semantic:
                 continue
@@ -203,6 +206,10 @@ class Retriever:
             return None
         row = (moved / norm).reshape(1, -1).astype(np.float32)
         items = self._note_depth(lambda n: self.index.dense.search_many(row, n, floor, mask)[0], fetch, depth)
+        if s.feedback_list == "leave_one_out":
+            items = _leave_one_out(items, used, vecs, np.asarray(qvec, dtype=np.float32), s.feedback_beta, floor)
+        elif s.feedback_list == "new":
+            items = [it for it in items if it[0] not in semantic]
         return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
 
     def _phrase_ranking(
@@ -296,6 +303,28 @@ class Retriever:
                 return items
             n *= 4
             items = fetch(n)
+
+
+def _leave_one_out(
+    items: list[tuple[str, float]], used: list[str], vecs: list[np.ndarray], qvec: np.ndarray, beta: float, floor: float
+) -> list[tuple[str, float]]:
+    """The feedback ranking with each source passage scored by the query plus the *other*
+    sources' mean (the query alone when it is the only one), not by a vector that contains its
+    own: re-placed by that score, dropped under the cosine floor. Other passages keep their
+    place and score."""
+    scores = dict(items)
+    for i, node_id in enumerate(used):
+        others = [v for j, v in enumerate(vecs) if j != i]
+        moved = qvec + beta * np.mean(others, axis=0) if others else qvec
+        norm = float(np.linalg.norm(moved))
+        cos = float(np.dot(moved, vecs[i]) / norm) if norm > 0 else 0.0
+        if cos >= floor:
+            scores[node_id] = cos
+        else:
+            scores.pop(node_id, None)
+    # Sorted as the dense scan sorts (score, then the order it gave); a re-placed source goes by score.
+    order = {node_id: i for i, (node_id, _) in enumerate(items)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order.get(kv[0], len(order)), kv[0]))
 
 
 def _has_tag(tags: tuple[str, ...], wanted: str) -> bool:

@@ -44,10 +44,10 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
     Sections run from one heading to the next; a heading with no text of its own (directly
     followed by another heading) joins the section after it. A section larger than `max_tokens`
     is split at paragraph, line or sentence breaks into pieces that share about `overlap` tokens.
-    node_ids read like Obsidian link targets: the file and heading path (`a/b.md#Care#Diet`, a
-    note's only H1 left out as it stands for the whole note);
-    only when two shards would share one, a suffix tells them apart: ` (n)` for a repeated
-    heading path and `@k` for the k-th piece of a long section. An edit in one section never
+    node_ids are Obsidian link targets: the file and heading path (`a/b.md#Care#Diet`, a note's
+    only H1 left out as it stands for the whole note, each heading in link form, see
+    `link_heading`); only when two shards would share one, a suffix tells them apart: ` (n)` for
+    a repeated heading path and `@k` for the k-th piece of a long section. An edit in one section never
     changes the node_ids of another.
     """
     shards: list[Shard] = []
@@ -63,7 +63,8 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
         for k, (start, end) in enumerate(_pieces(note.text, section.start, section.end, max_tokens, overlap)):
             node_id = base if k == 0 else f"{base}@{k + 1}"
             text = note.text[start:end]
-            search_text = _search_text(note, section.heading_path, text, first=not shards)
+            search_text = _search_text(note, section.heading_path, text, first=not shards,
+                                       title=title.text if title is not None else None)
             shards.append(
                 Shard(
                     node_id=node_id,
@@ -82,8 +83,23 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
 
 
 def node_base(path: str, heading_path: tuple[str, ...]) -> str:
-    """The link-target part of a node_id: `path#Heading#Sub` (the path alone for a note's top)."""
-    return path + "".join("#" + h for h in heading_path)
+    """The link-target part of a node_id: `path#Heading#Sub` (the path alone for a note's top).
+
+    Each heading is written as Obsidian writes it in a link (`link_heading`), so the node_id
+    works as the target of a `[[...]]` link even when a heading holds `#`, `|`, `^` or brackets.
+    """
+    return path + "".join("#" + h for h in map(link_heading, heading_path) if h)
+
+
+# Characters that would end or split a link target inside `[[...]]`: Obsidian leaves them out of
+# the heading part of a link (its `stripHeadingForLink`), and matches headings the same way.
+_LINK_BREAKERS = re.compile(r"[#|^\\\[\]]|%%")
+
+
+def link_heading(text: str) -> str:
+    """A heading's text as the heading part of an Obsidian link: `#`, `|`, `^`, `\\`, brackets and
+    `%%` become spaces, runs of white space one space (`C# | tips` -> `C tips`)."""
+    return " ".join(_LINK_BREAKERS.sub(" ", text).split())
 
 
 def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[Shard]]:
@@ -223,10 +239,21 @@ def _best_break(text: str, tokens: list[tuple[int, int, int]], i: int, j: int) -
     return best
 
 
-def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bool) -> str:
-    # The note's name heads every shard; a first heading that repeats it is not written twice.
-    path = heading_path[1:] if heading_path and _same_name(heading_path[0], note.title) else heading_path
-    head = " > ".join((note.title, *path))
+def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bool, title: str | None = None) -> str:
+    """What BM25 indexes and the model embeds for one shard: a head naming where it is, its text
+    with links as read, then the note's aliases, description and tags (first shard) and metadata.
+
+    The head is the note's name and the shard's heading path; a first heading that repeats the
+    name is not written twice. A name with no letters (a document id, a timestamp, a date) is an
+    identifier, not words: under the note's only H1 (`title`) that heading heads the shard in its
+    place, so an id does not pull the embedding of every shard away from what the note says. The
+    name ranking still finds such a note by its name.
+    """
+    if title is not None and heading_path[:1] == (title,) and not any(c.isalpha() for c in note.title):
+        head = " > ".join(heading_path)
+    else:
+        path = heading_path[1:] if heading_path and _same_name(heading_path[0], note.title) else heading_path
+        head = " > ".join((note.title, *path))
     parts = [head, display_text(text)]
     if first:
         if note.aliases:

@@ -23,6 +23,7 @@ from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_h
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.vault.parse import markdown_link_target
 from explorer.tui.widgets.long_text import LongText
+from explorer.vault.shard import link_heading
 from explorer.tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ class Place:
     """Where to scroll (None: the top)."""
     heading: str = ""
     """A heading to scroll to, from a `[[note#heading]]` link."""
+
+
+def _heading_key(text: str) -> str:
+    """A heading as links name it (Obsidian's link form, case-folded): `[[Note#C tips]]` finds `## C# tips`."""
+    return link_heading(text).casefold()
 
 
 def _first_screen_cut(source: str) -> int:
@@ -262,9 +268,9 @@ class NoteScreen(Screen):
     def _place_line(self, note, place: Place) -> int:
         """The raw line of `place` (its cursor or heading; 0 for the top)."""
         if place.heading:
-            wanted = place.heading.split("#")[-1].strip().lower()
+            wanted = _heading_key(place.heading.split("#")[-1])
             for h in note.headings:
-                if h.text.strip().lower() == wanted:
+                if _heading_key(h.text) == wanted:
                     return line_of(note.text, h.start)
         if place.cursor is not None:
             return line_of(note.text, place.cursor)
@@ -324,9 +330,9 @@ class NoteScreen(Screen):
             self.call_after_refresh(target.scroll_visible, top=True, animate=False)
 
     def _scroll_to_heading(self, note, heading: str) -> None:
-        wanted = heading.split("#")[-1].strip().lower()
+        wanted = _heading_key(heading.split("#")[-1])
         for h in note.headings:
-            if h.text.strip().lower() == wanted:
+            if _heading_key(h.text) == wanted:
                 self._scroll_to_line(self._source.line(line_of(note.text, h.start)))
                 return
 
