@@ -1,4 +1,5 @@
-"""CLI highlighting: terminal styling on a TTY, an unambiguous «marker» when piped or with NO_COLOR."""
+"""CLI output in a terminal and in a pipe: styling on a TTY, an unambiguous «marker» when piped or with
+NO_COLOR, and a quiet end when the reader closes the pipe."""
 
 from __future__ import annotations
 
@@ -82,3 +83,15 @@ def test_piped_highlights_are_unambiguous_markers_and_a_tty_gets_styling(tmp_pat
     no_color = _context(vault, tty=True, NO_COLOR="1")
     assert "\x1b" not in no_color and "«oignon»" in no_color and "«« Un" in no_color
     assert re.sub(r"\s+", " ", no_color) == re.sub(r"\s+", " ", piped)
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """`explorer search ... | head`: a closed pipe ends the command without an error message or traceback."""
+    vault = write_notes(tmp_path / "v", {f"n{i}.md": f"# Oignon {i}\n\n{NOTE * 40}" for i in range(30)})
+    cmd = [sys.executable, "-m", "explorer", "search", "oignon", "--vault", str(vault), "--no-embeddings", "-k", "30"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    err = proc.stderr.read().decode("utf-8", "replace")
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""

@@ -129,6 +129,11 @@ def _run_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"explorer: configuration error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`explorer search ... | head`): stop quietly, as Unix tools do, and
+        # point stdout at /dev/null so the interpreter's last flush cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+        return 141
     except OSError as exc:
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
