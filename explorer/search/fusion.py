@@ -39,32 +39,10 @@ def rrf(
 
     Ties break by best single rank, then node_id, so the order is deterministic.
     """
-    parts: dict[str, list[Contribution]] = {}
-    best: dict[str, int] = {}
-    for ranking in rankings:
-        for position, (node_id, raw) in enumerate(ranking.items):
-            rank = position + 1
-            sw = source_weight(node_id)
-            value = ranking.retriever_weight * ranking.term_weight * sw / (k + rank)
-            parts.setdefault(node_id, []).append(
-                Contribution(
-                    term=ranking.term,
-                    retriever=ranking.retriever,
-                    rank=rank,
-                    raw_score=float(raw),
-                    retriever_weight=ranking.retriever_weight,
-                    term_weight=ranking.term_weight,
-                    source_weight=sw,
-                    contribution=value,
-                )
-            )
-            best[node_id] = min(best.get(node_id, rank), rank)
-    fused = [
-        Fused(node_id, sum(c.contribution for c in contribs), tuple(contribs), best[node_id])
-        for node_id, contribs in parts.items()
-    ]
-    fused.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
-    return fused
+    def by_rank(ranking: Ranking) -> _Value:
+        return lambda rank, _raw, sw: ranking.retriever_weight * ranking.term_weight * sw / (k + rank)
+
+    return _fuse(rankings, source_weight, by_rank)
 
 
 def score_fusion(
@@ -80,20 +58,39 @@ def score_fusion(
     Unlike RRF, which gives rank 1 and rank 2 nearly the same share whatever their scores, a
     passage that clearly beats the rest in one retriever keeps that lead. Ties break as in `rrf`.
     """
+    def by_score(ranking: Ranking) -> _Value:
+        top = max((float(raw) for _, raw in ranking.items), default=0.0)
+        floor = cos_floor if ranking.retriever in SIMILARITY_RETRIEVERS else 0.0
+        span = top - floor
+
+        def value(rank: int, raw: float, sw: float) -> float:
+            norm = min(1.0, max(0.0, (raw - floor) / span)) if span > 0 else (1.0 if rank == 1 else 0.0)
+            return ranking.retriever_weight * ranking.term_weight * sw * norm
+
+        return value
+
+    return _fuse(rankings, source_weight, by_score)
+
+
+_Value = Callable[[int, float, float], float]
+"""A ranking's contribution for (rank, raw score, source weight)."""
+
+
+def _fuse(
+    rankings: Sequence[Ranking],
+    source_weight: Callable[[str], float],
+    value_for: Callable[[Ranking], _Value],
+) -> list[Fused]:
+    """Sum each shard's contributions over the rankings (`value_for` gives a ranking's formula)."""
     parts: dict[str, list[Contribution]] = {}
     best: dict[str, int] = {}
     for ranking in rankings:
         if not ranking.items:
             continue
-        top = max(float(raw) for _, raw in ranking.items)
-        similarity = ranking.retriever in SIMILARITY_RETRIEVERS
-        floor = cos_floor if similarity else 0.0
-        span = top - floor
+        value = value_for(ranking)
         for position, (node_id, raw) in enumerate(ranking.items):
             rank = position + 1
-            norm = min(1.0, max(0.0, (float(raw) - floor) / span)) if span > 0 else (1.0 if rank == 1 else 0.0)
             sw = source_weight(node_id)
-            value = ranking.retriever_weight * ranking.term_weight * sw * norm
             parts.setdefault(node_id, []).append(
                 Contribution(
                     term=ranking.term,
@@ -103,7 +100,7 @@ def score_fusion(
                     retriever_weight=ranking.retriever_weight,
                     term_weight=ranking.term_weight,
                     source_weight=sw,
-                    contribution=value,
+                    contribution=value(rank, float(raw), sw),
                 )
             )
             best[node_id] = min(best.get(node_id, rank), rank)
