@@ -47,6 +47,15 @@ async def ready(app: Any, pilot: Any) -> None:
     await settle(app, pilot)
 
 
+async def open_note(app: Any, pilot: Any, path: str) -> NoteScreen:
+    """Open `path` in the note view and return the note screen once it has settled."""
+    app.post_message(OpenNote(path))
+    await settle(app, pilot)
+    screen = app.screen
+    assert isinstance(screen, NoteScreen)
+    return screen
+
+
 # -- narrow and wide layouts -----------------------------------------------------------------------
 @sync
 async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(tui_vault: Path, embedder, tmp_path: Path) -> None:
@@ -151,10 +160,7 @@ async def test_note_view_shows_properties_and_embeds(tui_vault: Path, embedder, 
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
-        app.post_message(OpenNote("Lang/日本語の勉強.md"))
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, NoteScreen)
+        screen = await open_note(app, pilot, "Lang/日本語の勉強.md")
         props = dict(screen.query_one("#note-props", FitTable).rows)
         assert props["aliases"] == "Japanese study, にほんご"
         assert props["resources"] == "{name: Genki; kind: textbook}, {name: WaniKani; kind: app}"
@@ -293,10 +299,7 @@ async def test_keys_typed_while_the_note_view_closes_all_reach_the_query(tui_vau
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
-        app.post_message(OpenNote("Pets/hamster-cages-and-bedding.md"))
-        await settle(app, pilot)
-        note_screen = app.screen
-        assert isinstance(note_screen, NoteScreen)
+        note_screen = await open_note(app, pilot, "Pets/hamster-cages-and-bedding.md")
         for ch in "hamster":
             note_screen.post_message(events.Key(ch, ch))
         await settle(app, pilot)
