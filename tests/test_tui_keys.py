@@ -141,6 +141,28 @@ async def test_keys_typed_on_the_results_or_in_the_note_view_go_to_the_search_bo
 
 
 @sync
+async def test_a_burst_of_keys_on_the_results_list_reaches_the_query_whole(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """Keys already sent to the results list when the first of them moves focus to the search box
+    (a fast typist, a busy machine, or a terminal batching Esc with the next letters) are all typed,
+    in order, not dropped because the search box has focus by the time they arrive."""
+    from textual import events
+
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await search(app, pilot, "hamster")
+        screen = app.main_screen
+        box = screen.query_one(SearchBox)
+        results = screen.query_one(ResultsList)
+        results.focus()
+        await pilot.pause()
+        for ch in " cage":
+            app.post_message(events.Key("space" if ch == " " else ch, ch))
+        await settle(app, pilot)
+        assert box.value == "hamster cage" and box.has_focus
+
+
+@sync
 async def test_writer_related_list_key_changes_no_text(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """ctrl+l moves between editor and related list without selecting anything; keys typed in the list land in the editor."""
     path = "Garden/composting.md"

@@ -375,12 +375,17 @@ class MainScreen(Screen):
     def on_key(self, event: events.Key) -> None:
         """Printable keys are text: from any non-text widget they type into the search box (or the tree filter)."""
         focused = self.focused
-        if not keys.is_text_key(event, focused):
+        if isinstance(focused, Input) and event.is_printable and event.character:
+            # An Input stops the printable keys it types, so this one was sent to the widget that had
+            # focus before the first key of a burst moved it here: it belongs to the same text.
+            target: Input = focused
+        elif not keys.is_text_key(event, focused):
             return
+        else:
+            tree = self.query_one(VaultTree)
+            target = tree.filter_box if focused is not None and tree in focused.ancestors else self.query_one(SearchBox)
         event.stop()
         event.prevent_default()
-        tree = self.query_one(VaultTree)
-        target = tree.filter_box if focused is not None and tree in focused.ancestors else self.query_one(SearchBox)
         target.cursor_position = len(target.value)
         target.insert_text_at_cursor(event.character or "")
         if self.focused is not target:
