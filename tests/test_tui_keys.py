@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, OptionList, TextArea
 
@@ -114,7 +115,7 @@ async def test_escape_then_typing_changes_no_file(tui_vault: Path, embedder, tmp
 
 @sync
 async def test_keys_typed_on_the_results_or_in_the_note_view_go_to_the_search_box(tui_vault: Path, embedder, tmp_path: Path) -> None:
-    """On the results list letters extend the query; in the note view they start a new one; in the tree they filter."""
+    """On the results list letters extend the query (a burst too); in the note view they start a new one; in the tree they filter."""
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -125,6 +126,13 @@ async def test_keys_typed_on_the_results_or_in_the_note_view_go_to_the_search_bo
         await pilot.press("space", *"cage")
         assert box.value == "hamster cage" and box.has_focus
         await wait_for(pilot, lambda: screen.results is not None and screen.results.query == "hamster cage")
+        # A burst: keys already sent to the list when the first one moves focus are typed too, in order.
+        screen.query_one(ResultsList).focus()
+        await pilot.pause()
+        for key, ch in (("space", " "), ("s", "s"), ("i", "i"), ("z", "z"), ("e", "e")):
+            app.post_message(events.Key(key, ch))
+        await settle(app, pilot)
+        assert box.value == "hamster cage size" and box.has_focus
         app.post_message(OpenNote("Garden/composting.md"))
         await settle(app, pilot)
         assert isinstance(app.screen, NoteScreen)
@@ -138,28 +146,6 @@ async def test_keys_typed_on_the_results_or_in_the_note_view_go_to_the_search_bo
         assert tree.query_one("#vault-tree").has_focus
         await pilot.press(*"compost")
         assert tree.filter_box.value == "compost" and box.value == "ewe"
-
-
-@sync
-async def test_a_burst_of_keys_on_the_results_list_reaches_the_query_whole(tui_vault: Path, embedder, tmp_path: Path) -> None:
-    """Keys already sent to the results list when the first of them moves focus to the search box
-    (a fast typist, a busy machine, or a terminal batching Esc with the next letters) are all typed,
-    in order, not dropped because the search box has focus by the time they arrive."""
-    from textual import events
-
-    app = make_app(tui_vault, embedder, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await search(app, pilot, "hamster")
-        screen = app.main_screen
-        box = screen.query_one(SearchBox)
-        results = screen.query_one(ResultsList)
-        results.focus()
-        await pilot.pause()
-        for ch in " cage":
-            app.post_message(events.Key("space" if ch == " " else ch, ch))
-        await settle(app, pilot)
-        assert box.value == "hamster cage" and box.has_focus
 
 
 @sync
