@@ -20,11 +20,13 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 
 from explorer.config import Settings
+from explorer.index.context import query_words
 from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
-from explorer.search.memory import Dialog, MemoryCache, named_match, owner_weights, spread_to_neighbours
+from explorer.search.memory import (Dialog, MemoryCache, named_coverage, named_match, owner_weights,
+                                    spread_to_neighbours)
 from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
@@ -437,14 +439,16 @@ class SearchPipeline:
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
-            rankings = out.trace.rankings
-            if run.named and run.fusion == "score" and self.settings.search.dialog_words > 0:
-                # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
-                assert run.terms is not None
-                with self.index.lock:
+            owners = self._memory.get(self.index)[0]
+            with self.index.lock:
+                rankings = out.trace.rankings
+                if run.named and run.fusion == "score" and self.settings.search.dialog_words > 0:
+                    # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
+                    assert run.terms is not None
                     rankings = [self._retriever.own_words(run.terms.all_terms[0], run.allowed, run.corrections)]
-            named = named_match(rankings, self.index, self._memory.get(self.index)[0], run.named, TOP_N)
-            out.quality = assess(judged, run.qvecs is not None, named)
+                share = named_match(rankings, self.index, owners, run.named, TOP_N)
+                covered = named_coverage(judged, self.index, owners, run.named, query_words(run.parsed.text), TOP_N)
+            out.quality = assess(judged, run.qvecs is not None, share, covered)
         out.stats.final_results = len(out.results)
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
