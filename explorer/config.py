@@ -162,9 +162,6 @@ class SearchSettings:
     dialog_reach: Annotated[int, Range(1, 10)] = 2
     """How many turns away `dialog_words` reaches, its share multiplied at each step (2: the
     adjacent turns at 0.5, the next ones at 0.25)."""
-    dialog_candidates: Annotated[int, Range(1, 100_000)] = 400
-    """Candidate depth of each ranking in vaults of conversation turns (score fusion adds raw
-    scores, so a turn far down one ranking still brings what it scored there)."""
     dialog_vectors: bool = True
     """In vaults of conversation turns (score fusion): a turn's cosine is the better of its own
     vector's and its dialog-context vector's (index.dialog_context)."""

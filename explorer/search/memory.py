@@ -6,8 +6,10 @@ a query names one of these people ("When did Caroline move?"), notes of that per
 more often than notes that merely mention the same things about someone else; and when only
 someone else's notes match, the memory most likely does not hold the answer. The pipeline
 weighs the named people's notes up in the fusion (`search.owner_weight`) and judges quality on
-them. Conversation turns are also read as a dialog: a turn gains part of the score of the turn
-before or after it in the same session (`search.neighbour_weight`).
+them. Conversation turns are also read as a dialog: the retriever scores a turn's words together
+with its neighbours' and takes the better of its own and its dialog-context vector
+(`search.dialog_words`, `search.dialog_vectors`; explorer.index.dialog), and a turn can also gain
+part of the fused score of the turn before or after it (`search.neighbour_weight`, off by default).
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ class Retriever:
         """
         s = self.settings.search
         floor = s.dense_threshold if threshold is None else threshold
-        depth = max(depth or 0, s.candidates, s.dialog_candidates if dialog else 0)
+        depth = max(depth or 0, s.candidates)
         fetch = self._shard_depth(depth)
         rankings: list[Ranking] = []
         t0 = time.perf_counter()
