@@ -16,7 +16,7 @@ import re
 from typing import Any, Mapping
 
 _TURN_DIR = re.compile(r"(?:^|/)turn_(\d+)(?:/|\.md$)")
-#: Prefix of the embedding-cache key of a context text (keeps it apart from any shard's own hash).
+#: Salt of the embedding-cache key of a context text (keeps it apart from any shard's own hash).
 CONTEXT_KEY = "dialog-context\n"
 
 
@@ -72,6 +72,6 @@ def context_text(own: str, before: list[str], after: list[str]) -> str:
     return "\n".join([*before, own, *after])
 
 
-def context_key(text: str) -> str:
-    """The embedding-cache key of a context text."""
-    return "ctx-" + hashlib.blake2b((CONTEXT_KEY + text).encode("utf-8"), digest_size=16).hexdigest()
+def context_key(hashes: list[str]) -> str:
+    """The embedding-cache key of a context text, from the content hashes of the shards it joins, in order."""
+    return "ctx-" + hashlib.blake2b((CONTEXT_KEY + " ".join(hashes)).encode("utf-8"), digest_size=16).hexdigest()

@@ -486,7 +486,7 @@ class VaultIndex:
     def prune_vectors(self) -> int:
         """Drop cached vectors that no current shard uses (of the current model); returns how many."""
         with self.lock:
-            keep = {s.hash for s in self.shards.values()} | {key for key, _ in self._context_want.values()}
+            keep = {s.hash for s in self.shards.values()} | {want[0] for want in self._context_want.values()}
         try:
             return self.store.prune_vectors(self.model_id, keep)
         except StoreError as exc:
@@ -660,24 +660,31 @@ class VaultIndex:
             self.dense.set_many(keys, picked, adopt=True)
 
     def _refresh_dialog(self) -> None:
-        """Recompute the adjacent turns and the context text each turn shard's context vector needs
-        (under the lock); drop context vectors whose text changed, load the ones the store has."""
+        """Recompute the adjacent turns and which context vector each turn shard needs (under the lock);
+        drop context vectors that no longer fit, load the ones the store has.
+
+        A context vector's cache key is made of the content hashes of the turns it reads, in order,
+        so no note text is read here (a lazily opened note stays unread until it is embedded).
+        """
         self.neighbours = dialog_neighbours(self.notes)
-        want: dict[str, tuple[str, str]] = {}
+        want: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
         if self.settings.index.dialog_context:
             number = {p: pos[0] for p in self.neighbours if (pos := turn_position(self.notes[p])) is not None}
+            by_path, shards = self.shards_by_path, self.shards
             for path, near in self.neighbours.items():
-                before = [self._note_text(p) for p in near if number.get(p, 0) < number[path]]
-                after = [self._note_text(p) for p in near if number.get(p, 0) > number[path]]
-                for node_id in self.shards_by_path.get(path, ()):
-                    text = context_text(self.shards[node_id].text.strip(), before, after)
-                    want[node_id] = (context_key(text), text)
+                before = tuple(p for p in near if number.get(p, 0) < number[path])
+                after = tuple(p for p in near if number.get(p, 0) > number[path])
+                around = [[shards[i].hash for i in by_path.get(p, ()) if i in shards] for p in (*before, *after)]
+                for node_id in by_path.get(path, ()):
+                    hashes = [h for hs in around[:len(before)] for h in hs] + [shards[node_id].hash] + \
+                             [h for hs in around[len(before):] for h in hs]
+                    want[node_id] = (context_key(hashes), before, after)
         self._context_want = want
         for node_id, key in list(self._context_have.items()):
             if want.get(node_id, ("",))[0] != key:
                 self.context.remove(node_id)
                 del self._context_have[node_id]
-        missing = {node_id: key for node_id, (key, _) in want.items() if node_id not in self._context_have}
+        missing = {node_id: key for node_id, (key, _b, _a) in want.items() if node_id not in self._context_have}
         if not missing or self.model_state == "off":
             return
         try:
@@ -693,6 +700,12 @@ class VaultIndex:
             self.context.set_many(keys, mat[np.asarray([row_of[missing[n]] for n in keys], dtype=np.int64)])
             for n in keys:
                 self._context_have[n] = missing[n]
+
+    def _context_text(self, node_id: str) -> str:
+        """The text a turn shard's context vector embeds: the turn before, the shard, the turn after."""
+        _key, before, after = self._context_want[node_id]
+        return context_text(self.shards[node_id].text.strip(), [self._note_text(p) for p in before],
+                            [self._note_text(p) for p in after])
 
     def _note_text(self, path: str) -> str:
         """The text of a note's shards, joined (a turn note is usually one shard)."""
@@ -777,7 +790,8 @@ class VaultIndex:
                 wanted = self._context_want.get(s.node_id)
                 if wanted is not None and s.node_id not in self._context_have:
                     contexts.setdefault(wanted[0], []).append(s.node_id)
-                    text_of.setdefault(wanted[0], wanted[1])
+                    if wanted[0] not in text_of:
+                        text_of[wanted[0]] = self._context_text(s.node_id)
         hashes = sorted(text_of, key=lambda h: len(text_of[h]))
         done = 0
         total = len(hashes)
