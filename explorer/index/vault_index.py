@@ -121,7 +121,8 @@ class VaultIndex:
         """Dialog-context vectors of conversation turns (node_id -> the turn read with its neighbours)."""
         self.neighbours: dict[str, tuple[str, ...]] = {}
         """Turn note path -> its adjacent turns' paths (see explorer.index.dialog)."""
-        self._context_want: dict[str, tuple[str, str]] = {}
+        self._context_want: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+        """Turn shard node_id -> (context key, the turns before it, the turns after it) it needs a context vector for."""
         self._context_have: dict[str, str] = {}
         self._states: dict[str, FileState] = {}
         self._embedder: Embedder | None = embedder
