@@ -26,7 +26,7 @@ def turn_position(note: Any) -> tuple[int, Any] | None:
     The number is the frontmatter `turn_id` (or metadata's), else the `turn_NNNNNN` folder or file
     name; the session is the frontmatter or metadata `session`, None when not recorded.
     """
-    if note.source_type != "turn_summary" and not _TURN_DIR.search(note.path):
+    if note.source_type != "turn_summary" and ("turn_" not in note.path or not _TURN_DIR.search(note.path)):
         return None
     number: Any = None
     session: Any = None
