@@ -19,6 +19,7 @@ from explorer.tui import keys
 from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
 from explorer.tui.text import note_titles, split_mode
 from explorer.tui.widgets.context_pane import ContextPane
+from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import ResultsList, ResultsSummary
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
@@ -90,7 +91,7 @@ class MainScreen(Screen):
                 with TabPane("Why ranked", id="tab-why"):
                     yield WhyPane(id="why")
         yield StatusBar()
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Fit the layout to the terminal; show the opening state."""
