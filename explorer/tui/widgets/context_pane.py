@@ -16,6 +16,7 @@ from explorer.index.context import ContextWindow, get_context_at_cursor, highlig
 from explorer.index.embeds import Embed, after_lines, with_embeds
 from explorer.search.schema import Highlight, SearchResult
 from explorer.tui.safe import safe_content
+from explorer.tui.widgets.steady import steady_update
 
 #: Window sizes (characters each side of the cursor) that widen/narrow step through.
 WINDOW_STEPS = (150, 300, 600, 1200, 2400, 5000, 10000, 20000)
@@ -128,8 +129,8 @@ class ContextPane(Vertical):
             self.state = None
             self.window = None
             self.node_id = ""
-            self.query_one("#ctx-head", Static).update("Select a result to see its context.")
-            self.query_one("#ctx-body", Static).update("")
+            steady_update(self.query_one("#ctx-head", Static), Content("Select a result to see its context."))
+            steady_update(self.query_one("#ctx-body", Static), Content(""))
             return
         self.text = note.text
         self.words, self.phrases = tuple(words), tuple(phrases)
@@ -221,7 +222,7 @@ class ContextPane(Vertical):
         if not self.node_id.startswith(st.path):
             where += ["  ", (st.path, "$text-accent")]
         head = Content.assemble(*where, "\n", (" · ".join(pos), "$text-muted"))
-        self.query_one("#ctx-head", Static).update(safe_content(head))
+        steady_update(self.query_one("#ctx-head", Static), safe_content(head))
         if self.index is not None:
             win = with_embeds(self.index, win)
             self.window = win
@@ -238,7 +239,7 @@ class ContextPane(Vertical):
             body = Content.assemble(("… ", "$text-muted"), body)
         if win.end < len(self.text):
             body = Content.assemble(body, (" …", "$text-muted"))
-        self.query_one("#ctx-body", Static).update(body)
+        steady_update(self.query_one("#ctx-body", Static), body)
         self.post_message(self.Moved(self, self.node_id))
         if scroll_home:
             self.query_one("#ctx-scroll").scroll_home(animate=False)

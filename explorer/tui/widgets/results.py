@@ -13,6 +13,7 @@ from explorer.index.context import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.cells import clip
 from explorer.tui.safe import plain, safe_content, screen_text
+from explorer.tui.widgets.steady import steady_update
 
 BAR_WIDTH = 8
 #: A result's snippet is shortened to this many terminal cells (a CJK character takes two).
@@ -260,10 +261,10 @@ class ResultsSummary(Static):
             parts.append(Content.assemble("\n", ("advice: ", "bold $text-warning"), results.advisory))
         for w in results.warnings[:2]:
             parts.append(Content.assemble("\n", ("note: ", "bold"), w))
-        self.update(safe_content(Content.assemble(*parts)))
+        steady_update(self, safe_content(Content.assemble(*parts)))
 
     def message(self, text: str, style: str = "") -> None:
         """Show a plain message (index opening, a query error)."""
         self.set_class(style == "error", "-none")
         self.set_class(style == "warning", "-low")
-        self.update(plain(text))
+        steady_update(self, plain(text))
