@@ -112,6 +112,7 @@ class ContextPane(Vertical):
         self.window: ContextWindow | None = None
         self.node_id = ""
         self.default_chars = 600
+        self._shown_key: tuple | None = None
 
     def compose(self) -> ComposeResult:
         """Header (node_id, path, position) and body (the window)."""
@@ -122,21 +123,28 @@ class ContextPane(Vertical):
     # -- what to show ---------------------------------------------------------------
     def show(self, index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str] = ()) -> None:
         """Show `result` around its best shard (keeps the window size)."""
+        previous = (self._shown_key, self._shards())
         self.index = index
         self.result = result
         note = index.note(result.document_path) if result is not None and index is not None else None
         if note is None:
+            self._shown_key = None
             self.state = None
             self.window = None
             self.node_id = ""
             steady_update(self.query_one("#ctx-head", Static), Content("Select a result to see its context."))
             steady_update(self.query_one("#ctx-body", Static), Content(""))
             return
+        cursor = result.context_shards[0].cursor if result.context_shards else 0
+        key = (result.document_path, cursor, tuple(words), tuple(phrases), getattr(index, "version", None))
+        st = self.state
+        if st is not None and (st.shard, st.cursor) == (0, cursor) and previous == (key, self._shards()) and self.text == note.text:
+            return  # the same window (a search re-run or its next stage kept this result): nothing to redraw
+        self._shown_key = key
         self.text = note.text
         self.words, self.phrases = tuple(words), tuple(phrases)
         self.matches = highlight_spans(self.text, self.words, self.phrases)
         chars = self.state.chars if self.state else self.default_chars
-        cursor = result.context_shards[0].cursor if result.context_shards else 0
         self.state = ContextState(result.document_path, cursor, chars, 0, self._match_at(cursor))
         self._render_window(scroll_home=True)
 
