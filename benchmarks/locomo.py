@@ -17,8 +17,10 @@ They are averaged per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single
 categories 1-4. Category 5 (adversarial: the answer is not in the conversation) is measured by
 how well each pipeline row's quality score separates answerable questions (categories 1-4,
 higher is better) from adversarial ones (AUROC, ties count half), and by how often each group
-is flagged "no good match" (quality level ``low``). Evidence ids that are not of the form
-``D<session>:<turn>``, or that name no turn of the conversation, are skipped and counted;
+is flagged "no good match" (the quality factor ``no_good_match``), with a 95 % bootstrap interval
+of the AUROC and the AUROC of each recorded part of the score alone (``quality_parts`` per
+question). Evidence ids that are not of the form ``D<session>:<turn>``, or that name no turn of
+the conversation, are skipped and counted;
 answerable questions left without evidence are counted and not scored.
 
 Rows:
@@ -59,6 +61,8 @@ DENSE_ROWS = frozenset({"dense", "rrf"})
 BASELINES = ("rank_bm25", "dense", "rrf")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 METRICS = ("recall@5", "recall@10", "hit@5", "ndcg@10")
+#: Parts of the quality score recorded per question (explorer.search.quality.assess), each judged alone.
+QUALITY_PARTS = ("matched", "named_match", "named_coverage", "named_evidence", "top_relevance", "agreement", "support")
 K = 10
 #: Depth of the baseline rankings fused by the plain RRF row.
 RRF_DEPTH = 100
@@ -253,6 +257,17 @@ def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
+def auroc_interval(positive: Sequence[float], negative: Sequence[float], resamples: int = 2000,
+                   seed: int = 0) -> list[float]:
+    """A 95 % bootstrap interval of `auroc`: both groups resampled with replacement, fixed seed."""
+    if not positive or not negative:
+        return [float("nan")] * 2
+    rng = random.Random(seed)
+    pos, neg = list(positive), list(negative)
+    boots = sorted(auroc(rng.choices(pos, k=len(pos)), rng.choices(neg, k=len(neg))) for _ in range(resamples))
+    return [round(boots[int(0.025 * resamples)], 4), round(boots[int(0.975 * resamples) - 1], 4)]
+
+
 def paired_test(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0) -> dict[str, float]:
     """Mean of a - b, a 95 % bootstrap interval of it and a two-sided sign-flip permutation p-value."""
     diffs = [x - y for x, y in zip(a, b)]
@@ -369,6 +384,12 @@ def summarise(records: list[dict[str, Any]], rows: Sequence[str]) -> dict[str, A
             adversarial = [r for r in recs if r["category"] == 5]
             entry["adversarial"] = {
                 "auroc": _round(auroc([r["quality"] for r in answerable], [r["quality"] for r in adversarial])),
+                "auroc_ci95": auroc_interval([r["quality"] for r in answerable], [r["quality"] for r in adversarial]),
+                "auroc_of_parts": {
+                    part: _round(auroc([r["quality_parts"][part] for r in answerable],
+                                       [r["quality_parts"][part] for r in adversarial]))
+                    for part in QUALITY_PARTS
+                    if all(part in r.get("quality_parts", {}) for r in answerable + adversarial)},
                 "flagged_adversarial": _mean(float(r["no_good_match"]) for r in adversarial),
                 "flagged_answerable": _mean(float(r["no_good_match"]) for r in answerable),
                 "n_adversarial": len(adversarial), "n_answerable": len(answerable),
@@ -410,8 +431,15 @@ def print_tables(rows_summary: dict[str, Any], counts: dict[str, Any]) -> None:
     adv = [(row, e["adversarial"]) for row, e in rows_summary.items() if "adversarial" in e]
     if adv:
         print()
-        print(markdown_table(["row", "AUROC (cat 5 vs 1-4)", "flagged: adversarial", "flagged: answerable"],
-                             [[row, a["auroc"], a["flagged_adversarial"], a["flagged_answerable"]] for row, a in adv]))
+        print(markdown_table(["row", "AUROC (cat 5 vs 1-4)", "95% CI", "flagged: adversarial", "flagged: answerable"],
+                             [[row, a["auroc"], f"[{a['auroc_ci95'][0]:.3f}, {a['auroc_ci95'][1]:.3f}]",
+                               a["flagged_adversarial"], a["flagged_answerable"]] for row, a in adv]))
+        parts = [(row, a["auroc_of_parts"]) for row, a in adv if a.get("auroc_of_parts")]
+        if parts:
+            print()
+            names = list(parts[0][1])
+            print(markdown_table(["row", *(f"AUROC {n} alone" for n in names)],
+                                 [[row, *(p.get(n) for n in names)] for row, p in parts]))
     tests = rows_summary.get("explorer", {}).get("paired_recall@10")
     if tests:
         print()
@@ -495,6 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rec["quality"] = quality.score
                         rec["level"] = quality.level
                         rec["no_good_match"] = bool(quality.factors.get("no_good_match", quality.level == "low"))
+                        rec["quality_parts"] = {p: quality.factors[p] for p in QUALITY_PARTS if p in quality.factors}
                     records.append(rec)
                     fh.write(json.dumps(rec) + "\n")
                 fh.flush()

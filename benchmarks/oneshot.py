@@ -62,7 +62,7 @@ def _cpu_children() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _one(src: Path, vault: Path, query: str, served: bool) -> tuple[float, float, int]:
+def _one(src: Path, vault: Path, query: str, served: bool, cache: Path | None = None) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, bytes printed) of one `explorer search` process.
 
     The CPU time (user + system) is the operating system's account of the finished command; a
@@ -72,6 +72,8 @@ def _one(src: Path, vault: Path, query: str, served: bool) -> tuple[float, float
     cmd = [sys.executable, "-m", "explorer", "search", query, "--json", "--vault", str(vault)]
     if not served:
         cmd.append("--local")
+    if cache is not None:
+        cmd += ["--set", f"index.cache_dir={cache}"]
     c = _cpu_children()
     t = time.perf_counter()
     out = subprocess.run(cmd, env=_env(src), cwd="/", capture_output=True)
@@ -90,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, default=None, help="source tree to pair with (e.g. a git archive of main)")
     parser.add_argument("--served", action="store_true", help="answer through a running `explorer watch` of each tree")
     parser.add_argument("--warm", type=float, default=5.0, help="seconds a started server is given after it answers")
+    parser.add_argument("--baseline-cache", type=Path, default=None,
+                        help="the baseline searches this index folder, the new tree the vault's own (different store schemas)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
@@ -122,7 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i in range(args.runs + 1):
             order = list(trees) if i % 2 == 0 else list(reversed(trees))
             for j, name in enumerate(order):
-                wall, cpu, size = _one(trees[name], vault, queries[i * len(trees) + j], False)
+                cache = args.baseline_cache.resolve() if name == "baseline" and args.baseline_cache else None
+                wall, cpu, size = _one(trees[name], vault, queries[i * len(trees) + j], False, cache)
                 if i:
                     walls[name].append(wall)
                     cpus[name].append(cpu)

@@ -94,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--build", action="store_true")
     parser.add_argument("--shared-index", action="store_true",
                         help="both trees open the vault's own index folder (trees with the same store schema)")
+    parser.add_argument("--baseline-cache", type=Path, default=None,
+                        help="the baseline opens this index folder, the new tree the vault's own (trees of different store schemas)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
@@ -103,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes = sum(1 for _ in vault.rglob("*.md"))
     trees = {"baseline": args.baseline.resolve(), "new": REPO}
     caches = {name: "" if args.shared_index else str(args.out.resolve() / f"restart-cache-{name}-{notes}") for name in trees}
+    if args.baseline_cache is not None:
+        caches = {"baseline": str(args.baseline_cache.resolve()), "new": ""}
     if args.build:
         wordvecs = word_vectors(vocabulary(), args.out)
         for name, src in trees.items():

@@ -86,6 +86,19 @@ def test_no_good_match_when_only_someone_else_matches(index: VaultIndex) -> None
     assert _search(index, "pottery course").quality.factors["named_match"] == 1.0  # nobody named
 
 
+def test_named_coverage_is_what_the_persons_own_results_hold(index: VaultIndex) -> None:
+    # Ana's own turns hold none of "Lisbon marathon": the question is about Ben's memory.
+    wrong = _search(index, "When did Ana run the Lisbon marathon?").quality
+    assert wrong.factors["named_coverage"] < 0.2
+    assert wrong.score <= wrong.factors["named_evidence"] ** 2 + 1e-4
+    right = _search(index, "When did Ben run the Lisbon marathon?").quality
+    assert right.factors["named_coverage"] > 0.5  # all but "run": he said he is training for it
+    # Her greyhound is in her turns; the name itself is not counted as something asked.
+    assert _search(index, "Ana greyhound shelter").quality.factors["named_coverage"] == 1.0
+    assert _search(index, "Ana").quality.factors["named_coverage"] == 1.0
+    assert _search(index, "pottery course").quality.factors["named_coverage"] == 1.0  # nobody named
+
+
 def test_sessions_unrecorded_means_no_neighbours(tmp_path: Path) -> None:
     vault = write_notes(tmp_path / "v", dict([_turn(1, "Ana", None, "What did you call him?"),
                                                _turn(2, "Ben", None, "Comet, after the one in the sky.")]))

@@ -128,6 +128,25 @@ def test_agreement_and_bm25_only() -> None:
     assert lexical_part.level != "high"
 
 
+def test_named_evidence_caps_the_score_and_flags_someone_elses_memory() -> None:
+    strong = [_r(0.95)]
+    unnamed = assess(strong, dense=True)
+    assert unnamed.factors["named_evidence"] == 1.0 and unnamed.score == unnamed.factors["matched"]
+    # Half the evidence is the person's and their best result holds all that is asked: capped at (3/4)^2.
+    half = assess(strong, dense=True, named_match=0.5, named_coverage=1.0)
+    assert half.factors["named_evidence"] == 0.75
+    assert half.score == pytest.approx(0.5625) and half.level == "medium"
+    assert half.factors["no_good_match"] is False  # lowered by the cap alone: not flagged
+    elsewhere = assess(strong, dense=True, named_match=0.2, named_coverage=0.6)
+    assert elsewhere.score == pytest.approx(0.16) and elsewhere.level == "low"
+    assert elsewhere.factors["no_good_match"] is True and "someone other" in elsewhere.suggestion
+    # The cap never raises a weak list, and weak results are flagged whoever they belong to.
+    weak = assess([_r(0.3, dense=None)], dense=True, named_match=1.0, named_coverage=1.0)
+    assert weak.score == weak.factors["matched"] and weak.factors["no_good_match"] is True
+    none = assess([], dense=True, named_match=0.0, named_coverage=0.0)
+    assert none.factors["named_evidence"] == 0.0 and none.factors["no_good_match"] is True
+
+
 def test_confidence_grows_away_from_the_level_boundaries() -> None:
     near = assess([_r(0.75, dense=None)], dense=True)  # score close to a boundary
     far = assess([_r(1.0)], dense=True)

@@ -140,12 +140,66 @@ def test_damaged_record_is_reread_from_disk(tmp_path: Path) -> None:
     index.open()
     index.close()
     conn = sqlite3.connect(root / ".explorer" / "index.sqlite")
-    conn.execute("UPDATE notes SET data=? WHERE path='n3.md'", (b"garbage",))
+    conn.execute("UPDATE notes SET head=? WHERE path='n3.md'", (b"garbage",))
+    conn.execute("UPDATE records SET data=? WHERE path='n1.md'", (b"garbage",))
     conn.commit()
     conn.close()
     index = VaultIndex(root, LEXICAL)
     report = index.open()
-    assert "n3.md" in index.notes and "n3.md" in report.added
+    # A damaged head is seen at the open: the note is read again.
+    assert "n3.md" in index.notes and report.added == ["n3.md"]
+    # A damaged record is seen when the note's text is first needed: it is parsed from its file.
+    assert index.note("n1.md").text == (root / "n1.md").read_text(encoding="utf-8")
+    shard = index.shards[index.shard_ids("n1.md")[0]]
+    assert shard.text == index.note("n1.md").text[shard.start:shard.end] and "topic1 and kites" in shard.search_text
+    index.close()
+
+
+def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None:
+    """An open reads the notes' heads; the text is read on first use, always the version the note was opened as."""
+    root = _vault(tmp_path)
+    (root / "n2.md").write_text("---\naliases: [Kite book]\nspeaker: Ana\n---\n# Note 2\n\n## Flying\n\nkites in [[n1]] wind\n",
+                                encoding="utf-8")
+    fresh = VaultIndex(root, LEXICAL)
+    fresh.open()
+    want = {p: (n.text, n.title, n.names, n.frontmatter, n.headings, n.links, n.tags, n.blocks)
+            for p, n in fresh.notes.items()}
+    want_shards = {k: (s.text, s.search_text, s.start, s.end, s.heading_path, s.hash) for k, s in fresh.shards.items()}
+    fresh.close()
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    lazy = index.note("n2.md")
+    assert type(lazy).__name__ == "LazyNote" and lazy.names == ("n2", "Kite book")
+    before = index.store.load_record  # the records are not read until the text is needed
+    reads: list[str] = []
+    index.store.load_record = lambda path, digest: reads.append(path) or before(path, digest)  # type: ignore[method-assign]
+    from explorer.search.names import NameIndex
+
+    names = NameIndex()
+    names.refresh(index.notes, index.version)  # the first query's name table reads heads only
+    assert reads == [] and names.search(["kite", "book"], lambda _t: 1.0, 5) == [("n2.md", 1.0)]
+    got = {p: (n.text, n.title, n.names, n.frontmatter, n.headings, n.links, n.tags, n.blocks)
+           for p, n in index.notes.items()}
+    assert got == want and sorted(reads) == sorted(want)
+    assert {k: (s.text, s.search_text, s.start, s.end, s.heading_path, s.hash) for k, s in index.shards.items()} == want_shards
+    index.close()
+    # A note changed on disk: the lazy one still pending is made whole from the old record before
+    # the new one replaces it, so a reader holding it sees one consistent version.
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    old_note = index.note("n2.md")
+    old_shards = [index.shards[i] for i in index.shard_ids("n2.md")]
+    (root / "n2.md").write_text("# Other\n\nnew text entirely\n", encoding="utf-8")
+    report = index.refresh(["n2.md"])
+    assert report.changed == ["n2.md"]
+    assert old_note.text == want["n2.md"][0] and [s.text for s in old_shards] == [want_shards[s.node_id][0] for s in old_shards]
+    assert index.note("n2.md").text == "# Other\n\nnew text entirely\n"
+    index.close()
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    (root / "n3.md").write_text("see [[n1]]\n", encoding="utf-8")
+    index.refresh(["n3.md"])
+    assert [b.source for b in index.links().backlinks("n1.md")] == ["n3.md"]  # links read every note's record
     index.close()
 
 
@@ -263,3 +317,36 @@ def test_an_interrupted_first_index_resumes_where_it_stopped(tmp_path: Path, mon
     # The two saved chunks are kept; only the rest is read again.
     assert len(report.added) == 15 and len(index.notes) == 35
     index.close()
+
+
+def test_schema_8_store_is_upgraded_in_place_with_one_line(tmp_path: Path) -> None:
+    """A store of the previous schema keeps its notes, vectors and segment: only the heads are added."""
+    root = _vault(tmp_path, 8)
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    index.store.put_vectors("m", {"h": np.ones(4, dtype=np.float32)})
+    want = {p: (n.text, n.names) for p, n in index.notes.items()}
+    index.close()
+    conn = sqlite3.connect(root / ".explorer" / "index.sqlite")
+    conn.executescript("""
+        CREATE TABLE old (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+                          hash TEXT NOT NULL, data BLOB NOT NULL, counts BLOB);
+        INSERT INTO old SELECT n.path, n.mtime_ns, n.size, n.hash, r.data, r.counts FROM notes n JOIN records r USING (path);
+        DROP TABLE notes; DROP TABLE records; ALTER TABLE old RENAME TO notes;
+        UPDATE notes SET data = X'00' WHERE path = 'n5.md';
+        UPDATE meta SET value = '8' WHERE key = 'schema';
+    """)
+    conn.commit()
+    conn.close()
+    messages: list[str] = []
+    index = VaultIndex(root, LEXICAL, on_message=messages.append)
+    report = index.open()
+    assert len(messages) == 1 and "upgraded to 9" in messages[0] and "7 notes kept" in messages[0], messages
+    assert "1 unreadable" in messages[0]
+    assert report.added == ["n5.md"] and report.changed == []  # only the damaged record is parsed again
+    assert {p: (n.text, n.names) for p, n in index.notes.items()} == want
+    assert index.store.vector_count("m") == 1
+    index.close()
+    messages.clear()
+    VaultIndex(root, LEXICAL, on_message=messages.append).close()
+    assert messages == []  # upgraded once

@@ -105,7 +105,8 @@ def test_crafted_pickle_anywhere_in_a_current_store_is_never_executed(tmp_path: 
     marker = tmp_path / "pwned"
     evil = pickle.dumps(_Evil(marker))
     db = sqlite3.connect(root / ".explorer" / "index.sqlite")
-    db.execute("UPDATE notes SET data=? WHERE path IN ('n1.md', 'n4.md')", (evil,))
+    db.execute("UPDATE notes SET head=? WHERE path IN ('n1.md', 'n4.md')", (evil,))
+    db.execute("UPDATE records SET data=?, counts=? WHERE path IN ('n2.md', 'n5.md')", (evil, evil))
     db.execute("INSERT OR REPLACE INTO meta VALUES ('extra', ?)", (evil.hex(),))
     db.commit()
     db.close()
@@ -118,6 +119,9 @@ def test_crafted_pickle_anywhere_in_a_current_store_is_never_executed(tmp_path: 
     # The two records that were not note records are read again from the vault.
     assert sorted(report.added) == ["n1.md", "n4.md"] and len(ix.notes) == 6
     assert ix.bm25.top(["topic4"], 1)[0][0].startswith("n4.md")
+    # The two records that are not note records: their notes are parsed from the files when read.
+    assert "topic2" in ix.note("n2.md").text and "topic5" in ix.note("n5.md").text
+    assert not marker.exists()
     ix.close()
 
 

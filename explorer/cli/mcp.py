@@ -51,7 +51,8 @@ Args:
     "lexical" (BM25 words only, no embeddings).
 Returns the SearchResults JSON: `results` (node_id, document_path, title, score, snippet,
 context_shards with cursors), `quality` {level, score, suggestion}, `no_good_match` (true when
-nothing relevant was found), `advisory` (a hint when searching more will not help) and `index`."""
+nothing relevant was found, or when a query naming a person finds that the matching memories are
+someone else's), `advisory` (a hint when searching more will not help) and `index`."""
 
 FIND_DOC = """Classic exact-word tools with a cursor per hit (no embeddings).
 

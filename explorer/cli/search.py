@@ -32,7 +32,7 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
     finally:
-        index.close()
+        index.close(exiting=True)
     if args.json:
         print_json(results.to_dict())
         return 0

@@ -27,18 +27,37 @@ class DenseIndex:
         vec = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         self.set_many([key], vec)
 
-    def set_many(self, keys: list[str], vectors: np.ndarray) -> None:
-        """Store one vector per key (rows of `vectors`, normalised here when they are not)."""
+    def set_many(self, keys: list[str], vectors: np.ndarray, adopt: bool = False) -> None:
+        """Store one vector per key (rows of `vectors`, normalised here when they are not).
+
+        `adopt`: the caller hands `vectors` over (a fresh array nobody else keeps), so an empty
+        index may take it as its matrix instead of copying it.
+        """
         if not keys:
             return
+        given = vectors
         vecs = np.asarray(vectors, dtype=np.float32).reshape(len(keys), -1)
         if vecs.shape[1] != self.dim:
             raise ValueError(f"vector of {vecs.shape[1]} dimensions, index has {self.dim}")
-        norms = np.linalg.norm(vecs, axis=1)
-        off = (norms > 0) & (np.abs(norms - 1.0) > 1e-3)
-        if off.any():
-            vecs = vecs.copy()
-            vecs[off] /= norms[off, None]
+        # Squared norms first (one pass, no temporary): most vectors are unit already.
+        sq = np.einsum("ij,ij->i", vecs, vecs)
+        maybe = np.flatnonzero((sq < 0.997) | (sq > 1.003))
+        if len(maybe):
+            norms = np.linalg.norm(vecs[maybe], axis=1)
+            fix = (norms > 0) & (np.abs(norms - 1.0) > 1e-3)
+            if fix.any():
+                vecs = vecs.copy()
+                vecs[maybe[fix]] /= norms[fix, None]
+                given = vecs
+        if not self._slot_of and not self._key_of and len(set(keys)) == len(keys):
+            # An empty index (an open): take the rows as the matrix, no per-row copy.
+            owned = adopt or given is not vectors
+            self._matrix = vecs if owned and vecs.flags.writeable and vecs.flags.c_contiguous \
+                else np.array(vecs, dtype=np.float32)
+            self._live = np.ones(len(keys), dtype=bool)
+            self._slot_of = {key: i for i, key in enumerate(keys)}
+            self._key_of = list(keys)
+            return
         slots = np.empty(len(keys), dtype=np.int64)
         for i, key in enumerate(keys):
             slot = self._slot_of.get(key)

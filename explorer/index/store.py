@@ -2,11 +2,15 @@
 
 Nothing read back is deserialised by code that can execute: note records are msgpack documents
 of plain values (strings, numbers, lists, maps, and ISO dates for YAML dates), decoded into the
-frozen records of `explorer.vault.model`; vectors are raw little-endian float32 rows.
+frozen records of `explorer.vault.model`; vectors are raw little-endian float32 rows. An open
+reads only the heads (`load_heads`); a note's record is read when its text is first needed
+(`explorer.index.lazy`).
 
 Layout of the index folder:
 
-- `index.sqlite` (WAL journal): `meta`, `notes` (file state + one msgpack record per note),
+- `index.sqlite` (WAL journal): `meta`, `notes` (file state + a small msgpack head per note:
+  title, frontmatter, source type, the tokens of its names, and its shards without their text),
+  `records` (the whole note and its shards as one msgpack record, and their BM25 term counts),
   `skipped`, and the vector catalogue: `vec_files` (model -> vector file, dimension, rows
   written) and `vec_rows` (model, shard content hash -> row, CRC-32 of the row).
 - `vectors-<model>-<generation>.f32`: one contiguous float32 array of `rows x dim`, appended
@@ -39,10 +43,18 @@ from typing import Any, Iterable, Iterator
 import msgpack
 import numpy as np
 
+from explorer.index.lazy import Loader, Pending, lazy_note, lazy_shard
+from explorer.text.tokenize import tokenize
 from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
 
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
+
+#: The schema 9 upgrades in place (its note records are kept; their heads are computed from them).
+_UPGRADABLE = "8"
+
+#: Version of one note head inside `notes.head`.
+_HEAD_VERSION = 1
 
 #: Version of one note record inside `notes.data`.
 _RECORD_VERSION = 2
@@ -51,7 +63,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS notes (
     path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
-    hash TEXT NOT NULL, data BLOB NOT NULL, counts BLOB);
+    hash TEXT NOT NULL, head BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS records (path TEXT PRIMARY KEY, data BLOB NOT NULL, counts BLOB);
 CREATE TABLE IF NOT EXISTS skipped (
     path TEXT PRIMARY KEY, reason TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS vec_files (
@@ -230,6 +243,8 @@ class Store:
                     raise _Rebuild("older", "index written by an older version (no schema version)")
                 conn.executescript(_SCHEMA)
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif row[0] == _UPGRADABLE and _upgradable_layout(conn):
+                self._upgrade(conn)
             elif row[0] != str(SCHEMA_VERSION):
                 if not row[0].isdigit():
                     _check_integrity(conn)
@@ -253,6 +268,40 @@ class Store:
             if kind in ("full", "readonly"):
                 raise StoreError(kind, str(exc)) from exc
             return self._rebuild(f"index file unreadable ({one_line(exc)})", "damaged")
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Schema 8 -> 9 in one transaction: move the records to `records` and store each note's head.
+
+        Nothing is parsed again and the vectors and the lexical segment stay as they are; a record
+        that does not decode is dropped (its note is read again from the vault). One line says so.
+        """
+        t0 = time.perf_counter()
+        with _transaction(conn):
+            conn.execute("ALTER TABLE notes RENAME TO notes_v8")
+            for statement in _SCHEMA.split(";"):  # executescript would commit the transaction
+                if statement.strip():
+                    conn.execute(statement)
+            kept = dropped = 0
+            for path, mtime, size, h, data, counts in conn.execute(
+                    "SELECT path, mtime_ns, size, hash, data, counts FROM notes_v8").fetchall():
+                try:
+                    note, shards, _c = decode_record(data)
+                    if note.path != path:
+                        raise ValueError("record names another path")
+                    head = encode_head(note, shards)
+                except Exception:  # noqa: BLE001 - read again from the vault
+                    dropped += 1
+                    continue
+                conn.execute("INSERT INTO notes VALUES (?, ?, ?, ?, ?)", (path, mtime, size, h, head))
+                conn.execute("INSERT INTO records VALUES (?, ?, ?)", (path, data, counts))
+                kept += 1
+            conn.execute("DROP TABLE notes_v8")
+            conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
+        line = (f"index of schema {_UPGRADABLE} upgraded to {SCHEMA_VERSION} (note heads stored for faster opening): "
+                f"{kept} notes kept, vectors kept")
+        if dropped:
+            line += f", {dropped} unreadable records to read again from the vault"
+        self.messages.append(f"{line} ({time.perf_counter() - t0:.1f} s)")
 
     def _check_vector_files(self, conn: sqlite3.Connection) -> None:
         """Remove vector and segment files no catalogue row names (left by a process killed mid-write).
@@ -368,42 +417,89 @@ class Store:
                 out[p] = FileState(m, s, "")
             return out
 
-    def load_notes(self) -> Iterator[NoteRecord]:
-        """Every stored note; unreadable records are dropped (they will be re-read from disk)."""
+    def skipped_states(self) -> dict[str, FileState]:
+        """Path -> state of every skipped file."""
         with self._lock, _faults():
-            rows = self._conn.execute("SELECT path, mtime_ns, size, hash, data FROM notes").fetchall()
-        bad = []
-        for path, mtime, size, h, data in rows:
+            return {p: FileState(m, s, "") for p, m, s in self._conn.execute("SELECT path, mtime_ns, size FROM skipped")}
+
+    def load_records(self, wanted: dict[str, str]) -> dict[str, tuple[Note, tuple[Shard, ...]]]:
+        """`load_record` of many notes at once ({path: content hash}), in one pass over the records."""
+        query = "SELECT n.path, n.hash, r.data FROM notes n JOIN records r ON r.path = n.path"
+        with self._lock, _faults():
+            if len(wanted) > 2000:
+                rows = self._conn.execute(query).fetchall()
+            else:
+                paths, rows = list(wanted), []
+                for i in range(0, len(paths), 900):
+                    chunk = paths[i:i + 900]
+                    rows.extend(self._conn.execute(f"{query} WHERE n.path IN ({','.join('?' * len(chunk))})", chunk))
+        out = {}
+        for path, h, data in rows:
+            if wanted.get(path) != h:
+                continue
             try:
-                note, shards, counts = decode_record(data)
-                if note.path != path:
-                    raise ValueError("record names another path")
-            except Exception:  # noqa: BLE001 - a damaged record is re-read from the vault
+                note, shards, _counts = decode_record(data)
+            except Exception:  # noqa: BLE001 - damaged: the caller parses the file again
+                continue
+            if note.path == path:
+                out[path] = (note, shards)
+        return out
+
+    def load_heads(self, loader: Loader) -> list[NoteRecord]:
+        """Every stored note from its head, as lazy records (`explorer.index.lazy`) that `loader` completes.
+
+        Unreadable heads are dropped (their notes are read again from the vault).
+        """
+        with self._lock, _faults():
+            rows = self._conn.execute("SELECT path, mtime_ns, size, hash, head FROM notes").fetchall()
+        out: list[NoteRecord] = []
+        bad = []
+        for path, mtime, size, h, head in rows:
+            try:
+                note, shards = decode_head(path, h, head, loader)
+            except Exception:  # noqa: BLE001 - a damaged head is re-read from the vault
                 bad.append(path)
                 continue
-            yield NoteRecord(path, FileState(mtime, size, h), note, shards, counts)
+            out.append(NoteRecord(path, FileState(mtime, size, h), note, shards))
         if bad:
             try:
                 self.apply(removed=bad)
             except StoreError:
                 pass
+        return out
+
+    def load_record(self, path: str, digest: str) -> tuple[Note, tuple[Shard, ...]] | None:
+        """The whole stored note at `path` and its shards, when its stored content hash is `digest`; else None.
+
+        None too when the record does not decode (damage); the caller reads the file instead.
+        """
+        with self._lock, _faults():
+            row = self._conn.execute(
+                "SELECT n.hash, r.data FROM notes n JOIN records r ON r.path = n.path WHERE n.path=?", (path,)).fetchone()
+        if row is None or row[0] != digest:
+            return None
+        try:
+            note, shards, _counts = decode_record(row[1])
+        except Exception:  # noqa: BLE001 - damaged: the caller parses the file again
+            return None
+        return (note, shards) if note.path == path else None
 
     def load_counts(self, paths: Iterable[str] | None = None) -> dict[str, tuple[dict[str, int], ...]]:
         """Stored BM25 term counts of each shard of these notes (all when None); unreadable ones are left out."""
         with self._lock, _faults():
             if paths is None:
-                rows = self._conn.execute("SELECT path, counts FROM notes").fetchall()
+                rows = self._conn.execute("SELECT path, counts FROM records").fetchall()
             else:
                 wanted = list(paths)
                 rows = []
                 if len(wanted) > 2000:
                     keep = set(wanted)
-                    rows = [r for r in self._conn.execute("SELECT path, counts FROM notes") if r[0] in keep]
+                    rows = [r for r in self._conn.execute("SELECT path, counts FROM records") if r[0] in keep]
                 else:
                     for i in range(0, len(wanted), 900):
                         chunk = wanted[i:i + 900]
                         rows.extend(self._conn.execute(
-                            f"SELECT path, counts FROM notes WHERE path IN ({','.join('?' * len(chunk))})", chunk))
+                            f"SELECT path, counts FROM records WHERE path IN ({','.join('?' * len(chunk))})", chunk))
         out: dict[str, tuple[dict[str, int], ...]] = {}
         for path, blob in rows:
             if blob is None:
@@ -482,18 +578,22 @@ class Store:
             StoreError: the batch was not written (nothing of it is; the previous state stays).
         """
         self._refuse()
-        rows = [(rec.path, rec.state.mtime_ns, rec.state.size, rec.state.hash, encode_record(rec),
+        rows = [(rec.path, rec.state.mtime_ns, rec.state.size, rec.state.hash, encode_head(rec.note, rec.shards),
+                 encode_record(rec),
                  msgpack.packb([dict(c) for c in rec.counts], use_bin_type=True) if rec.counts is not None else None)
                 for rec in notes]
         with self._lock, _faults(), _transaction(self._conn):
             for path in removed:
                 self._conn.execute("DELETE FROM notes WHERE path=?", (path,))
+                self._conn.execute("DELETE FROM records WHERE path=?", (path,))
                 self._conn.execute("DELETE FROM skipped WHERE path=?", (path,))
             for row in rows:
                 self._conn.execute("DELETE FROM skipped WHERE path=?", (row[0],))
-                self._conn.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?, ?)", row)
+                self._conn.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)", row[:5])
+                self._conn.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?)", (row[0], *row[5:]))
             for path, reason, mtime, size in skipped:
                 self._conn.execute("DELETE FROM notes WHERE path=?", (path,))
+                self._conn.execute("DELETE FROM records WHERE path=?", (path,))
                 self._conn.execute("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", (path, reason, mtime, size))
             for path, mtime, size in touched:
                 self._conn.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (mtime, size, path))
@@ -515,14 +615,15 @@ class Store:
                 size = os.fstat(fh.fileno()).st_size
                 if size < need:
                     raise StoreError("damaged", f"vector file {file} is shorter than its catalogue says")
-                m = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) if size else None
+                m = _map_populated(fh.fileno(), size) if size else None
             self._maps[file] = (file, m, size)
             cached = self._maps[file]
         m = cached[1]
         return memoryview(m) if m is not None else memoryview(b"")
 
     def get_matrix(self, model: str, hashes: list[str]) -> tuple[list[str], np.ndarray]:
-        """(hashes found, their vectors as the rows of one float32 matrix): `get_vectors` without a dict per row."""
+        """(hashes found, in the order asked, and their vectors as the rows of one float32 matrix):
+        `get_vectors` without a dict per row."""
         found, mat = [], None
         with self._lock:
             rows, vf = self._lookup(model, hashes)
@@ -532,6 +633,8 @@ class Store:
                 buf = self._map(file, top * dim * 4)
                 width = dim * 4
                 good_rows, bad = [], []
+                where = {h: (row, crc) for h, row, crc in rows}
+                rows = [(h, *where[h]) for h in hashes if h in where]
                 for h, row, crc in rows:
                     if row >= 0 and zlib.crc32(buf[row * width:(row + 1) * width]) == crc:
                         found.append(h)
@@ -539,7 +642,7 @@ class Store:
                     else:
                         bad.append(h)
                 whole = np.frombuffer(buf, dtype="<f4", count=top * dim).reshape(top, dim)
-                mat = whole[np.asarray(good_rows, dtype=np.int64)].astype(np.float32)
+                mat = whole[np.asarray(good_rows, dtype=np.int64)].astype(np.float32, copy=False)
                 if bad:
                     self._drop_rows(model, bad)
         return found, mat if mat is not None else np.zeros((0, 0), dtype=np.float32)
@@ -716,6 +819,22 @@ class Store:
             return len(rows) - len(order)
 
 
+def _map_populated(fd: int, size: int) -> mmap.mmap:
+    """A read-only map of the whole file, its pages mapped in at once where the system can.
+
+    An open reads every row of the vector file; faulting its pages in one by one cost about as much
+    as copying them (`MAP_POPULATE` maps them in one call; the file is in the page cache after a
+    first read).
+    """
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if populate:
+        try:
+            return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+        except (OSError, ValueError):
+            pass
+    return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+
+
 class _Rebuild(Exception):
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(detail)
@@ -781,7 +900,16 @@ def _current_layout(conn: sqlite3.Connection) -> bool:
     if not _table_exists(conn, "notes"):
         return True
     columns = {r[1] for r in conn.execute("PRAGMA table_info(notes)")}
-    return "counts" in columns and _table_exists(conn, "vec_files") and not _table_exists(conn, "vectors")
+    records = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
+    return ("head" in columns and {"data", "counts"} <= records and _table_exists(conn, "vec_files")
+            and not _table_exists(conn, "vectors"))
+
+
+def _upgradable_layout(conn: sqlite3.Connection) -> bool:
+    """True for schema 8's tables: whole records in `notes`, no heads."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(notes)")}
+    return {"data", "counts"} <= columns and "head" not in columns and _table_exists(conn, "vec_files") \
+        and not _table_exists(conn, "records")
 
 
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
@@ -966,6 +1094,45 @@ def encode_record(rec: NoteRecord) -> bytes:
         n.source_type, n.metadata, list(n.warnings), shards, None,
     ]
     return msgpack.packb(doc, default=_encode_ext, use_bin_type=True)
+
+
+def name_tokens(note: Note) -> tuple[frozenset[str], ...]:
+    """The distinct non-empty token sets of a note's names (what the name retriever matches)."""
+    return tuple(n for n in dict.fromkeys(frozenset(tokenize(x)) for x in note.names) if n)
+
+
+def encode_head(note: Note, shards: Iterable[Shard]) -> bytes:
+    """The small part of a note an open reads: everything but the text and its parts, and the shards without text."""
+    names = getattr(note, "name_tokens", None)
+    if names is None:
+        names = name_tokens(note)
+    doc = [
+        _HEAD_VERSION, note.title, note.frontmatter, note.body_start, note.source_type, note.metadata,
+        list(note.warnings), [sorted(n) for n in names],
+        [[s.node_id, s.ordinal, s.start, s.end, list(s.heading_path), s.hash, s.source_type] for s in shards],
+    ]
+    return msgpack.packb(doc, default=_encode_ext, use_bin_type=True)
+
+
+def decode_head(path: str, digest: str, data: bytes, loader: Loader) -> tuple[Note, tuple[Shard, ...]]:
+    """A lazy note and its lazy shards from a head (`encode_head`); raises ValueError on anything malformed."""
+    doc = msgpack.unpackb(data, ext_hook=_decode_ext, raw=False, strict_map_key=False, use_list=True)
+    if not isinstance(doc, list) or len(doc) != 9 or doc[0] != _HEAD_VERSION:
+        raise ValueError("not a note head of this version")
+    _v, title, front, body_start, source_type, metadata, warnings, names, shards = doc
+    if not (isinstance(title, str) and isinstance(front, dict) and isinstance(metadata, dict) and type(body_start) is int
+            and isinstance(source_type, str) and isinstance(warnings, list) and isinstance(names, list)):
+        raise ValueError("malformed note head")
+    pending = Pending(path, digest, loader)
+    note = lazy_note(pending, title, front, body_start, source_type, metadata, tuple(warnings),
+                     tuple(frozenset(n) for n in names))
+    out = []
+    for node_id, ordinal, start, end, hpath, h, st in shards:
+        if not (type(start) is int and type(end) is int and type(node_id) is str and type(h) is str):
+            raise ValueError("malformed shard head")
+        out.append(lazy_shard(pending, node_id, ordinal, start, end, tuple(hpath), h, st))
+    pending.shards = tuple(out)
+    return note, pending.shards
 
 
 def _new(cls: type, values: tuple) -> Any:

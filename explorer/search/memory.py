@@ -17,7 +17,9 @@ import threading
 from typing import Any, Callable, Iterable
 
 from explorer.search.fusion import Fused
-from explorer.search.schema import Contribution
+from explorer.search.quality import coverage, token_idf
+from explorer.search.schema import Contribution, SearchResult
+from explorer.text.tokenize import tokenize
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Owner names shorter than this (after folding) are ignored: too likely to be ordinary words.
@@ -231,3 +233,38 @@ def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list
         if counted == top_n:
             break
     return mine / total if total > 0.0 else 1.0
+
+
+def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, named: list[str], words: list[str],
+                   top_n: int = 3) -> float:
+    """How much of what the query asks the named people's own results hold: 0-1 (1 = all of it).
+
+    `results` are the named people's results, best first, and `words` the query's folded content
+    words. The named people's names are left out of `words` (they select whose notes answer; a
+    turn of theirs holds their name whatever it says), and of the rest, the IDF-weighted share
+    (explorer.search.quality.coverage) found in the context shards of the best of the first
+    `top_n` results is returned. 1 when no person is named or the query holds nothing but names;
+    0 when the named people have no result. A question about someone whose own notes only hold
+    its common words ("What did Ana say about the race?", the race being Ben's) covers little.
+    """
+    if not named:
+        return 1.0
+    names = {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
+    asked = [w for w in words if w not in names]
+    if not asked:
+        return 1.0
+    n_docs = len(index.bm25)
+    df: dict[str, float] = {}
+
+    def idf(word: str) -> float:
+        if word not in df:
+            df[word] = token_idf(n_docs, index.bm25.doc_freq(word))
+        return df[word]
+
+    best = 0.0
+    for result in list(results)[:top_n]:
+        toks: set[str] = set()
+        for shard in result.context_shards:
+            toks.update(index.tokens(shard.node_id))
+        best = max(best, coverage(asked, toks, idf))
+    return best

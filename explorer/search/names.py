@@ -48,8 +48,10 @@ class NameIndex:
         self._version = version
 
     def _add(self, path: str, note: Note) -> None:
-        names = tuple(dict.fromkeys(frozenset(tokenize(n)) for n in note.names))
-        names = tuple(n for n in names if n)
+        # A note opened from the store carries its names' tokens (stored with it, same tokenizer).
+        names = getattr(note, "name_tokens", None)
+        if names is None:
+            names = tuple(n for n in dict.fromkeys(frozenset(tokenize(x)) for x in note.names) if n)
         self._notes[path] = note
         self._names[path] = names
         for name in names:

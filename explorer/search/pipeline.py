@@ -20,11 +20,13 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 
 from explorer.config import Settings
+from explorer.index.context import query_words
 from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
-from explorer.search.memory import Dialog, MemoryCache, named_match, owner_weights, spread_to_neighbours
+from explorer.search.memory import (Dialog, MemoryCache, named_coverage, named_match, owner_weights,
+                                    spread_to_neighbours)
 from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
@@ -434,8 +436,11 @@ class SearchPipeline:
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
-            named = named_match(out.trace.rankings, self.index, self._memory.get(self.index)[0], run.named, TOP_N)
-            out.quality = assess(judged, run.qvecs is not None, named)
+            owners = self._memory.get(self.index)[0]
+            with self.index.lock:
+                share = named_match(out.trace.rankings, self.index, owners, run.named, TOP_N)
+                covered = named_coverage(judged, self.index, owners, run.named, query_words(run.parsed.text), TOP_N)
+            out.quality = assess(judged, run.qvecs is not None, share, covered)
         out.stats.final_results = len(out.results)
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:

@@ -25,9 +25,9 @@ LEXICAL_ONLY_CAP = 0.85
 INFORMATIVE_IDF = 1.0
 #: How many of the top entries the level is judged from.
 TOP_N = 3
-#: `named_match` below this flags "no good match": most of the best lexical evidence belongs to
-#: someone other than the person the query names (see explorer.search.memory.named_match).
-NAMED_MATCH_FLAG = 0.5
+#: `named_evidence` below this flags "no good match": the best lexical evidence is mostly someone
+#: else's, or the named person's own best results hold little of what is asked (see `assess`).
+NAMED_EVIDENCE_FLAG = 0.5
 #: Diminishing returns: result overlap with the previous search above which it warns.
 OVERLAP = 0.8
 #: Diminishing returns: this many searches within MANY_WINDOW_S seconds is "many".
@@ -80,7 +80,8 @@ def relevance(cos: float | None, cover: float) -> float:
 
 # -- the quality of a result list -------------------------------------------------------------
 
-def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.0) -> Quality:
+def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.0,
+           named_coverage: float = 1.0) -> Quality:
     """Judge a ranked result list (searched entries only) from each entry's `relevance`.
 
     Formula (all parts 0-1):
@@ -91,7 +92,9 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
                     ranks it in its top 3 or it leads the list, else 0; in both cases times
                     min(1, top / 0.5), since ranks agree on weak matches too
         support   = mean relevance of the first TOP_N entries
-        score     = (0.6 * top + 0.25 * agreement + 0.15 * support) * named_match ** 2
+        matched   = 0.6 * top + 0.25 * agreement + 0.15 * support
+        evidence  = (named_match + named_coverage) / 2            (1 when nobody is named)
+        score     = min(matched, evidence ** 2)
 
     Levels: high >= 0.75 > medium >= 0.45 > low. One strong entry that both retrievers agree
     on is enough for high (a question one note answers); a long list of weak matches stays low,
@@ -99,17 +102,25 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     the IDF weight of) the query's words. Confidence is 1 for an empty list (surely nothing), else grows with the
     score's distance to the nearest level boundary (0.5 on it, 1 at 0.15 away), times 0.8
     when only BM25 ran. Factors also describe the score distribution (spread, gap) that the
-    two-pass analyser reads. `named_match` (1 unless the query names a person of an agent-memory
-    vault) is the share of the best lexical evidence that is that person's; below
-    NAMED_MATCH_FLAG the factor `no_good_match` is set whatever the level (the memory holds this
-    about someone else, most likely not about the person asked about). `no_good_match` is also
-    set when the score before the `named_match` factor is below MEDIUM (the results are weak in
-    themselves); a level lowered by `named_match` alone does not set it.
+    two-pass analyser reads.
+
+    When the query names a person of an agent-memory vault (explorer.search.memory), the list
+    is theirs and two more parts judge whether the memory holds the answer about *them*:
+    `named_match`, the share of the best lexical evidence that is that person's, and
+    `named_coverage`, the share of the query's other words that the person's best result holds.
+    Their mean, `named_evidence`, caps the score at its square: a good match that is someone
+    else's, or the person's notes holding only the common words of the question, cannot be high.
+    The factor `no_good_match` is set when `named_evidence` < NAMED_EVIDENCE_FLAG (the memory
+    most likely does not hold this about them), or when `matched` < MEDIUM (the results are weak
+    in themselves); a level lowered by the cap alone does not set it.
     """
     searched = [r for r in results if r.source == "search"]
+    evidence = (named_match + named_coverage) / 2.0
+    named = {"named_match": round(named_match, 4), "named_coverage": round(named_coverage, 4),
+             "named_evidence": round(evidence, 4)}
     if not searched:
         factors = _factors(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, dense, 0.0)
-        factors.update(named_match=round(named_match, 4), no_good_match=True)
+        factors.update(named, matched=0.0, no_good_match=True)
         return Quality(
             level="low", score=0.0, confidence=1.0, factors=factors,
             suggestion="No results found. Try other words, or remove filters.",
@@ -121,7 +132,7 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     agreement = _agreement(lead, dense, lead is searched[0]) * min(1.0, top / RELEVANT)
     support = sum(head) / len(head)
     matched = min(1.0, 0.6 * top + 0.25 * agreement + 0.15 * support)
-    score = matched * named_match ** 2
+    score = min(matched, evidence ** 2)
     window = rel[:10]
     spread = statistics.pstdev(window) if len(window) > 1 else 0.0
     ordered = sorted(window, reverse=True)
@@ -132,12 +143,13 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
     factors = _factors(top, sum(window) / len(window), support, spread, gap, len(searched), relevant, agreement, dense,
                        searched[0].score)
-    mismatch = named_match < NAMED_MATCH_FLAG
-    # The flag: the results are weak in themselves, or most of the best evidence is someone else's.
-    factors.update(named_match=round(named_match, 4), no_good_match=matched < MEDIUM or mismatch)
+    elsewhere = evidence < NAMED_EVIDENCE_FLAG
+    # The flag: the results are weak in themselves, or the memory holds this about someone else.
+    factors.update(named, matched=round(matched, 4), no_good_match=matched < MEDIUM or elsewhere)
     suggestion = _suggestion(level, top, relevant, dense)
-    if mismatch:
-        suggestion = "The best matches are about someone other than the person named: the memory may not hold this about them."
+    if elsewhere:
+        suggestion = ("The best matches are about someone other than the person named, or hold little of what was "
+                      "asked about them: the memory may not hold this about them.")
     return Quality(level, round(score, 4), round(confidence, 3), factors, suggestion)
 
 

@@ -31,12 +31,17 @@ class NoteFile:
 
     path: str
     """Vault-relative POSIX path."""
-    abspath: Path
-    """Absolute path."""
+    location: str
+    """Absolute path, as a string (a scan lists every note; a `Path` is made only for the ones read)."""
     size: int
     """Bytes."""
     mtime_ns: int
     """Modification time."""
+
+    @property
+    def abspath(self) -> Path:
+        """Absolute path."""
+        return Path(self.location)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +150,35 @@ def ignore_reason(rel: str, settings: VaultSettings, is_dir: bool = False) -> st
 
 
 @lru_cache(maxsize=16)
+def _file_rules(patterns: tuple[str, ...]) -> Any:
+    """A test that is False for a vault-relative file path no ignore rule can match, else None (ask the spec).
+
+    Most files of a vault match no rule; gitignore's negated rules (`!x`) only take matches
+    back, so a path that no positive rule's pattern matches is not ignored. One combined
+    pattern of the positive rules answers that in one match instead of one per rule.
+    """
+    spec, _lines = _ignore_spec(patterns)
+    try:
+        parts = [p.regex.pattern for p in spec.patterns if p.include and p.regex is not None]
+        combined = re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[^>]+>', '(', x)})" for x in parts)) if parts else None
+    except (AttributeError, re.error):  # another pathspec layout: always ask the spec
+        return None
+    return combined
+
+
+def _file_ignore_reason(rel: str, name: str, settings: VaultSettings) -> str | None:
+    """`ignore_reason` of a file met by a scan (its folders already passed): the same answers, cheaper."""
+    # (No editor temp-file pattern matches a name ending in `.md`: `is_temp_file` is not needed here.)
+    if name.startswith(".") or not name.lower().endswith(".md"):
+        return "not a note"
+    patterns = tuple(DEFAULT_IGNORE) + tuple(settings.ignore)
+    combined = _file_rules(patterns)
+    if combined is not None and combined.match(rel) is None:
+        return None
+    return ignore_reason(rel, settings)
+
+
+@lru_cache(maxsize=16)
 def _ignore_spec(patterns: tuple[str, ...]) -> tuple[pathspec.GitIgnoreSpec, tuple[str, ...]]:
     import pathspec  # only a scan needs it, not a command answered by a running process
 
@@ -182,13 +216,14 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
             skipped.append(Skipped(rel_dir or ".", f"folder unreadable: {exc.strerror or exc}"))
             return
         for entry in entries:
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            name = entry.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
             try:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_link, is_dir = True, False
-            reason = ignore_reason(rel, settings, is_dir=is_dir)
+            reason = ignore_reason(rel, settings, is_dir=True) if is_dir else _file_ignore_reason(rel, name, settings)
             if reason is not None:
                 if is_dir and entry.name != ".explorer":  # the index's own folder is not news
                     ignored.append(Skipped(rel + "/", reason))
@@ -215,8 +250,10 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
             if not stat.S_ISREG(fst.st_mode):
                 skipped.append(Skipped(rel, "not a regular file"))
                 continue
-            abspath = Path(entry.path)
-            files.append(NoteFile(rel, abspath, *with_sidecar(abspath, fst.st_size, fst.st_mtime_ns)))
+            if name == "context.md":
+                files.append(NoteFile(rel, entry.path, *with_sidecar(Path(entry.path), fst.st_size, fst.st_mtime_ns)))
+            else:
+                files.append(NoteFile(rel, entry.path, fst.st_size, fst.st_mtime_ns))
 
     linked: list[tuple[Path, str]] = []
     walk(root, "")
