@@ -350,3 +350,27 @@ def test_schema_8_store_is_upgraded_in_place_with_one_line(tmp_path: Path) -> No
     messages.clear()
     VaultIndex(root, LEXICAL, on_message=messages.append).close()
     assert messages == []  # upgraded once
+
+
+def test_vector_file_checked_whole_once_until_it_changes(tmp_path: Path) -> None:
+    """A large read checks every row's CRC once and stamps the file; a changed file is checked again."""
+    store = Store(tmp_path / "ix")
+    rng = np.random.default_rng(3)
+    vecs = {f"h{i}": rng.standard_normal(8).astype(np.float32) for i in range(2500)}
+    store.put_vectors("m", vecs)
+    hashes = list(vecs)[::-1]
+    found, mat = store.get_matrix("m", hashes)  # checks every row, then stamps the file
+    assert found == hashes and np.array_equal(mat, np.stack([vecs[h] for h in hashes]))
+    file = store._vector_file("m")[0]
+    assert store._checked(file) == store._file_stamp(file)
+    again, mat2 = store.get_matrix("m", hashes)  # the stamped file: no CRC pass, same answer
+    assert again == found and np.array_equal(mat2, mat)
+    with open(tmp_path / "ix" / file, "r+b") as fh:  # damage one row: the file's stamp no longer matches
+        fh.seek(7 * 8 * 4)
+        fh.write(b"\xff" * 8)
+    store.close()
+    store = Store(tmp_path / "ix")
+    found3, _mat3 = store.get_matrix("m", hashes)
+    assert len(found3) == 2499 and "h7" not in found3
+    assert any("failed their checksum" in m for m in store.messages)
+    store.close()

@@ -55,7 +55,7 @@ class DenseIndex:
             self._matrix = vecs if owned and vecs.flags.writeable and vecs.flags.c_contiguous \
                 else np.array(vecs, dtype=np.float32)
             self._live = np.ones(len(keys), dtype=bool)
-            self._slot_of = {key: i for i, key in enumerate(keys)}
+            self._slot_of = dict(zip(keys, range(len(keys))))
             self._key_of = list(keys)
             return
         slots = np.empty(len(keys), dtype=np.int64)

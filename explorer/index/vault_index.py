@@ -613,8 +613,13 @@ class VaultIndex:
         """Add a note and its shards; `lexical=False` when the BM25 index already holds them (a loaded segment)."""
         self.notes[note.path] = note
         self._states[note.path] = state
+        if not lexical:  # the common case of an open: no per-shard work but the table entries
+            ids = [s.node_id for s in shards]
+            self.shards.update(zip(ids, shards))
+            self.shards_by_path[note.path] = ids
+            return shards
         ids = []
-        if lexical and (counts is None or len(counts) != len(shards)):
+        if counts is None or len(counts) != len(shards):
             counts = tuple(Counter(tokenize(s.search_text)) for s in shards)
         for i, s in enumerate(shards):
             self.shards[s.node_id] = s

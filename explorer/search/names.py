@@ -39,6 +39,11 @@ class NameIndex:
         """Bring the name table up to date with `notes` (cheap when nothing changed)."""
         if version == self._version:
             return
+        if not self._notes:  # the first build: nothing to drop
+            for path, note in notes.items():
+                self._add(path, note)
+            self._version = version
+            return
         for path in [p for p in self._notes if p not in notes]:
             self._drop(path)
         for path, note in notes.items():
@@ -54,9 +59,14 @@ class NameIndex:
             names = tuple(n for n in dict.fromkeys(frozenset(tokenize(x)) for x in note.names) if n)
         self._notes[path] = note
         self._names[path] = names
+        postings = self._postings
         for name in names:
             for tok in name:
-                self._postings.setdefault(tok, set()).add(path)
+                hit = postings.get(tok)
+                if hit is None:
+                    postings[tok] = {path}
+                else:
+                    hit.add(path)
 
     def _drop(self, path: str) -> None:
         names = self._names.pop(path, ())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 from functools import lru_cache
 import json
+import operator
 import os
 import re
 import stat
@@ -186,6 +187,9 @@ def _ignore_spec(patterns: tuple[str, ...]) -> tuple[pathspec.GitIgnoreSpec, tup
     return pathspec.GitIgnoreSpec.from_lines(lines), lines
 
 
+_entry_name = operator.attrgetter("name")
+
+
 def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
     """List the notes under `root`, following symlinked folders once, never looping.
 
@@ -211,7 +215,7 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
             return
         seen_dirs.add(key)
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            entries = sorted(os.scandir(directory), key=_entry_name)
         except OSError as exc:
             skipped.append(Skipped(rel_dir or ".", f"folder unreadable: {exc.strerror or exc}"))
             return
