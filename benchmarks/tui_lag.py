@@ -53,6 +53,7 @@ class Ticker:
                 "p99_ms": round(percentile(gaps, 99), 1),
                 "max_ms": round(max(gaps), 1),
                 "stalls_over_100ms": sum(g > STALL_MS for g in gaps),
+                "over_20ms": sum(g > 20.0 for g in gaps),
                 "worst_ms": [round(g, 1) for g in sorted(gaps, reverse=True)[:5]],
             }
         return out

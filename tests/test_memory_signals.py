@@ -86,6 +86,16 @@ def test_no_good_match_when_only_someone_else_matches(index: VaultIndex) -> None
     assert _search(index, "pottery course").quality.factors["named_match"] == 1.0  # nobody named
 
 
+def test_named_match_weighs_what_is_asked_not_the_name(index: VaultIndex) -> None:
+    # Every turn of Ben's holds "Ben", but only Ana's holds what is asked: none of that evidence is his
+    # (counting the name, his turns would hold a quarter of the best BM25 score).
+    pottery = _search(index, "Ben pottery course").quality
+    assert pottery.factors["named_match"] == 0.0 and pottery.factors["no_good_match"] is True
+    sister = _search(index, "Ben sister greyhound").quality
+    assert sister.factors["named_match"] > 0.5
+    assert _search(index, "Ben").quality.factors["named_match"] == 1.0  # nothing asked but the name
+
+
 def test_named_coverage_is_what_the_persons_own_results_hold(index: VaultIndex) -> None:
     # Ana's own turns hold none of "Lisbon marathon": the question is about Ben's memory.
     wrong = _search(index, "When did Ana run the Lisbon marathon?").quality

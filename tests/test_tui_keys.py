@@ -242,3 +242,25 @@ async def test_enter_on_a_first_query_moves_to_its_results_when_they_come(tui_va
         await pilot.press("enter")
         await settle(app, pilot)
         assert isinstance(app.screen, NoteScreen)
+
+
+@sync
+async def test_footer_greys_result_keys_in_place(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """Result-bound keys (Open, Write) are greyed while no result is selected and ungreyed when one
+    is, on the same footer keys: the footer is not rebuilt for each search (that was a 20-30 ms frame)."""
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.status.index == "ready")
+        await settle(app, pilot)
+        screen = app.main_screen
+        footer_keys = {key.action: key for key in screen.query("FooterKey")}
+        write, tree = footer_keys["edit"], footer_keys["toggle_tree"]
+        assert write.has_class("-disabled") and not tree.has_class("-disabled")
+        await search(app, pilot, "hamster cage")
+        assert screen.selected is not None
+        assert not write.has_class("-disabled") and not footer_keys["open_at_cursor"].has_class("-disabled")
+        screen.query_one(SearchBox).value = ""
+        await wait_for(pilot, lambda: screen.selected is None)
+        await settle(app, pilot)
+        assert write.has_class("-disabled")
+        assert {key.action: key for key in screen.query("FooterKey")} == footer_keys  # the same widgets

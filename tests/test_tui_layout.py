@@ -305,3 +305,39 @@ async def test_keys_typed_while_the_note_view_closes_all_reach_the_query(tui_vau
         await settle(app, pilot)
         assert app.screen is app.main_screen
         assert app.main_screen.query_one(SearchBox).value == "hamster"
+
+
+@sync
+async def test_steady_updates_keep_sizes_right() -> None:
+    """`steady_update` skips the screen layout only when the size cannot change: a summary that
+    grows to two lines still grows and pushes the list down, one of the same height shows its new
+    text, and a shrinking one gives the rows back."""
+    from textual.app import App, ComposeResult
+    from textual.content import Content
+    from textual.widgets import Static
+
+    from explorer.tui.widgets.steady import steady_update
+
+    class Two(App):
+        CSS = "#a { height: auto; } #b { height: 1fr; } #w { width: auto; height: 1; }"
+
+        def compose(self) -> ComposeResult:
+            yield Static(Content("one line"), id="a")
+            yield Static(Content("auto width"), id="w")
+            yield Static("below", id="b")
+
+    app = Two()
+    async with app.run_test(size=(40, 10)) as pilot:
+        a, w, b = app.query_one("#a", Static), app.query_one("#w", Static), app.query_one("#b", Static)
+        await pilot.pause()
+        assert (a.size.height, b.region.y) == (1, 2)
+        steady_update(a, Content("first line\nsecond line"))
+        await pilot.pause()
+        assert (a.size.height, b.region.y) == (2, 3)
+        steady_update(a, Content("other\nlines"))
+        await pilot.pause()
+        assert a.size.height == 2 and lines_of(a) == ["other" + " " * 35, "lines" + " " * 35]
+        steady_update(a, Content("short"))
+        steady_update(w, Content("a much wider text"))
+        await pilot.pause()
+        assert (a.size.height, b.region.y) == (1, 2) and w.size.width == len("a much wider text")

@@ -205,26 +205,39 @@ def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: 
 def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list[str], top_n: int = 3) -> float:
     """How much of the best lexical evidence belongs to the people the query names: 0-1 (1 = all of it).
 
-    From the query's own BM25 ranking: among its `top_n` best shards of notes that belong to
-    someone (notes of nobody, such as knowledge notes, are skipped), the share of their BM25
-    score held by the named people's notes. 1 when no person is named or no owned note matched.
-    When a query asks about one person and the best matching memories are someone else's, the
-    memory most likely does not hold the answer: on LoCoMo, where most unanswerable questions
-    ask one speaker about what the other said, this separates them from answerable ones better
-    than relevance does.
+    From the query's own BM25 ranking, rescored on the query's words without the named people's
+    names: among its `top_n` best shards of notes that belong to someone (notes of nobody, such as
+    knowledge notes, are skipped), the share of that score held by the named people's notes. 1 when
+    no person is named, the query holds nothing but names, or no owned note matched its other words.
+    The names are left out because they select whose notes answer: every note of a person that
+    holds their name (every turn of theirs does, `Ana: ...`) would otherwise start ahead, and a
+    question whose other words match nothing in particular would look like theirs. When a query
+    asks about one person and the best matches for what it asks are someone else's, the memory
+    most likely does not hold the answer: on LoCoMo, where most unanswerable questions ask one
+    speaker about what the other said, this separates them from answerable ones better than
+    relevance does.
     """
     if not named:
         return 1.0
     ranking = next((r for r in rankings if r.retriever == "bm25"), None)
     if ranking is None or not ranking.items:
         return 1.0
+    names = {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
+    asked = [t for t in dict.fromkeys(tokenize(ranking.term)) if t not in names]
+    if not asked:
+        return 1.0
+    candidates = [node_id for node_id, _ in ranking.items]
+    scores = index.bm25.get_scores(asked, keys=candidates)
     wanted = set(named)
     mine = total = 0.0
     counted = 0
-    for node_id, raw in sorted(ranking.items, key=lambda item: -item[1]):
+    for node_id in sorted(candidates, key=lambda n: -scores.get(n, 0.0)):
+        raw = scores.get(node_id, 0.0)
+        if raw <= 0.0:
+            break
         shard = index.shards.get(node_id)
         owner = owners.owner_of.get(shard.path) if shard is not None else None
-        if owner is None or raw <= 0.0:
+        if owner is None:
             continue
         total += raw
         if owner in wanted:

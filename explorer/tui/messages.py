@@ -98,6 +98,8 @@ class SearchFinished(Message, bubble=False):
     """`lexical` (first, fast display), `full` or `classic`."""
     final: bool = True
     """False when a later stage of the same search is still coming."""
+    rows: Any = None
+    """The results list's rows built in the search worker (`PreparedRows`), or None."""
 
 
 @dataclass

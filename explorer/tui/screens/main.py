@@ -19,7 +19,8 @@ from explorer.tui import keys
 from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
 from explorer.tui.text import note_titles, split_mode
 from explorer.tui.widgets.context_pane import ContextPane
-from explorer.tui.widgets.results import ResultsList, ResultsSummary
+from explorer.tui.widgets.footer import KeyFooter
+from explorer.tui.widgets.results import ResultsList, ResultsSummary, RowLayout, prepare_rows
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.tui.widgets.vault_tree import VaultTree
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 #: (when the full stage comes sooner, only it is drawn: one calm update instead of two).
 LEXICAL_HOLD_S = 0.15
 
+#: After a results update, the panes follow the new list this much after it is drawn (a frame of their own).
+CONTEXT_AFTER_LIST_S = 0.01
+
 #: The vault tree shows by itself from this many columns (F2 toggles it at any width).
 TREE_MIN_WIDTH = 140
 
@@ -40,6 +44,15 @@ COMPACT_WIDTH = 100
 
 #: Stages by rank: a stage never replaces a higher one of the same query.
 STAGE_RANK = {"lexical": 1, "full": 2, "classic": 2}
+
+
+def highlight_terms(mode: str, text: str) -> tuple[list[str], list[str]]:
+    """The words and phrases to highlight for a query `text` searched in `mode` (a classic tool's
+    name, or '' for the pipeline)."""
+    parsed = parse_query(text)
+    words = query_words(parsed.text) if parsed.text else []
+    phrases = list(parsed.phrases) or ([text] if mode == "phrase" else [])
+    return words, phrases
 
 
 class MainScreen(Screen):
@@ -59,6 +72,7 @@ class MainScreen(Screen):
         self._held: SearchFinished | None = None
         self._focus_results = False
         self._hold_timer: Timer | None = None
+        self._context_pending = False
         self._tree_choice: bool | None = None
         self._started_model = ""
         self.results_model = ""
@@ -90,7 +104,7 @@ class MainScreen(Screen):
                 with TabPane("Why ranked", id="tab-why"):
                     yield WhyPane(id="why")
         yield StatusBar()
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Fit the layout to the terminal; show the opening state."""
@@ -205,11 +219,13 @@ class MainScreen(Screen):
         self.query_text = query
         status = self.explorer.status
         self._started_model = status.model
-        self._search(self._seq, query, mode, text, status.hybrid, record)
+        self._search(self._seq, query, mode, text, status.hybrid, record, self.query_one(ResultsList).row_layout())
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def _search(self, seq: int, query: str, mode: str, text: str, hybrid: bool, record: bool) -> None:
-        """Progressive search in a thread: lexical first, then the full pipeline; stale runs stop early."""
+    def _search(self, seq: int, query: str, mode: str, text: str, hybrid: bool, record: bool, layout: RowLayout) -> None:
+        """Progressive search in a thread: lexical first, then the full pipeline; stale runs stop early.
+
+        Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
         from explorer.search.pipeline import QueryError, SearchCancelled
         from explorer.tui.classic import ClassicUnavailable, classic_results
 
@@ -217,6 +233,13 @@ class MainScreen(Screen):
 
         def cancelled() -> bool:
             return worker.is_cancelled
+
+        words, phrases = highlight_terms(mode, text)
+
+        def finished(results: SearchResults, stage: str, final: bool = True) -> None:
+            rows = prepare_rows(results, words, phrases, layout)
+            if not cancelled():
+                self.post_message(SearchFinished(seq, query, results, stage, final, rows))
 
         app = self.explorer
         pipeline = app.pipeline
@@ -230,19 +253,19 @@ class MainScreen(Screen):
                     results = classic_results(app.index, mode, words, k=app.settings.search.top_k,
                                               cancelled=cancelled, allowed=allowed)
                     if not cancelled():
-                        self.post_message(SearchFinished(seq, query, results, "classic"))
+                        finished(results, "classic")
                     return
                 # Only filters: list the notes they allow, as the pipeline does.
             lexical = pipeline.search(text, dense=False, two_pass=False, rerank=False, cancelled=cancelled, record=False)
             if cancelled():
                 return
-            self.post_message(SearchFinished(seq, query, lexical, "lexical", final=False))
+            finished(lexical, "lexical", final=False)
             if hybrid:
                 full = pipeline.search(text, cancelled=cancelled, record=record)
             else:
                 full = pipeline.search(text, dense=False, rerank=False, cancelled=cancelled, record=record)
             if not cancelled():
-                self.post_message(SearchFinished(seq, query, full, "full"))
+                finished(full, "full")
         except SearchCancelled:
             return
         except (QueryError, ClassicUnavailable) as exc:
@@ -287,14 +310,11 @@ class MainScreen(Screen):
         self.stage = message.stage
         self.shown_query = message.query
         self.results_model = self._started_model
-        mode, text = split_mode(message.query, self.query_one(SearchBox).mode)
-        parsed = parse_query(text)
-        self.words = query_words(parsed.text) if parsed.text else []
-        self.phrases = list(parsed.phrases) or ([text] if mode == "phrase" else [])
+        self.words, self.phrases = highlight_terms(*split_mode(message.query, self.query_one(SearchBox).mode))
         self.query_one(ResultsSummary).show(results, message.stage, message.final, self.explorer.status.model)
         self.query_one(ResultsList).show(results, self.words, self.phrases,
-                                         keep=previous.document_path if previous else None)
-        self._show_selected()
+                                         keep=previous.document_path if previous else None, prepared=message.rows)
+        self._show_selected_later()
         if self._focus_results and results.results:
             self._focus_results = False
             if self.focused is self.query_one(SearchBox):
@@ -315,7 +335,23 @@ class MainScreen(Screen):
     # -- selection ------------------------------------------------------------------------
     @on(OptionList.OptionHighlighted, "#results")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        self._show_selected()
+        if not self._context_pending:  # a pending update shows the highlighted result anyway
+            self._show_selected()
+
+    def _show_selected_later(self) -> None:
+        """Show the selected result in the panes once the new list is on screen, in a frame of its own.
+
+        Drawing the new list and the context of its first result in one frame took 20-40 ms at
+        120x40; apart, each frame is short and a key typed meanwhile is never held up by both."""
+        if self._context_pending:
+            return
+        self._context_pending = True
+
+        def show() -> None:
+            self._context_pending = False
+            self._show_selected()
+
+        self.call_after_refresh(self.set_timer, CONTEXT_AFTER_LIST_S, show)
 
     @on(OptionList.OptionSelected, "#results")
     def _selected(self, event: OptionList.OptionSelected) -> None:

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Markdown, OptionList, Static
+from textual.widgets import Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
@@ -21,6 +21,7 @@ from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.index.embeds import embeds_in
 from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_href, property_rows
 from explorer.tui.widgets.fit_table import FitTable
+from explorer.tui.widgets.footer import KeyFooter
 from explorer.vault.parse import markdown_link_target
 from explorer.tui.widgets.long_text import LongText
 from explorer.vault.shard import link_heading
@@ -116,7 +117,7 @@ class NoteScreen(Screen):
                 yield OptionList(id="note-backlinks")
                 yield OptionList(id="note-links")
         yield StatusBar()
-        yield Footer()
+        yield KeyFooter()
 
     async def on_mount(self) -> None:
         """Show the first place."""

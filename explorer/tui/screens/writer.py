@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, OptionList, Static, TextArea
+from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -21,6 +21,7 @@ from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
 from explorer.tui.safe import plain, safe_content
 from explorer.tui.text import as_plain_query, body_start, paragraph_at, read_note_file, write_atomic
+from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
 
@@ -71,7 +72,7 @@ class WriterScreen(Screen):
                 yield Static("Related notes follow the paragraph you are writing.", id="related-head")
                 yield OptionList(id="related")
         yield StatusBar()
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Load the file (as on disk) into the editor."""

@@ -16,6 +16,7 @@ from explorer.index.context import ContextWindow, get_context_at_cursor, highlig
 from explorer.index.embeds import Embed, after_lines, with_embeds
 from explorer.search.schema import Highlight, SearchResult
 from explorer.tui.safe import safe_content
+from explorer.tui.widgets.steady import steady_update
 
 #: Window sizes (characters each side of the cursor) that widen/narrow step through.
 WINDOW_STEPS = (150, 300, 600, 1200, 2400, 5000, 10000, 20000)
@@ -111,6 +112,7 @@ class ContextPane(Vertical):
         self.window: ContextWindow | None = None
         self.node_id = ""
         self.default_chars = 600
+        self._shown_key: tuple | None = None
 
     def compose(self) -> ComposeResult:
         """Header (node_id, path, position) and body (the window)."""
@@ -121,21 +123,28 @@ class ContextPane(Vertical):
     # -- what to show ---------------------------------------------------------------
     def show(self, index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str] = ()) -> None:
         """Show `result` around its best shard (keeps the window size)."""
+        previous = (self._shown_key, self._shards())
         self.index = index
         self.result = result
         note = index.note(result.document_path) if result is not None and index is not None else None
         if note is None:
+            self._shown_key = None
             self.state = None
             self.window = None
             self.node_id = ""
-            self.query_one("#ctx-head", Static).update("Select a result to see its context.")
-            self.query_one("#ctx-body", Static).update("")
+            steady_update(self.query_one("#ctx-head", Static), Content("Select a result to see its context."))
+            steady_update(self.query_one("#ctx-body", Static), Content(""))
             return
+        cursor = result.context_shards[0].cursor if result.context_shards else 0
+        key = (result.document_path, cursor, tuple(words), tuple(phrases), getattr(index, "version", None))
+        st = self.state
+        if st is not None and (st.shard, st.cursor) == (0, cursor) and previous == (key, self._shards()) and self.text == note.text:
+            return  # the same window (a search re-run or its next stage kept this result): nothing to redraw
+        self._shown_key = key
         self.text = note.text
         self.words, self.phrases = tuple(words), tuple(phrases)
         self.matches = highlight_spans(self.text, self.words, self.phrases)
         chars = self.state.chars if self.state else self.default_chars
-        cursor = result.context_shards[0].cursor if result.context_shards else 0
         self.state = ContextState(result.document_path, cursor, chars, 0, self._match_at(cursor))
         self._render_window(scroll_home=True)
 
@@ -221,7 +230,7 @@ class ContextPane(Vertical):
         if not self.node_id.startswith(st.path):
             where += ["  ", (st.path, "$text-accent")]
         head = Content.assemble(*where, "\n", (" · ".join(pos), "$text-muted"))
-        self.query_one("#ctx-head", Static).update(safe_content(head))
+        steady_update(self.query_one("#ctx-head", Static), safe_content(head))
         if self.index is not None:
             win = with_embeds(self.index, win)
             self.window = win
@@ -238,7 +247,7 @@ class ContextPane(Vertical):
             body = Content.assemble(("… ", "$text-muted"), body)
         if win.end < len(self.text):
             body = Content.assemble(body, (" …", "$text-muted"))
-        self.query_one("#ctx-body", Static).update(body)
+        steady_update(self.query_one("#ctx-body", Static), body)
         self.post_message(self.Moved(self, self.node_id))
         if scroll_home:
             self.query_one("#ctx-scroll").scroll_home(animate=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from textual import events
@@ -13,6 +14,7 @@ from explorer.index.context import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.cells import clip
 from explorer.tui.safe import plain, safe_content, screen_text
+from explorer.tui.widgets.steady import steady_update
 
 BAR_WIDTH = 8
 #: A result's snippet is shortened to this many terminal cells (a CJK character takes two).
@@ -96,6 +98,51 @@ def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str]
     return Content("\n").join(lines)
 
 
+#: The style rules that decide how many lines a prompt wraps to (Content.get_height reads these).
+HEIGHT_RULES = (("line_pad", 0), ("text_overflow", "fold"), ("text_wrap", "wrap"))
+
+
+@dataclass(frozen=True, slots=True)
+class RowLayout:
+    """How the results list lays out its rows, read from the widget on the UI thread."""
+
+    two_line: bool
+    """Two-line rows (narrow terminals)."""
+    width: int
+    """Cells a prompt wraps in (0: the list is not laid out yet)."""
+    rules: dict[str, object] = field(default_factory=dict)
+    """The list's style rules that Content.get_height reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRows:
+    """The rows of one results list, built (and measured) away from the UI thread."""
+
+    results: SearchResults
+    """The results they show."""
+    words: tuple[str, ...]
+    """The query words highlighted in them."""
+    phrases: tuple[str, ...]
+    """The phrases highlighted in them."""
+    prompts: tuple[Content, ...]
+    """One prompt per result, in order."""
+    two_line: bool
+    """Built as two-line rows."""
+
+
+def prepare_rows(results: SearchResults, words: Sequence[str], phrases: Sequence[str], layout: RowLayout) -> PreparedRows:
+    """Build the prompts of `results` and measure their wrapped heights for `layout`.
+
+    Pure data work, safe in a worker thread: the list then finds each prompt's height cached, so
+    showing a new list costs the UI thread only the rows it draws."""
+    top = max((r.score for r in results.results), default=0.0)
+    prompts = tuple(result_prompt(i, res, top, words, phrases, layout.two_line) for i, res in enumerate(results.results, 1))
+    if layout.width > 0:
+        for prompt in prompts:
+            prompt.get_height(layout.rules, layout.width)
+    return PreparedRows(results, tuple(words), tuple(phrases), prompts, layout.two_line)
+
+
 class ResultsList(OptionList):
     """The ranked results; highlighting one shows it in the context and why-ranked panes."""
 
@@ -134,16 +181,29 @@ class ResultsList(OptionList):
         """Title the border."""
         self.border_title = "Results"
 
-    def show(self, results: SearchResults, words: Sequence[str], phrases: Sequence[str] = (), keep: str | None = None) -> None:
-        """Replace the list; keep the highlight on the note `keep` when it is still listed."""
+    def row_layout(self) -> RowLayout:
+        """The current row layout, for `prepare_rows` in a worker."""
+        padding = self.get_component_styles("option-list--option").padding
+        width = self.scrollable_content_region.width - self._get_left_gutter_width() - padding.width
+        rules = {name: self.styles.get(name, default) for name, default in HEIGHT_RULES}
+        return RowLayout(self._two_line, max(0, width), rules)
+
+    def show(self, results: SearchResults, words: Sequence[str], phrases: Sequence[str] = (), keep: str | None = None,
+             prepared: PreparedRows | None = None) -> None:
+        """Replace the list; keep the highlight on the note `keep` when it is still listed.
+
+        `prepared`: the rows built for these results in the search worker (used when they were
+        built for the current layout)."""
         self.results = list(results.results)
         self._shown = (results, words, phrases)
-        top = max((r.score for r in self.results), default=0.0)
+        if (prepared is None or prepared.results is not results or prepared.two_line != self._two_line
+                or prepared.words != tuple(words) or prepared.phrases != tuple(phrases)):
+            prepared = prepare_rows(results, words, phrases, RowLayout(self._two_line, 0))
         options: list[Option | None] = []
-        for i, res in enumerate(self.results, 1):
+        for i, prompt in enumerate(prepared.prompts, 1):
             if i > 1 and not self._two_line:  # two-line results start with their rank bar: no rule between
                 options.append(None)
-            options.append(Option(result_prompt(i, res, top, words, phrases, self._two_line), id=f"r{i}"))
+            options.append(Option(prompt, id=f"r{i}"))
         self.set_options(options)
         weak = results.quality is not None and results.quality.level == "low"
         self.set_class(weak, "-weak")
@@ -153,6 +213,14 @@ class ResultsList(OptionList):
             if keep:
                 idx = next((i for i, r in enumerate(self.results) if r.document_path == keep), 0)
             self.highlighted = self._option_index(idx)
+        self._prerender()
+
+    def _prerender(self) -> None:
+        """Render the rows the next frame shows now (OptionList keeps them): the frame that draws
+        the new list is then short instead of carrying the whole list's layout and rendering."""
+        region = self.scrollable_content_region
+        for y in range(region.height if region.width > 0 else 0):
+            self.render_line(y)
 
     async def _on_click(self, event: events.Click) -> None:
         """A click highlights a result (showing its context); a double click opens it."""
@@ -260,10 +328,10 @@ class ResultsSummary(Static):
             parts.append(Content.assemble("\n", ("advice: ", "bold $text-warning"), results.advisory))
         for w in results.warnings[:2]:
             parts.append(Content.assemble("\n", ("note: ", "bold"), w))
-        self.update(safe_content(Content.assemble(*parts)))
+        steady_update(self, safe_content(Content.assemble(*parts)))
 
     def message(self, text: str, style: str = "") -> None:
         """Show a plain message (index opening, a query error)."""
         self.set_class(style == "error", "-none")
         self.set_class(style == "warning", "-low")
-        self.update(plain(text))
+        steady_update(self, plain(text))

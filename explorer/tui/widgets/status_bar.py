@@ -10,6 +10,7 @@ from textual.containers import Horizontal
 from textual.widgets import ProgressBar, Static
 
 from explorer.tui.safe import safe_content
+from explorer.tui.widgets.steady import steady_update
 
 @dataclass(frozen=True, slots=True)
 class StatusInfo:
@@ -103,7 +104,7 @@ class StatusBar(Horizontal):
             bar.update(total=info.total, progress=info.done)
         else:
             bar.remove_class("-active")
-        left.update(idx)
+        steady_update(left, idx)
         parts: list[Content | str | tuple[str, str]] = []
         watch_style = "$text-success" if info.watcher == "watching" else "$text-muted"
         parts.append((f"watch: {'on' if info.watcher == 'watching' else info.watcher}", watch_style))
@@ -127,4 +128,4 @@ class StatusBar(Horizontal):
         if info.last_search:
             parts.append(" │ ")
             parts.append(info.last_search.split(" (")[0] if narrow else info.last_search)
-        self.query_one("#status-right", Static).update(safe_content(Content.assemble(*parts)))
+        steady_update(self.query_one("#status-right", Static), safe_content(Content.assemble(*parts)))
