@@ -374,3 +374,21 @@ def test_vector_file_checked_whole_once_until_it_changes(tmp_path: Path) -> None
     assert len(found3) == 2499 and "h7" not in found3
     assert any("failed their checksum" in m for m in store.messages)
     store.close()
+
+
+def test_dense_rows_off_unit_length_by_more_than_a_thousandth_are_normalised() -> None:
+    from explorer.index.dense import DenseIndex
+
+    rng = np.random.default_rng(5)
+    unit = rng.standard_normal((6, 384)).astype(np.float32)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    scale = np.array([1.0012, 0.9988, 1.0005, 0.9995, 3.0, 1.0], dtype=np.float32)[:, None]
+    for start_empty in (True, False):
+        dense = DenseIndex()
+        if not start_empty:
+            dense.set("other", unit[0])
+        dense.set_many([f"k{i}" for i in range(6)], unit * scale)
+        norms = [float(np.linalg.norm(dense.vector(f"k{i}"))) for i in range(6)]
+        # Off by more than 1e-3: normalised; within it: kept as given.
+        assert abs(norms[0] - 1) < 1e-5 and abs(norms[1] - 1) < 1e-5 and abs(norms[4] - 1) < 1e-5
+        assert abs(norms[2] - 1.0005) < 1e-5 and abs(norms[3] - 0.9995) < 1e-5

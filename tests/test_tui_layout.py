@@ -341,3 +341,25 @@ async def test_steady_updates_keep_sizes_right() -> None:
         steady_update(w, Content("a much wider text"))
         await pilot.pause()
         assert (a.size.height, b.region.y) == (1, 2) and w.size.width == len("a much wider text")
+
+
+@sync
+async def test_wide_summary_keeps_two_lines_so_the_list_stays_put(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """At 120 columns a summary that wraps to two lines (a long “no good match” advice) does not
+    move the results list; at 80 columns, where rows are scarce, a one-line summary takes one row."""
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        screen = app.main_screen
+        summary, results = screen.query_one(ResultsSummary), screen.query_one(ResultsList)
+        summary.message("short")
+        await pilot.pause()
+        top = results.region.y
+        summary.message("long advice " * 15)
+        await pilot.pause()
+        assert summary.size.height == 2 and results.region.y == top
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        summary.message("short")
+        await settle(app, pilot)
+        assert summary.size.height == 1

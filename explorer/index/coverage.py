@@ -34,6 +34,7 @@ def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_be
     """
     settings = index.settings.vault
     root = Path(index.root)
+    index.load_all_notes()
     with index.lock:
         notes = {p: (len(n.text), len(index.shards_by_path.get(p, ()))) for p, n in index.notes.items()}
         skipped = dict(index.skipped)

@@ -114,7 +114,6 @@ class LazyShard(Shard):
     search_text = _lazy_field(_SHARD_SLOTS["search_text"])
 
 
-_SET = object.__setattr__
 # The slots' own setters: one call per field, no attribute lookup by name (an open builds 10^5 shards).
 _N_PATH, _N_TITLE, _N_FRONT, _N_BODY, _N_TYPE, _N_META, _N_WARN = (
     Note.__dict__[f].__set__ for f in ("path", "title", "frontmatter", "body_start", "source_type", "metadata", "warnings"))

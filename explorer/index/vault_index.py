@@ -559,7 +559,7 @@ class VaultIndex:
         got = None
         try:
             got = self.store.load_record(pending.path, pending.hash)
-        except StoreError:
+        except Exception:  # noqa: BLE001 - a store fault, or a store closed since: read the file
             pass
         if got is None:
             got = self._parse_again(pending.path)
@@ -605,6 +605,12 @@ class VaultIndex:
             p.load()
         if paths is None:
             self._all_loaded = True
+
+    def load_all_notes(self) -> None:
+        """Make every lazily opened note whole now, in one pass over the store: for a reader about to
+        read every note's text (one read per note would cost a query each)."""
+        with self.lock:
+            self._load_notes()
 
     def _install(
         self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None,

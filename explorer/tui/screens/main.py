@@ -126,6 +126,7 @@ class MainScreen(Screen):
             if tree.display:
                 tree.fill()
         self.query_one(ResultsList).two_line = width < COMPACT_WIDTH
+        self.query_one(ResultsSummary).set_class(width >= COMPACT_WIDTH, "-roomy")
         self.query_one(Footer).compact = width < COMPACT_WIDTH
 
     # -- index lifecycle (called by the app) ------------------------------------------------
@@ -209,7 +210,7 @@ class MainScreen(Screen):
             self.shown_query = ""
             self.workers.cancel_group(self, "search")
             self.query_one(ResultsList).clear()
-            self._show_selected()
+            self._show_selected_later()
             summary.message("Type to search." if not query else "Type words after the mode prefix.")
             return
         if self.explorer.index is None or self.explorer.pipeline is None:

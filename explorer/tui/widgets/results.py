@@ -213,11 +213,12 @@ class ResultsList(OptionList):
             if keep:
                 idx = next((i for i, r in enumerate(self.results) if r.document_path == keep), 0)
             self.highlighted = self._option_index(idx)
-        self._prerender()
+        self.call_later(self._prerender)
 
     def _prerender(self) -> None:
-        """Render the rows the next frame shows now (OptionList keeps them): the frame that draws
-        the new list is then short instead of carrying the whole list's layout and rendering."""
+        """Render the rows the next frame shows (OptionList keeps them), as a step of its own
+        between the update and that frame: each of the three stays short (when the frame comes
+        first, it rendered them and this finds them ready)."""
         region = self.scrollable_content_region
         for y in range(region.height if region.width > 0 else 0):
             self.render_line(y)
@@ -276,10 +277,15 @@ def search_mode(results: SearchResults, model: str) -> str:
 
 
 class ResultsSummary(Static):
-    """Above the list: quality level, counts, mode, advisory and warnings, or an honest “no good match”."""
+    """Above the list: quality level, counts, mode, advisory and warnings, or an honest “no good match”.
+
+    With the `-roomy` class (wide terminals) it keeps two lines even for a one-line summary, so a
+    “no good match” line that wraps does not push the list down and back up between searches
+    (each such shift moved every widget below it: a full-screen layout and repaint)."""
 
     DEFAULT_CSS = """
     ResultsSummary { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    ResultsSummary.-roomy { min-height: 2; }
     ResultsSummary.-low { color: $text-warning; }
     ResultsSummary.-none { color: $text-error; }
     """

@@ -25,7 +25,19 @@ def steady_update(static: Static, content: Content | str) -> None:
     width = static.content_region.width
     layout = True
     if width > 0 and isinstance(content, Content) and isinstance(old, Content):
-        same_height = not styles.is_auto_height or content.get_height(styles, width) == old.get_height(styles, width)
+        same_height = not styles.is_auto_height or _rows(static, content, width) == _rows(static, old, width)
         same_width = not styles.is_auto_width or content.get_optimal_width(styles, 0) == old.get_optimal_width(styles, 0)
         layout = not (same_height and same_width)
     static.update(content, layout=layout)
+
+
+def _rows(static: Static, content: Content, width: int) -> int:
+    """The rows `content` takes in `static` at `width`, within its min-height and max-height (in cells)."""
+    styles = static.styles
+    rows = content.get_height(styles, width)
+    low, high = styles.min_height, styles.max_height
+    if low is not None and low.cells is not None:
+        rows = max(rows, low.cells)
+    if high is not None and high.cells is not None:
+        rows = min(rows, high.cells)
+    return rows
