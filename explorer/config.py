@@ -101,6 +101,9 @@ class IndexSettings:
     """Estimated word pieces shared by consecutive pieces of a long section."""
     embeddings: bool = True
     """Compute and use dense vectors; off means BM25 only."""
+    dialog_context: bool = True
+    """Also embed each conversation turn read with its adjacent turns of the same session (a second
+    vector per turn note; see explorer.index.dialog). Off: turns have only their own vector."""
     model: str = "all-MiniLM-L6-v2"
     """Embedding model: the bundled name or a local model folder."""
     runtime: Annotated[str, OneOf("auto", "onnx", "sentence-transformers")] = "auto"
@@ -148,9 +151,20 @@ class SearchSettings:
     owner_weight: Annotated[float, Range(0, 100)] = 1.5
     """RRF weight of the notes of a person the query names (a turn's `speaker`, a `Users/<name>/`
     folder; see explorer.search.memory); the quality is then judged on those notes. 1 = off."""
-    neighbour_weight: Annotated[float, Range(0, 10)] = 0.5
+    neighbour_weight: Annotated[float, Range(0, 10)] = 0.0
     """Dialog context: share of the best adjacent turn's fused score that a conversation-turn note
-    gains (turn n +/- 1 of the same session; see explorer.search.memory). 0 = off."""
+    gains (turn n +/- 1 of the same session; see explorer.search.memory). 0 = off: `dialog_words`
+    and `dialog_vectors` read a turn with its neighbours, and this lift on top of them lowered
+    LoCoMo recall (BENCHMARKS.md)."""
+    dialog_words: Annotated[float, Range(0, 10)] = 0.5
+    """In vaults of conversation turns (score fusion): a turn's BM25 document also counts its
+    adjacent turns' words at this share (term counts and length; 0 = its own words only)."""
+    dialog_reach: Annotated[int, Range(1, 10)] = 2
+    """How many turns away `dialog_words` reaches, its share multiplied at each step (2: the
+    adjacent turns at 0.5, the next ones at 0.25)."""
+    dialog_vectors: bool = True
+    """In vaults of conversation turns (score fusion): a turn's cosine is the better of its own
+    vector's and its dialog-context vector's (index.dialog_context)."""
     candidates: Annotated[int, Range(1, 100_000)] = 100
     """Depth of each per-term ranking, in notes."""
     feedback_shards: Annotated[int, Range(0, 50)] = 3

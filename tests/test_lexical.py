@@ -162,3 +162,39 @@ def test_ascii_fast_fold_equals_the_unicode_fold(word: str) -> None:
     from explorer.text.tokenize import _fold, _fold_unicode
 
     assert _fold.__wrapped__(word) == _fold_unicode(word)
+
+
+def test_spread_scores_equal_bm25_over_the_expanded_documents() -> None:
+    """`top_spread` with whole-weight pairs equals BM25Okapi over the documents with their sources
+    appended; a term in half the expanded documents or more counts nothing; half weights count half."""
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(40)]
+    docs = {f"d{i}": [rng.choice(vocab) for _ in range(rng.randint(3, 12))] for i in range(30)}
+    index = BM25Index()
+    for key, toks in docs.items():
+        index.add(key, toks)
+    index.remove("d5")  # a free slot in the middle
+    del docs["d5"]
+    keys = list(docs)
+    links = [(keys[i], keys[i + 1]) for i in range(0, len(keys) - 1, 3)]
+    pairs = index.spread_pairs([(a, b, 1.0) for a, b in links] + [(b, a, 1.0) for a, b in links] + [("gone", "d0", 1.0)])
+    assert len(pairs[0]) == 2 * len(links)
+    expanded = {k: list(v) for k, v in docs.items()}
+    for a, b in links:
+        expanded[a] += docs[b]
+        expanded[b] += docs[a]
+    ref = BM25Okapi([expanded[k] for k in keys])
+    n = len(keys)
+    for query in (["w1"], ["w3", "w7", "w7"], vocab[:10]):
+        got = dict(index.top_spread(query, n, pairs))
+        useful = [t for t in query if 0 < sum(t in expanded[k] for k in keys) < n / 2]
+        expected = dict(zip(keys, ref.get_scores(useful))) if useful else {}
+        for key in keys:
+            assert got.get(key, 0.0) == pytest.approx(expected.get(key, 0.0), abs=1e-9), (query, key)
+    assert index.top_spread(["w1"], 3, pairs) == sorted(index.top_spread(["w1"], n, pairs), key=lambda p: (-p[1], p[0]))[:3]
+    half = index.spread_pairs([(a, b, 0.5) for a, b in links])
+    a, b = next((a, b) for a, b in links if "w3" in docs[b] and "w3" not in docs[a])
+    assert dict(index.top_spread(["w3"], n, half)).get(a, 0.0) > 0.0
+    assert a not in dict(index.top(["w3"], n))
+    mask = index.mask([a])
+    assert [k for k, _ in index.top_spread(["w3"], n, half, mask)] == [a]

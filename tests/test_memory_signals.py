@@ -61,17 +61,90 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
 
 def test_a_turn_gains_from_the_turn_before_it_in_the_same_session(index: VaultIndex) -> None:
     comet = "Users/Ana/turns/turn_000003/context.md"
-    res = _search(index, "what did you call him")
+    neighbour_only = {"search.neighbour_weight": 0.5, "search.dialog_words": 0.0}
+    res = _search(index, "what did you call him", **neighbour_only)
     assert comet in _paths(res)  # no word of the query is in it: its neighbour asked the question
     entry = next(r for r in res.results if r.document_path == comet)
     lift = [c for c in entry.explanation.contributions if c.retriever == "neighbour"]
     assert lift and lift[0].term == "Users/Ben/turns/turn_000002/context.md"
     assert entry.rrf_score == pytest.approx(sum(c.contribution for c in entry.explanation.contributions))
-    assert comet not in _paths(_search(index, "what did you call him", **{"search.neighbour_weight": 0.0}))
+    assert comet not in _paths(_search(index, "what did you call him",
+                                       **{"search.neighbour_weight": 0.0, "search.dialog_words": 0.0}))
     # Turn 4 (session 2) is not a neighbour of turn 3 (session 1).
-    marathon = _search(index, "sister")
+    marathon = _search(index, "sister", **neighbour_only)
     assert "Users/Ana/turns/turn_000003/context.md" not in _paths(marathon)
     assert "Users/Ana/turns/turn_000005/context.md" in _paths(marathon)
+
+
+def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex) -> None:
+    comet = "Users/Ana/turns/turn_000003/context.md"
+    no_lift = {"search.neighbour_weight": 0.0}
+    res = _search(index, "what did you call him", **no_lift)
+    assert comet in _paths(res)  # its BM25 document holds the question asked just before it
+    entry = next(r for r in res.results if r.document_path == comet)
+    asked = next(r for r in res.results if r.document_path == "Users/Ben/turns/turn_000002/context.md")
+    assert [c.retriever for c in entry.explanation.contributions] == ["bm25"]
+    assert 0 < entry.rrf_score < asked.rrf_score  # the turn holding the words itself stays first
+    half = entry.explanation.contributions[0].raw_score
+    more = next(r for r in _search(index, "what did you call him", **no_lift, **{"search.dialog_words": 1.0}).results
+                if r.document_path == comet)
+    assert more.explanation.contributions[0].raw_score > half
+    # Turn 4 opens session 2: the words of session 1's last turn are not its own.
+    sky = _search(index, "Comet sky", **no_lift)
+    assert "Users/Ben/turns/turn_000004/context.md" not in _paths(sky)
+    # Two turns away, the words count a quarter (search.dialog_reach = 2); one step only: not at all.
+    scores = {r.document_path: r.rrf_score for r in sky.results}
+    first, second, third = (f"Users/{who}/turns/turn_00000{n}/context.md" for who, n in (("Ana", 1), ("Ben", 2), ("Ana", 3)))
+    assert scores[third] > scores[second] > scores[first] > 0
+    assert first not in _paths(_search(index, "Comet sky", **no_lift, **{"search.dialog_reach": 1}))
+    # Other vaults (rank fusion) keep plain BM25.
+    plain = _search(index, "what did you call him", **no_lift, **{"search.fusion": "rrf"})
+    assert comet not in _paths(plain)
+
+
+def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, embedder) -> None:
+    from test_store import CountingEmbedder
+
+    vault = write_notes(tmp_path / "v", TURNS)
+    first = CountingEmbedder(embedder)
+    ix = VaultIndex(vault, load_settings(vault, {}), embedder=first)
+    ix.open()
+    assert len(ix.pending()) == 7  # each shard once, though 6 of them also lack a context vector
+    assert ix.embed_pending() == 7 + 6  # own texts, and the context texts of the 6 turns with a neighbour
+    assert ix.pending() == []
+    turn = {n: f"Users/{'Ana' if n % 2 else 'Ben'}/turns/turn_{n:06d}/context.md" for n in range(1, 9)}
+    in_context = {ix.shards[i].path for i in ix.context._slot_of}
+    assert in_context == {turn[n] for n in range(1, 7)}  # turn 7 is alone in session 3
+    comet = ix.shards_by_path[turn[3]][0]
+    own, ctx = ix.dense.vector(comet), ix.context.vector(comet)
+    assert float(own @ ctx) < 0.99
+    # The dense ranking takes the better of a turn's two cosines.
+    res = SearchPipeline(ix, ix.settings).search("what name did Ana give her new dog", k=7, two_pass=False)
+    dense = next(r for r in res.trace.rankings if r.retriever == "dense")
+    qvec = ix.encode_query("what name did Ana give her new dog")
+    assert dict(dense.items)[comet] == pytest.approx(max(float(own @ qvec), float(ctx @ qvec)), abs=1e-5)
+    ix.close()
+
+    second = CountingEmbedder(embedder)
+    ix = VaultIndex(vault, load_settings(vault, {}), embedder=second)
+    ix.open()
+    try:
+        assert ix.pending() == [] and len(ix.context) == 6 and second.texts == 0  # loaded from the cache
+        path, text = _turn(8, "Ben", 3, "Sorry to hear that, was the beach closed?")
+        (vault / path).parent.mkdir(parents=True)
+        (vault / path).write_text(text, encoding="utf-8")
+        ix.refresh()
+        assert {s.path for s in ix.pending()} == {turn[7], turn[8]}
+        assert ix.embed_pending() == 2  # turn 8's own text; turns 7 and 8 read together are one context text
+        assert len(ix.context) == 8 and ix.pending() == []
+    finally:
+        ix.close()
+    off = VaultIndex(vault, load_settings(vault, {"index.dialog_context": False}), embedder=embedder)
+    off.open()
+    try:
+        assert off.pending() == [] and len(off.context) == 0
+    finally:
+        off.close()
 
 
 def test_no_good_match_when_only_someone_else_matches(index: VaultIndex) -> None:

@@ -319,6 +319,74 @@ class BM25Index:
         idx = np.flatnonzero(hit)
         return idx, scores[idx]
 
+    def spread_pairs(self, pairs: Iterable[tuple[str, str, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(dst, src, weight) arrays of (key that gains, key whose words it gains, at what weight)
+        triples of live documents, for `top_spread`."""
+        slot = self._slot_of
+        kept = [(slot[a], slot[b], w) for a, b, w in pairs if a in slot and b in slot]
+        if not kept:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+        dst, src, weight = zip(*kept)
+        return np.asarray(dst, dtype=np.int64), np.asarray(src, dtype=np.int64), np.asarray(weight, dtype=np.float64)
+
+    def top_spread(
+        self, query: Sequence[str], k: int, pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
+        allowed: np.ndarray | None = None,
+    ) -> list[tuple[str, float]]:
+        """`top` over expanded documents: each `dst` document also holds its `src` documents' words
+        at their `weight` (term counts and length), as if their text were appended with that weight.
+
+        `pairs` is from `spread_pairs`. The idf counts the expanded documents that hold a term;
+        a term in half of them or more counts nothing (in a dialog, the speakers' names are in
+        nearly every expanded turn). avgdl is the expanded documents' mean. Documents that are no
+        `dst` keep their own words.
+        """
+        dst, src, weight = pairs
+        n_slots = len(self._key_of)
+        n = len(self._slot_of)
+        if not n or not self._total_len or k <= 0:
+            return []
+        dl = self._doc_len[:n_slots].copy()
+        if len(dst):
+            dl += np.bincount(dst, weights=weight * dl[src], minlength=n_slots)[:n_slots]
+        avgdl = float(dl.sum()) / n
+        base_idf = self.idf()
+        scores = np.zeros(n_slots, dtype=np.float64)
+        hit = np.zeros(n_slots, dtype=bool)
+        k1, b = self.k1, self.b
+        for term in query:
+            if term not in base_idf:
+                continue
+            slots, tf_own = self._posting_arrays(term)
+            tf = np.zeros(n_slots, dtype=np.float64)
+            tf[slots] = tf_own
+            if len(dst):
+                tf += np.bincount(dst, weights=weight * tf[src], minlength=n_slots)[:n_slots]
+            has = np.flatnonzero(tf > 0)
+            df = len(has)
+            w = math.log(n - df + 0.5) - math.log(df + 0.5)
+            if w <= 0:  # in half the expanded documents or more (a speaker's name): no evidence
+                continue
+            t = tf[has]
+            scores[has] += w * (t * (k1 + 1) / (t + k1 * (1 - b + b * dl[has] / avgdl)))
+            hit[has] = True
+        if allowed is not None:
+            m = allowed[:n_slots]
+            hit[: len(m)] &= m
+            hit[len(m):] = False
+        idx = np.flatnonzero(hit)
+        if not len(idx):
+            return []
+        sc = scores[idx]
+        if len(idx) > k:
+            part = np.argpartition(-sc, k - 1)[:k]
+            cut = sc[part].min()
+            sel = sc >= cut
+            idx, sc = idx[sel], sc[sel]
+        out = [(self._key_of[i], v) for i, v in zip(idx.tolist(), sc.tolist()) if self._key_of[i] is not None]
+        out.sort(key=lambda p: (-p[1], p[0]))
+        return out[:k]
+
     def get_scores(self, query: Sequence[str], keys: Iterable[str] | None = None) -> dict[str, float]:
         """Score of every live document (or of `keys`), 0.0 where no query token occurs."""
         slots, scores = self.score_slots(query)

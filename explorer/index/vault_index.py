@@ -16,6 +16,7 @@ import numpy as np
 
 from explorer.config import Settings, VaultSettings, cache_dir_for
 from explorer.index.dense import DenseIndex
+from explorer.index.dialog import context_key, context_text, dialog_neighbours, turn_position
 from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
@@ -116,6 +117,13 @@ class VaultIndex:
         ix = self.settings.index
         self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
         self.dense = DenseIndex()
+        self.context = DenseIndex()
+        """Dialog-context vectors of conversation turns (node_id -> the turn read with its neighbours)."""
+        self.neighbours: dict[str, tuple[str, ...]] = {}
+        """Turn note path -> its adjacent turns' paths (see explorer.index.dialog)."""
+        self._context_want: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+        """Turn shard node_id -> (context key, the turns before it, the turns after it) it needs a context vector for."""
+        self._context_have: dict[str, str] = {}
         self._states: dict[str, FileState] = {}
         self._embedder: Embedder | None = embedder
         self._embedder_lock = threading.Lock()
@@ -230,6 +238,10 @@ class VaultIndex:
             vec = self.dense.vector(sh.node_id)
             if vec is not None:
                 vectors[sh.hash] = vec
+        for node_id, key in self._context_have.items():
+            vec = self.context.vector(node_id)
+            if vec is not None:
+                vectors[key] = vec
         try:
             self.store.apply(notes=records, skipped=skips)
             if vectors:
@@ -287,6 +299,7 @@ class VaultIndex:
                 self._states.setdefault(path, FileState(0, 0, ""))
             self._states.update(stored_states)
             self._load_vectors(list(self.shards.values()))
+            self._refresh_dialog()
             self.version += 1
         uncovered = len(records) - len(covered)
         report = self.refresh(progress=progress)
@@ -474,7 +487,7 @@ class VaultIndex:
     def prune_vectors(self) -> int:
         """Drop cached vectors that no current shard uses (of the current model); returns how many."""
         with self.lock:
-            keep = {s.hash for s in self.shards.values()}
+            keep = {s.hash for s in self.shards.values()} | {want[0] for want in self._context_want.values()}
         try:
             return self.store.prune_vectors(self.model_id, keep)
         except StoreError as exc:
@@ -532,6 +545,9 @@ class VaultIndex:
                     del self.skipped[path]
                 self.skipped.update(folder_skips)
             self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
+            if any(p in self.neighbours for p in gone) or any(
+                    r.path in self.neighbours or turn_position(r.note) is not None for r in records):
+                self._refresh_dialog()
             self.version += 1
         if not saved and self._fault == "" and self.store is not None:
             # The damaged store was rebuilt from memory, which now holds this batch too.
@@ -655,6 +671,58 @@ class VaultIndex:
             picked = mat if rows == list(range(len(mat))) else mat[np.asarray(rows, dtype=np.int64)]
             self.dense.set_many(keys, picked, adopt=True)
 
+    def _refresh_dialog(self) -> None:
+        """Recompute the adjacent turns and which context vector each turn shard needs (under the lock);
+        drop context vectors that no longer fit, load the ones the store has.
+
+        A context vector's cache key is made of the content hashes of the turns it reads, in order,
+        so no note text is read here (a lazily opened note stays unread until it is embedded).
+        """
+        self.neighbours = dialog_neighbours(self.notes)
+        want: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+        if self.settings.index.dialog_context:
+            number = {p: pos[0] for p in self.neighbours if (pos := turn_position(self.notes[p])) is not None}
+            by_path, shards = self.shards_by_path, self.shards
+            for path, near in self.neighbours.items():
+                before = tuple(p for p in near if number.get(p, 0) < number[path])
+                after = tuple(p for p in near if number.get(p, 0) > number[path])
+                around = [[shards[i].hash for i in by_path.get(p, ()) if i in shards] for p in (*before, *after)]
+                for node_id in by_path.get(path, ()):
+                    hashes = [h for hs in around[:len(before)] for h in hs] + [shards[node_id].hash] + \
+                             [h for hs in around[len(before):] for h in hs]
+                    want[node_id] = (context_key(hashes), before, after)
+        self._context_want = want
+        for node_id, key in list(self._context_have.items()):
+            if want.get(node_id, ("",))[0] != key:
+                self.context.remove(node_id)
+                del self._context_have[node_id]
+        missing = {node_id: key for node_id, (key, _b, _a) in want.items() if node_id not in self._context_have}
+        if not missing or self.model_state == "off":
+            return
+        try:
+            found, mat = self.store.get_matrix(self.model_id, sorted(set(missing.values())))
+        except StoreError as exc:
+            self._store_fault(exc)
+            return
+        if not found or mat.shape[1] != self.context.dim:
+            return
+        row_of = {h: i for i, h in enumerate(found)}
+        keys = [n for n, k in missing.items() if k in row_of]
+        if keys:
+            self.context.set_many(keys, mat[np.asarray([row_of[missing[n]] for n in keys], dtype=np.int64)])
+            for n in keys:
+                self._context_have[n] = missing[n]
+
+    def _context_text(self, node_id: str) -> str:
+        """The text a turn shard's context vector embeds: the turn before, the shard, the turn after."""
+        _key, before, after = self._context_want[node_id]
+        return context_text(self.shards[node_id].text.strip(), [self._note_text(p) for p in before],
+                            [self._note_text(p) for p in after])
+
+    def _note_text(self, path: str) -> str:
+        """The text of a note's shards, joined (a turn note is usually one shard)."""
+        return "\n".join(self.shards[i].text.strip() for i in self.shards_by_path.get(path, ()) if i in self.shards)
+
     # -- embedding ------------------------------------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
         """The embedding model, loaded on first use; None when embeddings are off or unavailable."""
@@ -677,6 +745,9 @@ class VaultIndex:
                         for key in list(self.shards):
                             self.dense.remove(key)
                         self._load_vectors(list(self.shards.values()))
+                        self.context = DenseIndex()
+                        self._context_have = {}
+                        self._refresh_dialog()
                 self._embedder = emb
                 self.runtime = emb.runtime
                 self.model_state = "ready"
@@ -695,9 +766,14 @@ class VaultIndex:
         self._loader.start()
 
     def pending(self) -> list[Shard]:
-        """Shards that have no vector yet."""
+        """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
         with self.lock:
-            return [s for s in self.shards.values() if s.node_id not in self.dense]
+            out = [s for s in self.shards.values() if s.node_id not in self.dense]
+            if len(self._context_have) < len(self._context_want):
+                seen = {s.node_id for s in out}
+                out += [self.shards[n] for n in self._context_want
+                        if n not in self._context_have and n not in seen and n in self.shards]
+            return out
 
     def embed_pending(
         self,
@@ -714,11 +790,21 @@ class VaultIndex:
             return 0
         size = batch or self.settings.index.embed_batch
         todo = self.pending()
-        # Shards sharing a hash are embedded once.
+        # Shards sharing a hash are embedded once; so are context texts sharing a key.
         by_hash: dict[str, list[Shard]] = {}
-        for s in todo:
-            by_hash.setdefault(s.hash, []).append(s)
-        hashes = sorted(by_hash, key=lambda h: len(by_hash[h][0].search_text))
+        text_of: dict[str, str] = {}
+        contexts: dict[str, list[str]] = {}
+        with self.lock:
+            for s in todo:
+                if s.node_id not in self.dense:
+                    by_hash.setdefault(s.hash, []).append(s)
+                    text_of[s.hash] = s.search_text
+                wanted = self._context_want.get(s.node_id)
+                if wanted is not None and s.node_id not in self._context_have:
+                    contexts.setdefault(wanted[0], []).append(s.node_id)
+                    if wanted[0] not in text_of:
+                        text_of[wanted[0]] = self._context_text(s.node_id)
+        hashes = sorted(text_of, key=lambda h: len(text_of[h]))
         done = 0
         total = len(hashes)
         step = max(size * 4, 64)
@@ -726,7 +812,7 @@ class VaultIndex:
             if cancelled and cancelled():
                 break
             chunk = hashes[i:i + step]
-            texts = [by_hash[h][0].search_text for h in chunk]
+            texts = [text_of[h] for h in chunk]
             # One model batch at a time, cancellable between batches (quitting the app waits for
             # the batch under way, not the whole step); what was embedded is kept.
             vecs: list[np.ndarray] = []
@@ -738,10 +824,14 @@ class VaultIndex:
             self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
                 for h, vec in zip(chunk, vecs):
-                    for s in by_hash[h]:
+                    for s in by_hash.get(h, ()):
                         current = self.shards.get(s.node_id)
                         if current is not None and current.hash == h:
                             self.dense.set(s.node_id, vec)
+                    for node_id in contexts.get(h, ()):
+                        if self._context_want.get(node_id, ("",))[0] == h:
+                            self.context.set(node_id, vec)
+                            self._context_have[node_id] = h
                 self.version += 1
             done += len(chunk)
             if progress:

@@ -6,8 +6,10 @@ a query names one of these people ("When did Caroline move?"), notes of that per
 more often than notes that merely mention the same things about someone else; and when only
 someone else's notes match, the memory most likely does not hold the answer. The pipeline
 weighs the named people's notes up in the fusion (`search.owner_weight`) and judges quality on
-them. Conversation turns are also read as a dialog: a turn gains part of the score of the turn
-before or after it in the same session (`search.neighbour_weight`).
+them. Conversation turns are also read as a dialog: the retriever scores a turn's words together
+with its neighbours' and takes the better of its own and its dialog-context vector
+(`search.dialog_words`, `search.dialog_vectors`; explorer.index.dialog), and a turn can also gain
+part of the fused score of the turn before or after it (`search.neighbour_weight`, off by default).
 """
 
 from __future__ import annotations
@@ -78,9 +80,6 @@ class Owners:
         return frozenset(out)
 
 
-_TURN_DIR = re.compile(r"(?:^|/)turn_(\d+)(?:/|\.md$)")
-
-
 def owner_weights(base: Callable[[str], float], index: Any, favoured: frozenset[str], boost: float) -> Callable[[str], float]:
     """The fusion's per-shard weight: `base` (the source type's), times `boost` for the favoured notes."""
     if not favoured or boost == 1.0:
@@ -94,49 +93,11 @@ def owner_weights(base: Callable[[str], float], index: Any, favoured: frozenset[
     return weight
 
 
-def turn_position(note: Any) -> tuple[int, Any] | None:
-    """(turn number, session) of a conversation-turn note, None for other notes.
-
-    The number is the frontmatter `turn_id` (or metadata's), else the `turn_NNNNNN` folder or file
-    name; the session is the frontmatter or metadata `session`, None when not recorded.
-    """
-    if note.source_type != "turn_summary" and not _TURN_DIR.search(note.path):
-        return None
-    number: Any = None
-    session: Any = None
-    for source in (note.frontmatter, note.metadata):
-        if not isinstance(source, dict):
-            continue
-        if number is None and isinstance(source.get("turn_id"), int) and not isinstance(source.get("turn_id"), bool):
-            number = source["turn_id"]
-        if session is None and isinstance(source.get("session"), (int, str)):
-            session = source["session"]
-    if number is None:
-        m = _TURN_DIR.search(note.path)
-        if m is None:
-            return None
-        number = int(m.group(1))
-    return number, session
-
-
 class Dialog:
-    """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session."""
+    """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session (the index's)."""
 
-    def __init__(self, notes: dict[str, Any]) -> None:
-        by_number: dict[int, list[tuple[str, Any]]] = {}
-        positions: dict[str, tuple[int, Any]] = {}
-        for path, note in notes.items():
-            pos = turn_position(note)
-            if pos is not None:
-                positions[path] = pos
-                by_number.setdefault(pos[0], []).append((path, pos[1]))
-        self.neighbours: dict[str, tuple[str, ...]] = {}
-        for path, (number, session) in positions.items():
-            if session is None:  # without a recorded session, adjacent numbers may be separate conversations
-                continue
-            near = [p for n in (number - 1, number + 1) for p, s in by_number.get(n, ()) if s == session]
-            if near:
-                self.neighbours[path] = tuple(sorted(near))
+    def __init__(self, neighbours: dict[str, tuple[str, ...]]) -> None:
+        self.neighbours: dict[str, tuple[str, ...]] = {path: tuple(sorted(near)) for path, near in neighbours.items()}
 
 
 class MemoryCache:
@@ -153,7 +114,7 @@ class MemoryCache:
             if self._version != index.version:
                 with index.lock:
                     self._owners = Owners(index.notes)
-                    self._dialog = Dialog(index.notes)
+                    self._dialog = Dialog(index.neighbours)
                     self._version = index.version
             return self._owners, self._dialog
 

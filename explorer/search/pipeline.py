@@ -282,7 +282,8 @@ class SearchPipeline:
                 if not rankings:
                     rankings = self._retriever.rankings(terms, run.qvecs, run.allowed, run.timings, "",
                                                         corrections=run.corrections, phrases=parsed.phrases,
-                                                        threshold=run.threshold, feedback=run.fusion != "score")
+                                                        threshold=run.threshold, feedback=run.fusion != "score",
+                                                        dialog=run.fusion == "score")
                 with run.timed("fusion"):
                     entries = self._fuse(rankings, 1, run)
             ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
@@ -336,7 +337,8 @@ class SearchPipeline:
                 return None, [], ["all"]
             rankings = self._retriever.rankings(run.terms, run.qvecs, run.allowed, run.timings, "",
                                                 corrections=run.corrections, phrases=run.parsed.phrases,
-                                                threshold=run.threshold, feedback=run.fusion != "score")
+                                                threshold=run.threshold, feedback=run.fusion != "score",
+                                                        dialog=run.fusion == "score")
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
@@ -388,7 +390,8 @@ class SearchPipeline:
         with self.index.lock:
             rankings2 = self._retriever.rankings(terms2, qvecs2, run.allowed, run.timings, "pass2_",
                                                  corrections=self._retriever.corrections(refined),
-                                                 phrases=run.parsed.phrases, threshold=run.threshold, feedback=run.fusion != "score")
+                                                 phrases=run.parsed.phrases, threshold=run.threshold, feedback=run.fusion != "score",
+                                                        dialog=run.fusion == "score")
             entries2 = self._fuse(rankings2, 2, run)
             found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec) for e in entries2[: s.pass2_entries]]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
@@ -438,7 +441,12 @@ class SearchPipeline:
             judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
             owners = self._memory.get(self.index)[0]
             with self.index.lock:
-                share = named_match(out.trace.rankings, self.index, owners, run.named, TOP_N)
+                rankings = out.trace.rankings
+                if run.named and run.fusion == "score" and self.settings.search.dialog_words > 0:
+                    # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
+                    assert run.terms is not None
+                    rankings = [self._retriever.own_words(run.terms.all_terms[0], run.allowed, run.corrections)]
+                share = named_match(rankings, self.index, owners, run.named, TOP_N)
                 covered = named_coverage(judged, self.index, owners, run.named, query_words(run.parsed.text), TOP_N)
             out.quality = assess(judged, run.qvecs is not None, share, covered)
         out.stats.final_results = len(out.results)

@@ -37,6 +37,7 @@ class Retriever:
         self.settings = settings
         self.source_weight = source_weight
         self._facts_cache: tuple[int, set[str]] = (-1, set())
+        self._pairs_cache: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = (None, (np.zeros(0), np.zeros(0), np.zeros(0)))
         self._names = NameIndex()
         self._speller = Speller()
 
@@ -104,6 +105,7 @@ class Retriever:
         phrases: tuple[str, ...] = (),
         threshold: float | None = None,
         feedback: bool = True,
+        dialog: bool = False,
     ) -> list[Ranking]:
         """One BM25 and one dense ranking per term (the dense side scans the matrix once for all
         terms), the name ranking of the query, and the dense feedback ranking.
@@ -113,6 +115,9 @@ class Retriever:
         ranking (retriever `phrase`, in BM25 order), and the phrase's words are searched anyway,
         so a passage worded slightly differently still ranks. `threshold` is the dense rankings'
         cosine floor (default `search.dense_threshold`); `feedback` False leaves the feedback ranking out.
+        `dialog` reads conversation turns in their dialog: a turn's BM25 document also holds its
+        adjacent turns' words at `search.dialog_words`, and its cosine is the better of its own
+        vector's and its dialog-context vector's (`search.dialog_vectors`; explorer.index.dialog).
         """
         s = self.settings.search
         floor = s.dense_threshold if threshold is None else threshold
@@ -121,6 +126,7 @@ class Retriever:
         rankings: list[Ranking] = []
         t0 = time.perf_counter()
         bm_mask = self.index.bm25.mask(allowed) if allowed is not None else None
+        pairs = self._dialog_pairs(s.dialog_words, s.dialog_reach) if dialog and s.dialog_words > 0 else None
         for i, term in enumerate(terms.all_terms):
             tw = s.query_weight if i == 0 else s.term_weight
             if i and s.term_retrievers == "dense":
@@ -128,7 +134,11 @@ class Retriever:
             toks = tokenize(term)
             if corrections:
                 toks = corrected_tokens(toks, corrections)
-            items = self._note_depth(lambda n: self.index.bm25.top(toks, n, bm_mask), fetch, depth) if toks else []
+            if pairs is not None and len(pairs[0]):
+                items = self._note_depth(lambda n: self.index.bm25.top_spread(toks, n, pairs, bm_mask),
+                                         fetch, depth) if toks else []
+            else:
+                items = self._note_depth(lambda n: self.index.bm25.top(toks, n, bm_mask), fetch, depth) if toks else []
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
         if qvecs is not None:
@@ -139,11 +149,16 @@ class Retriever:
             if embedded:
                 matrix = np.stack([qvecs[t] for t in embedded])
                 hits = self.index.dense.search_many(matrix, fetch, floor, de_mask)
+                context = self.index.context if dialog and s.dialog_vectors and len(self.index.context) else None
+                in_context = (context.search_many(matrix, fetch, floor, context.mask(allowed) if allowed is not None else None)
+                              if context is not None else None)
                 for j, (term, items) in enumerate(zip(embedded, hits)):
                     tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
                     row = matrix[j : j + 1]
                     items = self._note_depth(
                         lambda n: self.index.dense.search_many(row, n, floor, de_mask)[0], fetch, depth, items)
+                    if in_context is not None:
+                        items = _better_of(items, in_context[j])
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
             timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
         if phrases:
@@ -276,6 +291,34 @@ class Retriever:
         per_note = len(self.index.shards) / n_notes
         return max(notes, int(notes * per_note * 2) + 16)
 
+    def own_words(self, term: str, allowed: set[str] | None, corrections: list[Correction] | None = None) -> Ranking:
+        """The plain BM25 ranking of `term` (each turn's own words, whatever `dialog` did to the fused one)."""
+        s = self.settings.search
+        toks = tokenize(term)
+        if corrections:
+            toks = corrected_tokens(toks, corrections)
+        mask = self.index.bm25.mask(allowed) if allowed is not None else None
+        items = self._note_depth(lambda n: self.index.bm25.top(toks, n, mask), self._shard_depth(s.candidates),
+                                 s.candidates) if toks else []
+        return Ranking(term, "bm25", s.bm25_weight, s.query_weight, tuple(items))
+
+    def _dialog_pairs(self, share: float, reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """BM25 (dst, src, weight): every shard of a turn note with every shard of the turns up to
+        `reach` steps away in its session, at `share` per step (share ** steps); per index version."""
+        key = (self.index.version, share, reach)
+        if self._pairs_cache[0] != key:
+            by_path, neighbours = self.index.shards_by_path, self.index.neighbours
+            triples: list[tuple[str, str, float]] = []
+            for path in neighbours:
+                seen, frontier = {path}, [path]
+                for step in range(1, reach + 1):
+                    frontier = [q for p in frontier for q in neighbours.get(p, ()) if q not in seen]
+                    seen.update(frontier)
+                    w = share ** step
+                    triples += [(dst, src, w) for q in frontier for dst in by_path.get(path, ()) for src in by_path.get(q, ())]
+            self._pairs_cache = (key, self.index.bm25.spread_pairs(triples))
+        return self._pairs_cache[1]
+
     def _note_depth(
         self,
         fetch: Callable[[int], list[tuple[str, float]]],
@@ -329,3 +372,12 @@ def _leave_one_out(
 
 def _has_tag(tags: tuple[str, ...], wanted: str) -> bool:
     return any(t == wanted or t.startswith(wanted + "/") for t in tags)
+
+
+def _better_of(own: list[tuple[str, float]], context: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """One dense ranking from a turn's own cosines and its dialog-context cosines: each shard's better one."""
+    best = dict(own)
+    for node_id, cos in context:
+        if cos > best.get(node_id, -2.0):
+            best[node_id] = cos
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))
