@@ -137,6 +137,17 @@ def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, 
         assert {s.path for s in ix.pending()} == {turn[7], turn[8]}
         assert ix.embed_pending() == 2  # turn 8's own text; turns 7 and 8 read together are one context text
         assert len(ix.context) == 8 and ix.pending() == []
+        # An edited turn: its own vector and the context of every turn that reads it are redone.
+        edited_path, edited = _turn(2, "Ben", 1, "Lovely! Does he like long walks?")
+        (vault / edited_path).write_text(edited, encoding="utf-8")
+        ix.refresh()
+        assert {s.path for s in ix.pending()} == {turn[1], turn[2], turn[3]}
+        assert ix.embed_pending() == 4
+        assert "long walks" in ix._context_text(ix.shards_by_path[turn[3]][0])
+        # A removed turn leaves its neighbours without it.
+        (vault / turn[8]).unlink()
+        ix.refresh()
+        assert turn[7] not in ix.neighbours and len(ix.context) == 6 and ix.pending() == []
     finally:
         ix.close()
     off = VaultIndex(vault, load_settings(vault, {"index.dialog_context": False}), embedder=embedder)
