@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from textual import events, on, work
@@ -72,7 +73,7 @@ class MainScreen(Screen):
         self._held: SearchFinished | None = None
         self._focus_results = False
         self._hold_timer: Timer | None = None
-        self._context_pending = False
+        self._context_pending_since = 0.0
         self._tree_choice: bool | None = None
         self._started_model = ""
         self.results_model = ""
@@ -339,6 +340,12 @@ class MainScreen(Screen):
         if not self._context_pending:  # a pending update shows the highlighted result anyway
             self._show_selected()
 
+    @property
+    def _context_pending(self) -> bool:
+        """A deferred panes update is on its way (one that has not come within a second, say while
+        another screen was on top, no longer holds highlight moves back)."""
+        return time.monotonic() - self._context_pending_since < 1.0
+
     def _show_selected_later(self) -> None:
         """Show the selected result in the panes once the new list is on screen, in a frame of its own.
 
@@ -346,10 +353,10 @@ class MainScreen(Screen):
         120x40; apart, each frame is short and a key typed meanwhile is never held up by both."""
         if self._context_pending:
             return
-        self._context_pending = True
+        self._context_pending_since = time.monotonic()
 
         def show() -> None:
-            self._context_pending = False
+            self._context_pending_since = 0.0
             self._show_selected()
 
         self.call_after_refresh(self.set_timer, CONTEXT_AFTER_LIST_S, show)
