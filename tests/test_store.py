@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from explorer.config import Settings
 from explorer.index import store as store_mod
 from explorer.index.store import Store
 from explorer.index.vault_index import VaultIndex
+from explorer.text.tokenize import tokenize
 
 LEXICAL = Settings().with_overrides({"index.embeddings": False})
 
@@ -392,3 +394,49 @@ def test_dense_rows_off_unit_length_by_more_than_a_thousandth_are_normalised() -
         # Off by more than 1e-3: normalised; within it: kept as given.
         assert abs(norms[0] - 1) < 1e-5 and abs(norms[1] - 1) < 1e-5 and abs(norms[4] - 1) < 1e-5
         assert abs(norms[2] - 1.0005) < 1e-5 and abs(norms[3] - 0.9995) < 1e-5
+
+
+def test_notes_parsed_under_older_rules_are_read_again_with_their_vectors_kept(tmp_path: Path, monkeypatch) -> None:
+    """A parser or sharder change reaches notes whose files did not change; no vector is lost."""
+    import explorer.index.vault_index as vi
+
+    root = _vault(tmp_path)
+    real = vi.make_shards
+
+    def old_rules(note, *args, **kwargs):
+        return [replace(s, search_text="OLDRULE " + s.search_text) for s in real(note, *args, **kwargs)]
+
+    monkeypatch.setattr(vi, "make_shards", old_rules)
+    index = VaultIndex(root, LEXICAL)
+    index.open()
+    index.store.put_vectors("m", {"h": np.ones(4, dtype=np.float32)})
+    assert all(s.search_text.startswith("OLDRULE") for s in index.shards.values())
+    index.close()
+    monkeypatch.setattr(vi, "make_shards", real)
+
+    # Same rules version: unchanged files are not read again, their stored shards stay.
+    index = VaultIndex(root, LEXICAL)
+    report = index.open()
+    assert report.changed == [] and all(s.search_text.startswith("OLDRULE") for s in index.shards.values())
+    index.close()
+
+    # Written under earlier rules: every note is parsed again, once, and says so in one line.
+    conn = sqlite3.connect(root / ".explorer" / "index.sqlite")
+    conn.execute("UPDATE meta SET value='1' WHERE key='rules'")
+    conn.commit()
+    conn.close()
+    messages: list[str] = []
+    index = VaultIndex(root, LEXICAL, on_message=messages.append)
+    report = index.open()
+    assert sorted(report.changed) == [f"n{i}.md" for i in range(5)]
+    assert [m for m in messages if "parser" in m and "vectors kept" in m]
+    assert not any("OLDRULE" in s.search_text for s in index.shards.values())
+    assert index.bm25.doc_freq(tokenize("OLDRULE")[0]) == 0
+    assert index.store.vector_count("m") == 1
+    index.close()
+
+    index = VaultIndex(root, LEXICAL)
+    report = index.open()
+    assert report.changed == [] and report.added == []
+    assert not any("OLDRULE" in s.search_text for s in index.shards.values())
+    index.close()

@@ -50,6 +50,12 @@ from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
 SCHEMA_VERSION = 9
 
+#: Bump when the parser or the sharder makes other notes or shards from the same file: stores
+#: written under other rules (no `rules` row: rules 1) keep their vectors, but every stored
+#: note is read again from the vault on the next open (explorer.index.vault_index).
+#: 2: a name with no letters no longer heads the shard text.
+PARSE_RULES = 2
+
 #: The schema 9 upgrades in place (its note records are kept; their heads are computed from them).
 _UPGRADABLE = "8"
 
@@ -191,6 +197,7 @@ class Store:
         self._mem_vectors: dict[str, np.ndarray] = {}
         if frozen:
             self._conn = self._open_frozen()
+            self.rules_stale = self._stale_rules()
             return
         if not self.memory:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -200,8 +207,30 @@ class Store:
                     raise StoreError("readonly", f"{p} is not writable")
         try:
             self._conn = self._open()
+            #: True when the stored notes were parsed under other rules than PARSE_RULES.
+            self.rules_stale = self._stale_rules()
         except StoreError as exc:
             raise StoreError(_refine(exc.kind, self.directory), exc.detail) from exc
+        except sqlite3.Error as exc:
+            raise StoreError(classify(exc) or "damaged", str(exc)) from exc
+
+    def _stale_rules(self) -> bool:
+        row = self._conn.execute("SELECT value FROM meta WHERE key='rules'").fetchone()
+        if row is not None and row[0] == str(PARSE_RULES):
+            return False
+        if self._conn.execute("SELECT 1 FROM notes LIMIT 1").fetchone() is None:
+            if not self.frozen:  # nothing stored yet: what comes is parsed under these rules
+                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('rules', ?)", (str(PARSE_RULES),))
+            return False
+        return True
+
+    def mark_rules_current(self) -> None:
+        """Record that every stored note has been parsed under PARSE_RULES."""
+        if self.frozen:
+            return
+        with self._lock, _faults():
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('rules', ?)", (str(PARSE_RULES),))
+        self.rules_stale = False
 
     def _open_frozen(self) -> sqlite3.Connection:
         """The saved database as it is (no journal, no locks, no writes), when it is of this version and whole."""
@@ -349,6 +378,8 @@ class Store:
         conn = self._connect()
         conn.executescript(_SCHEMA)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('rules', ?)", (str(PARSE_RULES),))
+        self.rules_stale = False
         self._conn = conn
         for model, vecs in carried.items():
             self.put_vectors(model, vecs)

@@ -302,7 +302,15 @@ class VaultIndex:
             self._refresh_dialog()
             self.version += 1
         uncovered = len(records) - len(covered)
-        report = self.refresh(progress=progress)
+        stale = bool(records) and self.store.rules_stale
+        if stale:
+            self.on_message("notes indexed by an earlier version of the parser: reading every note again (vectors kept)")
+        report = self.refresh(progress=progress, reparse=stale)
+        if stale or self.store.rules_stale:
+            try:
+                self.store.mark_rules_current()
+            except StoreError as exc:
+                self._store_fault(exc)
         changed = uncovered + len(report.added) + len(report.changed) + len(report.removed)
         if changed and changed * 10 >= max(len(self.notes), 1):
             self.save_segment()
@@ -368,6 +376,7 @@ class VaultIndex:
         paths: Iterable[str] | None = None,
         progress: Progress | None = None,
         reread: bool = False,
+        reparse: bool = False,
     ) -> BatchReport:
         """Re-read what changed on disk: the whole vault, or only `paths` (vault-relative).
 
@@ -380,6 +389,9 @@ class VaultIndex:
             reread: Read every listed file even when its size and mtime look unchanged (a
                 watcher knows it was touched: a permission change, or two writes within one
                 mtime tick). Unchanged content still costs no re-parse.
+            reparse: Parse every file again even when its content is unchanged (the stored
+                notes were made by other parsing rules); shards whose text is unchanged keep
+                their vectors.
         """
         t0 = time.perf_counter()
         vault = self.settings.vault
@@ -405,7 +417,7 @@ class VaultIndex:
         parsed: list[tuple[NoteFile, str, Note, list[Shard]]] = []
         touched: list[tuple[str, int, int]] = []
         new_skips: list[tuple[str, str, int, int]] = []
-        todo = [f for f in candidates if (reread and paths is not None) or self._needs_read(f)]
+        todo = [f for f in candidates if reparse or (reread and paths is not None) or self._needs_read(f)]
         report.unchanged = len(candidates) - len(todo)
         for i, f in enumerate(todo):
             if progress:
@@ -420,7 +432,7 @@ class VaultIndex:
                 if note is not None:
                     digest = _note_digest(note)
                     old = self._states.get(f.path)
-                    if old is not None and old.hash == digest and f.path in self.notes:
+                    if old is not None and old.hash == digest and f.path in self.notes and not reparse:
                         touched.append((f.path, f.mtime_ns, f.size))
                         report.unchanged += 1
                         continue
