@@ -455,15 +455,9 @@ class Store:
 
     def load_records(self, wanted: dict[str, str]) -> dict[str, tuple[Note, tuple[Shard, ...]]]:
         """`load_record` of many notes at once ({path: content hash}), in one pass over the records."""
-        query = "SELECT n.path, n.hash, r.data FROM notes n JOIN records r ON r.path = n.path"
         with self._lock, _faults():
-            if len(wanted) > 2000:
-                rows = self._conn.execute(query).fetchall()
-            else:
-                paths, rows = list(wanted), []
-                for i in range(0, len(paths), 900):
-                    chunk = paths[i:i + 900]
-                    rows.extend(self._conn.execute(f"{query} WHERE n.path IN ({','.join('?' * len(chunk))})", chunk))
+            rows = _rows_for(self._conn, "SELECT n.path, n.hash, r.data FROM notes n JOIN records r ON r.path = n.path",
+                             "n.path", list(wanted))
         out = {}
         for path, h, data in rows:
             if wanted.get(path) != h:
@@ -521,16 +515,7 @@ class Store:
             if paths is None:
                 rows = self._conn.execute("SELECT path, counts FROM records").fetchall()
             else:
-                wanted = list(paths)
-                rows = []
-                if len(wanted) > 2000:
-                    keep = set(wanted)
-                    rows = [r for r in self._conn.execute("SELECT path, counts FROM records") if r[0] in keep]
-                else:
-                    for i in range(0, len(wanted), 900):
-                        chunk = wanted[i:i + 900]
-                        rows.extend(self._conn.execute(
-                            f"SELECT path, counts FROM records WHERE path IN ({','.join('?' * len(chunk))})", chunk))
+                rows = _rows_for(self._conn, "SELECT path, counts FROM records", "path", list(paths))
         out: dict[str, tuple[dict[str, int], ...]] = {}
         for path, blob in rows:
             if blob is None:
@@ -747,45 +732,17 @@ class Store:
                     return [], vf
                 if everything:
                     return self._conn.execute("SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)).fetchall(), vf
-                if len(wanted) > 2000:
-                    keep = set(wanted)
-                    return [r for r in self._conn.execute("SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,))
-                            if r[0] in keep], vf
-                rows: list[tuple[str, int, int]] = []
-                for i in range(0, len(wanted), 900):
-                    chunk = wanted[i:i + 900]
-                    marks = ",".join("?" * len(chunk))
-                    rows.extend(self._conn.execute(
-                        f"SELECT hash, row, crc FROM vec_rows WHERE model=? AND hash IN ({marks})", (model, *chunk)))
-                return rows, vf
+                return _rows_for(self._conn, "SELECT hash, row, crc FROM vec_rows", "hash", wanted, "model=?", (model,)), vf
             finally:
                 self._conn.execute("COMMIT")
 
     def get_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors of these shard hashes for `model` (copies; rows failing their CRC are left out)."""
-        wanted = list(hashes)
         with self._lock, _faults():
-            self._conn.execute("BEGIN")
-            try:
-                vf = self._vector_file(model)
-                if vf is None or not wanted:
-                    return {}
-                if len(wanted) > 2000:
-                    # Many at once (opening an index): one scan of the model's rows beats many IN lists.
-                    keep = set(wanted)
-                    rows = [r for r in self._conn.execute("SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)) if r[0] in keep]
-                else:
-                    rows = []
-                    for i in range(0, len(wanted), 900):
-                        chunk = wanted[i:i + 900]
-                        marks = ",".join("?" * len(chunk))
-                        rows.extend(self._conn.execute(
-                            f"SELECT hash, row, crc FROM vec_rows WHERE model=? AND hash IN ({marks})", (model, *chunk)))
-            finally:
-                self._conn.execute("COMMIT")
-            file, dim, _n = vf
+            rows, vf = self._lookup(model, list(hashes))
             if not rows:
                 return {}
+            file, dim, _n = vf
             top = max(r for _h, r, _c in rows) + 1
             buf = self._map(file, top * dim * 4)
             out, bad = _check_rows(buf, dim, rows)
@@ -814,14 +771,10 @@ class Store:
         with self._lock, _faults(), _transaction(self._conn):
             vf = self._vector_file(model)
             dim = vf[1] if vf else int(np.asarray(next(iter(vectors.values()))).reshape(-1).shape[0])
-            have = set()
             items = [(h, np.asarray(v, dtype="<f4").reshape(-1)) for h, v in vectors.items()]
             items = [(h, v) for h, v in items if v.shape[0] == dim]
-            for i in range(0, len(items), 900):
-                chunk = [h for h, _v in items[i:i + 900]]
-                marks = ",".join("?" * len(chunk))
-                have.update(h for (h,) in self._conn.execute(
-                    f"SELECT hash FROM vec_rows WHERE model=? AND hash IN ({marks})", (model, *chunk)))
+            have = {h for (h,) in _rows_for(self._conn, "SELECT hash FROM vec_rows", "hash", [h for h, _v in items],
+                                            "model=?", (model,))}
             items = [(h, v) for h, v in items if h not in have]
             if not items:
                 return
@@ -910,6 +863,26 @@ class Store:
             else:
                 (self.directory / file).unlink(missing_ok=True)
             return len(rows) - len(order)
+
+
+def _rows_for(conn: sqlite3.Connection, select: str, column: str, keys: list[str], where: str = "",
+              params: tuple = ()) -> list[tuple]:
+    """The rows of `select` (its first column is `column`; `where` with its `params` narrows it)
+    whose `column` is one of `keys`.
+
+    Many keys: one scan filtered here (cheaper than thousands of lookups); few: IN lists of 900,
+    under SQLite's cap on the parameters of one statement.
+    """
+    if len(keys) > 2000:
+        keep = set(keys)
+        scan = f"{select} WHERE {where}" if where else select
+        return [r for r in conn.execute(scan, params) if r[0] in keep]
+    narrow = f"{where} AND " if where else ""
+    rows: list[tuple] = []
+    for i in range(0, len(keys), 900):
+        chunk = keys[i:i + 900]
+        rows.extend(conn.execute(f"{select} WHERE {narrow}{column} IN ({','.join('?' * len(chunk))})", (*params, *chunk)))
+    return rows
 
 
 def _map_populated(fd: int, size: int) -> mmap.mmap:
