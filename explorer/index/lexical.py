@@ -375,17 +375,7 @@ class BM25Index:
             hit[: len(m)] &= m
             hit[len(m):] = False
         idx = np.flatnonzero(hit)
-        if not len(idx):
-            return []
-        sc = scores[idx]
-        if len(idx) > k:
-            part = np.argpartition(-sc, k - 1)[:k]
-            cut = sc[part].min()
-            sel = sc >= cut
-            idx, sc = idx[sel], sc[sel]
-        out = [(self._key_of[i], v) for i, v in zip(idx.tolist(), sc.tolist()) if self._key_of[i] is not None]
-        out.sort(key=lambda p: (-p[1], p[0]))
-        return out[:k]
+        return self._best(idx, scores[idx], k)
 
     def get_scores(self, query: Sequence[str], keys: Iterable[str] | None = None) -> dict[str, float]:
         """Score of every live document (or of `keys`), 0.0 where no query token occurs."""
@@ -415,6 +405,10 @@ class BM25Index:
             keep = np.zeros(len(slots), dtype=bool)
             keep[inside] = m[slots[inside]]
             slots, scores = slots[keep], scores[keep]
+        return self._best(slots, scores, k)
+
+    def _best(self, slots: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The `k` best (key, score) of these slots and their scores, ties by key (freed slots left out)."""
         if not len(slots) or k <= 0:
             return []
         if len(slots) > k:
@@ -422,9 +416,10 @@ class BM25Index:
             cut = scores[part].min()
             sel = scores >= cut
             slots, scores = slots[sel], scores[sel]
-        pairs = [(self._key_of[s], sc) for s, sc in zip(slots.tolist(), scores.tolist())]
+        key_of = self._key_of
+        pairs = [(key_of[s], sc) for s, sc in zip(slots.tolist(), scores.tolist()) if key_of[s] is not None]
         pairs.sort(key=lambda p: (-p[1], p[0]))
-        return [(key, sc) for key, sc in pairs[:k] if key is not None]
+        return pairs[:k]
 
 
 def bm25_idf_reference(n_docs: int, df: int) -> float:
