@@ -59,6 +59,16 @@ class Pending:
             loader(self)
             self.loader = None
 
+    def supply(self, note: Note, shards: tuple[Shard, ...] | list[Shard]) -> None:
+        """`load` with the record already read (many notes read in one pass): fills unless already loaded."""
+        if self.loader is None:
+            return
+        with self.lock:
+            if self.loader is None:
+                return
+            self.fill(note, shards)
+            self.loader = None
+
     def fill(self, note: Note | None, shards: tuple[Shard, ...] | list[Shard]) -> None:
         """Set the lazy fields from a whole note and its shards (shards matched by node_id).
 

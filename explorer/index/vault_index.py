@@ -436,8 +436,7 @@ class VaultIndex:
                         touched.append((f.path, f.mtime_ns, f.size))
                         report.unchanged += 1
                         continue
-                    shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
-                    note, shards = cap_shards(note, shards, vault.max_note_shards)
+                    note, shards = self._shard(note)
             except Exception as exc:  # noqa: BLE001 - one bad note never aborts the batch
                 note, reason = None, f"could not be read: {type(exc).__name__}: {str(exc)[:200]}"
             if note is None:
@@ -587,10 +586,14 @@ class VaultIndex:
             note, _reason = load_note(f, vault)
             if note is None:
                 return None
-            shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
-            return cap_shards(note, shards, vault.max_note_shards)
+            return self._shard(note)
         except Exception:  # noqa: BLE001 - unreadable now: the next refresh reports it
             return None
+
+    def _shard(self, note: Note) -> tuple[Note, list[Shard]]:
+        """A parsed note's shards under the index settings, capped at the vault's per-note limit."""
+        shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
+        return cap_shards(note, shards, self.settings.vault.max_note_shards)
 
     def _load_notes(self, paths: Iterable[str] | None = None) -> None:
         """Make lazily opened notes whole (all of them when `paths` is None), reading their records in one pass."""
@@ -609,10 +612,7 @@ class VaultIndex:
             for p in waiting:
                 got = records.get(p.path)
                 if got is not None:
-                    with p.lock:
-                        if p.loader is not None:
-                            p.fill(*got)
-                            p.loader = None
+                    p.supply(*got)
         for p in waiting:
             p.load()
         if paths is None:
