@@ -1167,15 +1167,19 @@ def encode_record(rec: NoteRecord) -> bytes:
 
 
 def name_tokens(note: Note) -> tuple[frozenset[str], ...]:
-    """The distinct non-empty token sets of a note's names (what the name retriever matches)."""
+    """The distinct non-empty token sets of a note's names (what the name retriever matches).
+
+    A note opened from the store carries them already (stored with its head, same tokenizer).
+    """
+    stored = getattr(note, "name_tokens", None)
+    if stored is not None:
+        return stored
     return tuple(n for n in dict.fromkeys(frozenset(tokenize(x)) for x in note.names) if n)
 
 
 def encode_head(note: Note, shards: Iterable[Shard]) -> bytes:
     """The small part of a note an open reads: everything but the text and its parts, and the shards without text."""
-    names = getattr(note, "name_tokens", None)
-    if names is None:
-        names = name_tokens(note)
+    names = name_tokens(note)
     doc = [
         _HEAD_VERSION, note.title, note.frontmatter, note.body_start, note.source_type, note.metadata,
         list(note.warnings), [sorted(n) for n in names],

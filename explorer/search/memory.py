@@ -163,6 +163,11 @@ def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: 
     return out
 
 
+def _name_words(owners: Owners, named: list[str]) -> set[str]:
+    """The tokens of the named people's names: left out of what a query asks about them."""
+    return {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
+
+
 def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list[str], top_n: int = 3) -> float:
     """How much of the best lexical evidence belongs to the people the query names: 0-1 (1 = all of it).
 
@@ -183,7 +188,7 @@ def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list
     ranking = next((r for r in rankings if r.retriever == "bm25"), None)
     if ranking is None or not ranking.items:
         return 1.0
-    names = {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
+    names = _name_words(owners, named)
     asked = [t for t in dict.fromkeys(tokenize(ranking.term)) if t not in names]
     if not asked:
         return 1.0
@@ -223,7 +228,7 @@ def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, 
     """
     if not named:
         return 1.0
-    names = {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
+    names = _name_words(owners, named)
     asked = [w for w in words if w not in names]
     if not asked:
         return 1.0

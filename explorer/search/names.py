@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping
 
-from explorer.text.tokenize import tokenize
+from explorer.index.store import name_tokens
 from explorer.vault.model import Note
 
 #: A name must cover the query and be covered by it at least this much (product of both shares).
@@ -53,10 +53,7 @@ class NameIndex:
         self._version = version
 
     def _add(self, path: str, note: Note) -> None:
-        # A note opened from the store carries its names' tokens (stored with it, same tokenizer).
-        names = getattr(note, "name_tokens", None)
-        if names is None:
-            names = tuple(n for n in dict.fromkeys(frozenset(tokenize(x)) for x in note.names) if n)
+        names = name_tokens(note)
         self._notes[path] = note
         self._names[path] = names
         postings = self._postings
