@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what is not indexed and why, shards without vectors, largest notes, ignored files, freshness")
 
     p = sub.add_parser("find", help="classic cursor search tools: tfidf, phrase, and, fuzzy")
-    p.add_argument("keywords", nargs="*")
+    p.add_argument("keywords", nargs="*", help="words to find; tag:, path:, file:, section: and #tag items filter the notes, as in the search box")
     _add_common(p)
     p.add_argument("--mode", choices=("tfidf", "phrase", "and", "fuzzy"), default="tfidf")
     p.add_argument("-n", "--max-results", type=int, default=None)

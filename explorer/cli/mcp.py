@@ -57,7 +57,8 @@ someone else's), `advisory` (a hint when searching more will not help) and `inde
 FIND_DOC = """Classic exact-word tools with a cursor per hit (no embeddings).
 
 Args:
-  keywords: one or more words, e.g. ["espresso", "grind"].
+  keywords: one or more words, e.g. ["espresso", "grind"]; items such as "tag:pets",
+    "path:Coffee", "file:name", "section:heading" or "#tag" filter the notes, as in `search`.
   mode: "tfidf" (rank notes by the words, default), "phrase" (the words in this order,
     falling back to proximity), "and" (all words within `window` words), "fuzzy" (any word,
     tolerating typos and partial words).
@@ -211,7 +212,8 @@ class MemoryService:
 
     def find(self, keywords: list[str], mode: str = "tfidf", max_results: int = 10, window: int | None = None) -> dict[str, Any]:
         """One classic tool's hits."""
-        from explorer.index.classic import ClassicQueryError, run_mode
+        from explorer.index.classic import ClassicQueryError
+        from explorer.search.classic import find
 
         words = [w for w in (keywords or []) if isinstance(w, str) and w.strip()]
         if not words:
@@ -222,7 +224,7 @@ class MemoryService:
         if window is not None and (not isinstance(window, int) or window < 1):
             raise ToolInputError(f"window must be 1 or more words, got {window!r}")
         try:
-            result = run_mode(self.index, mode, words, max_results, None, window)
+            result = find(self.index, self.settings, mode, words, max_results, None, window)
         except ClassicQueryError as exc:
             raise ToolInputError(str(exc)) from exc
         return {**result.to_dict(), "index": self.freshness()}
@@ -280,7 +282,7 @@ class MemoryService:
         return {"query": query, **self._why_not(res, note), "index": self.freshness()}
 
     def _why_not(self, res: Any, name: str) -> dict[str, Any]:
-        from explorer.tui.whynot import why_not
+        from explorer.search.whynot import why_not
 
         report = why_not(self.index, res, name)
         if report.path is None:

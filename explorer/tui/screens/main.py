@@ -229,7 +229,7 @@ class MainScreen(Screen):
 
         Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
         from explorer.search.pipeline import QueryError, SearchCancelled
-        from explorer.tui.classic import ClassicUnavailable, classic_results
+        from explorer.search.classic import ClassicUnavailable, classic_results
 
         worker = get_current_worker()
 

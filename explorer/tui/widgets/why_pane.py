@@ -12,7 +12,7 @@ from textual.widgets import Input, Static
 
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.tui.safe import SafeInput, safe_content, screen_text
-from explorer.tui.whynot import WhyNotReport, why_not
+from explorer.search.whynot import WhyNotReport, why_not
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import shown_ranks
 
