@@ -124,3 +124,29 @@ def test_past_the_candidate_depth_is_run_with_a_deeper_list(tmp_path: Path, embe
         assert "not enough" in depth.claim  # a deeper list finds it, but 130 notes say "wheel" more often
     finally:
         index.close()
+
+
+def test_cli_why_not_prints_the_proof_and_its_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from explorer.cli import main
+
+    vault = write_notes(tmp_path / "vault", {
+        "Pets/hamster.md": "# Hamster\n\nThe hamster wheel must be 30 cm wide.\n",
+        "Projects/cart.md": "# Cart\n\nA wheel for the cart, and a wheel for the hamster.\n",
+        "Travel/bike.md": "# Bike\n\nA spare wheel and a pump.\n",
+    })
+    common = ["--vault", str(vault), "--no-embeddings", "-k", "3"]
+    assert main(["why-not", "wheel -cart", "Projects/cart.md", *common, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["note"] == "Projects/cart.md" and data["rank"] is None and "left out by -cart" in data["facts"]
+    change = data["changes"][0]
+    assert change["kind"] == "filter" and change["query"] == "wheel" and change["holds"]
+    assert main(["why-not", "wheel", "Projects/cart.md", *common, "--json"]) == 0  # run again by hand
+    assert json.loads(capsys.readouterr().out)["rank"] == change["rank"]
+
+    assert main(["why-not", "wheel -cart", "cart", *common]) == 0
+    text = capsys.readouterr().out
+    assert f"left out by -cart — without it, it would rank #{change['rank']}" in text and "Stages" in text
+    assert main(["why-not", "wheel", "no-such-note", *common]) == 1
+    assert "No indexed note" in capsys.readouterr().out

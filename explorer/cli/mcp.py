@@ -85,13 +85,19 @@ Args:
 Returns its rank, score and, per search term and retriever (bm25, dense), the rank, raw score
 and RRF contribution, plus rerank movement when reranking ran."""
 
-WHY_NOT_DOC = """Where a note you expected dropped out of a search.
+WHY_NOT_DOC = """Why a note you expected is not in the top k of a search, and what would bring it there.
 
+Use it when a note you know exists is missing from `search`, before concluding the vault lacks it.
 Args:
-  query: the search query.
+  query: the search query, as given to `search`.
   note: the expected note: a path, a link target ('Kyoto'), a title, or a unique part of a path.
-Returns stage by stage (each retriever's list, fusion, final list) whether it was present and
-at which rank, and a one-sentence verdict."""
+  k: the list length it should reach, 1-50 (default: the server's top k).
+Returns `rank` (where it ranks today, in a list 50 long; null when not in it), `summary`, `facts`
+(a filter that leaves it out, its best passage's cosine under the dense floor, its place past a
+retriever's candidate depth, query words it lacks) and `changes`: counterfactuals that were each
+run as a search before being stated ("with the floor at 0.35, it would rank #6", "left out by
+-draft — without it, ...", "if it contained “proofing” it would rank #3"); `not_enough` holds
+changes that were run and did not reach the top k; `stages` traces each retriever's list."""
 
 STATS_DOC = """Index counts and state: notes, shards, vectors, shards still without vectors,
 embedding model state, skipped files with the reason, and index freshness."""
@@ -270,16 +276,22 @@ class MemoryService:
         return {"query": query, "path": path, "found": False, "results": len(res.results),
                 "verdict": report["verdict"], "stages": report["stages"], "index": self.freshness()}
 
-    def why_not(self, query: str, note: str) -> dict[str, Any]:
-        """Stage by stage, where `note` was in the search for `query`."""
+    def why_not(self, query: str, note: str, k: int | None = None) -> dict[str, Any]:
+        """Why `note` is not in the top k for `query`, and what would bring it there, each change run first."""
+        from explorer.engine import make_pipeline
         from explorer.search.pipeline import QueryError
+        from explorer.search.whynot import prove
 
+        if k is not None:
+            _check_k(k, "k")
         note = self._inside(note)
         try:
-            res = self.pipeline.search(query, k=self.settings.search.top_k, record=False)
+            proof = prove(self.pipeline, query, note, k=k or self.settings.search.top_k, make_pipeline=make_pipeline)
         except QueryError as exc:
             raise ToolInputError(str(exc)) from exc
-        return {"query": query, **self._why_not(res, note), "index": self.freshness()}
+        if proof.path is None:
+            raise ToolInputError(proof.summary)
+        return {**proof.to_dict(), "index": self.freshness()}
 
     def _why_not(self, res: Any, name: str) -> dict[str, Any]:
         from explorer.search.whynot import why_not
@@ -459,8 +471,8 @@ def build_server(service: MemoryService) -> Any:
     def explain(query: str, target: str) -> dict[str, Any]:
         return guarded(service.explain)(query, target)
 
-    def why_not(query: str, note: str) -> dict[str, Any]:
-        return guarded(service.why_not)(query, note)
+    def why_not(query: str, note: str, k: int | None = None) -> dict[str, Any]:
+        return guarded(service.why_not)(query, note, k)
 
     def stats() -> dict[str, Any]:
         return guarded(service.stats)()

@@ -324,9 +324,9 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
         floor = settings.search.dense_threshold
         if best is not None and best < floor:
             lowered = _floor_under(best)
-            facts.append(f"its best passage's cosine {best:.2f} is under the {floor:.2f} floor")
+            facts.append(f"its best passage's cosine {best:.3f} is under the {floor:.2f} floor")
             if lowered < COS_FLOOR:
-                unchecked.append(f"a lower floor: {best:.2f} is where unrelated passages sit (under {COS_FLOOR:.2f})")
+                unchecked.append(f"a lower floor: {best:.3f} is where unrelated passages sit (under {COS_FLOOR:.2f})")
             else:
                 run("floor", f"{lowered:.2f}",
                     lambda got, lo=lowered: f"with the floor at {lo:.2f}, {outcome(got)}",

@@ -379,7 +379,9 @@ class MainScreen(Screen):
         index = self.explorer.index
         self.query_one(ContextPane).show(index, res, self.words, self.phrases)
         why_visible = self.query_one(TabbedContent).active == "tab-why"
-        self.query_one(WhyPane).show(index, self.results, res, visible=why_visible)
+        why = self.query_one(WhyPane)
+        why.pipeline = self.explorer.pipeline
+        why.show(index, self.results, res, visible=why_visible)
         # The footer recomposes on every bindings refresh: only when the greyed actions change.
         if (res is not None) != self._had_selection:
             self._had_selection = res is not None
