@@ -266,3 +266,4 @@ class WhyPane(VerticalScroll):
         for line in proof.unchecked:
             parts.append((f"\n  not checked: {line}", "dim"))
         box.update(safe_content(Content.assemble(*parts)))
+        self.call_after_refresh(box.scroll_visible)
