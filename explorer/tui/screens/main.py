@@ -465,6 +465,8 @@ class MainScreen(Screen):
                 box.value = missing[0]
                 self.notify(f"{len(missing)} note(s) you marked relevant for this query are not in the results")
         box.focus()
+        # The tab switch lays the pane out after this call: bring the box into view then (80x24 hid it).
+        self.call_after_refresh(box.scroll_visible, animate=False)
 
     def action_mark(self, mark: str) -> None:
         """F8 / F9: mark the selected result relevant / not relevant for the current query."""

@@ -52,7 +52,8 @@ class WhyPane(VerticalScroll):
     WhyPane #why-not-verdict { margin: 1 0 0 0; }
     WhyPane #why-not-verdict.-found { color: $text-success; }
     WhyPane #why-not-verdict.-missing { color: $text-warning; }
-    WhyPane #why-not-proof { margin: 1 0 0 0; }
+    WhyPane #why-not-proof { margin: 1 0 0 0; display: none; }
+    WhyPane #why-not-proof.-shown { display: block; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -107,6 +108,7 @@ class WhyPane(VerticalScroll):
             self.query_one("#why-timings", Static).update("")
             self.query_one("#why-not-verdict", Static).update("")
             self.query_one("#why-not-proof", Static).update("")
+            self.query_one("#why-not-proof", Static).set_class(False, "-shown")
             self.query_one("#why-not-table", FitTable).clear()
             return
         if result is None:
@@ -210,6 +212,7 @@ class WhyPane(VerticalScroll):
         table = self.query_one("#why-not-table", FitTable)
         table.clear()
         proof.update("")
+        proof.set_class(False, "-shown")
         self.proof = None
         self.workers.cancel_group(self, "why-not")
         if not name.strip():
@@ -230,6 +233,7 @@ class WhyPane(VerticalScroll):
         verdict.update(safe_content(Content.assemble((title, "bold"), report.verdict)))
         if report.path is not None and not found and self.pipeline is not None and not self.results.mode.classic:
             proof.update(Content.styled("Checking what would bring it into the top k (each change is run first)…", "dim"))
+            proof.set_class(True, "-shown")
             self._prove(self.pipeline, self.results.query, report.path)
         return report
 
@@ -266,4 +270,4 @@ class WhyPane(VerticalScroll):
         for line in proof.unchecked:
             parts.append((f"\n  not checked: {line}", "dim"))
         box.update(safe_content(Content.assemble(*parts)))
-        self.call_after_refresh(box.scroll_visible)
+        self.call_after_refresh(box.scroll_visible, animate=False)
