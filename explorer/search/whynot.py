@@ -321,7 +321,7 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
     qvec = index.encode_query(text) if text and index.model_state == "ready" and today.mode.dense else None
     if qvec is not None and not excluded:
         best = _best_cosine(index, shard_ids, qvec)
-        floor = settings.search.dense_threshold
+        floor = _dense_floor(index, settings)
         if best is not None and best < floor:
             lowered = _floor_under(best)
             facts.append(f"its best passage's cosine {best:.3f} is under the {floor:.2f} floor")
@@ -335,7 +335,7 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
     # Candidate depth: the note's place in the query's BM25 (and dense) ranking of notes.
     if text and not excluded:
         depth = settings.search.candidates
-        places = _note_places(index, path, text, qvec, settings.search.dense_threshold)
+        places = _note_places(index, path, text, qvec, _dense_floor(index, settings))
         past = {who: place for who, place in places.items() if place > depth}
         for who, place in sorted(past.items()):
             facts.append(f"it is note #{place} in {who}'s ranking of “{text}”, past the {depth}-note candidate depth")
@@ -483,6 +483,14 @@ def _best_cosine(index: Any, shard_ids: tuple[str, ...], qvec: Any) -> float | N
             cos = float(np.dot(q, vec))
             best = cos if best is None else max(best, cos)
     return best
+
+
+def _dense_floor(index: Any, settings: Any) -> float:
+    """The cosine floor the dense rankings used: `search.dense_threshold`, or under score fusion
+    (conversation vaults) the floor of unrelated texts when that is lower (as the pipeline does)."""
+    s = settings.search
+    score = s.fusion == "score" or (s.fusion == "auto" and bool(getattr(index, "neighbours", None)))
+    return min(s.dense_threshold, COS_FLOOR) if score else s.dense_threshold
 
 
 def _floor_under(cosine: float) -> float:
