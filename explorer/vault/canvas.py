@@ -1,8 +1,8 @@
 """Read a JSON Canvas (`.canvas`, JSON Canvas 1.0) as a note: its cards as Markdown, its edges as links.
 
-The note's text is Markdown written from the canvas: each group's label as a heading followed by
-the cards inside the group, then the cards outside any group, each in reading order (top to
-bottom, left to right). A text card is its own text; a file card is an embed `![[file#subpath]]`
+The note's text is Markdown written from the canvas: the groups and the cards outside any group
+in reading order (top to bottom, left to right), a group as its label (a heading) followed by
+the cards inside it. A text card is its own text; a file card is an embed `![[file#subpath]]`
 of the note it points to; a link card is a Markdown link. After a card come its outgoing edges,
 one line each: `→ label: [[target]]`, the target being the file of a file card, or another card
 as `[[board.canvas#^card-id|its first words]]`. The text is then parsed like any note, so the
@@ -133,10 +133,15 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
         pos += len(segment)
         return start
 
-    ordered = [(g, sorted(members[g["id"]], key=reading)) for g in sorted(groups, key=reading)]
-    for group, cards in [*ordered, (None, sorted(loose, key=reading))]:
-        if group is not None and group["label"].strip():
-            emit("## " + _one_line(group["label"], 200))
+    # Groups and the cards outside any group in reading order; a group's cards right after its label.
+    top = sorted([*groups, *loose], key=reading)
+    for item in top:
+        if item["type"] == "group":
+            if item["label"].strip():
+                emit("## " + _one_line(item["label"], 200))
+            cards = sorted(members[item["id"]], key=reading)
+        else:
+            cards = [item]
         for node in cards:
             segment = _card_text(path, node)
             lines = [_edge_line(path, label, nodes[dst]) for label, dst in edges.get(node["id"], ())]

@@ -75,7 +75,7 @@ def read_pdf(abspath: Path, settings: VaultSettings, clock=time.monotonic) -> tu
             budget = settings.pdf_seconds
             failed = ""
             for i in range(min(total, settings.max_pdf_pages)):
-                if clock() - started > budget:
+                if i and clock() - started > budget:  # the first page is always read
                     warnings.append(f"truncated: only the first {i:,} of {total:,} pages were read within "
                                     f"{budget:g} s (setting vault.pdf_seconds)")
                     break
