@@ -2,8 +2,9 @@
 
 Each (library, file) runs in a child process of its own with a wall-clock limit, so a hang or a
 crash of one library on one file is measured, not suffered. Reported per case: the outcome
-(pages and characters read, or the error), wall seconds (median of `--repeat` runs) and the
-child's peak memory. Also measured: what running the extraction in a child process costs on a
+(pages and characters read, or the error), seconds of the extraction itself and of the whole
+child (start and imports included; medians of `--repeat` runs) and the child's peak memory.
+`explorer` is `explorer.vault.pdf.read_pdf` (pypdf with the default page and time limits). Also measured: what running the extraction in a child process costs on a
 small well-formed file, against the same extraction in the calling process.
 
     nice -n 10 python -m benchmarks.pdf_libraries [--repeat 3] [--timeout 60] [--pdf more.pdf ...]
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,18 +22,36 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+_REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(_REPO))
 
 from tests import pdfs  # noqa: E402
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 lib, path = sys.argv[1], sys.argv[2]
-t0 = time.perf_counter()
 out = {"pages": 0, "chars": 0, "error": ""}
+if lib == "explorer":
+    from pathlib import Path
+    from explorer.config import Settings
+    from explorer.vault.pdf import read_pdf
+    import pypdf
+elif lib == "pypdf":
+    from pypdf import PdfReader
+else:
+    from io import StringIO
+    from pdfminer.converter import TextConverter
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+t0 = time.perf_counter()
 try:
-    if lib == "pypdf":
-        from pypdf import PdfReader
+    if lib == "explorer":
+        pages, reason, warnings = read_pdf(Path(path), Settings().vault)
+        out["pages"] = len(pages or [])
+        out["chars"] = sum(len(p) for p in pages or [])
+        out["error"] = reason or "; ".join(warnings)
+    elif lib == "pypdf":
         reader = PdfReader(path)
         if reader.is_encrypted:
             reader.decrypt("")
@@ -39,11 +59,6 @@ try:
             out["chars"] += len(page.extract_text() or "")
             out["pages"] += 1
     else:
-        from io import StringIO
-        from pdfminer.converter import TextConverter
-        from pdfminer.layout import LAParams
-        from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
-        from pdfminer.pdfpage import PDFPage
         rm = PDFResourceManager()
         with open(path, "rb") as fh:
             for page in PDFPage.get_pages(fh):
@@ -55,7 +70,8 @@ try:
 except BaseException as exc:
     out["error"] = (type(exc).__name__ + ": " + str(exc))[:120]
 out["s"] = time.perf_counter() - t0
-out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+with open("/proc/self/status") as fh:  # the child's own peak (ru_maxrss would carry the parent's over exec)
+    out["rss_mb"] = next((int(l.split()[1]) / 1024 for l in fh if l.startswith("VmHWM")), float("nan"))
 print(json.dumps(out))
 """
 
@@ -65,7 +81,7 @@ def run_child(lib: str, path: Path, timeout: float) -> dict:
     t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", _CHILD, lib, str(path)], capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env={**os.environ, "PYTHONPATH": str(_REPO)})
     except subprocess.TimeoutExpired:
         return {"pages": 0, "chars": 0, "error": f"timeout after {timeout:g} s", "s": timeout, "rss_mb": float("nan"),
                 "wall": time.perf_counter() - t0}
@@ -106,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = samples(Path(tmp), args.pdf)
         for name, path in cases.items():
-            for lib in ("pypdf", "pdfminer"):
+            for lib in ("pypdf", "pdfminer", "explorer"):
                 runs = [run_child(lib, path, args.timeout) for _ in range(args.repeat)]
                 last = runs[-1]
                 row = {"case": name, "lib": lib, "bytes": path.stat().st_size, "pages": last["pages"],

@@ -213,7 +213,7 @@ def test_canvas_cards_are_shards_and_file_cards_and_edges_are_links(tmp_path: Pa
     assert note.title == "board" and note.tag_names == ("pets",)
     assert [h.text for h in note.headings] == ["Shopping"]
     card = index.shards["board.canvas#a1b2"]
-    assert card.text.startswith("Plan the hamster habitat #pets\nwith a wheel\n→ needs: [[Notes/Cages.md]]")
+    assert card.text.startswith("Plan the hamster habitat #pets\nwith a wheel\n\n- → needs: [[Notes/Cages.md]]")
     graph = index.links()
     # The file cards point to notes; an edge from a text card and an edge between two file cards are links too.
     assert {b.source for b in graph.backlinks("Notes/Cages.md")} == {"board.canvas"}

@@ -3,8 +3,8 @@
 The note's text is Markdown written from the canvas: the groups and the cards outside any group
 in reading order (top to bottom, left to right), a group as its label (a heading) followed by
 the cards inside it. A text card is its own text; a file card is an embed `![[file#subpath]]`
-of the note it points to; a link card is a Markdown link. After a card come its outgoing edges,
-one line each: `→ label: [[target]]`, the target being the file of a file card, or another card
+of the note it points to; a link card is a Markdown link. After a card come its outgoing edges as
+a list, one item each: `- → label: [[target]]`, the target being the file of a file card, or another card
 as `[[board.canvas#^card-id|its first words]]`. The text is then parsed like any note, so the
 links of file cards, of edges and inside text cards are links of the canvas (backlinks, the link
 graph) and the tags inside text cards are its tags.
@@ -145,8 +145,8 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
         for node in cards:
             segment = _card_text(path, node)
             lines = [_edge_line(path, label, nodes[dst]) for label, dst in edges.get(node["id"], ())]
-            if lines:
-                segment = (segment + "\n" if segment else "") + "\n".join(lines)
+            if lines:  # a list of their own, so that the note view shows one edge a line
+                segment = (segment + "\n\n" if segment else "") + "\n".join(lines)
             if not segment.strip():
                 continue
             start = emit(segment)
@@ -184,8 +184,8 @@ def _card_text(path: str, node: dict[str, Any]) -> str:
 
 
 def _edge_line(path: str, label: str, target: dict[str, Any]) -> str:
-    """One edge as a line under its source card: `→ label: [[target]]`."""
-    head = f"→ {_LINK_UNSAFE.sub(' ', label).strip()}: " if label.strip() else "→ "
+    """One edge as a list item under its source card: `- → label: [[target]]`."""
+    head = f"- → {_LINK_UNSAFE.sub(' ', label).strip()}: " if label.strip() else "- → "
     kind = target["type"]
     if kind == "file" and target["file"].strip():
         return head + f"[[{_LINK_UNSAFE.sub(' ', target['file']).strip()}]]"
