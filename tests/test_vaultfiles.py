@@ -157,8 +157,16 @@ def test_one_page_that_fails_does_not_lose_the_others(tmp_path: Path, monkeypatc
     index.close()
 
 
-def test_pdfs_setting_off_leaves_them_out(tmp_path: Path) -> None:
+def test_pdfs_setting_off_leaves_them_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from explorer.cli import main
+
     root = _vault(tmp_path)
+    argv = ["stats", str(root), "--coverage", "--json", "--no-embeddings", "--set", "vault.pdfs=false",
+            "--set", "vault.canvases=false", "--set", f"index.cache_dir={tmp_path / 'off'}"]
+    assert main(argv) == 0
+    ignored = json.loads(capsys.readouterr().out)["coverage"]["ignored"]
+    assert ignored[".pdf files not read (setting vault.pdfs is off)"]["examples"] == ["Papers/hamsters.pdf"]
+    assert ignored[".canvas files not read (setting vault.canvases is off)"]["examples"] == ["board.canvas"]
     index = VaultIndex(root, LEXICAL.with_overrides({"vault.pdfs": False, "vault.canvases": False}))
     index.open()
     assert set(index.notes) == {"Notes/Cages.md", "Notes/Wheels.md"}
