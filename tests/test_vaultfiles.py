@@ -332,3 +332,10 @@ def test_bomb_page_alone_costs_little(tmp_path: Path) -> None:
     (tmp_path / "bomb.pdf").write_bytes(bomb_pdf(200))
     pages, reason, _warnings = pdf_mod.read_pdf(tmp_path / "bomb.pdf", Settings().vault)
     assert pages is None and "LimitReachedError" in reason
+
+
+def test_a_million_real_page_references_are_refused_quickly(tmp_path: Path) -> None:
+    """10^6 entries in one page-tree array: pypdf's array limit (100,000) refuses the file; under a second measured."""
+    (tmp_path / "million.pdf").write_bytes(many_pages_pdf(kids=1_000_000, count=1_000_000))
+    pages, reason, _warnings = pdf_mod.read_pdf(tmp_path / "million.pdf", Settings().vault)
+    assert pages is None and reason == "broken PDF: LimitReachedError: Reached maximum array element count."
