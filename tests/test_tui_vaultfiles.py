@@ -9,7 +9,7 @@ from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, 
 from textual.widgets import Markdown, OptionList
 
 from explorer.tui.messages import OpenNote
-from explorer.tui.screens.note import NoteScreen
+from explorer.tui.screens.note import NoteScreen, Place
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.long_text import LongText
 from pdfs import text_pdf
@@ -45,6 +45,11 @@ async def test_pdf_and_canvas_in_the_context_pane_and_the_note_view(tui_vault: P
         await settle(app, pilot)
         backlinks = screen.query_one("#note-backlinks", OptionList)
         assert any("zoo.canvas" in str(backlinks.get_option_at_index(i).prompt) for i in range(backlinks.option_count))
+
+        # A `[[quokka.pdf#page=2]]` link opens the PDF at that page.
+        await screen.go(Place("Papers/quokka.pdf", None, "page=2"))
+        await settle(app, pilot)
+        assert plain.mark is not None and plain.line(plain.mark).startswith("A quokka census")
 
         app.post_message(OpenNote("zoo.canvas"))
         await wait_for(pilot, lambda: app.screen.place.path == "zoo.canvas" and app.screen.first_screen_s is not None)

@@ -275,6 +275,9 @@ class NoteScreen(Screen):
             for h in note.headings:
                 if _heading_key(h.text) == wanted:
                     return line_of(note.text, h.start)
+            for block in note.blocks:  # a PDF's `#page=N`
+                if block.id == place.heading.strip():
+                    return line_of(note.text, block.start)
         if place.cursor is not None:
             return line_of(note.text, place.cursor)
         return 0
