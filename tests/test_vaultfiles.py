@@ -267,13 +267,15 @@ def test_a_50_mb_canvas_is_skipped_and_odd_cards_are_dropped(tmp_path: Path) -> 
 
 # -- the CLI, the terminal, the watcher ---------------------------------------------------------
 def test_cli_stats_and_search_show_pdfs_and_canvases_safely(tmp_path: Path) -> None:
-    root = _vault(tmp_path, {"Bad/encrypted.pdf": HOSTILE["encrypted"](), "Bad/escape.pdf": hostile_text_pdf()})
+    root = _vault(tmp_path, {"Bad/encrypted.pdf": HOSTILE["encrypted"](), "Bad/escape.pdf": hostile_text_pdf(),
+                             "Bad/xref.pdf": HOSTILE["broken-xref"](), "Bad/bomb.pdf": HOSTILE["bomb-200MB"]()})
     (root / "evil.canvas").write_text(json.dumps({"nodes": [
         {"id": "e\x1b[2Jvil", "type": "text", "text": "card \x1b]0;owned\x07 escape title"}]}))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     stats = subprocess.run([*EXPLORER, "stats", str(root)], capture_output=True, text=True, env=env, timeout=120)
     assert stats.returncode == 0, stats.stderr
     assert "Bad/encrypted.pdf: encrypted PDF (needs a password)" in stats.stdout
+    assert stats.stderr == ""  # the PDF library's own complaints never reach the terminal (they would draw over the app)
     out = subprocess.run([*EXPLORER, "search", "-V", str(root), "--no-embeddings", "--json", "cheek pouches"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr

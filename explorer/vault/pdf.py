@@ -57,7 +57,7 @@ def read_pdf(abspath: Path, settings: VaultSettings, clock=time.monotonic) -> tu
         from pypdf.errors import FileNotDecryptedError
     except ImportError:
         return None, "PDF not read: the pypdf package is not installed", []
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings about damaged files are ours to report
+    logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # its log lines about damaged files are ours to report (and would draw over the app)
     started = clock()
     try:
         with open(abspath, "rb") as fh:
