@@ -341,3 +341,35 @@ def test_a_million_real_page_references_are_refused_quickly(tmp_path: Path) -> N
     (tmp_path / "million.pdf").write_bytes(many_pages_pdf(kids=1_000_000, count=1_000_000))
     pages, reason, _warnings = pdf_mod.read_pdf(tmp_path / "million.pdf", Settings().vault)
     assert pages is None and reason == "broken PDF: LimitReachedError: Reached maximum array element count."
+
+
+def test_any_canvas_document_reads_without_error() -> None:
+    """Whatever JSON a canvas holds, reading it never fails, and each card's span lies in the text."""
+    from hypothesis import given, settings, strategies as st
+
+    from explorer.vault.canvas import canvas_note
+    from explorer.vault.shard import make_shards
+
+    scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=30))
+    value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                         max_leaves=8)
+    ids = st.sampled_from(["a", "b", "c", "d e", "#x", ""])
+    node = st.fixed_dictionaries({"id": ids, "type": st.sampled_from(["text", "file", "link", "group", "other"])},
+                                 optional={"text": st.one_of(st.text(max_size=40), value), "file": st.text(max_size=20),
+                                           "subpath": st.text(max_size=10), "url": st.text(max_size=20),
+                                           "label": st.text(max_size=20), "x": value, "y": value,
+                                           "width": value, "height": value})
+    edge = st.fixed_dictionaries({"fromNode": ids, "toNode": ids}, optional={"label": value})
+    doc = st.fixed_dictionaries({}, optional={"nodes": st.one_of(st.lists(st.one_of(node, value), max_size=6), value),
+                                              "edges": st.one_of(st.lists(st.one_of(edge, value), max_size=6), value)})
+
+    @settings(max_examples=200, deadline=None)
+    @given(doc)
+    def check(data) -> None:
+        note = canvas_note("b.canvas", data)
+        for block in note.blocks:
+            assert 0 <= block.start <= block.end <= len(note.text)
+        for shard in make_shards(note):
+            assert note.text[shard.start:shard.end] == shard.text and shard.node_id.startswith("b.canvas")
+
+    check()

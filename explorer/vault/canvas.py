@@ -172,11 +172,11 @@ def _card_text(path: str, node: dict[str, Any]) -> str:
         return node["text"].replace("\r\n", "\n").replace("\r", "\n").strip()
     if kind == "file":
         target = _LINK_UNSAFE.sub(" ", node["file"]).strip()
-        sub = node["subpath"].strip()
-        sub = "#" + _LINK_UNSAFE.sub(" ", sub.lstrip("#")).strip() if sub.lstrip("#").strip() else ""
-        if sub and node["subpath"].lstrip("#").startswith("^"):
-            sub = "#^" + _LINK_UNSAFE.sub(" ", node["subpath"].lstrip("#^")).strip()
-        return f"![[{target}{sub}]]" if target else ""
+        sub = node["subpath"].strip().lstrip("#")  # `#Heading` or `#^block`
+        block = sub.startswith("^")
+        sub = " ".join(_LINK_UNSAFE.sub(" ", sub.lstrip("^")).split())
+        frag = ("#^" if block else "#") + sub if sub else ""
+        return f"![[{target}{frag}]]" if target else ""
     if kind == "link":
         url = re.sub(r"[\s<>]", "", node["url"])
         return f"[{_one_line(_LINK_UNSAFE.sub(' ', url), 200)}](<{url}>)" if url else ""
