@@ -125,6 +125,15 @@ def test_pdf_limits_pages_time_and_size(tmp_path: Path) -> None:
         "truncated: only the first 2 of 5 pages are indexed (setting vault.max_pdf_pages)",)
     assert index.skipped["big.pdf"].startswith("too large:") and "vault.max_pdf_bytes" in index.skipped["big.pdf"]
     index.close()
+    # The text read from one PDF is held to a note's size limit, like a note.
+    settings = LEXICAL.with_overrides({"vault.max_note_bytes": 12_000, "index.cache_dir": str(tmp_path / "text")})
+    index = VaultIndex(root, settings)
+    index.open()
+    assert len(index.notes["big.pdf"].text) < 12_000 + 10_100  # the page that passed the limit is kept
+    assert index.notes["big.pdf"].warnings == (
+        "truncated: only the first 2 of 3 pages are indexed: their text passed 12,000 characters "
+        "(setting vault.max_note_bytes)",)
+    index.close()
     # The time budget is checked between pages: a 3,000-page file stops early, keeping what it read.
     settings = LEXICAL.with_overrides({"vault.pdf_seconds": 0.1, "index.cache_dir": str(tmp_path / "other")})
     index = VaultIndex(root, settings)

@@ -6,7 +6,8 @@ the page's node_id `file.pdf#page=N` from it (the form Obsidian opens). A PDF is
 Markdown: it has no headings, links or tags.
 
 Limits: a file over `vault.max_pdf_bytes` is not opened; at most `vault.max_pdf_pages` pages are
-read; the time budget `vault.pdf_seconds` is checked between pages, and the pages read by then
+read, and no more once their text reaches `vault.max_note_bytes` characters (a note's limit;
+one page keeps at most MAX_PAGE_CHARS); the time budget `vault.pdf_seconds` is checked between pages, and the pages read by then
 are kept (a warning says what was left out). One page is bounded by pypdf's own limits
 (decompressed stream size, parsing work, page-tree entries): BENCHMARKS.md measures the worst
 page of the hostile samples, and what reading every PDF in a child process would cost instead.
@@ -74,6 +75,7 @@ def read_pdf(abspath: Path, settings: VaultSettings, clock=time.monotonic) -> tu
             warnings: list[str] = []
             budget = settings.pdf_seconds
             failed = ""
+            chars = 0
             for i in range(min(total, settings.max_pdf_pages)):
                 if i and clock() - started > budget:  # the first page is always read
                     warnings.append(f"truncated: only the first {i:,} of {total:,} pages were read within "
@@ -89,6 +91,12 @@ def read_pdf(abspath: Path, settings: VaultSettings, clock=time.monotonic) -> tu
                     if len(warnings) < 5:
                         warnings.append(f"page {i + 1} not read: {_first_line(exc)}")
                 pages.append(_clean(text))
+                chars += len(pages[-1])
+                if chars > settings.max_note_bytes and i + 1 < total:
+                    warnings.append(f"truncated: only the first {i + 1:,} of {total:,} pages are indexed: their text "
+                                    f"passed {settings.max_note_bytes:,} characters "
+                                    "(setting vault.max_note_bytes)")
+                    break
             else:
                 if total > settings.max_pdf_pages:
                     warnings.append(f"truncated: only the first {settings.max_pdf_pages:,} of {total:,} pages are "
