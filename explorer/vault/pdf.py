@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from explorer.vault.model import Block, Note
 
@@ -44,7 +44,8 @@ def pdf_title(path: str) -> str:
     return name[:-4] if is_pdf(name) else name
 
 
-def read_pdf(abspath: Path, settings: VaultSettings, clock=time.monotonic) -> tuple[list[str] | None, str, list[str]]:
+def read_pdf(abspath: Path, settings: VaultSettings,
+             clock: Callable[[], float] = time.monotonic) -> tuple[list[str] | None, str, list[str]]:
     """The text of each page: (pages, '', warnings) or (None, the reason it is skipped, [])."""
     try:
         size = abspath.stat().st_size
@@ -90,6 +91,9 @@ def read_pdf(abspath: Path, settings: VaultSettings, clock=time.monotonic) -> tu
                     failed = failed or f"page {i + 1} not read: {_first_line(exc)}"
                     if len(warnings) < 5:
                         warnings.append(f"page {i + 1} not read: {_first_line(exc)}")
+                if len(text) > MAX_PAGE_CHARS and len(warnings) < 5:
+                    warnings.append(f"page {i + 1} cut: only its first {MAX_PAGE_CHARS:,} of {len(text):,} characters "
+                                    "are indexed")
                 pages.append(_clean(text))
                 chars += len(pages[-1])
                 if chars > settings.max_note_bytes and i + 1 < total:
