@@ -32,7 +32,7 @@ CANVAS = {
          "x": 0, "y": 0, "width": 200, "height": 100},
         {"id": "c3d4", "type": "file", "file": "Notes/Cages.md", "x": 300, "y": 0, "width": 200, "height": 100},
         {"id": "grp1", "type": "group", "label": "Shopping", "x": -50, "y": 200, "width": 600, "height": 300},
-        {"id": "g7h8", "type": "text", "text": "Buy a zeppelin wheel and bedding", "x": 0, "y": 250,
+        {"id": "g7h8", "type": "text", "text": "### Wheel\nBuy a zeppelin wheel and bedding", "x": 0, "y": 250,
          "width": 200, "height": 100},
         {"id": "i9j0", "type": "link", "url": "https://example.org/hamsters", "x": 300, "y": 250,
          "width": 200, "height": 100},
@@ -223,12 +223,15 @@ def test_warm_restart_reads_no_pdf_again(tmp_path: Path, monkeypatch: pytest.Mon
 def test_canvas_cards_are_shards_and_file_cards_and_edges_are_links(tmp_path: Path) -> None:
     index = VaultIndex(_vault(tmp_path), LEXICAL)
     index.open()
-    # Text and link cards are shards, in reading order; file cards and the group are not.
+    # Text and link cards are shards (first those in no group, then each group's), in reading order;
+    # file cards and the group are not. A card in a group has the group's label as its heading path.
     assert index.shards_by_path["board.canvas"] == ["board.canvas#a1b2", "board.canvas#g7h8", "board.canvas#i9j0"]
+    assert [index.shards[i].heading_path for i in index.shards_by_path["board.canvas"]] == [(), ("Shopping",), ("Shopping",)]
     assert _finds(index, "zeppelin")[0] == "board.canvas#g7h8"
+    assert _finds(index, "shopping")[0] in ("board.canvas#g7h8", "board.canvas#i9j0")
     note = index.note("board.canvas")
     assert note.title == "board" and note.tag_names == ("pets",)
-    assert [h.text for h in note.headings] == ["Shopping"]
+    assert [h.text for h in note.headings] == ["Shopping", "Wheel"]  # a card's own heading stays in the card
     card = index.shards["board.canvas#a1b2"]
     assert card.text.startswith("Plan the hamster habitat #pets\nwith a wheel\n\n- → needs: [[Notes/Cages.md]]")
     graph = index.links()
@@ -238,7 +241,7 @@ def test_canvas_cards_are_shards_and_file_cards_and_edges_are_links(tmp_path: Pa
     targets = {(link.target, link.heading, link.embed, link.alias) for link in note.links}
     assert ("Notes/Wheels.md", "Size", True, "") in targets  # the file card with its subpath
     assert ("Notes/Wheels.md", "", False, "") in targets  # the edge "with" from the Cages card
-    assert ("board.canvas", "", False, "Buy a zeppelin wheel and bedding") in targets  # edge to a text card
+    assert ("board.canvas", "", False, "Wheel Buy a zeppelin wheel and bedding") in targets  # edge to a text card
     assert not any("missing" in link.target for link in note.links)  # an edge to no card is left out
     index.close()
 

@@ -1,8 +1,8 @@
 """Read a JSON Canvas (`.canvas`, JSON Canvas 1.0) as a note: its cards as Markdown, its edges as links.
 
-The note's text is Markdown written from the canvas: the groups and the cards outside any group
-in reading order (top to bottom, left to right), a group as its label (a heading) followed by
-the cards inside it. A text card is its own text; a file card is an embed `![[file#subpath]]`
+The note's text is Markdown written from the canvas: first the cards in no (named) group, then
+each group with a label as a heading followed by the cards inside it, each part in reading order
+(top to bottom, left to right); a card inside nested groups belongs to the smallest. A text card is its own text; a file card is an embed `![[file#subpath]]`
 of the note it points to; a link card is a Markdown link. After a card come its outgoing edges as
 a list, one item each: `- → label: [[target]]`, the target being the file of a file card, or another card
 as `[[board.canvas#^card-id|its first words]]`. The text is then parsed like any note, so the
@@ -10,7 +10,8 @@ links of file cards, of edges and inside text cards are links of the canvas (bac
 graph) and the tags inside text cards are its tags.
 
 Each text and link card is a `Block` with the card's id (its text and its edge lines), and the
-sharder makes its node_id `board.canvas#<card id>` from it.
+sharder makes its node_id `board.canvas#<card id>` from it, with the group's label (the heading
+above it that lies in no card) as its heading path.
 """
 
 from __future__ import annotations
@@ -133,15 +134,17 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
         pos += len(segment)
         return start
 
-    # Groups and the cards outside any group in reading order; a group's cards right after its label.
-    top = sorted([*groups, *loose], key=reading)
-    for item in top:
-        if item["type"] == "group":
-            if item["label"].strip():
-                emit("## " + _one_line(item["label"], 200))
-            cards = sorted(members[item["id"]], key=reading)
-        else:
-            cards = [item]
+    # First the cards in no named group, then each named group's label and its own cards, each in
+    # reading order: a card's group is then the group heading above it (the sharder's heading path).
+    named = [g for g in groups if g["label"].strip()]
+    for g in groups:
+        if not g["label"].strip():
+            loose.extend(members[g["id"]])
+    sections: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]] = [(None, sorted(loose, key=reading))]
+    sections += [(g, sorted(members[g["id"]], key=reading)) for g in sorted(named, key=reading)]
+    for group, cards in sections:
+        if group is not None:
+            emit("## " + _one_line(group["label"], 200))
         for node in cards:
             segment = _card_text(path, node)
             lines = [_edge_line(path, label, nodes[dst]) for label, dst in edges.get(node["id"], ())]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from dataclasses import dataclass, replace
@@ -96,8 +97,14 @@ def _part_shards(note: Note, max_tokens: int, overlap: int) -> list[Shard]:
     piece of a long one). A file with no text at all still has one empty shard, so its name finds it."""
     pdf = note.path.lower().endswith(".pdf")
     shards: list[Shard] = []
+    groups = [] if pdf else _group_headings(note)
+    group_starts = [h.start for h in groups]
     for block in note.blocks:
-        heading_path = (block.id.replace("=", " "),) if pdf else ()
+        if pdf:
+            heading_path: tuple[str, ...] = (block.id.replace("=", " "),)
+        else:
+            g = bisect.bisect_left(group_starts, block.start) - 1
+            heading_path = (groups[g].text,) if g >= 0 else ()
         base = f"{note.path}#{block.id}"
         for k, (start, end) in enumerate(_pieces(note.text, block.start, block.end, max_tokens, overlap)):
             text = note.text[start:end]
@@ -106,6 +113,18 @@ def _part_shards(note: Note, max_tokens: int, overlap: int) -> list[Shard]:
     if not shards:
         shards.append(_part_shard(note, note.path, 0, 0, 0, (), "", pdf))
     return shards
+
+
+def _group_headings(note: Note) -> list[Heading]:
+    """A canvas's group labels: its headings that lie in no card (a card's own headings do)."""
+    spans = sorted((b.start, b.end) for b in note.blocks)
+    starts = [a for a, _ in spans]
+    out = []
+    for h in note.headings:
+        i = bisect.bisect_right(starts, h.start) - 1
+        if i < 0 or not (spans[i][0] <= h.start < spans[i][1]):
+            out.append(h)
+    return out
 
 
 def _part_shard(note: Note, node_id: str, ordinal: int, start: int, end: int, heading_path: tuple[str, ...],
