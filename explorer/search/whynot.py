@@ -358,6 +358,8 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
         if missing:
             facts.append("it lacks " + ", ".join(f"“{w}”" for w in missing))
             why_skip = _rehearsal_blocked(index, make_pipeline, rehearse)
+            if not why_skip and not path.lower().endswith(".md"):
+                why_skip = "only a Markdown note's text can be edited as text (this one is read from another format)"
             if why_skip:
                 unchecked.append(f"adding a missing word: {why_skip}")
             else:
