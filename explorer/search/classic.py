@@ -97,7 +97,8 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
     """Run classic tool `mode` over the index and present its hits like pipeline results.
 
     Several hits in one note become that entry's context shards (best first). With `allowed`
-    (the notes a query's filters allow), hits in other notes are left out.
+    (node_ids of the passages a query's filters allow: `allowed_shards`), hits in other passages
+    are left out, as `find` leaves them out.
 
     Raises:
         ClassicUnavailable: when `explorer.index.classic` is missing or rejects the query.
@@ -116,8 +117,10 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
     for hit in found.hits:
         if cancelled is not None and cancelled():
             break
-        if allowed is not None and hit.path not in allowed:
-            continue
+        if allowed is not None:
+            shard = index.shard_at(hit.path, hit.cursor)
+            if shard is None or shard.node_id not in allowed:
+                continue
         entries.setdefault(hit.path, []).append(hit)
     out: list[SearchResult] = []
     for path, hits in list(entries.items())[:k]:

@@ -229,7 +229,7 @@ class MainScreen(Screen):
 
         Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
         from explorer.search.pipeline import QueryError, SearchCancelled
-        from explorer.search.classic import ClassicUnavailable, classic_results
+        from explorer.search.classic import ClassicUnavailable, allowed_shards, classic_results
 
         worker = get_current_worker()
 
@@ -250,7 +250,7 @@ class MainScreen(Screen):
                 parsed = parse_query(text)
                 if parsed.text or not parsed.has_filters:
                     # Filters (path:, tag:, …) narrow the tool's hits instead of being searched as words.
-                    allowed = pipeline.allowed_paths(text) if parsed.has_filters else None
+                    allowed = allowed_shards(app.index, app.settings, text) if parsed.has_filters else None
                     words = parsed.text if parsed.has_filters else text
                     results = classic_results(app.index, mode, words, k=app.settings.search.top_k,
                                               cancelled=cancelled, allowed=allowed)
