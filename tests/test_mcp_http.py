@@ -10,6 +10,7 @@ import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,6 +62,7 @@ def serving(vault: Path, *args: str, token: str | None = TOKEN, address: str = "
                 if b"MCP over HTTP at " in line:
                     url = line.split(b" at ", 1)[1].split()[0].decode()
         assert url, f"server did not start: {seen.decode(errors='replace')}"
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # drained: a full pipe would block the server
         yield url
     finally:
         proc.terminate()
@@ -160,6 +162,20 @@ def test_loopback_without_token_still_checks_host_and_origin(tmp_path: Path) -> 
                 assert "remember" not in {t.name for t in (await c.list_tools()).tools}
 
         _run(session())
+
+
+def test_every_interface_takes_the_allowed_names_only(tmp_path: Path) -> None:
+    vault = write_notes(tmp_path / "vault", NOTES)
+    body = json.dumps(INIT).encode()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with serving(vault, "--allow-host", "memory.team.example", address="0.0.0.0:0") as named:
+        assert named.startswith("http://memory.team.example:")
+        port = httpx2.URL(named).port
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert raw_post(url, body, auth)[0] == 200
+        assert raw_post(url, body, {**auth, "Host": f"memory.team.example:{port}"})[0] == 200
+        assert raw_post(url, body, {**auth, "Host": f"evil.example:{port}"})[0] == 421
+        assert raw_post(url, body, {"Host": f"memory.team.example:{port}"})[0] == 401
 
 
 @pytest.mark.parametrize(("address", "token", "message"), [

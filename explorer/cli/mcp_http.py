@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import ipaddress
+import logging
 import os
 import re
 import signal
@@ -152,10 +153,10 @@ def security_settings(address: Address, port: int, allow_hosts: list[str]) -> An
 
     hosts: list[str] = []
     origins: list[str] = []
-    if address.loopback:
+    if address.loopback or _wildcard(address.host):  # a loopback name in Host is sent by a local client only
         hosts += _LOOPBACK_HOSTS
         origins += _LOOPBACK_ORIGINS
-    elif not _wildcard(address.host):
+    if not address.loopback and not _wildcard(address.host):
         hosts.append(address.netloc(port))
         origins.append(f"http://{address.netloc(port)}")
     for name in allow_hosts:
@@ -283,6 +284,7 @@ def run_mcp_http(vault: Path, settings: Settings, http: str, *, allow_write: boo
         print(f"explorer: {message}", file=sys.stderr, flush=True)
 
     hosts = [h.strip() for h in allow_hosts or [] if h.strip()]
+    logging.getLogger("mcp").setLevel(logging.WARNING)  # not a line per session on stderr
     try:
         address = parse_address(http)
         token = read_token()
@@ -302,7 +304,8 @@ def run_mcp_http(vault: Path, settings: Settings, http: str, *, allow_write: boo
         server = HttpServer(app, sock)
         if token is None:
             say(f"no {TOKEN_ENV}: any program on this machine may call the tools")
-        say(f"MCP over HTTP at http://{address.netloc(port)}{MCP_PATH}"
+        where = hosts[0] if _wildcard(address.host) and ":" not in hosts[0] else address.netloc(port).rsplit(":", 1)[0]
+        say(f"MCP over HTTP at http://{where}:{port}{MCP_PATH}"
             + (" (bearer token required)" if token else ""))
         server.serve()
     finally:
