@@ -20,8 +20,8 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import random
-import select
 import shutil
 import subprocess
 import sys
@@ -47,16 +47,17 @@ def start(vault: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_MCP_TOKEN": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "explorer", "mcp", str(vault), "--http", "127.0.0.1:0",
                              "--allow-write"], env=env, cwd=str(vault), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 1)
-        if ready:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            if b"MCP over HTTP at " in line:
-                threading.Thread(target=proc.stderr.read, daemon=True).start()  # a full pipe would block the server
-                return proc, line.split(b" at ", 1)[1].split()[0].decode()
+    lines: queue.Queue[bytes] = queue.Queue()
+
+    def drain() -> None:  # read to the end: a full pipe would block the server
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(b"")
+
+    threading.Thread(target=drain, daemon=True).start()
+    while (line := lines.get(timeout=300)):
+        if b"MCP over HTTP at " in line:
+            return proc, line.split(b" at ", 1)[1].split()[0].decode()
     proc.kill()
     raise SystemExit("the server did not start")
 

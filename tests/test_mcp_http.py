@@ -6,12 +6,11 @@ import asyncio
 import http.client
 import json
 import os
-import select
+import queue
 import socket
 import subprocess
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -50,19 +49,23 @@ def serving(vault: Path, *args: str, token: str | None = TOKEN, address: str = "
     proc = subprocess.Popen([sys.executable, "-m", "explorer", "mcp", str(vault), "--http", address, "--no-embeddings",
                              *args], env=_env(token), cwd=str(vault), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
+        lines: queue.Queue[bytes] = queue.Queue()
+
+        def drain() -> None:  # read to the end: a full pipe would block the server
+            for line in proc.stderr:
+                lines.put(line)
+            lines.put(b"")
+
+        threading.Thread(target=drain, daemon=True).start()
         url, seen = None, b""
-        deadline = time.monotonic() + 60
-        while url is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stderr], [], [], 1)
-            if ready:
-                line = proc.stderr.readline()
-                if not line:
-                    break
-                seen += line
-                if b"MCP over HTTP at " in line:
-                    url = line.split(b" at ", 1)[1].split()[0].decode()
+        while url is None:
+            line = lines.get(timeout=60)
+            seen += line
+            if not line:
+                break
+            if b"MCP over HTTP at " in line:
+                url = line.split(b" at ", 1)[1].split()[0].decode()
         assert url, f"server did not start: {seen.decode(errors='replace')}"
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # drained: a full pipe would block the server
         yield url
     finally:
         proc.terminate()
