@@ -293,3 +293,10 @@ def test_a_bad_client_leaves_the_others_unaffected(tmp_path: Path) -> None:
 
     with serving(vault, "--allow-write") as url:
         _run(together(url), timeout=240)
+
+
+def test_allow_host_without_http_is_refused(tmp_path: Path) -> None:
+    vault = write_notes(tmp_path / "vault", NOTES)
+    proc = subprocess.run([sys.executable, "-m", "explorer", "mcp", str(vault), "--allow-host", "memory.example"],
+                          env=_env(TOKEN), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "--allow-host goes with --http" in proc.stderr

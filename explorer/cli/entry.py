@@ -238,6 +238,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "mcp":
         from explorer.cli.mcp import run_mcp
 
+        if args.allow_host:
+            print("explorer: --allow-host goes with --http HOST:PORT (over stdio there is no Host to check)", file=sys.stderr)
+            return 2
+
         return run_mcp(vault, settings, allow_write=args.allow_write, user=args.user, watch=not args.no_watch)
     return 2
 
