@@ -39,6 +39,9 @@ TOKEN_ENV = "EXPLORER_MCP_TOKEN"
 MCP_PATH = "/mcp"
 #: Largest request body (a `remember` of MAX_REMEMBER_CHARS fits with room for JSON escapes).
 MAX_BODY_BYTES = 1024 * 1024
+#: Most open MCP sessions (each agent holds one); a session idle this long is closed.
+MAX_SESSIONS = 256
+SESSION_IDLE_S = 15 * 60
 #: Shortest token accepted: a guessable secret is no secret.
 MIN_TOKEN_CHARS = 16
 #: Exit code of a setup failure (bad address, port in use, no token beyond loopback).
@@ -229,6 +232,7 @@ def listen(address: Address) -> socket.socket:
 def build_app(server: Any, address: Address, port: int, token: str | None, allow_hosts: list[str]) -> Any:
     """The ASGI application: the SDK's streamable HTTP app at MCP_PATH behind the bearer gate."""
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, max_request_body_size=MAX_BODY_BYTES,
+                                     max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_S,
                                      transport_security=security_settings(address, port, allow_hosts),
                                      host=address.host)
     return BearerGate(app, token) if token is not None else app
