@@ -6,6 +6,7 @@ The main screen and the note view share these; the argument lists come from
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from textual.app import SuspendNotSupported
@@ -50,6 +51,7 @@ def open_in_editor(app: ExplorerApp, path: str, cursor: int | None) -> None:
     except OpenError as exc:
         app.notify(str(exc), severity="warning", timeout=6)
         return
+    before = _stamp(str(app.vault / path))
     try:
         try:
             with app.suspend():
@@ -62,8 +64,18 @@ def open_in_editor(app: ExplorerApp, path: str, cursor: int | None) -> None:
         return
     if code != 0:
         app.notify(f"The editor exited with code {code}.", severity="warning", timeout=6)
-    # The watcher sees the save too; this covers a vault opened without one.
-    app.refresh_index([path])
+    if _stamp(str(app.vault / path)) != before:
+        # The watcher sees the save too; this covers a vault opened without one.
+        app.refresh_index([path])
+
+
+def _stamp(file: str) -> tuple[int, int] | None:
+    """(mtime, size) of a file, None when it cannot be read: whether the editor saved it."""
+    try:
+        st = os.stat(file)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def copy_link(app: ExplorerApp, node_id: str, heading: str | None = None) -> None:
