@@ -250,8 +250,10 @@ class Retriever:
     ) -> Ranking | None:
         """The name ranking (explorer.search.names): notes whose names the query names.
 
-        Each named note is credited through one of its shards: the best one in the fused BM25 and
-        dense rankings so far, or its first shard when they did not find it.
+        Each named note is credited through one of its shards: the part of the note the query's
+        other words name (`_named_part`: "Docker setup troubleshooting" credits the section on
+        troubleshooting), else the best one in the fused BM25 and dense rankings so far, else its
+        first shard.
         """
         s = self.settings.search
         toks = tokenize(query)
@@ -270,7 +272,8 @@ class Retriever:
 
         idf = self.index.bm25.idf()
         found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
-                                   allowed=None if allowed is None else lambda p: first_shard(p) is not None)
+                                   allowed=None if allowed is None else lambda p: first_shard(p) is not None,
+                                   part_words=self._heading_words)
         if not found:
             return None
         best: dict[str, str] = {}
@@ -280,10 +283,41 @@ class Retriever:
                 best.setdefault(shard.path, f.node_id)
         items = []
         for path, score in found:
-            node_id = best.get(path) or first_shard(path)
+            node_id = self._named_part(path, toks, allowed) or best.get(path) or first_shard(path)
             if node_id is not None:
                 items.append((node_id, score))
         return Ranking(query, "name", s.name_weight, s.query_weight, tuple(items)) if items else None
+
+    def _heading_words(self, path: str) -> frozenset[str]:
+        """The words of a note's headings (from its shards' heading paths), as the query's tokens are written."""
+        words: set[str] = set()
+        seen: set[tuple[str, ...]] = set()
+        for node_id in self.index.shards_by_path.get(path, ()):
+            shard = self.index.shards.get(node_id)
+            if shard is not None and shard.heading_path and shard.heading_path not in seen:
+                seen.add(shard.heading_path)
+                for heading in shard.heading_path:
+                    words.update(tokenize(heading))
+        return frozenset(words)
+
+    def _named_part(self, path: str, toks: list[str], allowed: set[str] | None) -> str | None:
+        """The shard of a named note that the query's words outside the note's names point to:
+        the best BM25 score of those words among the note's own shards (first in note order on a
+        tie); None when the query has no other word, the note one shard, or no shard those words.
+
+        A note's first shard carries its name, aliases and tags, so it wins the dense and feedback
+        rankings of any query that names the note; crediting the name there too would leave a
+        section the query also names ("the section on Diet in Hamsters") second in its own note.
+        """
+        rest = [t for t in dict.fromkeys(toks) if t not in self._names.words(path)]
+        if not rest:
+            return None
+        ids = [n for n in self.index.shards_by_path.get(path, ()) if allowed is None or n in allowed]
+        if len(ids) < 2:
+            return None
+        scores = self.index.bm25.get_scores(rest, ids)
+        best = max(ids, key=lambda n: scores.get(n, 0.0))
+        return best if scores.get(best, 0.0) > 0.0 else None
 
     def _shard_depth(self, notes: int) -> int:
         """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""
