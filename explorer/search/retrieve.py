@@ -39,6 +39,7 @@ class Retriever:
         self._facts_cache: tuple[int, set[str]] = (-1, set())
         self._pairs_cache: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = (None, (np.zeros(0), np.zeros(0), np.zeros(0)))
         self._names = NameIndex()
+        self._headings_cache: tuple[int, dict[str, frozenset[str]]] = (-1, {})
         self._speller = Speller()
 
     def prepare(self) -> None:
@@ -289,7 +290,18 @@ class Retriever:
         return Ranking(query, "name", s.name_weight, s.query_weight, tuple(items)) if items else None
 
     def _heading_words(self, path: str) -> frozenset[str]:
-        """The words of a note's headings (from its shards' heading paths), as the query's tokens are written."""
+        """The words of a note's headings (from its shards' heading paths), as the query's tokens are
+        written; kept per note until the index changes."""
+        version, cache = self._headings_cache
+        if version != self.index.version:
+            cache = {}
+            self._headings_cache = (self.index.version, cache)
+        hit = cache.get(path)
+        if hit is None:
+            hit = cache[path] = self._read_heading_words(path)
+        return hit
+
+    def _read_heading_words(self, path: str) -> frozenset[str]:
         words: set[str] = set()
         seen: set[tuple[str, ...]] = set()
         for node_id in self.index.shards_by_path.get(path, ()):
