@@ -32,13 +32,14 @@ import argparse
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, write_json
+from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, summary, write_json
 
 TEMPLATES: tuple[tuple[str, str], ...] = (
     ("name heading", "{name} {heading}"),
@@ -135,8 +136,11 @@ def run(vault: Path, queries: list[dict[str, Any]], rows: list[tuple[str, dict[s
             targets[i] = shard.node_id if shard is not None else ""
         pipeline = make_pipeline(index, settings)
         per: list[dict[str, Any]] = []
+        latency: list[float] = []
         for i, q in enumerate(queries):
+            t0 = time.perf_counter()
             res = pipeline.search(q["query"], k=10, record=False)
+            latency.append((time.perf_counter() - t0) * 1000)
             ranked = [(r.document_path, r.node_id) for r in res.results if r.source == "search"]
             per.append(_score(q, targets[i], ranked))
         if bm25 and "rank_bm25" not in out:
@@ -159,7 +163,7 @@ def run(vault: Path, queries: list[dict[str, Any]], rows: list[tuple[str, dict[s
                 base.append(_score(q, targets[i], ranked))
             out["rank_bm25"] = {"rates": _rates(base), "per_query": base}
         index.close()
-        out[label] = {"rates": _rates(per), "per_query": per, "index": info}
+        out[label] = {"rates": _rates(per), "per_query": per, "index": info, "latency_ms": summary(latency)}
     return out
 
 
@@ -205,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--vault", type=Path, action="append", default=[], help="another vault to measure (read in place)")
     parser.add_argument("--row", action="append", default=[], metavar="LABEL:KEY=V,KEY=V",
                         help="extra row with settings overrides (the default row always runs)")
+    parser.add_argument("--generated-only", action="store_true", help="leave out sample_vault")
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     parser.add_argument("--show-misses", type=int, default=10, help="misses printed per vault and row")
     args = parser.parse_args(argv)
@@ -214,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         label, _, sets = spec.partition(":")
         rows.append((label, {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in sets.split(",") if kv)}))
     work = args.out / "section-query"
-    vaults = prepare(work, args.seed) + [(str(v), v) for v in args.vault]
+    vaults = prepare(work, args.seed)[1 if args.generated_only else 0:] + [(str(v), v) for v in args.vault]
     report: dict[str, Any] = {"machine": machine(), "vaults": {}}
     table = []
     for vault_name, vault in vaults:
@@ -224,14 +229,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         res = run(vault, queries, rows, cache)
         report["vaults"][vault_name] = res
         for label in ["rank_bm25"] + [r[0] for r in rows]:
+            lat = res[label].get("latency_ms", {}).get("median")
             for kind, r in res[label]["rates"].items():
-                table.append([vault_name, label, kind, r["n"], _pct(r["section@1"]), _pct(r["section@5"]), _pct(r["note@1"])])
+                table.append([vault_name, label, kind, r["n"], _pct(r["section@1"]), _pct(r["section@5"]), _pct(r["note@1"]),
+                              "-" if lat is None else f"{lat:.1f}"])
             if label != "rank_bm25":
                 misses = [p for p in res[label]["per_query"] if p["section"] != 1]
                 for miss in misses[: args.show_misses]:
                     log(f"  {label} miss {miss['kind']}: {miss['query']!r} -> {miss['target']} "
                         f"(section rank {miss['section']}, note rank {miss['note_rank']}; top {miss['top']})")
-    print(markdown_table(["vault", "row", "queries", "n", "section@1", "section@5", "note@1"], table))
+    print(markdown_table(["vault", "row", "queries", "n", "section@1", "section@5", "note@1", "median ms"], table))
     path = args.out / ("section_query" + (f"-{args.tag}" if args.tag else "") + ".json")
     write_json(path, report)
     log(f"wrote {path}")
