@@ -64,3 +64,26 @@ def test_a_name_made_of_the_query_outranks_a_shorter_name_with_that_heading(inde
     named = [r.document_path for r in res.results
              if any(c.retriever == "name" for c in (r.explanation.contributions if r.explanation else ()))]
     assert named == ["Tech/Docker setup.md"]
+
+
+def test_section_benchmark_queries_come_from_every_heading(tmp_path) -> None:
+    """benchmarks.section_query: every template for each heading that names one part of one note;
+    a note's only H1, headings repeated in a note and headings inside code fences are left out."""
+    from benchmarks.section_query import TEMPLATES, queries_for
+
+    write_notes(tmp_path, {
+        "a/Hamsters.md": "---\ntags: [x]\n---\n# Hamsters\n\nIntro.\n\n## Diet\n\nSeeds.\n\n```\n## Not a heading\n```\n\n"
+                         "## Notes\n\nOne.\n\n## Notes\n\nTwo.\n",
+        "b/Docker.md": "## Setup\n\nInstall.\n\n## Diet\n\nNone.\n",
+    })
+    qs = queries_for(tmp_path)
+    by_note = {(q["note"], q["heading"]) for q in qs}
+    assert by_note == {("a/Hamsters.md", "Diet"), ("b/Docker.md", "Setup"), ("b/Docker.md", "Diet")}
+    kinds = {q["kind"] for q in qs if q["heading"] == "Setup"}
+    assert kinds == {k for k, _ in TEMPLATES}, "a heading unique in the vault also gets the heading-alone query"
+    assert {q["kind"] for q in qs if q["heading"] == "Diet"} == {k for k, _ in TEMPLATES} - {"heading alone"}
+    text = (tmp_path / "a/Hamsters.md").read_text()
+    diet = next(q for q in qs if q["note"] == "a/Hamsters.md")
+    assert text[diet["offset"]:].startswith("## Diet")
+    assert {q["query"] for q in qs if q["heading"] == "Setup"} == {
+        "Docker Setup", "the section on Setup in Docker", "what does Docker say about Setup", "Setup"}
