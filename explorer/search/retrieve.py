@@ -313,23 +313,39 @@ class Retriever:
         return frozenset(words)
 
     def _named_part(self, path: str, toks: list[str], allowed: set[str] | None) -> str | None:
-        """The shard of a named note that the query's words outside the note's names point to:
-        the best BM25 score of those words among the note's own shards (first in note order on a
-        tie); None when the query has no other word, the note one shard, or no shard those words.
+        """The section of a named note that the query also names: among the note's shards, the one
+        whose heading path holds the most (IDF-weighted) of the query's words that are in the note's
+        headings and not in its names, then the best BM25 score of the query's other words (first
+        in note order on a tie); None when no such word names a heading of the note.
 
         A note's first shard carries its name, aliases and tags, so it wins the dense and feedback
         rankings of any query that names the note; crediting the name there too would leave a
         section the query also names ("the section on Diet in Hamsters") second in its own note.
+        Words that name no heading ("sleep better at night") leave the credit to the fused order.
         """
-        rest = [t for t in dict.fromkeys(toks) if t not in self._names.words(path)]
-        if not rest:
+        names = self._names.words(path)
+        rest = [t for t in dict.fromkeys(toks) if t not in names]
+        heads = self._heading_words(path)
+        wanted = [t for t in rest if t in heads]
+        if not wanted:
             return None
         ids = [n for n in self.index.shards_by_path.get(path, ()) if allowed is None or n in allowed]
         if len(ids) < 2:
             return None
-        scores = self.index.bm25.get_scores(rest, ids)
-        best = max(ids, key=lambda n: scores.get(n, 0.0))
-        return best if scores.get(best, 0.0) > 0.0 else None
+        idf = self.index.bm25.idf()
+        overlap: dict[str, float] = {}
+        for node_id in ids:
+            shard = self.index.shards.get(node_id)
+            words = {w for h in shard.heading_path for w in tokenize(h)} if shard is not None else set()
+            overlap[node_id] = sum(idf.get(t, 0.0) for t in wanted if t in words)
+        top = max(overlap.values())
+        if top <= 0.0:
+            return None
+        tied = [n for n in ids if overlap[n] == top]
+        if len(tied) == 1:
+            return tied[0]
+        scores = self.index.bm25.get_scores(rest, tied)
+        return max(tied, key=lambda n: scores.get(n, 0.0))
 
     def _shard_depth(self, notes: int) -> int:
         """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""
