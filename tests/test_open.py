@@ -242,3 +242,14 @@ async def test_app_says_when_no_editor_is_set(tui_vault: Path, embedder, tmp_pat
         await pilot.press("ctrl+g")
         await settle(app, pilot)
         assert any("set $EDITOR" in n.message for n in app._notifications)
+
+
+def test_a_pdf_or_canvas_opens_at_its_start_in_the_editor(tmp_path: Path) -> None:
+    """Their indexed text is read out of the file: its lines are not the file's."""
+    from explorer.vault.external import editor_launch
+
+    write_notes(tmp_path, {"scan.pdf": "%PDF-1.4", "board.canvas": "{}", "a.md": "x\ny\n"})
+    env = {"EDITOR": "vim"}
+    assert editor_launch(tmp_path, "scan.pdf", 12, env).argv == ("vim", str(tmp_path / "scan.pdf"))
+    assert editor_launch(tmp_path, "board.canvas", 3, env).argv == ("vim", str(tmp_path / "board.canvas"))
+    assert editor_launch(tmp_path, "a.md", 2, env).argv == ("vim", "+2", str(tmp_path / "a.md"))

@@ -131,7 +131,13 @@ def obsidian_launch(vault: Path, rel_path: str, which=shutil.which) -> tuple[str
 
 
 def editor_launch(vault: Path, rel_path: str, line: int | None, environ: Mapping[str, str] | None = None) -> Launch:
-    """The editor command that opens the note at `line` (OpenError: no $EDITOR, or the file is gone)."""
+    """The editor command that opens the note at `line` (OpenError: no $EDITOR, or the file is gone).
+
+    Only a Markdown note has lines that match the index's text: a PDF's or a canvas's text is
+    read out of the file, so those open at their start.
+    """
+    if not rel_path.lower().endswith(".md"):
+        line = None
     return Launch(tuple(editor_argv(editor_command(environ), vault_file(vault, rel_path), line)), terminal=True)
 
 
