@@ -198,6 +198,10 @@ class SearchSettings:
     on BEIR SciFact they lowered nDCG@10 from 0.718 to 0.634 (see BENCHMARKS.md)."""
     always_include: bool = True
     """Apply the always-include rules (preferences, latest turn, referenced notes)."""
+    recency_half_life_days: Annotated[float, Range(0, 1_000_000)] = 0.0
+    """A gentle preference for newer notes: a note this many days older than today keeps 75 % of its
+    score, a much older one never less than half (explorer.search.when). 0 = off (the default); a
+    query's `recent:30d` / `recent:off` overrides it."""
     two_pass: bool = True
     """Run the analysis and, when it says REFINE, a second pass."""
     analyser: Annotated[str, OneOf("auto", "llm", "heuristic")] = "auto"

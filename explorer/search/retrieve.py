@@ -14,6 +14,7 @@ from explorer.search.query import ParsedQuery
 from explorer.search.schema import Ranking
 from explorer.search.terms import SearchTerms
 from explorer.search.typos import Correction, Speller, corrected_tokens
+from explorer.search.when import NoteDates, in_time
 from explorer.text.tokenize import tokenize
 
 
@@ -40,6 +41,7 @@ class Retriever:
         self._pairs_cache: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = (None, (np.zeros(0), np.zeros(0), np.zeros(0)))
         self._names = NameIndex()
         self._speller = Speller()
+        self.dates = NoteDates(index)
 
     def prepare(self) -> None:
         """Build the tables a query reads for the current index version: the name table and the idf."""
@@ -56,12 +58,14 @@ class Retriever:
 
     def allowed(self, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
-        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded):
+        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded
+                or parsed.has_note_filters):
             return None
         out = set()
         excluded_tokens = [tokenize(x) for x in parsed.excluded]
         # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
         banned: set[str] = set()
+        passes: dict[str, bool] = {}
         if excluded_tokens:
             for node_id, shard in self.index.shards.items():
                 if shard.path not in banned:
@@ -83,8 +87,22 @@ class Retriever:
                 continue
             if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
                 continue
+            if parsed.has_note_filters:
+                ok = passes.get(shard.path)
+                if ok is None:
+                    ok = passes[shard.path] = self._note_passes(note, parsed)
+                if not ok:
+                    continue
             out.add(node_id)
         return out
+
+    def _note_passes(self, note: Any, parsed: ParsedQuery) -> bool:
+        """The note's frontmatter passes the `[property]` filters and its date the after:/before:/on: ones."""
+        front = note.frontmatter if isinstance(note.frontmatter, dict) else {}
+        if not all(p.matches(front) != p.negated for p in parsed.properties):
+            return False
+        found = self.dates.get(note.path)
+        return in_time(found[0] if found is not None else None, parsed)
 
     def facts(self) -> set[str]:
         """node_ids of knowledge shards, cached per index version."""
