@@ -262,7 +262,8 @@ def _take_dates(text: str, today: _dt.date, periods: dict[str, list[Period]], wa
                 bad = value
                 warnings.append(f"{op}:\"{value}\" not applied: {exc}")
         else:
-            spans = [w.end() for w in re.finditer(r"\S+", rest)][:_DATE_WORDS]
+            # The value starts right after the colon (`on: hike` gives no date).
+            spans = [w.end() for w in re.finditer(r"\S+", rest)][:_DATE_WORDS] if rest[:1].strip() else []
             error: DateError | None = None
             for end in reversed(spans):
                 try:

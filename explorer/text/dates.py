@@ -4,8 +4,9 @@ A query names a day (`2023-05-07`, `7 May 2023`, `May 7, 2023`), a month (`2023-
 a year (`2023`) or a relative period (`today`, `yesterday`, `this week`, `last week`, `this month`,
 `last month`, `this year`, `last year`, `3 days ago`, `2 weeks ago`, `last 10 days`), read
 offline against a given today. Weeks begin on Monday. A note's date is its frontmatter `date`,
-else `created`, else the `timestamp` of its side data (a conversation turn's metadata.json), else
-a `YYYY-MM-DD` date in its file name (a daily note), else its file's modification time.
+else `created`, else the `timestamp` of its side data (a conversation turn's metadata.json), else its
+frontmatter `updated` / `modified`, else a `YYYY-MM-DD` date in its file name (a daily note), else
+its file's modification time.
 """
 
 from __future__ import annotations
