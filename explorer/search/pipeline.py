@@ -312,7 +312,7 @@ class SearchPipeline:
             stats=stats,
             passes=passes,
             warnings=run.warnings,
-            filters=parsed.filters_dict() if parsed.has_filters else {},
+            filters=parsed.filters_dict() if parsed.has_filters or parsed.recent is not None else {},
             early_return=run.early,
             searched_sources=searched,
             include_preferences=terms.include_preferences,
