@@ -15,7 +15,7 @@ _TOKEN = re.compile(r'(-?)(?:(\w+):)?"([^"]*)"|(\S+)')
 OPERATORS = ("tag", "path", "file", "section")
 _REFERENCE = re.compile(r"\[\[([^\]|#]+)(?:[#|][^\]]*)?\]\]")
 # Obsidian's property search: `[name]`, `[name:value]`, `-[name:value]`, standing as a word of its own.
-_PROPERTY = re.compile(r'(?<!\S)(-?)\[([^\[\]:"]*[^\[\]:"\s][^\[\]:"]*)(?::([^\[\]]*))?\](?!\w)')
+_PROPERTY = re.compile(r'(?<!\S)(-?)\[([^\[\]:"]+)(?::([^\[\]]*))?\](?!\w)')
 _OR = re.compile(r"\s+OR\s+")
 _DATE_OP = re.compile(r"(?<!\S)(after|before|on):", re.IGNORECASE)
 #: Words a date operator's value may span (`7th of May, 2023` is four).
@@ -228,6 +228,8 @@ def parse_query(raw: str, today: _dt.date | None = None) -> ParsedQuery:
 def _property(m: re.Match[str], out: list[PropertyFilter]) -> str:
     """Record one `[name:value]` match; it leaves the free text."""
     neg, name, value = m.group(1), m.group(2).strip(), m.group(3)
+    if not name:  # `[ ]` or `[:x]`: not a property
+        return m.group(0)
     values: list[tuple[str, bool]] = []
     value = (value or "").strip()
     if value.startswith("(") and value.endswith(")"):
