@@ -199,9 +199,11 @@ class SearchSettings:
     always_include: bool = True
     """Apply the always-include rules (preferences, latest turn, referenced notes)."""
     recency_half_life_days: Annotated[float, Range(0, 1_000_000)] = 0.0
-    """A gentle preference for newer notes: a note this many days older than today keeps 75 % of its
-    score, a much older one never less than half (explorer.search.when). 0 = off (the default); a
-    query's `recent:30d` / `recent:off` overrides it."""
+    """A gentle preference for newer notes (explorer.search.notefilters): a note this many days older
+    than today loses half of `recency_weight` of its score, a much older one all of it. 0 = off (the
+    default); a query's `recent:30d` / `recent:off` overrides it."""
+    recency_weight: Annotated[float, Range(0, 1)] = 0.25
+    """The most a note's score can lose to its age under a recency preference (BENCHMARKS.md)."""
     two_pass: bool = True
     """Run the analysis and, when it says REFINE, a second pass."""
     analyser: Annotated[str, OneOf("auto", "llm", "heuristic")] = "auto"

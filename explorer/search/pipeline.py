@@ -36,7 +36,7 @@ from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, 
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
 from explorer.search.typos import Correction
-from explorer.search.when import recency_factor
+from explorer.search.notefilters import recency_factor
 from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
@@ -547,7 +547,8 @@ class SearchPipeline:
             return entries
         for e in entries:
             found = self._retriever.dates.get(e.path)
-            e.recency = recency_factor(found[0] if found is not None else None, run.today, half_life)
+            e.recency = recency_factor(found[0] if found is not None else None, run.today, half_life,
+                                       self.settings.search.recency_weight)
         return sorted(entries, key=lambda e: -e.score)
 
     def _path_of(self, node_id: str) -> str | None:

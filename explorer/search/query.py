@@ -51,14 +51,22 @@ class PropertyFilter:
         found = [v for k, v in frontmatter.items() if isinstance(k, str) and k.strip().casefold() == key]
         if not found:
             return False
+        return self.matches_values(tuple(x for v in found for x in property_values(v)))
+
+    def matches_values(self, items: tuple[str, ...]) -> bool:
+        """True when one of the values asked for matches one of a note's `property_values` (or none was asked)."""
         if not self.values:
             return True
-        items = [x for v in found for x in _scalars(v, 0)]
         for want, exact in self.values:
             want = want.casefold()
             if any((item == want) if exact else (want in item) for item in items):
                 return True
         return False
+
+
+def property_values(value: Any) -> tuple[str, ...]:
+    """A frontmatter value as the folded strings a property filter compares (list items one by one)."""
+    return tuple(_scalars(value, 0))
 
 
 def _scalars(value: Any, depth: int) -> list[str]:

@@ -12,7 +12,7 @@ from explorer.search.fusion import Entry
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
-from explorer.search.when import NoteDates
+from explorer.search.notefilters import NoteDates
 from explorer.vault.model import Shard
 
 

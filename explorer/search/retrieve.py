@@ -14,7 +14,7 @@ from explorer.search.query import ParsedQuery
 from explorer.search.schema import Ranking
 from explorer.search.terms import SearchTerms
 from explorer.search.typos import Correction, Speller, corrected_tokens
-from explorer.search.when import NoteDates, in_time
+from explorer.search.notefilters import NoteDates
 from explorer.text.tokenize import tokenize
 
 
@@ -65,7 +65,9 @@ class Retriever:
         excluded_tokens = [tokenize(x) for x in parsed.excluded]
         # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
         banned: set[str] = set()
-        passes: dict[str, bool] = {}
+        passing = self.dates.passing(parsed)  # [property:value], after:/before:/on: (None: none given)
+        if passing is not None and not (parsed.tags or parsed.paths or parsed.files or parsed.sections or excluded_tokens):
+            return {nid for path in passing for nid in self.index.shards_by_path.get(path, ())}
         if excluded_tokens:
             for node_id, shard in self.index.shards.items():
                 if shard.path not in banned:
@@ -87,22 +89,10 @@ class Retriever:
                 continue
             if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
                 continue
-            if parsed.has_note_filters:
-                ok = passes.get(shard.path)
-                if ok is None:
-                    ok = passes[shard.path] = self._note_passes(note, parsed)
-                if not ok:
-                    continue
+            if passing is not None and shard.path not in passing:
+                continue
             out.add(node_id)
         return out
-
-    def _note_passes(self, note: Any, parsed: ParsedQuery) -> bool:
-        """The note's frontmatter passes the `[property]` filters and its date the after:/before:/on: ones."""
-        front = note.frontmatter if isinstance(note.frontmatter, dict) else {}
-        if not all(p.matches(front) != p.negated for p in parsed.properties):
-            return False
-        found = self.dates.get(note.path)
-        return in_time(found[0] if found is not None else None, parsed)
 
     def facts(self) -> set[str]:
         """node_ids of knowledge shards, cached per index version."""
