@@ -308,3 +308,24 @@ def test_app_rows_show_the_notes_date(tui_vault: Path, embedder, tmp_path: Path)
             assert undated and res.results[undated[0]].date not in option_text(rows, undated[0])
 
     asyncio.run(run())
+
+
+def test_an_edited_property_or_date_is_searched_at_once(tmp_path: Path, embedder) -> None:
+    from explorer.index.vault_index import VaultIndex
+
+    vault = dated_vault(tmp_path / "vault")
+    index = VaultIndex(vault, Settings(), embedder=embedder)
+    index.open()
+    try:
+        pipeline = SearchPipeline(index, Settings())
+        pipeline.today = lambda: TODAY
+        assert paths(pipeline.search("hike [status:final]", two_pass=False)) == set()
+        note = vault / "Trips/hike-may.md"
+        note.write_text(note.read_text(encoding="utf-8").replace("status: Draft", "status: Final")
+                        .replace("date: 2023-05-07", "date: 2021-01-01"), encoding="utf-8")
+        index.refresh()
+        assert paths(pipeline.search("hike [status:final]", two_pass=False)) == {"Trips/hike-may.md"}
+        assert paths(pipeline.search("hike on:2021", two_pass=False)) == {"Trips/hike-may.md"}
+        assert "Trips/hike-may.md" not in paths(pipeline.search("hike on:2023-05", two_pass=False))
+    finally:
+        index.close()
