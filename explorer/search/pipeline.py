@@ -28,6 +28,7 @@ from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import (Dialog, MemoryCache, named_coverage, named_match, owner_weights,
                                     spread_to_neighbours)
+from explorer.search.notefilters import recency_factor
 from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
@@ -36,7 +37,6 @@ from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, 
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
 from explorer.search.typos import Correction
-from explorer.search.notefilters import recency_factor
 from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
@@ -487,7 +487,8 @@ class SearchPipeline:
         return out
 
     def _browse(self, run: _Run) -> SearchResults:
-        """A filter-only query: the notes the filters allow, in path order (no ranking)."""
+        """A filter-only query: the notes the filters allow, in path order (no ranking); newest first under
+        a date filter or a recency preference."""
         parsed, k = run.parsed, run.k
         with self.index.lock:
             allowed = self._retriever.allowed(parsed)
