@@ -9,10 +9,10 @@ import numpy as np
 from explorer.config import Settings
 from explorer.index.context import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
+from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
-from explorer.search.notefilters import NoteDates
 from explorer.vault.model import Shard
 
 

@@ -10,11 +10,11 @@ import numpy as np
 from explorer.config import Settings
 from explorer.search.fusion import rrf
 from explorer.search.names import NameIndex
+from explorer.search.notefilters import NoteDates
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import Ranking
 from explorer.search.terms import SearchTerms
 from explorer.search.typos import Correction, Speller, corrected_tokens
-from explorer.search.notefilters import NoteDates
 from explorer.text.tokenize import tokenize
 
 
