@@ -329,3 +329,28 @@ def test_an_edited_property_or_date_is_searched_at_once(tmp_path: Path, embedder
         assert "Trips/hike-may.md" not in paths(pipeline.search("hike on:2023-05", two_pass=False))
     finally:
         index.close()
+
+
+def test_a_pdf_is_dated_by_its_file_time_and_filtered_like_a_note(tmp_path: Path, embedder) -> None:
+    from pdfs import text_pdf
+
+    from explorer.index.vault_index import VaultIndex
+
+    vault = dated_vault(tmp_path / "vault")
+    pdf = vault / "Papers/trail-guide.pdf"
+    pdf.parent.mkdir(parents=True)
+    pdf.write_bytes(text_pdf(["A guide to the ridge trail hike.", "Boots and maps for the hike."]))
+    os.utime(pdf, (UNDATED_TIME, UNDATED_TIME))
+    index = VaultIndex(vault, Settings(), embedder=embedder)
+    index.open()
+    try:
+        pipeline = SearchPipeline(index, Settings())
+        pipeline.today = lambda: TODAY
+        res = pipeline.search("ridge trail guide on:2023-05-20", two_pass=False)
+        # The only notes dated 20 May 2023: the PDF and the undated boots note (both by file time).
+        assert "Papers/trail-guide.pdf" in paths(res) and paths(res) <= {"Papers/trail-guide.pdf", "Notes/boots.md"}
+        page = next(r for r in res.results if r.document_path == "Papers/trail-guide.pdf")
+        assert (page.date, page.date_from) == ("2023-05-20", "modified")
+        assert "Papers/trail-guide.pdf" not in paths(pipeline.search("ridge trail guide on:2022", two_pass=False))
+    finally:
+        index.close()
