@@ -41,7 +41,7 @@ FUZZY_FACTOR = 0.8
 FUZZY_MIN = 5
 #: Suggestions listed.
 LIMIT = 8
-#: A name whose letters number at most this (or made of stop-words only) matches only as written.
+#: A name of letters only, at most this many ("IF", "ML"), or of stop-words or digits only, matches only as written.
 STRICT_LETTERS = 3
 #: Paragraph rules, as the writer has always used them: grow backwards while under `MIN_WORDS`,
 #: and keep at most `MAX_CHARS` characters around the cursor.
@@ -202,8 +202,8 @@ class MentionIndex:
                 continue
             keys = tuple(t for t, _, _ in spans)
             raw = tuple(name[s:e].casefold() for _, s, e in spans)
-            letters = sum(c.isalpha() for c in name)
-            strict = letters <= STRICT_LETTERS or all(is_stopword(w) for w in raw) or all(w.isdigit() for w in raw)
+            short = all(w.isalpha() for w in raw) and sum(map(len, raw)) <= STRICT_LETTERS
+            strict = short or all(is_stopword(w) for w in raw) or all(w.isdigit() for w in raw)
             entry = _Name(path, name, keys, raw, strict)
             entries.append(entry)
             self._first.setdefault(keys[0], []).append(entry)
