@@ -180,6 +180,8 @@ class WriterScreen(Screen):
         self.suggestions = items
         self.related_paths = [s.path for s in items]
         related = self.query_one("#related", OptionList)
+        # A refreshed list keeps the note the person had moved to highlighted.
+        kept = related.get_option_at_index(related.highlighted).id if related.highlighted is not None else None
         related.clear_options()
         for s in items:
             if s.kind == "mention" and s.mention is not None:
@@ -190,6 +192,8 @@ class WriterScreen(Screen):
                 note = (" · ".join([b for b, _ in badges(s.result)][:2]) if s.result is not None else "", "$text-muted")
             related.add_option(Option(safe_content(Content.assemble(
                 (s.title, "bold"), "\n", (s.path, "$text-muted"), "  ", note)), id=s.path))
+        if kept in self.related_paths:
+            related.highlighted = self.related_paths.index(kept)
         para = clip(message.paragraph, 70)
         results = message.suggestions.results
         head = "hybrid" if results is not None and results.mode.dense else "BM25"
