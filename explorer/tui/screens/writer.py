@@ -198,7 +198,7 @@ class WriterScreen(Screen):
         results = message.suggestions.results
         head = "hybrid" if results is not None and results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
-            Content.assemble((f"Links ({head}) · ctrl+g links", "bold"), "\n",
+            Content.assemble((f"Links ({head})", "bold"), "\n",
                              plain(f"“{para}”", "$text-muted")))
 
     def action_insert_link(self) -> None:
