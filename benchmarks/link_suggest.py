@@ -18,7 +18,8 @@ is in the first five suggestions. Beside it: the writer's former call (the pipel
 paragraph, one pass, the note itself left out) and plain BM25 on the same paragraph (notes by
 their best shard). Embeds and links to missing notes or to the note itself do not count.
 
-The weights of the mention ranking (``SENTENCE_WEIGHT``, ``FUZZY_FACTOR``) are chosen on a grid by
+What the related search reads (``QUERY_SCOPE``: the paragraph, the sentence at the cursor, or both)
+and the weights of the mention ranking (``SENTENCE_WEIGHT``, ``FUZZY_FACTOR``) are chosen on a grid by
 leave-one-out over five folds of paragraphs (by a hash of the note path and paragraph number):
 each fold is scored with the weights best on the other four; the left-out recall is printed beside
 the in-sample one (the grid's best on all paragraphs).
@@ -49,6 +50,7 @@ K = 5
 FOLDS = 5
 GRID_SENTENCE = (1.0, 1.5, 2.0, 3.0, 5.0)
 GRID_FUZZY = (0.5, 0.8, 1.0)
+GRID_SCOPE = ("paragraph", "sentence", "both")
 
 
 class MemoPipeline:
@@ -138,27 +140,30 @@ def bm25_top(index: Any, query: str, own: str, k: int = K) -> list[str]:
     return paths
 
 
-def quality(vault: Path, cache: Path) -> dict[str, Any]:
+def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any]:
     """All rows of the quality table for one vault."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
     from explorer.search.suggest import LinkSuggester, paragraph_bounds, plain_query
 
     index, settings, info = open_vault_index(vault, {"index.cache_dir": str(cache)}, embeddings=True)
-    pipeline = MemoPipeline(make_pipeline(index, settings))
+    base = make_pipeline(index, settings)
+    pipeline = MemoPipeline(base)
     todo = cases(index)
-    sug = LinkSuggester(pipeline)
+    sug = LinkSuggester(base)
+    scopes = GRID_SCOPE if scope is None else (scope,)
+    sug.related = MemoPipeline(sug.related)
     log(f"{vault.name}: {len(todo)} links in {len({(c['note'], c['paragraph']) for c in todo})} paragraphs")
     hits: dict[str, dict[str, list[int]]] = {}
-    grid = [(s, f) for s in GRID_SENTENCE for f in GRID_FUZZY]
-    grid_hits: dict[tuple[float, float], dict[str, list[int]]] = {g: {"A": [], "B": []} for g in grid}
+    grid = [(sc, s, f) for sc in scopes for s in GRID_SENTENCE for f in GRID_FUZZY]
+    grid_hits: dict[tuple[str, float, float], dict[str, list[int]]] = {g: {"A": [], "B": []} for g in grid}
     misses: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for n, case in enumerate(todo):
         for variant in ("A", "B"):
             text, cursor = case[variant]
             for g in grid:
-                sug.sentence_weight, sug.fuzzy_factor = g
+                sug.scope, sug.sentence_weight, sug.fuzzy_factor = g
                 top = [s.path for s in sug.suggest(text, cursor, path=case["note"]).items[:K]]
                 grid_hits[g][variant].append(int(case["target"] in top))
             start, end = paragraph_bounds(text, cursor)
@@ -172,7 +177,7 @@ def quality(vault: Path, cache: Path) -> dict[str, Any]:
             log(f"  {n}/{len(todo)} ({time.perf_counter() - t0:.0f} s)")
     folds = [c["fold"] for c in todo]
 
-    def total(g: tuple[float, float], keep: Any) -> int:
+    def total(g: tuple[str, float, float], keep: Any) -> int:
         return sum(h for v in ("A", "B") for h, f in zip(grid_hits[g][v], folds) if keep(f))
 
     best_all = max(grid, key=lambda g: (total(g, lambda f: True), g == _default()))
@@ -183,7 +188,7 @@ def quality(vault: Path, cache: Path) -> dict[str, Any]:
         chosen[fold] = best
         for v in ("A", "B"):
             left_out[v].extend(h for h, f in zip(grid_hits[best][v], folds) if f == fold)
-    default = _default()
+    default = _default() if scope is None else (scope, *_default()[1:])
     for c, hit_a, hit_b in zip(todo, grid_hits[default]["A"], grid_hits[default]["B"]):
         if not hit_a:
             misses.append({"note": c["note"], "target": c["target"], "variant": "A"})
@@ -198,14 +203,14 @@ def quality(vault: Path, cache: Path) -> dict[str, Any]:
     index.close()
     return {"links": n_links, "paragraphs": len({(c["note"], c["paragraph"]) for c in todo}), "rows": rows,
             "shipped": default, "in_sample_best": best_all, "fold_choices": {str(k): v for k, v in chosen.items()},
-            "grid": {f"{g[0]}/{g[1]}": {v: _rate(grid_hits[g][v]) for v in ("A", "B")} for g in grid},
+            "grid": {"/".join(map(str, g)): {v: _rate(grid_hits[g][v]) for v in ("A", "B")} for g in grid},
             "misses_A": misses[:40], "index": info}
 
 
-def _default() -> tuple[float, float]:
-    from explorer.search.suggest import FUZZY_FACTOR, SENTENCE_WEIGHT
+def _default() -> tuple[str, float, float]:
+    from explorer.search.suggest import FUZZY_FACTOR, QUERY_SCOPE, SENTENCE_WEIGHT
 
-    return (SENTENCE_WEIGHT, FUZZY_FACTOR)
+    return (QUERY_SCOPE, SENTENCE_WEIGHT, FUZZY_FACTOR)
 
 
 def _rate(hits: Sequence[int]) -> float | None:
@@ -290,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency", action="store_true", help="measure the latency at --size notes instead")
     parser.add_argument("--size", type=int, default=10_000, help="notes of the latency vault")
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
+    parser.add_argument("--scope", choices=("paragraph", "sentence", "both"), help="only this related-search scope (default: the grid of all three)")
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     args = parser.parse_args(argv)
     offline_environment()
@@ -313,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         vaults.extend((v.name, v.resolve()) for v in args.vaults)
         table = []
         for name, vault in vaults:
-            res = quality(vault, work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}")
+            res = quality(vault, work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}", args.scope)
             report[name] = res
             for row, rates in res["rows"].items():
                 table.append([name, res["links"], row, _pct(rates["A"]), _pct(rates["B"])])

@@ -12,9 +12,11 @@ answer is built in three steps:
 2. **Ranking of mentions.** A mention in the sentence at the cursor scores `SENTENCE_WEIGHT`, one
    elsewhere in the paragraph 1.0; a typo match is multiplied by `FUZZY_FACTOR`; ties go to the
    mention nearest the cursor. Every unlinked mention comes before any related note.
-3. **Related notes.** The hybrid pipeline (one pass, no rerank) on the paragraph's words fills
-   the rest of the list. A note the paragraph already links to is kept where it ranks but marked
-   `linked`; linked notes that did not rank are added at the end while there is room.
+3. **Related notes.** The hybrid pipeline (one pass, no rerank, keyword terms, `RELATED_SETTINGS`)
+   fills the rest of the list. It reads the sentence at the cursor followed by the whole paragraph
+   (`QUERY_SCOPE`), so the sentence's words count twice. A note the paragraph already links to is
+   kept where it ranks but marked `linked`; linked notes that did not rank are added at the end
+   while there is room.
 
 Nothing here writes a file: `Suggestion.link` and `Mention` give the text and the span an editor
 replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from the link target).
@@ -39,6 +41,8 @@ SENTENCE_WEIGHT = 2.0
 FUZZY_FACTOR = 0.8
 #: A typed word of this many letters or more may differ from a name's word by one edit.
 FUZZY_MIN = 5
+#: What the related search reads (LinkSuggester.scope).
+QUERY_SCOPE = "both"
 #: Suggestions listed.
 LIMIT = 8
 #: A name of letters only, at most this many ("IF", "ML"), or of stop-words or digits only, matches only as written.
@@ -47,6 +51,10 @@ STRICT_LETTERS = 3
 #: and keep at most `MAX_CHARS` characters around the cursor.
 MIN_WORDS = 8
 MAX_CHARS = 600
+
+#: The related search runs after every pause in typing, so it leaves out what the list does not
+#: need: the name ranking (the mentions above list named notes) and the knowledge-first retrieval.
+RELATED_SETTINGS: dict[str, Any] = {"search.name_weight": 0.0, "search.knowledge_first": False}
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
@@ -362,10 +370,18 @@ def _link(target: str, typed: str) -> str:
 class LinkSuggester:
     """Link suggestions for a paragraph being written, over one search pipeline."""
 
-    def __init__(self, pipeline: Any, sentence_weight: float = SENTENCE_WEIGHT, fuzzy_factor: float = FUZZY_FACTOR) -> None:
+    def __init__(self, pipeline: Any, sentence_weight: float = SENTENCE_WEIGHT, fuzzy_factor: float = FUZZY_FACTOR,
+                 scope: str = QUERY_SCOPE) -> None:
+        from explorer.search.pipeline import SearchPipeline
+
         self.pipeline = pipeline
+        """The app's pipeline (its index is the one read)."""
+        self.related = SearchPipeline(pipeline.index, pipeline.settings.with_overrides(RELATED_SETTINGS, origin="link suggestions"))
+        """The pipeline of the related search: the app's settings with `RELATED_SETTINGS`, keyword terms (no LLM)."""
         self.sentence_weight = sentence_weight
         self.fuzzy_factor = fuzzy_factor
+        self.scope = scope
+        """What the related search reads: `paragraph`, `sentence` (at the cursor) or `both` (the sentence, then the paragraph)."""
         self.names = MentionIndex()
 
     def refresh(self) -> None:
@@ -451,10 +467,14 @@ class LinkSuggester:
             shown = m.name if m.fuzzy else m.typed
             items.append(Suggestion(m.path, self._title(m.path), "mention", _link(target, shown), m))
         query = plain_query(text[start:end])
+        if self.scope != "paragraph":
+            s_lo, s_hi = sentence_bounds(text, cursor, start, end)
+            sentence = plain_query(text[s_lo:s_hi])
+            query = sentence if self.scope == "sentence" and sentence else f"{sentence} {query}".strip()
         results = None
         if query and len(items) < k:
             try:
-                results = self.pipeline.search(query, k=k + 1 + len(seen), dense=dense, two_pass=False, rerank=False,
+                results = self.related.search(query, k=k + 1 + len(seen), dense=dense, two_pass=False, rerank=False,
                                                cancelled=cancelled, record=False)
             except QueryError:
                 results = None
