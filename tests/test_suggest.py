@@ -3,8 +3,6 @@ the sentence at the cursor before the rest, linked notes marked, then the hybrid
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from explorer.index.vault_index import VaultIndex

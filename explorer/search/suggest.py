@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 from rapidfuzz.distance import OSA
 
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
+from explorer.text.tokenize import is_stopword, tokenize_spans
 from explorer.vault.model import Note
 from explorer.vault.parse import markdown_link_target
 
