@@ -21,6 +21,8 @@ NOTES = {
     "Cooking/Bread baking.md": "Bake the loaf in a hot dutch oven: flour, water, salt and a lively starter.",
     "Journal/today.md": "Nothing yet.",
     "Journal/other/Docker.md": "A second note that is also called Docker.",
+    "Music/Rock [live] set.md": "Setlist of the rock live set.",
+    "Hostile/plain name.md": '---\naliases: ["\\e[2Jwipe screen"]\n---\nA note whose alias is an escape sequence.',
 }
 
 
@@ -128,3 +130,17 @@ def test_hostile_and_huge_paragraphs_stay_bounded(suggester: LinkSuggester) -> N
     found = suggester.suggest(text, 10, path="Journal/today.md")
     assert found.end - found.start <= 600
     assert found.items and found.items[0].path == "Programming/Docker setup.md"
+
+
+def test_a_name_that_would_break_a_wikilink_is_linked_as_markdown(suggester: LinkSuggester) -> None:
+    found = _at_end(suggester, "Played the rock live set twice.")
+    first = found.items[0]
+    assert first.path == "Music/Rock [live] set.md"
+    assert first.link == "[rock live set](Music/Rock%20%5Blive%5D%20set.md)"
+
+
+def test_an_alias_with_control_characters_is_never_matched_or_linked(suggester: LinkSuggester) -> None:
+    found = _at_end(suggester, "Time to wipe screen and plain name things.")
+    assert [s.path for s in found.items if s.kind == "mention"] == ["Hostile/plain name.md"]
+    assert all("\x1b" not in s.link for s in found.items)
+    assert not any("\x1b" in m.name for m in found.mentions)

@@ -25,12 +25,14 @@ replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from t
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from rapidfuzz.distance import OSA
 
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.text.safe import has_controls
 from explorer.text.tokenize import is_stopword, tokenize_spans
 from explorer.vault.model import Note
 from explorer.vault.parse import markdown_link_target
@@ -47,6 +49,8 @@ QUERY_SCOPE = "both"
 LIMIT = 8
 #: A name of letters only, at most this many ("IF", "ML"), or of stop-words or digits only, matches only as written.
 STRICT_LETTERS = 3
+#: Longer names are not matched (a hostile alias list cannot slow the scan down).
+MAX_NAME = 200
 #: Paragraph rules, as the writer has always used them: grow backwards while under `MIN_WORDS`,
 #: and keep at most `MAX_CHARS` characters around the cursor.
 MIN_WORDS = 8
@@ -146,7 +150,8 @@ class Suggestion:
     kind: str
     """`mention` (named, not linked), `related` (found by the search) or `linked` (the paragraph links to it)."""
     link: str
-    """The link text to insert: `[[Target]]` or `[[Target|typed words]]` over a mention."""
+    """The link text to insert: `[[Target]]` or `[[Target|typed words]]` over a mention ('' when the
+    note's name holds control characters: it cannot be linked from here)."""
     mention: Mention | None = None
     """The unlinked mention this suggestion replaces (None: insert at the cursor)."""
     result: SearchResult | None = None
@@ -205,6 +210,8 @@ class MentionIndex:
         self._notes[path] = note
         entries = []
         for name in note.names:
+            if has_controls(name) or len(name) > MAX_NAME:
+                continue  # never matched, so never written into the editor
             spans = tokenize_spans(name)
             if not spans:
                 continue
@@ -360,8 +367,15 @@ def _deletes(word: str) -> set[str]:
     return {word[:i] + word[i + 1:] for i in range(len(word))}
 
 
-def _link(target: str, typed: str) -> str:
+def _link(target: str, typed: str, path: str) -> str:
+    """`[[target]]` or `[[target|typed]]`; a Markdown link when the name holds a character that would
+    end a wikilink early (`[`, `]`, `|`, `#`, `^`)."""
     typed = " ".join(typed.replace("[", " ").replace("]", " ").replace("|", " ").split())
+    if has_controls(target) or has_controls(typed):
+        return ""  # a name a terminal could act on is never written into the editor
+    if any(c in target for c in "[]|#^"):
+        words = typed or target.rsplit("/", 1)[-1].replace("[", " ").replace("]", " ")
+        return f"[{' '.join(words.split())}]({quote(path)})"
     if not typed or typed == target or typed == target.rsplit("/", 1)[-1]:
         return f"[[{target}]]"
     return f"[[{target}|{typed}]]"
@@ -465,7 +479,7 @@ class LinkSuggester:
             target = self.names.link_target(m.path)
             # A typo is corrected by the link: the note's name stands where the misspelt words were.
             shown = m.name if m.fuzzy else m.typed
-            items.append(Suggestion(m.path, self._title(m.path), "mention", _link(target, shown), m))
+            items.append(Suggestion(m.path, self._title(m.path), "mention", _link(target, shown, m.path), m))
         query = plain_query(text[start:end])
         if self.scope != "paragraph":
             s_lo, s_hi = sentence_bounds(text, cursor, start, end)
@@ -487,16 +501,18 @@ class LinkSuggester:
                     continue
                 seen.add(r.document_path)
                 kind = "linked" if r.document_path in linked else "related"
-                items.append(Suggestion(r.document_path, r.title, kind, f"[[{self.names.link_target(r.document_path)}]]",
-                                        result=r))
+                items.append(Suggestion(r.document_path, r.title, kind, self._link_to(r.document_path), result=r))
         for p in sorted(linked - seen):
             if len(items) >= k or p == path:
                 break
             seen.add(p)
-            items.append(Suggestion(p, self._title(p), "linked", f"[[{self.names.link_target(p)}]]"))
+            items.append(Suggestion(p, self._title(p), "linked", self._link_to(p)))
         timings = {"mentions": round((t1 - t0) * 1000, 2), "related": round((t2 - t1) * 1000, 2),
                    "total": round((time.perf_counter() - t0) * 1000, 2)}
         return Suggestions(query, start, end, tuple(items), tuple(mentions), results, timings)
+
+    def _link_to(self, path: str) -> str:
+        return _link(self.names.link_target(path), "", path)
 
     def _title(self, path: str) -> str:
         note = self.names.note(path)

@@ -20,7 +20,7 @@ from explorer.search.suggest import LinkSuggester, Suggestion, paragraph_bounds,
 from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
-from explorer.tui.safe import plain, safe_content
+from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.tui.text import body_start, read_note_file, write_atomic
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import badges
@@ -212,7 +212,10 @@ class WriterScreen(Screen):
             return
         s = self.suggestions[pick]
         if s.kind == "linked":
-            self.notify(f"{s.title} is linked in this paragraph already.", timeout=3)
+            self.notify(f"{screen_text(s.title)} is linked in this paragraph already.", markup=False, timeout=3)
+            return
+        if not s.link:
+            self.notify("This note's name holds control characters: link it by hand.", severity="warning", timeout=4)
             return
         doc = editor.document
         m = s.mention
