@@ -456,10 +456,13 @@ class LinkSuggester:
         k: int = LIMIT,
         dense: bool = True,
         cancelled: Callable[[], bool] | None = None,
+        early: Callable[[Suggestions], None] | None = None,
     ) -> Suggestions:
         """The list for the paragraph around `cursor` in `text` (the note at `path` is left out).
 
-        Raises the pipeline's SearchCancelled when `cancelled()` turns true during the search.
+        `early`, when given, receives the named notes alone (no `results`) before the related search
+        starts, so a list can show them at once. Raises the pipeline's SearchCancelled when
+        `cancelled()` turns true during the search.
         """
         import time
 
@@ -485,6 +488,9 @@ class LinkSuggester:
             s_lo, s_hi = sentence_bounds(text, cursor, start, end)
             sentence = plain_query(text[s_lo:s_hi])
             query = sentence if self.scope == "sentence" and sentence else f"{sentence} {query}".strip()
+        if early is not None:
+            early(Suggestions(query, start, end, tuple(items), tuple(mentions), None,
+                              {"mentions": round((time.perf_counter() - t0) * 1000, 2)}))
         results = None
         if query and len(items) < k:
             try:
@@ -503,8 +509,10 @@ class LinkSuggester:
                 kind = "linked" if r.document_path in linked else "related"
                 items.append(Suggestion(r.document_path, r.title, kind, self._link_to(r.document_path), result=r))
         for p in sorted(linked - seen):
-            if len(items) >= k or p == path:
+            if len(items) >= k:
                 break
+            if p == path:
+                continue
             seen.add(p)
             items.append(Suggestion(p, self._title(p), "linked", self._link_to(p)))
         timings = {"mentions": round((t1 - t0) * 1000, 2), "related": round((t2 - t1) * 1000, 2),

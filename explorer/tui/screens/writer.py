@@ -16,7 +16,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from explorer.text.cells import clip
-from explorer.search.suggest import LinkSuggester, Suggestion, paragraph_bounds, plain_query, sentence_bounds
+from explorer.search.suggest import LinkSuggester, Suggestion, Suggestions, paragraph_bounds, plain_query, sentence_bounds
 from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
@@ -164,9 +164,15 @@ class WriterScreen(Screen):
         from explorer.search.pipeline import QueryError, SearchCancelled
 
         worker = get_current_worker()
+
+        def named(first: Suggestions) -> None:
+            # The named notes show at once; the related search completes the list after.
+            if first.items and not worker.is_cancelled:
+                self.post_message(RelatedFound(seq, first.query, first))
+
         try:
             found = suggester.suggest(text, cursor, path=self.path, k=RELATED_K, dense=dense,
-                                      cancelled=lambda: worker.is_cancelled)
+                                      cancelled=lambda: worker.is_cancelled, early=named)
         except (SearchCancelled, QueryError):
             return
         if not worker.is_cancelled:
@@ -196,7 +202,7 @@ class WriterScreen(Screen):
             related.highlighted = self.related_paths.index(kept)
         para = clip(message.paragraph, 70)
         results = message.suggestions.results
-        head = "hybrid" if results is not None and results.mode.dense else "BM25"
+        head = "searching…" if results is None else "hybrid" if results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
             Content.assemble((f"Links ({head})", "bold"), "\n",
                              plain(f"“{para}”", "$text-muted")))
