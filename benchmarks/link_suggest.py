@@ -210,6 +210,21 @@ def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any
             "misses_A": misses[:40], "index": info}
 
 
+def leave_one_vault_out(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, float | None]]]:
+    """For each vault (when there are several): the grid point best on the other vaults (links found,
+    both variants) and this vault's recall there."""
+    out: list[tuple[str, str, dict[str, float | None]]] = []
+    if len(results) < 2:
+        return out
+    default = "/".join(map(str, _default()))
+    for name, res in results.items():
+        others = [r for n, r in results.items() if n != name]
+        best = max(res["grid"], key=lambda g: (sum(r["links"] * (r["grid"][g]["A"] + r["grid"][g]["B"]) for r in others),
+                                               g == default))
+        out.append((name, best, res["grid"][best]))
+    return out
+
+
 def _default() -> tuple[str, float, float]:
     from explorer.search.suggest import FUZZY_FACTOR, QUERY_SCOPE, SENTENCE_WEIGHT
 
@@ -331,6 +346,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for row, rates in res["rows"].items():
                 table.append([name, res["links"], row, _pct(rates["A"]), _pct(rates["B"])])
             log(f"{name}: shipped weights {res['shipped']}, in-sample best {res['in_sample_best']}, per fold {res['fold_choices']}")
+        for name, chosen, rates in leave_one_vault_out({n: report[n] for n, _ in vaults}):
+            report[name]["rows"]["suggest, weights chosen on the other vaults"] = rates
+            report[name]["other_vaults_choice"] = chosen
+            table.append([name, report[name]["links"], f"suggest, weights chosen on the other vaults {chosen}",
+                          _pct(rates["A"]), _pct(rates["B"])])
         print(markdown_table(["vault", "links", "row", "recall@5, link words kept (A)", "recall@5, links removed (B)"], table))
     path = args.out / ("link_suggest" + ("-latency" if args.latency else "") + (f"-{args.tag}" if args.tag else "") + ".json")
     write_json(path, report)
