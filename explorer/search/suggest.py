@@ -57,8 +57,9 @@ MIN_WORDS = 8
 MAX_CHARS = 600
 
 #: The related search runs after every pause in typing, so it leaves out what the list does not
-#: need: the name ranking (the mentions above list named notes) and the knowledge-first retrieval.
-RELATED_SETTINGS: dict[str, Any] = {"search.name_weight": 0.0, "search.knowledge_first": False}
+#: need: the name ranking (the mentions above list named notes), the knowledge-first retrieval,
+#: and all but one context shard per result (the list shows none; the ranking is the same).
+RELATED_SETTINGS: dict[str, Any] = {"search.name_weight": 0.0, "search.knowledge_first": False, "search.pass1_shards": 1}
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
