@@ -25,6 +25,7 @@ replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from t
 from __future__ import annotations
 
 import re
+import threading
 from urllib.parse import quote
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -395,6 +396,7 @@ class LinkSuggester:
         """The pipeline of the related search: the app's settings with `RELATED_SETTINGS`, keyword terms (no LLM)."""
         self.sentence_weight = sentence_weight
         self.fuzzy_factor = fuzzy_factor
+        self._lock = threading.Lock()
         self.scope = scope
         """What the related search reads: `paragraph`, `sentence` (at the cursor) or `both` (the sentence, then the paragraph)."""
         self.names = MentionIndex()
@@ -407,6 +409,11 @@ class LinkSuggester:
 
     def mentions(self, text: str, cursor: int, path: str | None = None) -> tuple[tuple[int, int], list[Mention]]:
         """The paragraph's bounds and the names in it: links (linked) and unlinked mentions, in text order."""
+        # A cancelled writer thread may still be running: one thread at a time reads and refreshes the table.
+        with self._lock:
+            return self._mentions(text, cursor, path)
+
+    def _mentions(self, text: str, cursor: int, path: str | None) -> tuple[tuple[int, int], list[Mention]]:
         self.refresh()
         start, end = paragraph_bounds(text, cursor)
         s_lo, s_hi = sentence_bounds(text, cursor, start, end)

@@ -15,8 +15,8 @@ from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from explorer.text.cells import clip
 from explorer.search.suggest import LinkSuggester, Suggestion, Suggestions, paragraph_bounds, plain_query, sentence_bounds
+from explorer.text.cells import clip
 from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
