@@ -25,7 +25,7 @@ from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
-from explorer.search.memory import (Dialog, MemoryCache, named_coverage, named_match, owner_weights,
+from explorer.search.memory import (Dialog, MemoryCache, lift_by_date, named_coverage, named_match, owner_weights,
                                     spread_to_neighbours)
 from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
@@ -35,6 +35,7 @@ from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, 
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
 from explorer.search.typos import Correction
+from explorer.search.when import Span, mentions
 from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
@@ -93,6 +94,8 @@ class _Run:
     """The fusion's per-shard weight for this search."""
     dialog: Dialog | None = None
     """Adjacent conversation turns of the index version searched."""
+    spans: list[Span] = field(default_factory=list)
+    """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
     fusion: str = "rrf"
     """`rrf` or `score` (search.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None
@@ -250,6 +253,8 @@ class SearchPipeline:
             # No dense feedback ranking: its cosines would count the query's meaning twice (on LoCoMo
             # it cost 0.026 recall@10 under score fusion; BENCHMARKS.md).
             run.threshold = min(s.dense_threshold, COS_FLOOR)
+            if s.date_weight > 0 and run.dialog.days:
+                run.spans = mentions(run.parsed.text)
         if s.owner_weight != 1.0:
             run.named = owners.named(run.parsed.text)
             run.favoured = owners.favoured(run.named)
@@ -517,6 +522,8 @@ class SearchPipeline:
             fused = rrf(rankings, s.rrf_k, weight)
         if dialog and run is not None and run.dialog is not None:
             fused = spread_to_neighbours(fused, self.index, run.dialog, s.neighbour_weight)
+            if run.fusion == "score":
+                fused = lift_by_date(fused, self.index, run.dialog, run.spans, s.date_weight, s.date_after_days)
         return aggregate(fused, self._path_of, pass_, s.second_shard_weight, run.fusion if run is not None else "rrf")
 
     def _path_of(self, node_id: str) -> str | None:
