@@ -62,7 +62,8 @@ BASELINES = ("rank_bm25", "dense", "rrf")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 METRICS = ("recall@5", "recall@10", "hit@5", "ndcg@10")
 #: Parts of the quality score recorded per question (explorer.search.quality.assess), each judged alone.
-QUALITY_PARTS = ("matched", "named_match", "named_coverage", "named_evidence", "top_relevance", "agreement", "support")
+QUALITY_PARTS = ("matched", "named_match", "named_coverage", "named_evidence", "other_coverage", "named_lead",
+                 "top_relevance", "agreement", "support")
 K = 10
 #: Depth of the baseline rankings fused by the plain RRF row.
 RRF_DEPTH = 100
@@ -535,6 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rec["level"] = quality.level
                         rec["no_good_match"] = bool(quality.factors.get("no_good_match", quality.level == "low"))
                         rec["quality_parts"] = {p: quality.factors[p] for p in QUALITY_PARTS if p in quality.factors}
+                        rec["named"] = bool(quality.factors.get("named"))
                     records.append(rec)
                     fh.write(json.dumps(rec) + "\n")
                 fh.flush()

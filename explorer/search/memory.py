@@ -295,3 +295,42 @@ def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, 
             toks.update(index.tokens(shard.node_id))
         best = max(best, coverage(asked, toks, idf))
     return best
+
+
+def other_coverage(entries: Iterable[tuple[str, float]], index: Any, owners: Owners, named: list[str], words: list[str],
+                   top_n: int = 5) -> float:
+    """How much of what the query asks the best results of people *other* than the named ones hold: 0-1.
+
+    `entries` are the search's notes best first (path, score). Among the first `top_n` that belong
+    to someone not named, the best IDF-weighted coverage (as `named_coverage`, names left out) of
+    the query's folded content words. 0 when nobody is named or nobody else has a result. When
+    someone else's notes hold what is asked and the named person's do not, the memory most likely
+    holds it about the other person (on LoCoMo, most unanswerable questions are of that kind).
+    """
+    if not named:
+        return 0.0
+    names = _name_words(owners, named)
+    asked = [w for w in words if w not in names]
+    if not asked:
+        return 0.0
+    wanted = set(named)
+    n_docs = len(index.bm25)
+
+    def idf(word: str) -> float:
+        return token_idf(n_docs, index.bm25.doc_freq(word))
+
+    best = 0.0
+    counted = 0
+    for path, _score in entries:
+        owner = owners.owner_of.get(path)
+        if owner is None or owner in wanted:
+            continue
+        toks: set[str] = set()
+        for node_id in index.shards_by_path.get(path, ()):
+            toks.update(index.tokens(node_id))
+        best = max(best, coverage(asked, toks, idf))
+        counted += 1
+        if counted == top_n:
+            break
+    return best
+

@@ -28,6 +28,16 @@ TOP_N = 3
 #: `named_evidence` below this flags "no good match": the best lexical evidence is mostly someone
 #: else's, or the named person's own best results hold little of what is asked (see `assess`).
 NAMED_EVIDENCE_FLAG = 0.5
+#: How many results of people other than the named ones `other_coverage` reads (explorer.search.memory).
+OTHERS_N = 5
+#: `named_lead = named_coverage - OTHER_WEIGHT * other_coverage`: what the named person's own results hold
+#: of the question, less what someone else's hold (chosen on LoCoMo leaving one conversation out).
+OTHER_WEIGHT = 0.8
+#: `named_lead` below this flags "no good match" (LoCoMo, leaving one conversation out).
+LEAD_FLAG = 0.08
+#: With someone named, `matched` below this flags "no good match": the results are weak in themselves
+#: (with nobody named the bar is MEDIUM). Chosen on LoCoMo leaving one conversation out.
+WEAK = 0.2
 #: Diminishing returns: result overlap with the previous search above which it warns.
 OVERLAP = 0.8
 #: Diminishing returns: this many searches within MANY_WINDOW_S seconds is "many".
@@ -81,7 +91,7 @@ def relevance(cos: float | None, cover: float) -> float:
 # -- the quality of a result list -------------------------------------------------------------
 
 def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.0,
-           named_coverage: float = 1.0) -> Quality:
+           named_coverage: float = 1.0, other_coverage: float = 0.0, named: bool = False) -> Quality:
     """Judge a ranked result list (searched entries only) from each entry's `relevance`.
 
     Formula (all parts 0-1):
@@ -116,11 +126,13 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     """
     searched = [r for r in results if r.source == "search"]
     evidence = (named_match + named_coverage) / 2.0
-    named = {"named_match": round(named_match, 4), "named_coverage": round(named_coverage, 4),
-             "named_evidence": round(evidence, 4)}
+    named_lead = named_coverage - OTHER_WEIGHT * other_coverage
+    parts = {"named": named, "named_match": round(named_match, 4), "named_coverage": round(named_coverage, 4),
+             "named_evidence": round(evidence, 4), "other_coverage": round(other_coverage, 4),
+             "named_lead": round(named_lead, 4)}
     if not searched:
         factors = _factors(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, dense, 0.0)
-        factors.update(named, matched=0.0, no_good_match=True)
+        factors.update(parts, matched=0.0, no_good_match=True)
         return Quality(
             level="low", score=0.0, confidence=1.0, factors=factors,
             suggestion="No results found. Try other words, or remove filters.",
@@ -143,9 +155,12 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
     factors = _factors(top, sum(window) / len(window), support, spread, gap, len(searched), relevant, agreement, dense,
                        searched[0].score)
-    elsewhere = evidence < NAMED_EVIDENCE_FLAG
-    # The flag: the results are weak in themselves, or the memory holds this about someone else.
-    factors.update(named, matched=round(matched, 4), no_good_match=matched < MEDIUM or elsewhere)
+    # The flag. With someone named: the memory holds this about someone else, or the results are
+    # weak in themselves (a lower bar: on a named question relevance alone separates little).
+    # With nobody named: the results are weak (level low).
+    elsewhere = named and named_lead < LEAD_FLAG
+    weak = matched < (WEAK if named else MEDIUM)
+    factors.update(parts, matched=round(matched, 4), no_good_match=weak or elsewhere)
     suggestion = _suggestion(level, top, relevant, dense)
     if elsewhere:
         suggestion = ("The best matches are about someone other than the person named, or hold little of what was "

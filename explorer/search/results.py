@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from explorer.search.fusion import Entry
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
+from explorer.search.typos import Correction
 from explorer.vault.model import Shard
 
 
@@ -22,8 +23,10 @@ class ResultBuilder:
         self.index = index
         self.settings = settings
 
-    def result(self, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None) -> SearchResult:
-        """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words."""
+    def result(self, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None,
+               corrections: Sequence[Correction] = ()) -> SearchResult:
+        """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words
+        (a misspelt word counts as found when the entry holds a word it was corrected to)."""
         best = entry.fused[0] if entry.fused else None
         note = self.index.notes[entry.path]
         words = query_words(parsed.text) if parsed.text else []
@@ -53,7 +56,7 @@ class ResultBuilder:
                 fusion=entry.fusion,
             )
         top = shards[0] if shards else None
-        rel = self.relevance(entry, words, qvec, kc) if best is not None else 0.0
+        rel = self.relevance(entry, words, qvec, kc, corrections) if best is not None else 0.0
         return SearchResult(
             document_path=entry.path,
             title=note.title,
@@ -72,13 +75,19 @@ class ResultBuilder:
             explanation=explanation,
         )
 
-    def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
+    def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int,
+                  corrections: Sequence[Correction] = ()) -> float:
         """0-1 (explorer.search.quality.relevance): the entry's best cosine to the query vector and
-        the IDF-weighted coverage of the query's words by its top `kc` retrieved shards."""
+        the IDF-weighted coverage of the query's words by its top `kc` retrieved shards. A word the
+        vault does not hold but was corrected (explorer.search.typos) stands for its correction: the
+        first one the shards hold, else the closest."""
         ids = [f.node_id for f in entry.fused[: max(kc, 1)]]
         toks: set[str] = set()
         for node_id in ids:
             toks.update(self.index.tokens(node_id))
+        if corrections:
+            fixed = {c.token: c.candidates for c in corrections if c.candidates}
+            words = [next((t for t in fixed[w] if t in toks), fixed[w][0]) if w in fixed else w for w in words]
         n_docs = len(self.index.bm25)
         cover = coverage(words, toks, lambda w: token_idf(n_docs, self.index.bm25.doc_freq(w)))
         cos: float | None = None
