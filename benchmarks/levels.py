@@ -20,6 +20,12 @@ recorded; the report gives per vault and kind how often a wrong first result say
 right one says "low", and the thresholds that would meet the targets (<= 10 % each) chosen
 leaving one vault out (chosen on the other vault, scored on this one) beside the in-sample ones.
 Per-query records go to ``OUT/levels[-TAG].jsonl``, the summary to ``OUT/levels[-TAG].json``.
+
+With ``--locomo RECORDS.jsonl`` (a ``benchmarks.locomo`` run of the explorer row) the LoCoMo
+conversations join as vaults of conversation turns, whose levels have their own thresholds
+(explorer.search.quality TURN_HIGH / TURN_MEDIUM): there the first result is right when it is an
+evidence turn of an answerable question (an adversarial question has no right one), and those
+thresholds are chosen leaving one conversation out in the same way.
 """
 
 from __future__ import annotations
@@ -156,6 +162,29 @@ def choose(records: Sequence[dict[str, Any]], target: float = TARGET) -> tuple[f
     return high, min(medium, high)
 
 
+def locomo_records(path: Path) -> list[dict[str, Any]]:
+    """LoCoMo questions (explorer row) as level records: right when the first turn is evidence."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line) if line.strip() else None
+        if not r or r.get("row") != "explorer" or (r["category"] != 5 and not r["evidence"]):
+            continue
+        right = r["category"] != 5 and bool(r["ranked"]) and r["ranked"][0] in r["evidence"]
+        out.append({"vault": r["qid"].split("#")[0], "family": "conversation", "kind": "locomo", "right": right,
+                    "score": r["quality"], "level": r["level"], "no_good_match": r["no_good_match"]})
+    return out
+
+
+def _level_of(r: dict[str, Any], high: float, medium: float) -> str:
+    return "high" if r["score"] >= high else "medium" if r["score"] >= medium else "low"
+
+
+def _pooled(records: list[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, Any]:
+    """Rates over every vault of a kind, each scored at the thresholds chosen without it."""
+    relabelled = [{**r, "level": _level_of(r, *chosen[r["vault"]]["chosen"])} for r in records if r["vault"] in chosen]
+    return rates(relabelled)
+
+
 def _share(values: Any) -> float | None:
     vals = [float(v) for v in values]
     return round(sum(vals) / len(vals), 4) if vals else None
@@ -166,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
     parser.add_argument("--tag", default="", help="suffix of the output file names")
+    parser.add_argument("--locomo", type=Path, default=None, help="per-question records of benchmarks.locomo (explorer row)")
     args = parser.parse_args(argv)
     offline_environment()
     work = args.out / "levels"
@@ -205,10 +235,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                       _pct(x["wrong_flagged"]), _pct(x["right_flagged"])])
     print(markdown_table(["vault", "kind", "queries", "right first", "wrong said high", "right said low",
                           "wrong flagged", "right flagged"], table))
-    # Thresholds leaving one vault out: chosen on the others, scored on it.
+    for r in records:
+        r["family"] = "notes"
+    if args.locomo is not None:
+        records += locomo_records(args.locomo)
+    # Thresholds leaving one vault out: chosen on the others of its kind, scored on it.
     loo = []
-    for label in vaults:
-        train = [r for r in records if r["vault"] != label]
+    for label in dict.fromkeys(r["vault"] for r in records):
+        family = next(r["family"] for r in records if r["vault"] == label)
+        train = [r for r in records if r["vault"] != label and r["family"] == family]
         test = [r for r in records if r["vault"] == label]
         high, medium = choose(train)
         own = choose(test)
@@ -217,8 +252,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                  "in_sample": [*own], "in_sample_rates": y}
         loo.append([label, f"{high:.2f} / {medium:.2f}", _pct(x["wrong_high"]), _pct(x["right_low"]),
                     f"{own[0]:.2f} / {own[1]:.2f}", _pct(y["wrong_high"]), _pct(y["right_low"])])
+    for family in dict.fromkeys(r["family"] for r in records):
+        fam = [r for r in records if r["family"] == family]
+        left = _pooled(fam, report["leave_one_vault_out"])
+        report.setdefault("pooled", {})[family] = {"left_out": left, "in_sample": [*choose(fam)],
+                                                  "in_sample_rates": rates(fam, *choose(fam)), "n": len(fam)}
+        loo.append([f"**all {family} (pooled)**", "", _pct(left["wrong_high"]), _pct(left["right_low"]),
+                    "{:.2f} / {:.2f}".format(*choose(fam)), _pct(report["pooled"][family]["in_sample_rates"]["wrong_high"]),
+                    _pct(report["pooled"][family]["in_sample_rates"]["right_low"])])
     print()
-    print(markdown_table(["left-out vault", "high / medium chosen on the other", "wrong said high", "right said low",
+    print(markdown_table(["left-out vault", "high / medium chosen on the others of its kind", "wrong said high", "right said low",
                           "in-sample high / medium", "wrong said high", "right said low"], loo))
     path = args.out / f"levels{suffix}.json"
     write_json(path, report)

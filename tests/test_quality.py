@@ -159,7 +159,8 @@ def test_named_evidence_caps_the_score_and_flags_someone_elses_memory() -> None:
 
 
 def test_confidence_grows_away_from_the_level_boundaries() -> None:
-    near = assess([_r(0.75, dense=None)], dense=True)  # score close to a boundary
+    near = assess([_r(0.9, dense=None)], dense=True)  # score close to a boundary
+    assert abs(near.score - qmod.HIGH) < 0.05
     far = assess([_r(1.0)], dense=True)
     assert far.confidence > near.confidence
     assert far.confidence == 1.0

@@ -27,7 +27,7 @@ from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import (Dialog, MemoryCache, lift_by_date, named_coverage, named_match, other_coverage,
                                     owner_weights, spread_to_neighbours)
-from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
+from explorer.search.quality import COS_FLOOR, OTHERS_N, SUFFICIENT, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
@@ -295,8 +295,7 @@ class SearchPipeline:
             if run.rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
                 ke1 = max(ke1, self.settings.rerank.pass1_candidates)
             pass1 = entries[:ke1]
-            results = [self._builder.result(e, parsed, kc=s.pass1_shards, qvec=run.qvec, corrections=run.corrections)
-                       for e in pass1]
+            results = [self._builder.result(e, parsed, kc=s.pass1_shards, qvec=run.qvec) for e in pass1]
             passes = [PassInfo(1, parsed.text, tuple(terms.all_terms), ke1, s.pass1_shards, len(entries), len(pass1),
                                (time.perf_counter() - t) * 1000)]
             run.timings["pass1"] = passes[0].ms
@@ -348,13 +347,13 @@ class SearchPipeline:
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
-            kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec, corrections=run.corrections)
+            kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
                           for e in kb_entries[:s.pass1_entries]]
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
             # A query that names a note outside the knowledge notes searches everything.
             named_elsewhere = any(r.retriever == "name" and any(nid not in facts for nid, _ in r.items) for r in rankings)
-            if (kb_quality.level == "high" and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
+            if (kb_quality.score >= SUFFICIENT and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
                     and not named_elsewhere):
                 run.early = True
                 return kb_entries, kb_rankings, ["fact"]
@@ -399,8 +398,7 @@ class SearchPipeline:
                                                  phrases=run.parsed.phrases, threshold=run.threshold, feedback=run.fusion != "score",
                                                         dialog=run.fusion == "score")
             entries2 = self._fuse(rankings2, 2, run)
-            found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec, corrections=run.corrections)
-                      for e in entries2[: s.pass2_entries]]
+            found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec) for e in entries2[: s.pass2_entries]]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
         # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
@@ -442,6 +440,11 @@ class SearchPipeline:
     def _assess(self, run: _Run, out: SearchResults) -> None:
         """7. Cut to k, then the quality of what the search found."""
         searched_results = [r for r in out.results if r.source == "search"][: run.k]
+        if run.corrections:
+            # A misspelt word counts as the word it was corrected to in the relevance shown and judged
+            # (after ranking: the passes and the reranker read relevance as it was).
+            searched_results = [self._builder.with_corrections(r, run.parsed, run.qvec, run.corrections)
+                                for r in searched_results]
         out.results = searched_results + [r for r in out.results if r.source != "search"]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
@@ -457,7 +460,8 @@ class SearchPipeline:
                 words = query_words(run.parsed.text)
                 covered = named_coverage(judged, self.index, owners, run.named, words, TOP_N)
                 elsewhere = other_coverage(out.trace.entries, self.index, owners, run.named, words, OTHERS_N)
-            out.quality = assess(judged, run.qvecs is not None, share, covered, elsewhere, named=bool(run.named))
+            out.quality = assess(judged, run.qvecs is not None, share, covered, elsewhere, named=bool(run.named),
+                                 conversation=run.fusion == "score")
         out.stats.final_results = len(out.results)
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,10 +24,8 @@ class ResultBuilder:
         self.index = index
         self.settings = settings
 
-    def result(self, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None,
-               corrections: Sequence[Correction] = ()) -> SearchResult:
-        """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words
-        (a misspelt word counts as found when the entry holds a word it was corrected to)."""
+    def result(self, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None) -> SearchResult:
+        """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words."""
         best = entry.fused[0] if entry.fused else None
         note = self.index.notes[entry.path]
         words = query_words(parsed.text) if parsed.text else []
@@ -56,7 +55,7 @@ class ResultBuilder:
                 fusion=entry.fusion,
             )
         top = shards[0] if shards else None
-        rel = self.relevance(entry, words, qvec, kc, corrections) if best is not None else 0.0
+        rel = self.relevance(entry, words, qvec, kc) if best is not None else 0.0
         return SearchResult(
             document_path=entry.path,
             title=note.title,
@@ -75,13 +74,23 @@ class ResultBuilder:
             explanation=explanation,
         )
 
-    def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int,
-                  corrections: Sequence[Correction] = ()) -> float:
+    def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
         """0-1 (explorer.search.quality.relevance): the entry's best cosine to the query vector and
-        the IDF-weighted coverage of the query's words by its top `kc` retrieved shards. A word the
-        vault does not hold but was corrected (explorer.search.typos) stands for its correction: the
-        first one the shards hold, else the closest."""
-        ids = [f.node_id for f in entry.fused[: max(kc, 1)]]
+        the IDF-weighted coverage of the query's words by its top `kc` retrieved shards."""
+        return self._relevance([f.node_id for f in entry.fused[: max(kc, 1)]], words, qvec)
+
+    def with_corrections(self, result: SearchResult, parsed: ParsedQuery, qvec: np.ndarray | None,
+                         corrections: Sequence[Correction]) -> SearchResult:
+        """`result` with its relevance judged with each misspelt word (explorer.search.typos) read as
+        its correction: the first one the result's shards hold, else the closest."""
+        if result.source != "search" or not corrections:
+            return result
+        ids = [c.node_id for c in result.context_shards] or [result.node_id]
+        words = query_words(parsed.text) if parsed.text else []
+        return replace(result, relevance=self._relevance(ids, words, qvec, corrections))
+
+    def _relevance(self, ids: list[str], words: list[str], qvec: np.ndarray | None,
+                   corrections: Sequence[Correction] = ()) -> float:
         toks: set[str] = set()
         for node_id in ids:
             toks.update(self.index.tokens(node_id))
