@@ -12,8 +12,8 @@ fifth, the five left-out parts pooled, beside the value chosen on all five (in-s
    on the four is applied to the fifth.
 2. The "no good match" flag (explorer.search.quality) of a question that names someone:
    `named_coverage - OTHER_WEIGHT * other_coverage < LEAD_FLAG or matched < WEAK` (recorded parts
-   of each question's quality); a question naming nobody is flagged when `matched` < MEDIUM. The gate: at most
-   20 % of answerable questions whose evidence is in the top 5 flagged, and as many adversarial ones
+   of each question's quality); a question naming nobody is flagged when its level is low
+   (`matched` < TURN_MEDIUM). The gate: at most 20 % of answerable questions whose evidence is in the top 5 flagged, and as many adversarial ones
    as possible. On the four, the triple with the most adversarial flagged among those that keep the
    answerable share <= 20 % is chosen and scored on the fifth.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from benchmarks.locomo import DEFAULT_DATA, load_conversations, question_metrics
-from explorer.search.quality import MEDIUM
+from explorer.search.quality import TURN_MEDIUM
 
 DATE_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
 DATE_AFTER_DAYS = (0, 7, 14, 30, 60)
@@ -114,7 +114,7 @@ def flag_choice(records: list[dict[str, Any]]) -> dict[str, Any]:
     def flagged(r: dict[str, Any], cand: tuple[float, float, float]) -> bool:
         weight, lead, weak = cand
         if not r.get("named", True):  # nobody named: weak results (level low) are the flag, as in every vault
-            return parts(r, "matched") < MEDIUM
+            return parts(r, "matched") < TURN_MEDIUM
         return parts(r, "named_coverage") - weight * parts(r, "other_coverage") < lead or parts(r, "matched") < weak
 
     def score(cand: tuple[float, float, float], group: str | None, held_out: bool) -> dict[str, float]:
