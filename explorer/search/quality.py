@@ -13,7 +13,7 @@ from explorer.search.schema import Quality, SearchResult
 #: BENCHMARKS.md "What the levels mean").
 HIGH = 0.84
 #: Quality score at or above which results are `medium` (below: `low`).
-MEDIUM = 0.48
+MEDIUM = 0.49
 #: The same two levels in a vault of conversation turns, whose score runs lower (a question naming
 #: someone is capped by the evidence about them): chosen leaving one LoCoMo conversation out.
 TURN_HIGH = 0.58
