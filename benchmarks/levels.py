@@ -152,13 +152,18 @@ def rates(records: Sequence[dict[str, Any]], high: float | None = None, medium: 
 
 
 def choose(records: Sequence[dict[str, Any]], target: float = TARGET) -> tuple[float, float]:
-    """(high, medium): the lowest `high` with wrong firsts said high <= target, the highest `medium` with
-    right firsts said low <= target (scores on a 0.01 grid; medium never above high)."""
+    """(high, medium) that meet the marks in *every* vault of `records`: the lowest `high` at which each
+    vault's wrong first results say high at most `target` of the time, the highest `medium` at which
+    each vault's right ones say low at most `target` of the time (scores on a 0.01 grid; medium never
+    above high)."""
     grid = [i / 100 for i in range(0, 101)]
-    wrong = [r["score"] for r in records if not r["right"]]
-    right = [r["score"] for r in records if r["right"]]
-    high = next((t for t in grid if sum(s >= t for s in wrong) <= target * len(wrong)), 1.0)
-    medium = max((t for t in grid if sum(s < t for s in right) <= target * len(right)), default=0.0)
+    highs, mediums = [], []
+    for vault in dict.fromkeys(r["vault"] for r in records):
+        wrong = [r["score"] for r in records if r["vault"] == vault and not r["right"]]
+        right = [r["score"] for r in records if r["vault"] == vault and r["right"]]
+        highs.append(next((t for t in grid if sum(s >= t for s in wrong) <= target * len(wrong)), 1.0))
+        mediums.append(max((t for t in grid if sum(s < t for s in right) <= target * len(right)), default=0.0))
+    high, medium = max(highs, default=1.0), min(mediums, default=0.0)
     return high, min(medium, high)
 
 

@@ -13,11 +13,11 @@ from explorer.search.schema import Quality, SearchResult
 #: BENCHMARKS.md "What the levels mean").
 HIGH = 0.84
 #: Quality score at or above which results are `medium` (below: `low`).
-MEDIUM = 0.49
+MEDIUM = 0.48
 #: The same two levels in a vault of conversation turns, whose score runs lower (a question naming
 #: someone is capped by the evidence about them): chosen leaving one LoCoMo conversation out.
-TURN_HIGH = 0.58
-TURN_MEDIUM = 0.15
+TURN_HIGH = 0.62
+TURN_MEDIUM = 0.10
 #: Score at or above which pass 1 is enough (two-pass analysis, knowledge-first early return): the
 #: ranking's own bar, measured with the ranking (BENCHMARKS.md), apart from what the levels say.
 SUFFICIENT = 0.75
