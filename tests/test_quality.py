@@ -145,8 +145,10 @@ def test_named_evidence_caps_the_score_and_flags_someone_elses_memory() -> None:
     theirs = assess(strong, dense=True, named_match=0.6, named_coverage=0.5, other_coverage=1.0, named=True)
     assert theirs.factors["named_lead"] == pytest.approx(0.5 - qmod.OTHER_WEIGHT)
     assert theirs.factors["no_good_match"] is True
-    mine = assess(strong, dense=True, named_match=0.6, named_coverage=0.5, other_coverage=0.0, named=True)
-    assert mine.factors["no_good_match"] is False
+    # The person's own results hold what is asked and nobody else's do: not flagged, however little
+    # of the best lexical evidence is theirs (named_evidence 0.35 was flagged before).
+    mine = assess(strong, dense=True, named_match=0.2, named_coverage=0.5, other_coverage=0.0, named=True)
+    assert mine.factors["named_evidence"] == pytest.approx(0.35) and mine.factors["no_good_match"] is False
     # The cap never raises a weak list.
     weak = assess([_r(0.3, dense=None)], dense=True, named_match=1.0, named_coverage=1.0, named=True)
     assert weak.score == weak.factors["matched"]
