@@ -443,8 +443,9 @@ class SearchPipeline:
         if run.corrections:
             # A misspelt word counts as the word it was corrected to in the relevance shown and judged
             # (after ranking: the passes and the reranker read relevance as it was).
-            searched_results = [self._builder.with_corrections(r, run.parsed, run.qvec, run.corrections)
-                                for r in searched_results]
+            with self.index.lock:
+                searched_results = [self._builder.with_corrections(r, run.parsed, run.qvec, run.corrections)
+                                    for r in searched_results]
         out.results = searched_results + [r for r in out.results if r.source != "search"]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
