@@ -136,6 +136,7 @@ class VaultIndex:
         self._links_version = -1
         self._classic: ClassicIndex | None = None
         self._fault = ""
+        self._memory_reason = ""
         self._all_loaded = True
         """False while notes opened lazily may still wait for their records (see `_load_notes`)."""
         self.store = self._open_store()
@@ -146,6 +147,18 @@ class VaultIndex:
     def save_fault(self) -> str:
         """'' while the store takes every write; 'full' or 'readonly' while writes fail."""
         return self._fault
+
+    @property
+    def not_saved(self) -> str:
+        """Why the index on disk is not this index ('' when every change is saved).
+
+        Writes failing (disk full, read-only folder), or the index kept in memory for this run
+        because no folder took it: a command whose job is the saved index reports it as a failure.
+        """
+        if self._fault:
+            what = "disk full" if self._fault == "full" else f"{self.cache_dir} is read-only"
+            return f"{what}: changes are not saved; the saved index is the previous one"
+        return self._memory_reason if self.store.memory else ""
 
     def _open_store(self) -> Store:
         """The store in the index folder.
@@ -182,6 +195,7 @@ class VaultIndex:
                 if classify(exc) not in ("full", "readonly"):
                     raise
         self._fault = ""
+        self._memory_reason = f"{what}: the index is kept in memory for this run"
         self.on_message(f"{what}: keeping the index in memory for this run")
         return Store(None, memory=True)
 
@@ -204,6 +218,7 @@ class VaultIndex:
     def _reset_store(self, why: str) -> None:
         """Start the store again after damage (a store that takes no writes is replaced by memory)."""
         if self.store.frozen:
+            self._memory_reason = f"{why}: the index is kept in memory for this run"
             self.on_message(f"{why}: keeping the index in memory for this run")
             self.store = Store(None, memory=True)
         else:
