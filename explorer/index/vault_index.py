@@ -137,6 +137,8 @@ class VaultIndex:
         self._classic: ClassicIndex | None = None
         self._fault = ""
         self._memory_reason = ""
+        self._closed = False
+        self._loader_lock = threading.Lock()
         self._all_loaded = True
         """False while notes opened lazily may still wait for their records (see `_load_notes`)."""
         self.store = self._open_store()
@@ -787,10 +789,11 @@ class VaultIndex:
         model file, building the runtime session) runs outside the interpreter lock. `embedder()`
         waits for this load instead of starting another; `close()` waits for it to end.
         """
-        if self._loader is not None or self._embedder is not None or self.model_state == "off":
-            return
-        self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
-        self._loader.start()
+        with self._loader_lock:
+            if self._loader is not None or self._embedder is not None or self.model_state == "off" or self._closed:
+                return
+            self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
+            self._loader.start()
 
     def pending(self) -> list[Shard]:
         """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
@@ -967,6 +970,9 @@ class VaultIndex:
         `exiting` (a one-shot command about to end): its interpreter's last collection would walk
         them all once more only to free memory the exit frees anyway (about 0.15 s at 10k notes).
         """
+        # No model load may start after this (it would outlive the interpreter inside the runtime).
+        with self._loader_lock:
+            self._closed = True
         if self._loader is not None:
             self._loader.join()
         self.store.close()

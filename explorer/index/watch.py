@@ -249,13 +249,19 @@ class VaultWatcher:
                 self._cond.notify_all()
 
     def stop(self, timeout: float | None = 10.0) -> None:
-        """Stop observing and join the threads. Pending events are dropped: the next start reconciles them."""
+        """Stop observing and join the threads (the embedding one however long its model batch takes).
+
+        Pending events are dropped: the next start reconciles them.
+        """
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        for thread in (self._thread, self._embed_thread):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        if self._embed_thread is not None and self._embed_thread is not threading.current_thread():
+            # No time limit: embedding stops between model batches, and a thread left inside the
+            # model's runtime when the interpreter exits aborts the process.
+            self._embed_thread.join()
         self._disarm()
         _OVERFLOW.watchers.discard(self)
         self._set_state(STOPPED)
