@@ -97,3 +97,16 @@ def test_eval_exits_1_on_a_regression_and_0_without_marks(tmp_path: Path) -> Non
     (root / "n2.md").write_text("# Note 2\n\nnothing here any more\n", encoding="utf-8")
     proc = _cli("eval", str(root), "--no-embeddings")
     assert proc.returncode == 1 and "REGRESSION" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_index_names_the_vault_as_a_person_reads_it(tmp_path: Path) -> None:
+    """Relative to the working folder (no machine path in the report), `~/...` under the home folder."""
+    root = _vault(tmp_path)
+    proc = _cli("index", "v", "--no-embeddings", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "Indexed v"
+    env_home = dict(os.environ, PYTHONPATH=str(REPO), HOME=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "explorer", "index", str(root), "--no-embeddings"], capture_output=True,
+                          text=True, env=env_home, cwd=REPO, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "Indexed ~/v", proc.stdout + proc.stderr
+    proc = _cli("index", str(root), "--no-embeddings", "--json", cwd=tmp_path)
+    assert json.loads(proc.stdout)["vault"] == str(root.resolve())  # machine-readable output keeps the full path

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from explorer.cli.render import print_json
+from explorer.cli.render import display_path, print_json
 from explorer.config import Settings
 from explorer.text.safe import safe_text
 
@@ -76,7 +76,7 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     if args.json:
         print_json(out)
         return status
-    print(f"Indexed {safe_text(vault)}")
+    print(f"Indexed {safe_text(display_path(vault))}")
     print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
     print(f"  shards  {out['shards']:>7}")
     print(f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]")
