@@ -104,6 +104,8 @@ PROTOCOL = 1
 _MAX_REQUEST = 1 << 16
 #: Seconds between the serving loop's checks for a stop request (stopping waits for one).
 SERVE_POLL_S = 0.05
+#: Longest socket path the system takes (sun_path holds 108 bytes with its terminating zero).
+_SOCKET_PATH_MAX = 107
 #: Seconds a connection may wait on the socket (a request that never comes, a reader that never reads).
 REQUEST_TIMEOUT_S = 10.0
 
@@ -111,8 +113,8 @@ REQUEST_TIMEOUT_S = 10.0
 def socket_path(vault: Path) -> Path:
     """Where the process serving `vault` listens: a socket in a folder only this user can open.
 
-    `$XDG_RUNTIME_DIR/explorer/` when that is set, else `<tmp>/explorer-<uid>/`; the file name
-    is a hash of the vault's resolved path.
+    `$XDG_RUNTIME_DIR/explorer/` when that is set, else `<tmp>/explorer-<uid>/` (`/tmp/explorer-<uid>/`
+    when that path would be too long for a socket); the file name is a hash of the vault's resolved path.
     """
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
     if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
@@ -122,7 +124,11 @@ def socket_path(vault: Path) -> Path:
 
         folder = Path(tempfile.gettempdir()) / f"explorer-{os.getuid()}"
     key = _blake2b(str(Path(vault).resolve()).encode(), digest_size=8).hexdigest()
-    return folder / f"{key}.sock"
+    path = folder / f"{key}.sock"
+    if len(os.fsencode(path)) > _SOCKET_PATH_MAX:
+        # A long $TMPDIR or runtime folder: no socket can be made there, /tmp has room.
+        path = Path("/tmp") / f"explorer-{os.getuid()}" / f"{key}.sock"
+    return path
 
 
 def _private_folder(folder: Path, create: bool) -> bool:
