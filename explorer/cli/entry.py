@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     p = sub.add_parser("search", help="search the vault (hybrid BM25 + embeddings)")
-    p.add_argument("query", nargs="+", help="the query; filters: tag: path: file: section: \"phrase\" -word")
+    p.add_argument("query", nargs="+", help="the query; filters: tag: path: file: section: \"phrase\" -word [property:value] after: before: on: recent:")
     _add_common(p)
     p.add_argument("-k", type=int, default=None, help="number of results (default 15)")
     p.add_argument("--json", action="store_true", help="print SearchResults as JSON")

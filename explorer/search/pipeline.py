@@ -12,6 +12,7 @@ The stages record what they saw in `SearchResults.trace` as they run.
 
 from __future__ import annotations
 
+import datetime as _dt
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import (Dialog, MemoryCache, named_coverage, named_match, owner_weights,
                                     spread_to_neighbours)
+from explorer.search.notefilters import recency_factor
 from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
@@ -97,6 +99,8 @@ class _Run:
     """`rrf` or `score` (search.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None
     """The dense rankings' cosine floor (None: search.dense_threshold)."""
+    today: _dt.date = field(default_factory=_dt.date.today)
+    """The date relative dates and recency were read against."""
 
     def check(self) -> None:
         """Raise SearchCancelled when a newer search replaced this one."""
@@ -142,7 +146,9 @@ class SearchPipeline:
         self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.search.cache_size)
         self._source_weight = source_weights(index, dict(self.settings.search.source_weights))
         self._retriever = Retriever(index, self.settings, self._source_weight)
-        self._builder = ResultBuilder(index, self.settings)
+        self._builder = ResultBuilder(index, self.settings, self._retriever.dates)
+        self.today: Callable[[], _dt.date] = _dt.date.today
+        """Today's date, against which relative dates (`after:last week`) and recency are read."""
         self._memory = MemoryCache()
 
     # -- public -----------------------------------------------------------------------------
@@ -166,7 +172,8 @@ class SearchPipeline:
     ) -> SearchResults:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`."""
         run = self._begin(query, k, dense, two_pass, rerank, cancelled)
-        key = (run.parsed.raw, run.k, run.use_dense, run.two_pass, run.rerank, self.index.version, self.index.model_state)
+        key = (run.parsed.raw, run.k, run.use_dense, run.two_pass, run.rerank, self.index.version, self.index.model_state,
+               run.today)
         hit = self._cached(key, run, record)
         if hit is not None:
             return hit
@@ -183,11 +190,12 @@ class SearchPipeline:
         return self._finish(run, out, key, record)
 
     def allowed_paths(self, query: str) -> set[str] | None:
-        """The notes the filters of `query` allow (tag:, path:, file:, section:, -word); None when it has none.
+        """The notes the filters of `query` allow (tag:, path:, file:, section:, -word, [property:value],
+        after:/before:/on:); None when it has none.
 
         For tools that search on their own (the classic cursor tools) but should honour the same filters.
         """
-        parsed = parse_query(query)
+        parsed = parse_query(query, self.today())
         with self.index.lock:
             allowed = self._retriever.allowed(parsed)
             if allowed is None:
@@ -206,7 +214,8 @@ class SearchPipeline:
         if len(query) > MAX_QUERY_CHARS:
             warnings.append(f"query of {len(query)} characters cut to {MAX_QUERY_CHARS}")
             query = query[:MAX_QUERY_CHARS]
-        parsed = parse_query(query)
+        today = self.today()
+        parsed = parse_query(query, today)
         warnings.extend(parsed.warnings)
         has_reranker = self.reranker is not None
         return _Run(
@@ -219,6 +228,7 @@ class SearchPipeline:
             started=started,
             budget=Budget(self.settings.llm.token_budget),
             warnings=warnings,
+            today=today,
         )
 
     def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
@@ -302,7 +312,7 @@ class SearchPipeline:
             stats=stats,
             passes=passes,
             warnings=run.warnings,
-            filters=parsed.filters_dict() if parsed.has_filters else {},
+            filters=parsed.filters_dict() if parsed.has_filters or parsed.recent is not None else {},
             early_return=run.early,
             searched_sources=searched,
             include_preferences=terms.include_preferences,
@@ -477,11 +487,18 @@ class SearchPipeline:
         return out
 
     def _browse(self, run: _Run) -> SearchResults:
-        """A filter-only query: the notes the filters allow, in path order (no ranking)."""
+        """A filter-only query: the notes the filters allow, in path order (no ranking); newest first under
+        a date filter or a recency preference."""
         parsed, k = run.parsed, run.k
         with self.index.lock:
-            allowed = self._retriever.allowed(parsed) or set()
+            allowed = self._retriever.allowed(parsed)
+            timely = bool(parsed.after or parsed.before or parsed.on) or self._half_life(run) > 0
+            if allowed is None:  # `recent:` alone lists every note, newest first
+                allowed = set(self.index.shards) if timely else set()
             paths = sorted({self.index.shards[n].path for n in allowed})
+            if timely:  # newest first (undated notes last), then by path
+                dates = self._retriever.dates
+                paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
             results = []
             for path in paths[:k]:
                 ids = [n for n in self.index.shards_by_path.get(path, []) if n in allowed]
@@ -517,7 +534,23 @@ class SearchPipeline:
             fused = rrf(rankings, s.rrf_k, weight)
         if dialog and run is not None and run.dialog is not None:
             fused = spread_to_neighbours(fused, self.index, run.dialog, s.neighbour_weight)
-        return aggregate(fused, self._path_of, pass_, s.second_shard_weight, run.fusion if run is not None else "rrf")
+        entries = aggregate(fused, self._path_of, pass_, s.second_shard_weight, run.fusion if run is not None else "rrf")
+        return self._prefer_recent(entries, run) if run is not None else entries
+
+    def _half_life(self, run: _Run) -> float:
+        """The recency half-life of this search in days (the query's `recent:`, else the setting; 0: off)."""
+        return run.parsed.recent if run.parsed.recent is not None else self.settings.search.recency_half_life_days
+
+    def _prefer_recent(self, entries: list[Entry], run: _Run) -> list[Entry]:
+        """Under a recency preference, each entry's score times its recency factor, re-sorted (stable)."""
+        half_life = self._half_life(run)
+        if half_life <= 0:
+            return entries
+        for e in entries:
+            found = self._retriever.dates.get(e.path)
+            e.recency = recency_factor(found[0] if found is not None else None, run.today, half_life,
+                                       self.settings.search.recency_weight)
+        return sorted(entries, key=lambda e: -e.score)
 
     def _path_of(self, node_id: str) -> str | None:
         shard = self.index.shards.get(node_id)

@@ -9,6 +9,7 @@ import numpy as np
 from explorer.config import Settings
 from explorer.index.context import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
+from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
@@ -18,9 +19,10 @@ from explorer.vault.model import Shard
 class ResultBuilder:
     """Builds the results of one index (call under the index lock)."""
 
-    def __init__(self, index: Any, settings: Settings) -> None:
+    def __init__(self, index: Any, settings: Settings, dates: NoteDates | None = None) -> None:
         self.index = index
         self.settings = settings
+        self.dates = dates or NoteDates(index)
 
     def result(self, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None) -> SearchResult:
         """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words."""
@@ -51,9 +53,11 @@ class ResultBuilder:
                 shards_matched=len(entry.fused),
                 **_second(entry),
                 fusion=entry.fusion,
+                recency=entry.recency,
             )
         top = shards[0] if shards else None
         rel = self.relevance(entry, words, qvec, kc) if best is not None else 0.0
+        day, day_from = self.dates.iso(entry.path)
         return SearchResult(
             document_path=entry.path,
             title=note.title,
@@ -70,6 +74,8 @@ class ResultBuilder:
             relevance=rel,
             context_shards=tuple(shards),
             explanation=explanation,
+            date=day,
+            date_from=day_from,
         )
 
     def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:

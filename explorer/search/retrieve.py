@@ -10,6 +10,7 @@ import numpy as np
 from explorer.config import Settings
 from explorer.search.fusion import rrf
 from explorer.search.names import NameIndex
+from explorer.search.notefilters import NoteDates
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import Ranking
 from explorer.search.terms import SearchTerms
@@ -40,6 +41,7 @@ class Retriever:
         self._pairs_cache: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = (None, (np.zeros(0), np.zeros(0), np.zeros(0)))
         self._names = NameIndex()
         self._speller = Speller()
+        self.dates = NoteDates(index)
 
     def prepare(self) -> None:
         """Build the tables a query reads for the current index version: the name table and the idf."""
@@ -56,12 +58,16 @@ class Retriever:
 
     def allowed(self, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
-        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded):
+        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded
+                or parsed.has_note_filters):
             return None
         out = set()
         excluded_tokens = [tokenize(x) for x in parsed.excluded]
         # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
         banned: set[str] = set()
+        passing = self.dates.passing(parsed)  # [property:value], after:/before:/on: (None: none given)
+        if passing is not None and not (parsed.tags or parsed.paths or parsed.files or parsed.sections or excluded_tokens):
+            return {nid for path in passing for nid in self.index.shards_by_path.get(path, ())}
         if excluded_tokens:
             for node_id, shard in self.index.shards.items():
                 if shard.path not in banned:
@@ -82,6 +88,8 @@ class Retriever:
             if parsed.files and not all(f.lower() in low_path.rsplit("/", 1)[-1] for f in parsed.files):
                 continue
             if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
+                continue
+            if passing is not None and shard.path not in passing:
                 continue
             out.add(node_id)
         return out
