@@ -119,9 +119,23 @@ class _OverflowListener(logging.Handler):
                 watcher.request_full_refresh("file events were lost (event queue overflowed)")
 
 
+def _not_a_stop_race(record: logging.LogRecord) -> bool:
+    """False for watchdog's record of an event read while its emitter is being stopped.
+
+    Stopping the observer while the emitter thread is between two reads makes watchdog log an
+    ERROR ("queue_events() called when the thread is inactive") that means nothing but "stopped";
+    where a program logs to stderr (the MCP server does), it would read as a failure on every exit.
+    """
+    try:
+        return "when the thread is inactive" not in record.getMessage()
+    except Exception:  # noqa: BLE001 - a logging filter must not raise
+        return True
+
+
 _OVERFLOW = _OverflowListener()
 for _name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify", "watchdog.observers.inotify_buffer"):
     logging.getLogger(_name).addHandler(_OVERFLOW)
+    logging.getLogger(_name).addFilter(_not_a_stop_race)
 
 
 class VaultWatcher:
