@@ -104,13 +104,17 @@ PROTOCOL = 1
 _MAX_REQUEST = 1 << 16
 #: Seconds between the serving loop's checks for a stop request (stopping waits for one).
 SERVE_POLL_S = 0.05
+#: Longest socket path the system takes (sun_path holds 108 bytes with its terminating zero).
+_SOCKET_PATH_MAX = 107
+#: Seconds a connection may wait on the socket (a request that never comes, a reader that never reads).
+REQUEST_TIMEOUT_S = 10.0
 
 
 def socket_path(vault: Path) -> Path:
     """Where the process serving `vault` listens: a socket in a folder only this user can open.
 
-    `$XDG_RUNTIME_DIR/explorer/` when that is set, else `<tmp>/explorer-<uid>/`; the file name
-    is a hash of the vault's resolved path.
+    `$XDG_RUNTIME_DIR/explorer/` when that is set, else `<tmp>/explorer-<uid>/` (`/tmp/explorer-<uid>/`
+    when that path would be too long for a socket); the file name is a hash of the vault's resolved path.
     """
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
     if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
@@ -120,7 +124,11 @@ def socket_path(vault: Path) -> Path:
 
         folder = Path(tempfile.gettempdir()) / f"explorer-{os.getuid()}"
     key = _blake2b(str(Path(vault).resolve()).encode(), digest_size=8).hexdigest()
-    return folder / f"{key}.sock"
+    path = folder / f"{key}.sock"
+    if len(os.fsencode(path)) > _SOCKET_PATH_MAX:
+        # A long $TMPDIR or runtime folder: no socket can be made there, /tmp has room.
+        path = Path("/tmp") / f"explorer-{os.getuid()}" / f"{key}.sock"
+    return path
 
 
 def _private_folder(folder: Path, create: bool) -> bool:
@@ -178,6 +186,8 @@ class SearchServer:
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._warmer: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     def start(self) -> bool:
         """Listen in a daemon thread; False (and nothing served) when the socket cannot be made safely.
@@ -199,11 +209,20 @@ class SearchServer:
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
+            # A client that connects and sends nothing cannot hold `stop` up for longer than this.
+            timeout = REQUEST_TIMEOUT_S
+
             def handle(self) -> None:
-                outer._handle(self.connection, self.rfile, self.wfile)
+                try:
+                    outer._handle(self.connection, self.rfile, self.wfile)
+                except OSError:
+                    pass  # the client went away or timed out
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
+            # Request threads run searches (the model, a native runtime): `stop` waits for them, so
+            # none is inside the runtime when the interpreter exits.
+            daemon_threads = False
+            block_on_close = True
 
         old = os.umask(0o177)
         try:
@@ -217,7 +236,8 @@ class SearchServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SERVE_POLL_S},
                                         name="explorer-serve", daemon=True)
         self._thread.start()
-        threading.Thread(target=self._warm, name="explorer-serve-warm", daemon=True).start()
+        self._warmer = threading.Thread(target=self._warm, name="explorer-serve-warm", daemon=True)
+        self._warmer.start()
         return True
 
     def _warm(self) -> None:
@@ -230,6 +250,8 @@ class SearchServer:
             self.index.load_model_in_background()
         try:
             with self._lock:
+                if self._stopping.is_set():
+                    return
                 self.sync()
                 if self._pipeline is None:
                     self._pipeline = make_pipeline(self.index, self.settings)
@@ -238,11 +260,14 @@ class SearchServer:
             pass
 
     def stop(self) -> None:
-        """Stop listening and remove the socket."""
+        """Stop listening, wait for the requests and the warm-up running, and remove the socket."""
         if self._server is None:
             return
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
+        if self._warmer is not None:
+            self._warmer.join()
         self._server = None
         try:
             self.path.unlink()

@@ -646,7 +646,7 @@ def test_llm_rerank_through_the_real_client_and_a_local_server(sample_index) -> 
 
     with FakeLLMServer() as server:
         server.push(text("1, 0, 2"), error(500))
-        settings = Settings().with_overrides({"llm.base_url": server.base_url, "llm.model": "fake-model", "llm.timeout_s": 2.0,
+        settings = Settings().with_overrides({"llm.base_url": server.base_url, "llm.model": "fake-model", "llm.timeout_s": 30.0,
                                               "rerank.backend": "llm"})
         client = LLMClient(settings.llm)
         r = build_reranker(sample_index, settings, client)

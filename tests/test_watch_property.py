@@ -51,7 +51,7 @@ class WatchedVault(RuleBasedStateMachine):
         self.index = VaultIndex(self.root, FAST)
         self.watcher = VaultWatcher(self.index, on_error=self.errors.append)
         self.watcher.start()
-        assert self.watcher.wait_idle(20)
+        assert self.watcher.wait_idle(120)
 
     # -- file operations ------------------------------------------------------------------
     def _write(self, rel: str, text: str, atomic: bool = False) -> None:
@@ -119,7 +119,7 @@ class WatchedVault(RuleBasedStateMachine):
 
     # -- the property ---------------------------------------------------------------------
     def compare(self) -> None:
-        assert self.watcher.wait_idle(30), f"not idle: {self.watcher.state} {self.errors}"
+        assert self.watcher.wait_idle(120), f"not idle: {self.watcher.state} {self.errors}"
         self.checks += 1
         fresh_settings = FAST.with_overrides({"index.cache_dir": str(self.tmp / f"fresh{self.checks}")})
         fresh = VaultIndex(self.root, fresh_settings)

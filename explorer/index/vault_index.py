@@ -136,6 +136,9 @@ class VaultIndex:
         self._links_version = -1
         self._classic: ClassicIndex | None = None
         self._fault = ""
+        self._memory_reason = ""
+        self._closed = False
+        self._loader_lock = threading.Lock()
         self._all_loaded = True
         """False while notes opened lazily may still wait for their records (see `_load_notes`)."""
         self.store = self._open_store()
@@ -146,6 +149,18 @@ class VaultIndex:
     def save_fault(self) -> str:
         """'' while the store takes every write; 'full' or 'readonly' while writes fail."""
         return self._fault
+
+    @property
+    def not_saved(self) -> str:
+        """Why the index on disk is not this index ('' when every change is saved).
+
+        Writes failing (disk full, read-only folder), or the index kept in memory for this run
+        because no folder took it: a command whose job is the saved index reports it as a failure.
+        """
+        if self._fault:
+            what = "disk full" if self._fault == "full" else f"{self.cache_dir} is read-only"
+            return f"{what}: changes are not saved; the saved index is the previous one"
+        return self._memory_reason if self.store.memory else ""
 
     def _open_store(self) -> Store:
         """The store in the index folder.
@@ -182,6 +197,7 @@ class VaultIndex:
                 if classify(exc) not in ("full", "readonly"):
                     raise
         self._fault = ""
+        self._memory_reason = f"{what}: the index is kept in memory for this run"
         self.on_message(f"{what}: keeping the index in memory for this run")
         return Store(None, memory=True)
 
@@ -204,6 +220,7 @@ class VaultIndex:
     def _reset_store(self, why: str) -> None:
         """Start the store again after damage (a store that takes no writes is replaced by memory)."""
         if self.store.frozen:
+            self._memory_reason = f"{why}: the index is kept in memory for this run"
             self.on_message(f"{why}: keeping the index in memory for this run")
             self.store = Store(None, memory=True)
         else:
@@ -772,10 +789,11 @@ class VaultIndex:
         model file, building the runtime session) runs outside the interpreter lock. `embedder()`
         waits for this load instead of starting another; `close()` waits for it to end.
         """
-        if self._loader is not None or self._embedder is not None or self.model_state == "off":
-            return
-        self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
-        self._loader.start()
+        with self._loader_lock:
+            if self._loader is not None or self._embedder is not None or self.model_state == "off" or self._closed:
+                return
+            self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
+            self._loader.start()
 
     def pending(self) -> list[Shard]:
         """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
@@ -952,6 +970,9 @@ class VaultIndex:
         `exiting` (a one-shot command about to end): its interpreter's last collection would walk
         them all once more only to free memory the exit frees anyway (about 0.15 s at 10k notes).
         """
+        # No model load may start after this (it would outlive the interpreter inside the runtime).
+        with self._loader_lock:
+            self._closed = True
         if self._loader is not None:
             self._loader.join()
         self.store.close()
