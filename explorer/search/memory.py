@@ -18,6 +18,7 @@ import re
 import threading
 from typing import Any, Callable, Iterable
 
+from explorer.index.backend import Snapshot
 from explorer.search.fusion import Fused
 from explorer.search.quality import coverage, token_idf
 from explorer.search.schema import Contribution, SearchResult
@@ -80,7 +81,7 @@ class Owners:
         return frozenset(out)
 
 
-def owner_weights(base: Callable[[str], float], index: Any, favoured: frozenset[str], boost: float) -> Callable[[str], float]:
+def owner_weights(base: Callable[[str], float], index: Snapshot, favoured: frozenset[str], boost: float) -> Callable[[str], float]:
     """The fusion's per-shard weight: `base` (the source type's), times `boost` for the favoured notes."""
     if not favoured or boost == 1.0:
         return base
@@ -109,17 +110,17 @@ class MemoryCache:
         self._owners = Owners({})
         self._dialog = Dialog({})
 
-    def get(self, index: Any) -> tuple[Owners, Dialog]:
+    def get(self, snap: Snapshot) -> tuple[Owners, Dialog]:
+        """Those of the snapshot's version (rebuilt when the last one asked for was another)."""
         with self._lock:
-            if self._version != index.version:
-                with index.lock:
-                    self._owners = Owners(index.notes)
-                    self._dialog = Dialog(index.neighbours)
-                    self._version = index.version
+            if self._version != snap.version:
+                self._owners = Owners(snap.notes)
+                self._dialog = Dialog(snap.neighbours)
+                self._version = snap.version
             return self._owners, self._dialog
 
 
-def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: float) -> list[Fused]:
+def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, share: float) -> list[Fused]:
     """Dialog context: each turn note gains `share` of its best adjacent turn's fused score.
 
     A question is often phrased in the words of the turn before or after the one that answers
@@ -156,7 +157,7 @@ def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: 
             f = out[i]
             out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
         else:
-            ids = index.shards_by_path.get(near)
+            ids = index.shard_ids(near)
             if ids:
                 out.append(Fused(ids[0], extra.contribution, (extra,), 10**9))
     out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
@@ -168,7 +169,7 @@ def _name_words(owners: Owners, named: list[str]) -> set[str]:
     return {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
 
 
-def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list[str], top_n: int = 3) -> float:
+def named_match(rankings: Iterable[Any], index: Snapshot, owners: Owners, named: list[str], top_n: int = 3) -> float:
     """How much of the best lexical evidence belongs to the people the query names: 0-1 (1 = all of it).
 
     From the query's own BM25 ranking, rescored on the query's words without the named people's
@@ -193,7 +194,7 @@ def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list
     if not asked:
         return 1.0
     candidates = [node_id for node_id, _ in ranking.items]
-    scores = index.bm25.get_scores(asked, keys=candidates)
+    scores = index.bm25_scores(asked, candidates)
     wanted = set(named)
     mine = total = 0.0
     counted = 0
@@ -214,7 +215,7 @@ def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list
     return mine / total if total > 0.0 else 1.0
 
 
-def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, named: list[str], words: list[str],
+def named_coverage(results: Iterable[SearchResult], index: Snapshot, owners: Owners, named: list[str], words: list[str],
                    top_n: int = 3) -> float:
     """How much of what the query asks the named people's own results hold: 0-1 (1 = all of it).
 
@@ -232,12 +233,12 @@ def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, 
     asked = [w for w in words if w not in names]
     if not asked:
         return 1.0
-    n_docs = len(index.bm25)
+    n_docs = index.n_docs()
     df: dict[str, float] = {}
 
     def idf(word: str) -> float:
         if word not in df:
-            df[word] = token_idf(n_docs, index.bm25.doc_freq(word))
+            df[word] = token_idf(n_docs, index.doc_freq(word))
         return df[word]
 
     best = 0.0
