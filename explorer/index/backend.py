@@ -121,6 +121,10 @@ class Snapshot(Protocol):
         """The wikilink graph of this view's notes."""
         ...
 
+    def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
+        """The distinct token sets of a note's names (title, file name, aliases), for the name retriever."""
+        ...
+
     def counts(self) -> SnapshotCounts:
         """Notes, shards, shards without vectors, version."""
         ...

@@ -49,6 +49,11 @@ class DenseIndex:
     def __len__(self) -> int:
         return len(self._slot_of)
 
+    @property
+    def rows(self) -> int:
+        """Matrix rows in use: live, free and retired ones (what a stream of changes must not grow)."""
+        return len(self._key_of)
+
     def __contains__(self, key: str) -> bool:
         return key in self._slot_of
 

@@ -10,6 +10,7 @@ import numpy as np
 from explorer.index.backend import Hit, Restriction, SnapshotCounts, Spread
 from explorer.index.dense import DenseIndex
 from explorer.index.lexical import BM25Index
+from explorer.index.store import name_tokens
 from explorer.vault.model import Note, Shard
 
 if TYPE_CHECKING:
@@ -74,6 +75,9 @@ class LocalSnapshot:
 
     def links(self) -> LinkGraph:
         return self._owner.links_at(self._version, self._notes)
+
+    def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
+        return name_tokens(note)
 
     def counts(self) -> SnapshotCounts:
         # The dense index only ever holds vectors of current shards.

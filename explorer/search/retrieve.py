@@ -53,7 +53,7 @@ class Retriever:
     def prepare(self, snap: Snapshot) -> None:
         """Build the tables a query reads for the snapshot's version: the name table and the idf."""
         with self._tables:
-            self._names.refresh(snap.notes, snap.version)
+            self._names.refresh(snap.notes, snap.version, snap.name_tokens)
         snap.idf()
 
     def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
@@ -280,7 +280,7 @@ class Retriever:
 
         idf = snap.idf()
         with self._tables:
-            self._names.refresh(snap.notes, snap.version)
+            self._names.refresh(snap.notes, snap.version, snap.name_tokens)
             found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
                                        allowed=None if allowed is None else lambda p: first_shard(p) is not None)
         if not found:
