@@ -142,6 +142,7 @@ class SearchPipeline:
         term_writer: Callable[[str], SearchTerms] | None = None,
         analyser: Analyser | None = None,
         reranker: Reranker | None = None,
+        notices: list[str] | None = None,
     ) -> None:
         self.index = index
         self.settings = settings or index.settings
@@ -149,6 +150,8 @@ class SearchPipeline:
         self.analyser = analyser
         self.reranker = reranker
         self.history: list[dict[str, Any]] = []
+        self.notices: tuple[str, ...] = tuple(notices or ())
+        """What went wrong assembling this pipeline (a component that failed to load); every search repeats it as a warning."""
         self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.search.cache_size)
         self._weights = dict(self.settings.search.source_weights)
         self._retriever = Retriever(index, self.settings, self._weights)
@@ -221,7 +224,7 @@ class SearchPipeline:
         started = time.perf_counter()
         if not query or not query.strip():
             raise QueryError("empty query: type words to search, or a filter such as tag:name")
-        warnings: list[str] = []
+        warnings: list[str] = list(self.notices)
         if len(query) > MAX_QUERY_CHARS:
             warnings.append(f"query of {len(query)} characters cut to {MAX_QUERY_CHARS}")
             query = query[:MAX_QUERY_CHARS]
