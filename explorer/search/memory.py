@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from explorer.index.backend import Snapshot
 from explorer.search.fusion import Fused
@@ -49,7 +49,7 @@ def name_words(name: str) -> tuple[str, ...]:
 class Owners:
     """Owners of the notes of one index version: name -> paths, and the names a query mentions."""
 
-    def __init__(self, notes: dict[str, Any]) -> None:
+    def __init__(self, notes: Mapping[str, Any]) -> None:
         self.paths: dict[str, set[str]] = {}
         self.words: dict[str, tuple[str, ...]] = {}
         self.owner_of: dict[str, str] = {}
@@ -97,7 +97,7 @@ def owner_weights(base: Callable[[str], float], index: Snapshot, favoured: froze
 class Dialog:
     """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session (the index's)."""
 
-    def __init__(self, neighbours: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, neighbours: Mapping[str, tuple[str, ...]]) -> None:
         self.neighbours: dict[str, tuple[str, ...]] = {path: tuple(sorted(near)) for path, near in neighbours.items()}
 
 
