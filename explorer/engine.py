@@ -62,9 +62,18 @@ def open_index(vault: Path, settings: Settings, progress: Progress | None = None
 
 
 def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
-    """(term_writer, analyser, reranker) for SearchPipeline; None where the offline default applies."""
-    term_writer = analyser = reranker = None
-    llm = None
+    """(term_writer, analyser, reranker) for SearchPipeline; None where the offline default applies.
+
+    Raises ImportError when a configured component's module cannot be loaded (`make_pipeline`
+    turns that into a message instead).
+    """
+    term_writer, analyser, llm = _llm_components(index, settings)
+    return term_writer, analyser, _reranker(index, settings, llm)
+
+
+def _llm_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
+    """(term_writer, analyser, llm client) as configured; Nones without an LLM."""
+    term_writer = analyser = llm = None
     if settings.llm.configured:
         from explorer.search.llm import LLMClient, llm_analyser, llm_term_writer
 
@@ -77,25 +86,47 @@ def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
         from explorer.search.llm import LLMClient, llm_analyser
 
         analyser = llm_analyser(LLMClient(settings.llm), index, settings)
-    if settings.rerank.backend != "none":
-        try:
-            from explorer.search.rerank import build_reranker
-        except ImportError:
-            return term_writer, analyser, None
-        reranker = build_reranker(index, settings, llm)
-    return term_writer, analyser, reranker
+    return term_writer, analyser, llm
+
+
+def _reranker(index: Any, settings: Settings, llm: Any) -> Any:
+    """The configured reranker, or None with `rerank.backend = "none"`."""
+    if settings.rerank.backend == "none":
+        return None
+    from explorer.search.rerank import build_reranker
+
+    return build_reranker(index, settings, llm)
+
+
+def _failed_import(exc: ImportError) -> str:
+    """What could not be imported, in a few words."""
+    name = getattr(exc, "name", None)
+    detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return f"{name}: {detail}" if name and name not in detail else detail
 
 
 def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
-    """The SearchPipeline with the configured term writer, analyser and reranker."""
+    """The SearchPipeline with the configured term writer, analyser and reranker.
+
+    A component whose module fails to load is left out, and the pipeline says so: the message is
+    one of its `notices`, which every search repeats among its warnings (so the CLI, MCP and the
+    app all show it). The pipeline module itself failing to load is an error, never silence.
+    """
     from explorer.search.pipeline import SearchPipeline
 
-    term_writer = analyser = reranker = None
+    notices: list[str] = []
+    term_writer = analyser = llm = reranker = None
     try:
-        term_writer, analyser, reranker = build_components(index, settings)
-    except ImportError:
-        pass
-    return SearchPipeline(index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker)
+        term_writer, analyser, llm = _llm_components(index, settings)
+    except ImportError as exc:
+        notices.append(f"the LLM could not be loaded ({_failed_import(exc)}): "
+                       "keyword search terms and the heuristic analysis are used")
+    try:
+        reranker = _reranker(index, settings, llm)
+    except ImportError as exc:
+        notices.append(f"the reranker could not be loaded ({_failed_import(exc)}): results keep their fused order")
+    return SearchPipeline(index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker,
+                          notices=notices)
 
 
 # -- serving one-shot searches to other processes ------------------------------------------------

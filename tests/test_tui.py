@@ -61,8 +61,8 @@ def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
     vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
     index = VaultIndex(vault, Settings(), embedder=None)
     index.open()
-    with sample_index.lock:
-        hashes = {s.hash for s in sample_index.shards.values()}
+    with sample_index.snapshot() as snap:
+        hashes = {s.hash for s in snap.shards.values()}
     index.store.put_vectors(sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes))
     index.close()
     return vault / ".explorer"

@@ -70,9 +70,8 @@ class Harness:
 
     def finds(self, word: str) -> set[str]:
         """Paths of the notes whose shards BM25 matches for `word`."""
-        with self.index.lock:
-            hits = self.index.bm25.top(tokenize(word), 1000)
-            return {self.index.shards[k].path for k, _ in hits}
+        with self.index.snapshot() as snap:
+            return {snap.shards[k].path for k, _ in snap.bm25_top(tokenize(word), 1000)}
 
     def close(self) -> None:
         self.watcher.stop()
@@ -545,8 +544,8 @@ def test_save_to_searchable_latency(watched, record_property) -> None:
         (h.root / "probe.md").write_text(f"# Probe\n\n{word}\n", encoding="utf-8")
         term = tokenize(word)
         while True:
-            with h.index.lock:
-                found = h.index.bm25.doc_freq(term[0]) > 0
+            with h.index.snapshot() as snap:
+                found = snap.doc_freq(term[0]) > 0
             if found:
                 break
             if time.perf_counter() - t0 > 20:
