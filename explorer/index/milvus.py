@@ -140,11 +140,14 @@ class Engine:
             try:
                 from pymilvus import MilvusClient
                 # The client logs every RPC fault with a traceback; the fault reaches the user as one line instead.
-                logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+                for name in ("pymilvus", "milvus_lite"):
+                    logging.getLogger(name).setLevel(logging.CRITICAL)
             except ImportError as exc:
                 raise BackendError("the milvus backend needs pymilvus: pip install 'explorer[milvus]'") from exc
             if not self.uri:
                 raise BackendError("the milvus backend needs index.milvus_uri (or EXPLORER_INDEX_MILVUS_URI)")
+            if "://" not in self.uri and self.uri.endswith(".db"):  # Milvus Lite in process: its folder may be new
+                Path(self.uri).expanduser().parent.mkdir(parents=True, exist_ok=True)
             try:
                 self._client = MilvusClient(uri=self.uri, token=self._token, timeout=self.timeout)
             except Exception as exc:  # noqa: BLE001 - every connection fault is one line
@@ -177,14 +180,14 @@ class Engine:
 
     def _check(self, desc: dict[str, Any]) -> None:
         names = {f["name"]: f for f in desc.get("fields", [])}
+        dim = int(names.get("vector", {}).get("params", {}).get("dim", DIM))
+        if dim != DIM:
+            raise self.fail(f"collection {self.collection!r} holds vectors of dimension {dim}, not {DIM}; "
+                            "name another with index.collection")
         missing = [n for n in FIELDS if n not in names]
         if missing:
             raise self.fail(f"collection {self.collection!r} is not an Explorer shard collection "
                             f"(no field {missing[0]!r}); name another with index.collection")
-        dim = int(names["vector"].get("params", {}).get("dim", 0))
-        if dim != DIM:
-            raise self.fail(f"collection {self.collection!r} holds vectors of dimension {dim}, not {DIM}; "
-                            "name another with index.collection")
 
     def _create(self, client: Any) -> None:
         from pymilvus import DataType, Function, FunctionType, MilvusClient
