@@ -87,6 +87,18 @@ class VaultSettings:
     """Follow symlinks (files and folders) whose target is inside the vault; loops are detected and skipped."""
     follow_external_symlinks: bool = False
     """Also follow symlinks whose target is outside the vault (off: nothing outside the vault is read)."""
+    pdfs: bool = True
+    """Index the text of PDF files, page by page (node_ids `file.pdf#page=N`); off: PDFs are not read."""
+    max_pdf_bytes: Annotated[int, Range(1)] = 64_000_000
+    """PDFs larger than this are skipped with a reason."""
+    max_pdf_pages: Annotated[int, Range(1)] = 2000
+    """Pages read from one PDF; the rest of a longer one is left out with a recorded reason."""
+    pdf_seconds: Annotated[float, Range(0.1, 3600)] = 20.0
+    """Time one PDF may take to read, checked between pages: the pages read by then are kept, the rest
+    left out with a recorded reason (one page is itself bounded by the PDF library's limits)."""
+    canvases: bool = True
+    """Index JSON Canvas files (`.canvas`): text cards as shards `board.canvas#<card id>`, file cards and
+    edges as links. Off: canvases are not read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.config import ALWAYS_IGNORED_DIRS
-from explorer.vault.scan import ignore_reason, is_temp_file
+from explorer.vault.scan import ignore_reason, is_note_name, is_temp_file
 
 #: Example paths kept per reason.
 EXAMPLES = 5
@@ -69,11 +69,12 @@ def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_be
                 continue
             if name.startswith(".") or is_temp_file(name):
                 add(ignored, "hidden or temporary file", rel)
-            elif not name.lower().endswith(".md"):
+            elif not is_note_name(name, settings):
                 if name == "metadata.json" and f"{rel_dir}/context.md" in notes:
                     continue  # a turn's sidecar, indexed with its note
                 ext = os.path.splitext(name)[1].lower() or "(no extension)"
-                add(ignored, f"not Markdown ({ext})", rel)
+                off = {".pdf": "vault.pdfs", ".canvas": "vault.canvases"}.get(ext)
+                add(ignored, f"{ext} files not read (setting {off} is off)" if off else f"not Markdown ({ext})", rel)
             elif _by_rule(rel, settings, False):
                 add(ignored, "ignore pattern", rel)
             else:

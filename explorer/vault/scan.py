@@ -121,6 +121,13 @@ def is_temp_file(name: str) -> bool:
     return bool(_TEMP_FILE.search(name))
 
 
+def is_note_name(name: str, settings: VaultSettings) -> bool:
+    """True for a file name the index reads: Markdown, and PDFs and canvases unless their setting is off."""
+    lower = name.lower()
+    return (lower.endswith(".md") or (settings.pdfs and lower.endswith(".pdf"))
+            or (settings.canvases and lower.endswith(".canvas")))
+
+
 def is_ignored(rel: str, settings: VaultSettings, is_dir: bool = False) -> bool:
     """True when a vault-relative path is outside the vault's notes by rule."""
     return ignore_reason(rel, settings, is_dir) is not None
@@ -141,7 +148,7 @@ def ignore_reason(rel: str, settings: VaultSettings, is_dir: bool = False) -> st
         if part.startswith(".") and (not last or is_dir):
             return "hidden folder"
     name = parts[-1] if parts else rel
-    if not is_dir and (name.startswith(".") or is_temp_file(name) or not name.lower().endswith(".md")):
+    if not is_dir and (name.startswith(".") or is_temp_file(name) or not is_note_name(name, settings)):
         return "not a note"
     spec, patterns = _ignore_spec(tuple(DEFAULT_IGNORE) + tuple(settings.ignore))
     check = spec.check_file("/".join(parts) + ("/" if is_dir else ""))
@@ -169,8 +176,8 @@ def _file_rules(patterns: tuple[str, ...]) -> Any:
 
 def _file_ignore_reason(rel: str, name: str, settings: VaultSettings) -> str | None:
     """`ignore_reason` of a file met by a scan (its folders already passed): the same answers, cheaper."""
-    # (No editor temp-file pattern matches a name ending in `.md`: `is_temp_file` is not needed here.)
-    if name.startswith(".") or not name.lower().endswith(".md"):
+    # (No editor temp-file pattern matches a name ending in `.md`, `.pdf` or `.canvas`: `is_temp_file` is not needed here.)
+    if name.startswith(".") or not is_note_name(name, settings):
         return "not a note"
     patterns = tuple(DEFAULT_IGNORE) + tuple(settings.ignore)
     combined = _file_rules(patterns)
@@ -353,10 +360,22 @@ def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str
     """
     from explorer.vault.parse import parse_note  # markdown-it: loaded only when a note is read
 
+    lower = file.path.lower()
+    if lower.endswith(".pdf"):
+        from explorer.vault.pdf import pdf_note, read_pdf
+
+        pages, reason, problems = read_pdf(file.abspath, settings)
+        if pages is None:
+            return None, reason
+        return pdf_note(file.path, pages, source_type_for(file.path, settings), problems), ""
     text, reason = read_text(file.abspath, settings.max_note_bytes)
     if text is None:
         return None, reason
     kind = source_type_for(file.path, settings)
+    if lower.endswith(".canvas"):
+        from explorer.vault.canvas import load_canvas
+
+        return load_canvas(file.path, text, kind)
     meta = turn_metadata(file.abspath) if kind == "turn_summary" else {}
     cut = section_cut(text, 2 * settings.max_note_shards)
     if cut is None:

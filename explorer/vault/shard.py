@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from dataclasses import dataclass, replace
@@ -50,6 +51,8 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
     a repeated heading path and `@k` for the k-th piece of a long section. An edit in one section never
     changes the node_ids of another.
     """
+    if is_part_file(note.path):
+        return _part_shards(note, max_tokens, overlap)
     shards: list[Shard] = []
     seen: dict[str, int] = {}
     title = title_heading(note)
@@ -80,6 +83,62 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
                 )
             )
     return shards
+
+
+def is_part_file(path: str) -> bool:
+    """True for a PDF or a canvas: a file cut into its pages or cards (its blocks) rather than its sections."""
+    lower = path.lower()
+    return lower.endswith(".pdf") or lower.endswith(".canvas")
+
+
+def _part_shards(note: Note, max_tokens: int, overlap: int) -> list[Shard]:
+    """Shards of a PDF (one per page with text) or a canvas (one per text or link card): each of the
+    note's blocks, with the node_id `file.pdf#page=N` or `board.canvas#<card id>` (`@k` for the k-th
+    piece of a long one). A file with no text at all still has one empty shard, so its name finds it."""
+    pdf = note.path.lower().endswith(".pdf")
+    shards: list[Shard] = []
+    groups = [] if pdf else _group_headings(note)
+    group_starts = [h.start for h in groups]
+    for block in note.blocks:
+        if pdf:
+            heading_path: tuple[str, ...] = (block.id.replace("=", " "),)
+        else:
+            g = bisect.bisect_left(group_starts, block.start) - 1
+            heading_path = (groups[g].text,) if g >= 0 else ()
+        base = f"{note.path}#{block.id}"
+        for k, (start, end) in enumerate(_pieces(note.text, block.start, block.end, max_tokens, overlap)):
+            text = note.text[start:end]
+            shards.append(_part_shard(note, f"{base}@{k + 1}" if k else base, len(shards), start, end,
+                                      heading_path, text, pdf))
+    if not shards:
+        shards.append(_part_shard(note, note.path, 0, 0, 0, (), "", pdf))
+    return shards
+
+
+def _group_headings(note: Note) -> list[Heading]:
+    """A canvas's group labels: its headings that lie in no card (a card's own headings do)."""
+    spans = sorted((b.start, b.end) for b in note.blocks)
+    starts = [a for a, _ in spans]
+    out = []
+    for h in note.headings:
+        i = bisect.bisect_right(starts, h.start) - 1
+        if i < 0 or not (spans[i][0] <= h.start < spans[i][1]):
+            out.append(h)
+    return out
+
+
+def _part_shard(note: Note, node_id: str, ordinal: int, start: int, end: int, heading_path: tuple[str, ...],
+                text: str, pdf: bool) -> Shard:
+    parts = [" > ".join((note.title, *heading_path)), text if pdf else display_text(text)]
+    if ordinal == 0 and note.aliases:
+        parts.append("aliases: " + ", ".join(note.aliases))
+    if ordinal == 0 and note.tag_names:
+        parts.append("tags: " + " ".join(note.tag_names))
+    search_text = "\n".join(parts)
+    return Shard(node_id=node_id, path=note.path, ordinal=ordinal, start=start, end=end, heading_path=heading_path,
+                 text=text, search_text=search_text,
+                 hash=hashlib.blake2b(search_text.encode("utf-8"), digest_size=16).hexdigest(),
+                 source_type=note.source_type)
 
 
 def node_base(path: str, heading_path: tuple[str, ...]) -> str:

@@ -23,6 +23,7 @@ from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_h
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.vault.parse import markdown_link_target
+from explorer.vault.pdf import is_pdf
 from explorer.tui.widgets.long_text import LongText
 from explorer.vault.shard import link_heading
 from explorer.tui.widgets.status_bar import StatusBar
@@ -179,7 +180,7 @@ class NoteScreen(Screen):
     async def show_place(self, place: Place) -> None:
         """Render the note of `place` and scroll to its cursor or heading.
 
-        A note over PLAIN_VIEW_CHARS opens in a plain text view (said in the title line); a
+        A note over PLAIN_VIEW_CHARS, and a PDF's text, open in a plain text view (said in the title line); a
         Markdown note over FIRST_SCREEN_CHARS shows its start first and the rest after that frame
         (the title says "rendering…" meanwhile), unless the place to show lies beyond the start.
         """
@@ -198,9 +199,10 @@ class NoteScreen(Screen):
             self._first_frame(started)
             return
         text = note.text
-        if len(text) > PLAIN_VIEW_CHARS:
+        if len(text) > PLAIN_VIEW_CHARS or is_pdf(note.path):
             self.view = "plain"
-            self._title(note, f"plain view: {len(text) // 1000} KB is too long to render as Markdown")
+            self._title(note, "text of the PDF, page by page" if is_pdf(note.path)
+                        else f"plain view: {len(text) // 1000} KB is too long to render as Markdown")
             self._use_plain(True)
             line = self._place_line(note, place)
             plain_view.set_text(screen_text(text), mark=line if place.cursor is not None or place.heading else None)
@@ -273,6 +275,9 @@ class NoteScreen(Screen):
             for h in note.headings:
                 if _heading_key(h.text) == wanted:
                     return line_of(note.text, h.start)
+            for block in note.blocks:  # a PDF's `#page=N`
+                if block.id == place.heading.strip():
+                    return line_of(note.text, block.start)
         if place.cursor is not None:
             return line_of(note.text, place.cursor)
         return 0
