@@ -246,3 +246,99 @@ def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: 
         if index is not None:
             index.close()
         server.stop()
+
+
+class CountingEncoder:
+    """The real model, counting the texts it is asked to embed."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.texts = inner, 0
+        self.model_id, self.runtime = inner.model_id, inner.runtime
+
+    def encode(self, texts, batch_size=32):
+        self.texts += len(texts)
+        return self.inner.encode(texts, batch_size=batch_size)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(tmp_path: Path, lite_db: str, embedder) -> None:
+    a = write_notes(tmp_path / "a" / "notes", NOTES)
+    b = write_notes(tmp_path / "b" / "notes", {"astro/holes.md": NOTES["astro/holes.md"], "own.md": "# Own\n\nOnly here.\n"})
+    first = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
+    counting = CountingEncoder(embedder)
+    second = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), counting)
+    try:
+        assert second.borrowed >= 1  # the shared note's vector came from alice's rows
+        assert counting.texts == second.stats().shards - second.borrowed
+        assert second.stats().pending == 0
+        with second.snapshot() as snap:  # bob's searches stay in bob's vault
+            hits = snap.bm25_top(["black"], 10) + snap.bm25_top(["sourdough"], 10)
+            assert hits and all(nid in snap.shards for nid, _ in hits)
+            assert not snap.bm25_top(["sourdough"], 10)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
+    """Two real `explorer watch` processes, one Milvus Lite server process: nothing lost, no shard twice."""
+    if not MILVUS_LITE.exists():
+        pytest.skip("milvus-lite server is not installed")
+    from pymilvus import MilvusClient
+
+    from explorer.index.vault_index import VaultIndex
+
+    server = LiteServer(tmp_path / "engine")
+    server.start()
+    procs: list[subprocess.Popen] = []
+    vaults = {name: write_notes(tmp_path / name, {"start.md": f"# Start\n\n{name} begins.\n"}) for name in ("ann", "ben")}
+    try:
+        for name, vault in vaults.items():
+            env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_INDEX_BACKEND": "milvus",
+                   "EXPLORER_INDEX_MILVUS_URI": server.uri, "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / f"cache-{name}"),
+                   "EXPLORER_INDEX_EMBEDDINGS": "false", "EXPLORER_INDEX_DEBOUNCE_MS": "50"}
+            procs.append(subprocess.Popen([sys.executable, "-m", "explorer", "watch", str(vault)], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        for p in procs:  # wait until each one watches
+            line = ""
+            end = time.monotonic() + 60
+            while "watching" not in line and time.monotonic() < end:
+                line = p.stdout.readline()
+                assert line, "watch exited"
+        for i in range(12):  # both vaults change at once: new notes, an edit, a delete
+            for name, vault in vaults.items():
+                write_notes(vault, {f"n{i}.md": f"# Note {i}\n\n{name} writes item {i}.\n\n## More\n\nSection {i}.\n"})
+            time.sleep(0.02)
+        for name, vault in vaults.items():
+            write_notes(vault, {"n3.md": f"# Note 3\n\n{name} changed item 3.\n"})
+            (vault / "n5.md").unlink()
+        client = MilvusClient(server.uri)
+
+        def rows(vault_name: str) -> list[str]:
+            return [r["node_id"] for r in client.query("explorer_shards", filter=f'vault == "{vault_name}"',
+                                                       output_fields=["node_id"], limit=1000)]
+
+        want = {}
+        for name, vault in vaults.items():
+            local = VaultIndex(vault, replace(Settings(), index=replace(Settings().index, embeddings=False,
+                                                                         cache_dir=str(tmp_path / f"check-{name}"))))
+            local.open()
+            want[name] = sorted(local.shards)
+            local.close()
+        assert wait_until(lambda: all(sorted(rows(n)) == want[n] for n in vaults), 40), {n: rows(n) for n in vaults}
+        for name in vaults:
+            got = rows(name)
+            assert len(got) == len(set(got))
+        texts = client.query("explorer_shards", filter='path == "n3.md"', output_fields=["vault", "text"], limit=10)
+        assert sorted((r["vault"], f"{r['vault']} changed item 3" in r["text"]) for r in texts) == [
+            ("ann", True), ("ben", True)]
+        client.close()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            assert p.wait(timeout=30) == 0
+            p.stdout.close()
+        server.stop()

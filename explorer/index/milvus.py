@@ -56,7 +56,7 @@ MAX_LIMIT = 16_384
 """The largest top-k Milvus accepts."""
 UPSERT_BATCH = 500
 FIELDS = ("pk", "node_id", "vault", "path", "owner", "source_type", "heading_path", "tags", "mtime", "ordinal",
-          "start", "end", "text", "content_hash", "terms", "vector", "has_vector", "sparse")
+          "start", "end", "text", "content_hash", "model", "terms", "vector", "has_vector", "sparse")
 _PLAIN = re.compile(r"[a-z0-9]+")
 
 
@@ -207,6 +207,7 @@ class Engine:
         schema.add_field("end", DataType.INT64)
         schema.add_field("text", DataType.VARCHAR, max_length=65535)
         schema.add_field("content_hash", DataType.VARCHAR, max_length=128)
+        schema.add_field("model", DataType.VARCHAR, max_length=512)
         schema.add_field("terms", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
                          analyzer_params={"tokenizer": "standard"})
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
@@ -266,6 +267,8 @@ class MilvusIndex(VaultIndex):
         self.engine_fault = ""
         self.retry_seconds = 1.0
         self._opened = False
+        self.borrowed = 0
+        """Shards given a vector another writer of the collection had already computed."""
 
     @property
     def backend_uri(self) -> str:
@@ -283,10 +286,51 @@ class MilvusIndex(VaultIndex):
         self._sync_soft()
 
     def embed_pending(self, *args: Any, **kwargs: Any) -> int:
+        borrowed = self.borrow_vectors()
         done = super().embed_pending(*args, **kwargs)
-        if done:
+        if done or borrowed:
             self._sync_soft()
         return done
+
+    def borrow_vectors(self) -> int:
+        """Take the vectors the collection already holds for pending shards' texts (any vault's, same model).
+
+        A text embedded by anyone sharing the collection is never embedded again; returns the
+        shards given a vector. An engine fault leaves them to the model.
+        """
+        if self.embedder() is None:
+            return 0
+        with self.lock:
+            hashes = sorted({s.hash for s in self.pending() if s.node_id not in self.dense})
+        if not hashes:
+            return 0
+        name, model = self.engine.collection, self.model_id
+        found: dict[str, np.ndarray] = {}
+        try:
+            for i in range(0, len(hashes), 256):
+                part = hashes[i:i + 256]
+                expr = (f"model == {_quote(model)} and has_vector == true and "
+                        f"content_hash in [{', '.join(_quote(h) for h in part)}]")
+                rows = self.engine.call("read", lambda c, expr=expr, n=len(part): c.query(
+                    name, filter=expr, output_fields=["content_hash", "vector"], limit=min(MAX_LIMIT, n * 8)))
+                for r in rows:
+                    found.setdefault(r["content_hash"], np.asarray(r["vector"], dtype=np.float32))
+        except BackendError:
+            return 0
+        if not found:
+            return 0
+        self._save(lambda: self.store.put_vectors(self.model_id, found))
+        given = 0
+        with self.lock:
+            self._own("dense")
+            for s in list(self.shards.values()):
+                vec = found.get(s.hash)
+                if vec is not None and s.node_id not in self.dense:
+                    self.dense.set(s.node_id, vec)
+                    given += 1
+            self.version += 1
+        self.borrowed += given
+        return given
 
     def _sync_soft(self) -> None:
         """`sync`, an engine fault kept for the retry loop instead of raised."""
@@ -397,6 +441,7 @@ class MilvusIndex(VaultIndex):
             "end": s.end,
             "text": _clip(s.text, MAX_TEXT),
             "content_hash": s.hash,
+            "model": self.model_id[:512],
             "terms": _clip(engine_terms(self.tokens(s.node_id)), MAX_TERMS),
             "vector": np.asarray(vec, dtype=np.float32).tolist(),
             "has_vector": has,
@@ -468,8 +513,8 @@ class MilvusSnapshot(LocalSnapshot):
             output_fields=["node_id", "content_hash"], consistency_level="Strong"))
         ids = [nid for nid in (self._current(r) for r in res[0]) if nid is not None]
         scores = self._bm25.get_scores(tokens, keys=ids)
+        # Every row the engine returns holds a query token, as every document the local ranking lists.
         hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
-        hits = [h for h in hits if h[1] > 0]
         hits.sort(key=lambda h: (-h[1], h[0]))
         return hits[:k]
 
