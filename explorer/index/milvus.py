@@ -379,11 +379,15 @@ class MilvusIndex(VaultIndex):
                 self.engine_fault = ""
                 return 0
             name = self.engine.collection
-            for i in range(0, len(rows), UPSERT_BATCH):
-                part = rows[i:i + UPSERT_BATCH]
-                self.engine.call("upsert", lambda c, part=part: c.upsert(name, part))
-                for r in part:
-                    self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
+            # Rows new to the collection are inserted (an upsert looks each key up first: slower).
+            fresh = [r for r in rows if r["node_id"] not in self._pushed]
+            known = [r for r in rows if r["node_id"] in self._pushed]
+            for op, batch in (("insert", fresh), ("upsert", known)):
+                for i in range(0, len(batch), UPSERT_BATCH):
+                    part = batch[i:i + UPSERT_BATCH]
+                    self.engine.call(op, lambda c, part=part, op=op: getattr(c, op)(name, part))
+                    for r in part:
+                        self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
             for i in range(0, len(gone), UPSERT_BATCH):
                 part = gone[i:i + UPSERT_BATCH]
                 pks = [shard_pk(self.vault_name, nid) for nid in part]
@@ -442,7 +446,8 @@ class MilvusIndex(VaultIndex):
             "text": _clip(s.text, MAX_TEXT),
             "content_hash": s.hash,
             "model": self.model_id[:512],
-            "terms": _clip(engine_terms(self.tokens(s.node_id)), MAX_TERMS),
+            # Each token as often as the shard holds it: the engine's BM25 needs the term counts and length.
+            "terms": _clip(engine_terms(t for t, n in self.bm25.terms(s.node_id).items() for _ in range(n)), MAX_TERMS),
             "vector": np.asarray(vec, dtype=np.float32).tolist(),
             "has_vector": has,
         }
