@@ -33,40 +33,30 @@ class LocalSnapshot:
     here. Reads take no lock.
     """
 
-    __slots__ = ("_owner", "_version", "_notes", "_shards", "_by_path", "_neighbours", "_bm25", "_dense",
+    __slots__ = ("_owner", "version", "notes", "shards", "_by_path", "neighbours", "_bm25", "_dense",
                  "_context", "_released")
+
+    version: int
+    notes: Mapping[str, Note]
+    shards: Mapping[str, Shard]
+    neighbours: Mapping[str, tuple[str, ...]]
 
     def __init__(self, owner: _Owner, version: int, notes: dict[str, Note], shards: dict[str, Shard],
                  by_path: dict[str, list[str]], neighbours: dict[str, tuple[str, ...]], bm25: BM25Index,
                  dense: DenseIndex, context: DenseIndex) -> None:
+        # Plain attributes, not properties: the search reads `shards` in its innermost loops.
         self._owner = owner
-        self._version = version
-        self._notes = notes
-        self._shards = shards
+        self.version = version
+        self.notes = notes
+        self.shards = shards
         self._by_path = by_path
-        self._neighbours = neighbours
+        self.neighbours = neighbours
         self._bm25 = bm25
         self._dense = dense
         self._context = context
         self._released = False
 
-    @property
-    def version(self) -> int:
-        return self._version
-
     # -- notes and shards -------------------------------------------------------------------
-    @property
-    def notes(self) -> Mapping[str, Note]:
-        return self._notes
-
-    @property
-    def shards(self) -> Mapping[str, Shard]:
-        return self._shards
-
-    @property
-    def neighbours(self) -> Mapping[str, tuple[str, ...]]:
-        return self._neighbours
-
     def shard_ids(self, path: str) -> Sequence[str]:
         return self._by_path.get(path, ())
 
@@ -74,15 +64,15 @@ class LocalSnapshot:
         return self._bm25.terms(node_id).keys()
 
     def links(self) -> LinkGraph:
-        return self._owner.links_at(self._version, self._notes)
+        return self._owner.links_at(self.version, self.notes)
 
     def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
         return name_tokens(note)
 
     def counts(self) -> SnapshotCounts:
         # The dense index only ever holds vectors of current shards.
-        return SnapshotCounts(notes=len(self._notes), shards=len(self._shards),
-                              pending=len(self._shards) - len(self._dense), version=self._version)
+        return SnapshotCounts(notes=len(self.notes), shards=len(self.shards),
+                              pending=len(self.shards) - len(self._dense), version=self.version)
 
     # -- lexical ----------------------------------------------------------------------------
     def n_docs(self) -> int:
@@ -99,7 +89,7 @@ class LocalSnapshot:
 
     def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
         arrays = self._bm25.spread_pairs(triples)
-        return Spread(self._version, len(arrays[0]), arrays)
+        return Spread(self.version, len(arrays[0]), arrays)
 
     def bm25_top_spread(self, tokens: Sequence[str], k: int, spread: Spread,
                         allowed: Restriction | None = None) -> list[Hit]:

@@ -134,8 +134,9 @@ def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, sh
         return fused
     best: dict[str, tuple[float, int]] = {}
     first_of: dict[str, int] = {}
+    shards = index.shards
     for i, f in enumerate(fused):
-        shard = index.shards.get(f.node_id)
+        shard = shards.get(f.node_id)
         if shard is None:
             continue
         if shard.path not in best:

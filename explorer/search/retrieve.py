@@ -350,10 +350,11 @@ class Retriever:
         with a larger n when the first n shards cover too few notes and more exist.
         """
         items = first if first is not None else fetch(n)
+        shards = snap.shards
         while True:
             seen: set[str] = set()
             for i, (node_id, _score) in enumerate(items):
-                shard = snap.shards.get(node_id)
+                shard = shards.get(node_id)
                 path = shard.path if shard is not None else node_id
                 if path not in seen:
                     if len(seen) == notes:
