@@ -499,7 +499,7 @@ class MilvusSnapshot(LocalSnapshot):
     def _current(self, row: dict[str, Any]) -> str | None:
         entity = row.get("entity", row)
         nid = entity.get("node_id")
-        shard = self._shards.get(nid) if nid is not None else None
+        shard = self.shards.get(nid) if nid is not None else None
         if shard is None or shard.hash != entity.get("content_hash"):
             return None
         return nid
