@@ -342,3 +342,40 @@ def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
             assert p.wait(timeout=30) == 0
             p.stdout.close()
         server.stop()
+
+
+def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path, embedder) -> None:
+    """The app on a Milvus-backed memory: the engine process stops, the next search says so naming
+    the URI, and the results shown stay."""
+    if not MILVUS_LITE.exists():
+        pytest.skip("milvus-lite server is not installed")
+    import asyncio
+
+    from test_tui import SIZE, make_app, quiet_settings, search, settle, wait_for
+
+    from explorer.tui.widgets.results import ResultsSummary
+
+    server = LiteServer(tmp_path / "engine")
+    server.start()
+    vault = write_notes(tmp_path / "vault", NOTES)
+    settings = quiet_settings(**{"index.backend": "milvus", "index.milvus_uri": server.uri,
+                                 "index.cache_dir": str(tmp_path / "cache")})
+
+    async def run() -> None:
+        app = make_app(vault, embedder, tmp_path, settings=settings)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            shown = await search(app, pilot, "black hole")
+            assert shown.results and shown.results[0].document_path == "astro/holes.md"
+            server.stop()
+            app.main_screen.query_one("SearchBox").value = "lunar craters"
+            summary = app.main_screen.query_one(ResultsSummary)
+            await wait_for(pilot, lambda: server.uri in str(summary.content), timeout=30)
+            assert "last ones" in str(summary.content)
+            assert app.main_screen.results is not None and app.main_screen.results.query == "black hole"
+            assert app.is_running
+
+    try:
+        asyncio.run(run())
+    finally:
+        server.stop()
