@@ -219,6 +219,13 @@ class SearchSettings:
     on BEIR SciFact they lowered nDCG@10 from 0.718 to 0.634 (see BENCHMARKS.md)."""
     always_include: bool = True
     """Apply the always-include rules (preferences, latest turn, referenced notes)."""
+    recency_half_life_days: Annotated[float, Range(0, 1_000_000)] = 0.0
+    """A gentle preference for newer notes (explorer.search.notefilters): a note this many days older
+    than today loses half of `recency_weight` of its score, a much older one all of it. 0 = off (the
+    default); a query's `recent:30d` / `recent:off` overrides it."""
+    recency_weight: Annotated[float, Range(0, 1)] = 0.1
+    """The most a note's score can lose to its age under a recency preference: 0.1 left searches
+    for a note's name as good as without it on sample_vault, 0.25 cost 12 points (BENCHMARKS.md)."""
     two_pass: bool = True
     """Run the analysis and, when it says REFINE, a second pass."""
     analyser: Annotated[str, OneOf("auto", "llm", "heuristic")] = "auto"

@@ -85,6 +85,9 @@ CASES: dict[str, list[str]] = {
     "context_missing": ["context", "Nowhere/missing.md", "--json"],
 }
 
+#: 2026-01-01 12:00 UTC: the files' modification time in the golden vault (not the checkout's).
+_FILE_TIME = 1_767_268_800
+
 _TIMING_KEYS = {"timings_ms", "ms", "seconds", "elapsed_ms"}
 
 
@@ -102,6 +105,9 @@ def set_test_environment() -> None:
 def prepare_vault(dest: Path) -> Path:
     """Copy sample_vault to `dest` (without its index) and build its index with vectors."""
     shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".explorer"), symlinks=True)
+    for path in dest.rglob("*"):  # a note without a date of its own is dated by its file time: pin it
+        if path.is_file() and not path.is_symlink():
+            os.utime(path, (_FILE_TIME, _FILE_TIME))
     code, _, err = _run_cli(["index", str(dest), "--json"])
     if code != 0:
         raise RuntimeError(f"indexing the golden vault failed: {err}")

@@ -1,4 +1,4 @@
-"""Command line: `explorer [VAULT]` opens the app; `explorer search|index|find|context|watch|stats` work headless.
+"""Command line: `explorer [VAULT]` opens the app; `explorer search|index|find|context|open|watch|stats` work headless.
 
 This module parses the arguments and hands each command to its module in `explorer.cli`.
 """
@@ -16,7 +16,7 @@ from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
-COMMANDS = ("search", "index", "find", "context", "watch", "stats", "mcp", "eval")
+COMMANDS = ("search", "index", "find", "context", "open", "watch", "stats", "mcp", "eval")
 
 
 def default_vault() -> Path:
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     p = sub.add_parser("search", help="search the vault (hybrid BM25 + embeddings)")
-    p.add_argument("query", nargs="+", help="the query; filters: tag: path: file: section: \"phrase\" -word")
+    p.add_argument("query", nargs="+", help="the query; filters: tag: path: file: section: \"phrase\" -word [property:value] after: before: on: recent:")
     _add_common(p)
     p.add_argument("-k", type=int, default=None, help="number of results (default 15)")
     p.add_argument("--json", action="store_true", help="print SearchResults as JSON")
@@ -78,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=int, default=1000)
     p.add_argument("--highlight", action="append", default=[], help="words to highlight")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("open", help="open a note in Obsidian or in $EDITOR at the passage's line")
+    p.add_argument("target", help="node_id or vault-relative path (as search and context print them)")
+    _add_common(p)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--obsidian", action="store_true", help="open in Obsidian through obsidian://open (the default)")
+    how.add_argument("--editor", action="store_true", help="open in $VISUAL / $EDITOR at the passage's line")
+    p.add_argument("--print", action="store_true", help="print the URI or the editor command instead of running it")
 
     p = sub.add_parser("watch", help="keep the index current headless, logging each batch")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
@@ -210,6 +218,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from explorer.cli.classic import cmd_context
 
         return cmd_context(args, vault, settings)
+    if args.command == "open":
+        from explorer.cli.open import cmd_open
+
+        return cmd_open(args, vault, settings)
     if args.command == "watch":
         from explorer.cli.index import cmd_watch
 

@@ -45,11 +45,19 @@ SEARCH_DOC = """Search the memory vault (hybrid BM25 + embeddings, two passes, q
 Args:
   query: natural language or keywords, with optional Obsidian-style operators:
     tag:name  path:folder  file:name  section:heading  "exact phrase"  -excluded
-    e.g. 'hamster wheel size', 'tag:pets "cage size"', 'espresso path:Coffee -cold'.
+    [property:value]  [property]  after:DATE  before:DATE  on:DATE  recent:30d
+    e.g. 'hamster wheel size', 'tag:pets "cage size"', 'espresso path:Coffee -cold',
+    '[status:draft] budget', 'what did Alice decide on:"7 May 2023"'.
   k: number of results, 1-50 (default 10).
   mode: "hybrid" (default: both retrievers, two passes), "quick" (one pass, faster),
     "lexical" (BM25 words only, no embeddings).
-Returns the SearchResults JSON: `results` (node_id, document_path, title, score, snippet,
+  after / before / on: keep only memories dated after, before or within a day ("2023-05-07",
+    "7 May 2023"), a month ("2023-05", "May 2023"), a year ("2023") or a relative period
+    ("today", "yesterday", "last week", "last month", "this year"). A memory's date is its
+    frontmatter date/created, a turn's timestamp, else its file time. Use them when the question
+    names a time ("what did we discuss in May 2023?").
+  recent_days: prefer newer memories gently (half-life in days, e.g. 30); 0 or omitted: off.
+Returns the SearchResults JSON: `results` (node_id, document_path, title, date, score, snippet,
 context_shards with cursors), `quality` {level, score, suggestion}, `no_good_match` (true when
 nothing relevant was found, or when a query naming a person finds that the matching memories are
 someone else's), `advisory` (a hint when searching more will not help) and `index`."""
@@ -190,13 +198,19 @@ class MemoryService:
         }
 
     # -- tools --------------------------------------------------------------------------
-    def search(self, query: str, k: int = 10, mode: str = "hybrid") -> dict[str, Any]:
-        """The pipeline's SearchResults as JSON, with `no_good_match` and `index`."""
+    def search(self, query: str, k: int = 10, mode: str = "hybrid", after: str | None = None,
+               before: str | None = None, on: str | None = None, recent_days: float | None = None) -> dict[str, Any]:
+        """The pipeline's SearchResults as JSON, with `no_good_match` and `index`.
+
+        `after` / `before` / `on` and `recent_days` join the query as its `after:` / `before:` /
+        `on:` / `recent:` operators; a date that does not parse is a tool error that says why.
+        """
         from explorer.search.pipeline import QueryError
 
         _check_k(k, "k")
         if mode not in ("hybrid", "quick", "lexical"):
             raise ToolInputError(f"mode must be 'hybrid', 'quick' or 'lexical', got {mode!r}")
+        query = f"{query} {_time_operators(after, before, on, recent_days, self.pipeline.today())}".strip()
         try:
             res = self.pipeline.search(query, k=k, dense=mode != "lexical",
                                        two_pass=False if mode == "quick" else None,
@@ -389,6 +403,30 @@ def _check_k(value: Any, name: str) -> None:
         raise ToolInputError(f"{name} must be a whole number from 1 to {MAX_K}, got {value!r}")
 
 
+def _time_operators(after: str | None, before: str | None, on: str | None, recent_days: float | None,
+                    today: Any) -> str:
+    """The query operators of the search tool's time arguments; ToolInputError for a bad one."""
+    from explorer.text.dates import DateError, parse_period
+
+    parts = []
+    for name, value in (("after", after), ("before", before), ("on", on)):
+        if value is None or not str(value).strip():
+            continue
+        value = " ".join(str(value).split())
+        if '"' in value:
+            raise ToolInputError(f"{name}: a date has no quote marks, got {value!r}")
+        try:
+            parse_period(value, today)
+        except DateError as exc:
+            raise ToolInputError(f"{name}: {exc}") from None
+        parts.append(f'{name}:"{value}"')
+    if recent_days is not None:
+        if isinstance(recent_days, bool) or not isinstance(recent_days, (int, float)) or not 0 <= recent_days <= 36500:
+            raise ToolInputError(f"recent_days must be a number of days from 0 to 36500, got {recent_days!r}")
+        parts.append(f"recent:{float(recent_days):.3f}d")
+    return " ".join(parts)
+
+
 def _no_good_match(res: Any) -> bool:
     q = res.quality
     if q is None:
@@ -444,8 +482,10 @@ def build_server(service: MemoryService) -> Any:
                 raise ToolError(f"{type(exc).__name__}: {exc}") from exc
         return call
 
-    def search(query: str, k: int = 10, mode: Literal["hybrid", "quick", "lexical"] = "hybrid") -> dict[str, Any]:
-        return guarded(service.search)(query, k, mode)
+    def search(query: str, k: int = 10, mode: Literal["hybrid", "quick", "lexical"] = "hybrid",
+               after: str | None = None, before: str | None = None, on: str | None = None,
+               recent_days: float | None = None) -> dict[str, Any]:
+        return guarded(service.search)(query, k, mode, after, before, on, recent_days)
 
     def find(keywords: list[str], mode: Literal["tfidf", "phrase", "and", "fuzzy"] = "tfidf", max_results: int = 10,
              window: int | None = None) -> dict[str, Any]:

@@ -118,7 +118,7 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
         # The terminal list names a pass only when it is the second; rerank moves show under --explain.
         badges = [b.text for b in res.badges() if b.kind not in ("classic", "rerank") and (b.kind != "pass" or res.pass_ == 2)]
         print(f"\n{b}{i:>2}. {safe_text(res.title)}{r}  {d}{res.score:.4f}  [{safe_text(', '.join(badges))}]{r}", file=out)
-        print(f"    {d}{safe_text(res.node_id)}{r}", file=out)
+        print(f"    {d}{safe_text(res.node_id)}{date_label(res.date, res.date_from)}{r}", file=out)
         if res.context_shards:
             c = res.context_shards[0]
             text = res.snippet
@@ -142,12 +142,21 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
                 term = fit(safe_text(c.term), 28)
                 print(f"    {term} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
                       f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
+            if ex.recency is not None:
+                print(f"    {d}recency: score x {ex.recency:.3f} for its date ({safe_text(res.date or 'none')}){r}", file=out)
             if ex.rerank:
                 rr = ex.rerank
                 print(f"    rerank: {safe_text(rr.to_dict())}", file=out)
     if results.timings_ms:
         stages = ", ".join(f"{k} {v:.1f}" for k, v in results.stage_ms)
         print(f"\n{d}{results.total_ms:.0f} ms ({stages}){r}", file=out)
+
+
+def date_label(date: str | None, date_from: str | None) -> str:
+    """` · 2023-05-07` after a result's node_id (`(modified)` when only the file time gave it); '' without a date."""
+    if not date:
+        return ""
+    return f"  · {safe_text(date)}{' (modified)' if date_from == 'modified' else ''}"
 
 
 def _dedupe(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -130,14 +130,17 @@ class Entry:
     """Damping of the second-best shard in the note's score."""
     fusion: str = "rrf"
     """How its shards' scores were fused: `rrf` or `score`."""
+    recency: float | None = None
+    """The share of its score a recency preference leaves it (None: no preference; explorer.search.notefilters)."""
 
     @property
     def score(self) -> float:
-        """The note's score: its best shard's fused score plus the damped second best's."""
+        """The note's score: its best shard's fused score plus the damped second best's (times `recency`)."""
         if not self.fused:
             return 0.0
         second = self.fused[1].score if len(self.fused) > 1 else 0.0
-        return self.fused[0].score + self.second_weight * second
+        score = self.fused[0].score + self.second_weight * second
+        return score * self.recency if self.recency is not None else score
 
 
 def aggregate(

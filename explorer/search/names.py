@@ -26,6 +26,12 @@ NamesOf = Callable[[Note], tuple[frozenset[str], ...]]
 MIN_SCORE = 0.5
 #: Notes listed: those scoring at least the best score minus this.
 TIER = 0.01
+#: A query word found in the headings of a named note (not in its name) covers the query this
+#: much, against 1 for a name word: "the section on Diet in Hamsters" names the note Hamsters and
+#: a part of it. Under 1, so a name made of the query's words still outranks a shorter name whose
+#: note has a heading with the rest ("Docker setup" over "Docker" with its "## Setup").
+#: Chosen by leave-one-vault-out on benchmarks.section_query (BENCHMARKS.md, "Section queries").
+PART_WEIGHT = 0.9
 
 
 class NameIndex:
@@ -78,14 +84,24 @@ class NameIndex:
                     if not paths:
                         del self._postings[tok]
 
+    def words(self, path: str) -> frozenset[str]:
+        """Every word of the note's names (title, file name, aliases), as the query's tokens are written."""
+        return frozenset().union(*self._names.get(path, ()))
+
     def search(
         self,
         tokens: Iterable[str],
         idf: Callable[[str], float],
         limit: int,
         allowed: Callable[[str], bool] | None = None,
+        part_words: Callable[[str], frozenset[str]] | None = None,
     ) -> list[tuple[str, float]]:
-        """(path, score) of the notes whose best name covers the query, best first, ties by path."""
+        """(path, score) of the notes whose best name covers the query, best first, ties by path.
+
+        `part_words(path)`, when given, are the words of the note's headings: a query word among
+        them (and not in the name) covers the query at PART_WEIGHT. It is asked only for notes
+        whose name is covered enough by the query to reach MIN_SCORE that way.
+        """
         query = list(dict.fromkeys(tokens))
         if not query:
             return []
@@ -100,12 +116,19 @@ class NameIndex:
             if allowed is not None and not allowed(path):
                 continue
             best = 0.0
+            parts: frozenset[str] | None = None
             for name in self._names.get(path, ()):
                 matched = name & qset
                 if not matched:
                     continue
+                named = len(matched) / len(name)
                 # Summed in a fixed order and rounded: set order varies between runs.
-                score = round(sum(weights[t] for t in sorted(matched)) / total * len(matched) / len(name), 6)
+                covered = sum(weights[t] for t in sorted(matched))
+                if part_words is not None and named >= MIN_SCORE and len(matched) < len(qset):
+                    if parts is None:
+                        parts = part_words(path)
+                    covered += PART_WEIGHT * sum(weights[t] for t in sorted((qset & parts) - matched))
+                score = round(covered / total * named, 6)
                 best = max(best, score)
             if best >= MIN_SCORE:
                 scored.append((path, best))

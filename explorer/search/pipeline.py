@@ -14,6 +14,7 @@ applied meanwhile shows in the next search, never in half of this one.
 
 from __future__ import annotations
 
+import datetime as _dt
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import (Dialog, MemoryCache, named_coverage, named_match, owner_weights,
                                     spread_to_neighbours)
+from explorer.search.notefilters import recency_factor
 from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
@@ -107,6 +109,8 @@ class _Run:
     """The dense rankings' cosine floor (None: search.dense_threshold)."""
     on_stage: Stage | None = None
     """Called after pass 1 and after quality (see SearchPipeline.search)."""
+    today: _dt.date = field(default_factory=_dt.date.today)
+    """The date relative dates and recency were read against."""
 
     def check(self) -> None:
         """Raise SearchCancelled when a newer search replaced this one."""
@@ -155,7 +159,9 @@ class SearchPipeline:
         self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.search.cache_size)
         self._weights = dict(self.settings.search.source_weights)
         self._retriever = Retriever(index, self.settings, self._weights)
-        self._builder = ResultBuilder(self.settings)
+        self._builder = ResultBuilder(self.settings, self._retriever.dates)
+        self.today: Callable[[], _dt.date] = _dt.date.today
+        """Today's date, against which relative dates (`after:last week`) and recency are read."""
         self._memory = MemoryCache()
 
     # -- public -----------------------------------------------------------------------------
@@ -186,7 +192,8 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
-            key = (run.parsed.raw, run.k, run.use_dense, run.two_pass, run.rerank, snap.version, self.index.model_state)
+            key = (run.parsed.raw, run.k, run.use_dense, run.two_pass, run.rerank, snap.version, self.index.model_state,
+                   run.today)
             hit = self._cached(key, run, record)
             if hit is not None:
                 return hit
@@ -205,11 +212,12 @@ class SearchPipeline:
             return self._finish(run, out, key, record)
 
     def allowed_paths(self, query: str) -> set[str] | None:
-        """The notes the filters of `query` allow (tag:, path:, file:, section:, -word); None when it has none.
+        """The notes the filters of `query` allow (tag:, path:, file:, section:, -word, [property:value],
+        after:/before:/on:); None when it has none.
 
         For tools that search on their own (the classic cursor tools) but should honour the same filters.
         """
-        parsed = parse_query(query)
+        parsed = parse_query(query, self.today())
         with self.index.snapshot() as snap:
             allowed = self._retriever.allowed(snap, parsed)
             if allowed is None:
@@ -228,7 +236,8 @@ class SearchPipeline:
         if len(query) > MAX_QUERY_CHARS:
             warnings.append(f"query of {len(query)} characters cut to {MAX_QUERY_CHARS}")
             query = query[:MAX_QUERY_CHARS]
-        parsed = parse_query(query)
+        today = self.today()
+        parsed = parse_query(query, today)
         warnings.extend(parsed.warnings)
         has_reranker = self.reranker is not None
         return _Run(
@@ -242,6 +251,7 @@ class SearchPipeline:
             started=started,
             budget=Budget(self.settings.llm.token_budget),
             warnings=warnings,
+            today=today,
         )
 
     def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
@@ -325,7 +335,7 @@ class SearchPipeline:
             stats=stats,
             passes=passes,
             warnings=run.warnings,
-            filters=parsed.filters_dict() if parsed.has_filters else {},
+            filters=parsed.filters_dict() if parsed.has_filters or parsed.recent is not None else {},
             early_return=run.early,
             searched_sources=searched,
             include_preferences=terms.include_preferences,
@@ -502,10 +512,17 @@ class SearchPipeline:
         return out
 
     def _browse(self, run: _Run) -> SearchResults:
-        """A filter-only query: the notes the filters allow, in path order (no ranking)."""
+        """A filter-only query: the notes the filters allow, in path order (no ranking); newest first under
+        a date filter or a recency preference."""
         parsed, k, snap = run.parsed, run.k, run.snap
-        allowed = self._retriever.allowed(snap, parsed) or set()
+        allowed = self._retriever.allowed(snap, parsed)
+        timely = bool(parsed.after or parsed.before or parsed.on) or self._half_life(run) > 0
+        if allowed is None:  # `recent:` alone lists every note, newest first
+            allowed = set(snap.shards) if timely else set()
         paths = sorted({snap.shards[n].path for n in allowed})
+        if timely:  # newest first (undated notes last), then by path
+            dates = self._retriever.dates
+            paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
         results = []
         for path in paths[:k]:
             ids = [n for n in snap.shard_ids(path) if n in allowed]
@@ -552,7 +569,23 @@ class SearchPipeline:
             shard = shards.get(node_id)
             return shard.path if shard is not None else None
 
-        return aggregate(fused, path_of, pass_, s.second_shard_weight, run.fusion)
+        entries = aggregate(fused, path_of, pass_, s.second_shard_weight, run.fusion)
+        return self._prefer_recent(entries, run)
+
+    def _half_life(self, run: _Run) -> float:
+        """The recency half-life of this search in days (the query's `recent:`, else the setting; 0: off)."""
+        return run.parsed.recent if run.parsed.recent is not None else self.settings.search.recency_half_life_days
+
+    def _prefer_recent(self, entries: list[Entry], run: _Run) -> list[Entry]:
+        """Under a recency preference, each entry's score times its recency factor, re-sorted (stable)."""
+        half_life = self._half_life(run)
+        if half_life <= 0:
+            return entries
+        for e in entries:
+            found = self._retriever.dates.get(e.path)
+            e.recency = recency_factor(found[0] if found is not None else None, run.today, half_life,
+                                       self.settings.search.recency_weight)
+        return sorted(entries, key=lambda e: -e.score)
 
     def _record(self, out: SearchResults) -> None:
         rankings = out.trace.rankings

@@ -8,6 +8,7 @@ from explorer.config import Settings
 from explorer.index.backend import Snapshot
 from explorer.index.context import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
+from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
@@ -17,8 +18,10 @@ from explorer.vault.model import Shard
 class ResultBuilder:
     """Builds results from the snapshot a search reads."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, dates: NoteDates) -> None:
         self.settings = settings
+        self.dates = dates
+        """Each note's date and properties (read from the index itself, per version)."""
 
     def result(self, snap: Snapshot, entry: Entry, parsed: ParsedQuery, kc: int,
                qvec: np.ndarray | None = None) -> SearchResult:
@@ -50,9 +53,11 @@ class ResultBuilder:
                 shards_matched=len(entry.fused),
                 **_second(entry),
                 fusion=entry.fusion,
+                recency=entry.recency,
             )
         top = shards[0] if shards else None
         rel = self.relevance(snap, entry, words, qvec, kc) if best is not None else 0.0
+        day, day_from = self.dates.iso(entry.path)
         return SearchResult(
             document_path=entry.path,
             title=note.title,
@@ -69,6 +74,8 @@ class ResultBuilder:
             relevance=rel,
             context_shards=tuple(shards),
             explanation=explanation,
+            date=day,
+            date_from=day_from,
         )
 
     def relevance(self, snap: Snapshot, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:

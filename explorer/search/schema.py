@@ -144,12 +144,17 @@ class Explanation:
     fusion: str = "rrf"
     """`rrf` (contribution = weights / (rrf_k + rank)) or `score` (weights x the raw score
     normalised to 0-1 within its ranking; see explorer.search.fusion.score_fusion)."""
+    recency: float | None = None
+    """The share of the note's score a recency preference left it (None: no preference asked;
+    explorer.search.notefilters)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
+        """JSON form (`recency` only when a recency preference applied)."""
         d = asdict(self)
         d["rerank"] = self.rerank.to_dict() if self.rerank is not None else None
         d["pass"] = d.pop("pass_")
+        if self.recency is None:
+            d.pop("recency")
         return d
 
 
@@ -198,6 +203,10 @@ class SearchResult:
     """The best shards of the entry with highlights."""
     explanation: Explanation | None = None
     """Why it ranked."""
+    date: str | None = None
+    """The note's date (`YYYY-MM-DD`), None when it has none (explorer.text.dates.note_date)."""
+    date_from: str | None = None
+    """Where the date was read: `date`, `created`, `timestamp`, `file name` or `modified`."""
 
     def badges(self) -> list[Badge]:
         """Its labels, in order: classic tool, BM25 rank, embedding rank, pass, always-include, rerank move, source type."""
@@ -235,6 +244,8 @@ class SearchResult:
             "pass": self.pass_,
             "reason": self.reason,
             "relevance": self.relevance,
+            "date": self.date,
+            "date_from": self.date_from,
             "context_shards": [c.to_dict() for c in self.context_shards],
             "explanation": self.explanation.to_dict() if self.explanation else None,
         }

@@ -48,6 +48,9 @@ MAIN = [
     Binding("shift+down", "shard(1)", "Next shard", show=False, key_display="shift+↓", tooltip="Move the context to the result's next section"),
     Binding("shift+up", "shard(-1)", "Previous shard", show=False, key_display="shift+↑", tooltip="Move the context to the result's previous section"),
     Binding("ctrl+y", "copy_node_id", "Copy node id", show=False, tooltip="Copy the node_id under the context cursor"),
+    Binding("ctrl+l", "copy_link", "Copy [[link]]", show=False, tooltip="Copy the node_id under the context cursor as a [[link]]"),
+    Binding("ctrl+o", "open_obsidian", "Open in Obsidian", show=False, tooltip="Open the selected note in Obsidian"),
+    Binding("ctrl+g", "open_editor", "Open in $EDITOR", show=False, tooltip="Open the selected note in $EDITOR at the context cursor's line"),
     Binding("f8", "mark('relevant')", "Mark relevant", show=False, tooltip="Mark the selected result relevant for this query"),
     Binding("f9", "mark('not_relevant')", "Mark not relevant", show=False, tooltip="Mark the selected result not relevant for this query"),
 ]
@@ -69,6 +72,9 @@ NOTE = [
     Binding("alt+right", "forward", "Forward", key_display="alt+→", tooltip="The next note of this view"),
     Binding("f4", "edit", "Write"),
     Binding("ctrl+y", "copy_path", "Copy path", show=False, tooltip="Copy the note's path"),
+    Binding("ctrl+l", "copy_link", "Copy [[link]]", show=False, tooltip="Copy the shown passage's node_id as a [[link]]"),
+    Binding("ctrl+o", "open_obsidian", "Open in Obsidian", show=False, tooltip="Open this note in Obsidian"),
+    Binding("ctrl+g", "open_editor", "Open in $EDITOR", show=False, tooltip="Open this note in $EDITOR at the shown passage's line"),
     Binding("tab", "app.focus_next", "Next pane", show=False, tooltip="Move to the next pane"),
 ]
 
@@ -78,6 +84,8 @@ WRITER = [
     Binding("escape", "close", "Close", priority=True, tooltip="Close writing mode (asks when unsaved)"),
     Binding("ctrl+r", "related", "Related now", tooltip="Find notes related to this paragraph now"),
     Binding("ctrl+l", "focus_related", "Related list", tooltip="Move to the related-notes list"),
+    Binding("ctrl+g", "insert_link", "Insert link", priority=True,
+            tooltip="Link the highlighted suggestion: over the words that name it, or at the cursor (ctrl+z undoes)"),
     Binding("ctrl+home", "document(-1)", "Start of note", show=False, tooltip="Cursor to the start of the note"),
     Binding("ctrl+end", "document(1)", "End of note", show=False, tooltip="Cursor to the end of the note"),
     Binding("ctrl+shift+home", "document(-1, True)", "Select to start", show=False, tooltip="Select to the start of the note"),

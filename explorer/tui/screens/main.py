@@ -16,7 +16,7 @@ from textual.worker import get_current_worker
 from explorer.index.context import query_words
 from explorer.search.query import parse_query
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.tui import keys
+from explorer.tui import keys, launch
 from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
 from explorer.tui.text import note_titles, split_mode
 from explorer.tui.widgets.context_pane import ContextPane
@@ -507,6 +507,34 @@ class MainScreen(Screen):
             self.app.copy_to_clipboard(node_id)
             self.notify(node_id, title="Copied node_id", timeout=3)
 
+    def _target(self) -> tuple[str, int | None, str] | None:
+        """(path, cursor, node_id) of the context cursor, else of the selected result; None when nothing is selected."""
+        pane = self.query_one(ContextPane)
+        if pane.state is not None:
+            return pane.state.path, pane.state.cursor, pane.node_id or pane.state.path
+        if self.selected is not None:
+            return self.selected.document_path, None, self.selected.node_id
+        return None
+
+    def action_copy_link(self) -> None:
+        """Copy the node_id under the context cursor as an Obsidian [[link]]."""
+        target, index = self._target(), self.explorer.index
+        if target is not None:
+            shard = index.shards.get(target[2]) if index is not None else None
+            launch.copy_link(self.explorer, target[2], shard.heading_path[-1] if shard and shard.heading_path else None)
+
+    def action_open_obsidian(self) -> None:
+        """Open the selected note in Obsidian (obsidian://open)."""
+        target = self._target()
+        if target is not None:
+            launch.open_in_obsidian(self.explorer, target[0])
+
+    def action_open_editor(self) -> None:
+        """Open the selected note in $EDITOR at the context cursor's line; the app steps aside until it exits."""
+        target = self._target()
+        if target is not None:
+            launch.open_in_editor(self.explorer, target[0], target[1])
+
     def action_open_at_cursor(self) -> None:
         """Open the whole note at the context cursor."""
         pane = self.query_one(ContextPane)
@@ -527,6 +555,7 @@ class MainScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         """Result-bound actions are disabled (greyed) while nothing is selected."""
-        if action in ("widen", "match", "shard", "copy_node_id", "open_at_cursor", "edit"):
+        if action in ("widen", "match", "shard", "copy_node_id", "copy_link", "open_obsidian", "open_editor",
+                      "open_at_cursor", "edit"):
             return True if self.selected is not None else None
         return True

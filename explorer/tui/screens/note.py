@@ -15,7 +15,7 @@ from textual.widgets import Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
-from explorer.tui import keys
+from explorer.tui import keys, launch
 from explorer.tui.messages import EditNote
 from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.index.embeds import embeds_in
@@ -176,6 +176,37 @@ class NoteScreen(Screen):
         """Copy the note's path."""
         self.app.copy_to_clipboard(self.place.path)
         self.notify(self.place.path, title="Copied path", timeout=3)
+
+    def _cursor(self) -> int | None:
+        """Where the view points in the note: its cursor, else the heading it was opened at."""
+        place = self.place
+        if place.cursor is not None:
+            return place.cursor
+        index = self.explorer.index
+        note = index.note(place.path) if index is not None and place.heading else None
+        if note is not None:
+            want = _heading_key(place.heading)
+            for h in note.headings:
+                if _heading_key(h.text) == want:
+                    return h.start
+        return None
+
+    def action_copy_link(self) -> None:
+        """Copy the shown passage's node_id (the note's path at its top) as an Obsidian [[link]]."""
+        index, cursor = self.explorer.index, self._cursor()
+        shard = index.shard_at(self.place.path, cursor) if index is not None and cursor else None
+        if shard is not None:
+            launch.copy_link(self.explorer, shard.node_id, shard.heading_path[-1] if shard.heading_path else None)
+        else:
+            launch.copy_link(self.explorer, self.place.path)
+
+    def action_open_obsidian(self) -> None:
+        """Open this note in Obsidian (obsidian://open)."""
+        launch.open_in_obsidian(self.explorer, self.place.path)
+
+    def action_open_editor(self) -> None:
+        """Open this note in $EDITOR at the shown passage's line; the app steps aside until it exits."""
+        launch.open_in_editor(self.explorer, self.place.path, self._cursor())
 
     async def show_place(self, place: Place) -> None:
         """Render the note of `place` and scroll to its cursor or heading.

@@ -83,6 +83,8 @@ def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str]
         (screen_text(res.title), "bold"),
     )
     path = plain(res.document_path, "$text-accent")
+    if res.date and res.date_from != "modified":  # the note's own date; a bare file time is not shown
+        path = Content.assemble(path, ("  ", ""), plain(res.date, "$text-muted"))
     badge_parts: list[str | tuple[str, str]] = []
     for i, (text, style) in enumerate(badges(res)):
         if i:

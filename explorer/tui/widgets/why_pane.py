@@ -144,6 +144,8 @@ class WhyPane(VerticalScroll):
             parts.append(f"\nacross all {ex.shards_matched} shards: best bm25 #{r.bm25_rank or '–'}, emb #{r.embedding_rank or '–'}")
         if ex.best_node_id != r.node_id:
             parts.append(f"\nbest shard {ex.best_node_id}")
+        if ex.recency is not None:
+            parts.append(f"\nrecency ×{ex.recency:.3f}: dated {r.date or 'unknown'}" + (f" ({r.date_from})" if r.date_from else ""))
         if ex.rerank:
             rr = ex.rerank
             move = rr.rank_before - rr.rank_after

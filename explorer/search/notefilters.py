@@ -1,0 +1,128 @@
+"""Filters on a note as a whole: its date (after:/before:/on:, and the recency preference) and its
+frontmatter properties ([property:value]), read once per index version.
+
+A note's date is read as `explorer.text.dates.note_date` says (frontmatter `date` / `created`, a
+turn's timestamp, `updated`, a date in the file name, else the file's modification time). Recency
+is a preference, not a filter: with a half-life of `h` days, a note `a` days older than today keeps
+
+    factor = 1 - weight * (1 - 0.5 ** (a / h))
+
+of its score (`weight` = `search.recency_weight`; 1 for notes dated today or later, never below
+1 - weight), so a much better match stays above a newer weaker one. Off unless the query says
+`recent:` or the setting `search.recency_half_life_days` is above 0.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from explorer.search.query import ParsedQuery, property_values
+from explorer.text.dates import note_date
+
+
+class NoteDates:
+    """Each note's (date, where it was read) and its folded property values, for one index version."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self._version: Any = None
+        self._dates: dict[str, tuple[_dt.date, str] | None] = {}
+        self._ordinals: dict[str, int] | None = None
+        self._properties: dict[str, dict[str, tuple[str, ...]]] | None = None
+
+    def _check(self) -> None:
+        if self._version != self.index.version:
+            self._version, self._dates, self._ordinals, self._properties = self.index.version, {}, None, None
+
+    def get(self, path: str) -> tuple[_dt.date, str] | None:
+        """The date of the note at `path` and its source, or None (unknown note, or no date at all)."""
+        self._check()
+        if path in self._dates:
+            return self._dates[path]
+        note = self.index.notes.get(path)
+        found = None
+        if note is not None:
+            state = self.index.file_state(path)
+            front = note.frontmatter if isinstance(note.frontmatter, dict) else {}
+            meta = note.metadata if isinstance(note.metadata, dict) else {}
+            found = note_date(front, meta, path, state.mtime_ns if state is not None else None)
+        self._dates[path] = found
+        return found
+
+    def iso(self, path: str) -> tuple[str | None, str | None]:
+        """(`YYYY-MM-DD`, source) of the note's date, (None, None) when it has none."""
+        found = self.get(path)
+        return (found[0].isoformat(), found[1]) if found is not None else (None, None)
+
+    def ordinals(self) -> dict[str, int]:
+        """Every dated note's date as a day number (`date.toordinal`), path -> day."""
+        self._check()
+        if self._ordinals is None:
+            out = {}
+            for path in list(self.index.notes):
+                found = self.get(path)
+                if found is not None:
+                    out[path] = found[0].toordinal()
+            self._ordinals = out
+        return self._ordinals
+
+    def properties(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Folded property name -> {path: the note's folded values of it} (query.property_values)."""
+        self._check()
+        if self._properties is None:
+            table: dict[str, dict[str, tuple[str, ...]]] = {}
+            for path, note in list(self.index.notes.items()):
+                front = note.frontmatter
+                if not isinstance(front, dict):
+                    continue
+                for key, value in front.items():
+                    if isinstance(key, str):
+                        values = table.setdefault(key.strip().casefold(), {})
+                        values[path] = values.get(path, ()) + property_values(value)
+            self._properties = table
+        return self._properties
+
+    def passing(self, parsed: ParsedQuery) -> set[str] | None:
+        """Paths of the notes that pass the query's property and date filters (None: it has none)."""
+        if not parsed.has_note_filters:
+            return None
+        out: set[str] | None = None
+        bounds = day_bounds(parsed)
+        if bounds is not None:
+            lo, hi = bounds
+            out = {p for p, d in self.ordinals().items() if lo <= d < hi}
+        table = self.properties()
+        for f in parsed.properties:
+            having = table.get(f.name.strip().casefold(), {})
+            if f.negated:
+                hit = {p for p, values in having.items() if f.matches_values(values)}
+                out = (set(self.index.notes) if out is None else out) - hit
+            else:
+                hit = {p for p, values in having.items() if f.matches_values(values)}
+                out = hit if out is None else out & hit
+        return out if out is not None else set(self.index.notes)
+
+
+def day_bounds(parsed: ParsedQuery) -> tuple[int, int] | None:
+    """The day numbers [lo, hi) a note's date must fall in under after:, before: and on: (None: no date filter)."""
+    if not (parsed.after or parsed.before or parsed.on):
+        return None
+    lo, hi = _dt.date.min.toordinal(), _dt.date.max.toordinal() + 1
+    for p in parsed.after:
+        lo = max(lo, p.end.toordinal())
+    for p in parsed.before:
+        hi = min(hi, p.start.toordinal())
+    for p in parsed.on:
+        lo, hi = max(lo, p.start.toordinal()), min(hi, p.end.toordinal())
+    return lo, hi
+
+
+def recency_factor(day: _dt.date | None, today: _dt.date, half_life_days: float, weight: float) -> float:
+    """The share of its score a note dated `day` keeps under a recency preference (module docstring)."""
+    if half_life_days <= 0 or day is None:
+        return 1.0
+    age = (today - day).days
+    if age <= 0:
+        return 1.0
+    return 1.0 - weight * (1.0 - 0.5 ** (age / half_life_days))
