@@ -37,6 +37,10 @@ def _to_stderr(message: str) -> None:
 def new_index(vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None,
               embedder: Any = None) -> VaultIndex:
     """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr)."""
+    if settings.index.backend == "milvus":
+        from explorer.index.milvus import MilvusIndex
+
+        return MilvusIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
     from explorer.index.vault_index import VaultIndex
 
     return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)

@@ -113,7 +113,10 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         "skipped": dict(sorted(index.skipped.items())),
         "ignored": dict(sorted(index.ignored.items())),
         "warnings": {p: list(w) for p, w in index.warnings().items()}, "cache_dir": str(index.cache_dir),
+        "backend": getattr(index, "backend_name", "local"),
     }
+    if out["backend"] == "milvus":  # the URI without credentials, the collection and this vault's name in it
+        out.update(backend_uri=index.backend_uri, collection=index.engine.collection, vault_name=index.vault_name)
     if getattr(args, "coverage", False):
         out["coverage"] = coverage_report(index, opened, stored_before=stored if stored is not None else -1.0)
     index.close()

@@ -279,6 +279,8 @@ class MainScreen(Screen):
             return
         except (QueryError, ClassicUnavailable) as exc:
             self.post_message(SearchFailed(seq, query, str(exc)))
+        except OSError as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
+            self.post_message(SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True))
         except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
             self.post_message(SearchFailed(seq, query, f"search failed: {type(exc).__name__}: {exc}"))
 
@@ -336,6 +338,8 @@ class MainScreen(Screen):
         if message.seq < self._seq:
             return
         self.query_one(ResultsSummary).message(message.error, "error")
+        if message.keep and self.results is not None:
+            return
         self.query_one(ResultsList).clear()
         self.results = None
         self.shown_query = ""
