@@ -126,6 +126,10 @@ class WhyPane(VerticalScroll):
         self.query_one("#why-timings", Static).update(self._timings(results))
         if self.report is not None and self.report.name:
             self.ask(self.report.name)
+        box = self.query_one("#why-not", Input)
+        if box.has_focus:
+            # What stands above the box changed height: keep the box the person is typing in in view.
+            self.call_after_refresh(box.scroll_visible, animate=False)
 
     def _head(self, r: SearchResult) -> Content:
         ex = r.explanation
