@@ -148,5 +148,5 @@ def test_cli_why_not_prints_the_proof_and_its_json(tmp_path: Path, capsys: pytes
     assert main(["why-not", "wheel -cart", "cart", *common]) == 0
     text = capsys.readouterr().out
     assert f"left out by -cart — without it, it would rank #{change['rank']}" in text and "Stages" in text
-    assert main(["why-not", "wheel", "no-such-note", *common]) == 1
+    assert main(["why-not", "wheel", "no-such-note", *common]) == 2
     assert "No indexed note" in capsys.readouterr().out

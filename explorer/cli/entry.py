@@ -152,7 +152,7 @@ def _run_command(args: argparse.Namespace) -> int:
     except ImportError as exc:
         # A module of explorer itself (or one it needs) failed to load: say which, never a traceback.
         print(f"explorer: a part of explorer could not be loaded ({exc}): reinstall it", file=sys.stderr)
-        return 1
+        return 2
     except BrokenPipeError:
         # The reader went away (`explorer search ... | head`): stop quietly, as Unix tools do, and
         # point stdout at /dev/null so the interpreter's last flush cannot raise again.

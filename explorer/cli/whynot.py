@@ -35,7 +35,7 @@ def cmd_why_not(args: argparse.Namespace, vault: Path, settings: Settings) -> in
         print_json(proof.to_dict())
     else:
         print_proof(proof, color=use_color())
-    return 0 if proof.path is not None else 1
+    return 0 if proof.path is not None else 2  # no such note: could not run (README's exit codes)
 
 
 def print_proof(proof: object, color: bool = False, out: TextIO | None = None) -> None:
