@@ -243,7 +243,7 @@ class MemoryService:
 
     def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names."""
-        from explorer.index.embeds import with_embeds
+        from explorer.index.transclusion import with_embeds
         from explorer.index.targets import ContextError, context_for
 
         for name, value in (("before", before), ("after", after)):

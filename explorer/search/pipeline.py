@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 
 from explorer.config import Settings
-from explorer.index.context import query_words
+from explorer.index.windows import query_words
 from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from explorer.config import Settings
-from explorer.index.context import highlight_spans, query_words, snippet
+from explorer.index.windows import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
 from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf

@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any, Callable
 
-from explorer.index.context import snippet
+from explorer.index.windows import snippet
 from explorer.search.schema import ContextShard, Quality, SearchMode, SearchResult, SearchResults, SearchStats
 
 _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')
