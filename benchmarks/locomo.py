@@ -62,7 +62,8 @@ BASELINES = ("rank_bm25", "dense", "rrf")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 METRICS = ("recall@5", "recall@10", "hit@5", "ndcg@10")
 #: Parts of the quality score recorded per question (explorer.search.quality.assess), each judged alone.
-QUALITY_PARTS = ("matched", "named_match", "named_coverage", "named_evidence", "top_relevance", "agreement", "support")
+QUALITY_PARTS = ("matched", "named_match", "named_coverage", "named_evidence", "other_coverage", "named_lead",
+                 "top_relevance", "agreement", "support")
 K = 10
 #: Depth of the baseline rankings fused by the plain RRF row.
 RRF_DEPTH = 100
@@ -300,6 +301,8 @@ class Rows:
         self.ids = [t.dia_id for t in conv.turns]
         self.pipeline = None
         self.bm25 = None
+        self.depth = 0
+        self.candidates: list[list[Any]] = []
         if "rank_bm25" in rows or "rrf" in rows:
             from rank_bm25 import BM25Okapi
 
@@ -318,8 +321,11 @@ class Rows:
 
     def run(self, row: str, question: str) -> tuple[list[str], Any]:
         if row == "explorer":
-            res = self.pipeline.search(question, k=K, record=False)
-            return self._dias([r.document_path for r in res.results if r.source == "search"])[:K], res.quality
+            res = self.pipeline.search(question, k=max(K, self.depth), record=False)
+            searched = [r for r in res.results if r.source == "search"]
+            self.candidates = [[self.mapping[r.document_path], round(r.score, 6), r.relevance]
+                               for r in searched if r.document_path in self.mapping]
+            return self._dias([r.document_path for r in searched])[:K], res.quality
         if row == "hybrid":
             res = self.pipeline.search(question, k=K, two_pass=False, rerank=False, record=False)
             return self._dias([r.document_path for r in res.results if r.source == "search"])[:K], res.quality
@@ -468,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma list of rows (default all: {','.join(ROWS)})")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="settings override for the pipeline rows")
     parser.add_argument("--no-embeddings", action="store_true", help="BM25 only (dense rows skipped)")
+    parser.add_argument("--candidates", type=int, default=0, metavar="N",
+                        help="explorer row: record each question's first N results (dialog id, score, relevance) for offline study")
     parser.add_argument("--tag", default="", help="suffix of the output file names")
     args = parser.parse_args(argv)
 
@@ -503,6 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         index, settings, info = open_vault_index(vault, overrides, not args.no_embeddings)
         indexes[conv.sample_id] = info
         runner = Rows(conv, index, settings, mapping, rows)
+        runner.depth = args.candidates
         counts["conversations"] += 1
         counts["turns"] += len(conv.turns)
         counts["questions"] += len(questions)
@@ -519,11 +528,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ms = (time.perf_counter() - t) * 1000
                     rec = {"qid": q.qid, "row": row, "category": q.category, "evidence": list(q.evidence),
                            "ranked": ranked, "ms": round(ms, 2), **question_metrics(q.evidence, ranked)}
+                    if row == "explorer" and runner.depth:
+                        rec["question"] = q.text
+                        rec["candidates"] = runner.candidates
                     if quality is not None:
                         rec["quality"] = quality.score
                         rec["level"] = quality.level
                         rec["no_good_match"] = bool(quality.factors.get("no_good_match", quality.level == "low"))
                         rec["quality_parts"] = {p: quality.factors[p] for p in QUALITY_PARTS if p in quality.factors}
+                        rec["named"] = bool(quality.factors.get("named"))
                     records.append(rec)
                     fh.write(json.dumps(rec) + "\n")
                 fh.flush()

@@ -168,6 +168,13 @@ class SearchSettings:
     gains (turn n +/- 1 of the same session; see explorer.search.memory). 0 = off: `dialog_words`
     and `dialog_vectors` read a turn with its neighbours, and this lift on top of them lowered
     LoCoMo recall (BENCHMARKS.md)."""
+    date_weight: Annotated[float, Range(0, 10)] = 0.5
+    """In vaults of conversation turns (score fusion): when the query names a day, a month, a year or
+    a span next to a date ("on 8 May, 2023", "in June", "the weekend before 10 April"), a turn
+    recorded then gains this share of the best fused score (explorer.search.when). 0 = off."""
+    date_after_days: Annotated[float, Range(0, 3650)] = 7.0
+    """Days after a named span over which a turn's date still fits, less and less (things are told
+    after they happen)."""
     dialog_words: Annotated[float, Range(0, 10)] = 0.5
     """In vaults of conversation turns (score fusion): a turn's BM25 document also counts its
     adjacent turns' words at this share (term counts and length; 0 = its own words only)."""

@@ -52,7 +52,8 @@ def test_read_only_server_answers_every_tool_and_survives_bad_input(tmp_path: Pa
     async def session() -> None:
         async with Client(_params(vault, "--no-embeddings")) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"search", "find", "get_context", "explain", "why_not", "stats"}  # no remember
+            assert set(tools) == {"search", "recent", "find", "get_context", "explain", "why_not", "stats"}  # no remember
+            assert all("Use it" in (t.description or "") for t in tools.values())  # each says when to use it
             assert all(len(t.description or "") > 80 for t in tools.values())
             assert "tag:" in tools["search"].description
 
@@ -80,7 +81,7 @@ def test_read_only_server_answers_every_tool_and_survives_bad_input(tmp_path: Pa
             assert any(c["retriever"] == "bm25" for c in why["explanation"]["contributions"])
 
             wn = _payload(await client.call_tool("why_not", {"query": "fine grind", "note": "Kyoto"}))
-            assert wn["note"] == "Travel/kyoto.md" and wn["verdict"] and wn["stages"]
+            assert wn["note"] == "Travel/kyoto.md" and wn["verdict"] and wn["stages"] and wn["summary"]
 
             st = _payload(await client.call_tool("stats", {}))
             assert st["notes"] == 3 and st["read_only"] is True and "index" in st
@@ -161,7 +162,8 @@ def test_hybrid_search_with_the_real_model(tmp_path: Path) -> None:
             while _payload(await client.call_tool("stats", {}))["shards_without_vectors"]:
                 assert time.monotonic() < deadline, "embedding never finished"
                 await asyncio.sleep(0.5)
-            res = _payload(await client.call_tool("search", {"query": "what does a pet hamster need", "k": 3}))
+            res = _payload(await client.call_tool("search", {"query": "what does a pet hamster need", "k": 3,
+                                                             "detail": True}))
             assert res["mode"]["dense"] is True
             assert res["results"][0]["document_path"] == "Pets/hamster.md"
             off = _payload(await client.call_tool("search", {"query": "quantum chromodynamics lattice gauge"}))

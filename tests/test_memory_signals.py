@@ -240,3 +240,14 @@ def test_score_fusion_keeps_a_clear_lead_that_rank_fusion_levels() -> None:
     assert scores["c"] == 0.0  # below the floor of unrelated texts
     for f in fused:
         assert f.score == pytest.approx(sum(c.contribution for c in f.contributions))
+
+
+def test_no_good_match_when_someone_elses_results_hold_what_is_asked(index: VaultIndex) -> None:
+    theirs = _search(index, "What did Ben learn in his pottery course?")
+    assert theirs.stats.named_people == ["ben"]
+    f = theirs.quality.factors
+    assert f["named"] is True and f["other_coverage"] > f["named_coverage"]  # Ana's turn holds it
+    assert f["named_lead"] < 0.08 and f["no_good_match"] is True
+    mine = _search(index, "What did Ana learn in her pottery course?")
+    g = mine.quality.factors
+    assert g["named_coverage"] > g["other_coverage"] and g["no_good_match"] is False

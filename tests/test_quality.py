@@ -21,6 +21,7 @@ from explorer.search.quality import (
     token_idf,
 )
 from explorer.search.schema import SearchResult
+import explorer.search.quality as qmod
 
 # -- honest levels on the sample vault (real model, real index) -----------------------------------
 
@@ -137,18 +138,31 @@ def test_named_evidence_caps_the_score_and_flags_someone_elses_memory() -> None:
     assert half.factors["named_evidence"] == 0.75
     assert half.score == pytest.approx(0.5625) and half.level == "medium"
     assert half.factors["no_good_match"] is False  # lowered by the cap alone: not flagged
-    elsewhere = assess(strong, dense=True, named_match=0.2, named_coverage=0.6)
-    assert elsewhere.score == pytest.approx(0.16) and elsewhere.level == "low"
+    elsewhere = assess(strong, dense=True, named_match=0.2, named_coverage=0.0, named=True)
+    assert elsewhere.score == pytest.approx(0.01) and elsewhere.level == "low"
     assert elsewhere.factors["no_good_match"] is True and "someone other" in elsewhere.suggestion
-    # The cap never raises a weak list, and weak results are flagged whoever they belong to.
-    weak = assess([_r(0.3, dense=None)], dense=True, named_match=1.0, named_coverage=1.0)
-    assert weak.score == weak.factors["matched"] and weak.factors["no_good_match"] is True
+    # Someone else's results holding what is asked, the named person's not: flagged.
+    theirs = assess(strong, dense=True, named_match=0.6, named_coverage=0.5, other_coverage=1.0, named=True)
+    assert theirs.factors["named_lead"] == pytest.approx(0.5 - qmod.OTHER_WEIGHT)
+    assert theirs.factors["no_good_match"] is True
+    # The person's own results hold what is asked and nobody else's do: not flagged, however little
+    # of the best lexical evidence is theirs (named_evidence 0.35 was flagged before).
+    mine = assess(strong, dense=True, named_match=0.2, named_coverage=0.5, other_coverage=0.0, named=True)
+    assert mine.factors["named_evidence"] == pytest.approx(0.35) and mine.factors["no_good_match"] is False
+    # The cap never raises a weak list.
+    weak = assess([_r(0.3, dense=None)], dense=True, named_match=1.0, named_coverage=1.0, named=True)
+    assert weak.score == weak.factors["matched"]
+    assert weak.factors["no_good_match"] is (weak.factors["matched"] < qmod.WEAK)
+    # With nobody named, weak results (level low) are "no good match".
+    unnamed_weak = assess([_r(0.3, dense=None)], dense=True)
+    assert unnamed_weak.level == "low" and unnamed_weak.factors["no_good_match"] is True
     none = assess([], dense=True, named_match=0.0, named_coverage=0.0)
     assert none.factors["named_evidence"] == 0.0 and none.factors["no_good_match"] is True
 
 
 def test_confidence_grows_away_from_the_level_boundaries() -> None:
-    near = assess([_r(0.75, dense=None)], dense=True)  # score close to a boundary
+    near = assess([_r(0.9, dense=None)], dense=True)  # score close to a boundary
+    assert abs(near.score - qmod.HIGH) < 0.05
     far = assess([_r(1.0)], dense=True)
     assert far.confidence > near.confidence
     assert far.confidence == 1.0
@@ -225,3 +239,14 @@ def test_pipeline_reports_advisories(tmp_path: Path) -> None:
     assert overlap.advisory and "overlap" in overlap.advisory
     assert overlap.to_dict()["advisory"] == overlap.advisory
     index.close()
+
+
+def test_a_corrected_typo_counts_as_the_word_it_was_corrected_to(sample_pipeline) -> None:
+    # Lexical only, where relevance is the coverage of the query's words: the misspelt word,
+    # absent from the vault, would otherwise weigh most and count as missing.
+    right = sample_pipeline.search("syrian hamster cage size", dense=False, record=False)
+    typo = sample_pipeline.search("syrian hamstre cage size", dense=False, record=False)
+    assert typo.corrections and typo.corrections[0]["word"] == "hamstre"
+    assert typo.results[0].document_path == right.results[0].document_path
+    assert typo.results[0].relevance == pytest.approx(right.results[0].relevance, abs=0.05)
+    assert typo.quality.level == right.quality.level

@@ -274,14 +274,17 @@ def test_mcp_search_takes_time_arguments(tmp_path: Path) -> None:
         async with Client(_params(vault, "--no-embeddings")) as client:
             tool = next(t for t in (await client.list_tools()).tools if t.name == "search")
             assert {"after", "before", "on", "recent_days"} <= set(tool.input_schema["properties"])
-            found = _payload(await client.call_tool("search", {"query": "hike", "on": "May 2023", "k": 10}))
+            found = _payload(await client.call_tool("search", {"query": "hike", "on": "May 2023", "k": 10,
+                                                                      "detail": True}))
             assert {r["document_path"] for r in found["results"] if r["source"] == "search"} == {
                 "Trips/hike-may.md", "Users/amy/turns/turn_000001/context.md", "Notes/boots.md"}
             assert all(r["date"].startswith("2023-05") for r in found["results"] if r["source"] == "search")
+            brief = _payload(await client.call_tool("search", {"query": "hike", "on": "May 2023", "k": 10}))
+            assert all(r["date"].startswith("2023-05") for r in brief["results"] if "included" not in r)
             found = _payload(await client.call_tool("search", {"query": "hike [status:draft]", "after": "2023-05-01",
-                                                               "before": "2023-05-15"}))
+                                                               "before": "2023-05-15", "detail": True}))
             assert [r["document_path"] for r in found["results"] if r["source"] == "search"] == ["Trips/hike-may.md"]
-            found = _payload(await client.call_tool("search", {"query": "hike", "recent_days": 30}))
+            found = _payload(await client.call_tool("search", {"query": "hike", "recent_days": 30, "detail": True}))
             assert found["filters"]["recent_days"] == 30
             assert all(r["explanation"]["recency"] <= 1 for r in found["results"] if r["source"] == "search")
             assert "not a real date" in _error(await client.call_tool("search", {"query": "hike", "on": "2023-02-30"}))

@@ -423,11 +423,18 @@ async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: 
         assert any(s.startswith("bm25 ") for s in stages) and any(s.startswith("dense ") for s in stages)
         assert stages[-2:] == ["fusion (pass 1)", "final list"]
         assert why.query_one("#why-not-table", FitTable).row_count == len(why.report.rows)
+        # The proof follows from a worker: each change it shows was run as a search (tests/test_whynot.py).
+        await settle(app, pilot)
+        assert why.proof is not None and why.proof.path == "Finance/index-funds.md"
+        shown = str(why.query_one("#why-not-proof").content)
+        assert shown.startswith(why.proof.summary) and why.proof.facts
+        assert all(c.claim in shown for c in why.proof.changes)
         # ...and a note in the list is found at its rank, by title.
         box.value = results.results[1].title
         await pilot.press("enter")
         await pilot.pause()
         assert verdict.has_class("-found")
+        assert why.proof is None and not str(why.query_one("#why-not-proof").content)
         assert "#2" in str(verdict.content)
 
 

@@ -146,7 +146,8 @@ async def test_small_terminal(tui_vault: Path, embedder, tmp_path: Path) -> None
         assert results.option_count == 15
         assert results.region.width >= 30 and results.region.height >= 8
         shot = app.export_screenshot()
-        for text in ("quality high", "Results (15)", "Hamsters", "Users/alice/Knowledge/hamsters.md", "cursor"):
+        assert any(f"quality&#160;{level}" in shot or f"quality {level}" in shot for level in ("high", "medium", "low"))
+        for text in ("Results (15)", "Hamsters", "Users/alice/Knowledge/hamsters.md", "cursor"):
             assert text.replace(" ", "&#160;") in shot or text in shot, text
 
 

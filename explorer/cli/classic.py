@@ -9,10 +9,11 @@ from typing import TextIO
 
 from explorer.cli.render import embed_lines, mark, print_json, use_color
 from explorer.config import Settings
-from explorer.index.classic import ClassicQueryError, ClassicResult, run_mode
+from explorer.index.classic import ClassicQueryError, ClassicResult
 from explorer.index.targets import ContextError, context_for
 from explorer.index.transclusion import after_lines, with_embeds
 from explorer.index.windows import ContextWindow
+from explorer.search.classic import find
 from explorer.text.safe import safe_text
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
@@ -35,7 +36,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
 
     index, _ = open_index(vault, settings)
     try:
-        result = run_mode(index, args.mode, keywords, args.max_results, args.context_chars, args.window)
+        result = find(index, settings, args.mode, keywords, args.max_results, args.context_chars, args.window)
     except ClassicQueryError as exc:
         return _fail(str(exc))
     finally:

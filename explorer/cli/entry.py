@@ -1,4 +1,4 @@
-"""Command line: `explorer [VAULT]` opens the app; `explorer search|index|find|context|open|watch|stats` work headless.
+"""Command line: `explorer [VAULT]` opens the app; `explorer search|index|find|context|open|why-not|watch|stats` work headless.
 
 This module parses the arguments and hands each command to its module in `explorer.cli`.
 """
@@ -16,7 +16,7 @@ from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
 
 SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
-COMMANDS = ("search", "index", "find", "context", "open", "watch", "stats", "mcp", "eval")
+COMMANDS = ("search", "index", "find", "context", "open", "watch", "stats", "mcp", "eval", "why-not")
 
 
 def default_vault() -> Path:
@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lexical", action="store_true", help="BM25 only for this search")
     p.add_argument("--local", action="store_true", help="search in this process even when a running Explorer serves the vault")
 
+    p = sub.add_parser("why-not", help="why a note is not in the top k for a query, and what would bring it there")
+    p.add_argument("query", help="the query, quoted, as you would search it")
+    p.add_argument("note", help="the note you expected: a path, a link target, a title or a unique part of a path")
+    _add_common(p)
+    p.add_argument("-k", type=int, default=None, help="the top k it should reach (default 15)")
+    p.add_argument("--json", action="store_true", help="print the proof as JSON")
+
     p = sub.add_parser("index", help="build or refresh the index, embedding what changed")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
@@ -62,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what is not indexed and why, shards without vectors, largest notes, ignored files, freshness")
 
     p = sub.add_parser("find", help="classic cursor search tools: tfidf, phrase, and, fuzzy")
-    p.add_argument("keywords", nargs="*")
+    p.add_argument("keywords", nargs="*", help="words to find; tag:, path:, file:, section: and #tag items filter the notes, as in the search box")
     _add_common(p)
     p.add_argument("--mode", choices=("tfidf", "phrase", "and", "fuzzy"), default="tfidf")
     p.add_argument("-n", "--max-results", type=int, default=None)
@@ -226,6 +233,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from explorer.cli.eval import cmd_eval
 
         return cmd_eval(args, vault, settings)
+    if args.command == "why-not":
+        from explorer.cli.whynot import cmd_why_not
+
+        return cmd_why_not(args, vault, settings)
     if args.command == "mcp":
         from explorer.cli.mcp import run_mcp
 

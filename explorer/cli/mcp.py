@@ -1,7 +1,9 @@
 """`explorer mcp`: the vault as a Model Context Protocol server over stdio, for LLM agents.
 
-Tools: `search` (the hybrid pipeline), `find` (classic cursor tools), `get_context` (text around a
-cursor), `explain` (why a note ranked), `why_not` (where an expected note dropped out), `stats`,
+Tools: `search` (the hybrid pipeline, a brief answer under 8,000 characters by default; see
+explorer.cli.answers), `recent` (a user's latest turns), `find` (classic cursor tools),
+`get_context` (text around a cursor), `explain` (why a note ranked), `why_not` (why an expected
+note is not in the top k, each counterfactual run before it is stated), `stats`,
 and, only when the server is started with `--allow-write`, `remember` (append a note in the
 agent-memory layout). The index stays live while serving: a VaultWatcher applies file changes
 and embeds new shards in the background, and every answer carries an `index` block saying how
@@ -21,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from explorer.cli.answers import DEFAULT_EXCERPT, MAX_ANSWER_CHARS, MAX_EXCERPT, brief_search, fit, recent_turns
 from explorer.config import Settings
 
 #: Most results a search or find may ask for.
@@ -33,15 +36,17 @@ MAX_REMEMBER_CHARS = 100_000
 INSTRUCTIONS = """\
 Explorer searches an Obsidian-style Markdown vault that serves as long-term memory (notes,
 knowledge, beliefs, preferences, past conversation turns).
-Typical use: `search` with a natural-language question; read `quality` (high / medium / low)
-and `advisory`; open the best hits with `get_context` (pass a result's `node_id`, or a
-`context_shards` cursor). `quality.level == "low"` means no good match: the vault may not hold
-the answer, so say so rather than guess. Use `find` for exact words or phrases, `why_not` when a
-note you expected is missing, `explain` to see why a note ranked. Every answer has an `index`
-block: `seconds_since_update` and `watcher` tell how fresh the index is."""
+Typical use: `search` with a natural-language question; read `quality.level` (high / medium / low)
+and `no_good_match`; open the best hits with `get_context` (pass a result's `node_id`).
+`no_good_match: true` means the vault may not hold the answer, so say so rather than guess.
+Answers are brief by default (under 8000 characters): page with `offset`, ask for `detail` only
+when you need scores and passages. Use `recent` for a user's latest turns, `find` for exact words
+or phrases, `why_not` when a note you expected is missing, `explain` to see why a note ranked.
+Every answer has an `index` block: `seconds_since_update` and `watcher` tell how fresh it is."""
 
 SEARCH_DOC = """Search the memory vault (hybrid BM25 + embeddings, two passes, quality check).
 
+Use it first for any question about what the vault holds; then `get_context` on a result to read it.
 Args:
   query: natural language or keywords, with optional Obsidian-style operators:
     tag:name  path:folder  file:name  section:heading  "exact phrase"  -excluded
@@ -57,15 +62,35 @@ Args:
     frontmatter date/created, a turn's timestamp, else its file time. Use them when the question
     names a time ("what did we discuss in May 2023?").
   recent_days: prefer newer memories gently (half-life in days, e.g. 30); 0 or omitted: off.
-Returns the SearchResults JSON: `results` (node_id, document_path, title, date, score, snippet,
-context_shards with cursors), `quality` {level, score, suggestion}, `no_good_match` (true when
-nothing relevant was found, or when a query naming a person finds that the matching memories are
-someone else's), `advisory` (a hint when searching more will not help) and `index`."""
+  offset: skip this many results (paging: pass the answer's `next_offset`); offset + k <= 50.
+  excerpt_chars: characters of each result's excerpt, 0-2000 (default 200).
+  detail: false (default) for a brief answer under 8000 characters; true for the full
+    SearchResults JSON of the page (scores, per-term explanations, passages with cursors, passes,
+    timings; often 20-50k characters: ask for it only when you need those).
+Returns `quality` {level: high / medium / low, suggestion}, `no_good_match` (true when nothing
+relevant was found, or when a query naming a person finds that the matching memories are someone
+else's: then say you do not know rather than guess), `advisory` (a hint when searching more will
+not help), `results` (rank, node_id, document_path, title, source_type, date when known, excerpt),
+`next_offset` (null when there is no more), `cut` (present when results were left out to stay
+under 8000 characters) and `index`."""
+
+RECENT_DOC = """The latest conversation turns of a user, newest first (by date, then turn number).
+
+Use it to pick up where a conversation left off, or for "what did we talk about last"; use
+`search` for a topic.
+Args:
+  user: the user folder under Users/ (default: the server's --user, else the only user).
+  n: number of turns, 1-50 (default 5).
+  excerpt_chars: characters of each turn's excerpt, 0-2000 (default 200).
+Returns `turns` (node_id, path, title, turn number, date, user, excerpt) under 8000 characters."""
 
 FIND_DOC = """Classic exact-word tools with a cursor per hit (no embeddings).
 
+Use it for exact words, names, codes or phrases, or every place a word occurs; use `search` for
+questions and meaning.
 Args:
-  keywords: one or more words, e.g. ["espresso", "grind"].
+  keywords: one or more words, e.g. ["espresso", "grind"]; items such as "tag:pets",
+    "path:Coffee", "file:name", "section:heading" or "#tag" filter the notes, as in `search`.
   mode: "tfidf" (rank notes by the words, default), "phrase" (the words in this order,
     falling back to proximity), "and" (all words within `window` words), "fuzzy" (any word,
     tolerating typos and partial words).
@@ -74,11 +99,14 @@ Returns hits with path, node_id, cursor, score, matched keywords and a snippet."
 
 CONTEXT_DOC = """Read the text around a position in one note.
 
+Use it after `search` or `find` to read a result in full, or to read on past a window's `end`.
 Args:
   target: a node_id from a search or find result (e.g. 'Coffee/espresso.md#Grind > Fine') or a
     vault-relative note path ('Coffee/espresso.md'; '.md' may be omitted).
   cursor: character offset in the note (e.g. a hit's `cursor`); default: start of the node.
   before, after: characters to include on each side, 0-20000 (default 1000).
+  window: about this many characters in all, half before and half after the cursor (overrides
+    before/after; the ends snap to whole words).
 Returns the window `text`, its `start`/`end` offsets, `note_chars` (note length) and
 highlights; call again with a larger `after` or a cursor near `end` to read on. `embeds` holds
 the text of each `![[embed]]` in the window (`status` "embedded" with its source `node_id`, or
@@ -86,24 +114,36 @@ why not: missing, cycle, depth, file, limit)."""
 
 EXPLAIN_DOC = """Why a note ranked where it did for a query.
 
+Use it to judge how much to trust a result (which words or meanings matched it).
 Args:
   query: the search query.
   target: the note's node_id or path (as in a search result).
 Returns its rank, score and, per search term and retriever (bm25, dense), the rank, raw score
 and RRF contribution, plus rerank movement when reranking ran."""
 
-WHY_NOT_DOC = """Where a note you expected dropped out of a search.
+WHY_NOT_DOC = """Why a note you expected is not in the top k of a search, and what would bring it there.
 
+Use it when a note you know exists is missing from `search`, before concluding the vault lacks it.
 Args:
-  query: the search query.
+  query: the search query, as given to `search`.
   note: the expected note: a path, a link target ('Kyoto'), a title, or a unique part of a path.
-Returns stage by stage (each retriever's list, fusion, final list) whether it was present and
-at which rank, and a one-sentence verdict."""
+  k: the list length it should reach, 1-50 (default: the server's top k).
+Returns `rank` (where it ranks today, in a list 50 long; null when not in it), `summary`, `facts`
+(a filter that leaves it out, its best passage's cosine under the dense floor, its place past a
+retriever's candidate depth, query words it lacks) and `changes`: counterfactuals that were each
+run as a search before being stated ("with the floor at 0.35, it would rank #6", "left out by
+-draft — without it, ...", "if it contained “proofing” it would rank #3"); `not_enough` holds
+changes that were run and did not reach the top k; `stages` traces each retriever's list."""
 
 STATS_DOC = """Index counts and state: notes, shards, vectors, shards still without vectors,
-embedding model state, skipped files with the reason, and index freshness."""
+embedding model state, skipped files with the reason, and index freshness.
+
+Use it when results look thin or stale: it says whether the index is still embedding, what was
+skipped and why."""
 
 REMEMBER_DOC = """Write a new memory into the vault (atomically; searchable at once).
+
+Use it to keep something worth recalling in a later conversation: a turn summary, or a fact.
 
 Args:
   text: the Markdown body to remember, e.g. 'Alice prefers oat milk in her coffee.'
@@ -199,8 +239,10 @@ class MemoryService:
 
     # -- tools --------------------------------------------------------------------------
     def search(self, query: str, k: int = 10, mode: str = "hybrid", after: str | None = None,
-               before: str | None = None, on: str | None = None, recent_days: float | None = None) -> dict[str, Any]:
-        """The pipeline's SearchResults as JSON, with `no_good_match` and `index`.
+               before: str | None = None, on: str | None = None, recent_days: float | None = None, *,
+               offset: int = 0, excerpt_chars: int = DEFAULT_EXCERPT, detail: bool = False) -> dict[str, Any]:
+        """Results `offset + 1`..`offset + k` for `query`: briefly under MAX_ANSWER_CHARS (explorer.cli.answers),
+        or with `detail` as the pipeline's SearchResults JSON (that page's results only).
 
         `after` / `before` / `on` and `recent_days` join the query as its `after:` / `before:` /
         `on:` / `recent:` operators; a date that does not parse is a tool error that says why.
@@ -210,22 +252,46 @@ class MemoryService:
         _check_k(k, "k")
         if mode not in ("hybrid", "quick", "lexical"):
             raise ToolInputError(f"mode must be 'hybrid', 'quick' or 'lexical', got {mode!r}")
+        _check_int(offset, "offset", 0, MAX_K - 1)
+        _check_int(excerpt_chars, "excerpt_chars", 0, MAX_EXCERPT)
+        if offset + k > MAX_K:
+            raise ToolInputError(f"offset + k must be at most {MAX_K}, got {offset} + {k}")
         query = f"{query} {_time_operators(after, before, on, recent_days, self.pipeline.today())}".strip()
         try:
-            res = self.pipeline.search(query, k=k, dense=mode != "lexical",
+            res = self.pipeline.search(query, k=offset + k, dense=mode != "lexical",
                                        two_pass=False if mode == "quick" else None,
                                        rerank=False if mode == "quick" else None)
         except QueryError as exc:
             raise ToolInputError(str(exc)) from exc
+        if not detail:
+            return brief_search(res, self.index, offset=offset, k=k, chars=excerpt_chars,
+                                no_good_match=_no_good_match(res), freshness=self.freshness())
         out = res.to_dict()
         out.pop("context_shards", None)  # the same passages are inside each result
+        out["results"] = out["results"][offset:offset + k]
+        out["offset"] = offset
         out["no_good_match"] = _no_good_match(res)
         out["index"] = self.freshness()
         return out
 
+    def recent(self, user: str | None = None, n: int = 5, excerpt_chars: int = DEFAULT_EXCERPT) -> dict[str, Any]:
+        """The latest `n` conversation turns of `user` (the only user when there is one), newest first."""
+        _check_int(n, "n", 1, MAX_K)
+        _check_int(excerpt_chars, "excerpt_chars", 0, MAX_EXCERPT)
+        who = user.strip() if isinstance(user, str) and user.strip() else (self.user or self._only_user())
+        if who is not None and ("/" in who or who in (".", "..")):
+            raise ToolInputError(f"user must be a folder name under Users/, got {who!r}")
+        turns = recent_turns(self.index, who, n, excerpt_chars)
+        answer = {"user": who, "turns": turns, "index": self.freshness()}
+        if not turns:
+            answer["note"] = (f"no conversation turns under Users/{who}/turns/" if who
+                              else "no conversation turns in this vault")
+        return fit(answer, "turns", MAX_ANSWER_CHARS, lambda kept: f"ask for n={kept}, or a smaller excerpt_chars")
+
     def find(self, keywords: list[str], mode: str = "tfidf", max_results: int = 10, window: int | None = None) -> dict[str, Any]:
         """One classic tool's hits."""
-        from explorer.index.classic import ClassicQueryError, run_mode
+        from explorer.index.classic import ClassicQueryError
+        from explorer.search.classic import find
 
         words = [w for w in (keywords or []) if isinstance(w, str) and w.strip()]
         if not words:
@@ -236,16 +302,20 @@ class MemoryService:
         if window is not None and (not isinstance(window, int) or window < 1):
             raise ToolInputError(f"window must be 1 or more words, got {window!r}")
         try:
-            result = run_mode(self.index, mode, words, max_results, None, window)
+            result = find(self.index, self.settings, mode, words, max_results, None, window)
         except ClassicQueryError as exc:
             raise ToolInputError(str(exc)) from exc
         return {**result.to_dict(), "index": self.freshness()}
 
-    def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
-        """The window around `cursor` in the note `target` names."""
+    def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000,
+                    window: int | None = None) -> dict[str, Any]:
+        """The window around `cursor` in the note `target` names (`window`: that many characters in all, half each side)."""
         from explorer.index.transclusion import with_embeds
         from explorer.index.targets import ContextError, context_for
 
+        if window is not None:
+            _check_int(window, "window", 0, 2 * MAX_CONTEXT)
+            before, after = window // 2, window - window // 2
         for name, value in (("before", before), ("after", after)):
             if not isinstance(value, int) or value < 0 or value > MAX_CONTEXT:
                 raise ToolInputError(f"{name} must be 0-{MAX_CONTEXT} characters, got {value!r}")
@@ -282,19 +352,25 @@ class MemoryService:
         return {"query": query, "path": path, "found": False, "results": len(res.results),
                 "verdict": report["verdict"], "stages": report["stages"], "index": self.freshness()}
 
-    def why_not(self, query: str, note: str) -> dict[str, Any]:
-        """Stage by stage, where `note` was in the search for `query`."""
+    def why_not(self, query: str, note: str, k: int | None = None) -> dict[str, Any]:
+        """Why `note` is not in the top k for `query`, and what would bring it there, each change run first."""
+        from explorer.engine import make_pipeline
         from explorer.search.pipeline import QueryError
+        from explorer.search.whynot import prove
 
+        if k is not None:
+            _check_k(k, "k")
         note = self._inside(note)
         try:
-            res = self.pipeline.search(query, k=self.settings.search.top_k, record=False)
+            proof = prove(self.pipeline, query, note, k=k or self.settings.search.top_k, make_pipeline=make_pipeline)
         except QueryError as exc:
             raise ToolInputError(str(exc)) from exc
-        return {"query": query, **self._why_not(res, note), "index": self.freshness()}
+        if proof.path is None:
+            raise ToolInputError(proof.summary)
+        return {**proof.to_dict(), "index": self.freshness()}
 
     def _why_not(self, res: Any, name: str) -> dict[str, Any]:
-        from explorer.tui.whynot import why_not
+        from explorer.search.whynot import why_not
 
         report = why_not(self.index, res, name)
         if report.path is None:
@@ -398,6 +474,11 @@ class MemoryService:
         return t
 
 
+def _check_int(value: Any, name: str, least: int, most: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise ToolInputError(f"{name} must be a whole number from {least} to {most}, got {value!r}")
+
+
 def _check_k(value: Any, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_K:
         raise ToolInputError(f"{name} must be a whole number from 1 to {MAX_K}, got {value!r}")
@@ -484,27 +565,33 @@ def build_server(service: MemoryService) -> Any:
 
     def search(query: str, k: int = 10, mode: Literal["hybrid", "quick", "lexical"] = "hybrid",
                after: str | None = None, before: str | None = None, on: str | None = None,
-               recent_days: float | None = None) -> dict[str, Any]:
-        return guarded(service.search)(query, k, mode, after, before, on, recent_days)
+               recent_days: float | None = None, offset: int = 0, excerpt_chars: int = DEFAULT_EXCERPT,
+               detail: bool = False) -> dict[str, Any]:
+        return guarded(service.search)(query, k, mode, after, before, on, recent_days,
+                                       offset=offset, excerpt_chars=excerpt_chars, detail=detail)
+
+    def recent(user: str | None = None, n: int = 5, excerpt_chars: int = DEFAULT_EXCERPT) -> dict[str, Any]:
+        return guarded(service.recent)(user, n, excerpt_chars)
 
     def find(keywords: list[str], mode: Literal["tfidf", "phrase", "and", "fuzzy"] = "tfidf", max_results: int = 10,
              window: int | None = None) -> dict[str, Any]:
         return guarded(service.find)(keywords, mode, max_results, window)
 
-    def get_context(target: str, cursor: int | None = None, before: int = 1000, after: int = 1000) -> dict[str, Any]:
-        return guarded(service.get_context)(target, cursor, before, after)
+    def get_context(target: str, cursor: int | None = None, before: int = 1000, after: int = 1000,
+                    window: int | None = None) -> dict[str, Any]:
+        return guarded(service.get_context)(target, cursor, before, after, window)
 
     def explain(query: str, target: str) -> dict[str, Any]:
         return guarded(service.explain)(query, target)
 
-    def why_not(query: str, note: str) -> dict[str, Any]:
-        return guarded(service.why_not)(query, note)
+    def why_not(query: str, note: str, k: int | None = None) -> dict[str, Any]:
+        return guarded(service.why_not)(query, note, k)
 
     def stats() -> dict[str, Any]:
         return guarded(service.stats)()
 
-    for fn, doc in ((search, SEARCH_DOC), (find, FIND_DOC), (get_context, CONTEXT_DOC), (explain, EXPLAIN_DOC),
-                    (why_not, WHY_NOT_DOC), (stats, STATS_DOC)):
+    for fn, doc in ((search, SEARCH_DOC), (recent, RECENT_DOC), (find, FIND_DOC), (get_context, CONTEXT_DOC),
+                    (explain, EXPLAIN_DOC), (why_not, WHY_NOT_DOC), (stats, STATS_DOC)):
         server.add_tool(fn, description=doc, annotations=read_only, structured_output=False)
 
     if service.allow_write:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import re
 import threading
+from datetime import date
 from typing import Any, Callable, Iterable
 
 from explorer.search.fusion import Fused
 from explorer.search.quality import coverage, token_idf
 from explorer.search.schema import Contribution, SearchResult
+from explorer.search.when import Span, closeness, note_day
 from explorer.text.tokenize import tokenize
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -94,10 +96,21 @@ def owner_weights(base: Callable[[str], float], index: Any, favoured: frozenset[
 
 
 class Dialog:
-    """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session (the index's)."""
+    """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session (the index's),
+    and the day each such turn was recorded on (frontmatter `date`, else metadata `timestamp`)."""
 
-    def __init__(self, neighbours: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, neighbours: dict[str, tuple[str, ...]], notes: dict[str, Any] | None = None) -> None:
         self.neighbours: dict[str, tuple[str, ...]] = {path: tuple(sorted(near)) for path, near in neighbours.items()}
+        self.days: dict[str, date] = {}
+        for path in self.neighbours:
+            note = (notes or {}).get(path)
+            if note is None:
+                continue
+            fm = note.frontmatter if isinstance(note.frontmatter, dict) else {}
+            meta = note.metadata if isinstance(note.metadata, dict) else {}
+            day = note_day(fm.get("date")) or note_day(meta.get("timestamp"))
+            if day is not None:
+                self.days[path] = day
 
 
 class MemoryCache:
@@ -114,7 +127,7 @@ class MemoryCache:
             if self._version != index.version:
                 with index.lock:
                     self._owners = Owners(index.notes)
-                    self._dialog = Dialog(index.neighbours)
+                    self._dialog = Dialog(index.neighbours, index.notes)
                     self._version = index.version
             return self._owners, self._dialog
 
@@ -160,6 +173,41 @@ def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: 
             if ids:
                 out.append(Fused(ids[0], extra.contribution, (extra,), 10**9))
     out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
+    return out
+
+
+def lift_by_date(fused: list[Fused], index: Any, dialog: Dialog, spans: list[Span], share: float,
+                 after_days: float) -> list[Fused]:
+    """Time in the query: each conversation turn recorded when the query says gains `share` of the best fused score.
+
+    A turn's fit is `closeness` of its recorded day to the spans the query names (1 inside one,
+    fading to 0 over `after_days` days after it, 0 before it). The gain is one more contribution
+    (retriever `date`, term = the span's words, rank 1, raw score = the fit) on the turn's best
+    shard, so contributions still sum to the fused score; turns no ranking retrieved gain nothing.
+    Returns the list re-sorted; unchanged when the query names no date or no turn has a day.
+    """
+    if share <= 0.0 or not spans or not dialog.days or not fused:
+        return fused
+    top = fused[0].score
+    term = "; ".join(s.text for s in spans)
+    seen: set[str] = set()
+    out = list(fused)
+    changed = False
+    for i, f in enumerate(out):
+        shard = index.shards.get(f.node_id)
+        if shard is None or shard.path in seen:
+            continue
+        seen.add(shard.path)
+        day = dialog.days.get(shard.path)
+        fit = closeness(day, spans, after_days) if day is not None else 0.0
+        if fit <= 0.0:
+            continue
+        extra = Contribution(term=term, retriever="date", rank=1, raw_score=round(fit, 4), retriever_weight=share,
+                             term_weight=1.0, source_weight=1.0, contribution=share * top * fit)
+        out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
+        changed = True
+    if changed:
+        out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
     return out
 
 
@@ -247,3 +295,42 @@ def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, 
             toks.update(index.tokens(shard.node_id))
         best = max(best, coverage(asked, toks, idf))
     return best
+
+
+def other_coverage(entries: Iterable[tuple[str, float]], index: Any, owners: Owners, named: list[str], words: list[str],
+                   top_n: int = 5) -> float:
+    """How much of what the query asks the best results of people *other* than the named ones hold: 0-1.
+
+    `entries` are the search's notes best first (path, score). Among the first `top_n` that belong
+    to someone not named, the best IDF-weighted coverage (as `named_coverage`, names left out) of
+    the query's folded content words. 0 when nobody is named or nobody else has a result. When
+    someone else's notes hold what is asked and the named person's do not, the memory most likely
+    holds it about the other person (on LoCoMo, most unanswerable questions are of that kind).
+    """
+    if not named:
+        return 0.0
+    names = _name_words(owners, named)
+    asked = [w for w in words if w not in names]
+    if not asked:
+        return 0.0
+    wanted = set(named)
+    n_docs = len(index.bm25)
+
+    def idf(word: str) -> float:
+        return token_idf(n_docs, index.bm25.doc_freq(word))
+
+    best = 0.0
+    counted = 0
+    for path, _score in entries:
+        owner = owners.owner_of.get(path)
+        if owner is None or owner in wanted:
+            continue
+        toks: set[str] = set()
+        for node_id in index.shards_by_path.get(path, ()):
+            toks.update(index.tokens(node_id))
+        best = max(best, coverage(asked, toks, idf))
+        counted += 1
+        if counted == top_n:
+            break
+    return best
+

@@ -26,10 +26,10 @@ from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
-from explorer.search.memory import (Dialog, MemoryCache, named_coverage, named_match, owner_weights,
-                                    spread_to_neighbours)
+from explorer.search.memory import (Dialog, MemoryCache, lift_by_date, named_coverage, named_match, other_coverage,
+                                    owner_weights, spread_to_neighbours)
 from explorer.search.notefilters import recency_factor
-from explorer.search.quality import COS_FLOOR, TOP_N, assess, diminishing_returns
+from explorer.search.quality import COS_FLOOR, OTHERS_N, SUFFICIENT, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
@@ -37,6 +37,7 @@ from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, 
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
 from explorer.search.typos import Correction
+from explorer.search.when import Span, mentions
 from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
@@ -95,6 +96,8 @@ class _Run:
     """The fusion's per-shard weight for this search."""
     dialog: Dialog | None = None
     """Adjacent conversation turns of the index version searched."""
+    spans: list[Span] = field(default_factory=list)
+    """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
     fusion: str = "rrf"
     """`rrf` or `score` (search.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None
@@ -260,6 +263,8 @@ class SearchPipeline:
             # No dense feedback ranking: its cosines would count the query's meaning twice (on LoCoMo
             # it cost 0.026 recall@10 under score fusion; BENCHMARKS.md).
             run.threshold = min(s.dense_threshold, COS_FLOOR)
+            if s.date_weight > 0 and run.dialog.days:
+                run.spans = mentions(run.parsed.text)
         if s.owner_weight != 1.0:
             run.named = owners.named(run.parsed.text)
             run.favoured = owners.favoured(run.named)
@@ -358,7 +363,7 @@ class SearchPipeline:
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
             # A query that names a note outside the knowledge notes searches everything.
             named_elsewhere = any(r.retriever == "name" and any(nid not in facts for nid, _ in r.items) for r in rankings)
-            if (kb_quality.level == "high" and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
+            if (kb_quality.score >= SUFFICIENT and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
                     and not named_elsewhere):
                 run.early = True
                 return kb_entries, kb_rankings, ["fact"]
@@ -445,6 +450,12 @@ class SearchPipeline:
     def _assess(self, run: _Run, out: SearchResults) -> None:
         """7. Cut to k, then the quality of what the search found."""
         searched_results = [r for r in out.results if r.source == "search"][: run.k]
+        if run.corrections:
+            # A misspelt word counts as the word it was corrected to in the relevance shown and judged
+            # (after ranking: the passes and the reranker read relevance as it was).
+            with self.index.lock:
+                searched_results = [self._builder.with_corrections(r, run.parsed, run.qvec, run.corrections)
+                                    for r in searched_results]
         out.results = searched_results + [r for r in out.results if r.source != "search"]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
@@ -457,8 +468,11 @@ class SearchPipeline:
                     assert run.terms is not None
                     rankings = [self._retriever.own_words(run.terms.all_terms[0], run.allowed, run.corrections)]
                 share = named_match(rankings, self.index, owners, run.named, TOP_N)
-                covered = named_coverage(judged, self.index, owners, run.named, query_words(run.parsed.text), TOP_N)
-            out.quality = assess(judged, run.qvecs is not None, share, covered)
+                words = query_words(run.parsed.text)
+                covered = named_coverage(judged, self.index, owners, run.named, words, TOP_N)
+                elsewhere = other_coverage(out.trace.entries, self.index, owners, run.named, words, OTHERS_N)
+            out.quality = assess(judged, run.qvecs is not None, share, covered, elsewhere, named=bool(run.named),
+                                 conversation=run.fusion == "score")
         out.stats.final_results = len(out.results)
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
@@ -534,6 +548,8 @@ class SearchPipeline:
             fused = rrf(rankings, s.rrf_k, weight)
         if dialog and run is not None and run.dialog is not None:
             fused = spread_to_neighbours(fused, self.index, run.dialog, s.neighbour_weight)
+            if run.fusion == "score":
+                fused = lift_by_date(fused, self.index, run.dialog, run.spans, s.date_weight, s.date_after_days)
         entries = aggregate(fused, self._path_of, pass_, s.second_shard_weight, run.fusion if run is not None else "rrf")
         return self._prefer_recent(entries, run) if run is not None else entries
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
+from explorer.search.typos import Correction
 from explorer.vault.model import Shard
 
 
@@ -81,10 +83,26 @@ class ResultBuilder:
     def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
         """0-1 (explorer.search.quality.relevance): the entry's best cosine to the query vector and
         the IDF-weighted coverage of the query's words by its top `kc` retrieved shards."""
-        ids = [f.node_id for f in entry.fused[: max(kc, 1)]]
+        return self._relevance([f.node_id for f in entry.fused[: max(kc, 1)]], words, qvec)
+
+    def with_corrections(self, result: SearchResult, parsed: ParsedQuery, qvec: np.ndarray | None,
+                         corrections: Sequence[Correction]) -> SearchResult:
+        """`result` with its relevance judged with each misspelt word (explorer.search.typos) read as
+        its correction: the first one the result's shards hold, else the closest."""
+        if result.source != "search" or not corrections:
+            return result
+        ids = [c.node_id for c in result.context_shards] or [result.node_id]
+        words = query_words(parsed.text) if parsed.text else []
+        return replace(result, relevance=self._relevance(ids, words, qvec, corrections))
+
+    def _relevance(self, ids: list[str], words: list[str], qvec: np.ndarray | None,
+                   corrections: Sequence[Correction] = ()) -> float:
         toks: set[str] = set()
         for node_id in ids:
             toks.update(self.index.tokens(node_id))
+        if corrections:
+            fixed = {c.token: c.candidates for c in corrections if c.candidates}
+            words = [next((t for t in fixed[w] if t in toks), fixed[w][0]) if w in fixed else w for w in words]
         n_docs = len(self.index.bm25)
         cover = coverage(words, toks, lambda w: token_idf(n_docs, self.index.bm25.doc_freq(w)))
         cos: float | None = None

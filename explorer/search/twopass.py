@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from explorer.text.tokenize import is_stopword, tokenize_spans
-from explorer.search.quality import RELEVANT, assess, query_key, token_idf
+from explorer.search.quality import RELEVANT, SUFFICIENT, assess, query_key, token_idf
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.search.terms import call_with_budget
 
@@ -60,7 +60,7 @@ def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) ->
 
     Deterministic: the same index and results give the same analysis.
       - no results: SUFFICIENT (nothing to learn from);
-      - quality high: SUFFICIENT;
+      - quality score >= SUFFICIENT (0.75, the bar the level "high" had): SUFFICIENT;
       - no relevant entry (relevance >= 0.5) among the first five: SUFFICIENT, since feedback
         from unrelated notes would only drift (the vault may not hold the answer);
       - otherwise REFINE with the query plus up to three feedback terms: words of the relevant
@@ -77,7 +77,7 @@ def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) ->
     f = q.factors
     shape = (f"quality {q.level} ({q.score:.2f}): {f['relevant_count']} of {min(len(searched), 10)} top results "
              f"relevant, top relevance {f['top_relevance']:.2f}, gap {f['score_gap']:.2f}")
-    if q.level == "high":
+    if q.score >= SUFFICIENT:
         return Analysis("SUFFICIENT", reason=shape)
     feedback = [r for r in searched[:FEEDBACK_WINDOW] if r.relevance >= RELEVANT][:FEEDBACK_DOCS]
     if not feedback:

@@ -84,6 +84,8 @@ WRITER = [
     Binding("escape", "close", "Close", priority=True, tooltip="Close writing mode (asks when unsaved)"),
     Binding("ctrl+r", "related", "Related now", tooltip="Find notes related to this paragraph now"),
     Binding("ctrl+l", "focus_related", "Related list", tooltip="Move to the related-notes list"),
+    Binding("ctrl+g", "insert_link", "Insert link", priority=True,
+            tooltip="Link the highlighted suggestion: over the words that name it, or at the cursor (ctrl+z undoes)"),
     Binding("ctrl+home", "document(-1)", "Start of note", show=False, tooltip="Cursor to the start of the note"),
     Binding("ctrl+end", "document(1)", "End of note", show=False, tooltip="Cursor to the end of the note"),
     Binding("ctrl+shift+home", "document(-1, True)", "Select to start", show=False, tooltip="Select to the start of the note"),

@@ -8,6 +8,7 @@ from typing import Any
 from textual.message import Message
 
 from explorer.search.schema import SearchResults
+from explorer.search.suggest import Suggestions
 
 
 @dataclass
@@ -136,11 +137,11 @@ class EditNote(Message):
 
 @dataclass
 class RelatedFound(Message, bubble=False):
-    """Writing mode: notes related to the paragraph around the cursor."""
+    """Writing mode: link suggestions for the paragraph around the cursor."""
 
     seq: int
     """Sequence number of the request."""
     paragraph: str
     """The text that was searched."""
-    results: SearchResults
-    """The pipeline's answer."""
+    suggestions: Suggestions
+    """Mentions, related and linked notes (explorer.search.suggest)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from urllib.parse import quote, unquote
 
+from explorer.search.suggest import paragraph_bounds, plain_query
 from explorer.text.files import write_atomic
 from explorer.vault.model import Note
 
@@ -237,28 +238,12 @@ def line_of(text: str, cursor: int) -> int:
 
 def paragraph_at(text: str, index: int, min_words: int = 8, max_chars: int = 600) -> str:
     """The paragraph (blank-line separated) around `index`, grown backwards while it is short."""
-    index = max(0, min(index, len(text)))
-    start = text.rfind("\n\n", 0, index)
-    start = 0 if start == -1 else start + 2
-    end = text.find("\n\n", index)
-    end = len(text) if end == -1 else end
-    while len(text[start:end].split()) < min_words and start > 0:
-        prev = text.rfind("\n\n", 0, max(0, start - 2))
-        start = 0 if prev == -1 else prev + 2
-    para = text[start:end]
-    if len(para) > max_chars:
-        rel = index - start
-        lo = max(0, min(rel - max_chars // 2, len(para) - max_chars))
-        para = para[lo:lo + max_chars]
-    return " ".join(para.split())
+    start, end = paragraph_bounds(text, index, min_words, max_chars)
+    return " ".join(text[start:end].split())
 
 
-_FILTERISH = re.compile(r"[\"\[\]|]|(?<!\w)-(?=\w)|(?<=\w):(?=\S)")
-
-
-def as_plain_query(text: str) -> str:
-    """Text made safe to search as words: no quotes, filters, exclusions or wikilink brackets."""
-    return " ".join(_FILTERISH.sub(" ", text).split())
+#: Text made safe to search as words (the writer's query): explorer.search.suggest.plain_query.
+as_plain_query = plain_query
 
 
 def body_start(text: str) -> int:

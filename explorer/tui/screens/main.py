@@ -229,7 +229,7 @@ class MainScreen(Screen):
 
         Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
         from explorer.search.pipeline import QueryError, SearchCancelled
-        from explorer.tui.classic import ClassicUnavailable, classic_results
+        from explorer.search.classic import ClassicUnavailable, allowed_shards, classic_results
 
         worker = get_current_worker()
 
@@ -250,7 +250,7 @@ class MainScreen(Screen):
                 parsed = parse_query(text)
                 if parsed.text or not parsed.has_filters:
                     # Filters (path:, tag:, …) narrow the tool's hits instead of being searched as words.
-                    allowed = pipeline.allowed_paths(text) if parsed.has_filters else None
+                    allowed = allowed_shards(app.index, app.settings, text) if parsed.has_filters else None
                     words = parsed.text if parsed.has_filters else text
                     results = classic_results(app.index, mode, words, k=app.settings.search.top_k,
                                               cancelled=cancelled, allowed=allowed)
@@ -379,7 +379,9 @@ class MainScreen(Screen):
         index = self.explorer.index
         self.query_one(ContextPane).show(index, res, self.words, self.phrases)
         why_visible = self.query_one(TabbedContent).active == "tab-why"
-        self.query_one(WhyPane).show(index, self.results, res, visible=why_visible)
+        why = self.query_one(WhyPane)
+        why.pipeline = self.explorer.pipeline
+        why.show(index, self.results, res, visible=why_visible)
         # The footer recomposes on every bindings refresh: only when the greyed actions change.
         if (res is not None) != self._had_selection:
             self._had_selection = res is not None
@@ -463,6 +465,8 @@ class MainScreen(Screen):
                 box.value = missing[0]
                 self.notify(f"{len(missing)} note(s) you marked relevant for this query are not in the results")
         box.focus()
+        # The tab switch lays the pane out after this call: bring the box into view then (80x24 hid it).
+        self.call_after_refresh(box.scroll_visible, animate=False)
 
     def action_mark(self, mark: str) -> None:
         """F8 / F9: mark the selected result relevant / not relevant for the current query."""

@@ -15,12 +15,13 @@ from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from explorer.search.suggest import LinkSuggester, Suggestion, Suggestions, paragraph_bounds, plain_query, sentence_bounds
 from explorer.text.cells import clip
 from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
-from explorer.tui.safe import plain, safe_content
-from explorer.tui.text import as_plain_query, body_start, paragraph_at, read_note_file, write_atomic
+from explorer.tui.safe import plain, safe_content, screen_text
+from explorer.tui.text import body_start, read_note_file, write_atomic
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from explorer.tui.app import ExplorerApp
 
 RELATED_K = 8
-RELATED_DELAY = 0.3
+#: Quiet time after a keystroke or cursor move before the list is asked for (see BENCHMARKS.md, link suggestions).
+RELATED_DELAY = 0.1
 
 
 class WriterScreen(Screen):
@@ -44,6 +46,10 @@ class WriterScreen(Screen):
         self.saved_text = ""
         self.related_paths: list[str] = []
         self.paragraph = ""
+        self.suggestions: list[Suggestion] = []
+        """The list as shown (mentions, related, linked)."""
+        self._suggester: LinkSuggester | None = None
+        self._asked: tuple | None = None
         self._seq = 0
         self._timer: Timer | None = None
         self._warned_dirty = False
@@ -69,7 +75,7 @@ class WriterScreen(Screen):
         with Horizontal(id="writer-body"):
             yield TextArea(id="editor", soft_wrap=True, tab_behavior="indent")
             with Vertical(id="writer-side"):
-                yield Static("Related notes follow the paragraph you are writing.", id="related-head")
+                yield Static("Links for the paragraph you are writing: named notes first, then related ones.", id="related-head")
                 yield OptionList(id="related")
         yield StatusBar()
         yield KeyFooter()
@@ -123,53 +129,108 @@ class WriterScreen(Screen):
             self._timer.stop()
         self._timer = self.set_timer(delay, self.action_related)
 
+    def _link_suggester(self) -> LinkSuggester | None:
+        """The suggester over the app's current pipeline (a new one when the pipeline changed)."""
+        pipeline = self.explorer.pipeline
+        if pipeline is None:
+            return None
+        if self._suggester is None or self._suggester.pipeline is not pipeline:
+            self._suggester = LinkSuggester(pipeline)
+        return self._suggester
+
     def action_related(self, force: bool = False) -> None:
-        """Search for notes related to the paragraph around the cursor."""
-        app = self.explorer
-        if app.pipeline is None:
+        """Suggest links for the paragraph around the cursor: named notes first, then related ones."""
+        suggester = self._link_suggester()
+        if suggester is None:
             return
         editor = self.query_one(TextArea)
+        text = editor.text
         index = editor.document.get_index_from_location(editor.cursor_location)
-        paragraph = as_plain_query(paragraph_at(editor.text, index))
-        if not paragraph or (paragraph == self.paragraph and not force):
+        start, end = paragraph_bounds(text, index)
+        paragraph = plain_query(text[start:end])
+        # The sentence at the cursor ranks the named notes: moving to another sentence asks again.
+        key = (text[start:end], sentence_bounds(text, index, start, end))
+        if not paragraph or (key == self._asked and not force):
             return
+        self._asked = key
         self.paragraph = paragraph
         self._seq += 1
         self.query_one("#related-head", Static).update(Content.styled("searching…", "$text-muted"))
-        self._related(self._seq, paragraph, app.status.hybrid)
+        self._related(self._seq, suggester, text, index, self.explorer.status.hybrid)
 
     @work(thread=True, exclusive=True, group="related", exit_on_error=False)
-    def _related(self, seq: int, paragraph: str, dense: bool) -> None:
-        """Run the pipeline on the paragraph (one pass, no rerank) in a thread."""
+    def _related(self, seq: int, suggester: LinkSuggester, text: str, cursor: int, dense: bool) -> None:
+        """Find the link suggestions (names in the paragraph, then one hybrid pass) in a thread."""
         from explorer.search.pipeline import QueryError, SearchCancelled
 
         worker = get_current_worker()
+
+        def named(first: Suggestions) -> None:
+            # The named notes show at once; the related search completes the list after.
+            if first.items and not worker.is_cancelled:
+                self.post_message(RelatedFound(seq, first.query, first))
+
         try:
-            results = self.explorer.pipeline.search(
-                paragraph, k=RELATED_K + 1, dense=dense, two_pass=False, rerank=False,
-                cancelled=lambda: worker.is_cancelled, record=False,
-            )
+            found = suggester.suggest(text, cursor, path=self.path, k=RELATED_K, dense=dense,
+                                      cancelled=lambda: worker.is_cancelled, early=named)
         except (SearchCancelled, QueryError):
             return
         if not worker.is_cancelled:
-            self.post_message(RelatedFound(seq, paragraph, results))
+            self.post_message(RelatedFound(seq, found.query, found))
 
     def on_related_found(self, message: RelatedFound) -> None:
-        """Show the related notes (not the note being written)."""
+        """Show the suggestions: named-but-unlinked notes, related notes, notes linked already."""
         if message.seq != self._seq:
             return
-        items = [r for r in message.results.results if r.document_path != self.path][:RELATED_K]
-        self.related_paths = [r.document_path for r in items]
+        items = [s for s in message.suggestions.items if s.path != self.path][:RELATED_K]
+        self.suggestions = items
+        self.related_paths = [s.path for s in items]
         related = self.query_one("#related", OptionList)
+        # A refreshed list keeps the note the person had moved to highlighted.
+        kept = related.get_option_at_index(related.highlighted).id if related.highlighted is not None else None
         related.clear_options()
-        for r in items:
-            tags = [b for b, _ in badges(r)][:2]
-            related.add_option(Option(safe_content(Content.assemble((r.title, "bold"), "\n", (r.document_path, "$text-muted"),
-                                                                    ("  " + " · ".join(tags), "$text-muted"))), id=r.document_path))
+        for s in items:
+            if s.kind == "mention" and s.mention is not None:
+                note = ("named here" + (" (typo)" if s.mention.fuzzy else "") + ": " + clip(s.mention.typed, 30), "$text-accent")
+            elif s.kind == "linked":
+                note = ("linked", "$text-success")
+            else:
+                note = (" · ".join([b for b, _ in badges(s.result)][:2]) if s.result is not None else "", "$text-muted")
+            related.add_option(Option(safe_content(Content.assemble(
+                (s.title, "bold"), "\n", (s.path, "$text-muted"), "  ", note)), id=s.path))
+        if kept in self.related_paths:
+            related.highlighted = self.related_paths.index(kept)
         para = clip(message.paragraph, 70)
-        head = "hybrid" if message.results.mode.dense else "BM25"
+        results = message.suggestions.results
+        head = "searching…" if results is None else "hybrid" if results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
-            Content.assemble((f"Related ({head})", "bold"), "\n", plain(f"“{para}”", "$text-muted")))
+            Content.assemble((f"Links ({head})", "bold"), "\n",
+                             plain(f"“{para}”", "$text-muted")))
+
+    def action_insert_link(self) -> None:
+        """Insert the highlighted suggestion as a link: over its mention, or at the cursor (undoable)."""
+        editor = self.query_one(TextArea)
+        if editor.read_only or not self.suggestions:
+            return
+        related = self.query_one("#related", OptionList)
+        pick = related.highlighted if related.highlighted is not None else 0
+        if not 0 <= pick < len(self.suggestions):
+            return
+        s = self.suggestions[pick]
+        if s.kind == "linked":
+            self.notify(f"{screen_text(s.title)} is linked in this paragraph already.", markup=False, timeout=3)
+            return
+        if not s.link:
+            self.notify("This note's name holds control characters: link it by hand.", severity="warning", timeout=4)
+            return
+        doc = editor.document
+        m = s.mention
+        if m is not None and editor.text[m.start:m.end] == m.typed:
+            result = editor.replace(s.link, doc.get_location_from_index(m.start), doc.get_location_from_index(m.end))
+        else:
+            result = editor.insert(s.link)
+        editor.move_cursor(result.end_location)
+        editor.focus()
 
     def action_focus_related(self) -> None:
         """Move to the related list (ctrl+l again: back to the editor)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
@@ -12,7 +13,7 @@ from textual.widgets import Input, Static
 
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.tui.safe import SafeInput, safe_content, screen_text
-from explorer.tui.whynot import WhyNotReport, why_not
+from explorer.search.whynot import Proof, WhyNotReport, why_not
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import shown_ranks
 
@@ -51,6 +52,8 @@ class WhyPane(VerticalScroll):
     WhyPane #why-not-verdict { margin: 1 0 0 0; }
     WhyPane #why-not-verdict.-found { color: $text-success; }
     WhyPane #why-not-verdict.-missing { color: $text-warning; }
+    WhyPane #why-not-proof { margin: 1 0 0 0; display: none; }
+    WhyPane #why-not-proof.-shown { display: block; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -59,6 +62,10 @@ class WhyPane(VerticalScroll):
         self.results: SearchResults | None = None
         self.result: SearchResult | None = None
         self.report: WhyNotReport | None = None
+        self.proof: Proof | None = None
+        """The last proven answer (each change run), once its worker finished."""
+        self.pipeline: Any = None
+        """The search pipeline the proof re-runs (set by the screen with the index)."""
         self._pending = False
 
     def compose(self) -> ComposeResult:
@@ -69,6 +76,7 @@ class WhyPane(VerticalScroll):
         yield Static(id="why-timings")
         yield SafeInput(placeholder="Why not…? a note you expected (path or title)", id="why-not")
         yield Static(id="why-not-verdict")
+        yield Static(id="why-not-proof")
         yield FitTable(("stage", "outcome"), min_width=40, id="why-not-table")
 
     def set_suggestions(self, names: list[str]) -> None:
@@ -99,6 +107,8 @@ class WhyPane(VerticalScroll):
             self.query_one("#why-search", Static).update("")
             self.query_one("#why-timings", Static).update("")
             self.query_one("#why-not-verdict", Static).update("")
+            self.query_one("#why-not-proof", Static).update("")
+            self.query_one("#why-not-proof", Static).set_class(False, "-shown")
             self.query_one("#why-not-table", FitTable).clear()
             return
         if result is None:
@@ -197,10 +207,16 @@ class WhyPane(VerticalScroll):
             self.ask(event.value)
 
     def ask(self, name: str) -> WhyNotReport | None:
-        """Show where note `name` ranked at each stage of the current search."""
+        """Show where note `name` ranked at each stage of the current search, then prove in a
+        worker what would bring it into the top k (each change run as a search before it is shown)."""
         verdict = self.query_one("#why-not-verdict", Static)
+        proof = self.query_one("#why-not-proof", Static)
         table = self.query_one("#why-not-table", FitTable)
         table.clear()
+        proof.update("")
+        proof.set_class(False, "-shown")
+        self.proof = None
+        self.workers.cancel_group(self, "why-not")
         if not name.strip():
             self.report = None
             verdict.update("")
@@ -217,4 +233,43 @@ class WhyPane(VerticalScroll):
         verdict.set_class(not found, "-missing")
         title = f"{report.path}: " if report.path else ""
         verdict.update(safe_content(Content.assemble((title, "bold"), report.verdict)))
+        if report.path is not None and not found and self.pipeline is not None and not self.results.mode.classic:
+            proof.update(Content.styled("Checking what would bring it into the top k (each change is run first)…", "dim"))
+            proof.set_class(True, "-shown")
+            self._prove(self.pipeline, self.results.query, report.path)
         return report
+
+    @work(thread=True, exclusive=True, group="why-not", exit_on_error=False)
+    def _prove(self, pipeline: Any, query: str, path: str) -> None:
+        """Run the proof off the UI thread; show it when it is done (a newer question cancels it)."""
+        from textual.worker import get_current_worker
+
+        from explorer.engine import make_pipeline
+        from explorer.search.whynot import prove
+
+        worker = get_current_worker()
+        try:
+            result = prove(pipeline, query, path, make_pipeline=make_pipeline)
+        except Exception as exc:  # noqa: BLE001 - the pane says so, the app lives on
+            if not worker.is_cancelled:
+                self.app.call_from_thread(self._show_proof, None, f"could not check: {type(exc).__name__}: {exc}")
+            return
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self._show_proof, result, "")
+
+    def _show_proof(self, proof: Proof | None, error: str) -> None:
+        self.proof = proof
+        box = self.query_one("#why-not-proof", Static)
+        if proof is None:
+            box.update(safe_content(Content.styled(error, "dim")))
+            return
+        parts: list[Any] = [(proof.summary, "bold")]
+        for fact in proof.facts:
+            parts.append(f"\n  · {fact}")
+        for change in proof.changes:
+            parts.append(("\n  ✓ " if change.holds else "\n  ✗ ", "bold" if change.holds else "dim"))
+            parts.append(change.claim if change.holds else (change.claim, "dim"))
+        for line in proof.unchecked:
+            parts.append((f"\n  not checked: {line}", "dim"))
+        box.update(safe_content(Content.assemble(*parts)))
+        self.call_after_refresh(box.scroll_visible, animate=False)

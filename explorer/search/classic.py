@@ -1,12 +1,16 @@
-"""Classic cursor tools (phrase, AND, fuzzy, TF-IDF) shown in the results list as SearchResults."""
+"""Classic cursor tools (phrase, AND, fuzzy, TF-IDF) under the search box's filters, for the app, `explorer find` and MCP `find`."""
 
 from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable
+from dataclasses import replace
+from typing import Any, Callable, Sequence
 
+from explorer.config import Settings
 from explorer.index.windows import snippet
+from explorer.search.query import parse_query
+from explorer.search.retrieve import Retriever
 from explorer.search.schema import ContextShard, Quality, SearchMode, SearchResult, SearchResults, SearchStats
 
 _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')
@@ -14,6 +18,71 @@ _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')
 
 class ClassicUnavailable(RuntimeError):
     """The classic tools cannot run: the module is missing, or the query has no usable keywords."""
+
+
+def split_filters(keywords: Sequence[str]) -> tuple[list[str], str]:
+    """Keywords apart from filters: `["cage", "tag:pets", "path:Pets"]` -> (["cage"], "tag:pets path:Pets").
+
+    An item is a filter when the search box would read it as nothing but filters (`tag:`, `path:`,
+    `file:`, `section:`, `#tag`, `-word`); everything else is a keyword, as given.
+    """
+    words: list[str] = []
+    filters: list[str] = []
+    for item in keywords:
+        if not item.strip():
+            continue
+        parsed = parse_query(item)
+        if parsed.has_filters and not parsed.text and not parsed.references:
+            filters.append(item.strip())
+        else:
+            words.append(item)
+    return words, " ".join(filters)
+
+
+def allowed_shards(index: Any, settings: Settings, filters: str) -> set[str] | None:
+    """node_ids of the shards the filters in `filters` allow, as the search pipeline reads them (None: no filter)."""
+    if not filters.strip():
+        return None
+    retriever = Retriever(index, settings, lambda _node_id: 1.0)
+    with index.lock:
+        return retriever.allowed(parse_query(filters))
+
+
+def allowed_paths(index: Any, settings: Settings, filters: str) -> set[str] | None:
+    """The notes the filters in `filters` allow (None: no filter)."""
+    allowed = allowed_shards(index, settings, filters)
+    if allowed is None:
+        return None
+    return {index.shards[n].path for n in allowed if n in index.shards}
+
+
+def find(index: Any, settings: Settings, mode: str, keywords: Sequence[str], max_results: int | None = None,
+         context_chars: int | None = None, window: int | None = None) -> Any:
+    """One classic tool's hits (a ClassicResult) for keywords that may hold filters (`tag:pets`).
+
+    The tool runs on the keywords alone; with filters, it looks deeper and keeps the hits in the
+    notes they allow, so `explorer find` and MCP `find` honour the filters the app does.
+
+    Raises:
+        ClassicQueryError: bad input (no keyword, an unknown mode, ...).
+    """
+    from explorer.index.classic import DEFAULTS, MAX_RESULTS, ClassicQueryError, run_mode
+
+    words, filters = split_filters(keywords)
+    allowed = allowed_shards(index, settings, filters)
+    if allowed is None:
+        return run_mode(index, mode, words if filters else list(keywords), max_results, context_chars, window)
+    if not words:
+        raise ClassicQueryError("give at least one keyword besides the filters, e.g. cage tag:pets")
+    wanted = max_results or DEFAULTS.get(mode, (15, 0))[0]
+    result = run_mode(index, mode, words, min(max(wanted * 20, 300), MAX_RESULTS), context_chars, window)
+    kept = []
+    for hit in result.hits:
+        shard = index.shard_at(hit.path, hit.cursor)  # the passage the hit is in: section: filters count
+        if shard is not None and shard.node_id in allowed:
+            kept.append(hit)
+    note = f"filters {filters} kept {len(kept)} of {len(result.hits)} hits"
+    return replace(result, hits=tuple(kept[:wanted]), total=len(kept), warnings=(*result.warnings, note))
 
 
 def classic_keywords(mode: str, text: str) -> list[str]:
@@ -28,7 +97,8 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
     """Run classic tool `mode` over the index and present its hits like pipeline results.
 
     Several hits in one note become that entry's context shards (best first). With `allowed`
-    (the notes a query's filters allow), hits in other notes are left out.
+    (node_ids of the passages a query's filters allow: `allowed_shards`), hits in other passages
+    are left out, as `find` leaves them out.
 
     Raises:
         ClassicUnavailable: when `explorer.index.classic` is missing or rejects the query.
@@ -47,8 +117,10 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
     for hit in found.hits:
         if cancelled is not None and cancelled():
             break
-        if allowed is not None and hit.path not in allowed:
-            continue
+        if allowed is not None:
+            shard = index.shard_at(hit.path, hit.cursor)
+            if shard is None or shard.node_id not in allowed:
+                continue
         entries.setdefault(hit.path, []).append(hit)
     out: list[SearchResult] = []
     for path, hits in list(entries.items())[:k]:

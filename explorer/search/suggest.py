@@ -1,0 +1,535 @@
+"""Link suggestions while writing: notes the paragraph names without a link first, then related notes.
+
+The writer asks `LinkSuggester.suggest(text, cursor)` for the paragraph around the cursor. The
+answer is built in three steps:
+
+1. **Mentions.** The paragraph's words are matched against every note's names (title, file name,
+   frontmatter `title` and `aliases`), Obsidian's "unlinked mentions": whole names only, case- and
+   stem-tolerant (`docker setups` names "Docker setup"), one typo allowed in a word of
+   `FUZZY_MIN` letters or more (`Dokcer setup`). A name made of stop-words or of very few letters
+   ("IF", "ML") matches only as written. Where names overlap, the longest one wins ("Docker setup"
+   over "Docker"). Words inside an existing link are not mentions: their notes are *linked*.
+2. **Ranking of mentions.** A mention in the sentence at the cursor scores `SENTENCE_WEIGHT`, one
+   elsewhere in the paragraph 1.0; a typo match is multiplied by `FUZZY_FACTOR`; ties go to the
+   mention nearest the cursor. Every unlinked mention comes before any related note.
+3. **Related notes.** The hybrid pipeline (one pass, no rerank, keyword terms, `RELATED_SETTINGS`)
+   fills the rest of the list. It reads the sentence at the cursor followed by the whole paragraph
+   (`QUERY_SCOPE`), so the sentence's words count twice. A note the paragraph already links to is
+   kept where it ranks but marked `linked`; linked notes that did not rank are added at the end
+   while there is room.
+
+Nothing here writes a file: `Suggestion.link` and `Mention` give the text and the span an editor
+replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from the link target).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from urllib.parse import quote
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from rapidfuzz.distance import OSA
+
+from explorer.search.schema import SearchResult, SearchResults
+from explorer.text.safe import has_controls
+from explorer.text.tokenize import is_stopword, tokenize_spans
+from explorer.vault.model import Note
+from explorer.vault.parse import markdown_link_target
+
+#: Score of a mention in the sentence at the cursor (a mention elsewhere in the paragraph: 1.0).
+SENTENCE_WEIGHT = 2.0
+#: Factor on the score of a mention found through a typo.
+FUZZY_FACTOR = 0.8
+#: A typed word of this many letters or more may differ from a name's word by one edit.
+FUZZY_MIN = 5
+#: What the related search reads (LinkSuggester.scope).
+QUERY_SCOPE = "both"
+#: Suggestions listed.
+LIMIT = 8
+#: A name of letters only, at most this many ("IF", "ML"), or of stop-words or digits only, matches only as written.
+STRICT_LETTERS = 3
+#: Longer names are not matched (a hostile alias list cannot slow the scan down).
+MAX_NAME = 200
+#: Paragraph rules, as the writer has always used them: grow backwards while under `MIN_WORDS`,
+#: and keep at most `MAX_CHARS` characters around the cursor.
+MIN_WORDS = 8
+MAX_CHARS = 600
+
+#: The related search runs after every pause in typing, so it leaves out what the list does not
+#: need: the name ranking (the mentions above list named notes), the knowledge-first retrieval,
+#: and all but one context shard per result (the list shows none; the ranking is the same).
+RELATED_SETTINGS: dict[str, Any] = {"search.name_weight": 0.0, "search.knowledge_first": False, "search.pass1_shards": 1}
+
+_WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
+_MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_FILTERISH = re.compile(r"[\"\[\]|]|(?<!\w)-(?=\w)|(?<=\w):(?=\S)")
+_BREAK = re.compile(r"[.!?;\n]")
+
+
+def plain_query(text: str) -> str:
+    """Text made safe to search as words: no quotes, filters, exclusions or wikilink brackets."""
+    return " ".join(_FILTERISH.sub(" ", text).split())
+
+
+def paragraph_bounds(text: str, index: int, min_words: int = MIN_WORDS, max_chars: int = MAX_CHARS) -> tuple[int, int]:
+    """(start, end) of the paragraph (blank-line separated) around `index`, grown backwards while
+    it is short, cut to `max_chars` around the cursor."""
+    index = max(0, min(index, len(text)))
+    start = text.rfind("\n\n", 0, index)
+    start = 0 if start == -1 else start + 2
+    end = text.find("\n\n", index)
+    end = len(text) if end == -1 else end
+    while len(text[start:end].split()) < min_words and start > 0:
+        prev = text.rfind("\n\n", 0, max(0, start - 2))
+        start = 0 if prev == -1 else prev + 2
+    if end - start > max_chars:
+        lo = max(0, min(index - start - max_chars // 2, end - start - max_chars))
+        start, end = start + lo, start + lo + max_chars
+    return start, end
+
+
+def sentence_bounds(text: str, index: int, start: int, end: int) -> tuple[int, int]:
+    """(start, end) of the sentence around `index` within text[start:end]; a cursor just after a
+    sentence's full stop belongs to that sentence."""
+    i = max(start, min(index, end))
+    while i > start and text[i - 1].isspace():
+        i -= 1
+    if i > start and text[i - 1] in ".!?":
+        i -= 1
+    lo = start
+    for m in _SENTENCE_END.finditer(text, start, i):
+        lo = m.end()
+    m = _SENTENCE_END.search(text, i, end)
+    hi = m.end() if m else end
+    return lo, hi
+
+
+@dataclass(frozen=True, slots=True)
+class _Name:
+    path: str
+    name: str
+    keys: tuple[str, ...]
+    """Folded tokens of the name."""
+    raw: tuple[str, ...]
+    """Its words, case-folded but not stemmed (what a typo is measured against)."""
+    strict: bool
+    """Match only as written (short names, stop-word names)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """A note named in the paragraph."""
+
+    path: str
+    """The note named."""
+    name: str
+    """Which of its names matched."""
+    start: int
+    """Offset of the mention (or of the link) in the text."""
+    end: int
+    """Offset past it."""
+    typed: str
+    """The words as they stand in the text."""
+    linked: bool
+    """True when the words are a link already."""
+    fuzzy: bool = False
+    """True when a word matched through a typo."""
+    in_sentence: bool = False
+    """True when the mention is in the sentence at the cursor."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """One entry of the writer's list."""
+
+    path: str
+    """The note suggested."""
+    title: str
+    """Its title."""
+    kind: str
+    """`mention` (named, not linked), `related` (found by the search) or `linked` (the paragraph links to it)."""
+    link: str
+    """The link text to insert: `[[Target]]` or `[[Target|typed words]]` over a mention ('' when the
+    note's name holds control characters: it cannot be linked from here)."""
+    mention: Mention | None = None
+    """The unlinked mention this suggestion replaces (None: insert at the cursor)."""
+    result: SearchResult | None = None
+    """The search result behind a related (or linked) entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestions:
+    """The writer's list for one cursor position."""
+
+    query: str
+    """The paragraph's words as searched."""
+    start: int
+    """Paragraph start offset."""
+    end: int
+    """Paragraph end offset."""
+    items: tuple[Suggestion, ...]
+    """Mentions first, then related notes (linked ones marked)."""
+    mentions: tuple[Mention, ...] = ()
+    """Every name found in the paragraph (linked ones too), in text order."""
+    results: SearchResults | None = None
+    """The related search's answer (None when there was nothing to search)."""
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    """Time spent per step."""
+
+
+class MentionIndex:
+    """Every note's names, by first word and by one-deletion neighbours of their words (typos)."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, tuple[_Name, ...]] = {}
+        self._notes: dict[str, Note] = {}
+        self._first: dict[str, list[_Name]] = {}
+        self._by_name: dict[str, list[str]] = {}
+        self._by_path: dict[str, str] = {}
+        self._stems: dict[str, list[str]] = {}
+        self._deletes: dict[str, set[str]] = {}
+        self._fold_of: dict[str, str] = {}
+        self._near: dict[str, tuple[str, ...]] = {}
+        self._version: object = None
+
+    def refresh(self, notes: Mapping[str, Note], version: object) -> None:
+        """Bring the table up to date with `notes` (only changed notes are redone)."""
+        if version == self._version:
+            return
+        for path in [p for p in self._notes if p not in notes]:
+            self._drop(path)
+        for path, note in notes.items():
+            if self._notes.get(path) is not note:
+                self._drop(path)
+                self._add(path, note)
+        self._near.clear()
+        self._version = version
+
+    def _add(self, path: str, note: Note) -> None:
+        self._notes[path] = note
+        entries = []
+        for name in note.names:
+            if has_controls(name) or len(name) > MAX_NAME:
+                continue  # never matched, so never written into the editor
+            spans = tokenize_spans(name)
+            if not spans:
+                continue
+            keys = tuple(t for t, _, _ in spans)
+            raw = tuple(name[s:e].casefold() for _, s, e in spans)
+            short = all(w.isalpha() for w in raw) and sum(map(len, raw)) <= STRICT_LETTERS
+            strict = short or all(is_stopword(w) for w in raw) or all(w.isdigit() for w in raw)
+            entry = _Name(path, name, keys, raw, strict)
+            entries.append(entry)
+            self._first.setdefault(keys[0], []).append(entry)
+            self._by_name.setdefault(name.casefold(), []).append(path)
+            for word, key in zip(raw, keys):
+                if len(word) >= FUZZY_MIN and word.isalpha() and word not in self._fold_of:
+                    self._fold_of[word] = key
+                    for d in _deletes(word):
+                        self._deletes.setdefault(d, set()).add(word)
+        self._names[path] = tuple(entries)
+        low = path.casefold()
+        self._by_path[low] = path
+        self._by_path[low[:-3] if low.endswith(".md") else low] = path
+        self._stems.setdefault(note.stem.casefold(), []).append(path)
+
+    def _drop(self, path: str) -> None:
+        note = self._notes.pop(path, None)
+        for entry in self._names.pop(path, ()):
+            bucket = self._first.get(entry.keys[0], [])
+            if entry in bucket:
+                bucket.remove(entry)
+            paths = self._by_name.get(entry.name.casefold(), [])
+            if path in paths:
+                paths.remove(path)
+        if note is not None:
+            low = path.casefold()
+            self._by_path.pop(low, None)
+            self._by_path.pop(low[:-3] if low.endswith(".md") else low, None)
+            stems = self._stems.get(note.stem.casefold(), [])
+            if path in stems:
+                stems.remove(path)
+
+    def note(self, path: str) -> Note | None:
+        """The note at `path` as last refreshed."""
+        return self._notes.get(path)
+
+    def link_target(self, path: str) -> str:
+        """What to write inside `[[...]]` for `path`: the file name, or the path when two notes share it."""
+        note = self._notes.get(path)
+        if note is None:
+            return path[:-3] if path.lower().endswith(".md") else path
+        if len(self._stems.get(note.stem.casefold(), ())) > 1:
+            return path[:-3] if path.lower().endswith(".md") else path
+        return note.stem
+
+    def resolve(self, target: str) -> str | None:
+        """The note a link target names (path, file name or another name, case-insensitively)."""
+        t = target.strip().replace("\\", "/").lstrip("/").casefold()
+        if not t:
+            return None
+        if t in self._by_path:
+            return self._by_path[t]
+        stem = t.rsplit("/", 1)[-1]
+        stem = stem[:-3] if stem.endswith(".md") else stem
+        for table in (self._stems, self._by_name):
+            found = sorted(table.get(stem, ()), key=lambda p: (len(p), p))
+            if found:
+                return found[0]
+        return None
+
+    def _close(self, word: str) -> tuple[str, ...]:
+        """Name words one edit (insert, delete, replace, swap) away from the typed `word`."""
+        hit = self._near.get(word)
+        if hit is not None:
+            return hit
+        found: set[str] = set()
+        if len(word) >= FUZZY_MIN - 1 and word.isalpha():
+            for d in (word, *_deletes(word)):
+                found |= self._deletes.get(d, set())
+        out = tuple(sorted(w for w in found if w != word and len(w) >= FUZZY_MIN and OSA.distance(w, word) <= 1))
+        if len(self._near) > 50_000:
+            self._near.clear()
+        self._near[word] = out
+        return out
+
+    def find(self, text: str, start: int, end: int, skip: Iterable[tuple[int, int]] = ()) -> list[tuple[_Name, int, int, bool]]:
+        """Names standing in text[start:end] outside the `skip` spans: (name, start, end, fuzzy),
+        longest first where they overlap."""
+        spans = [(k, start + s, start + e) for k, s, e in tokenize_spans(text[start:end])]
+        blocked = sorted(skip)
+        toks = [t for t in spans if not any(a <= t[1] < b for a, b in blocked)]
+        out: list[tuple[_Name, int, int, bool]] = []
+        i = 0
+        while i < len(toks):
+            best: list[tuple[_Name, int, bool]] = []
+            best_len = 0
+            for key0, fuzzy0 in self._keys_at(text, toks[i]):
+                for entry in self._first.get(key0, ()):
+                    n = len(entry.keys)
+                    if n < best_len or i + n > len(toks):
+                        continue
+                    fuzzy = self._match(text, toks, i, entry, fuzzy0)
+                    if fuzzy is None:
+                        continue
+                    if n > best_len or (best and best[0][2] and not fuzzy):
+                        best, best_len = [], n
+                    if not best or fuzzy == best[0][2]:
+                        best.append((entry, n, fuzzy))
+            if best:
+                for entry, n, fuzzy in best:
+                    out.append((entry, toks[i][1], toks[i + n - 1][2], fuzzy))
+                i += best_len
+            else:
+                i += 1
+        return out
+
+    def _keys_at(self, text: str, tok: tuple[str, int, int]) -> list[tuple[str, bool]]:
+        key, s, e = tok
+        keys = [(key, False)]
+        for word in self._close(text[s:e].casefold()):
+            fk = self._fold_of.get(word)
+            if fk is not None and fk != key:
+                keys.append((fk, True))
+        return keys
+
+    def _match(self, text: str, toks: list[tuple[str, int, int]], i: int, entry: _Name, fuzzy0: bool) -> bool | None:
+        """None when `entry` does not stand at toks[i]; else whether a typo was needed."""
+        n = len(entry.keys)
+        if entry.strict:
+            typed = " ".join(text[toks[i][1]:toks[i + n - 1][2]].split())
+            return False if typed == entry.name or _same_words(typed, entry.name) else None
+        fuzzy = int(fuzzy0)
+        for j in range(1, n):
+            key, s, e = toks[i + j]
+            if _BREAK.search(text, toks[i + j - 1][2], s):
+                return None
+            if key == entry.keys[j]:
+                continue
+            word = text[s:e].casefold()
+            if fuzzy or entry.raw[j] not in self._close(word):
+                return None
+            fuzzy += 1
+        if fuzzy and (n == 1 and len(entry.raw[0]) < FUZZY_MIN + 1):
+            return None
+        if fuzzy and n > 1 and fuzzy >= n:
+            return None
+        return bool(fuzzy)
+
+
+def _same_words(typed: str, name: str) -> bool:
+    """Same words with the same letters' case (punctuation between them aside)."""
+    return [m.group(0) for m in re.finditer(r"\w+", typed)] == [m.group(0) for m in re.finditer(r"\w+", name)]
+
+
+def _deletes(word: str) -> set[str]:
+    return {word[:i] + word[i + 1:] for i in range(len(word))}
+
+
+def _link(target: str, typed: str, path: str) -> str:
+    """`[[target]]` or `[[target|typed]]`; a Markdown link when the name holds a character that would
+    end a wikilink early (`[`, `]`, `|`, `#`, `^`)."""
+    typed = " ".join(typed.replace("[", " ").replace("]", " ").replace("|", " ").split())
+    if has_controls(target) or has_controls(typed):
+        return ""  # a name a terminal could act on is never written into the editor
+    if any(c in target for c in "[]|#^"):
+        words = typed or target.rsplit("/", 1)[-1].replace("[", " ").replace("]", " ")
+        return f"[{' '.join(words.split())}]({quote(path)})"
+    if not typed or typed == target or typed == target.rsplit("/", 1)[-1]:
+        return f"[[{target}]]"
+    return f"[[{target}|{typed}]]"
+
+
+class LinkSuggester:
+    """Link suggestions for a paragraph being written, over one search pipeline."""
+
+    def __init__(self, pipeline: Any, sentence_weight: float = SENTENCE_WEIGHT, fuzzy_factor: float = FUZZY_FACTOR,
+                 scope: str = QUERY_SCOPE) -> None:
+        from explorer.search.pipeline import SearchPipeline
+
+        self.pipeline = pipeline
+        """The app's pipeline (its index is the one read)."""
+        self.related = SearchPipeline(pipeline.index, pipeline.settings.with_overrides(RELATED_SETTINGS, origin="link suggestions"))
+        """The pipeline of the related search: the app's settings with `RELATED_SETTINGS`, keyword terms (no LLM)."""
+        self.sentence_weight = sentence_weight
+        self.fuzzy_factor = fuzzy_factor
+        self._lock = threading.Lock()
+        self.scope = scope
+        """What the related search reads: `paragraph`, `sentence` (at the cursor) or `both` (the sentence, then the paragraph)."""
+        self.names = MentionIndex()
+
+    def refresh(self) -> None:
+        """Bring the name table up to date with the index (cheap when nothing changed)."""
+        index = self.pipeline.index
+        with index.lock:
+            self.names.refresh(index.notes, index.version)
+
+    def mentions(self, text: str, cursor: int, path: str | None = None) -> tuple[tuple[int, int], list[Mention]]:
+        """The paragraph's bounds and the names in it: links (linked) and unlinked mentions, in text order."""
+        # A cancelled writer thread may still be running: one thread at a time reads and refreshes the table.
+        with self._lock:
+            return self._mentions(text, cursor, path)
+
+    def _mentions(self, text: str, cursor: int, path: str | None) -> tuple[tuple[int, int], list[Mention]]:
+        self.refresh()
+        start, end = paragraph_bounds(text, cursor)
+        s_lo, s_hi = sentence_bounds(text, cursor, start, end)
+        out: list[Mention] = []
+        links: list[tuple[int, int]] = []
+        for m in _WIKILINK.finditer(text, start, end):
+            target = m.group(1).partition("|")[0].partition("#")[0]
+            links.append((m.start(), m.end()))
+            found = self.names.resolve(target)
+            if found is not None:
+                out.append(Mention(found, target.strip(), m.start(), m.end(), m.group(0), True,
+                                   in_sentence=s_lo <= m.start() < s_hi))
+        for m in _MDLINK.finditer(text, start, end):
+            if any(a <= m.start() < b for a, b in links):
+                continue
+            links.append((m.start(), m.end()))
+            dest = markdown_link_target(m.group(2))
+            found = self.names.resolve(dest[0]) if dest and dest[0] else None
+            if found is not None:
+                out.append(Mention(found, dest[0] if dest else "", m.start(), m.end(), m.group(0), True,
+                                   in_sentence=s_lo <= m.start() < s_hi))
+        for entry, lo, hi, fuzzy in self.names.find(text, start, end, links):
+            if entry.path == path:
+                continue
+            out.append(Mention(entry.path, entry.name, lo, hi, text[lo:hi], False, fuzzy, s_lo <= lo < s_hi))
+        out.sort(key=lambda m: (m.start, m.path))
+        return (start, end), out
+
+    def rank_mentions(self, mentions: Iterable[Mention], cursor: int) -> list[Mention]:
+        """Unlinked mentions best first, one per note (its best occurrence)."""
+        best: dict[str, tuple[float, int, Mention]] = {}
+        for m in mentions:
+            if m.linked:
+                continue
+            score = (self.sentence_weight if m.in_sentence else 1.0) * (self.fuzzy_factor if m.fuzzy else 1.0)
+            dist = min(abs(cursor - m.start), abs(cursor - m.end))
+            cur = best.get(m.path)
+            if cur is None or (score, -dist) > (cur[0], -cur[1]):
+                best[m.path] = (score, dist, m)
+        return [m for _, _, m in sorted(best.values(), key=lambda t: (-t[0], t[1], t[2].path))]
+
+    def suggest(
+        self,
+        text: str,
+        cursor: int,
+        *,
+        path: str | None = None,
+        k: int = LIMIT,
+        dense: bool = True,
+        cancelled: Callable[[], bool] | None = None,
+        early: Callable[[Suggestions], None] | None = None,
+    ) -> Suggestions:
+        """The list for the paragraph around `cursor` in `text` (the note at `path` is left out).
+
+        `early`, when given, receives the named notes alone (no `results`) before the related search
+        starts, so a list can show them at once. Raises the pipeline's SearchCancelled when
+        `cancelled()` turns true during the search.
+        """
+        import time
+
+        from explorer.search.pipeline import QueryError
+
+        t0 = time.perf_counter()
+        (start, end), mentions = self.mentions(text, cursor, path)
+        ranked = self.rank_mentions(mentions, cursor)
+        linked = {m.path for m in mentions if m.linked}
+        t1 = time.perf_counter()
+        items: list[Suggestion] = []
+        seen: set[str] = set()
+        for m in ranked:
+            if m.path in seen or m.path in linked or len(items) >= k:
+                continue
+            seen.add(m.path)
+            target = self.names.link_target(m.path)
+            # A typo is corrected by the link: the note's name stands where the misspelt words were.
+            shown = m.name if m.fuzzy else m.typed
+            items.append(Suggestion(m.path, self._title(m.path), "mention", _link(target, shown, m.path), m))
+        query = plain_query(text[start:end])
+        if self.scope != "paragraph":
+            s_lo, s_hi = sentence_bounds(text, cursor, start, end)
+            sentence = plain_query(text[s_lo:s_hi])
+            query = sentence if self.scope == "sentence" and sentence else f"{sentence} {query}".strip()
+        if early is not None:
+            early(Suggestions(query, start, end, tuple(items), tuple(mentions), None,
+                              {"mentions": round((time.perf_counter() - t0) * 1000, 2)}))
+        results = None
+        if query and len(items) < k:
+            try:
+                results = self.related.search(query, k=k + 1 + len(seen), dense=dense, two_pass=False, rerank=False,
+                                               cancelled=cancelled, record=False)
+            except QueryError:
+                results = None
+        t2 = time.perf_counter()
+        if results is not None:
+            for r in results.results:
+                if len(items) >= k:
+                    break
+                if r.document_path == path or r.document_path in seen:
+                    continue
+                seen.add(r.document_path)
+                kind = "linked" if r.document_path in linked else "related"
+                items.append(Suggestion(r.document_path, r.title, kind, self._link_to(r.document_path), result=r))
+        for p in sorted(linked - seen):
+            if len(items) >= k:
+                break
+            if p == path:
+                continue
+            seen.add(p)
+            items.append(Suggestion(p, self._title(p), "linked", self._link_to(p)))
+        timings = {"mentions": round((t1 - t0) * 1000, 2), "related": round((t2 - t1) * 1000, 2),
+                   "total": round((time.perf_counter() - t0) * 1000, 2)}
+        return Suggestions(query, start, end, tuple(items), tuple(mentions), results, timings)
+
+    def _link_to(self, path: str) -> str:
+        return _link(self.names.link_target(path), "", path)
+
+    def _title(self, path: str) -> str:
+        note = self.names.note(path)
+        return note.title if note is not None else path

@@ -1,0 +1,539 @@
+"""“Why not?”: where a note the user expected ranked at each stage of a search, where it dropped out,
+and what would bring it into the top k — each such claim run before it is stated (`prove`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from explorer.index.targets import resolve_note as resolve_indexed_note
+from explorer.search.quality import COS_FLOOR
+from explorer.search.query import parse_query
+from explorer.search.schema import Ranking, SearchResults
+from explorer.text.tokenize import tokenize
+
+
+@dataclass(frozen=True, slots=True)
+class StageRow:
+    """One stage of the search as the expected note lived through it."""
+
+    stage: str
+    """The stage: `bm25 “term”`, `dense “term”`, `fusion`, `final list`, …"""
+    outcome: str
+    """What happened to the note there, e.g. `#7 (8.436)` or `not retrieved`."""
+    found: bool
+    """True when the note was present at this stage."""
+
+
+@dataclass(frozen=True, slots=True)
+class WhyNotReport:
+    """The answer to “why is this note not (higher) in the results?”."""
+
+    name: str
+    """What the user typed."""
+    path: str | None
+    """The note it resolved to (None: no such note)."""
+    rows: tuple[StageRow, ...]
+    """Stage by stage."""
+    verdict: str
+    """Where it dropped out, in a sentence."""
+
+
+def resolve_note(index: Any, name: str) -> str | None:
+    """The indexed note a user means by `name`: a path or link target (`explorer.index.targets.resolve_note`),
+    else a title, else a unique part of a path or title."""
+    name = name.strip().strip("[]").strip()
+    if not name:
+        return None
+    target = resolve_indexed_note(index, name)
+    if target is not None:
+        return target
+    titles = index.note_titles()
+    low = name.lower()
+    by_title = [p for p, title in titles.items() if title.lower() == low]
+    if by_title:
+        return sorted(by_title)[0]
+    parts = [p for p in titles if low in p.lower()] or [p for p, title in titles.items() if low in title.lower()]
+    if len(parts) == 1:
+        return parts[0]
+    return None
+
+
+def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
+    """Trace note `name` through the rankings, the fusion and the final list of `results`."""
+    path = resolve_note(index, name)
+    if path is None:
+        reason = ""
+        for skipped, why in index.skipped_files().items():
+            if name.strip().lower() in skipped.lower():
+                reason = f" ({skipped} is not indexed: {why})"
+                break
+        return WhyNotReport(name, None, (), f"No indexed note matches “{name}”{reason}.")
+    settings = index.settings.search
+    shard_ids = set(index.shard_ids(path))
+    rows: list[StageRow] = []
+    rankings: list[Ranking] = results.trace.rankings
+    rankings2: list[Ranking] = results.trace.rankings_pass2
+    final_pos = next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
+    if not rankings and not rankings2:
+        mode = results.mode
+        what = "a classic tool search" if mode.classic else "a filter-only listing" if mode.browse else "this search"
+        verdict = (f"Ranked #{final_pos}." if final_pos else "Not in the results.") + f" No ranking trace for {what}."
+        return WhyNotReport(name, path, (), verdict)
+
+    def trace(ranks: list[Ranking], label: str) -> bool:
+        any_hit = False
+        for r in ranks:
+            hit = next(((i, nid, s) for i, (nid, s) in enumerate(r.items, 1) if nid in shard_ids), None)
+            stage = f"{label}{r.retriever} “{r.term}”"
+            if hit is None:
+                why = f"not in its {len(r.items)} results"
+                if r.retriever in ("dense", "feedback"):
+                    why += f" (cosine below {settings.dense_threshold:.2f} or deeper than {settings.candidates})"
+                rows.append(StageRow(stage, why, False))
+            else:
+                any_hit = True
+                rank, nid, score = hit
+                rows.append(StageRow(stage, f"#{rank} ({score:.4g}) {nid}", True))
+        return any_hit
+
+    in_rankings = trace(rankings, "")
+    if rankings2:
+        in_rankings = trace(rankings2, "pass 2 ") or in_rankings
+
+    # Pass 1's fused notes, as the fusion stage recorded them.
+    entries = results.trace.entries
+    entry_count = len(entries)
+    entry_rank, fused_score = next(((i, score) for i, (p, score) in enumerate(entries, 1) if p == path), (None, 0.0))
+    if entry_rank is not None:
+        rows.append(StageRow("fusion (pass 1)", f"entry #{entry_rank} of {entry_count} (fused {fused_score:.5f})", True))
+    else:
+        rows.append(StageRow("fusion (pass 1)", f"absent from {entry_count} fused entries", False))
+    k = len([r for r in results.results if r.source == "search"])
+    if final_pos is not None:
+        res = results.results[final_pos - 1]
+        how = f"#{final_pos} of {len(results.results)}, pass {res.pass_}"
+        if res.source != "search":
+            how += f", always-include ({res.reason})"
+        rows.append(StageRow("final list", how, True))
+    else:
+        rows.append(StageRow("final list", f"absent (list of {len(results.results)})", False))
+
+    note = index.note(path)
+    if final_pos is not None:
+        moved = ""
+        res = results.results[final_pos - 1]
+        if res.explanation and res.explanation.rerank:
+            moved = f"; rerank {res.explanation.rerank.to_dict()}"
+        verdict = f"It is in the results at #{final_pos}{moved}."
+    elif results.early_return and "fact" in results.searched_sources and note is not None and note.source_type != "fact":
+        verdict = "Knowledge-first returned early: only knowledge notes were searched, and this note is not one."
+    elif not in_rankings:
+        verdict = ("No shard of it matched any search term: not in any BM25 list, and not similar enough "
+                   f"(cosine ≥ {settings.dense_threshold:.2f}) in any embedding list.")
+        if not results.mode.dense:
+            verdict += " Embeddings were not used for this search."
+        if results.filters:
+            verdict += f" The filters {results.filters} may exclude it."
+    elif entry_rank is not None and entry_rank > k:
+        verdict = f"Retrieved, but fused to entry #{entry_rank}: the list keeps the top {k}."
+    elif results.rerank is not None and results.rerank.applied:
+        verdict = f"Fused to entry #{entry_rank}, then pushed out of the top {k} by reranking."
+    else:
+        verdict = "Retrieved only in the second pass, where it did not make the cut." if rankings2 else \
+            f"Fused to entry #{entry_rank} but not kept."
+    return WhyNotReport(name, path, tuple(rows), verdict)
+
+
+# -- a why-not that proves itself ---------------------------------------------------------------
+#: How deep the list that says where a note ranks today goes (“ranks #27”).
+DEEP_K = 50
+#: Largest vault (notes) whose copy may be indexed to rehearse an edit (“if it contained …”).
+REHEARSE_MAX_NOTES = 3000
+#: Largest vault plus index (bytes) copied for that rehearsal.
+REHEARSE_MAX_BYTES = 200 * 1024 * 1024
+#: Query words tried as additions to the note, one at a time.
+MAX_WORDS_TRIED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One counterfactual, run: the search again with one thing changed, and where the note landed."""
+
+    kind: str
+    """`floor` (dense cosine floor), `filter` (a filter of the query left out), `depth` (candidate
+    depth), `rerank` (reranking off) or `word` (the note with one query word added)."""
+    value: str
+    """The changed value as it was run: `0.35`, `-draft`, `150`, `off`, `proofing`."""
+    query: str
+    """The query that was run (the filter claim runs the query without its filter)."""
+    k: int
+    """The list length it was run with."""
+    rank: int | None
+    """Where the note ranked in that run (None: not in its top k)."""
+    claim: str
+    """The sentence shown: what changes and what it would do, as the run found."""
+    at: int | None = None
+    """`word` only: the offset in the note's raw text where the word was written (a line of its own)."""
+
+    @property
+    def holds(self) -> bool:
+        """True when the change brings the note into the top k."""
+        return self.rank is not None and self.rank <= self.k
+
+    def to_dict(self) -> dict[str, Any]:
+        """The change as JSON."""
+        return {"kind": self.kind, "value": self.value, "query": self.query, "k": self.k, "rank": self.rank,
+                "holds": self.holds, "claim": self.claim,
+                **({"at": self.at} if self.at is not None else {})}
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """A why-not answer whose every counterfactual was run before it is stated."""
+
+    query: str
+    """The query."""
+    note: str
+    """What the user named."""
+    path: str | None
+    """The note it resolved to (None: no such note)."""
+    k: int
+    """The list length asked for."""
+    rank: int | None
+    """Where the note ranks today, in a list `DEEP_K` long (None: not in it)."""
+    facts: tuple[str, ...]
+    """What holds today and explains the rank (read from the index and the search's trace)."""
+    changes: tuple[Change, ...]
+    """Counterfactuals run: those that hold first, then those stated as not enough."""
+    unchecked: tuple[str, ...]
+    """Counterfactuals not tried, with the reason (nothing unchecked is claimed)."""
+    trace: WhyNotReport
+    """The stage-by-stage trace of today's search."""
+
+    @property
+    def summary(self) -> str:
+        """One line: the rank and the first change that holds, or the trace's verdict."""
+        if self.path is None:
+            return self.trace.verdict
+        if self.rank is not None and self.rank <= self.k:
+            return f"It ranks #{self.rank} (in the top {self.k})."
+        where = f"ranks #{self.rank}" if self.rank is not None else f"is not in the first {DEEP_K}"
+        good = [c for c in self.changes if c.holds]
+        if good:
+            return f"It {where}; {good[0].claim}"
+        return f"It {where}; no single change tried brings it into the top {self.k}."
+
+    def to_dict(self) -> dict[str, Any]:
+        """The proof as JSON."""
+        return {
+            "query": self.query, "note": self.path, "asked": self.note, "k": self.k, "rank": self.rank,
+            "in_top_k": self.rank is not None and self.rank <= self.k, "summary": self.summary,
+            "facts": list(self.facts), "changes": [c.to_dict() for c in self.changes if c.holds],
+            "not_enough": [c.to_dict() for c in self.changes if not c.holds], "unchecked": list(self.unchecked),
+            "verdict": self.trace.verdict,
+            "stages": [{"stage": r.stage, "outcome": r.outcome, "present": r.found} for r in self.trace.rows],
+        }
+
+
+def rank_of(results: SearchResults, path: str) -> int | None:
+    """1-based position of note `path` in a result list (None: absent)."""
+    return next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
+
+
+def with_search(settings: Any, **changes: Any) -> Any:
+    """`settings` with `search` settings changed (frozen dataclasses: a new object)."""
+    from dataclasses import replace
+
+    return replace(settings, search=replace(settings.search, **changes))
+
+
+def variant(pipeline: Any, settings: Any) -> Any:
+    """A pipeline like `pipeline` (same index and components) that runs with `settings`."""
+    from explorer.search.pipeline import SearchPipeline
+
+    return SearchPipeline(pipeline.index, settings, term_writer=pipeline.term_writer, analyser=pipeline.analyser,
+                          reranker=pipeline.reranker)
+
+
+def prove(pipeline: Any, query: str, name: str, k: int | None = None,
+          make_pipeline: Callable[[Any, Any], Any] | None = None, rehearse: bool = True) -> Proof:
+    """Why note `name` is not in the top `k` for `query`, with each counterfactual run before it is stated.
+
+    Steps:
+      1. run the search as asked; if the note is in the top k, say so;
+      2. run it `DEEP_K` deep for the note's rank today, and trace it stage by stage (`why_not`);
+      3. from the index, the facts: a filter of the query that leaves the note out, its best
+         passage's cosine under the dense floor, its place past a retriever's candidate depth,
+         query words it lacks;
+      4. for each, run the search with that one thing changed — the filter left out, the floor
+         lowered under that cosine, the depth past that place, reranking off, the word added to
+         the note in a private copy of the vault (`make_pipeline` builds the pipeline over that
+         copy; without it, or for a large vault, that claim is left unchecked) — and keep the rank
+         the note reached. A change that does not bring it into the top k is stated as not enough.
+
+    Raises:
+        QueryError: the query cannot be searched.
+    """
+    index = pipeline.index
+    settings = pipeline.settings
+    k = k or settings.search.top_k
+    today = pipeline.search(query, k=k, record=False)
+    trace = why_not(index, today, name)
+    if trace.path is None:
+        return Proof(query, name, None, k, None, (), (), (), trace)
+    path = trace.path
+    rank = rank_of(today, path)
+    if rank is not None and rank <= k:
+        return Proof(query, name, path, k, rank, (), (), (), trace)
+    deep = pipeline.search(query, k=max(k, DEEP_K), record=False)
+    rank = rank_of(deep, path)
+    facts: list[str] = []
+    changes: list[Change] = []
+    unchecked: list[str] = []
+
+    def run(kind: str, value: str, claim: Callable[[int | None], str], *, pipe: Any = None, q: str | None = None,
+            **options: Any) -> Change:
+        res = (pipe or pipeline).search(q or query, k=k, record=False, **options)
+        got = rank_of(res, path)
+        change = Change(kind, value, q or query, k, got, claim(got))
+        changes.append(change)
+        return change
+
+    def outcome(got: int | None) -> str:
+        return f"it would rank #{got}" if got is not None else f"it would still be outside the top {k} (not enough)"
+
+    parsed = parse_query(query)
+    shard_ids = tuple(index.shard_ids(path))
+
+    # Filters of the query that leave the note out.
+    if parsed.has_filters:
+        for token, rest in _filter_tokens(query):
+            if _allows(index, settings, token, shard_ids):
+                continue
+            facts.append(f"left out by {token}")
+            if rest.strip():
+                run("filter", token, lambda got, t=token: f"left out by {t} — without it, {outcome(got)}", q=rest)
+    text = parsed.text
+    excluded = any(f.startswith("left out by") for f in facts)
+
+    # The dense floor: the best passage's cosine to the query, under the floor.
+    qvec = index.encode_query(text) if text and index.model_state == "ready" and today.mode.dense else None
+    if qvec is not None and not excluded:
+        best = _best_cosine(index, shard_ids, qvec)
+        floor = _dense_floor(index, settings)
+        if best is not None and best < floor:
+            lowered = _floor_under(best)
+            facts.append(f"its best passage's cosine {best:.3f} is under the {floor:.2f} floor")
+            if lowered < COS_FLOOR:
+                unchecked.append(f"a lower floor: {best:.3f} is where unrelated passages sit (under {COS_FLOOR:.2f})")
+            else:
+                run("floor", f"{lowered:.2f}",
+                    lambda got, lo=lowered: f"with the floor at {lo:.2f}, {outcome(got)}",
+                    pipe=variant(pipeline, with_search(settings, dense_threshold=lowered)))
+
+    # Candidate depth: the note's place in the query's BM25 (and dense) ranking of notes.
+    if text and not excluded:
+        depth = settings.search.candidates
+        places = _note_places(index, path, text, qvec, _dense_floor(index, settings))
+        past = {who: place for who, place in places.items() if place > depth}
+        for who, place in sorted(past.items()):
+            facts.append(f"it is note #{place} in {who}'s ranking of “{text}”, past the {depth}-note candidate depth")
+        if past:
+            deeper = _round_up(max(past.values()))
+            run("depth", str(deeper), lambda got, d=deeper: f"with a candidate depth of {d}, {outcome(got)}",
+                pipe=variant(pipeline, with_search(settings, candidates=deeper)))
+
+    # Reranking moved it out.
+    if today.rerank is not None and today.rerank.applied:
+        run("rerank", "off", lambda got: f"without reranking, {outcome(got)}", rerank=False)
+
+    # Query words it lacks.
+    if text and not excluded:
+        have = set()
+        for node_id in shard_ids:
+            have.update(index.tokens(node_id))
+        missing = [w for w in dict.fromkeys(word.strip(".,;:!?\"'()[]") for word in text.split())
+                   if (toks := tokenize(w)) and not all(t in have for t in toks)]
+        if missing:
+            facts.append("it lacks " + ", ".join(f"“{w}”" for w in missing))
+            why_skip = _rehearsal_blocked(index, make_pipeline, rehearse)
+            if not why_skip and not path.lower().endswith(".md"):
+                why_skip = "only a Markdown note's text can be edited as text (this one is read from another format)"
+            if why_skip:
+                unchecked.append(f"adding a missing word: {why_skip}")
+            else:
+                assert make_pipeline is not None
+                changes.extend(rehearse_words(index, settings, make_pipeline, path, query, missing[:MAX_WORDS_TRIED], k))
+    changes.sort(key=lambda c: (not c.holds, c.rank if c.rank is not None else 10**9))
+    return Proof(query, name, path, k, rank, tuple(facts), tuple(changes), tuple(unchecked), trace)
+
+
+def rehearse_words(index: Any, settings: Any, make_pipeline: Callable[[Any, Any], Any], path: str, query: str,
+                   words: list[str], k: int) -> list[Change]:
+    """For each word, the note's rank for `query` if it contained that word: the vault copied to a
+    temporary folder (with its index, so only the edited note is read and embedded again), the
+    word written into the note's best passage, the copy re-indexed and searched."""
+    import shutil
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    out: list[Change] = []
+    with tempfile.TemporaryDirectory(prefix="explorer-whynot-") as tmp:
+        root = Path(tmp) / "vault"
+        cache = Path(tmp) / "cache"
+        skip = [".explorer"] + ([index.cache_dir.name] if index.cache_dir.parent == index.root else [])
+        shutil.copytree(index.root, root, symlinks=True, ignore=shutil.ignore_patterns(*skip))
+        if index.cache_dir.is_dir():
+            shutil.copytree(index.cache_dir, cache, symlinks=True)
+        copy_settings = replace(settings, index=replace(settings.index, cache_dir=str(cache)))
+        embedder = index.embedder() if index.model_state == "ready" else None
+        from explorer.index.vault_index import VaultIndex
+
+        copy = VaultIndex(root, copy_settings, embedder=embedder)
+        try:
+            copy.open()
+            copy.embed_pending()
+            file = root / path
+            original = file.read_bytes()
+            text = original.decode("utf-8")
+            at = _passage_end(index, path, query, text)
+            pipe = make_pipeline(copy, copy_settings)
+            for word in words:
+                file.write_text(text[:at] + f"\n{word}\n" + text[at:], encoding="utf-8")
+                copy.refresh(paths=[path], reread=True)
+                copy.embed_pending()
+                got = rank_of(pipe.search(query, k=k, record=False), path)
+                claim = (f"if it contained “{word}” it would rank #{got}" if got is not None
+                         else f"if it contained “{word}” it would still be outside the top {k} (not enough)")
+                out.append(Change("word", word, query, k, got, claim, at))
+                file.write_bytes(original)
+            copy.refresh(paths=[path], reread=True)
+        finally:
+            copy.close()
+    return out
+
+
+def _rehearsal_blocked(index: Any, make_pipeline: Any, rehearse: bool) -> str:
+    """Why an edit of the note cannot be rehearsed here ('' when it can)."""
+    if not rehearse or make_pipeline is None:
+        return "not asked for"
+    if index.note_count() > REHEARSE_MAX_NOTES:
+        return f"the vault has more than {REHEARSE_MAX_NOTES} notes to copy"
+    size = 0
+    for root in (index.root, index.cache_dir):
+        for p in root.rglob("*") if root.is_dir() else ():
+            try:
+                if p.is_file() and not p.is_symlink():
+                    size += p.stat().st_size
+            except OSError:
+                continue
+            if size > REHEARSE_MAX_BYTES:
+                return f"the vault and its index are over {REHEARSE_MAX_BYTES // (1024 * 1024)} MB to copy"
+    return ""
+
+
+def _passage_end(index: Any, path: str, query: str, text: str) -> int:
+    """Where a word goes: the end of the note's passage that shares most words with the query
+    (its first passage when none does), as an offset in the raw text."""
+    words = set(tokenize(query))
+    best, best_hits = None, -1
+    for node_id in index.shard_ids(path):
+        shard = index.shards.get(node_id)
+        if shard is None:
+            continue
+        hits = len(words & set(index.tokens(node_id)))
+        if hits > best_hits:
+            best, best_hits = shard, hits
+    end = best.end if best is not None else len(text)
+    return max(0, min(end, len(text)))
+
+
+def _filter_tokens(query: str) -> list[tuple[str, str]]:
+    """Each filter of `query` as typed (`tag:pets`, `-draft`, `"..."` is not a filter), with the query without it."""
+    import re
+
+    out = []
+    for m in re.finditer(r'-?(?:\w+:)?"[^"]*"|\S+', query):
+        token = m.group(0)
+        parsed = parse_query(token)
+        if parsed.has_filters and not parsed.text and not parsed.references:
+            rest = " ".join((query[:m.start()] + " " + query[m.end():]).split())
+            out.append((token, rest))
+    return out
+
+
+def _allows(index: Any, settings: Any, token: str, shard_ids: tuple[str, ...]) -> bool:
+    """True when filter `token` keeps at least one shard of the note."""
+    from explorer.search.retrieve import Retriever
+
+    with index.lock:
+        allowed = Retriever(index, settings, lambda _n: 1.0).allowed(parse_query(token))
+    return allowed is None or any(n in allowed for n in shard_ids)
+
+
+def _best_cosine(index: Any, shard_ids: tuple[str, ...], qvec: Any) -> float | None:
+    """The best cosine between the query vector and the note's passages (None: no vectors)."""
+    import numpy as np
+
+    best = None
+    q = np.asarray(qvec, dtype=np.float32)
+    for node_id in shard_ids:
+        vec = index.dense.vector(node_id)
+        if vec is not None:
+            cos = float(np.dot(q, vec))
+            best = cos if best is None else max(best, cos)
+    return best
+
+
+def _dense_floor(index: Any, settings: Any) -> float:
+    """The cosine floor the dense rankings used: `search.dense_threshold`, or under score fusion
+    (conversation vaults) the floor of unrelated texts when that is lower (as the pipeline does)."""
+    s = settings.search
+    score = s.fusion == "score" or (s.fusion == "auto" and bool(getattr(index, "neighbours", None)))
+    return min(s.dense_threshold, COS_FLOOR) if score else s.dense_threshold
+
+
+def _floor_under(cosine: float) -> float:
+    """A floor a step under `cosine`: the multiple of 0.05 below it (0.38 -> 0.35)."""
+    import math
+
+    return max(-1.0, math.floor(cosine * 20 - 1e-9) / 20)
+
+
+def _round_up(place: int) -> int:
+    """A candidate depth that reaches note #`place`: the next multiple of 50."""
+    return ((place + 49) // 50) * 50
+
+
+def _note_places(index: Any, path: str, text: str, qvec: Any, floor: float) -> dict[str, int]:
+    """The note's place among notes in the query's BM25 ranking and dense ranking (above the floor),
+    counting each note once at its best passage; a retriever that does not find it is left out."""
+    import numpy as np
+
+    def place(items: list[tuple[str, float]]) -> int | None:
+        seen: set[str] = set()
+        for node_id, _score in items:
+            shard = index.shards.get(node_id)
+            p = shard.path if shard is not None else node_id
+            if p not in seen:
+                seen.add(p)
+                if p == path:
+                    return len(seen)
+        return None
+
+    out: dict[str, int] = {}
+    with index.lock:
+        everything = len(index.shards)
+        toks = tokenize(text)
+        if toks:
+            got = place(index.bm25.top(toks, everything))
+            if got is not None:
+                out["BM25"] = got
+        if qvec is not None:
+            row = np.asarray(qvec, dtype=np.float32).reshape(1, -1)
+            got = place(index.dense.search_many(row, everything, floor)[0])
+            if got is not None:
+                out["the embeddings"] = got
+    return out

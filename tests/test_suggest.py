@@ -1,0 +1,146 @@
+"""Link suggestions while writing: names and aliases in the paragraph first (case, stems, a typo),
+the sentence at the cursor before the rest, linked notes marked, then the hybrid related notes."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.index.vault_index import VaultIndex
+from explorer.search.pipeline import SearchPipeline
+from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
+
+from conftest import write_notes
+
+NOTES = {
+    "Programming/Docker setup.md": "---\naliases: [container setup]\n---\nInstall the engine, add your user to the group.",
+    "Programming/Docker.md": "Images, containers and volumes.",
+    "Programming/Kubernetes.md": "---\naliases: [K8s]\n---\nPods, deployments and services run on a cluster.",
+    "Health/Intermittent fasting.md": "---\naliases: [IF]\n---\nEat within eight hours, fast sixteen.",
+    "People/Anna Schmidt.md": "---\naliases: [Anna]\n---\nRuns the pottery studio downtown.",
+    "Cooking/Sourdough starter.md": "Feed the starter flour and water every morning; the levain doubles in six hours.",
+    "Cooking/Bread baking.md": "Bake the loaf in a hot dutch oven: flour, water, salt and a lively starter.",
+    "Journal/today.md": "Nothing yet.",
+    "Journal/other/Docker.md": "A second note that is also called Docker.",
+    "Music/Rock [live] set.md": "Setlist of the rock live set.",
+    "Hostile/plain name.md": '---\naliases: ["\\e[2Jwipe screen"]\n---\nA note whose alias is an escape sequence.',
+}
+
+
+@pytest.fixture(scope="module")
+def suggester(tmp_path_factory: pytest.TempPathFactory, embedder):
+    index = VaultIndex(write_notes(tmp_path_factory.mktemp("suggest") / "v", NOTES), embedder=embedder)
+    index.open()
+    index.embed_pending()
+    yield LinkSuggester(SearchPipeline(index, index.settings))
+    index.close()
+
+
+def _at_end(sug: LinkSuggester, text: str, **kw):
+    return sug.suggest(text, len(text), path="Journal/today.md", **kw)
+
+
+def test_names_and_aliases_in_the_paragraph_come_first_whatever_their_case(suggester: LinkSuggester) -> None:
+    text = "We moved the build to DOCKER SETUP last week, and the k8s cluster runs it now."
+    found = _at_end(suggester, text)
+    kinds = [(s.kind, s.path) for s in found.items[:2]]
+    assert set(kinds) == {("mention", "Programming/Docker setup.md"), ("mention", "Programming/Kubernetes.md")}
+    by_path = {s.path: s for s in found.items}
+    # The longest name wins where names overlap: "Docker setup", not "Docker".
+    assert "Programming/Docker.md" not in [s.path for s in found.items if s.kind == "mention"]
+    # The link keeps the typed words beside the note's name.
+    assert by_path["Programming/Docker setup.md"].link == "[[Docker setup|DOCKER SETUP]]"
+    assert by_path["Programming/Kubernetes.md"].link == "[[Kubernetes|k8s]]"
+    m = by_path["Programming/Docker setup.md"].mention
+    assert m is not None and text[m.start:m.end] == "DOCKER SETUP" and not m.linked
+
+
+def test_short_alias_matches_only_as_written(suggester: LinkSuggester) -> None:
+    """'IF' names the fasting note; the word 'if' does not."""
+    lower = _at_end(suggester, "I wonder if this works at all, and what happens if it does not.")
+    assert "Health/Intermittent fasting.md" not in [s.path for s in lower.items if s.kind == "mention"]
+    upper = _at_end(suggester, "Started IF again this week, breakfast at noon.")
+    assert upper.items[0].path == "Health/Intermittent fasting.md" and upper.items[0].link == "[[Intermittent fasting|IF]]"
+
+
+def test_a_typo_in_a_name_is_found_and_corrected_by_the_link(suggester: LinkSuggester) -> None:
+    text = "Fed the sourdugh starter at seven."
+    found = _at_end(suggester, text)
+    first = found.items[0]
+    assert first.path == "Cooking/Sourdough starter.md" and first.kind == "mention"
+    assert first.mention is not None and first.mention.fuzzy and first.mention.typed == "sourdugh starter"
+    assert first.link == "[[Sourdough starter]]"
+
+
+def test_plural_and_stem_variants_name_the_note(suggester: LinkSuggester) -> None:
+    found = _at_end(suggester, "Both docker setups failed on the new laptop.")
+    assert found.items[0].path == "Programming/Docker setup.md"
+
+
+def test_linked_notes_are_marked_and_never_suggested_as_mentions(suggester: LinkSuggester) -> None:
+    text = "See [[Docker setup]] and [the fasting note](Health/Intermittent%20fasting.md); Anna set up Kubernetes."
+    found = _at_end(suggester, text)
+    linked = {m.path for m in found.mentions if m.linked}
+    assert linked == {"Programming/Docker setup.md", "Health/Intermittent fasting.md"}
+    mentions = [s.path for s in found.items if s.kind == "mention"]
+    # One sentence: the mention nearest the cursor first.
+    assert mentions == ["Programming/Kubernetes.md", "People/Anna Schmidt.md"]
+    kinds = {s.path: s.kind for s in found.items}
+    assert kinds.get("Programming/Docker setup.md") == "linked" and kinds.get("Health/Intermittent fasting.md") == "linked"
+    assert all(kinds[p] != "mention" for p in linked)
+
+
+def test_the_sentence_at_the_cursor_counts_more_than_the_rest(suggester: LinkSuggester) -> None:
+    text = "Kubernetes took the whole morning. Then Anna called about the pottery studio."
+    at_end = _at_end(suggester, text)
+    assert [s.path for s in at_end.items[:2]] == ["People/Anna Schmidt.md", "Programming/Kubernetes.md"]
+    at_start = suggester.suggest(text, 5, path="Journal/today.md")
+    assert [s.path for s in at_start.items[:2]] == ["Programming/Kubernetes.md", "People/Anna Schmidt.md"]
+
+
+def test_related_notes_follow_and_the_note_itself_is_left_out(suggester: LinkSuggester) -> None:
+    text = "Feed the starter flour and water, then bake a loaf in the dutch oven."
+    found = suggester.suggest(text, len(text), path="Cooking/Bread baking.md")
+    paths = [s.path for s in found.items]
+    assert "Cooking/Bread baking.md" not in paths
+    assert "Cooking/Sourdough starter.md" in paths[:3]
+    assert found.results is not None and all(s.kind == "related" for s in found.items)
+
+
+def test_two_notes_of_one_name_link_by_path(suggester: LinkSuggester) -> None:
+    found = _at_end(suggester, "The docker daemon crashed twice today, no idea why.")
+    links = {s.link for s in found.items if s.kind == "mention"}
+    assert links == {"[[Programming/Docker|docker]]", "[[Journal/other/Docker|docker]]"}
+
+
+def test_paragraph_and_sentence_bounds() -> None:
+    text = "First paragraph has quite a few words in it here.\n\nOne. Two words here! Three"
+    start, end = paragraph_bounds(text, len(text))
+    assert text[start:end] == "One. Two words here! Three" or text[start:end].endswith("One. Two words here! Three")
+    i = text.rindex("words")
+    lo, hi = sentence_bounds(text, i, start, end)
+    assert text[lo:hi].strip() == "Two words here!"
+    # Just after a full stop, the cursor belongs to the sentence it ends.
+    j = text.index("here!") + len("here!")
+    lo, hi = sentence_bounds(text, j, start, end)
+    assert text[lo:hi].strip() == "Two words here!"
+
+
+def test_hostile_and_huge_paragraphs_stay_bounded(suggester: LinkSuggester) -> None:
+    text = "\x1b[31mDocker setup\x1b[0m " + "word " * 50_000 + "[[" * 1000
+    found = suggester.suggest(text, 10, path="Journal/today.md")
+    assert found.end - found.start <= 600
+    assert found.items and found.items[0].path == "Programming/Docker setup.md"
+
+
+def test_a_name_that_would_break_a_wikilink_is_linked_as_markdown(suggester: LinkSuggester) -> None:
+    found = _at_end(suggester, "Played the rock live set twice.")
+    first = found.items[0]
+    assert first.path == "Music/Rock [live] set.md"
+    assert first.link == "[rock live set](Music/Rock%20%5Blive%5D%20set.md)"
+
+
+def test_an_alias_with_control_characters_is_never_matched_or_linked(suggester: LinkSuggester) -> None:
+    found = _at_end(suggester, "Time to wipe screen and plain name things.")
+    assert [s.path for s in found.items if s.kind == "mention"] == ["Hostile/plain name.md"]
+    assert all("\x1b" not in s.link for s in found.items)
+    assert not any("\x1b" in m.name for m in found.mentions)

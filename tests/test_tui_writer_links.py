@@ -1,0 +1,78 @@
+"""Writing mode's link suggestions: a named note comes first, ctrl+g links it in the buffer, ctrl+z undoes it,
+and the file on disk is never touched by either."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_tui import SIZE, make_app, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from textual.widgets import OptionList, TextArea
+
+from explorer.tui.messages import EditNote
+from explorer.tui.screens.writer import WriterScreen
+
+PATH = "Garden/composting.md"
+
+
+async def _writer(app, pilot) -> WriterScreen:
+    await settle(app, pilot)
+    app.post_message(EditNote(PATH))
+    await settle(app, pilot)
+    writer = app.screen
+    assert isinstance(writer, WriterScreen)
+    return writer
+
+
+@sync
+async def test_ctrl_g_links_the_named_note_over_its_words_and_ctrl_z_undoes_it(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    before = (tui_vault / PATH).read_bytes()
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        writer = await _writer(app, pilot)
+        editor = writer.query_one(TextArea)
+        editor.move_cursor(editor.document.end)
+        editor.insert("\n\nThe grounds from my cold brew go on the heap with the peelings")
+        typed = editor.text
+        await wait_for(pilot, lambda: writer.suggestions and writer.suggestions[0].kind == "mention")
+        first = writer.suggestions[0]
+        assert first.path == "Coffee/cold-brew.md" and first.link == "[[cold-brew|cold brew]]"
+        assert "named here" in str(writer.query_one("#related", OptionList).get_option_at_index(0).prompt)
+        await pilot.press("ctrl+g")
+        linked = typed.replace("my cold brew go", "my [[cold-brew|cold brew]] go")
+        assert editor.text == linked
+        # The cursor stands after the link, so typing goes on from there.
+        assert editor.document.get_index_from_location(editor.cursor_location) == linked.index("cold brew]]") + len("cold brew]]")
+        # Linked now: the note is marked, not offered again.
+        await wait_for(pilot, lambda: any(s.path == first.path and s.kind == "linked" for s in writer.suggestions)
+                       or first.path not in writer.related_paths)
+        assert not any(s.path == first.path and s.kind == "mention" for s in writer.suggestions)
+        await pilot.press("ctrl+z")
+        assert editor.text == typed
+        assert (tui_vault / PATH).read_bytes() == before
+        await pilot.press("escape", "escape")
+        await settle(app, pilot)
+    assert (tui_vault / PATH).read_bytes() == before
+
+
+@sync
+async def test_ctrl_g_on_a_related_note_inserts_at_the_cursor(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """A note found by the search (not named in the text) is linked where the cursor is; ctrl+z takes it out."""
+    before = (tui_vault / PATH).read_bytes()
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        writer = await _writer(app, pilot)
+        editor = writer.query_one(TextArea)
+        editor.move_cursor(editor.document.end)
+        editor.insert("\n\nMy hamster hoards sunflower seeds in her bedding; see ")
+        typed = editor.text
+        await wait_for(pilot, lambda: bool(writer.suggestions) and writer.paragraph.startswith("My hamster"))
+        await settle(app, pilot)
+        idx = next(i for i, s in enumerate(writer.suggestions) if s.kind == "related")
+        await pilot.press("ctrl+l", "home", *["down"] * idx)
+        assert writer.query_one("#related", OptionList).highlighted == idx
+        pick = writer.suggestions[idx]
+        await pilot.press("ctrl+g")
+        assert editor.text == typed + pick.link and editor.has_focus
+        await pilot.press("ctrl+z")
+        assert editor.text == typed
+    assert (tui_vault / PATH).read_bytes() == before
