@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# The CPU build of torch first, so nothing below pulls a CUDA build.
 	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' $(TORCH)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,milvus]' $(TORCH)
 	@touch $(STAMP)
 
 run: $(STAMP)

@@ -130,6 +130,15 @@ class IndexSettings:
     """Floor for negative IDF, as a fraction of the mean IDF (rank_bm25 default)."""
     debounce_ms: Annotated[int, Range(0, 60_000)] = 300
     """Quiet period that closes a batch of file changes."""
+    backend: Annotated[str, OneOf("local", "milvus")] = "local"
+    """Where rankings are served from: `local` (in process) or `milvus` (a Milvus engine at `milvus_uri`)."""
+    milvus_uri: str = ""
+    """The Milvus engine: a path ending in `.db` (Milvus Lite in process) or `http://host:19530`.
+    Its token, when it needs one, comes only from the environment variable EXPLORER_MILVUS_TOKEN."""
+    collection: str = "explorer_shards"
+    """The Milvus collection that holds the shards (several vaults may share one)."""
+    vault_name: str = ""
+    """This vault's name in a shared collection (`vault:NAME`); empty: the vault folder's name."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,10 @@ def _to_stderr(message: str) -> None:
 def new_index(vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None,
               embedder: Any = None) -> VaultIndex:
     """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr)."""
+    if settings.index.backend == "milvus":
+        from explorer.index.milvus import MilvusIndex
+
+        return MilvusIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
     from explorer.index.vault_index import VaultIndex
 
     return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
@@ -62,9 +66,18 @@ def open_index(vault: Path, settings: Settings, progress: Progress | None = None
 
 
 def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
-    """(term_writer, analyser, reranker) for SearchPipeline; None where the offline default applies."""
-    term_writer = analyser = reranker = None
-    llm = None
+    """(term_writer, analyser, reranker) for SearchPipeline; None where the offline default applies.
+
+    Raises ImportError when a configured component's module cannot be loaded (`make_pipeline`
+    turns that into a message instead).
+    """
+    term_writer, analyser, llm = _llm_components(index, settings)
+    return term_writer, analyser, _reranker(index, settings, llm)
+
+
+def _llm_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
+    """(term_writer, analyser, llm client) as configured; Nones without an LLM."""
+    term_writer = analyser = llm = None
     if settings.llm.configured:
         from explorer.search.llm import LLMClient, llm_analyser, llm_term_writer
 
@@ -77,25 +90,47 @@ def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
         from explorer.search.llm import LLMClient, llm_analyser
 
         analyser = llm_analyser(LLMClient(settings.llm), index, settings)
-    if settings.rerank.backend != "none":
-        try:
-            from explorer.search.rerank import build_reranker
-        except ImportError:
-            return term_writer, analyser, None
-        reranker = build_reranker(index, settings, llm)
-    return term_writer, analyser, reranker
+    return term_writer, analyser, llm
+
+
+def _reranker(index: Any, settings: Settings, llm: Any) -> Any:
+    """The configured reranker, or None with `rerank.backend = "none"`."""
+    if settings.rerank.backend == "none":
+        return None
+    from explorer.search.rerank import build_reranker
+
+    return build_reranker(index, settings, llm)
+
+
+def _failed_import(exc: ImportError) -> str:
+    """What could not be imported, in a few words."""
+    name = getattr(exc, "name", None)
+    detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return f"{name}: {detail}" if name and name not in detail else detail
 
 
 def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
-    """The SearchPipeline with the configured term writer, analyser and reranker."""
+    """The SearchPipeline with the configured term writer, analyser and reranker.
+
+    A component whose module fails to load is left out, and the pipeline says so: the message is
+    one of its `notices`, which every search repeats among its warnings (so the CLI, MCP and the
+    app all show it). The pipeline module itself failing to load is an error, never silence.
+    """
     from explorer.search.pipeline import SearchPipeline
 
-    term_writer = analyser = reranker = None
+    notices: list[str] = []
+    term_writer = analyser = llm = reranker = None
     try:
-        term_writer, analyser, reranker = build_components(index, settings)
-    except ImportError:
-        pass
-    return SearchPipeline(index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker)
+        term_writer, analyser, llm = _llm_components(index, settings)
+    except ImportError as exc:
+        notices.append(f"the LLM could not be loaded ({_failed_import(exc)}): "
+                       "keyword search terms and the heuristic analysis are used")
+    try:
+        reranker = _reranker(index, settings, llm)
+    except ImportError as exc:
+        notices.append(f"the reranker could not be loaded ({_failed_import(exc)}): results keep their fused order")
+    return SearchPipeline(index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker,
+                          notices=notices)
 
 
 # -- serving one-shot searches to other processes ------------------------------------------------
@@ -104,13 +139,17 @@ PROTOCOL = 1
 _MAX_REQUEST = 1 << 16
 #: Seconds between the serving loop's checks for a stop request (stopping waits for one).
 SERVE_POLL_S = 0.05
+#: Longest socket path the system takes (sun_path holds 108 bytes with its terminating zero).
+_SOCKET_PATH_MAX = 107
+#: Seconds a connection may wait on the socket (a request that never comes, a reader that never reads).
+REQUEST_TIMEOUT_S = 10.0
 
 
 def socket_path(vault: Path) -> Path:
     """Where the process serving `vault` listens: a socket in a folder only this user can open.
 
-    `$XDG_RUNTIME_DIR/explorer/` when that is set, else `<tmp>/explorer-<uid>/`; the file name
-    is a hash of the vault's resolved path.
+    `$XDG_RUNTIME_DIR/explorer/` when that is set, else `<tmp>/explorer-<uid>/` (`/tmp/explorer-<uid>/`
+    when that path would be too long for a socket); the file name is a hash of the vault's resolved path.
     """
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
     if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
@@ -120,7 +159,11 @@ def socket_path(vault: Path) -> Path:
 
         folder = Path(tempfile.gettempdir()) / f"explorer-{os.getuid()}"
     key = _blake2b(str(Path(vault).resolve()).encode(), digest_size=8).hexdigest()
-    return folder / f"{key}.sock"
+    path = folder / f"{key}.sock"
+    if len(os.fsencode(path)) > _SOCKET_PATH_MAX:
+        # A long $TMPDIR or runtime folder: no socket can be made there, /tmp has room.
+        path = Path("/tmp") / f"explorer-{os.getuid()}" / f"{key}.sock"
+    return path
 
 
 def _private_folder(folder: Path, create: bool) -> bool:
@@ -178,6 +221,8 @@ class SearchServer:
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._warmer: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     def start(self) -> bool:
         """Listen in a daemon thread; False (and nothing served) when the socket cannot be made safely.
@@ -199,11 +244,20 @@ class SearchServer:
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
+            # A client that connects and sends nothing cannot hold `stop` up for longer than this.
+            timeout = REQUEST_TIMEOUT_S
+
             def handle(self) -> None:
-                outer._handle(self.connection, self.rfile, self.wfile)
+                try:
+                    outer._handle(self.connection, self.rfile, self.wfile)
+                except OSError:
+                    pass  # the client went away or timed out
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
+            # Request threads run searches (the model, a native runtime): `stop` waits for them, so
+            # none is inside the runtime when the interpreter exits.
+            daemon_threads = False
+            block_on_close = True
 
         old = os.umask(0o177)
         try:
@@ -217,7 +271,8 @@ class SearchServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SERVE_POLL_S},
                                         name="explorer-serve", daemon=True)
         self._thread.start()
-        threading.Thread(target=self._warm, name="explorer-serve-warm", daemon=True).start()
+        self._warmer = threading.Thread(target=self._warm, name="explorer-serve-warm", daemon=True)
+        self._warmer.start()
         return True
 
     def _warm(self) -> None:
@@ -230,6 +285,8 @@ class SearchServer:
             self.index.load_model_in_background()
         try:
             with self._lock:
+                if self._stopping.is_set():
+                    return
                 self.sync()
                 if self._pipeline is None:
                     self._pipeline = make_pipeline(self.index, self.settings)
@@ -238,11 +295,14 @@ class SearchServer:
             pass
 
     def stop(self) -> None:
-        """Stop listening and remove the socket."""
+        """Stop listening, wait for the requests and the warm-up running, and remove the socket."""
         if self._server is None:
             return
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
+        if self._warmer is not None:
+            self._warmer.join()
         self._server = None
         try:
             self.path.unlink()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 from typing import Mapping
@@ -70,3 +71,44 @@ def sample_pipeline(sample_index):
     from explorer.engine import make_pipeline
 
     return make_pipeline(sample_index, sample_index.settings)
+
+
+@pytest.fixture
+def snapshot(snapshot):
+    """syrupy's snapshot, with SVG screenshots compared at the golden tolerance (printed scores may
+    differ by one unit of their last digit on another CPU; every tag and all other text exactly)."""
+    return _TolerantSnapshots(snapshot)
+
+
+class _TolerantSnapshots:
+    """Hands out the tolerant SVG extension where pytest-textual-snapshot asks for its own."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+
+    def use_extension(self, extension_class=None):
+        from pytest_textual_snapshot import SVGImageExtension
+
+        if extension_class is SVGImageExtension:
+            extension_class = _tolerant_svg_extension()
+        return self._inner.use_extension(extension_class)
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+
+@functools.cache
+def _tolerant_svg_extension():
+    from pytest_textual_snapshot import SVGImageExtension
+
+    from golden_compare import svg_differences
+
+    class TolerantSVGExtension(SVGImageExtension):
+        def matches(self, *, serialized_data, snapshot_data) -> bool:
+            if serialized_data == snapshot_data:
+                return True
+            if not isinstance(serialized_data, str) or not isinstance(snapshot_data, str):
+                return False
+            return not svg_differences(snapshot_data, serialized_data)
+
+    return TolerantSVGExtension

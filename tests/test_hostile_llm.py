@@ -19,7 +19,10 @@ from explorer.search.pipeline import SearchPipeline
 from explorer.search.rerank import parse_index_list
 from explorer.search.terms import clamp_terms
 
-TIMEOUT = 1.0
+TIMEOUT = 30.0
+"""The client's timeout where an answer is expected: far above a local round trip on a loaded machine."""
+DEADLINE = 1.0
+"""The client's timeout in the dribbling-server test (whose reply takes 20 s: past it whatever the load)."""
 
 NOTES = {
     "Knowledge/kites.md": "# Kites\n\nA kite needs steady wind between 10 and 30 km/h to fly well.",
@@ -55,7 +58,8 @@ def test_a_dribbling_server_is_cut_at_the_deadline_and_the_offline_terms_run(ind
     quick, so only a wall-clock deadline ends it. The search falls back to keyword terms."""
     body = chat_body(json.dumps({"search_terms": ["kite wind speed"], "include_preferences": False}))
     with FakeLLMServer(lambda request: Reply(200, body, dribble=0.05)) as server:
-        results = pipeline(index, server.base_url, **{"search.two_pass": False}).search("kite wind strength")
+        results = pipeline(index, server.base_url, **{"search.two_pass": False, "llm.timeout_s": DEADLINE}).search(
+            "kite wind strength")
         assert any("LLM search terms unavailable (timeout)" in w for w in results.warnings), results.warnings
         assert results.results and results.results[0].document_path in ("Knowledge/kites.md", "Journal/beach.md")
         assert server.completed == 0  # the reply was never read to its end

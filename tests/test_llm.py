@@ -33,7 +33,12 @@ from explorer.search.llm import (
 from explorer.search.pipeline import SearchPipeline
 from conftest import write_notes
 
-TIMEOUT = 0.5
+TIMEOUT = 30.0
+"""The client's timeout where an answer is expected: far above a local round trip on a loaded machine."""
+SHORT_TIMEOUT = 0.5
+"""The client's timeout in the tests of a timeout ..."""
+NEVER = 60.0
+"""... whose server answers this late: a timeout whatever the machine's load."""
 
 NOTES = {
     "Knowledge/kites.md": "# Kites\n\nA kite needs steady wind between 10 and 30 km/h to fly well.",
@@ -96,8 +101,8 @@ def open_pipeline(vault: Path):
         index.close()
 
 
-def client(base_url: str, **kw: Any) -> LLMClient:
-    return LLMClient(LLMSettings(base_url=base_url, model="fake-model", timeout_s=TIMEOUT, **kw))
+def client(base_url: str, timeout_s: float = TIMEOUT, **kw: Any) -> LLMClient:
+    return LLMClient(LLMSettings(base_url=base_url, model="fake-model", timeout_s=timeout_s, **kw))
 
 
 MSGS = [{"role": "user", "content": "hello"}]
@@ -119,10 +124,10 @@ def test_chat_sends_openai_request_and_counts_usage(server: FakeLLMServer) -> No
 
 
 def test_settings_from_the_environment_reach_the_endpoint(server: FakeLLMServer) -> None:
-    env = {"OPENAI_BASE_URL": server.base_url, "EXPLORER_LLM_MODEL": "env-model", "EXPLORER_LLM_TIMEOUT_S": "0.5",
+    env = {"OPENAI_BASE_URL": server.base_url, "EXPLORER_LLM_MODEL": "env-model", "EXPLORER_LLM_TIMEOUT_S": "30",
            "EXPLORER_LLM_TEMPERATURE": "0.2"}
     settings = load_settings(None, environ=env)
-    assert settings.llm.configured and settings.llm.timeout_s == 0.5
+    assert settings.llm.configured and settings.llm.timeout_s == 30.0
     server.push(text("ok"), text("ok"))
     LLMClient(settings.llm).chat(MSGS)
     assert server.requests[0]["model"] == "env-model" and server.requests[0]["temperature"] == 0.2
@@ -169,7 +174,7 @@ def test_budget_exhausted_is_a_typed_error_before_any_request(server: FakeLLMSer
     [
         (error(500), "http 500"),
         (error(429, "rate limited"), "http 429"),
-        (text("late", delay=TIMEOUT * 3), "timeout"),
+        (text("late", delay=NEVER), "timeout"),
         (Reply(200, "this is not json", content_type="text/plain"), "malformed response"),
         (Reply(200, "<html>not json</html>"), "malformed response"),
         (Reply(200, json.dumps({"object": "list", "data": []})), "malformed response"),
@@ -178,7 +183,7 @@ def test_budget_exhausted_is_a_typed_error_before_any_request(server: FakeLLMSer
 def test_client_faults_raise_llm_error(server: FakeLLMServer, reply: Reply, reason: str) -> None:
     server.push(reply)
     with pytest.raises(LLMError) as info:
-        client(server.base_url).chat(MSGS)
+        client(server.base_url, SHORT_TIMEOUT if reason == "timeout" else TIMEOUT).chat(MSGS)
     assert info.value.reason == reason
 
 
@@ -384,7 +389,7 @@ def test_fifty_terms_keep_the_first_five_with_a_warning(server: FakeLLMServer, o
 FAULTS = {
     "http 500": (error(500), error(500), "http 500", "http 500"),
     "http 429": (error(429), error(429), "http 429", "http 429"),
-    "timeout": (text("late", delay=TIMEOUT * 3), text("late", delay=TIMEOUT * 3), "timeout", "timeout"),
+    "timeout": (text("late", delay=NEVER), text("late", delay=NEVER), "timeout", "timeout"),
     "non-json body": (Reply(200, "not json at all", content_type="text/plain"), Reply(200, "<html>"),
                       "malformed response", "malformed response"),
     "unparsable output": (text("Here are some terms: kite, wind"), text("Looks fine to me."),
@@ -399,7 +404,7 @@ FAULTS = {
 def test_faults_fall_back_and_the_search_still_answers(server: FakeLLMServer, open_pipeline, fault: str) -> None:
     terms_reply, analysis_reply, terms_reason, analysis_reason = FAULTS[fault]
     server.responder = responder(terms_reply, analysis_reply)
-    res = open_pipeline(server.base_url).search(QUERY)
+    res = open_pipeline(server.base_url, **({"llm.timeout_s": SHORT_TIMEOUT} if fault == "timeout" else {})).search(QUERY)
     _assert_fallback(res, terms_reason, analysis_reason)
 
 

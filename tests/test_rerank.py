@@ -524,9 +524,15 @@ def test_pipeline_reranks_when_asked_and_records_it(sample_pipeline) -> None:
         assert all(r.explanation.rerank is not None and r.explanation.final_score == pytest.approx(r.score) for r in searched)
         assert [r.score for r in searched] == sorted((r.score for r in searched), reverse=True)
     assert len(searched) <= sample_pipeline.settings.search.top_k
-    # the pipeline hands over the query vector it already computed
-    backend = sample_pipeline.reranker.backend
-    assert backend._query_vector("how big should a hamster cage be", None) is not None
+    # the pipeline hands over the query vector it already computed (a new pipeline: nothing cached)
+    from explorer.engine import make_pipeline
+
+    fresh = make_pipeline(sample_pipeline.index, sample_pipeline.settings)
+    handed: list[str] = []
+    remember = fresh.reranker.backend.remember_query
+    fresh.reranker.backend.remember_query = lambda query, vector: (handed.append(query), remember(query, vector))[1]
+    fresh.search("how big should a hamster cage be", rerank=True, record=False)
+    assert handed == ["how big should a hamster cage be"]
     off = sample_pipeline.search("how big should a hamster cage be", rerank=False, record=False)
     assert off.rerank.to_dict() == {"applied": False} and off.mode.rerank is False
     assert all(r.explanation is None or r.explanation.rerank is None for r in off.results)
@@ -646,7 +652,7 @@ def test_llm_rerank_through_the_real_client_and_a_local_server(sample_index) -> 
 
     with FakeLLMServer() as server:
         server.push(text("1, 0, 2"), error(500))
-        settings = Settings().with_overrides({"llm.base_url": server.base_url, "llm.model": "fake-model", "llm.timeout_s": 2.0,
+        settings = Settings().with_overrides({"llm.base_url": server.base_url, "llm.model": "fake-model", "llm.timeout_s": 30.0,
                                               "rerank.backend": "llm"})
         client = LLMClient(settings.llm)
         r = build_reranker(sample_index, settings, client)

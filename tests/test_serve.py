@@ -153,3 +153,25 @@ def test_a_server_loads_the_model_before_its_first_request(tmp_path: Path, runti
     finally:
         server.stop()
         index.close()
+
+
+def test_a_long_temporary_folder_still_gets_a_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A $TMPDIR or runtime folder too long for a socket path (107 bytes) falls back to /tmp/explorer-<uid>/."""
+    long_dir = tmp_path / ("a folder with spaces " * 6).strip()
+    long_dir.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(long_dir))
+    root = _vault(tmp_path)
+    path = socket_path(root)
+    assert len(os.fsencode(path)) <= 107 and str(path).startswith("/tmp/explorer-")
+    settings = load_settings(root, FLAGS)
+    index = VaultIndex(root, settings)
+    index.open()
+    server = SearchServer(root, index, settings)
+    try:
+        assert server.start()
+        answer = ask(root, {"op": "search", "query": "kites topic2", "settings": settings_key(settings), "k": 1})
+        assert answer["results"]["results"][0]["node_id"].startswith("n2.md")
+    finally:
+        server.stop()
+        index.close()
+    assert not path.exists()

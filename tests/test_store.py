@@ -175,10 +175,11 @@ def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None
     before = index.store.load_record  # the records are not read until the text is needed
     reads: list[str] = []
     index.store.load_record = lambda path, digest: reads.append(path) or before(path, digest)  # type: ignore[method-assign]
+    from explorer.index.store import name_tokens
     from explorer.search.names import NameIndex
 
     names = NameIndex()
-    names.refresh(index.notes, index.version)  # the first query's name table reads heads only
+    names.refresh(index.notes, index.version, name_tokens)  # the first query's name table reads heads only
     assert reads == [] and names.search(["kite", "book"], lambda _t: 1.0, 5) == [("n2.md", 1.0)]
     got = {p: (n.text, n.title, n.names, n.frontmatter, n.headings, n.links, n.tags, n.blocks)
            for p, n in index.notes.items()}

@@ -171,7 +171,7 @@ def screen_output(app) -> str:
     return update.render_segments(app.console)
 
 
-async def shown(app, pilot, needle: str, timeout: float = 10.0) -> str:
+async def shown(app, pilot, needle: str, timeout: float = 60.0) -> str:
     """The app's terminal output once `needle` is visible in it (a toast mounts a little after its notify)."""
     out = ""
 

@@ -61,8 +61,8 @@ def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
     vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
     index = VaultIndex(vault, Settings(), embedder=None)
     index.open()
-    with sample_index.lock:
-        hashes = {s.hash for s in sample_index.shards.values()}
+    with sample_index.snapshot() as snap:
+        hashes = {s.hash for s in snap.shards.values()}
     index.store.put_vectors(sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes))
     index.close()
     return vault / ".explorer"
@@ -102,8 +102,9 @@ async def settle(app: ExplorerApp, pilot: Any, rounds: int = 3) -> None:
     await pilot.pause()
 
 
-async def wait_for(pilot: Any, predicate, timeout: float = 10.0) -> None:
-    """Pause until `predicate()` holds (fails the test after `timeout` seconds)."""
+async def wait_for(pilot: Any, predicate, timeout: float = 60.0) -> None:
+    """Pause until `predicate()` holds (fails the test after `timeout` seconds: a bound for a stuck
+    app, generous because a loaded machine can take tens of seconds to index and load the model)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
@@ -126,7 +127,7 @@ async def search(app: ExplorerApp, pilot: Any, query: str, typing: bool = False)
     if not query.startswith("/"):
         # On a loaded machine the debounce timer can fire late: wait for this query's final results.
         await wait_for(pilot, lambda: screen.results is not None and screen.results.query == query
-                       and screen.stage != "lexical", timeout=30.0)
+                       and screen.stage != "lexical", timeout=60.0)
     await settle(app, pilot)
     assert screen.results is not None
     return screen.results

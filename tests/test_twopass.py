@@ -163,10 +163,12 @@ def test_analyser_setting_heuristic_overrides_a_given_analyser(garden) -> None:
 def test_heuristic_refines_a_medium_query_deterministically(sample_pipeline, sample_index) -> None:
     query = "carbon dating of fossils"
     pass1 = sample_pipeline.search(query, two_pass=False)
-    a = heuristic_analysis(query, pass1, sample_index)
-    b = heuristic_analysis(query, pass1, sample_index)
+    with sample_index.snapshot() as snap:
+        a = heuristic_analysis(query, pass1, snap)
+        b = heuristic_analysis(query, pass1, snap)
     fresh = make_pipeline(sample_index, sample_index.settings).search(query, two_pass=False)
-    c = heuristic_analysis(query, fresh, sample_index)
+    with sample_index.snapshot() as snap:
+        c = heuristic_analysis(query, fresh, snap)
     assert a == b == c
     assert a.decision == "REFINE" and a.analyser == "heuristic"
     assert a.refined_query.startswith(query + " ")
@@ -185,7 +187,8 @@ def test_heuristic_is_sufficient_when_quality_is_high_or_nothing_matched(sample_
     none = sample_pipeline.search("zxqv blorptang quux")
     assert none.analysis.decision == "SUFFICIENT" and "no results" in none.analysis.reason
     weak = sample_pipeline.search("what is the capital of australia", two_pass=False)
-    verdict = heuristic_analysis("what is the capital of australia", weak, sample_index)
+    with sample_index.snapshot() as snap:
+        verdict = heuristic_analysis("what is the capital of australia", weak, snap)
     assert verdict.decision == "SUFFICIENT" and "no relevant result" in verdict.reason
 
 

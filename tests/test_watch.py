@@ -25,6 +25,8 @@ from conftest import write_notes
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
+IDLE_S = 120.0
+"""How long a watcher may take to become idle: a bound for a stuck one, generous for a loaded machine."""
 FAST = Settings().with_overrides({"index.embeddings": False, "index.debounce_ms": 100})
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,10 +56,10 @@ class Harness:
 
     def start(self) -> Harness:
         self.watcher.start()
-        assert self.watcher.wait_idle(20), "initial reconcile did not finish"
+        assert self.watcher.wait_idle(IDLE_S), "initial reconcile did not finish"
         return self
 
-    def settle(self, timeout: float = 20) -> None:
+    def settle(self, timeout: float = IDLE_S) -> None:
         assert self.watcher.wait_idle(timeout), f"watcher not idle (state {self.watcher.state}, errors {self.errors})"
 
     def write(self, rel: str, text: str) -> Path:
@@ -68,9 +70,8 @@ class Harness:
 
     def finds(self, word: str) -> set[str]:
         """Paths of the notes whose shards BM25 matches for `word`."""
-        with self.index.lock:
-            hits = self.index.bm25.top(tokenize(word), 1000)
-            return {self.index.shards[k].path for k, _ in hits}
+        with self.index.snapshot() as snap:
+            return {snap.shards[k].path for k, _ in snap.bm25_top(tokenize(word), 1000)}
 
     def close(self) -> None:
         self.watcher.stop()
@@ -361,7 +362,7 @@ def test_burst_of_1000_files_is_few_batches(watched) -> None:
 
 def test_endless_stream_still_flushes(watched) -> None:
     h = watched(debounce_ms=1000, max_latency_ms=300)
-    stop = time.monotonic() + 20
+    stop = time.monotonic() + IDLE_S  # a bound: the loop ends at the first batch
     i = 0
     while not h.batches and time.monotonic() < stop:
         h.write("stream.md", f"# Stream\n\ntick{i}\n")
@@ -493,11 +494,13 @@ def test_explorer_watch_logs_batches_and_exits_0_on_ctrl_c(tmp_path: Path) -> No
     proc = subprocess.Popen(
         [sys.executable, "-m", "explorer", "watch", str(root), "--no-embeddings", "--set", "index.debounce_ms=100"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+        # Tests started from a background job inherit an ignored SIGINT; Ctrl-C must reach the child.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: list[str] = []
-    # Never hang the suite on a stuck child; generous, since a child starting on a loaded machine
-    # (other suites, benchmarks) can take tens of seconds just to import.
-    guard = threading.Timer(180, proc.kill)
+    # Never hang the suite on a stuck child: a bound, not a measurement (a child starting on a
+    # loaded machine can take tens of seconds just to import; the guard alone ends a stuck run).
+    guard = threading.Timer(300, proc.kill)
     guard.start()
     try:
         assert proc.stdout is not None
@@ -515,7 +518,7 @@ def test_explorer_watch_logs_batches_and_exits_0_on_ctrl_c(tmp_path: Path) -> No
             if "b.md" in line:
                 break
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        assert proc.wait() == 0, "killed by the guard" if proc.returncode == -signal.SIGKILL else proc.returncode
     finally:
         guard.cancel()
         if proc.poll() is None:
@@ -541,8 +544,8 @@ def test_save_to_searchable_latency(watched, record_property) -> None:
         (h.root / "probe.md").write_text(f"# Probe\n\n{word}\n", encoding="utf-8")
         term = tokenize(word)
         while True:
-            with h.index.lock:
-                found = h.index.bm25.doc_freq(term[0]) > 0
+            with h.index.snapshot() as snap:
+                found = snap.doc_freq(term[0]) > 0
             if found:
                 break
             if time.perf_counter() - t0 > 20:

@@ -51,7 +51,7 @@ class WatchedVault(RuleBasedStateMachine):
         self.index = VaultIndex(self.root, FAST)
         self.watcher = VaultWatcher(self.index, on_error=self.errors.append)
         self.watcher.start()
-        assert self.watcher.wait_idle(20)
+        assert self.watcher.wait_idle(120)
 
     # -- file operations ------------------------------------------------------------------
     def _write(self, rel: str, text: str, atomic: bool = False) -> None:
@@ -119,7 +119,7 @@ class WatchedVault(RuleBasedStateMachine):
 
     # -- the property ---------------------------------------------------------------------
     def compare(self) -> None:
-        assert self.watcher.wait_idle(30), f"not idle: {self.watcher.state} {self.errors}"
+        assert self.watcher.wait_idle(120), f"not idle: {self.watcher.state} {self.errors}"
         self.checks += 1
         fresh_settings = FAST.with_overrides({"index.cache_dir": str(self.tmp / f"fresh{self.checks}")})
         fresh = VaultIndex(self.root, fresh_settings)
@@ -129,20 +129,21 @@ class WatchedVault(RuleBasedStateMachine):
         report = restarted.open()
         try:
             queries = self._queries()
-            with self.index.lock:
-                live_notes = set(self.index.notes)
-                live_shards = {k: s.hash for k, s in self.index.shards.items()}
-                live_skipped = dict(self.index.skipped)
-                live_scores = [self.index.bm25.get_scores(tokenize(q)) for q in queries]
+            live_skipped = self.index.skipped_files()
+            with self.index.snapshot() as live:  # what a search reads: one version
+                live_notes = set(live.notes)
+                live_shards = {k: s.hash for k, s in live.shards.items()}
+                live_scores = [live.bm25_scores(tokenize(q), list(live.shards)) for q in queries]
             assert live_notes == self.files, (sorted(live_notes ^ self.files), self.errors)
             assert live_notes == set(fresh.notes)
             assert live_shards == {k: s.hash for k, s in fresh.shards.items()}
             assert live_skipped == fresh.skipped == {}
-            for q, live in zip(queries, live_scores):
-                ref = fresh.bm25.get_scores(tokenize(q))
-                assert live.keys() == ref.keys()
+            for q, live_q in zip(queries, live_scores):
+                with fresh.snapshot() as ref_snap:
+                    ref = ref_snap.bm25_scores(tokenize(q), list(ref_snap.shards))
+                assert live_q.keys() == ref.keys()
                 for key, score in ref.items():
-                    assert abs(live[key] - score) <= 1e-9, (q, key, live[key], score)
+                    assert abs(live_q[key] - score) <= 1e-9, (q, key, live_q[key], score)
             assert report.empty, (report.added, report.changed, report.removed)
             assert set(restarted.notes) == live_notes
             assert {k: s.hash for k, s in restarted.shards.items()} == live_shards

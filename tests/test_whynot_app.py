@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_tui import make_app, search, settle, sync, tui_vault, warm_cache  # noqa: F401 - fixtures
+from test_tui import make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 from textual.widgets import Input
 
 from explorer.tui.widgets.why_pane import WhyPane
@@ -21,14 +21,18 @@ async def test_f7_box_and_proof_come_into_view_on_a_small_terminal(tui_vault: Pa
         await settle(app, pilot)
         await search(app, pilot, "hamster cage")
         await pilot.press("f7")
-        await pilot.pause(0.2)
         why = app.main_screen.query_one(WhyPane)
         box = why.query_one("#why-not", Input)
-        assert box.has_focus and _inside(box.region, why.region)
+        # Scrolling into view takes a few frames: wait for it (bounded) rather than a fixed pause.
+        await wait_for(pilot, lambda: box.has_focus and _inside(box.region, why.region), timeout=30.0)
         box.value = "Finance/index-funds.md"
         await pilot.press("enter")
         await settle(app, pilot)
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: why.proof is not None, timeout=60.0)
         assert why.proof is not None and why.proof.path == "Finance/index-funds.md"
         proof = why.query_one("#why-not-proof")
-        assert proof.region.height > 1 and why.region.y <= proof.region.y < why.region.y + why.region.height
+        await wait_for(
+            pilot,
+            lambda: proof.region.height > 1 and why.region.y <= proof.region.y < why.region.y + why.region.height,
+            timeout=30.0,
+        )

@@ -105,12 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--update-baseline", action="store_true", help="store this run's scores as the new baseline")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("mcp", help="serve the vault to LLM agents as an MCP server over stdio")
+    p = sub.add_parser("mcp", help="serve the vault to LLM agents as an MCP server (stdio, or HTTP with --http)")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
     p.add_argument("--allow-write", action="store_true", help="enable the remember tool (writes notes into the vault)")
     p.add_argument("--user", default=None, help="user folder remember writes under (Users/<user>/)")
     p.add_argument("--no-watch", action="store_true", help="do not watch the vault for changes while serving")
+    p.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="serve several agents over streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+                        "(bearer token from EXPLORER_MCP_TOKEN; required beyond loopback)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="with --http: a name clients use to reach this machine (Host header check; repeatable)")
     return parser
 
 
@@ -144,6 +149,10 @@ def _run_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"explorer: configuration error: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:
+        # A module of explorer itself (or one it needs) failed to load: say which, never a traceback.
+        print(f"explorer: a part of explorer could not be loaded ({exc}): reinstall it", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away (`explorer search ... | head`): stop quietly, as Unix tools do, and
         # point stdout at /dev/null so the interpreter's last flush cannot raise again.
@@ -237,8 +246,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         from explorer.cli.whynot import cmd_why_not
 
         return cmd_why_not(args, vault, settings)
+    if args.command == "mcp" and args.http is not None:
+        from explorer.cli.mcp_http import run_mcp_http
+
+        return run_mcp_http(vault, settings, args.http, allow_write=args.allow_write, user=args.user,
+                            watch=not args.no_watch, allow_hosts=args.allow_host)
     if args.command == "mcp":
         from explorer.cli.mcp import run_mcp
+
+        if args.allow_host:
+            print("explorer: --allow-host goes with --http HOST:PORT (over stdio there is no Host to check)", file=sys.stderr)
+            return 2
 
         return run_mcp(vault, settings, allow_write=args.allow_write, user=args.user, watch=not args.no_watch)
     return 2

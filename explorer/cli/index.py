@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from explorer.cli.render import print_json
+from explorer.cli.render import display_path, print_json
 from explorer.config import Settings
 from explorer.text.safe import safe_text
 
@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 
 
 def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
-    """Build or refresh the index, embedding what changed, and report the counts."""
+    """Build or refresh the index, embedding what changed, and report the counts.
+
+    Exit 0 when the index is saved (with every vector, embeddings on); 1 when it could not be
+    saved (disk full, read-only: the run kept it in memory) or shards were left without vectors.
+    """
     from explorer.engine import open_index
 
     t0 = time.perf_counter()
@@ -54,14 +58,25 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         out["model_error"] = index.model_error
     warnings = index.warnings()
     out["warnings"] = {p: list(w) for p, w in warnings.items()}
-    if index.save_fault:
-        out["not_saved"] = index.save_fault
+    # The job is the saved index, with a vector for every shard when embeddings are on: short of
+    # that the command says what is missing and exits 1 (a script must not take it as done).
+    failed: list[str] = []
+    not_saved = index.not_saved
+    if not_saved:
+        out["not_saved"] = not_saved
+        failed.append(f"the index was not saved ({not_saved})")
+    if settings.index.embeddings and st.pending:
+        out["incomplete"] = f"{st.pending} shards have no vector ({index.model_error or st.model_state})"
+        failed.append(f"{st.pending} shards have no vector: searches of them are BM25-only")
     index.close()
-    status = 1 if index.save_fault else 0
+    status = 1 if failed else 0
+    if failed and not not_saved:
+        # A save failure was already reported on stderr by the index, in one line.
+        print(f"explorer: {safe_text(failed[-1])}", file=sys.stderr)
     if args.json:
         print_json(out)
         return status
-    print(f"Indexed {safe_text(vault)}")
+    print(f"Indexed {safe_text(display_path(vault))}")
     print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
     print(f"  shards  {out['shards']:>7}")
     print(f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]")
@@ -78,6 +93,8 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
             for w in ws:
                 print(f"    {safe_text(path)}: {safe_text(w)}")
     print(f"  time    {out['seconds']:>7.2f} s")
+    if not_saved:
+        print(f"  saved   {'no':>7}  ({safe_text(not_saved)})")
     return status
 
 
@@ -96,7 +113,10 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         "skipped": dict(sorted(index.skipped.items())),
         "ignored": dict(sorted(index.ignored.items())),
         "warnings": {p: list(w) for p, w in index.warnings().items()}, "cache_dir": str(index.cache_dir),
+        "backend": getattr(index, "backend_name", "local"),
     }
+    if out["backend"] == "milvus":  # the URI without credentials, the collection and this vault's name in it
+        out.update(backend_uri=index.backend_uri, collection=index.engine.collection, vault_name=index.vault_name)
     if getattr(args, "coverage", False):
         out["coverage"] = coverage_report(index, opened, stored_before=stored if stored is not None else -1.0)
     index.close()

@@ -185,6 +185,8 @@ class MemoryService:
         self.updated_at = time.time()
         self.pipeline = _make_pipeline(self.index, settings)
         self._write_lock = threading.Lock()
+        self._closing = threading.Event()
+        self._embedding: threading.Thread | None = None
         self.watcher = None
         if watch:
             from explorer.index.watch import VaultWatcher
@@ -194,7 +196,8 @@ class MemoryService:
                                         on_error=lambda m: self._say(f"watcher: {m}"))
             self.watcher.start()
         elif settings.index.embeddings:
-            threading.Thread(target=self._embed, name="explorer-mcp-embed", daemon=True).start()
+            self._embedding = threading.Thread(target=self._embed, name="explorer-mcp-embed", daemon=True)
+            self._embedding.start()
         # One-shot `explorer search` of this vault is answered by this process while it serves.
         from explorer.cli.render import print_results
         from explorer.engine import serve
@@ -204,7 +207,7 @@ class MemoryService:
 
     def _embed(self) -> None:
         try:
-            self.index.embed_pending()
+            self.index.embed_pending(cancelled=self._closing.is_set)
             self._touch()
         except Exception as exc:  # noqa: BLE001 - the server lives on BM25 only
             self._say(f"embedding failed: {exc}")
@@ -216,7 +219,14 @@ class MemoryService:
         self.updated_at = time.time()
 
     def close(self) -> None:
-        """Stop serving and the watcher; close the index."""
+        """Stop serving, the watcher and the background embedding; close the index.
+
+        Every thread that may be inside the model's runtime has ended when this returns: one
+        still running there at interpreter exit aborts the process.
+        """
+        self._closing.set()
+        if self._embedding is not None:
+            self._embedding.join()  # cancelled between model batches
         if self._server is not None:
             self._server.stop()
         if self.watcher is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from explorer.text.cells import fit
@@ -13,6 +14,19 @@ if TYPE_CHECKING:  # annotations only: printing an answer from a serving process
     from explorer.search.schema import SearchResults
 
 _BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
+
+
+def display_path(path: Path | str) -> str:
+    """A folder as a person reads it: relative to the working folder when inside it, else `~/...`
+    under the home folder, else absolute (JSON output keeps the absolute path)."""
+    p = Path(path)
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            rel = p.relative_to(base.resolve())
+        except (ValueError, OSError, RuntimeError):
+            continue
+        return prefix + str(rel) if str(rel) != "." else (prefix.rstrip("/") or ".")
+    return str(p)
 
 
 def use_color(stream: TextIO | None = None) -> bool:

@@ -15,9 +15,44 @@ class DenseIndex:
         self._slot_of: dict[str, int] = {}
         self._key_of: list[str | None] = []
         self._free: list[int] = []
+        self._shared_rows = False
+        """True while an older view (see `fork`) may read this matrix: rows it sees are never written."""
+        self._retired: list[int] = []
+        """Slots freed while rows were shared: reused only after `recycle`."""
+
+    def fork(self) -> DenseIndex:
+        """A copy sharing the matrix, for a snapshot to keep this one as it is.
+
+        The slot tables and the live mask are copied (small); the matrix is shared, and the fork
+        never writes a row this index reads: a removed row is retired instead of freed, a changed
+        vector goes to a new row. `recycle()` frees the retired rows once no older view remains.
+        """
+        twin = DenseIndex.__new__(DenseIndex)
+        twin.dim = self.dim
+        twin._matrix = self._matrix
+        twin._live = self._live.copy()
+        twin._slot_of = dict(self._slot_of)
+        twin._key_of = list(self._key_of)
+        twin._free = list(self._free)
+        twin._shared_rows = True
+        twin._retired = list(self._retired)
+        return twin
+
+    def recycle(self) -> None:
+        """No older view reads the matrix any more: retired rows become free rows again."""
+        if self._retired:
+            self._matrix[self._retired] = 0.0
+            self._free.extend(self._retired)
+            self._retired = []
+        self._shared_rows = False
 
     def __len__(self) -> int:
         return len(self._slot_of)
+
+    @property
+    def rows(self) -> int:
+        """Matrix rows in use: live, free and retired ones (what a stream of changes must not grow)."""
+        return len(self._key_of)
 
     def __contains__(self, key: str) -> bool:
         return key in self._slot_of
@@ -63,6 +98,13 @@ class DenseIndex:
         slots = np.empty(len(keys), dtype=np.int64)
         for i, key in enumerate(keys):
             slot = self._slot_of.get(key)
+            if slot is not None and self._shared_rows:
+                # An older view reads this row: the new vector takes another.
+                self._live[slot] = False
+                self._key_of[slot] = None
+                self._retired.append(slot)
+                del self._slot_of[key]
+                slot = None
             if slot is None:
                 slot = self._free.pop() if self._free else len(self._key_of)
                 if slot == len(self._key_of):
@@ -87,9 +129,12 @@ class DenseIndex:
         if slot is None:
             return False
         self._live[slot] = False
-        self._matrix[slot] = 0.0
         self._key_of[slot] = None
-        self._free.append(slot)
+        if self._shared_rows:
+            self._retired.append(slot)
+        else:
+            self._matrix[slot] = 0.0
+            self._free.append(slot)
         return True
 
     def vector(self, key: str) -> np.ndarray | None:

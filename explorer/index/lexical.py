@@ -39,6 +39,46 @@ class BM25Index:
         self._base_dead = np.zeros(0, dtype=bool)
         self._base_ndead = 0
         self._base: dict[str, np.ndarray] = {}
+        self._owned: set[str] | None = None
+        """Terms whose posting dict this index may change in place (None: all; see `fork`)."""
+
+    def fork(self) -> BM25Index:
+        """A copy that shares everything a change replaces rather than changes, for a snapshot to keep this one.
+
+        The containers a change edits in place (the slot tables, document lengths, the outer
+        postings table) are copied; each term's posting dict is copied on the fork's first change
+        to it; the base segment's arrays, the per-term arrays and the idf table are shared (they
+        are replaced, never changed). So this index stays as it was, at the cost of copying
+        tables proportional to the document count, once per batch that lands while a snapshot
+        holds it.
+        """
+        twin = BM25Index.__new__(BM25Index)
+        twin.k1, twin.b, twin.epsilon = self.k1, self.b, self.epsilon
+        twin._slot_of = dict(self._slot_of)
+        twin._key_of = list(self._key_of)
+        twin._free = list(self._free)
+        twin._doc_len = self._doc_len.copy()
+        twin._doc_terms = list(self._doc_terms)
+        twin._postings = dict(self._postings)
+        twin._total_len = self._total_len
+        twin._idf = self._idf
+        twin._arrays = dict(self._arrays)
+        twin._base_n = self._base_n
+        twin._base_vocab = self._base_vocab
+        twin._base_terms = self._base_terms
+        twin._base_dead = self._base_dead.copy()
+        twin._base_ndead = self._base_ndead
+        twin._base = self._base
+        twin._owned = set()
+        return twin
+
+    def _posting_for_change(self, term: str) -> dict[int, int] | None:
+        """The posting dict of `term`, copied first when a fork still shares it."""
+        posting = self._postings.get(term)
+        if posting is not None and self._owned is not None and term not in self._owned:
+            posting = self._postings[term] = dict(posting)
+            self._owned.add(term)
+        return posting
 
     # -- updates -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -74,10 +114,13 @@ class BM25Index:
         self._doc_len[slot] = length
         self._total_len += length
         postings = self._postings
+        owned = self._owned
         for term, tf in counts.items():
-            posting = postings.get(term)
+            posting = postings.get(term) if owned is None else self._posting_for_change(term)
             if posting is None:
                 postings[term] = {slot: tf}
+                if owned is not None:
+                    owned.add(term)
             else:
                 posting[slot] = tf
         if self._arrays:
@@ -96,8 +139,9 @@ class BM25Index:
             counts = self._base_doc_terms(slot)
         else:
             counts = self._doc_terms[slot] or {}
+        owned = self._owned
         for term in counts:
-            posting = self._postings.get(term)
+            posting = self._postings.get(term) if owned is None else self._posting_for_change(term)
             if posting is not None:
                 posting.pop(slot, None)
                 if not posting:

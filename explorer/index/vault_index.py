@@ -20,6 +20,7 @@ from explorer.index.dialog import context_key, context_text, dialog_neighbours, 
 from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
+from explorer.index.snapshot import LocalSnapshot
 from explorer.index.store import FileState, NoteRecord, Store, StoreError, classify, describe, user_cache_dir
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
@@ -88,11 +89,15 @@ class IndexStats:
 
 
 class VaultIndex:
-    """Everything the search pipeline reads, for one vault.
+    """Everything the search pipeline reads, for one vault (the local `IndexBackend`, explorer.index.backend).
 
-    Readers take `lock` for the duration of a query; writers apply a whole batch under it, so a
-    search never sees half a batch. Embedding runs outside the lock and only inserts finished
-    vectors under it, so lexical updates and searches never wait for the model.
+    Writers apply a whole batch under `lock`. A search reads a `snapshot()`: the tables, BM25 and
+    vectors as they were at one version. Taking one marks those objects shared; the next writer
+    forks what it is about to change (copy-on-write: tables copied, BM25 postings per term on
+    first change, the vector matrix shared with rows never overwritten), so the snapshot keeps
+    its version while the batch lands, and no search copies anything. Embedding runs outside the
+    lock and only inserts finished vectors under it, so lexical updates and searches never wait
+    for the model.
     """
 
     def __init__(
@@ -135,7 +140,14 @@ class VaultIndex:
         self._links: LinkGraph | None = None
         self._links_version = -1
         self._classic: ClassicIndex | None = None
+        self._pins = 0
+        """Snapshots not released yet."""
+        self._shared: set[str] = set()
+        """Parts a snapshot reads as they are (`tables`, `bm25`, `dense`, `context`): forked before a change."""
         self._fault = ""
+        self._memory_reason = ""
+        self._closed = False
+        self._loader_lock = threading.Lock()
         self._all_loaded = True
         """False while notes opened lazily may still wait for their records (see `_load_notes`)."""
         self.store = self._open_store()
@@ -146,6 +158,18 @@ class VaultIndex:
     def save_fault(self) -> str:
         """'' while the store takes every write; 'full' or 'readonly' while writes fail."""
         return self._fault
+
+    @property
+    def not_saved(self) -> str:
+        """Why the index on disk is not this index ('' when every change is saved).
+
+        Writes failing (disk full, read-only folder), or the index kept in memory for this run
+        because no folder took it: a command whose job is the saved index reports it as a failure.
+        """
+        if self._fault:
+            what = "disk full" if self._fault == "full" else f"{self.cache_dir} is read-only"
+            return f"{what}: changes are not saved; the saved index is the previous one"
+        return self._memory_reason if self.store.memory else ""
 
     def _open_store(self) -> Store:
         """The store in the index folder.
@@ -182,6 +206,7 @@ class VaultIndex:
                 if classify(exc) not in ("full", "readonly"):
                     raise
         self._fault = ""
+        self._memory_reason = f"{what}: the index is kept in memory for this run"
         self.on_message(f"{what}: keeping the index in memory for this run")
         return Store(None, memory=True)
 
@@ -204,6 +229,7 @@ class VaultIndex:
     def _reset_store(self, why: str) -> None:
         """Start the store again after damage (a store that takes no writes is replaced by memory)."""
         if self.store.frozen:
+            self._memory_reason = f"{why}: the index is kept in memory for this run"
             self.on_message(f"{why}: keeping the index in memory for this run")
             self.store = Store(None, memory=True)
         else:
@@ -272,6 +298,8 @@ class VaultIndex:
 
     def _open(self, progress: Progress | None) -> BatchReport:
         t0 = time.perf_counter()
+        with self.lock:
+            self._own()
         try:
             records = self.store.load_heads(self._load_pending)
             skipped = self.store.skipped()
@@ -288,6 +316,7 @@ class VaultIndex:
             self.bm25 = BM25Index(self.bm25.k1, self.bm25.b, self.bm25.epsilon)
         self._relay()
         with self.lock:
+            self._own()
             self._all_loaded = not records
             for rec in records:
                 if rec.path in covered:
@@ -524,6 +553,7 @@ class VaultIndex:
         self._load_notes([*(r.path for r in records), *gone, *(p for p, _r, _m, _s in new_skips)])
         saved = self._save(lambda: self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched))
         with self.lock:
+            self._own()
             for path in gone:
                 report.shards_removed += self._uninstall(path)
                 self._states.pop(path, None)
@@ -753,6 +783,7 @@ class VaultIndex:
                     return None
                 if emb.model_id != self.model_id:
                     with self.lock:
+                        self._own()
                         self.model_id = emb.model_id
                         for key in list(self.shards):
                             self.dense.remove(key)
@@ -772,10 +803,11 @@ class VaultIndex:
         model file, building the runtime session) runs outside the interpreter lock. `embedder()`
         waits for this load instead of starting another; `close()` waits for it to end.
         """
-        if self._loader is not None or self._embedder is not None or self.model_state == "off":
-            return
-        self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
-        self._loader.start()
+        with self._loader_lock:
+            if self._loader is not None or self._embedder is not None or self.model_state == "off" or self._closed:
+                return
+            self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
+            self._loader.start()
 
     def pending(self) -> list[Shard]:
         """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
@@ -835,6 +867,7 @@ class VaultIndex:
             chunk = chunk[:len(vecs)]
             self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
+                self._own("dense", "context")
                 for h, vec in zip(chunk, vecs):
                     for s in by_hash.get(h, ()):
                         current = self.shards.get(s.node_id)
@@ -856,6 +889,59 @@ class VaultIndex:
         if emb is None:
             return None
         return emb.encode([text])[0]
+
+    # -- snapshots --------------------------------------------------------------------------
+    def snapshot(self) -> LocalSnapshot:
+        """A read view of the index at its current version, unchanged by later batches until released.
+
+        Cheap: it keeps references, and marks what it keeps as shared so that the next writer
+        forks it before changing it (`_own`). Release it (`release()` or a `with` block): a
+        snapshot held keeps the rows of removed vectors from being reused.
+        """
+        with self.lock:
+            self._shared = {"tables", "bm25", "dense", "context"}
+            self._pins += 1
+            return LocalSnapshot(self, self.version, self.notes, self.shards, self.shards_by_path, self.neighbours,
+                                 self.bm25, self.dense, self.context)
+
+    def _unpin(self) -> None:
+        """A snapshot was released."""
+        with self.lock:
+            self._pins -= 1
+
+    def _own(self, *parts: str) -> None:
+        """Before a change (under the lock): fork the parts a snapshot still reads (all, or `parts`).
+
+        With no snapshot held, nothing is copied and the rows retired while one was are freed.
+        """
+        if not self._pins:
+            self._shared.clear()
+            self.dense.recycle()
+            self.context.recycle()
+            return
+        shared = self._shared.intersection(parts) if parts else set(self._shared)
+        if "tables" in shared:
+            self.notes = dict(self.notes)
+            self.shards = dict(self.shards)
+            self.shards_by_path = dict(self.shards_by_path)
+        if "bm25" in shared:
+            self.bm25 = self.bm25.fork()
+        if "dense" in shared:
+            self.dense = self.dense.fork()
+        if "context" in shared:
+            self.context = self.context.fork()
+        self._shared -= shared
+
+    def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph:
+        """The wikilink graph of `notes`, the notes of a snapshot at `version` (the current graph when current)."""
+        with self.lock:
+            if version == self.version:
+                return self.links()
+            if self._links is not None and self._links_version == version:
+                return self._links
+        for p in [p for p in (pending_of(n) for n in list(notes.values())) if p is not None]:
+            p.load()
+        return LinkGraph(notes)
 
     # -- reading ----------------------------------------------------------------------------
     def stats(self) -> IndexStats:
@@ -952,6 +1038,9 @@ class VaultIndex:
         `exiting` (a one-shot command about to end): its interpreter's last collection would walk
         them all once more only to free memory the exit frees anyway (about 0.15 s at 10k notes).
         """
+        # No model load may start after this (it would outlive the interpreter inside the runtime).
+        with self._loader_lock:
+            self._closed = True
         if self._loader is not None:
             self._loader.join()
         self.store.close()

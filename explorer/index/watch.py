@@ -119,9 +119,23 @@ class _OverflowListener(logging.Handler):
                 watcher.request_full_refresh("file events were lost (event queue overflowed)")
 
 
+def _not_a_stop_race(record: logging.LogRecord) -> bool:
+    """False for watchdog's record of an event read while its emitter is being stopped.
+
+    Stopping the observer while the emitter thread is between two reads makes watchdog log an
+    ERROR ("queue_events() called when the thread is inactive") that means nothing but "stopped";
+    where a program logs to stderr (the MCP server does), it would read as a failure on every exit.
+    """
+    try:
+        return "when the thread is inactive" not in record.getMessage()
+    except Exception:  # noqa: BLE001 - a logging filter must not raise
+        return True
+
+
 _OVERFLOW = _OverflowListener()
 for _name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify", "watchdog.observers.inotify_buffer"):
     logging.getLogger(_name).addHandler(_OVERFLOW)
+    logging.getLogger(_name).addFilter(_not_a_stop_race)
 
 
 class VaultWatcher:
@@ -249,13 +263,19 @@ class VaultWatcher:
                 self._cond.notify_all()
 
     def stop(self, timeout: float | None = 10.0) -> None:
-        """Stop observing and join the threads. Pending events are dropped: the next start reconciles them."""
+        """Stop observing and join the threads (the embedding one however long its model batch takes).
+
+        Pending events are dropped: the next start reconciles them.
+        """
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        for thread in (self._thread, self._embed_thread):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        if self._embed_thread is not None and self._embed_thread is not threading.current_thread():
+            # No time limit: embedding stops between model batches, and a thread left inside the
+            # model's runtime when the interpreter exits aborts the process.
+            self._embed_thread.join()
         self._disarm()
         _OVERFLOW.watchers.discard(self)
         self._set_state(STOPPED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
+from explorer.index.backend import Snapshot
 from explorer.search.fusion import Entry
 from explorer.search.query import ParsedQuery
 from explorer.search.schema import SearchResult
@@ -17,7 +18,7 @@ def always_include(
     results: list[SearchResult],
     parsed: ParsedQuery,
     terms: SearchTerms,
-    index: Any,
+    index: Snapshot,
     result_for: Callable[[Entry], SearchResult],
 ) -> None:
     """Append to `results` the notes the rules name that are not in it yet, each with its reason.

@@ -43,9 +43,9 @@ def allowed_shards(index: Any, settings: Settings, filters: str) -> set[str] | N
     """node_ids of the shards the filters in `filters` allow, as the search pipeline reads them (None: no filter)."""
     if not filters.strip():
         return None
-    retriever = Retriever(index, settings, lambda _node_id: 1.0)
-    with index.lock:
-        return retriever.allowed(parse_query(filters))
+    retriever = Retriever(index, settings, {})
+    with index.snapshot() as snap:
+        return retriever.allowed(snap, parse_query(filters))
 
 
 def allowed_paths(index: Any, settings: Settings, filters: str) -> set[str] | None:

@@ -6,7 +6,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from explorer.config import LLMSettings, Settings
 from explorer.text.lru import LRUCache
@@ -17,7 +17,7 @@ from explorer.search.terms import MAX_TERMS, SearchTerms, clamp_terms, clean_ter
 from explorer.search.twopass import Analysis
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.backend import IndexBackend, Snapshot
 
 #: Completion tokens of the analysis (a verdict and one query).
 ANALYSIS_MAX_TOKENS = 100
@@ -269,12 +269,12 @@ class LLMTermWriter:
 
     name = "llm"
 
-    def __init__(self, llm: LLMClient, index: VaultIndex | None, settings: Settings) -> None:
+    def __init__(self, llm: LLMClient, index: IndexBackend | None, settings: Settings) -> None:
         self.llm = llm
         self.index = index
         self.settings = settings
 
-    def __call__(self, query: str, budget: Budget | None = None) -> SearchTerms:
+    def __call__(self, query: str, budget: Budget | None = None, snapshot: Snapshot | None = None) -> SearchTerms:
         """Search terms for `query` (source `llm`, or `llm->keywords` after a fallback)."""
         messages = [{"role": "system", "content": TERMS_SYSTEM}, {"role": "user", "content": f"Query: {query.strip()}"}]
         tokens = 0
@@ -284,10 +284,10 @@ class LLMTermWriter:
             tokens = reply.tokens_used
             terms, prefs, n1 = parse_terms_reply(reply.text)
         except LLMError as exc:
-            return self._fallback(query, exc, tokens)
+            return self._fallback(query, exc, tokens, snapshot)
         kept, warnings = clamp_terms(terms)
         if not kept:
-            return self._fallback(query, LLMOutputError("empty terms", "no usable search term"), tokens)
+            return self._fallback(query, LLMOutputError("empty terms", "no usable search term"), tokens, snapshot)
         kept = kept[: min(self.settings.search.max_terms, MAX_TERMS)]
         if prefs is None or n1 is None:  # a flag left out: the offline cue words decide it
             offline = keyword_terms(query, None, 0)
@@ -303,8 +303,9 @@ class LLMTermWriter:
             tokens_used=tokens,
         )
 
-    def _fallback(self, query: str, exc: LLMError, tokens: int) -> SearchTerms:
-        base = keyword_terms(query, self._idf, self.settings.search.keyword_terms)
+    def _fallback(self, query: str, exc: LLMError, tokens: int, snapshot: Snapshot | None = None) -> SearchTerms:
+        idf = self._idf_table(snapshot)
+        base = keyword_terms(query, lambda token: idf.get(token, 0.0), self.settings.search.keyword_terms)
         return replace(
             base,
             source="llm->keywords",
@@ -312,13 +313,17 @@ class LLMTermWriter:
             tokens_used=tokens,
         )
 
-    def _idf(self, token: str) -> float:
+    def _idf_table(self, snapshot: Snapshot | None) -> Mapping[str, float]:
+        """The idf of the snapshot the search reads (of the index now when none is given)."""
+        if snapshot is not None:
+            return snapshot.idf()
         if self.index is None:
-            return 0.0
-        return self.index.bm25.idf().get(token, 0.0)
+            return {}
+        with self.index.snapshot() as snap:
+            return snap.idf()
 
 
-def llm_term_writer(llm: LLMClient, index: VaultIndex | None, settings: Settings) -> LLMTermWriter:
+def llm_term_writer(llm: LLMClient, index: IndexBackend | None, settings: Settings) -> LLMTermWriter:
     """A term writer for SearchPipeline backed by `llm` (falls back to keyword terms)."""
     return LLMTermWriter(llm, index, settings)
 
@@ -389,12 +394,13 @@ class LLMAnalyser:
 
     name = "llm"
 
-    def __init__(self, llm: LLMClient, index: VaultIndex, settings: Settings) -> None:
+    def __init__(self, llm: LLMClient, index: IndexBackend, settings: Settings) -> None:
         self.llm = llm
         self.index = index
         self.settings = settings
 
-    def __call__(self, query: str, results: SearchResults, budget: Budget | None = None) -> Analysis:
+    def __call__(self, query: str, results: SearchResults, budget: Budget | None = None,
+                 snapshot: Snapshot | None = None) -> Analysis:
         """`SUFFICIENT` or `REFINE: <query>` for the pass-1 results of `query`."""
         s = self.settings.search
         prompt = analysis_prompt(query, results, s.pass1_entries, s.pass1_shards)
@@ -407,7 +413,11 @@ class LLMAnalyser:
         except LLMError as exc:
             from explorer.search.twopass import heuristic_analysis
 
-            fallback = heuristic_analysis(query, results, self.index)
+            if snapshot is not None:
+                fallback = heuristic_analysis(query, results, snapshot)
+            else:
+                with self.index.snapshot() as snap:
+                    fallback = heuristic_analysis(query, results, snap)
             return replace(
                 fallback,
                 analyser="llm->heuristic",
@@ -420,7 +430,7 @@ class LLMAnalyser:
                         analyser="llm", tokens_used=tokens)
 
 
-def llm_analyser(llm: LLMClient, index: VaultIndex, settings: Settings) -> LLMAnalyser:
+def llm_analyser(llm: LLMClient, index: IndexBackend, settings: Settings) -> LLMAnalyser:
     """An analyser for SearchPipeline backed by `llm` (falls back to the heuristic analysis)."""
     return LLMAnalyser(llm, index, settings)
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 import threading
 from datetime import date
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
+from explorer.index.backend import Snapshot
 from explorer.search.fusion import Fused
 from explorer.search.quality import coverage, token_idf
 from explorer.search.schema import Contribution, SearchResult
@@ -50,7 +51,7 @@ def name_words(name: str) -> tuple[str, ...]:
 class Owners:
     """Owners of the notes of one index version: name -> paths, and the names a query mentions."""
 
-    def __init__(self, notes: dict[str, Any]) -> None:
+    def __init__(self, notes: Mapping[str, Any]) -> None:
         self.paths: dict[str, set[str]] = {}
         self.words: dict[str, tuple[str, ...]] = {}
         self.owner_of: dict[str, str] = {}
@@ -82,7 +83,7 @@ class Owners:
         return frozenset(out)
 
 
-def owner_weights(base: Callable[[str], float], index: Any, favoured: frozenset[str], boost: float) -> Callable[[str], float]:
+def owner_weights(base: Callable[[str], float], index: Snapshot, favoured: frozenset[str], boost: float) -> Callable[[str], float]:
     """The fusion's per-shard weight: `base` (the source type's), times `boost` for the favoured notes."""
     if not favoured or boost == 1.0:
         return base
@@ -99,7 +100,7 @@ class Dialog:
     """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session (the index's),
     and the day each such turn was recorded on (frontmatter `date`, else metadata `timestamp`)."""
 
-    def __init__(self, neighbours: dict[str, tuple[str, ...]], notes: dict[str, Any] | None = None) -> None:
+    def __init__(self, neighbours: Mapping[str, tuple[str, ...]], notes: Mapping[str, Any] | None = None) -> None:
         self.neighbours: dict[str, tuple[str, ...]] = {path: tuple(sorted(near)) for path, near in neighbours.items()}
         self.days: dict[str, date] = {}
         for path in self.neighbours:
@@ -122,17 +123,17 @@ class MemoryCache:
         self._owners = Owners({})
         self._dialog = Dialog({})
 
-    def get(self, index: Any) -> tuple[Owners, Dialog]:
+    def get(self, snap: Snapshot) -> tuple[Owners, Dialog]:
+        """Those of the snapshot's version (rebuilt when the last one asked for was another)."""
         with self._lock:
-            if self._version != index.version:
-                with index.lock:
-                    self._owners = Owners(index.notes)
-                    self._dialog = Dialog(index.neighbours, index.notes)
-                    self._version = index.version
+            if self._version != snap.version:
+                self._owners = Owners(snap.notes)
+                self._dialog = Dialog(snap.neighbours, snap.notes)
+                self._version = snap.version
             return self._owners, self._dialog
 
 
-def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: float) -> list[Fused]:
+def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, share: float) -> list[Fused]:
     """Dialog context: each turn note gains `share` of its best adjacent turn's fused score.
 
     A question is often phrased in the words of the turn before or after the one that answers
@@ -146,8 +147,9 @@ def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: 
         return fused
     best: dict[str, tuple[float, int]] = {}
     first_of: dict[str, int] = {}
+    shards = index.shards
     for i, f in enumerate(fused):
-        shard = index.shards.get(f.node_id)
+        shard = shards.get(f.node_id)
         if shard is None:
             continue
         if shard.path not in best:
@@ -169,14 +171,14 @@ def spread_to_neighbours(fused: list[Fused], index: Any, dialog: Dialog, share: 
             f = out[i]
             out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
         else:
-            ids = index.shards_by_path.get(near)
+            ids = index.shard_ids(near)
             if ids:
                 out.append(Fused(ids[0], extra.contribution, (extra,), 10**9))
     out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
     return out
 
 
-def lift_by_date(fused: list[Fused], index: Any, dialog: Dialog, spans: list[Span], share: float,
+def lift_by_date(fused: list[Fused], index: Snapshot, dialog: Dialog, spans: list[Span], share: float,
                  after_days: float) -> list[Fused]:
     """Time in the query: each conversation turn recorded when the query says gains `share` of the best fused score.
 
@@ -216,7 +218,7 @@ def _name_words(owners: Owners, named: list[str]) -> set[str]:
     return {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
 
 
-def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list[str], top_n: int = 3) -> float:
+def named_match(rankings: Iterable[Any], index: Snapshot, owners: Owners, named: list[str], top_n: int = 3) -> float:
     """How much of the best lexical evidence belongs to the people the query names: 0-1 (1 = all of it).
 
     From the query's own BM25 ranking, rescored on the query's words without the named people's
@@ -241,7 +243,7 @@ def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list
     if not asked:
         return 1.0
     candidates = [node_id for node_id, _ in ranking.items]
-    scores = index.bm25.get_scores(asked, keys=candidates)
+    scores = index.bm25_scores(asked, candidates)
     wanted = set(named)
     mine = total = 0.0
     counted = 0
@@ -262,7 +264,7 @@ def named_match(rankings: Iterable[Any], index: Any, owners: Owners, named: list
     return mine / total if total > 0.0 else 1.0
 
 
-def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, named: list[str], words: list[str],
+def named_coverage(results: Iterable[SearchResult], index: Snapshot, owners: Owners, named: list[str], words: list[str],
                    top_n: int = 3) -> float:
     """How much of what the query asks the named people's own results hold: 0-1 (1 = all of it).
 
@@ -280,12 +282,12 @@ def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, 
     asked = [w for w in words if w not in names]
     if not asked:
         return 1.0
-    n_docs = len(index.bm25)
+    n_docs = index.n_docs()
     df: dict[str, float] = {}
 
     def idf(word: str) -> float:
         if word not in df:
-            df[word] = token_idf(n_docs, index.bm25.doc_freq(word))
+            df[word] = token_idf(n_docs, index.doc_freq(word))
         return df[word]
 
     best = 0.0
@@ -297,7 +299,7 @@ def named_coverage(results: Iterable[SearchResult], index: Any, owners: Owners, 
     return best
 
 
-def other_coverage(entries: Iterable[tuple[str, float]], index: Any, owners: Owners, named: list[str], words: list[str],
+def other_coverage(entries: Iterable[tuple[str, float]], index: Snapshot, owners: Owners, named: list[str], words: list[str],
                    top_n: int = 5) -> float:
     """How much of what the query asks the best results of people *other* than the named ones hold: 0-1.
 
@@ -314,10 +316,10 @@ def other_coverage(entries: Iterable[tuple[str, float]], index: Any, owners: Own
     if not asked:
         return 0.0
     wanted = set(named)
-    n_docs = len(index.bm25)
+    n_docs = index.n_docs()
 
     def idf(word: str) -> float:
-        return token_idf(n_docs, index.bm25.doc_freq(word))
+        return token_idf(n_docs, index.doc_freq(word))
 
     best = 0.0
     counted = 0
@@ -326,7 +328,7 @@ def other_coverage(entries: Iterable[tuple[str, float]], index: Any, owners: Own
         if owner is None or owner in wanted:
             continue
         toks: set[str] = set()
-        for node_id in index.shards_by_path.get(path, ()):
+        for node_id in index.shard_ids(path):
             toks.update(index.tokens(node_id))
         best = max(best, coverage(asked, toks, idf))
         counted += 1

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping
 
-from explorer.index.store import name_tokens
 from explorer.vault.model import Note
+
+NamesOf = Callable[[Note], tuple[frozenset[str], ...]]
+"""A note's name token sets (explorer.index.backend.Snapshot.name_tokens)."""
 
 #: A name must cover the query and be covered by it at least this much (product of both shares).
 MIN_SCORE = 0.5
@@ -41,13 +43,13 @@ class NameIndex:
         self._postings: dict[str, set[str]] = {}
         self._version = -1
 
-    def refresh(self, notes: Mapping[str, Note], version: int) -> None:
-        """Bring the name table up to date with `notes` (cheap when nothing changed)."""
+    def refresh(self, notes: Mapping[str, Note], version: int, names_of: NamesOf) -> None:
+        """Bring the name table up to date with `notes` (cheap when nothing changed); `names_of` gives a note's names."""
         if version == self._version:
             return
         if not self._notes:  # the first build: nothing to drop
             for path, note in notes.items():
-                self._add(path, note)
+                self._add(path, note, names_of)
             self._version = version
             return
         for path in [p for p in self._notes if p not in notes]:
@@ -55,11 +57,11 @@ class NameIndex:
         for path, note in notes.items():
             if self._notes.get(path) is not note:
                 self._drop(path)
-                self._add(path, note)
+                self._add(path, note, names_of)
         self._version = version
 
-    def _add(self, path: str, note: Note) -> None:
-        names = name_tokens(note)
+    def _add(self, path: str, note: Note, names_of: NamesOf) -> None:
+        names = names_of(note)
         self._notes[path] = note
         self._names[path] = names
         postings = self._postings

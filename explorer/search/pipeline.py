@@ -7,7 +7,9 @@ Each stage lives in its own module; `SearchPipeline.search` runs them in order:
       ->  analyse and pass 2 (search/twopass.py)  ->  always-include (search/always.py)
       ->  rerank (search/rerank.py)  ->  quality (search/quality.py)
 
-The stages record what they saw in `SearchResults.trace` as they run.
+The stages record what they saw in `SearchResults.trace` as they run. Every stage reads one
+`Snapshot` of the index (explorer.index.backend), taken when the search starts: a change batch
+applied meanwhile shows in the next search, never in half of this one.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 
 from explorer.config import Settings
+from explorer.index.backend import IndexBackend, Snapshot
 from explorer.index.windows import query_words
-from explorer.index.vault_index import VaultIndex
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
@@ -67,10 +69,16 @@ class Reranker(Protocol):
     ) -> tuple[list[SearchResult], RerankInfo]: ...
 
 
+Stage = Callable[[str, SearchResults], None]
+"""A hook called after a stage (its name, the results so far), in the searching thread."""
+
+
 @dataclass
 class _Run:
     """One search in progress: what it was asked and what its stages produced so far."""
 
+    snap: Snapshot
+    """The index as this search reads it, from its first stage to its last."""
     parsed: ParsedQuery
     k: int
     use_dense: bool
@@ -102,6 +110,8 @@ class _Run:
     """`rrf` or `score` (search.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None
     """The dense rankings' cosine floor (None: search.dense_threshold)."""
+    on_stage: Stage | None = None
+    """Called after pass 1 and after quality (see SearchPipeline.search)."""
     today: _dt.date = field(default_factory=_dt.date.today)
     """The date relative dates and recency were read against."""
 
@@ -119,7 +129,7 @@ class _Run:
 
 
 class SearchPipeline:
-    """Answers queries against one VaultIndex.
+    """Answers queries against one index backend, each search against one snapshot of it.
 
     Steps (each a method below, timed in `timings_ms`, cancellation checked between them):
       1. parse the query (filters) and write search terms (query + 3-5 terms);
@@ -134,11 +144,12 @@ class SearchPipeline:
 
     def __init__(
         self,
-        index: VaultIndex,
+        index: IndexBackend,
         settings: Settings | None = None,
         term_writer: Callable[[str], SearchTerms] | None = None,
         analyser: Analyser | None = None,
         reranker: Reranker | None = None,
+        notices: list[str] | None = None,
     ) -> None:
         self.index = index
         self.settings = settings or index.settings
@@ -146,10 +157,12 @@ class SearchPipeline:
         self.analyser = analyser
         self.reranker = reranker
         self.history: list[dict[str, Any]] = []
+        self.notices: tuple[str, ...] = tuple(notices or ())
+        """What went wrong assembling this pipeline (a component that failed to load); every search repeats it as a warning."""
         self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.search.cache_size)
-        self._source_weight = source_weights(index, dict(self.settings.search.source_weights))
-        self._retriever = Retriever(index, self.settings, self._source_weight)
-        self._builder = ResultBuilder(index, self.settings, self._retriever.dates)
+        self._weights = dict(self.settings.search.source_weights)
+        self._retriever = Retriever(index, self.settings, self._weights)
+        self._builder = ResultBuilder(self.settings, self._retriever.dates)
         self.today: Callable[[], _dt.date] = _dt.date.today
         """Today's date, against which relative dates (`after:last week`) and recency are read."""
         self._memory = MemoryCache()
@@ -158,9 +171,9 @@ class SearchPipeline:
     def prepare(self) -> None:
         """Build what the first query of this index version would (name table, idf, note owners
         and dialog turns), so that a process serving queries answers its first one at full speed."""
-        with self.index.lock:
-            self._retriever.prepare()
-        self._memory.get(self.index)
+        with self.index.snapshot() as snap:
+            self._retriever.prepare(snap)
+            self._memory.get(snap)
 
     def search(
         self,
@@ -172,25 +185,34 @@ class SearchPipeline:
         rerank: bool | None = None,
         cancelled: Callable[[], bool] | None = None,
         record: bool = True,
+        on_stage: Stage | None = None,
     ) -> SearchResults:
-        """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`."""
-        run = self._begin(query, k, dense, two_pass, rerank, cancelled)
-        key = (run.parsed.raw, run.k, run.use_dense, run.two_pass, run.rerank, self.index.version, self.index.model_state,
-               run.today)
-        hit = self._cached(key, run, record)
-        if hit is not None:
-            return hit
-        if not run.parsed.text:
-            return self._browse(run)
-        self._write_terms(run)
-        self._people(run)
-        self._embed_query(run)
-        out = self._first_pass(run)
-        self._analyse_and_refine(run, out)
-        self._always_include(run, out)
-        self._rerank(run, out)
-        self._assess(run, out)
-        return self._finish(run, out, key, record)
+        """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
+
+        The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
+        this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`).
+        """
+        with self.index.snapshot() as snap:
+            run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
+            run.on_stage = on_stage
+            key = (run.parsed.raw, run.k, run.use_dense, run.two_pass, run.rerank, snap.version, self.index.model_state,
+                   run.today)
+            hit = self._cached(key, run, record)
+            if hit is not None:
+                return hit
+            if not run.parsed.text:
+                return self._browse(run)
+            self._write_terms(run)
+            self._people(run)
+            self._embed_query(run)
+            out = self._first_pass(run)
+            self._stage(run, "pass1", out)
+            self._analyse_and_refine(run, out)
+            self._always_include(run, out)
+            self._rerank(run, out)
+            self._assess(run, out)
+            self._stage(run, "quality", out)
+            return self._finish(run, out, key, record)
 
     def allowed_paths(self, query: str) -> set[str] | None:
         """The notes the filters of `query` allow (tag:, path:, file:, section:, -word, [property:value],
@@ -199,21 +221,21 @@ class SearchPipeline:
         For tools that search on their own (the classic cursor tools) but should honour the same filters.
         """
         parsed = parse_query(query, self.today())
-        with self.index.lock:
-            allowed = self._retriever.allowed(parsed)
+        with self.index.snapshot() as snap:
+            allowed = self._retriever.allowed(snap, parsed)
             if allowed is None:
                 return None
-            return {self.index.shards[n].path for n in allowed}
+            return {snap.shards[n].path for n in allowed}
 
     # -- stages ------------------------------------------------------------------------------
-    def _begin(self, query: str, k: int | None, dense: bool, two_pass: bool | None, rerank: bool | None,
+    def _begin(self, snap: Snapshot, query: str, k: int | None, dense: bool, two_pass: bool | None, rerank: bool | None,
                cancelled: Callable[[], bool] | None) -> _Run:
         """Check and parse the query; settle the options of this search."""
         s = self.settings.search
         started = time.perf_counter()
         if not query or not query.strip():
             raise QueryError("empty query: type words to search, or a filter such as tag:name")
-        warnings: list[str] = []
+        warnings: list[str] = list(self.notices)
         if len(query) > MAX_QUERY_CHARS:
             warnings.append(f"query of {len(query)} characters cut to {MAX_QUERY_CHARS}")
             query = query[:MAX_QUERY_CHARS]
@@ -222,6 +244,7 @@ class SearchPipeline:
         warnings.extend(parsed.warnings)
         has_reranker = self.reranker is not None
         return _Run(
+            snap=snap,
             parsed=parsed,
             k=k or s.top_k,
             use_dense=dense and self.index.model_state != "off",
@@ -249,14 +272,14 @@ class SearchPipeline:
     def _write_terms(self, run: _Run) -> None:
         """1. The query plus 3-5 search terms (LLM when configured, keywords otherwise)."""
         with run.timed("terms"):
-            run.terms = self._terms_for(run.parsed.text, run.budget)
+            run.terms = self._terms_for(run, run.parsed.text)
             run.warnings.extend(run.terms.warnings)
         run.check()
 
     def _people(self, run: _Run) -> None:
         """Agent memory: the people the query names (their notes weigh `owner_weight` more) and the dialog."""
         s = self.settings.search
-        owners, run.dialog = self._memory.get(self.index)
+        owners, run.dialog = self._memory.get(run.snap)
         run.fusion = s.fusion if s.fusion != "auto" else ("score" if run.dialog.neighbours else "rrf")
         if run.fusion == "score":
             # Cosines count from the floor of unrelated texts, so the dense rankings reach down to it.
@@ -268,7 +291,7 @@ class SearchPipeline:
         if s.owner_weight != 1.0:
             run.named = owners.named(run.parsed.text)
             run.favoured = owners.favoured(run.named)
-        run.weight = owner_weights(self._source_weight, self.index, run.favoured, s.owner_weight)
+        run.weight = owner_weights(source_weights(run.snap, self._weights), run.snap, run.favoured, s.owner_weight)
 
     def _embed_query(self, run: _Run) -> None:
         """The query vectors of every term (none when the model is off or unavailable)."""
@@ -285,30 +308,30 @@ class SearchPipeline:
         """2-4. Retrieve per term, fuse, aggregate to notes and build pass 1's results (knowledge first)."""
         s, terms, parsed = self.settings.search, run.terms, run.parsed
         assert terms is not None
-        with self.index.lock:
-            run.allowed = self._retriever.allowed(parsed)
-            run.corrections = self._retriever.corrections(parsed.text)
-            version = self.index.version
-            stats = self._builder.stats(run.qvecs is not None)
-            entries, rankings, searched = self._knowledge_first(run)
-            run.check()
-            t = time.perf_counter()
-            if entries is None:
-                if not rankings:
-                    rankings = self._retriever.rankings(terms, run.qvecs, run.allowed, run.timings, "",
-                                                        corrections=run.corrections, phrases=parsed.phrases,
-                                                        threshold=run.threshold, feedback=run.fusion != "score",
-                                                        dialog=run.fusion == "score")
-                with run.timed("fusion"):
-                    entries = self._fuse(rankings, 1, run)
-            ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
-            if run.rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
-                ke1 = max(ke1, self.settings.rerank.pass1_candidates)
-            pass1 = entries[:ke1]
-            results = [self._builder.result(e, parsed, kc=s.pass1_shards, qvec=run.qvec) for e in pass1]
-            passes = [PassInfo(1, parsed.text, tuple(terms.all_terms), ke1, s.pass1_shards, len(entries), len(pass1),
-                               (time.perf_counter() - t) * 1000)]
-            run.timings["pass1"] = passes[0].ms
+        snap = run.snap
+        run.allowed = self._retriever.allowed(snap, parsed)
+        run.corrections = self._retriever.corrections(snap, parsed.text)
+        version = snap.version
+        stats = self._builder.stats(snap, run.qvecs is not None)
+        entries, rankings, searched = self._knowledge_first(run)
+        run.check()
+        t = time.perf_counter()
+        if entries is None:
+            if not rankings:
+                rankings = self._retriever.rankings(snap, terms, run.qvecs, run.allowed, run.timings, "",
+                                                    corrections=run.corrections, phrases=parsed.phrases,
+                                                    threshold=run.threshold, feedback=run.fusion != "score",
+                                                    dialog=run.fusion == "score")
+            with run.timed("fusion"):
+                entries = self._fuse(rankings, 1, run)
+        ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
+        if run.rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
+            ke1 = max(ke1, self.settings.rerank.pass1_candidates)
+        pass1 = entries[:ke1]
+        results = [self._builder.result(snap, e, parsed, kc=s.pass1_shards, qvec=run.qvec) for e in pass1]
+        passes = [PassInfo(1, parsed.text, tuple(terms.all_terms), ke1, s.pass1_shards, len(entries), len(pass1),
+                           (time.perf_counter() - t) * 1000)]
+        run.timings["pass1"] = passes[0].ms
         run.check()
         out = SearchResults(
             query=parsed.raw,
@@ -347,17 +370,18 @@ class SearchPipeline:
             return None, [], ["all"]
         assert run.terms is not None
         with run.timed("knowledge_first"):
-            facts = self._retriever.facts() if run.allowed is None else self._retriever.facts() & run.allowed
+            facts = self._retriever.facts(run.snap)
+            facts = facts if run.allowed is None else facts & run.allowed
             if not facts:
                 return None, [], ["all"]
-            rankings = self._retriever.rankings(run.terms, run.qvecs, run.allowed, run.timings, "",
+            rankings = self._retriever.rankings(run.snap, run.terms, run.qvecs, run.allowed, run.timings, "",
                                                 corrections=run.corrections, phrases=run.parsed.phrases,
                                                 threshold=run.threshold, feedback=run.fusion != "score",
                                                         dialog=run.fusion == "score")
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
-            kb_results = [self._builder.result(e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
+            kb_results = [self._builder.result(run.snap, e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
                           for e in kb_entries[:s.pass1_entries]]
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
@@ -380,7 +404,7 @@ class SearchPipeline:
                 # results requested must not change the refinement, hence the top 10.
                 page = replace(out, results=out.results[: self.settings.search.pass1_entries])
                 analysis = run.analysis = analyse(self.analyser, self.settings.search.analyser, run.parsed.text, page,
-                                                  self.index, run.budget)
+                                                  run.snap, run.budget)
             out.analysis = AnalysisInfo(analysis.decision, analysis.refined_query, analysis.reason, analysis.analyser,
                                         analysis.tokens_used)
             run.check()
@@ -398,17 +422,18 @@ class SearchPipeline:
         """Pass 2 on the refined query (ke=pass2_entries, kc=pass2_shards), merged below pass 1."""
         s = self.settings.search
         t = time.perf_counter()
-        terms2 = self._terms_for(refined, run.budget)
+        terms2 = self._terms_for(run, refined)
         out.warnings.extend(f"pass 2: {w}" for w in terms2.warnings)
         qvecs2 = self._retriever.encode(terms2.all_terms) if run.qvecs is not None else None
         run.check()
-        with self.index.lock:
-            rankings2 = self._retriever.rankings(terms2, qvecs2, run.allowed, run.timings, "pass2_",
-                                                 corrections=self._retriever.corrections(refined),
-                                                 phrases=run.parsed.phrases, threshold=run.threshold, feedback=run.fusion != "score",
-                                                        dialog=run.fusion == "score")
-            entries2 = self._fuse(rankings2, 2, run)
-            found2 = [self._builder.result(e, run.parsed, kc=s.pass2_shards, qvec=run.qvec) for e in entries2[: s.pass2_entries]]
+        snap = run.snap
+        rankings2 = self._retriever.rankings(snap, terms2, qvecs2, run.allowed, run.timings, "pass2_",
+                                             corrections=self._retriever.corrections(snap, refined),
+                                             phrases=run.parsed.phrases, threshold=run.threshold, feedback=run.fusion != "score",
+                                             dialog=run.fusion == "score")
+        entries2 = self._fuse(rankings2, 2, run)
+        found2 = [self._builder.result(snap, e, run.parsed, kc=s.pass2_shards, qvec=run.qvec)
+                  for e in entries2[: s.pass2_entries]]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
         # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
@@ -431,8 +456,8 @@ class SearchPipeline:
         assert run.terms is not None
         with run.timed("always_include"):
             out.results = out.results[: max(run.k, 0)] if not run.rerank else out.results
-            always_include(out.results, run.parsed, run.terms, self.index,
-                           lambda entry: self._builder.result(entry, run.parsed, kc=1))
+            always_include(out.results, run.parsed, run.terms, run.snap,
+                           lambda entry: self._builder.result(run.snap, entry, run.parsed, kc=1))
 
     def _rerank(self, run: _Run, out: SearchResults) -> None:
         """6. Rerank the searched results (always-include entries keep their place at the end)."""
@@ -453,24 +478,23 @@ class SearchPipeline:
         if run.corrections:
             # A misspelt word counts as the word it was corrected to in the relevance shown and judged
             # (after ranking: the passes and the reranker read relevance as it was).
-            with self.index.lock:
-                searched_results = [self._builder.with_corrections(r, run.parsed, run.qvec, run.corrections)
-                                    for r in searched_results]
+            searched_results = [self._builder.with_corrections(run.snap, r, run.parsed, run.qvec, run.corrections)
+                                for r in searched_results]
         out.results = searched_results + [r for r in out.results if r.source != "search"]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
-            owners = self._memory.get(self.index)[0]
-            with self.index.lock:
-                rankings = out.trace.rankings
-                if run.named and run.fusion == "score" and self.settings.search.dialog_words > 0:
-                    # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
-                    assert run.terms is not None
-                    rankings = [self._retriever.own_words(run.terms.all_terms[0], run.allowed, run.corrections)]
-                share = named_match(rankings, self.index, owners, run.named, TOP_N)
-                words = query_words(run.parsed.text)
-                covered = named_coverage(judged, self.index, owners, run.named, words, TOP_N)
-                elsewhere = other_coverage(out.trace.entries, self.index, owners, run.named, words, OTHERS_N)
+            snap = run.snap
+            owners = self._memory.get(snap)[0]
+            rankings = out.trace.rankings
+            if run.named and run.fusion == "score" and self.settings.search.dialog_words > 0:
+                # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
+                assert run.terms is not None
+                rankings = [self._retriever.own_words(snap, run.terms.all_terms[0], run.allowed, run.corrections)]
+            share = named_match(rankings, snap, owners, run.named, TOP_N)
+            words = query_words(run.parsed.text)
+            covered = named_coverage(judged, snap, owners, run.named, words, TOP_N)
+            elsewhere = other_coverage(out.trace.entries, snap, owners, run.named, words, OTHERS_N)
             out.quality = assess(judged, run.qvecs is not None, share, covered, elsewhere, named=bool(run.named),
                                  conversation=run.fusion == "score")
         out.stats.final_results = len(out.results)
@@ -503,55 +527,65 @@ class SearchPipeline:
     def _browse(self, run: _Run) -> SearchResults:
         """A filter-only query: the notes the filters allow, in path order (no ranking); newest first under
         a date filter or a recency preference."""
-        parsed, k = run.parsed, run.k
-        with self.index.lock:
-            allowed = self._retriever.allowed(parsed)
-            timely = bool(parsed.after or parsed.before or parsed.on) or self._half_life(run) > 0
-            if allowed is None:  # `recent:` alone lists every note, newest first
-                allowed = set(self.index.shards) if timely else set()
-            paths = sorted({self.index.shards[n].path for n in allowed})
-            if timely:  # newest first (undated notes last), then by path
-                dates = self._retriever.dates
-                paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
-            results = []
-            for path in paths[:k]:
-                ids = [n for n in self.index.shards_by_path.get(path, []) if n in allowed]
-                fused = [Fused(n, 0.0, (), 0) for n in ids]
-                results.append(self._builder.result(Entry(path, fused, 1), parsed, kc=self.settings.search.shards_per_entry))
-            stats = self._builder.stats(False)
+        parsed, k, snap = run.parsed, run.k, run.snap
+        allowed = self._retriever.allowed(snap, parsed)
+        timely = bool(parsed.after or parsed.before or parsed.on) or self._half_life(run) > 0
+        if allowed is None:  # `recent:` alone lists every note, newest first
+            allowed = set(snap.shards) if timely else set()
+        paths = sorted({snap.shards[n].path for n in allowed})
+        if timely:  # newest first (undated notes last), then by path
+            dates = self._retriever.dates
+            paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
+        results = []
+        for path in paths[:k]:
+            ids = [n for n in snap.shard_ids(path) if n in allowed]
+            fused = [Fused(n, 0.0, (), 0) for n in ids]
+            results.append(self._builder.result(snap, Entry(path, fused, 1), parsed, kc=self.settings.search.shards_per_entry))
+        stats = self._builder.stats(snap, False)
         out = SearchResults(
             query=parsed.raw, search_terms_used=[], results=results, stats=stats,
             filters=parsed.filters_dict(), mode=SearchMode(browse=True), searched_sources=["all"],
         )
-        always_include(out.results, parsed, SearchTerms(query="", terms=(), source="keywords"), self.index,
-                       lambda entry: self._builder.result(entry, parsed, kc=1))
+        always_include(out.results, parsed, SearchTerms(query="", terms=(), source="keywords"), snap,
+                       lambda entry: self._builder.result(snap, entry, parsed, kc=1))
         stats.final_results = len(out.results)
         out.warnings = run.warnings
         out.timings_ms = {"total": (time.perf_counter() - run.started) * 1000}
         return out
 
     # -- helpers -----------------------------------------------------------------------------
-    def _terms_for(self, text: str, budget: Budget | None) -> SearchTerms:
+    def _stage(self, run: _Run, name: str, out: SearchResults) -> None:
+        """Tell the caller's hook that stage `name` is done."""
+        if run.on_stage is not None:
+            run.on_stage(name, out)
+
+    def _terms_for(self, run: _Run, text: str) -> SearchTerms:
         s = self.settings.search
-        return write_terms(text, self.term_writer, self._idf, s.keyword_terms, s.max_terms, budget)
+        idf = run.snap.idf()
+        return write_terms(text, self.term_writer, lambda token: idf.get(token, 0.0), s.keyword_terms, s.max_terms,
+                           run.budget, snapshot=run.snap)
 
-    def _idf(self, token: str) -> float:
-        return self.index.bm25.idf().get(token, 0.0)
-
-    def _fuse(self, rankings: list[Ranking], pass_: int, run: _Run | None = None, dialog: bool = True) -> list[Entry]:
+    def _fuse(self, rankings: list[Ranking], pass_: int, run: _Run, dialog: bool = True) -> list[Entry]:
         """Weighted RRF (or score fusion) over `rankings`, turns lifted by their neighbours, aggregated to notes."""
         s = self.settings.search
-        weight = run.weight if run is not None and run.weight else self._source_weight
-        if run is not None and run.fusion == "score":
+        snap = run.snap
+        weight = run.weight or source_weights(snap, self._weights)
+        if run.fusion == "score":
             fused = score_fusion(rankings, COS_FLOOR, weight)
         else:
             fused = rrf(rankings, s.rrf_k, weight)
-        if dialog and run is not None and run.dialog is not None:
-            fused = spread_to_neighbours(fused, self.index, run.dialog, s.neighbour_weight)
+        if dialog and run.dialog is not None:
+            fused = spread_to_neighbours(fused, snap, run.dialog, s.neighbour_weight)
             if run.fusion == "score":
-                fused = lift_by_date(fused, self.index, run.dialog, run.spans, s.date_weight, s.date_after_days)
-        entries = aggregate(fused, self._path_of, pass_, s.second_shard_weight, run.fusion if run is not None else "rrf")
-        return self._prefer_recent(entries, run) if run is not None else entries
+                fused = lift_by_date(fused, snap, run.dialog, run.spans, s.date_weight, s.date_after_days)
+        shards = snap.shards
+
+        def path_of(node_id: str) -> str | None:
+            shard = shards.get(node_id)
+            return shard.path if shard is not None else None
+
+        entries = aggregate(fused, path_of, pass_, s.second_shard_weight, run.fusion)
+        return self._prefer_recent(entries, run)
 
     def _half_life(self, run: _Run) -> float:
         """The recency half-life of this search in days (the query's `recent:`, else the setting; 0: off)."""
@@ -567,10 +601,6 @@ class SearchPipeline:
             e.recency = recency_factor(found[0] if found is not None else None, run.today, half_life,
                                        self.settings.search.recency_weight)
         return sorted(entries, key=lambda e: -e.score)
-
-    def _path_of(self, node_id: str) -> str | None:
-        shard = self.index.shards.get(node_id)
-        return shard.path if shard is not None else None
 
     def _record(self, out: SearchResults) -> None:
         rankings = out.trace.rankings

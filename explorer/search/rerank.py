@@ -60,7 +60,7 @@ from explorer.text.lru import LRUCache
 
 if TYPE_CHECKING:
     from explorer.config import Settings
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.backend import IndexBackend
 
 #: Early-exit reasons, as they appear in the metadata.
 INSUFFICIENT = "insufficient_results"
@@ -629,7 +629,7 @@ class LocalNeuralBackend:
 
     def __init__(
         self,
-        index: VaultIndex,
+        index: IndexBackend,
         window_weight: float = 0.5,
         window_shards: int = 2,
         batch_size: int = 8,
@@ -683,10 +683,9 @@ class LocalNeuralBackend:
         return len(candidates)
 
     def _unembedded_shards(self, r: SearchResult) -> list[str]:
-        ix = self.index
-        with ix.lock:
-            return [ix.shards[n].search_text for n in ix.shards_by_path.get(r.document_path, ())
-                    if n in ix.shards and n not in ix.dense]
+        with self.index.snapshot() as snap:
+            return [snap.shards[n].search_text for n in snap.shard_ids(r.document_path)
+                    if n in snap.shards and snap.vector(n) is None]
 
     def score(
         self,
@@ -748,18 +747,17 @@ class LocalNeuralBackend:
 
     def _best_shards(self, qvec: np.ndarray, candidates: Sequence[SearchResult], emb: Any, cancelled: Cancelled) -> list[_Best]:
         """Per candidate, its best shard: stored vectors, else shards embedded now, else its passages."""
-        ix = self.index
         stored: list[list[tuple[np.ndarray, str]]] = []
         unembedded: list[list[str]] = []
-        with ix.lock:
+        with self.index.snapshot() as snap:
             for r in candidates:
                 have: list[tuple[np.ndarray, str]] = []
                 lack: list[str] = []
-                for node_id in ix.shards_by_path.get(r.document_path, ()):
-                    sh = ix.shards.get(node_id)
+                for node_id in snap.shard_ids(r.document_path):
+                    sh = snap.shards.get(node_id)
                     if sh is None:
                         continue
-                    v = ix.dense.vector(node_id)
+                    v = snap.vector(node_id)
                     if v is not None:
                         have.append((v, sh.text))
                     else:
@@ -974,7 +972,7 @@ def quality_gate(dense: Callable[[], bool]) -> Callable[[str, list[SearchResult]
     return gate
 
 
-def build_reranker(index: VaultIndex, settings: Settings, llm: Any = None) -> MultiPassReranker | None:
+def build_reranker(index: IndexBackend, settings: Settings, llm: Any = None) -> MultiPassReranker | None:
     """The reranker `settings.rerank` asks for; None when the backend is `none`.
 
     It is built even when `rerank.enabled` is false, so a search can still ask for it

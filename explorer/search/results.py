@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from explorer.config import Settings
+from explorer.index.backend import Snapshot
 from explorer.index.windows import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
 from explorer.search.notefilters import NoteDates
@@ -19,28 +20,29 @@ from explorer.vault.model import Shard
 
 
 class ResultBuilder:
-    """Builds the results of one index (call under the index lock)."""
+    """Builds results from the snapshot a search reads."""
 
-    def __init__(self, index: Any, settings: Settings, dates: NoteDates | None = None) -> None:
-        self.index = index
+    def __init__(self, settings: Settings, dates: NoteDates) -> None:
         self.settings = settings
-        self.dates = dates or NoteDates(index)
+        self.dates = dates
+        """Each note's date and properties (read from the index itself, per version)."""
 
-    def result(self, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None) -> SearchResult:
+    def result(self, snap: Snapshot, entry: Entry, parsed: ParsedQuery, kc: int,
+               qvec: np.ndarray | None = None) -> SearchResult:
         """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words."""
         best = entry.fused[0] if entry.fused else None
-        note = self.index.notes[entry.path]
+        note = snap.notes[entry.path]
         words = query_words(parsed.text) if parsed.text else []
         shards: list[ContextShard] = []
         for f in entry.fused[:kc]:
-            sh = self.index.shards.get(f.node_id)
+            sh = snap.shards.get(f.node_id)
             if sh is None:
                 continue
             shards.append(make_context_shard(sh, words, parsed.phrases, f.score, entry.pass_))
         if not shards:
-            first = self.index.shards_by_path.get(entry.path, [])
+            first = snap.shard_ids(entry.path)
             if first:
-                shards.append(make_context_shard(self.index.shards[first[0]], words, parsed.phrases, 0.0, entry.pass_))
+                shards.append(make_context_shard(snap.shards[first[0]], words, parsed.phrases, 0.0, entry.pass_))
         bm25_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "bm25"), default=None)
         dense_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "dense"), default=None)
         explanation = None
@@ -58,7 +60,7 @@ class ResultBuilder:
                 recency=entry.recency,
             )
         top = shards[0] if shards else None
-        rel = self.relevance(entry, words, qvec, kc) if best is not None else 0.0
+        rel = self.relevance(snap, entry, words, qvec, kc) if best is not None else 0.0
         day, day_from = self.dates.iso(entry.path)
         return SearchResult(
             document_path=entry.path,
@@ -80,12 +82,12 @@ class ResultBuilder:
             date_from=day_from,
         )
 
-    def relevance(self, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
+    def relevance(self, snap: Snapshot, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
         """0-1 (explorer.search.quality.relevance): the entry's best cosine to the query vector and
         the IDF-weighted coverage of the query's words by its top `kc` retrieved shards."""
-        return self._relevance([f.node_id for f in entry.fused[: max(kc, 1)]], words, qvec)
+        return self._relevance(snap, [f.node_id for f in entry.fused[: max(kc, 1)]], words, qvec)
 
-    def with_corrections(self, result: SearchResult, parsed: ParsedQuery, qvec: np.ndarray | None,
+    def with_corrections(self, snap: Snapshot, result: SearchResult, parsed: ParsedQuery, qvec: np.ndarray | None,
                          corrections: Sequence[Correction]) -> SearchResult:
         """`result` with its relevance judged with each misspelt word (explorer.search.typos) read as
         its correction: the first one the result's shards hold, else the closest."""
@@ -93,27 +95,27 @@ class ResultBuilder:
             return result
         ids = [c.node_id for c in result.context_shards] or [result.node_id]
         words = query_words(parsed.text) if parsed.text else []
-        return replace(result, relevance=self._relevance(ids, words, qvec, corrections))
+        return replace(result, relevance=self._relevance(snap, ids, words, qvec, corrections))
 
-    def _relevance(self, ids: list[str], words: list[str], qvec: np.ndarray | None,
+    def _relevance(self, snap: Snapshot, ids: list[str], words: list[str], qvec: np.ndarray | None,
                    corrections: Sequence[Correction] = ()) -> float:
         toks: set[str] = set()
         for node_id in ids:
-            toks.update(self.index.tokens(node_id))
+            toks.update(snap.tokens(node_id))
         if corrections:
             fixed = {c.token: c.candidates for c in corrections if c.candidates}
             words = [next((t for t in fixed[w] if t in toks), fixed[w][0]) if w in fixed else w for w in words]
-        n_docs = len(self.index.bm25)
-        cover = coverage(words, toks, lambda w: token_idf(n_docs, self.index.bm25.doc_freq(w)))
+        n_docs = snap.n_docs()
+        cover = coverage(words, toks, lambda w: token_idf(n_docs, snap.doc_freq(w)))
         cos: float | None = None
         if qvec is not None:
-            sims = [float(np.dot(v, qvec)) for v in (self.index.dense.vector(n) for n in ids) if v is not None]
+            sims = [float(np.dot(v, qvec)) for v in (snap.vector(n) for n in ids) if v is not None]
             cos = max(sims) if sims else None
         return relevance(cos, cover)
 
-    def stats(self, dense: bool) -> SearchStats:
+    def stats(self, snap: Snapshot, dense: bool) -> SearchStats:
         """The `stats` block of the results before the counts of the search are filled in."""
-        st = self.index.stats()
+        st = snap.counts()
         return SearchStats(total_documents_searched=st.notes, total_shards_searched=st.shards,
                            shards_without_vectors=st.pending, dense_available=dense, index_version=st.version)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from explorer.config import Settings
+from explorer.index.backend import IndexBackend, Restriction, Snapshot, Spread
 from explorer.search.fusion import rrf
 from explorer.search.names import NameIndex
 from explorer.search.notefilters import NoteDates
@@ -18,11 +20,12 @@ from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.text.tokenize import tokenize
 
 
-def source_weights(index: Any, weights: dict[str, float]) -> Callable[[str], float]:
+def source_weights(snap: Snapshot, weights: dict[str, float]) -> Callable[[str], float]:
     """w_source(node_id): the weight of the shard's source type (1.0 for unknown shards and types)."""
+    shards = snap.shards
 
     def weight(node_id: str) -> float:
-        shard = index.shards.get(node_id)
+        shard = shards.get(node_id)
         if shard is None:
             return 1.0
         return weights.get(shard.source_type, 1.0)
@@ -31,23 +34,30 @@ def source_weights(index: Any, weights: dict[str, float]) -> Callable[[str], flo
 
 
 class Retriever:
-    """Ranks shards for search terms against one index (call under the index lock)."""
+    """Ranks shards for search terms against a snapshot of one index (each method reads the one it is given).
 
-    def __init__(self, index: Any, settings: Settings, source_weight: Callable[[str], float]) -> None:
+    The tables it keeps between searches (knowledge shards, dialog pairs, the name table) are
+    keyed by the snapshot version they were built from; searches in several threads share them.
+    """
+
+    def __init__(self, index: IndexBackend, settings: Settings, source_weights: dict[str, float]) -> None:
         self.index = index
         self.settings = settings
-        self.source_weight = source_weight
+        self.weights = source_weights
         self._facts_cache: tuple[int, set[str]] = (-1, set())
-        self._pairs_cache: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = (None, (np.zeros(0), np.zeros(0), np.zeros(0)))
+        self._pairs_cache: tuple[tuple[int, float, int] | None, Spread | None] = (None, None)
         self._names = NameIndex()
         self._headings_cache: tuple[int, dict[str, frozenset[str]]] = (-1, {})
         self._speller = Speller()
+        self._tables = threading.Lock()
+        """Held while the name table or the speller is read or rebuilt (they are changed in place)."""
         self.dates = NoteDates(index)
 
-    def prepare(self) -> None:
-        """Build the tables a query reads for the current index version: the name table and the idf."""
-        self._names.refresh(self.index.notes, self.index.version)
-        self.index.bm25.idf()
+    def prepare(self, snap: Snapshot) -> None:
+        """Build the tables a query reads for the snapshot's version: the name table and the idf."""
+        with self._tables:
+            self._names.refresh(snap.notes, snap.version, snap.name_tokens)
+        snap.idf()
 
     def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
         """Query vectors by text, or None when no embedding model is available."""
@@ -57,7 +67,7 @@ class Retriever:
         vecs = emb.encode(texts)
         return dict(zip(texts, vecs))
 
-    def allowed(self, parsed: ParsedQuery) -> set[str] | None:
+    def allowed(self, snap: Snapshot, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
         if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded
                 or parsed.has_note_filters):
@@ -68,17 +78,17 @@ class Retriever:
         banned: set[str] = set()
         passing = self.dates.passing(parsed)  # [property:value], after:/before:/on: (None: none given)
         if passing is not None and not (parsed.tags or parsed.paths or parsed.files or parsed.sections or excluded_tokens):
-            return {nid for path in passing for nid in self.index.shards_by_path.get(path, ())}
+            return {nid for path in passing for nid in snap.shard_ids(path)}
         if excluded_tokens:
-            for node_id, shard in self.index.shards.items():
+            for node_id, shard in snap.shards.items():
                 if shard.path not in banned:
-                    toks = set(self.index.tokens(node_id))
+                    toks = set(snap.tokens(node_id))
                     if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
                         banned.add(shard.path)
-        for node_id, shard in self.index.shards.items():
+        for node_id, shard in snap.shards.items():
             if shard.path in banned:
                 continue
-            note = self.index.notes.get(shard.path)
+            note = snap.notes.get(shard.path)
             if note is None:
                 continue
             if parsed.tags and not all(_has_tag(note.tag_names, t) for t in parsed.tags):
@@ -95,15 +105,17 @@ class Retriever:
             out.add(node_id)
         return out
 
-    def facts(self) -> set[str]:
+    def facts(self, snap: Snapshot) -> set[str]:
         """node_ids of knowledge shards, cached per index version."""
-        if self._facts_cache[0] != self.index.version:
-            facts = {nid for nid, sh in self.index.shards.items() if sh.source_type == "fact"}
-            self._facts_cache = (self.index.version, facts)
-        return self._facts_cache[1]
+        cached = self._facts_cache
+        if cached[0] != snap.version:
+            cached = (snap.version, {nid for nid, sh in snap.shards.items() if sh.source_type == "fact"})
+            self._facts_cache = cached
+        return cached[1]
 
     def rankings(
         self,
+        snap: Snapshot,
         terms: SearchTerms,
         qvecs: dict[str, np.ndarray] | None,
         allowed: set[str] | None,
@@ -131,11 +143,11 @@ class Retriever:
         s = self.settings.search
         floor = s.dense_threshold if threshold is None else threshold
         depth = max(depth or 0, s.candidates)
-        fetch = self._shard_depth(depth)
+        fetch = self._shard_depth(snap, depth)
         rankings: list[Ranking] = []
         t0 = time.perf_counter()
-        bm_mask = self.index.bm25.mask(allowed) if allowed is not None else None
-        pairs = self._dialog_pairs(s.dialog_words, s.dialog_reach) if dialog and s.dialog_words > 0 else None
+        restriction = snap.restrict(allowed) if allowed is not None else None
+        pairs = self._dialog_pairs(snap, s.dialog_words, s.dialog_reach) if dialog and s.dialog_words > 0 else None
         for i, term in enumerate(terms.all_terms):
             tw = s.query_weight if i == 0 else s.term_weight
             if i and s.term_retrievers == "dense":
@@ -143,40 +155,38 @@ class Retriever:
             toks = tokenize(term)
             if corrections:
                 toks = corrected_tokens(toks, corrections)
-            if pairs is not None and len(pairs[0]):
-                items = self._note_depth(lambda n: self.index.bm25.top_spread(toks, n, pairs, bm_mask),
+            if pairs is not None and pairs.pairs:
+                items = self._note_depth(snap, lambda n: snap.bm25_top_spread(toks, n, pairs, restriction),
                                          fetch, depth) if toks else []
             else:
-                items = self._note_depth(lambda n: self.index.bm25.top(toks, n, bm_mask), fetch, depth) if toks else []
+                items = self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), fetch, depth) if toks else []
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
         if qvecs is not None:
             t0 = time.perf_counter()
             embedded = [t for i, t in enumerate(terms.all_terms)
                         if t in qvecs and (i == 0 or s.term_retrievers != "bm25")]
-            de_mask = self.index.dense.mask(allowed) if allowed is not None else None
             if embedded:
                 matrix = np.stack([qvecs[t] for t in embedded])
-                hits = self.index.dense.search_many(matrix, fetch, floor, de_mask)
-                context = self.index.context if dialog and s.dialog_vectors and len(self.index.context) else None
-                in_context = (context.search_many(matrix, fetch, floor, context.mask(allowed) if allowed is not None else None)
-                              if context is not None else None)
+                hits = snap.vector_top(matrix, fetch, floor, restriction)
+                in_context = (snap.vector_top(matrix, fetch, floor, restriction, context=True)
+                              if dialog and s.dialog_vectors and snap.has_vectors(context=True) else None)
                 for j, (term, items) in enumerate(zip(embedded, hits)):
                     tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
                     row = matrix[j : j + 1]
                     items = self._note_depth(
-                        lambda n: self.index.dense.search_many(row, n, floor, de_mask)[0], fetch, depth, items)
+                        snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth, items)
                     if in_context is not None:
                         items = _better_of(items, in_context[j])
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
             timings[prefix + "dense"] = timings.get(prefix + "dense", 0.0) + (time.perf_counter() - t0) * 1000
         if phrases:
             t0 = time.perf_counter()
-            rankings.append(self._phrase_ranking(terms.all_terms[0], phrases, rankings, allowed, depth))
+            rankings.append(self._phrase_ranking(snap, terms.all_terms[0], phrases, rankings, allowed, depth))
             timings[prefix + "phrases"] = (time.perf_counter() - t0) * 1000
         if s.name_weight > 0:
             t0 = time.perf_counter()
-            named = self._name_ranking(terms.all_terms[0], rankings, allowed, depth, corrections or [])
+            named = self._name_ranking(snap, terms.all_terms[0], rankings, allowed, depth, corrections or [])
             if named is not None:
                 rankings.append(named)
             timings[prefix + "names"] = timings.get(prefix + "names", 0.0) + (time.perf_counter() - t0) * 1000
@@ -184,15 +194,15 @@ class Retriever:
             query = terms.all_terms[0]
             if feedback and s.feedback_shards > 0 and query in qvecs:
                 t0 = time.perf_counter()
-                fb = self._feedback(query, qvecs[query], rankings, fetch, depth, de_mask, floor)
+                fb = self._feedback(snap, query, qvecs[query], rankings, fetch, depth, restriction, floor)
                 if fb is not None:
                     rankings.append(fb)
                 timings[prefix + "feedback"] = (time.perf_counter() - t0) * 1000
         return rankings
 
     def _feedback(
-        self, query: str, qvec: np.ndarray, rankings: list[Ranking], fetch: int, depth: int, mask: np.ndarray | None,
-        floor: float,
+        self, snap: Snapshot, query: str, qvec: np.ndarray, rankings: list[Ranking], fetch: int, depth: int,
+        restriction: Restriction | None, floor: float,
     ) -> Ranking | None:
         """The dense feedback ranking: the query vector moved toward the best fused passages.
 
@@ -211,10 +221,10 @@ class Retriever:
         # passage barely over the cosine floor a feedback passage, whose own vector would then
         # rank it again near the top of the feedback list (weighted again).
         for f in rrf(rankings, s.rrf_k):
-            shard = self.index.shards.get(f.node_id)
+            shard = snap.shards.get(f.node_id)
             if shard is None or shard.path in seen or f.node_id not in semantic:
                 continue
-            vec = self.index.dense.vector(f.node_id)
+            vec = snap.vector(f.node_id)
             if vec is None:
                 continue
             seen.add(shard.path)
@@ -229,7 +239,7 @@ class Retriever:
         if norm == 0.0:
             return None
         row = (moved / norm).reshape(1, -1).astype(np.float32)
-        items = self._note_depth(lambda n: self.index.dense.search_many(row, n, floor, mask)[0], fetch, depth)
+        items = self._note_depth(snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth)
         if s.feedback_list == "leave_one_out":
             items = _leave_one_out(items, used, vecs, np.asarray(qvec, dtype=np.float32), s.feedback_beta, floor)
         elif s.feedback_list == "new":
@@ -237,25 +247,27 @@ class Retriever:
         return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
 
     def _phrase_ranking(
-        self, query: str, phrases: tuple[str, ...], rankings: list[Ranking], allowed: set[str] | None, depth: int
+        self, snap: Snapshot, query: str, phrases: tuple[str, ...], rankings: list[Ranking], allowed: set[str] | None, depth: int
     ) -> Ranking:
         """Shards containing every phrase (case and spacing ignored), in the query's BM25 order."""
         wanted = [" ".join(p.lower().split()) for p in phrases if p.strip()]
-        hits = [nid for nid, sh in self.index.shards.items()
+        hits = [nid for nid, sh in snap.shards.items()
                 if (allowed is None or nid in allowed) and all(w in " ".join(sh.text.lower().split()) for w in wanted)]
         order = {nid: i for r in rankings[:1] if r.retriever == "bm25" for i, (nid, _) in enumerate(r.items)}
         hits.sort(key=lambda nid: (order.get(nid, len(order)), nid))
         s = self.settings.search
         return Ranking(query, "phrase", s.phrase_weight, s.query_weight, tuple((nid, 1.0) for nid in hits[:depth]))
 
-    def corrections(self, text: str) -> list[Correction]:
+    def corrections(self, snap: Snapshot, text: str) -> list[Correction]:
         """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.typos)."""
         if not self.settings.search.typo_tolerance or not text:
             return []
-        return self._speller.corrections(text, self.index.bm25.idf(), self.index.bm25.doc_freq)
+        idf = snap.idf()
+        with self._tables:
+            return self._speller.corrections(text, idf, snap.doc_freq)
 
     def _name_ranking(
-        self, query: str, rankings: list[Ranking], allowed: set[str] | None, depth: int, corrections: list[Correction]
+        self, snap: Snapshot, query: str, rankings: list[Ranking], allowed: set[str] | None, depth: int, corrections: list[Correction]
     ) -> Ranking | None:
         """The name ranking (explorer.search.names): notes whose names the query names.
 
@@ -270,57 +282,57 @@ class Retriever:
             toks = corrected_tokens(toks, corrections)
         if not toks:
             return None
-        self._names.refresh(self.index.notes, self.index.version)
-        by_path = self.index.shards_by_path
 
         def first_shard(path: str) -> str | None:
-            for node_id in by_path.get(path, ()):
+            for node_id in snap.shard_ids(path):
                 if allowed is None or node_id in allowed:
                     return node_id
             return None
 
-        idf = self.index.bm25.idf()
-        found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
-                                   allowed=None if allowed is None else lambda p: first_shard(p) is not None,
-                                   part_words=self._heading_words)
+        idf = snap.idf()
+        with self._tables:
+            self._names.refresh(snap.notes, snap.version, snap.name_tokens)
+            found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
+                                       allowed=None if allowed is None else lambda p: first_shard(p) is not None,
+                                       part_words=lambda path: self._heading_words(snap, path))
         if not found:
             return None
         best: dict[str, str] = {}
-        for f in rrf(rankings, s.rrf_k, self.source_weight):
-            shard = self.index.shards.get(f.node_id)
+        for f in rrf(rankings, s.rrf_k, source_weights(snap, self.weights)):
+            shard = snap.shards.get(f.node_id)
             if shard is not None:
                 best.setdefault(shard.path, f.node_id)
         items = []
         for path, score in found:
-            node_id = self._named_part(path, toks, allowed) or best.get(path) or first_shard(path)
+            node_id = self._named_part(snap, path, toks, allowed) or best.get(path) or first_shard(path)
             if node_id is not None:
                 items.append((node_id, score))
         return Ranking(query, "name", s.name_weight, s.query_weight, tuple(items)) if items else None
 
-    def _heading_words(self, path: str) -> frozenset[str]:
+    def _heading_words(self, snap: Snapshot, path: str) -> frozenset[str]:
         """The words of a note's headings (from its shards' heading paths), as the query's tokens are
         written; kept per note until the index changes."""
         version, cache = self._headings_cache
-        if version != self.index.version:
+        if version != snap.version:
             cache = {}
-            self._headings_cache = (self.index.version, cache)
+            self._headings_cache = (snap.version, cache)
         hit = cache.get(path)
         if hit is None:
-            hit = cache[path] = self._read_heading_words(path)
+            hit = cache[path] = self._read_heading_words(snap, path)
         return hit
 
-    def _read_heading_words(self, path: str) -> frozenset[str]:
+    def _read_heading_words(self, snap: Snapshot, path: str) -> frozenset[str]:
         words: set[str] = set()
         seen: set[tuple[str, ...]] = set()
-        for node_id in self.index.shards_by_path.get(path, ()):
-            shard = self.index.shards.get(node_id)
+        for node_id in snap.shard_ids(path):
+            shard = snap.shards.get(node_id)
             if shard is not None and shard.heading_path and shard.heading_path not in seen:
                 seen.add(shard.heading_path)
                 for heading in shard.heading_path:
                     words.update(tokenize(heading))
         return frozenset(words)
 
-    def _named_part(self, path: str, toks: list[str], allowed: set[str] | None) -> str | None:
+    def _named_part(self, snap: Snapshot, path: str, toks: list[str], allowed: set[str] | None) -> str | None:
         """The section of a named note that the query also names: among the note's shards, the one
         whose heading path holds the most (IDF-weighted) of the query's words that are in the note's
         headings and not in its names, then the best BM25 score of the query's other words (first
@@ -333,17 +345,17 @@ class Retriever:
         """
         names = self._names.words(path)
         rest = [t for t in dict.fromkeys(toks) if t not in names]
-        heads = self._heading_words(path)
+        heads = self._heading_words(snap, path)
         wanted = [t for t in rest if t in heads]
         if not wanted:
             return None
-        ids = [n for n in self.index.shards_by_path.get(path, ()) if allowed is None or n in allowed]
+        ids = [n for n in snap.shard_ids(path) if allowed is None or n in allowed]
         if len(ids) < 2:
             return None
-        idf = self.index.bm25.idf()
+        idf = snap.idf()
         overlap: dict[str, float] = {}
         for node_id in ids:
-            shard = self.index.shards.get(node_id)
+            shard = snap.shards.get(node_id)
             words = {w for h in shard.heading_path for w in tokenize(h)} if shard is not None else set()
             overlap[node_id] = sum(idf.get(t, 0.0) for t in wanted if t in words)
         top = max(overlap.values())
@@ -352,32 +364,35 @@ class Retriever:
         tied = [n for n in ids if overlap[n] == top]
         if len(tied) == 1:
             return tied[0]
-        scores = self.index.bm25.get_scores(rest, tied)
+        scores = snap.bm25_scores(rest, tied)
         return max(tied, key=lambda n: scores.get(n, 0.0))
 
-    def _shard_depth(self, notes: int) -> int:
+    def _shard_depth(self, snap: Snapshot, notes: int) -> int:
         """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""
-        n_notes = max(1, len(self.index.notes))
-        per_note = len(self.index.shards) / n_notes
+        n_notes = max(1, len(snap.notes))
+        per_note = len(snap.shards) / n_notes
         return max(notes, int(notes * per_note * 2) + 16)
 
-    def own_words(self, term: str, allowed: set[str] | None, corrections: list[Correction] | None = None) -> Ranking:
+    def own_words(self, snap: Snapshot, term: str, allowed: set[str] | None,
+                  corrections: list[Correction] | None = None) -> Ranking:
         """The plain BM25 ranking of `term` (each turn's own words, whatever `dialog` did to the fused one)."""
         s = self.settings.search
         toks = tokenize(term)
         if corrections:
             toks = corrected_tokens(toks, corrections)
-        mask = self.index.bm25.mask(allowed) if allowed is not None else None
-        items = self._note_depth(lambda n: self.index.bm25.top(toks, n, mask), self._shard_depth(s.candidates),
+        restriction = snap.restrict(allowed) if allowed is not None else None
+        items = self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), self._shard_depth(snap, s.candidates),
                                  s.candidates) if toks else []
         return Ranking(term, "bm25", s.bm25_weight, s.query_weight, tuple(items))
 
-    def _dialog_pairs(self, share: float, reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _dialog_pairs(self, snap: Snapshot, share: float, reach: int) -> Spread:
         """BM25 (dst, src, weight): every shard of a turn note with every shard of the turns up to
         `reach` steps away in its session, at `share` per step (share ** steps); per index version."""
-        key = (self.index.version, share, reach)
-        if self._pairs_cache[0] != key:
-            by_path, neighbours = self.index.shards_by_path, self.index.neighbours
+        key = (snap.version, share, reach)
+        cached = self._pairs_cache
+        if cached[0] != key or cached[1] is None:
+            neighbours = snap.neighbours
+            shard_ids = snap.shard_ids
             triples: list[tuple[str, str, float]] = []
             for path in neighbours:
                 seen, frontier = {path}, [path]
@@ -385,12 +400,14 @@ class Retriever:
                     frontier = [q for p in frontier for q in neighbours.get(p, ()) if q not in seen]
                     seen.update(frontier)
                     w = share ** step
-                    triples += [(dst, src, w) for q in frontier for dst in by_path.get(path, ()) for src in by_path.get(q, ())]
-            self._pairs_cache = (key, self.index.bm25.spread_pairs(triples))
-        return self._pairs_cache[1]
+                    triples += [(dst, src, w) for q in frontier for dst in shard_ids(path) for src in shard_ids(q)]
+            cached = self._pairs_cache = (key, snap.spread(triples))
+        assert cached[1] is not None
+        return cached[1]
 
     def _note_depth(
         self,
+        snap: Snapshot,
         fetch: Callable[[int], list[tuple[str, float]]],
         n: int,
         notes: int,
@@ -403,10 +420,11 @@ class Retriever:
         with a larger n when the first n shards cover too few notes and more exist.
         """
         items = first if first is not None else fetch(n)
+        shards = snap.shards
         while True:
             seen: set[str] = set()
             for i, (node_id, _score) in enumerate(items):
-                shard = self.index.shards.get(node_id)
+                shard = shards.get(node_id)
                 path = shard.path if shard is not None else node_id
                 if path not in seen:
                     if len(seen) == notes:

@@ -403,9 +403,8 @@ class LinkSuggester:
 
     def refresh(self) -> None:
         """Bring the name table up to date with the index (cheap when nothing changed)."""
-        index = self.pipeline.index
-        with index.lock:
-            self.names.refresh(index.notes, index.version)
+        with self.pipeline.index.snapshot() as snap:
+            self.names.refresh(snap.notes, snap.version)
 
     def mentions(self, text: str, cursor: int, path: str | None = None) -> tuple[tuple[int, int], list[Mention]]:
         """The paragraph's bounds and the names in it: links (linked) and unlinked mentions, in text order."""

@@ -157,6 +157,7 @@ def write_terms(
     keyword_count: int,
     max_terms: int,
     budget: Any = None,
+    snapshot: Any = None,
 ) -> SearchTerms:
     """The terms stage: `writer` (an LLM) when given, keyword extraction otherwise or when it fails.
 
@@ -164,7 +165,7 @@ def write_terms(
     """
     if writer is not None:
         try:
-            terms = call_with_budget(writer, budget, text)
+            terms = call_with_budget(writer, budget, text, snapshot=snapshot)
         except Exception as exc:  # noqa: BLE001 - any writer failure falls back to keywords
             terms = replace(keyword_terms(text, idf, keyword_count),
                             warnings=(f"term writer failed ({exc}); keyword terms used",))
@@ -174,12 +175,13 @@ def write_terms(
     return replace(terms, terms=tuple(cleaned[:max_terms]), warnings=tuple(terms.warnings) + tuple(warns))
 
 
-def call_with_budget(fn: Callable[..., Any], budget: Any, *args: Any) -> Any:
-    """Call a term writer or analyser, handing it the search's token budget when it takes one."""
+def call_with_budget(fn: Callable[..., Any], budget: Any, *args: Any, **extra: Any) -> Any:
+    """Call a term writer or analyser, handing it the search's token budget (and each of `extra`,
+    such as the `snapshot` the search reads) when it takes one."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         params = {}
-    if budget is not None and ("budget" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())):
-        return fn(*args, budget=budget)
-    return fn(*args)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in (("budget", budget), *extra.items()) if v is not None and (k in params or takes_any)}
+    return fn(*args, **kwargs)

@@ -13,7 +13,7 @@ from explorer.search.schema import SearchResult, SearchResults
 from explorer.search.terms import call_with_budget
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.backend import Snapshot
 
 #: Pseudo-relevance feedback: terms are drawn from at most this many relevant top results.
 FEEDBACK_DOCS = 3
@@ -43,11 +43,11 @@ class Analysis:
     """LLM tokens spent."""
 
 
-def analyse(analyser: Any, mode: str, query: str, results: SearchResults, index: VaultIndex, budget: Any = None) -> Analysis:
+def analyse(analyser: Any, mode: str, query: str, results: SearchResults, index: Snapshot, budget: Any = None) -> Analysis:
     """The analysis stage: `analyser` (an LLM) unless `mode` is `heuristic`; the heuristic otherwise or on failure."""
     if analyser is not None and mode != "heuristic":
         try:
-            return call_with_budget(analyser, budget, query, results)
+            return call_with_budget(analyser, budget, query, results, snapshot=index)
         except Exception as exc:  # noqa: BLE001 - any analyser failure falls back to the heuristic
             fallback = heuristic_analysis(query, results, index)
             name = getattr(analyser, "name", "analyser")
@@ -55,7 +55,7 @@ def analyse(analyser: Any, mode: str, query: str, results: SearchResults, index:
     return heuristic_analysis(query, results, index)
 
 
-def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) -> Analysis:
+def heuristic_analysis(query: str, results: SearchResults, index: Snapshot) -> Analysis:
     """Decide from pass 1's quality and score distribution; refine by pseudo-relevance feedback.
 
     Deterministic: the same index and results give the same analysis.
@@ -92,10 +92,10 @@ def heuristic_analysis(query: str, results: SearchResults, index: VaultIndex) ->
     )
 
 
-def feedback_terms(query: str, feedback: Sequence[SearchResult], index: VaultIndex, n: int = FEEDBACK_TERMS) -> list[str]:
+def feedback_terms(query: str, feedback: Sequence[SearchResult], index: Snapshot, n: int = FEEDBACK_TERMS) -> list[str]:
     """Up to `n` words (surface form, lower case) that characterise the feedback entries' passages."""
     q_tokens = {t for t, _, _ in tokenize_spans(query)}
-    n_docs = len(index.bm25)
+    n_docs = index.n_docs()
     tf: Counter[str] = Counter()
     docs: Counter[str] = Counter()
     forms: dict[str, Counter[str]] = {}
@@ -115,7 +115,7 @@ def feedback_terms(query: str, feedback: Sequence[SearchResult], index: VaultInd
     for tok, count in tf.items():
         if count < FEEDBACK_MIN_TF:
             continue
-        idf = token_idf(n_docs, index.bm25.doc_freq(tok))
+        idf = token_idf(n_docs, index.doc_freq(tok))
         if idf < FEEDBACK_MIN_IDF:
             continue
         scored.append((docs[tok] * (1.0 + math.log(count)) * idf, tok))

@@ -468,8 +468,8 @@ def _allows(index: Any, settings: Any, token: str, shard_ids: tuple[str, ...]) -
     """True when filter `token` keeps at least one shard of the note."""
     from explorer.search.retrieve import Retriever
 
-    with index.lock:
-        allowed = Retriever(index, settings, lambda _n: 1.0).allowed(parse_query(token))
+    with index.snapshot() as snap:
+        allowed = Retriever(index, settings, {}).allowed(snap, parse_query(token))
     return allowed is None or any(n in allowed for n in shard_ids)
 
 
@@ -512,10 +512,12 @@ def _note_places(index: Any, path: str, text: str, qvec: Any, floor: float) -> d
     counting each note once at its best passage; a retriever that does not find it is left out."""
     import numpy as np
 
+    snap = index.snapshot()
+
     def place(items: list[tuple[str, float]]) -> int | None:
         seen: set[str] = set()
         for node_id, _score in items:
-            shard = index.shards.get(node_id)
+            shard = snap.shards.get(node_id)
             p = shard.path if shard is not None else node_id
             if p not in seen:
                 seen.add(p)
@@ -524,16 +526,16 @@ def _note_places(index: Any, path: str, text: str, qvec: Any, floor: float) -> d
         return None
 
     out: dict[str, int] = {}
-    with index.lock:
-        everything = len(index.shards)
+    with snap:
+        everything = len(snap.shards)
         toks = tokenize(text)
         if toks:
-            got = place(index.bm25.top(toks, everything))
+            got = place(snap.bm25_top(toks, everything))
             if got is not None:
                 out["BM25"] = got
         if qvec is not None:
             row = np.asarray(qvec, dtype=np.float32).reshape(1, -1)
-            got = place(index.dense.search_many(row, everything, floor)[0])
+            got = place(snap.vector_top(row, everything, floor)[0])
             if got is not None:
                 out["the embeddings"] = got
     return out

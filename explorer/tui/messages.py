@@ -113,6 +113,8 @@ class SearchFailed(Message, bubble=False):
     """The query as typed."""
     error: str
     """What to tell the user."""
+    keep: bool = False
+    """Keep the results shown (the index could not serve, e.g. its engine is unreachable; the query was fine)."""
 
 
 @dataclass

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual import events, on, work
 from textual.app import ComposeResult
+from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
@@ -109,14 +110,20 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         """Fit the layout to the terminal; show the opening state."""
-        self.query_one(ContextPane).default_chars = self.explorer.settings.ui.context_chars
-        self._fit(self.app.size.width)
-        if self.explorer.index is None:
-            self.query_one(ResultsSummary).message("Opening the index… (you can type already)", "warning")
+        try:
+            self.query_one(ContextPane).default_chars = self.explorer.settings.ui.context_chars
+            self._fit(self.app.size.width)
+            if self.explorer.index is None:
+                self.query_one(ResultsSummary).message("Opening the index… (you can type already)", "warning")
+        except NoMatches:
+            pass  # the app quit before the screen was whole (ctrl+q at once): nothing to fit
 
     def on_resize(self, event: events.Resize) -> None:
         """Follow the terminal's width: the tree and the result layout."""
-        self._fit(event.size.width)
+        try:
+            self._fit(event.size.width)
+        except NoMatches:
+            pass  # as in on_mount: the screen is being taken down
 
     def _fit(self, width: int) -> None:
         """Under TREE_MIN_WIDTH columns the tree hides (F2 shows it) unless the person opened it;
@@ -272,6 +279,8 @@ class MainScreen(Screen):
             return
         except (QueryError, ClassicUnavailable) as exc:
             self.post_message(SearchFailed(seq, query, str(exc)))
+        except OSError as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
+            self.post_message(SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True))
         except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
             self.post_message(SearchFailed(seq, query, f"search failed: {type(exc).__name__}: {exc}"))
 
@@ -329,6 +338,8 @@ class MainScreen(Screen):
         if message.seq < self._seq:
             return
         self.query_one(ResultsSummary).message(message.error, "error")
+        if message.keep and self.results is not None:
+            return
         self.query_one(ResultsList).clear()
         self.results = None
         self.shown_query = ""

@@ -1,0 +1,212 @@
+"""The index backend interface: everything a search reads from an index, through one `Snapshot` per search.
+
+`explorer.search` imports this module and no other part of the index (an import-linter contract
+says so), so a backend is anything that implements `IndexBackend` and `Snapshot`: the local one
+(`explorer.index.vault_index.VaultIndex`, whose snapshots are `explorer.index.snapshot.LocalSnapshot`)
+today, an engine such as Milvus next.
+
+A `Snapshot` is a read view at one index version. A search takes one at its start and reads
+nothing else until it ends (both passes, quality, always-include, the context windows of its
+results), so a change batch applied meanwhile is invisible to it and visible to the next search.
+Rankings come back as (node_id, raw score) pairs, best first, ties by node_id: fusion, the
+explanations and the why-not view are computed above this interface from ranks and raw scores,
+so "why ranked" means the same on every backend.
+
+Filters reach a backend as a `Restriction`: the shards a query's filters allow. A backend keeps
+what it prepares from one (a slot mask, an engine expression) in `Restriction.prepared`, so a
+search that ranks several terms under the same filters prepares it once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, AbstractSet, Any, Collection, Mapping, Protocol, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from explorer.config import Settings
+    from explorer.vault.links import LinkGraph
+    from explorer.vault.model import Note, Shard
+
+__all__ = ["Encoder", "Hit", "IndexBackend", "Restriction", "SnapshotCounts", "Snapshot", "Spread"]
+
+Hit = tuple[str, float]
+"""One ranked shard: (node_id, raw score) - a BM25 score, or a cosine for vector rankings."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restriction:
+    """The shards a query's filters allow (`tag:`, `path:`, `file:`, `section:`, `-word`)."""
+
+    node_ids: AbstractSet[str]
+    """node_ids of the allowed shards."""
+    prepared: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """What the backend derived from `node_ids` (masks, expressions), kept for the rest of the search."""
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """BM25 over documents expanded by others' words: `dst` also holds `src`'s words at `weight`.
+
+    Made by `Snapshot.spread` from (dst, src, weight) node_id triples; `prepared` is the backend's form.
+    """
+
+    version: int
+    """The snapshot version it was made for."""
+    pairs: int
+    """How many (dst, src) pairs it holds."""
+    prepared: Any = field(default=None, compare=False, hash=False)
+    """The backend's form of the pairs."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotCounts:
+    """The sizes of one snapshot, for a search's `stats` block."""
+
+    notes: int
+    """Notes in the snapshot."""
+    shards: int
+    """Shards in the snapshot."""
+    pending: int
+    """Shards without a vector yet."""
+    version: int
+    """The index version it reads."""
+
+
+class Encoder(Protocol):
+    """The embedding model a backend's vectors were made with (queries are embedded with it too)."""
+
+    model_id: str
+
+    def encode(self, texts: list[str], batch_size: int = ...) -> np.ndarray: ...
+
+
+class Snapshot(Protocol):
+    """A read view of an index at one version: shards and notes by id, BM25 and vector rankings.
+
+    Nothing in it changes while it is held; `release()` (or leaving its `with` block) ends it.
+    """
+
+    @property
+    def version(self) -> int:
+        """The index version this view reads."""
+        ...
+
+    # -- notes and shards -------------------------------------------------------------------
+    @property
+    def notes(self) -> Mapping[str, Note]:
+        """Notes by vault-relative path."""
+        ...
+
+    @property
+    def shards(self) -> Mapping[str, Shard]:
+        """Shards by node_id."""
+        ...
+
+    @property
+    def neighbours(self) -> Mapping[str, tuple[str, ...]]:
+        """Conversation turn path -> the paths of its adjacent turns (empty outside conversation vaults)."""
+        ...
+
+    def shard_ids(self, path: str) -> Sequence[str]:
+        """node_ids of the shards of the note at `path`, in note order (empty when absent)."""
+        ...
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        """The distinct BM25 tokens of a shard (empty when absent)."""
+        ...
+
+    def links(self) -> LinkGraph:
+        """The wikilink graph of this view's notes."""
+        ...
+
+    def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
+        """The distinct token sets of a note's names (title, file name, aliases), for the name retriever."""
+        ...
+
+    def counts(self) -> SnapshotCounts:
+        """Notes, shards, shards without vectors, version."""
+        ...
+
+    # -- lexical ----------------------------------------------------------------------------
+    def n_docs(self) -> int:
+        """BM25 documents (shards)."""
+        ...
+
+    def idf(self) -> Mapping[str, float]:
+        """Token -> BM25 idf (rank_bm25.BM25Okapi's, negative values floored)."""
+        ...
+
+    def doc_freq(self, token: str) -> int:
+        """Shards that contain `token`."""
+        ...
+
+    def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
+        """The `k` best shards for the tokens (BM25 raw scores), ties by node_id."""
+        ...
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        """Prepare (dst, src, weight) node_id triples for `bm25_top_spread` (pairs of absent shards dropped)."""
+        ...
+
+    def bm25_top_spread(self, tokens: Sequence[str], k: int, spread: Spread,
+                        allowed: Restriction | None = None) -> list[Hit]:
+        """`bm25_top` over documents expanded as `spread` says (see explorer.index.lexical.BM25Index.top_spread)."""
+        ...
+
+    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        """The BM25 score of each of `node_ids` (0.0 where no token occurs)."""
+        ...
+
+    # -- vectors ----------------------------------------------------------------------------
+    def has_vectors(self, context: bool = False) -> bool:
+        """Whether any shard has a vector (`context`: a dialog-context vector)."""
+        ...
+
+    def vector_top(self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None,
+                   context: bool = False) -> list[list[Hit]]:
+        """Per query row, the `k` most similar shards with cosine >= `floor`, ties by node_id.
+
+        `context`: search the conversation turns' dialog-context vectors instead of the shards' own.
+        """
+        ...
+
+    def vector(self, node_id: str) -> np.ndarray | None:
+        """A shard's unit vector, or None."""
+        ...
+
+    def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
+        """A restriction to `node_ids`, to pass to the rankings."""
+        ...
+
+    def release(self) -> None:
+        """End the view (idempotent)."""
+        ...
+
+    def __enter__(self) -> Snapshot: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class IndexBackend(Protocol):
+    """An index a search can read: snapshots, the embedding model's state, the settings it was built with."""
+
+    settings: Settings
+    model_state: str
+    """`ready`, `loading`, `not loaded`, `off` or `unavailable`."""
+    runtime: str
+    """The embedding runtime (empty before the model loads)."""
+
+    @property
+    def version(self) -> int:
+        """The current version (each applied change batch or vector insert raises it)."""
+        ...
+
+    def snapshot(self) -> Snapshot:
+        """A read view at the current version."""
+        ...
+
+    def embedder(self) -> Encoder | None:
+        """The embedding model (loaded on first use), or None when embeddings are off or unavailable."""
+        ...

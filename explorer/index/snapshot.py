@@ -1,0 +1,138 @@
+"""The local backend's `Snapshot`: the tables, BM25 index and vector matrices of a `VaultIndex` at one version."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, AbstractSet, Collection, Protocol, Sequence
+
+import numpy as np
+
+from explorer.index.backend import Hit, Restriction, SnapshotCounts, Spread
+from explorer.index.dense import DenseIndex
+from explorer.index.lexical import BM25Index
+from explorer.index.store import name_tokens
+from explorer.vault.model import Note, Shard
+
+if TYPE_CHECKING:
+    from explorer.vault.links import LinkGraph
+
+
+class _Owner(Protocol):
+    """The index a snapshot was taken of (explorer.index.vault_index.VaultIndex)."""
+
+    def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph: ...
+
+    def _unpin(self) -> None: ...
+
+
+class LocalSnapshot:
+    """A `VaultIndex` at one version (explorer.index.backend.Snapshot).
+
+    It holds the objects the index had when it was taken; the index forks an object before its
+    first change after that (`VaultIndex._own`), so these stay as they were without being copied
+    here. Reads take no lock.
+    """
+
+    __slots__ = ("_owner", "version", "notes", "shards", "_by_path", "neighbours", "_bm25", "_dense",
+                 "_context", "_released")
+
+    version: int
+    notes: Mapping[str, Note]
+    shards: Mapping[str, Shard]
+    neighbours: Mapping[str, tuple[str, ...]]
+
+    def __init__(self, owner: _Owner, version: int, notes: dict[str, Note], shards: dict[str, Shard],
+                 by_path: dict[str, list[str]], neighbours: dict[str, tuple[str, ...]], bm25: BM25Index,
+                 dense: DenseIndex, context: DenseIndex) -> None:
+        # Plain attributes, not properties: the search reads `shards` in its innermost loops.
+        self._owner = owner
+        self.version = version
+        self.notes = notes
+        self.shards = shards
+        self._by_path = by_path
+        self.neighbours = neighbours
+        self._bm25 = bm25
+        self._dense = dense
+        self._context = context
+        self._released = False
+
+    # -- notes and shards -------------------------------------------------------------------
+    def shard_ids(self, path: str) -> Sequence[str]:
+        return self._by_path.get(path, ())
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        return self._bm25.terms(node_id).keys()
+
+    def links(self) -> LinkGraph:
+        return self._owner.links_at(self.version, self.notes)
+
+    def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
+        return name_tokens(note)
+
+    def counts(self) -> SnapshotCounts:
+        # The dense index only ever holds vectors of current shards.
+        return SnapshotCounts(notes=len(self.notes), shards=len(self.shards),
+                              pending=len(self.shards) - len(self._dense), version=self.version)
+
+    # -- lexical ----------------------------------------------------------------------------
+    def n_docs(self) -> int:
+        return len(self._bm25)
+
+    def idf(self) -> Mapping[str, float]:
+        return self._bm25.idf()
+
+    def doc_freq(self, token: str) -> int:
+        return self._bm25.doc_freq(token)
+
+    def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
+        return self._bm25.top(tokens, k, self._mask(allowed, "bm25"))
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        arrays = self._bm25.spread_pairs(triples)
+        return Spread(self.version, len(arrays[0]), arrays)
+
+    def bm25_top_spread(self, tokens: Sequence[str], k: int, spread: Spread,
+                        allowed: Restriction | None = None) -> list[Hit]:
+        return self._bm25.top_spread(tokens, k, spread.prepared, self._mask(allowed, "bm25"))
+
+    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        return self._bm25.get_scores(tokens, keys=node_ids)
+
+    # -- vectors ----------------------------------------------------------------------------
+    def has_vectors(self, context: bool = False) -> bool:
+        return bool(len(self._context if context else self._dense))
+
+    def vector_top(self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None,
+                   context: bool = False) -> list[list[Hit]]:
+        if context:
+            return self._context.search_many(queries, k, floor, self._mask(allowed, "context"))
+        return self._dense.search_many(queries, k, floor, self._mask(allowed, "dense"))
+
+    def vector(self, node_id: str) -> np.ndarray | None:
+        return self._dense.vector(node_id)
+
+    def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
+        return Restriction(node_ids)
+
+    def _mask(self, allowed: Restriction | None, part: str) -> np.ndarray | None:
+        """The slot mask of `allowed` in one of this view's parts, made once per restriction."""
+        if allowed is None:
+            return None
+        index = self._bm25 if part == "bm25" else self._dense if part == "dense" else self._context
+        key = f"{part}:{id(index)}"  # slots are those of this object, not of a later fork's
+        mask = allowed.prepared.get(key)
+        if mask is None:
+            mask = allowed.prepared[key] = index.mask(allowed.node_ids)
+        return mask
+
+    # -- lifetime -----------------------------------------------------------------------------
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._owner._unpin()
+
+    def __enter__(self) -> LocalSnapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,381 @@
+"""The Milvus backend on a real Milvus Lite engine (in process, and as a server process stopped and restarted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, write_notes
+
+pymilvus = pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
+
+from explorer.config import Settings  # noqa: E402
+from explorer.engine import make_pipeline, new_index  # noqa: E402
+from explorer.index.milvus import BackendError, MilvusIndex, engine_terms, wait_until  # noqa: E402
+from explorer.text.tokenize import tokenize  # noqa: E402
+
+MILVUS_LITE = Path(sys.executable).with_name("milvus-lite")
+
+
+def milvus_settings(uri: str, cache: Path, **index: object) -> Settings:
+    s = Settings()
+    return replace(s, index=replace(s.index, backend="milvus", milvus_uri=uri, cache_dir=str(cache), **index))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiteServer:
+    """A `milvus-lite server` process on 127.0.0.1 (stopped by the test that starts it)."""
+
+    def __init__(self, data: Path) -> None:
+        self.data, self.port, self.proc = data, free_port(), None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([str(MILVUS_LITE), "server", "--data-dir", str(self.data), "--host", "127.0.0.1",
+                                      "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError("milvus-lite server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+            self.proc = None
+
+
+NOTES = {
+    "astro/holes.md": "# Black holes\n\nA black hole bends light near the event horizon.\n",
+    "astro/moon.md": "# The Moon\n\nCraters and maria on the lunar surface, seen at the terminator.\n",
+    "cook/bread.md": "# Sourdough\n\nFeed the starter twice a day; a loaf needs a long cold proof.\n#baking\n",
+    "zh/city.md": "# 城市\n\n东京都的天气很好。长城很长。\n",
+}
+
+
+@pytest.fixture()
+def lite_db(tmp_path: Path) -> str:
+    (tmp_path / "engine").mkdir()
+    return str(tmp_path / "engine" / "milvus.db")
+
+
+def _open(vault: Path, settings: Settings, embedder) -> MilvusIndex:
+    index = new_index(vault, settings, embedder=embedder)
+    assert isinstance(index, MilvusIndex)
+    index.open()
+    index.embed_pending()
+    return index
+
+
+def test_analyzer_keeps_explorer_tokens_whole(lite_db: str, tmp_path: Path) -> None:
+    """Measured on the engine: each encoded token matches exactly the rows holding it (CJK bigrams too),
+    while the `standard` tokenizer keeps a raw CJK run as one word (so 天气 never finds 东京都的天气)."""
+    from pymilvus import DataType, Function, FunctionType, MilvusClient
+
+    texts = ["东京都的天气", "长城 长", "e-mail foo_bar", "v2 node.js 3.5kB", "Café résumé naïve", "東 京"]
+    docs = [tokenize(t) for t in texts]
+    c = MilvusClient(lite_db)
+    name = "probe"
+    schema = MilvusClient.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("terms", DataType.VARCHAR, max_length=4096, enable_analyzer=True,
+                     analyzer_params={"tokenizer": "standard"})
+    schema.add_field("raw", DataType.VARCHAR, max_length=4096, enable_analyzer=True,
+                     analyzer_params={"tokenizer": "standard"})
+    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_field("sparse_raw", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_function(Function(name="f", function_type=FunctionType.BM25, input_field_names=["terms"],
+                                 output_field_names=["sparse"]))
+    schema.add_function(Function(name="g", function_type=FunctionType.BM25, input_field_names=["raw"],
+                                 output_field_names=["sparse_raw"]))
+    idx = c.prepare_index_params()
+    idx.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    idx.add_index(field_name="sparse_raw", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    c.create_collection(name, schema=schema, index_params=idx)
+    c.insert(name, [{"id": i, "terms": engine_terms(d), "raw": t} for i, (t, d) in enumerate(zip(texts, docs))])
+    c.flush(name)
+    tokens = sorted({t for d in docs for t in d})
+    assert "天气" in tokens and "长城" in tokens and "京" in tokens
+    for token in tokens:
+        want = {i for i, d in enumerate(docs) if token in d}
+        got = c.search(name, data=[engine_terms([token])], anns_field="sparse", limit=10,
+                       search_params={"metric_type": "BM25"})[0]
+        assert {r["id"] for r in got} == want, token
+    raw = c.search(name, data=["天气"], anns_field="sparse_raw", limit=10, search_params={"metric_type": "BM25"})[0]
+    assert 0 not in {r["id"] for r in raw}
+    c.close()
+
+
+def test_milvus_rankings_match_local(tmp_path: Path, lite_db: str, embedder) -> None:
+    """The same vault answers the same on both backends (the sample vault, real model)."""
+    from explorer.index.vault_index import VaultIndex
+
+    vault = write_notes(tmp_path / "vault", NOTES)
+    local = VaultIndex(vault, replace(Settings(), index=replace(Settings().index, cache_dir=str(tmp_path / "c1"))),
+                       embedder=embedder)
+    local.open()
+    local.embed_pending()
+    remote = _open(vault, milvus_settings(lite_db, tmp_path / "c2"), embedder)
+    try:
+        for query in ("black hole light", "sourdough starter", "长城", "lunar craters", "tag:baking proof"):
+            a = make_pipeline(local, local.settings).search(query)
+            b = make_pipeline(remote, remote.settings).search(query)
+            assert [r.node_id for r in a.results] == [r.node_id for r in b.results], query
+            for x, y in zip(a.results, b.results):
+                assert x.score == pytest.approx(y.score, abs=1e-4)
+        with remote.snapshot() as snap:
+            assert snap.bm25_top(["长城"], 5)[0][0].startswith("zh/city.md")
+            assert snap.bm25_top(["black"], 5, snap.restrict(set())) == []
+            vec = remote.encode_query("event horizon")
+            hits = snap.vector_top(vec[None, :], 3, 0.0)[0]
+            assert hits[0][0].startswith("astro/holes.md") and -1.0 <= hits[0][1] <= 1.0
+    finally:
+        local.close()
+        remote.close()
+
+
+def test_read_your_writes_and_deletes(tmp_path: Path, lite_db: str, embedder) -> None:
+    vault = write_notes(tmp_path / "vault", NOTES)
+    index = _open(vault, milvus_settings(lite_db, tmp_path / "cache"), embedder)
+    try:
+        pipe = make_pipeline(index, index.settings)
+        write_notes(vault, {"astro/comet.md": "# Comets\n\nA zorblax tail of ice points away from the sun.\n"})
+        index.refresh(["astro/comet.md"])
+        assert pipe.search("zorblax").results[0].document_path == "astro/comet.md"  # no embedding yet: BM25 alone
+        (vault / "astro/comet.md").unlink()
+        index.refresh(["astro/comet.md"])
+        assert not pipe.search("zorblax").results
+        rows = index.engine.call("q", lambda c: c.query(index.engine.collection, filter='path == "astro/comet.md"',
+                                                        output_fields=["node_id"]))
+        assert rows == []
+    finally:
+        index.close()
+
+
+def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
+    """Unreachable engine, a collection of another dimension: one line, non-zero exit, vault untouched."""
+    vault = write_notes(tmp_path / "vault", NOTES)
+    before = sorted((p.relative_to(vault), p.read_bytes()) for p in vault.rglob("*") if p.is_file())
+    env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_INDEX_BACKEND": "milvus",
+           "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"), "EXPLORER_INDEX_EMBEDDINGS": "false",
+           "EXPLORER_MILVUS_TOKEN": "s3cret-token"}
+    port = free_port()
+    env["EXPLORER_INDEX_MILVUS_URI"] = f"http://127.0.0.1:{port}"
+    out = subprocess.run([sys.executable, "-m", "explorer", "search", str(vault), "black"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"http://127.0.0.1:{port}" in lines[0] and "unreachable" in lines[0]
+    assert "s3cret" not in out.stderr + out.stdout
+
+    db = str(tmp_path / "other.db")
+    make_other = (f"from pymilvus import DataType, MilvusClient\nc = MilvusClient({db!r})\n"
+                  "s = MilvusClient.create_schema(auto_id=False)\n"
+                  "s.add_field('pk', DataType.VARCHAR, is_primary=True, max_length=64)\n"
+                  "s.add_field('vector', DataType.FLOAT_VECTOR, dim=8)\n"
+                  "c.create_collection('explorer_shards', schema=s)\nc.close()\n")
+    subprocess.run([sys.executable, "-c", make_other], check=True, timeout=120, capture_output=True)
+    env["EXPLORER_INDEX_MILVUS_URI"] = db
+    out = subprocess.run([sys.executable, "-m", "explorer", "stats", str(vault)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "dimension 8, not 384" in out.stderr and db in out.stderr
+    after = sorted((p.relative_to(vault), p.read_bytes()) for p in vault.rglob("*") if p.is_file())
+    assert after == before
+
+
+def test_stats_names_backend_without_secrets(tmp_path: Path, lite_db: str) -> None:
+    vault = write_notes(tmp_path / "vault", NOTES)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_INDEX_BACKEND": "milvus",
+           "EXPLORER_INDEX_MILVUS_URI": lite_db, "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
+           "EXPLORER_INDEX_EMBEDDINGS": "false", "EXPLORER_MILVUS_TOKEN": "s3cret-token"}
+    out = subprocess.run([sys.executable, "-m", "explorer", "stats", str(vault), "--json"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["backend"] == "milvus" and data["backend_uri"] == lite_db and data["shards"] > 0
+    assert "s3cret" not in out.stdout
+
+
+def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: Path, embedder) -> None:
+    """A real `milvus-lite server` process is stopped, notes change, it starts again: nothing is lost."""
+    if not MILVUS_LITE.exists():
+        pytest.skip("milvus-lite server is not installed")
+    server = LiteServer(tmp_path / "engine")
+    server.start()
+    vault = write_notes(tmp_path / "vault", NOTES)
+    index = None
+    try:
+        index = _open(vault, milvus_settings(server.uri, tmp_path / "cache"), embedder)
+        index.retry_seconds = 0.3
+        said: list[str] = []
+        index.on_message = said.append
+        server.stop()
+        write_notes(vault, {"astro/comet.md": "# Comets\n\nA quuxtail of ice points away from the sun.\n"})
+        (vault / "cook/bread.md").unlink()
+        index.refresh(["astro/comet.md", "cook/bread.md"])  # the watcher's batch, applied while the engine is down
+        assert index.behind > 0 and server.uri in index.engine_fault
+        assert len(said) == 1 and server.uri in said[0]
+        with pytest.raises(BackendError, match="127.0.0.1"):
+            make_pipeline(index, index.settings).search("quuxtail")
+        server.start()
+        assert wait_until(lambda: index.behind == 0 and not index.engine_fault, 30)
+        pipe = make_pipeline(index, index.settings)
+        assert pipe.search("quuxtail").results[0].document_path == "astro/comet.md"
+        assert all(r.document_path != "cook/bread.md" for r in pipe.search("sourdough starter loaf").results)
+    finally:
+        if index is not None:
+            index.close()
+        server.stop()
+
+
+class CountingEncoder:
+    """The real model, counting the texts it is asked to embed."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.texts = inner, 0
+        self.model_id, self.runtime = inner.model_id, inner.runtime
+
+    def encode(self, texts, batch_size=32):
+        self.texts += len(texts)
+        return self.inner.encode(texts, batch_size=batch_size)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(tmp_path: Path, lite_db: str, embedder) -> None:
+    a = write_notes(tmp_path / "a" / "notes", NOTES)
+    b = write_notes(tmp_path / "b" / "notes", {"astro/holes.md": NOTES["astro/holes.md"], "own.md": "# Own\n\nOnly here.\n"})
+    first = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
+    counting = CountingEncoder(embedder)
+    second = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), counting)
+    try:
+        assert second.borrowed >= 1  # the shared note's vector came from alice's rows
+        assert counting.texts == second.stats().shards - second.borrowed
+        assert second.stats().pending == 0
+        with second.snapshot() as snap:  # bob's searches stay in bob's vault
+            hits = snap.bm25_top(["black"], 10) + snap.bm25_top(["sourdough"], 10)
+            assert hits and all(nid in snap.shards for nid, _ in hits)
+            assert not snap.bm25_top(["sourdough"], 10)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
+    """Two real `explorer watch` processes, one Milvus Lite server process: nothing lost, no shard twice."""
+    if not MILVUS_LITE.exists():
+        pytest.skip("milvus-lite server is not installed")
+    from pymilvus import MilvusClient
+
+    from explorer.index.vault_index import VaultIndex
+
+    server = LiteServer(tmp_path / "engine")
+    server.start()
+    procs: list[subprocess.Popen] = []
+    vaults = {name: write_notes(tmp_path / name, {"start.md": f"# Start\n\n{name} begins.\n"}) for name in ("ann", "ben")}
+    try:
+        for name, vault in vaults.items():
+            env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_INDEX_BACKEND": "milvus",
+                   "EXPLORER_INDEX_MILVUS_URI": server.uri, "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / f"cache-{name}"),
+                   "EXPLORER_INDEX_EMBEDDINGS": "false", "EXPLORER_INDEX_DEBOUNCE_MS": "50"}
+            procs.append(subprocess.Popen([sys.executable, "-m", "explorer", "watch", str(vault)], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        for p in procs:  # wait until each one watches
+            line = ""
+            end = time.monotonic() + 60
+            while "watching" not in line and time.monotonic() < end:
+                line = p.stdout.readline()
+                assert line, "watch exited"
+        for i in range(12):  # both vaults change at once: new notes, an edit, a delete
+            for name, vault in vaults.items():
+                write_notes(vault, {f"n{i}.md": f"# Note {i}\n\n{name} writes item {i}.\n\n## More\n\nSection {i}.\n"})
+            time.sleep(0.02)
+        for name, vault in vaults.items():
+            write_notes(vault, {"n3.md": f"# Note 3\n\n{name} changed item 3.\n"})
+            (vault / "n5.md").unlink()
+        client = MilvusClient(server.uri)
+
+        def rows(vault_name: str) -> list[str]:
+            return [r["node_id"] for r in client.query("explorer_shards", filter=f'vault == "{vault_name}"',
+                                                       output_fields=["node_id"], limit=1000)]
+
+        want = {}
+        for name, vault in vaults.items():
+            local = VaultIndex(vault, replace(Settings(), index=replace(Settings().index, embeddings=False,
+                                                                         cache_dir=str(tmp_path / f"check-{name}"))))
+            local.open()
+            want[name] = sorted(local.shards)
+            local.close()
+        assert wait_until(lambda: all(sorted(rows(n)) == want[n] for n in vaults), 40), {n: rows(n) for n in vaults}
+        for name in vaults:
+            got = rows(name)
+            assert len(got) == len(set(got))
+        texts = client.query("explorer_shards", filter='path == "n3.md"', output_fields=["vault", "text"], limit=10)
+        assert sorted((r["vault"], f"{r['vault']} changed item 3" in r["text"]) for r in texts) == [
+            ("ann", True), ("ben", True)]
+        client.close()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            assert p.wait(timeout=30) == 0
+            p.stdout.close()
+        server.stop()
+
+
+def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path, embedder) -> None:
+    """The app on a Milvus-backed memory: the engine process stops, the next search says so naming
+    the URI, and the results shown stay."""
+    if not MILVUS_LITE.exists():
+        pytest.skip("milvus-lite server is not installed")
+    import asyncio
+
+    from test_tui import SIZE, make_app, quiet_settings, search, settle, wait_for
+
+    from explorer.tui.widgets.results import ResultsSummary
+
+    server = LiteServer(tmp_path / "engine")
+    server.start()
+    vault = write_notes(tmp_path / "vault", NOTES)
+    settings = quiet_settings(**{"index.backend": "milvus", "index.milvus_uri": server.uri,
+                                 "index.cache_dir": str(tmp_path / "cache")})
+
+    async def run() -> None:
+        app = make_app(vault, embedder, tmp_path, settings=settings)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            shown = await search(app, pilot, "black hole")
+            assert shown.results and shown.results[0].document_path == "astro/holes.md"
+            server.stop()
+            app.main_screen.query_one("SearchBox").value = "lunar craters"
+            summary = app.main_screen.query_one(ResultsSummary)
+            await wait_for(pilot, lambda: server.uri in str(summary.content), timeout=30)
+            assert "last ones" in str(summary.content)
+            assert app.main_screen.results is not None and app.main_screen.results.query == "black hole"
+            assert app.is_running
+
+    try:
+        asyncio.run(run())
+    finally:
+        server.stop()
