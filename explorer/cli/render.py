@@ -76,7 +76,7 @@ def embed_lines(embed: Any, color: bool, prefix: str = "  ") -> list[str]:
         mark_ = "↪" if embed.status == "file" else "↪ ✗"
         return [f"{prefix}{d}{mark_} {safe_text(embed.label)}{r}"]
     out = [f"{prefix}{d}┌ ↪ {safe_text(embed.label)}{r}"]
-    from explorer.index.embeds import after_lines
+    from explorer.index.transclusion import after_lines
 
     lines: list[str] = []  # terminal-safe already
     pos = 0

@@ -14,7 +14,7 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from explorer.index.context import MAX_CONTEXT_CHARS, get_context_at_cursor
+from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
 from explorer.vault.model import Highlight
 from explorer.vault.model import Note, Shard

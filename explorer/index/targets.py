@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from explorer.index.context import ContextWindow, get_context_at_cursor
+from explorer.index.windows import ContextWindow, get_context_at_cursor
 
 if TYPE_CHECKING:
     from explorer.index.vault_index import VaultIndex
@@ -195,7 +195,8 @@ def context_for(
     snapped to whole words and lines, and capped at MAX_CONTEXT_CHARS each side (said in
     `notes`). A cursor outside 0..len(text) raises CursorOutOfRange unless `clamp` (then it is
     moved inside and the move is noted); negative sizes raise ContextError; a note that is gone
-    raises NoteNotFound. The window's embeds are expanded by `explorer.index.embeds.with_embeds`.
+    raises NoteNotFound. The window's embeds are expanded by
+    `explorer.index.transclusion.with_embeds`.
     """
     for name, value in (("chars_before", chars_before), ("chars_after", chars_after)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

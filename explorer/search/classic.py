@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from explorer.config import Settings
-from explorer.index.context import snippet
+from explorer.index.windows import snippet
 from explorer.search.query import parse_query
 from explorer.search.retrieve import Retriever
 from explorer.search.schema import ContextShard, Quality, SearchMode, SearchResult, SearchResults, SearchStats

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from explorer.config import LLMSettings, Settings
 from explorer.text.lru import LRUCache
-from explorer.index.context import snippet
+from explorer.index.windows import snippet
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResults
 from explorer.search.terms import MAX_TERMS, SearchTerms, clamp_terms, clean_term, keyword_terms, plausible_term

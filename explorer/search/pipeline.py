@@ -24,7 +24,7 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import IndexBackend, Snapshot
-from explorer.index.context import query_words
+from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget

@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any, Callable, Iterable, Sequence
 
-from explorer.index.context import query_words
+from explorer.index.windows import query_words
 from explorer.search.schema import Quality, SearchResult
 
 #: Quality score at or above which results are `high` (notes vaults; chosen leaving one vault out,

@@ -9,7 +9,7 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import Snapshot
-from explorer.index.context import highlight_spans, query_words, snippet
+from explorer.index.windows import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
 from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf

@@ -2,10 +2,55 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from explorer.vault.model import Highlight  # noqa: F401 - part of the results schema
+
+OPTIONAL = {"json": "optional"}
+"""Field metadata: the JSON form leaves the field out while it is None."""
+INTERNAL = {"json": "internal"}
+"""Field metadata: the field never appears in the JSON form."""
+
+
+def to_dict(record: Any, keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """The JSON form of a schema record.
+
+    Each field appears under its name (a trailing underscore dropped: `pass_` is `pass`), in the
+    order the fields are declared or in the order of `keys`, which may also name a property. A field
+    marked OPTIONAL is left out while it is None, one marked INTERNAL never appears. Values become
+    JSON values: a nested record its own `to_dict()` (or this form), a tuple or list a list, a dict
+    a dict with its values converted.
+
+    Args:
+        record: A dataclass instance.
+        keys: The attributes to write, in order; default every field that is not INTERNAL.
+
+    Returns:
+        A dict ready for `json.dumps`.
+    """
+    marks = {f.name: f.metadata.get("json") for f in fields(record)}
+    names = [name for name, mark in marks.items() if mark != "internal"] if keys is None else keys
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(record, name)
+        if value is None and marks.get(name) == "optional":
+            continue
+        out[name.rstrip("_")] = _json_value(value)
+    return out
+
+
+def _json_value(value: Any) -> Any:
+    """A value of a record as JSON: records as dicts, tuples and lists as lists, dicts converted."""
+    if is_dataclass(value) and not isinstance(value, type):
+        method = getattr(value, "to_dict", None)
+        return method() if method is not None else to_dict(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_value(item) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +119,7 @@ class ContextShard:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (`pass` instead of `pass_`)."""
-        d = asdict(self)
-        d["pass"] = d.pop("pass_")
-        return d
+        return to_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +147,7 @@ class RerankMove:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (`pass` instead of `pass_`)."""
-        return {
-            "backend": self.backend, "pass": self.pass_, "raw_score": self.raw_score,
-            "rerank_score": self.rerank_score, "fused_share": self.fused_share, "final_score": self.final_score,
-            "rank_before": self.rank_before, "rank_after": self.rank_after, "movement": self.movement,
-        }
+        return to_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,18 +183,13 @@ class Explanation:
     fusion: str = "rrf"
     """`rrf` (contribution = weights / (rrf_k + rank)) or `score` (weights x the raw score
     normalised to 0-1 within its ranking; see explorer.search.fusion.score_fusion)."""
-    recency: float | None = None
+    recency: float | None = field(default=None, metadata=OPTIONAL)
     """The share of the note's score a recency preference left it (None: no preference asked;
     explorer.search.notefilters)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (`recency` only when a recency preference applied)."""
-        d = asdict(self)
-        d["rerank"] = self.rerank.to_dict() if self.rerank is not None else None
-        d["pass"] = d.pop("pass_")
-        if self.recency is None:
-            d.pop("recency")
-        return d
+        """JSON form (`recency` only when a recency preference applied; `pass` last)."""
+        return to_dict(self, _EXPLANATION_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,26 +263,8 @@ class SearchResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "document_path": self.document_path,
-            "title": self.title,
-            "source_type": self.source_type,
-            "node_id": self.node_id,
-            "rrf_score": self.rrf_score,
-            "score": self.score,
-            "bm25_rank": self.bm25_rank,
-            "embedding_rank": self.embedding_rank,
-            "snippet": self.snippet,
-            "source": self.source,
-            "pass": self.pass_,
-            "reason": self.reason,
-            "relevance": self.relevance,
-            "date": self.date,
-            "date_from": self.date_from,
-            "context_shards": [c.to_dict() for c in self.context_shards],
-            "explanation": self.explanation.to_dict() if self.explanation else None,
-        }
+        """JSON form (the date before the passages)."""
+        return to_dict(self, _RESULT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,34 +325,20 @@ class SearchStats:
     """True when the query was embedded."""
     index_version: int = 0
     """The index version searched."""
-    named_people: list[str] | None = None
+    named_people: list[str] | None = field(default=None, metadata=OPTIONAL)
     """People of the vault the query names (None: not a ranked search)."""
-    feedback_from: list[str] | None = None
+    feedback_from: list[str] | None = field(default=None, metadata=OPTIONAL)
     """Shards the dense feedback ranking moved toward (None: not a ranked search)."""
-    hits: int | None = None
+    hits: int | None = field(default=None, metadata=OPTIONAL)
     """Classic tools: hits before the cut."""
-    stage: str | None = None
+    stage: str | None = field(default=None, metadata=OPTIONAL)
     """Classic tools: the stage that answered."""
-    stages_tried: list[str] | None = None
+    stages_tried: list[str] | None = field(default=None, metadata=OPTIONAL)
     """Classic tools: the stages tried in order."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the counts, then the optional fields that are set."""
-        d: dict[str, Any] = {
-            "total_documents_searched": self.total_documents_searched,
-            "total_shards_searched": self.total_shards_searched,
-            "bm25_matches": self.bm25_matches,
-            "embedding_matches": self.embedding_matches,
-            "final_results": self.final_results,
-            "shards_without_vectors": self.shards_without_vectors,
-            "dense_available": self.dense_available,
-            "index_version": self.index_version,
-        }
-        for name in ("named_people", "feedback_from", "hits", "stage", "stages_tried"):
-            value = getattr(self, name)
-            if value is not None:
-                d[name] = list(value) if isinstance(value, list) else value
-        return d
+        return to_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,24 +355,14 @@ class AnalysisInfo:
     """`heuristic`, `llm`, `llm->heuristic`; None when no analyser ran (knowledge-first early return)."""
     tokens_used: int = 0
     """LLM tokens spent."""
-    skipped: str | None = None
+    skipped: str | None = field(default=None, metadata=OPTIONAL)
     """Why pass 2 did not run, when it did not."""
-    pass2: str | None = None
+    pass2: str | None = field(default=None, metadata=OPTIONAL)
     """A note on pass 2's outcome (e.g. it found nothing new)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form; an early return (no analyser) lists `reason` after `tokens_used`, as it always has."""
-        if self.analyser is None:
-            d: dict[str, Any] = {"decision": self.decision, "refined_query": self.refined_query, "analyser": None,
-                                 "tokens_used": self.tokens_used, "reason": self.reason}
-        else:
-            d = {"decision": self.decision, "refined_query": self.refined_query, "reason": self.reason,
-                 "analyser": self.analyser, "tokens_used": self.tokens_used}
-        if self.skipped is not None:
-            d["skipped"] = self.skipped
-        if self.pass2 is not None:
-            d["pass2"] = self.pass2
-        return d
+        return to_dict(self, _EARLY_RETURN_ANALYSIS_KEYS if self.analyser is None else None)
 
 
 @dataclass(slots=True)
@@ -387,16 +379,12 @@ class RerankPass:
     """True when the budget ran out before the backend finished."""
     budget_limited: bool = False
     """True when the backend's cost estimate cut the candidates."""
-    skipped: str | None = None
+    skipped: str | None = field(default=None, metadata=OPTIONAL)
     """Why the pass did not run."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (`skipped` only when set)."""
-        d: dict[str, Any] = {"applied": self.applied, "candidates": self.candidates, "latency_ms": self.latency_ms,
-                             "timed_out": self.timed_out, "budget_limited": self.budget_limited}
-        if self.skipped is not None:
-            d["skipped"] = self.skipped
-        return d
+        return to_dict(self)
 
 
 @dataclass(slots=True)
@@ -423,29 +411,20 @@ class RerankInfo:
     """Weight of the rerank score in the final score."""
     error: str | None = None
     """A backend failure (the last complete order was kept)."""
-    notes: list[str] | None = None
+    notes: list[str] | None = field(default=None, metadata=OPTIONAL)
     """Notes from the backend's set-up."""
-    skipped: str | None = None
+    skipped: str | None = field(default=None, metadata=OPTIONAL)
     """Why reranking did not run (e.g. the quality gate)."""
-    prepare_ms: float | None = None
+    prepare_ms: float | None = field(default=None, metadata=OPTIONAL)
     """Backend set-up time, when it took 1 ms or more."""
-    tokens_used: int | None = None
+    tokens_used: int | None = field(default=None, metadata=OPTIONAL)
     """LLM tokens spent (LLM backend only)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: `{"applied": false}` when reranking was not asked for."""
         if self.backend is None:
             return {"applied": self.applied}
-        d: dict[str, Any] = {
-            "applied": self.applied, "backend": self.backend, "pass1": self.pass1.to_dict(), "pass2": self.pass2.to_dict(),
-            "early_exit": self.early_exit, "early_exit_reason": self.early_exit_reason, "score_ratio": self.score_ratio,
-            "score_gap": self.score_gap, "blend": self.blend, "error": self.error,
-        }
-        for name in ("notes", "skipped", "prepare_ms", "tokens_used"):
-            value = getattr(self, name)
-            if value is not None:
-                d[name] = list(value) if isinstance(value, list) else value
-        return d
+        return to_dict(self)
 
 
 @dataclass(slots=True)
@@ -480,14 +459,10 @@ class SearchMode:
     def to_dict(self) -> dict[str, Any]:
         """JSON form; a listing and a classic search carry only their own keys."""
         if self.browse:
-            return {"browse": True, "dense": self.dense}
+            return to_dict(self, ("browse", "dense"))
         if self.classic is not None:
-            return {"classic": self.classic, "stage": self.stage, "dense": self.dense}
-        return {
-            "dense": self.dense, "model_state": self.model_state, "runtime": self.runtime, "terms": self.terms,
-            "analyser": self.analyser, "llm_tokens": self.llm_tokens, "two_pass": self.two_pass,
-            "rerank": self.rerank, "cached": self.cached,
-        }
+            return to_dict(self, ("classic", "stage", "dense"))
+        return to_dict(self, _RANKED_MODE_KEYS)
 
 
 @dataclass(slots=True)
@@ -527,7 +502,7 @@ class SearchResults:
     include_n_minus_1: bool = False
     corrections: list[dict[str, Any]] = field(default_factory=list)
     """Query words found nowhere in the vault and the vault words searched instead."""
-    trace: SearchTrace = field(default_factory=SearchTrace, repr=False)
+    trace: SearchTrace = field(default_factory=SearchTrace, repr=False, metadata=INTERNAL)
 
     @property
     def total_ms(self) -> float:
@@ -545,25 +520,32 @@ class SearchResults:
         return [c for r in self.results for c in r.context_shards]
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (stable keys; see README)."""
-        return {
-            "query": self.query,
-            "search_terms_used": list(self.search_terms_used),
-            "results": [r.to_dict() for r in self.results],
-            "context_shards": [c.to_dict() for c in self.context_shards],
-            "stats": self.stats.to_dict(),
-            "quality": asdict(self.quality) if self.quality else None,
-            "passes": [asdict(p) for p in self.passes],
-            "analysis": self.analysis.to_dict() if self.analysis is not None else {},
-            "rerank": self.rerank.to_dict() if self.rerank is not None else {},
-            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
-            "warnings": list(self.warnings),
-            "advisory": self.advisory,
-            "mode": self.mode.to_dict(),
-            "filters": dict(self.filters),
-            "early_return": self.early_return,
-            "searched_sources": list(self.searched_sources),
-            "include_preferences": self.include_preferences,
-            "include_n_minus_1": self.include_n_minus_1,
-            "corrections": [dict(c) for c in self.corrections],
-        }
+        """The JSON form (stable keys; see README): every passage also listed after the results, an
+        absent analysis or rerank as `{}`, timings rounded to the microsecond."""
+        d = to_dict(self, _RESULTS_KEYS)
+        if self.analysis is None:
+            d["analysis"] = {}
+        if self.rerank is None:
+            d["rerank"] = {}
+        d["timings_ms"] = {k: round(v, 3) for k, v in self.timings_ms.items()}
+        return d
+
+
+#: Key orders of the JSON forms that differ from the order of the fields.
+_EXPLANATION_KEYS = (
+    "rrf_k", "best_node_id", "contributions", "fused_score", "source_weight", "shards_matched", "rerank",
+    "final_score", "second_node_id", "second_score", "second_weight", "note_score", "fusion", "recency", "pass_",
+)
+_RESULT_KEYS = (
+    "document_path", "title", "source_type", "node_id", "rrf_score", "score", "bm25_rank", "embedding_rank",
+    "snippet", "source", "pass_", "reason", "relevance", "date", "date_from", "context_shards", "explanation",
+)
+_EARLY_RETURN_ANALYSIS_KEYS = ("decision", "refined_query", "analyser", "tokens_used", "reason", "skipped", "pass2")
+_RANKED_MODE_KEYS = (
+    "dense", "model_state", "runtime", "terms", "analyser", "llm_tokens", "two_pass", "rerank", "cached",
+)
+_RESULTS_KEYS = (
+    "query", "search_terms_used", "results", "context_shards", "stats", "quality", "passes", "analysis",
+    "rerank", "timings_ms", "warnings", "advisory", "mode", "filters", "early_return", "searched_sources",
+    "include_preferences", "include_n_minus_1", "corrections",
+)

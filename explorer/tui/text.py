@@ -88,8 +88,9 @@ def note_source(note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str],
     `property_rows`); frontmatter that did not parse stays visible as a fenced YAML block.
     `[[target#heading|alias]]` becomes a Markdown link with the `wikilink:` scheme, so a
     rendered block's source lines are the raw note's lines. Each expanded embed
-    (`explorer.index.embeds.Embed`, looked up in its note through `note_of`) is inserted below its
-    line as a quoted box headed by its source node_id; `NoteSource.line` maps raw lines past it.
+    (`explorer.index.transclusion.Embed`, looked up in its note through `note_of`) is inserted
+    below its line as a quoted box headed by its source node_id; `NoteSource.line` maps raw
+    lines past it.
     """
     text = note.text
     out: list[str] = []

@@ -14,7 +14,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from explorer.index.context import query_words
+from explorer.index.windows import query_words
 from explorer.search.query import parse_query
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.tui import keys, launch

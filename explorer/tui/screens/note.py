@@ -18,7 +18,7 @@ from textual.widgets.option_list import Option
 from explorer.tui import keys, launch
 from explorer.tui.messages import EditNote
 from explorer.tui.safe import plain, safe_content, screen_text
-from explorer.index.embeds import embeds_in
+from explorer.index.transclusion import embeds_in
 from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_href, property_rows
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.footer import KeyFooter

@@ -12,8 +12,8 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Static
 
-from explorer.index.context import ContextWindow, get_context_at_cursor, highlight_spans
-from explorer.index.embeds import Embed, after_lines, with_embeds
+from explorer.index.transclusion import Embed, after_lines, with_embeds
+from explorer.index.windows import ContextWindow, get_context_at_cursor, highlight_spans
 from explorer.search.schema import Highlight, SearchResult
 from explorer.tui.safe import safe_content
 from explorer.tui.widgets.steady import steady_update

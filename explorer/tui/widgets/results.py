@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from explorer.index.context import highlight_spans
+from explorer.index.windows import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.cells import clip
 from explorer.tui.safe import plain, safe_content, screen_text

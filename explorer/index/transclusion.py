@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from explorer.index.context import ContextWindow
+from explorer.index.windows import ContextWindow
 from explorer.index.targets import ContextError, resolve_note, resolve_target
 from explorer.vault.model import Link, Note
 

@@ -37,7 +37,7 @@ class ContextWindow:
     note_chars: int = 0
     """Length of the whole note's text."""
     embeds: tuple[Any, ...] = ()
-    """The `explorer.index.embeds.Embed`s whose link lies in the window, expanded."""
+    """The `explorer.index.transclusion.Embed`s whose link lies in the window, expanded."""
 
     def to_dict(self) -> dict[str, Any]:
         """The window as JSON-ready data."""

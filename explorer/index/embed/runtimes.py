@@ -1,0 +1,306 @@
+"""The embedding runtimes: ONNX Runtime (fast to import) and the sentence-transformers reference.
+
+The ONNX path needs only ``onnxruntime`` and ``tokenizers`` at run time (about 0.4 s to import,
+against ~8 s for torch) and applies the model's mean pooling and L2 normalisation in numpy; its
+vectors match sentence-transformers' to ~1e-7, so both runtimes share the same ``model_id``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from explorer.index.embed.artefact import (
+    LOCK_FILENAME,
+    ONNX_FILENAME,
+    _build_artefact,
+    _exclusive_lock,
+    _read_verified,
+    _Verified,
+    artefact_dir_for,
+)
+from explorer.index.embed.base import EmbedderUnavailable, _emit
+from explorer.index.embed.models import _read_model_config, model_id_for_dir
+
+_MAX_DEFAULT_THREADS = 4
+
+
+def _default_threads(threads: int | None) -> int:
+    """Returns the thread count to use: ``threads`` if given, else the usable cores capped at 4."""
+    if threads is not None:
+        return max(1, int(threads))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_DEFAULT_THREADS))
+
+
+def _check_texts(texts: Sequence[str], batch_size: int) -> None:
+    """Rejects the classic mistakes: a bare string, or a non-positive batch size."""
+    if isinstance(texts, str):
+        raise TypeError("encode() takes a sequence of strings, not a single string")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 (or a similar mean-pooled BERT) on ONNX Runtime.
+
+    Imports only onnxruntime, tokenizers and numpy, except when the ONNX artefact has to be
+    built, which imports torch once.
+
+    Attributes:
+        model_id: Cache-key id (see :class:`Embedder`).
+        dim: Vector dimension.
+        runtime: ``"onnx"``.
+        model_dir: The source model directory.
+        onnx_path: The verified ONNX file in use.
+        max_seq_length: Token limit; longer texts are truncated, as sentence-transformers does.
+        threads: ONNX Runtime intra-op threads.
+    """
+
+    runtime: str = "onnx"
+
+    def __init__(
+        self,
+        model_dir: Path,
+        cache_dir: Path,
+        progress: Callable[[str], None] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        """Loads the ONNX model, building or rebuilding it first when needed.
+
+        Args:
+            model_dir: A model directory (see :func:`resolve_model`).
+            cache_dir: The model cache root (see :func:`default_model_cache_dir`).
+            progress: Receives one-line status messages (build, rebuild, waiting).
+            threads: Intra-op threads; default the usable cores capped at 4.
+
+        Raises:
+            EmbedderUnavailable: onnxruntime/tokenizers are missing, the model is not supported,
+                or the artefact cannot be built or loaded.
+        """
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbedderUnavailable(f"onnxruntime and tokenizers are needed ({exc})") from exc
+        self._ort = onnxruntime
+        self.model_dir = Path(model_dir).resolve()
+        self._config = _read_model_config(self.model_dir)
+        self.model_id = model_id_for_dir(self.model_dir)
+        self.dim = self._config.dim
+        self.max_seq_length = self._config.max_seq_length
+        self.threads = _default_threads(threads)
+        self._progress = progress
+
+        tokenizer_path = self.model_dir / "tokenizer.json"
+        if not tokenizer_path.is_file():
+            raise EmbedderUnavailable(f"{self.model_dir} has no tokenizer.json")
+        try:
+            self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:  # noqa: BLE001 - the tokenizers error type is not public
+            raise EmbedderUnavailable(f"cannot load {tokenizer_path}: {exc}") from exc
+        # tokenizer.json ships with truncation 128 and fixed padding; sentence-transformers
+        # truncates at max_seq_length and pads per batch, which encode() does itself.
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=self.max_seq_length)
+
+        self._artefact_dir = artefact_dir_for(self.model_dir, Path(cache_dir))
+        self.onnx_path = self._artefact_dir / ONNX_FILENAME
+        self._session = self._load_session()
+        self._input_names = [item.name for item in self._session.get_inputs()]
+
+    def _new_session(self, data: bytes | str) -> Any:
+        """Creates an ONNX Runtime session with non-spinning threads (see PERF-FACTS)."""
+        ort = self._ort
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        options.log_severity_level = 3  # errors only: warnings on stderr would garble a TUI
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+    def _try_session(self, artefact: _Verified) -> tuple[Any | None, str]:
+        """Returns ``(session, "")``, or ``(None, reason)`` when onnxruntime rejects the file."""
+        try:
+            return self._new_session(artefact.source), ""
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises assorted types
+            return None, f"cannot be loaded by onnxruntime ({exc})"
+
+    def _load_session(self) -> Any:
+        """Loads the verified artefact; builds it under the lock when missing or damaged."""
+        artefact, reason = _read_verified(self._artefact_dir)
+        rejected_sha = ""
+        if artefact is not None:
+            session, reason = self._try_session(artefact)
+            if session is not None:
+                return session
+            rejected_sha = artefact.sha256
+        del artefact
+
+        try:
+            self._artefact_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EmbedderUnavailable(
+                f"cannot create the model cache {self._artefact_dir}: {exc}"
+            ) from exc
+        with _exclusive_lock(self._artefact_dir / LOCK_FILENAME, self._progress):
+            # Another process may have (re)built it while we waited for the lock.
+            artefact, latest_reason = _read_verified(self._artefact_dir)
+            if artefact is not None and artefact.sha256 != rejected_sha:
+                session, latest_reason = self._try_session(artefact)
+                if session is not None:
+                    return session
+            if artefact is None or artefact.sha256 != rejected_sha:
+                reason = latest_reason
+            del artefact
+            if reason != "missing":
+                _emit(self._progress, f"ONNX model for {self.model_id} {reason}; rebuilding it.")
+            _build_artefact(
+                self.model_dir, self.model_id, self._config, self._artefact_dir, self._progress
+            )
+            built, problem = _read_verified(self._artefact_dir)
+            if built is None:
+                raise EmbedderUnavailable(f"the freshly built ONNX model {problem}")
+            session, problem = self._try_session(built)
+            if session is None:
+                raise EmbedderUnavailable(f"the freshly built ONNX model {problem}")
+            return session
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Embeds texts (see :meth:`Embedder.encode`).
+
+        Texts are sorted by token count and batched so each batch pads to similar lengths, then
+        the original order is restored.
+
+        Args:
+            texts: The texts; empty strings are allowed.
+            batch_size: Texts per ONNX Runtime call.
+
+        Returns:
+            float32 ``(len(texts), dim)``, rows L2-normalised.
+        """
+        _check_texts(texts, batch_size)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not len(texts):
+            return out
+        items = [text.lower() for text in texts] if self._config.do_lower_case else list(texts)
+        encodings = self._tokenizer.encode_batch(items, add_special_tokens=True)
+        lengths = np.fromiter((len(enc.ids) for enc in encodings), dtype=np.int64, count=len(items))
+        order = np.argsort(-lengths, kind="stable")
+        wants_types = "token_type_ids" in self._input_names
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            width = int(lengths[rows].max())
+            ids = np.full((len(rows), width), self._config.pad_token_id, dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            types = np.zeros((len(rows), width), dtype=np.int64)
+            for slot, row in enumerate(rows):
+                enc = encodings[row]
+                count = len(enc.ids)
+                ids[slot, :count] = enc.ids
+                mask[slot, :count] = 1
+                if wants_types:
+                    types[slot, :count] = enc.type_ids
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if wants_types:
+                feed["token_type_ids"] = types
+            hidden = self._session.run(["last_hidden_state"], feed)[0]
+            weights = mask.astype(np.float32)[:, :, None]
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[rows] = pooled / np.maximum(norms, 1e-12)
+        return out
+
+
+class SentenceTransformerEmbedder:
+    """The reference runtime: sentence-transformers on torch (CPU).
+
+    Attributes:
+        model_id: Cache-key id (see :class:`Embedder`).
+        dim: Vector dimension.
+        runtime: ``"sentence-transformers"``.
+        model_dir: The model directory.
+    """
+
+    runtime: str = "sentence-transformers"
+
+    def __init__(self, model_dir: Path, threads: int | None = None) -> None:
+        """Loads the model; imports sentence-transformers (and torch, ~8 s) on first use.
+
+        Args:
+            model_dir: A model directory (see :func:`resolve_model`).
+            threads: torch intra-op threads (process-wide); default left to torch.
+
+        Raises:
+            EmbedderUnavailable: sentence-transformers is missing or cannot load the model.
+        """
+        # Passive OpenMP waiting keeps torch's idle threads from spinning against the BLAS
+        # threads of the dense search (PERF-FACTS trap); it only works if set before import.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        self.model_dir = Path(model_dir).resolve()
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            raise EmbedderUnavailable(f"sentence-transformers is not installed ({exc})") from exc
+        hf_logging.disable_progress_bar()
+        if threads is not None:
+            torch.set_num_threads(max(1, int(threads)))
+        sink = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self._model = SentenceTransformer(str(self.model_dir), device="cpu")
+        except Exception as exc:  # noqa: BLE001 - loading can fail in many library-specific ways
+            raise EmbedderUnavailable(
+                f"sentence-transformers cannot load {self.model_dir}: {exc}"
+            ) from exc
+        getter = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension"
+        )
+        dim = getter()
+        if not dim:
+            raise EmbedderUnavailable(f"cannot tell the embedding dimension of {self.model_dir}")
+        self.dim = int(dim)
+        self.model_id = model_id_for_dir(self.model_dir)
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Embeds texts (see :meth:`Embedder.encode`).
+
+        Args:
+            texts: The texts; empty strings are allowed.
+            batch_size: Texts per forward pass.
+
+        Returns:
+            float32 ``(len(texts), dim)``, rows L2-normalised.
+        """
+        _check_texts(texts, batch_size)
+        if not len(texts):
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
