@@ -15,11 +15,10 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from explorer.text.dates import MONTHS
+
 __all__ = ["Span", "mentions", "note_day", "closeness"]
 
-_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
-_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_MONTHS["sept"] = 9
 _FULL = "|".join(name.lower() for name in calendar.month_name if name)
 _MONTH = r"(?P<month>" + _FULL + r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
 #: A bare month is only read by its full name ("in Jan" may be a person).
@@ -61,7 +60,7 @@ class Span:
 
 
 def _month(name: str) -> int:
-    return _MONTHS.get(name.lower().rstrip("."), 0)
+    return MONTHS.get(name.lower().rstrip("."), 0)
 
 
 def _month_span(year: int, month: int) -> tuple[date, date]:

@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DateError", "Period", "note_date", "parse_period", "value_date"]
+__all__ = ["MONTHS", "DateError", "Period", "note_date", "parse_period", "value_date"]
 
-_MONTHS = {
+#: English month names and their short forms -> month number (the one table for every date reader).
+MONTHS: dict[str, int] = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7, "august": 8,
     "september": 9, "october": 10, "november": 11, "december": 12,
     "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
@@ -162,7 +163,7 @@ def _year(year: int) -> tuple[_dt.date, _dt.date]:
 
 
 def _month_number(name: str) -> int:
-    number = _MONTHS.get(name)
+    number = MONTHS.get(name)
     if number is None:
         raise DateError(f"{name!r} is not a month name")
     return number
