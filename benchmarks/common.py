@@ -84,6 +84,11 @@ def current_rss_mb() -> float:
         return float("nan")
 
 
+def pct(x: float | None) -> str:
+    """A rate as a percentage with one decimal, "-" when there is none."""
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A GitHub markdown table; floats are printed with 3 decimals unless already strings."""
     def cell(value: Any) -> str:

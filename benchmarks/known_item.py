@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import yaml
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, write_json
+from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, write_json
 
 ROWS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("default", {}),
@@ -166,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             res = run(vault, queries, overrides, work / f"cache-{vault.name}")
             report["rows"][f"{vault_name} / {label}"] = res
             r, c = res["rates"], res["counts"]
-            table.append([vault_name, label, c["name"] + c["alias"], _pct(r["name_or_alias"]),
-                          _pct(r["name"]), _pct(r["alias"]), c["typo"], _pct(r["typo"])])
+            table.append([vault_name, label, c["name"] + c["alias"], pct(r["name_or_alias"]),
+                          pct(r["name"]), pct(r["alias"]), c["typo"], pct(r["typo"])])
             for miss in res["misses"][: args.show_misses]:
                 log(f"  miss {miss['kind']}: {miss['query']!r} -> {miss['note']} (rank {miss['rank']}; top {miss['top']})")
     print(markdown_table(["vault", "row", "name queries", "name/alias @1", "name @1", "alias @1", "typo queries", "typo @3"], table))
@@ -175,10 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(path, report)
     log(f"wrote {path}")
     return 0
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import yaml
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, write_json
+from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, write_json
 from benchmarks.known_item import note_names, one_typo
 
 KINDS = ("name", "question", "concept", "section", "typo", "absent")
@@ -233,11 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if sub:
                 report["kinds"][f"{label} / {kind}"] = rates(sub)
                 x = report["kinds"][f"{label} / {kind}"]
-                table.append([label, kind, x["n"], x["right"], _pct(x["wrong_high"]), _pct(x["right_low"]),
-                              _pct(x["wrong_flagged"]), _pct(x["right_flagged"])])
+                table.append([label, kind, x["n"], x["right"], pct(x["wrong_high"]), pct(x["right_low"]),
+                              pct(x["wrong_flagged"]), pct(x["right_flagged"])])
         x = report["vaults"][label]
-        table.append([f"**{label}**", "all", x["n"], x["right"], _pct(x["wrong_high"]), _pct(x["right_low"]),
-                      _pct(x["wrong_flagged"]), _pct(x["right_flagged"])])
+        table.append([f"**{label}**", "all", x["n"], x["right"], pct(x["wrong_high"]), pct(x["right_low"]),
+                      pct(x["wrong_flagged"]), pct(x["right_flagged"])])
     print(markdown_table(["vault", "kind", "queries", "right first", "wrong said high", "right said low",
                           "wrong flagged", "right flagged"], table))
     for r in records:
@@ -255,16 +255,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         x, y = rates(test, high, medium), rates(test, *own)
         report.setdefault("leave_one_vault_out", {})[label] = {"chosen": [high, medium], "left_out": x,
                                                                  "in_sample": [*own], "in_sample_rates": y}
-        loo.append([label, f"{high:.2f} / {medium:.2f}", _pct(x["wrong_high"]), _pct(x["right_low"]),
-                    f"{own[0]:.2f} / {own[1]:.2f}", _pct(y["wrong_high"]), _pct(y["right_low"])])
+        loo.append([label, f"{high:.2f} / {medium:.2f}", pct(x["wrong_high"]), pct(x["right_low"]),
+                    f"{own[0]:.2f} / {own[1]:.2f}", pct(y["wrong_high"]), pct(y["right_low"])])
     for family in dict.fromkeys(r["family"] for r in records):
         fam = [r for r in records if r["family"] == family]
         left = _pooled(fam, report["leave_one_vault_out"])
         report.setdefault("pooled", {})[family] = {"left_out": left, "in_sample": [*choose(fam)],
                                                   "in_sample_rates": rates(fam, *choose(fam)), "n": len(fam)}
-        loo.append([f"**all {family} (pooled)**", "", _pct(left["wrong_high"]), _pct(left["right_low"]),
-                    "{:.2f} / {:.2f}".format(*choose(fam)), _pct(report["pooled"][family]["in_sample_rates"]["wrong_high"]),
-                    _pct(report["pooled"][family]["in_sample_rates"]["right_low"])])
+        loo.append([f"**all {family} (pooled)**", "", pct(left["wrong_high"]), pct(left["right_low"]),
+                    "{:.2f} / {:.2f}".format(*choose(fam)), pct(report["pooled"][family]["in_sample_rates"]["wrong_high"]),
+                    pct(report["pooled"][family]["in_sample_rates"]["right_low"])])
     print()
     print(markdown_table(["left-out vault", "high / medium chosen on the others of its kind", "wrong said high", "right said low",
                           "in-sample high / medium", "wrong said high", "right said low"], loo))
@@ -272,10 +272,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(path, report)
     log(f"wrote {path} and {jsonl}")
     return 0
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
 
 
 if __name__ == "__main__":

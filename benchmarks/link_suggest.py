@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, summary, write_json
+from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, summary, write_json
 
 K = 5
 FOLDS = 5
@@ -353,22 +353,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             res = quality(vault, work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}", args.scope)
             report[name] = res
             for row, rates in res["rows"].items():
-                table.append([name, res["links"], row, _pct(rates["A"]), _pct(rates["B"])])
+                table.append([name, res["links"], row, pct(rates["A"]), pct(rates["B"])])
             log(f"{name}: shipped weights {res['shipped']}, in-sample best {res['in_sample_best']}, per fold {res['fold_choices']}")
         for name, chosen, rates in leave_one_vault_out({n: report[n] for n, _ in vaults}):
             report[name]["rows"]["suggest, weights chosen on the other vaults"] = rates
             report[name]["other_vaults_choice"] = chosen
             table.append([name, report[name]["links"], f"suggest, weights chosen on the other vaults {chosen}",
-                          _pct(rates["A"]), _pct(rates["B"])])
+                          pct(rates["A"]), pct(rates["B"])])
         print(markdown_table(["vault", "links", "row", "recall@5, link words kept (A)", "recall@5, links removed (B)"], table))
     path = args.out / ("link_suggest" + ("-latency" if args.latency else "") + (f"-{args.tag}" if args.tag else "") + ".json")
     write_json(path, report)
     log(f"wrote {path}")
     return 0
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
 
 
 if __name__ == "__main__":

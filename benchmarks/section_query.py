@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import yaml
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, summary, write_json
+from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, summary, write_json
 
 TEMPLATES: tuple[tuple[str, str], ...] = (
     ("name heading", "{name} {heading}"),
@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label in ["rank_bm25"] + [r[0] for r in rows]:
             lat = res[label].get("latency_ms", {}).get("median")
             for kind, r in res[label]["rates"].items():
-                table.append([vault_name, label, kind, r["n"], _pct(r["section@1"]), _pct(r["section@5"]), _pct(r["note@1"]),
+                table.append([vault_name, label, kind, r["n"], pct(r["section@1"]), pct(r["section@5"]), pct(r["note@1"]),
                               "-" if lat is None else f"{lat:.1f}"])
             if label != "rank_bm25":
                 misses = [p for p in res[label]["per_query"] if p["section"] != 1]
@@ -243,10 +243,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(path, report)
     log(f"wrote {path}")
     return 0
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
 
 
 if __name__ == "__main__":
