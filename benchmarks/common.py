@@ -91,6 +91,7 @@ def pct(x: float | None) -> str:
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A GitHub markdown table; floats are printed with 3 decimals unless already strings."""
+
     def cell(value: Any) -> str:
         if isinstance(value, float):
             return "-" if value != value else f"{value:.3f}"
@@ -127,8 +128,17 @@ def machine() -> dict[str, Any]:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 0
     versions = {}
-    for pkg in ("numpy", "onnxruntime", "tokenizers", "torch", "sentence-transformers", "rank-bm25",
-                "ranx", "PyStemmer", "markdown-it-py"):
+    for pkg in (
+        "numpy",
+        "onnxruntime",
+        "tokenizers",
+        "torch",
+        "sentence-transformers",
+        "rank-bm25",
+        "ranx",
+        "PyStemmer",
+        "markdown-it-py",
+    ):
         try:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

@@ -25,9 +25,20 @@ from typing import Sequence
 
 from benchmarks.common import REPO, log, machine
 
-QUERIES = ["hamster cage size", "great wall history", "sourdough starter feeding", "carbon dating of fossils",
-           "how big should a syrian hamster cage be", "capital of australia", "python decorators",
-           "tea brewing temperature", "bicycle chain maintenance", "roman roads", "kimchi", "meditation breathing"]
+QUERIES = [
+    "hamster cage size",
+    "great wall history",
+    "sourdough starter feeding",
+    "carbon dating of fossils",
+    "how big should a syrian hamster cage be",
+    "capital of australia",
+    "python decorators",
+    "tea brewing temperature",
+    "bicycle chain maintenance",
+    "roman roads",
+    "kimchi",
+    "meditation breathing",
+]
 
 CHILD = r"""
 import json, statistics, sys, time
@@ -55,17 +66,29 @@ print(json.dumps({"median_cpu_ms": statistics.median(times), "mean_cpu_ms": stat
 
 def _run(tree: Path, vault: Path, dense: bool) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(vault), "1" if dense else "0", json.dumps(QUERIES)],
-                         capture_output=True, text=True, env=env, timeout=900, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(vault), "1" if dense else "0", json.dumps(QUERIES)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=True,
+    )
     return float(json.loads(out.stdout.strip().splitlines()[-1])["median_cpu_ms"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.cpu_paired", description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="source tree of the baseline (e.g. a git archive)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.cpu_paired", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--baseline", type=Path, required=True, help="source tree of the baseline (e.g. a git archive)"
+    )
     parser.add_argument("--vault", type=Path, default=REPO / "sample_vault")
     parser.add_argument("--pairs", type=int, default=4)
-    parser.add_argument("--dense", action="store_true", help="hybrid search (the model embeds the vault once)")
+    parser.add_argument(
+        "--dense", action="store_true", help="hybrid search (the model embeds the vault once)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="explorer-cpu-") as tmp:
         vault = Path(tmp) / "vault"
@@ -73,13 +96,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = []
         for i in range(args.pairs):
             order = ("baseline", "new") if i % 2 == 0 else ("new", "baseline")
-            got = {name: _run(args.baseline if name == "baseline" else REPO, vault, args.dense) for name in order}
+            got = {
+                name: _run(args.baseline if name == "baseline" else REPO, vault, args.dense) for name in order
+            }
             pairs.append(got)
-            log(f"pair {i + 1}: baseline {got['baseline']:.3f} ms, new {got['new']:.3f} ms, "
-                f"ratio {got['new'] / got['baseline']:.3f}")
+            log(
+                f"pair {i + 1}: baseline {got['baseline']:.3f} ms, new {got['new']:.3f} ms, "
+                f"ratio {got['new'] / got['baseline']:.3f}"
+            )
     ratios = [p["new"] / p["baseline"] for p in pairs]
-    log(json.dumps({"dense": args.dense, "pairs": pairs, "median_ratio": round(statistics.median(ratios), 3),
-                    "load_average": machine().get("load_average")}))
+    log(
+        json.dumps(
+            {
+                "dense": args.dense,
+                "pairs": pairs,
+                "median_ratio": round(statistics.median(ratios), 3),
+                "load_average": machine().get("load_average"),
+            }
+        )
+    )
     return 0
 
 

@@ -22,13 +22,25 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from benchmarks.common import DEFAULT_OUT, current_rss_mb, log, machine, markdown_table, offline_environment, peak_rss_mb, summary, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    current_rss_mb,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    peak_rss_mb,
+    summary,
+    write_json,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the stand-in corpus, time keystrokes, print a table and write JSON."""
     offline_environment()
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_scale", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.dense_scale", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--shards", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -112,26 +124,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         recall.append(len({k for k, _ in got} & {f"s{i}" for i in ref.tolist()}) / 100)
     del mat64
     res = {
-        "benchmark": "dense_scale", "shards": args.shards, "machine": machine(), "build_s": round(build_s, 1),
-        "index_rss_mb": round(rss_index, 1), "peak_rss_mb": peak_rss_mb(),
-        "keystroke_ms": summary(columns["floor"][0]), "scans_ms": summary(columns["floor"][1]),
-        "keystroke_no_floor_ms": summary(columns["no_floor"][0]), "scans_no_floor_ms": summary(columns["no_floor"][1]),
+        "benchmark": "dense_scale",
+        "shards": args.shards,
+        "machine": machine(),
+        "build_s": round(build_s, 1),
+        "index_rss_mb": round(rss_index, 1),
+        "peak_rss_mb": peak_rss_mb(),
+        "keystroke_ms": summary(columns["floor"][0]),
+        "scans_ms": summary(columns["floor"][1]),
+        "keystroke_no_floor_ms": summary(columns["no_floor"][0]),
+        "scans_no_floor_ms": summary(columns["no_floor"][1]),
         "unfloored_top100_ms": summary(deep),
-        "recall_at_100_vs_float64": round(statistics.fmean(recall), 4), "dense_hits_median": statistics.median(hits),
+        "recall_at_100_vs_float64": round(statistics.fmean(recall), 4),
+        "dense_hits_median": statistics.median(hits),
         "feedback_share_at_floor": round(sum(1 for h in hits if h) / len(hits), 3),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     suffix = f"-{args.tag}" if args.tag else ""
     write_json(args.out / f"dense-scale{suffix}.json", res)
-    print(markdown_table(
-        ["shards", "keystroke ms p50 / p95 (0.40 floor)", "its scans ms p50 / p95", "keystroke, no floor ms p50 / p95",
-         "unfloored top-100 scan ms p50 / p95",
-         "recall@100 vs float64", "index MB", "peak RSS MB"],
-        [[f"{args.shards:,}", f"{res['keystroke_ms']['median']:.1f} / {res['keystroke_ms']['p95']:.1f}",
-          f"{res['scans_ms']['median']:.1f} / {res['scans_ms']['p95']:.1f}",
-          f"{res['keystroke_no_floor_ms']['median']:.1f} / {res['keystroke_no_floor_ms']['p95']:.1f}",
-          f"{res['unfloored_top100_ms']['median']:.1f} / {res['unfloored_top100_ms']['p95']:.1f}",
-          res["recall_at_100_vs_float64"], res["index_rss_mb"], res["peak_rss_mb"]]]))
+    print(
+        markdown_table(
+            [
+                "shards",
+                "keystroke ms p50 / p95 (0.40 floor)",
+                "its scans ms p50 / p95",
+                "keystroke, no floor ms p50 / p95",
+                "unfloored top-100 scan ms p50 / p95",
+                "recall@100 vs float64",
+                "index MB",
+                "peak RSS MB",
+            ],
+            [
+                [
+                    f"{args.shards:,}",
+                    f"{res['keystroke_ms']['median']:.1f} / {res['keystroke_ms']['p95']:.1f}",
+                    f"{res['scans_ms']['median']:.1f} / {res['scans_ms']['p95']:.1f}",
+                    f"{res['keystroke_no_floor_ms']['median']:.1f} / {res['keystroke_no_floor_ms']['p95']:.1f}",
+                    f"{res['unfloored_top100_ms']['median']:.1f} / {res['unfloored_top100_ms']['p95']:.1f}",
+                    res["recall_at_100_vs_float64"],
+                    res["index_rss_mb"],
+                    res["peak_rss_mb"],
+                ]
+            ],
+        )
+    )
     return 0
 
 

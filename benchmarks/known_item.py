@@ -53,7 +53,9 @@ def note_names(path: Path, rel: str) -> list[str]:
                 names.append(title.strip())
             aliases = fm.get("aliases") or []
             aliases = [aliases] if isinstance(aliases, str) else aliases
-            names.extend(str(a).strip() for a in aliases if isinstance(a, (str, int, float)) and str(a).strip())
+            names.extend(
+                str(a).strip() for a in aliases if isinstance(a, (str, int, float)) and str(a).strip()
+            )
     return list(dict.fromkeys(names))
 
 
@@ -70,12 +72,12 @@ def one_typo(rng: random.Random, text: str) -> str | None:
     if op == "insert":
         w2 = w[:i] + rng.choice(letters) + w[i:]
     elif op == "delete":
-        w2 = w[:i] + w[i + 1:]
+        w2 = w[:i] + w[i + 1 :]
     elif op == "replace":
-        w2 = w[:i] + rng.choice([c for c in letters if c != w[i].lower()]) + w[i + 1:]
+        w2 = w[:i] + rng.choice([c for c in letters if c != w[i].lower()]) + w[i + 1 :]
     else:
         i = min(i, len(w) - 2)
-        w2 = w[:i] + w[i + 1] + w[i] + w[i + 2:] if w[i] != w[i + 1] else w[:i] + w[i + 2:] + w[i:i + 2]
+        w2 = w[:i] + w[i + 1] + w[i] + w[i + 2 :] if w[i] != w[i + 1] else w[:i] + w[i + 2 :] + w[i : i + 2]
     return text[:s] + w2 + text[e:]
 
 
@@ -95,8 +97,14 @@ def queries_for(vault: Path, seed: int = 11) -> list[dict[str, Any]]:
     out = []
     for rel, names in by_note.items():
         for i, name in enumerate(names):
-            out.append({"kind": "name" if i == 0 or not _is_alias(vault / rel, name) else "alias",
-                        "query": name, "note": rel, "expected": table[name.casefold()]})
+            out.append(
+                {
+                    "kind": "name" if i == 0 or not _is_alias(vault / rel, name) else "alias",
+                    "query": name,
+                    "note": rel,
+                    "expected": table[name.casefold()],
+                }
+            )
         typo_of = names[1] if len(names) > 1 and not _is_alias(vault / rel, names[1]) else names[0]
         typo = one_typo(rng, typo_of)
         if typo is not None:
@@ -115,7 +123,9 @@ def run(vault: Path, queries: list[dict[str, Any]], overrides: dict[str, Any], c
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
 
-    index, settings, info = open_vault_index(vault, {**overrides, "index.cache_dir": str(cache)}, embeddings=True)
+    index, settings, info = open_vault_index(
+        vault, {**overrides, "index.cache_dir": str(cache)}, embeddings=True
+    )
     pipeline = make_pipeline(index, settings)
     hits: dict[str, list[int]] = {"name": [], "alias": [], "typo": []}
     misses = []
@@ -135,11 +145,18 @@ def run(vault: Path, queries: list[dict[str, Any]], overrides: dict[str, Any], c
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.known_item", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.known_item", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
-    parser.add_argument("--row", action="append", default=[], metavar="LABEL:KEY=V,KEY=V",
-                        help="extra row with settings overrides (default rows: " + ", ".join(r[0] for r in ROWS) + ")")
+    parser.add_argument(
+        "--row",
+        action="append",
+        default=[],
+        metavar="LABEL:KEY=V,KEY=V",
+        help="extra row with settings overrides (default rows: " + ", ".join(r[0] for r in ROWS) + ")",
+    )
     parser.add_argument("--only-default", action="store_true", help="run the default row only")
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     parser.add_argument("--show-misses", type=int, default=15, help="misses printed per vault and row")
@@ -148,13 +165,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [ROWS[0]] if args.only_default else list(ROWS)
     for spec in args.row:
         label, _, sets = spec.partition(":")
-        rows.append((label, {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in sets.split(",") if kv)}))
+        rows.append(
+            (label, {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in sets.split(",") if kv)})
+        )
     work = args.out / "known-item"
     sample = work / "sample_vault"
     if sample.exists():
         shutil.rmtree(sample)
-    shutil.copytree(Path(__file__).resolve().parent.parent / "sample_vault", sample,
-                    ignore=shutil.ignore_patterns(".explorer"))
+    shutil.copytree(
+        Path(__file__).resolve().parent.parent / "sample_vault",
+        sample,
+        ignore=shutil.ignore_patterns(".explorer"),
+    )
     generated = work / f"obsidian-vault-{args.seed}"
     obsidian_vault.write(generated, args.seed)
     report: dict[str, Any] = {"machine": machine(), "rows": {}}
@@ -166,11 +188,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             res = run(vault, queries, overrides, work / f"cache-{vault.name}")
             report["rows"][f"{vault_name} / {label}"] = res
             r, c = res["rates"], res["counts"]
-            table.append([vault_name, label, c["name"] + c["alias"], pct(r["name_or_alias"]),
-                          pct(r["name"]), pct(r["alias"]), c["typo"], pct(r["typo"])])
+            table.append(
+                [
+                    vault_name,
+                    label,
+                    c["name"] + c["alias"],
+                    pct(r["name_or_alias"]),
+                    pct(r["name"]),
+                    pct(r["alias"]),
+                    c["typo"],
+                    pct(r["typo"]),
+                ]
+            )
             for miss in res["misses"][: args.show_misses]:
-                log(f"  miss {miss['kind']}: {miss['query']!r} -> {miss['note']} (rank {miss['rank']}; top {miss['top']})")
-    print(markdown_table(["vault", "row", "name queries", "name/alias @1", "name @1", "alias @1", "typo queries", "typo @3"], table))
+                log(
+                    f"  miss {miss['kind']}: {miss['query']!r} -> {miss['note']} (rank {miss['rank']}; top {miss['top']})"
+                )
+    print(
+        markdown_table(
+            [
+                "vault",
+                "row",
+                "name queries",
+                "name/alias @1",
+                "name @1",
+                "alias @1",
+                "typo queries",
+                "typo @3",
+            ],
+            table,
+        )
+    )
     path = args.out / ("known_item" + (f"-{args.tag}" if args.tag else "") + ".json")
     write_json(path, report)
     log(f"wrote {path}")

@@ -46,8 +46,13 @@ from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline
 from benchmarks.known_item import note_names, one_typo
 
 KINDS = ("name", "question", "concept", "section", "typo", "absent")
-QUESTIONS = ("what is {}?", "where did I write about {}?", "what do my notes say about {}?", "how does {} work?",
-             "notes on {}")
+QUESTIONS = (
+    "what is {}?",
+    "where did I write about {}?",
+    "what do my notes say about {}?",
+    "how does {} work?",
+    "notes on {}",
+)
 #: Share of wrong first results allowed to say "high", and of right ones allowed to say "low".
 TARGET = 0.10
 _FM = re.compile(r"\A---\r?\n.*?\r?\n---\r?\n", re.DOTALL)
@@ -55,9 +60,11 @@ _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _CODE = re.compile(r"```.*?```", re.DOTALL)
 _LINK = re.compile(r"!?\[\[[^\]]*\]\]|\[[^\]]*\]\([^)]*\)|https?://\S+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{4,}")
-_STOP = frozenset("""about above after again against among because before being below between could doing during
+_STOP = frozenset(
+    """about above after again against among because before being below between could doing during
 every having itself might other ought their theirs there these those through under until where which while whose
-would yours really should still thing things using often always never maybe""".split())
+would yours really should still thing things using often always never maybe""".split()
+)
 
 
 def _notes(vault: Path) -> dict[str, Path]:
@@ -77,8 +84,14 @@ def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict
     for rel, path in notes.items():
         for name in note_names(path, rel):
             by_name.setdefault(name.casefold(), []).append(rel)
-    bodies = {rel: _FM.sub("", path.read_text(encoding="utf-8", errors="replace"), count=1) for rel, path in notes.items()}
-    vocab = {rel: {w.lower() for w in _WORD.findall(_LINK.sub(" ", _CODE.sub(" ", body)))} for rel, body in bodies.items()}
+    bodies = {
+        rel: _FM.sub("", path.read_text(encoding="utf-8", errors="replace"), count=1)
+        for rel, path in notes.items()
+    }
+    vocab = {
+        rel: {w.lower() for w in _WORD.findall(_LINK.sub(" ", _CODE.sub(" ", body)))}
+        for rel, body in bodies.items()
+    }
     heads = {rel: {h.strip().casefold() for h in _HEADING.findall(body)} for rel, body in bodies.items()}
     out: list[dict[str, Any]] = []
     for rel, path in notes.items():
@@ -86,18 +99,30 @@ def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict
         same = by_name.get(name.casefold(), [rel])
         body = bodies[rel]
         out.append({"kind": "name", "query": name, "note": rel, "expected": same})
-        out.append({"kind": "question", "query": rng.choice(QUESTIONS).format(name), "note": rel, "expected": [rel]})
+        out.append(
+            {"kind": "question", "query": rng.choice(QUESTIONS).format(name), "note": rel, "expected": [rel]}
+        )
         words = [w.lower() for w in _WORD.findall(_LINK.sub(" ", _CODE.sub(" ", _HEADING.sub(" ", body))))]
         words = list(dict.fromkeys(w for w in words if w not in _STOP and w not in name.lower()))
         if len(words) >= 3:
             picked = [words[i] for i in sorted(rng.sample(range(len(words)), 3))]
             holders = [n for n, v in vocab.items() if all(w in v for w in picked)]
-            out.append({"kind": "concept", "query": " ".join(picked), "note": rel, "expected": holders or [rel]})
-        headings = [h for h in _HEADING.findall(body) if h.strip().casefold() != name.casefold() and _WORD.search(h)]
+            out.append(
+                {"kind": "concept", "query": " ".join(picked), "note": rel, "expected": holders or [rel]}
+            )
+        headings = [
+            h for h in _HEADING.findall(body) if h.strip().casefold() != name.casefold() and _WORD.search(h)
+        ]
         if headings:
             heading = rng.choice(headings)
-            out.append({"kind": "section", "query": heading, "note": rel,
-                        "expected": [n for n, h in heads.items() if heading.strip().casefold() in h]})
+            out.append(
+                {
+                    "kind": "section",
+                    "query": heading,
+                    "note": rel,
+                    "expected": [n for n, h in heads.items() if heading.strip().casefold() in h],
+                }
+            )
         typo = one_typo(rng, name)
         if typo is not None:
             out.append({"kind": "typo", "query": typo, "note": rel, "expected": same})
@@ -108,7 +133,9 @@ def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict
     return out
 
 
-def run(vault: Path, queries: list[dict[str, Any]], cache: Path, jsonl: Path, label: str) -> list[dict[str, Any]]:
+def run(
+    vault: Path, queries: list[dict[str, Any]], cache: Path, jsonl: Path, label: str
+) -> list[dict[str, Any]]:
     """Every query through the default pipeline; one record each (appended to `jsonl`)."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
@@ -120,18 +147,27 @@ def run(vault: Path, queries: list[dict[str, Any]], cache: Path, jsonl: Path, la
         for q in queries:
             res = pipeline.search(q["query"], k=10, record=False)
             ranked = [r.document_path for r in res.results if r.source == "search"]
-            rec = {"vault": label, **q, "top": ranked[:3], "right": bool(ranked) and ranked[0] in q["expected"],
-                   "score": res.quality.score, "level": res.quality.level,
-                   "no_good_match": bool(res.quality.factors.get("no_good_match")),
-                   "matched": res.quality.factors.get("matched")}
+            rec = {
+                "vault": label,
+                **q,
+                "top": ranked[:3],
+                "right": bool(ranked) and ranked[0] in q["expected"],
+                "score": res.quality.score,
+                "level": res.quality.level,
+                "no_good_match": bool(res.quality.factors.get("no_good_match")),
+                "matched": res.quality.factors.get("matched"),
+            }
             records.append(rec)
             fh.write(json.dumps(rec) + "\n")
     index.close()
     return records
 
 
-def rates(records: Sequence[dict[str, Any]], high: float | None = None, medium: float | None = None) -> dict[str, Any]:
+def rates(
+    records: Sequence[dict[str, Any]], high: float | None = None, medium: float | None = None
+) -> dict[str, Any]:
     """Shares of wrong first results said "high" and right ones said "low" (levels as recorded, or by thresholds)."""
+
     def level(r: dict[str, Any]) -> str:
         if high is None or medium is None:
             return r["level"]
@@ -140,7 +176,9 @@ def rates(records: Sequence[dict[str, Any]], high: float | None = None, medium: 
     wrong = [r for r in records if not r["right"]]
     right = [r for r in records if r["right"]]
     return {
-        "n": len(records), "right": len(right), "wrong": len(wrong),
+        "n": len(records),
+        "right": len(right),
+        "wrong": len(wrong),
         "wrong_high": _share(level(r) == "high" for r in wrong),
         "right_low": _share(level(r) == "low" for r in right),
         "right_high": _share(level(r) == "high" for r in right),
@@ -162,7 +200,9 @@ def choose(records: Sequence[dict[str, Any]], target: float = TARGET) -> tuple[f
         wrong = [r["score"] for r in records if r["vault"] == vault and not r["right"]]
         right = [r["score"] for r in records if r["vault"] == vault and r["right"]]
         highs.append(next((t for t in grid if sum(s >= t for s in wrong) <= target * len(wrong)), 1.0))
-        mediums.append(max((t for t in grid if sum(s < t for s in right) <= target * len(right)), default=0.0))
+        mediums.append(
+            max((t for t in grid if sum(s < t for s in right) <= target * len(right)), default=0.0)
+        )
     high, medium = max(highs, default=1.0), min(mediums, default=0.0)
     return high, min(medium, high)
 
@@ -175,8 +215,17 @@ def locomo_records(path: Path) -> list[dict[str, Any]]:
         if not r or r.get("row") != "explorer" or (r["category"] != 5 and not r["evidence"]):
             continue
         right = r["category"] != 5 and bool(r["ranked"]) and r["ranked"][0] in r["evidence"]
-        out.append({"vault": r["qid"].split("#")[0], "family": "conversation", "kind": "locomo", "right": right,
-                    "score": r["quality"], "level": r["level"], "no_good_match": r["no_good_match"]})
+        out.append(
+            {
+                "vault": r["qid"].split("#")[0],
+                "family": "conversation",
+                "kind": "locomo",
+                "right": right,
+                "score": r["quality"],
+                "level": r["level"],
+                "no_good_match": r["no_good_match"],
+            }
+        )
     return out
 
 
@@ -186,7 +235,9 @@ def _level_of(r: dict[str, Any], high: float, medium: float) -> str:
 
 def _pooled(records: list[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, Any]:
     """Rates over every vault of a kind, each scored at the thresholds chosen without it."""
-    relabelled = [{**r, "level": _level_of(r, *chosen[r["vault"]]["chosen"])} for r in records if r["vault"] in chosen]
+    relabelled = [
+        {**r, "level": _level_of(r, *chosen[r["vault"]]["chosen"])} for r in records if r["vault"] in chosen
+    ]
     return rates(relabelled)
 
 
@@ -200,15 +251,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
     parser.add_argument("--tag", default="", help="suffix of the output file names")
-    parser.add_argument("--locomo", type=Path, default=None, help="per-question records of benchmarks.locomo (explorer row)")
+    parser.add_argument(
+        "--locomo", type=Path, default=None, help="per-question records of benchmarks.locomo (explorer row)"
+    )
     args = parser.parse_args(argv)
     offline_environment()
     work = args.out / "levels"
     sample = work / "sample_vault"
     if sample.exists():
         shutil.rmtree(sample)
-    shutil.copytree(Path(__file__).resolve().parent.parent / "sample_vault", sample,
-                    ignore=shutil.ignore_patterns(".explorer"))
+    shutil.copytree(
+        Path(__file__).resolve().parent.parent / "sample_vault",
+        sample,
+        ignore=shutil.ignore_patterns(".explorer"),
+    )
     generated = work / f"obsidian-vault-{args.seed}"
     obsidian_vault.write(generated, args.seed)
     vaults = {"sample_vault": sample, f"generated (seed {args.seed})": generated}
@@ -233,13 +289,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             if sub:
                 report["kinds"][f"{label} / {kind}"] = rates(sub)
                 x = report["kinds"][f"{label} / {kind}"]
-                table.append([label, kind, x["n"], x["right"], pct(x["wrong_high"]), pct(x["right_low"]),
-                              pct(x["wrong_flagged"]), pct(x["right_flagged"])])
+                table.append(
+                    [
+                        label,
+                        kind,
+                        x["n"],
+                        x["right"],
+                        pct(x["wrong_high"]),
+                        pct(x["right_low"]),
+                        pct(x["wrong_flagged"]),
+                        pct(x["right_flagged"]),
+                    ]
+                )
         x = report["vaults"][label]
-        table.append([f"**{label}**", "all", x["n"], x["right"], pct(x["wrong_high"]), pct(x["right_low"]),
-                      pct(x["wrong_flagged"]), pct(x["right_flagged"])])
-    print(markdown_table(["vault", "kind", "queries", "right first", "wrong said high", "right said low",
-                          "wrong flagged", "right flagged"], table))
+        table.append(
+            [
+                f"**{label}**",
+                "all",
+                x["n"],
+                x["right"],
+                pct(x["wrong_high"]),
+                pct(x["right_low"]),
+                pct(x["wrong_flagged"]),
+                pct(x["right_flagged"]),
+            ]
+        )
+    print(
+        markdown_table(
+            [
+                "vault",
+                "kind",
+                "queries",
+                "right first",
+                "wrong said high",
+                "right said low",
+                "wrong flagged",
+                "right flagged",
+            ],
+            table,
+        )
+    )
     for r in records:
         r["family"] = "notes"
     if args.locomo is not None:
@@ -253,21 +342,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         high, medium = choose(train)
         own = choose(test)
         x, y = rates(test, high, medium), rates(test, *own)
-        report.setdefault("leave_one_vault_out", {})[label] = {"chosen": [high, medium], "left_out": x,
-                                                                 "in_sample": [*own], "in_sample_rates": y}
-        loo.append([label, f"{high:.2f} / {medium:.2f}", pct(x["wrong_high"]), pct(x["right_low"]),
-                    f"{own[0]:.2f} / {own[1]:.2f}", pct(y["wrong_high"]), pct(y["right_low"])])
+        report.setdefault("leave_one_vault_out", {})[label] = {
+            "chosen": [high, medium],
+            "left_out": x,
+            "in_sample": [*own],
+            "in_sample_rates": y,
+        }
+        loo.append(
+            [
+                label,
+                f"{high:.2f} / {medium:.2f}",
+                pct(x["wrong_high"]),
+                pct(x["right_low"]),
+                f"{own[0]:.2f} / {own[1]:.2f}",
+                pct(y["wrong_high"]),
+                pct(y["right_low"]),
+            ]
+        )
     for family in dict.fromkeys(r["family"] for r in records):
         fam = [r for r in records if r["family"] == family]
         left = _pooled(fam, report["leave_one_vault_out"])
-        report.setdefault("pooled", {})[family] = {"left_out": left, "in_sample": [*choose(fam)],
-                                                  "in_sample_rates": rates(fam, *choose(fam)), "n": len(fam)}
-        loo.append([f"**all {family} (pooled)**", "", pct(left["wrong_high"]), pct(left["right_low"]),
-                    "{:.2f} / {:.2f}".format(*choose(fam)), pct(report["pooled"][family]["in_sample_rates"]["wrong_high"]),
-                    pct(report["pooled"][family]["in_sample_rates"]["right_low"])])
+        report.setdefault("pooled", {})[family] = {
+            "left_out": left,
+            "in_sample": [*choose(fam)],
+            "in_sample_rates": rates(fam, *choose(fam)),
+            "n": len(fam),
+        }
+        loo.append(
+            [
+                f"**all {family} (pooled)**",
+                "",
+                pct(left["wrong_high"]),
+                pct(left["right_low"]),
+                "{:.2f} / {:.2f}".format(*choose(fam)),
+                pct(report["pooled"][family]["in_sample_rates"]["wrong_high"]),
+                pct(report["pooled"][family]["in_sample_rates"]["right_low"]),
+            ]
+        )
     print()
-    print(markdown_table(["left-out vault", "high / medium chosen on the others of its kind", "wrong said high", "right said low",
-                          "in-sample high / medium", "wrong said high", "right said low"], loo))
+    print(
+        markdown_table(
+            [
+                "left-out vault",
+                "high / medium chosen on the others of its kind",
+                "wrong said high",
+                "right said low",
+                "in-sample high / medium",
+                "wrong said high",
+                "right said low",
+            ],
+            loo,
+        )
+    )
     path = args.out / f"levels{suffix}.json"
     write_json(path, report)
     log(f"wrote {path} and {jsonl}")

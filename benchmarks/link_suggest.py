@@ -47,7 +47,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, summary, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    pct,
+    summary,
+    write_json,
+)
 
 K = 5
 FOLDS = 5
@@ -86,9 +95,13 @@ def hide_links(text: str, links: Sequence[Any], keep_words: bool) -> tuple[str, 
     pos = 0
     length = 0
     for link in sorted(links, key=lambda x: x.start):
-        piece = text[pos:link.start]
+        piece = text[pos : link.start]
         if not keep_words:
-            piece = piece.rstrip(" ") if text[link.end:link.end + 1] in (" ", ".", ",", ";", ":", ")", "") else piece
+            piece = (
+                piece.rstrip(" ")
+                if text[link.end : link.end + 1] in (" ", ".", ",", ";", ":", ")", "")
+                else piece
+            )
         out.append(piece)
         length += len(piece)
         words = (link.alias or link.target.rsplit("/", 1)[-1].removesuffix(".md")) if keep_words else ""
@@ -123,8 +136,16 @@ def cases(index: Any) -> list[dict[str, Any]]:
                 if target is None or target == path or target in seen or not target.lower().endswith(".md"):
                     continue
                 seen.add(target)
-                out.append({"note": path, "paragraph": p_no, "fold": fold, "target": target,
-                            "A": (variants["A"][0], variants["A"][1][i]), "B": (variants["B"][0], variants["B"][1][i])})
+                out.append(
+                    {
+                        "note": path,
+                        "paragraph": p_no,
+                        "fold": fold,
+                        "target": target,
+                        "A": (variants["A"][0], variants["A"][1][i]),
+                        "B": (variants["B"][0], variants["B"][1][i]),
+                    }
+                )
     return out
 
 
@@ -173,9 +194,12 @@ def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any
             query = plain_query(text[start:end])
             old = pipeline.search(query, k=9, dense=True, two_pass=False, rerank=False, record=False)
             old_top = [r.document_path for r in old.results if r.document_path != case["note"]][:K]
-            hits.setdefault(f"former writer call / {variant}", {}).setdefault("all", []).append(int(case["target"] in old_top))
+            hits.setdefault(f"former writer call / {variant}", {}).setdefault("all", []).append(
+                int(case["target"] in old_top)
+            )
             hits.setdefault(f"BM25 / {variant}", {}).setdefault("all", []).append(
-                int(case["target"] in bm25_top(index, query, case["note"])))
+                int(case["target"] in bm25_top(index, query, case["note"]))
+            )
         if n % 200 == 0:
             log(f"  {n}/{len(todo)} ({time.perf_counter() - t0:.0f} s)")
     folds = [c["fold"] for c in todo]
@@ -204,10 +228,17 @@ def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any
         "BM25": {v: _rate(hits[f"BM25 / {v}"]["all"]) for v in ("A", "B")},
     }
     index.close()
-    return {"links": n_links, "paragraphs": len({(c["note"], c["paragraph"]) for c in todo}), "rows": rows,
-            "shipped": default, "in_sample_best": best_all, "fold_choices": {str(k): v for k, v in chosen.items()},
-            "grid": {"/".join(map(str, g)): {v: _rate(grid_hits[g][v]) for v in ("A", "B")} for g in grid},
-            "misses_A": misses[:40], "index": info}
+    return {
+        "links": n_links,
+        "paragraphs": len({(c["note"], c["paragraph"]) for c in todo}),
+        "rows": rows,
+        "shipped": default,
+        "in_sample_best": best_all,
+        "fold_choices": {str(k): v for k, v in chosen.items()},
+        "grid": {"/".join(map(str, g)): {v: _rate(grid_hits[g][v]) for v in ("A", "B")} for g in grid},
+        "misses_A": misses[:40],
+        "index": info,
+    }
 
 
 def leave_one_vault_out(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, float | None]]]:
@@ -219,8 +250,13 @@ def leave_one_vault_out(results: dict[str, dict[str, Any]]) -> list[tuple[str, s
     default = "/".join(map(str, _default()))
     for name, res in results.items():
         others = [r for n, r in results.items() if n != name]
-        best = max(res["grid"], key=lambda g: (sum(r["links"] * (r["grid"][g]["A"] + r["grid"][g]["B"]) for r in others),
-                                               g == default))
+        best = max(
+            res["grid"],
+            key=lambda g: (
+                sum(r["links"] * (r["grid"][g]["A"] + r["grid"][g]["B"]) for r in others),
+                g == default,
+            ),
+        )
         out.append((name, best, res["grid"][best]))
     return out
 
@@ -278,7 +314,7 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
         text = text[:hi] + " " + " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))) + text[hi:]
         cursor = hi + 1
         first = i % 2 == 0  # alternate which call runs first, so neither always meets a warm cache
-        for which in (("new", "old") if first else ("old", "new")):
+        for which in ("new", "old") if first else ("old", "new"):
             t = time.perf_counter()
             c = time.process_time()
             if which == "new":
@@ -297,32 +333,54 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     ratios = [a / b for a, b in zip(new_ms, old_ms) if b > 0]
     delay_ms = RELATED_DELAY * 1000
     report = {
-        "notes": index.note_count(), "open_s": opened, "standin_vectors": standin, "name_table_build_ms": round(build_ms, 1),
-        "suggest_ms": summary(new_ms), "mentions_ms": summary(mention_ms), "former_call_ms": summary(old_ms),
+        "notes": index.note_count(),
+        "open_s": opened,
+        "standin_vectors": standin,
+        "name_table_build_ms": round(build_ms, 1),
+        "suggest_ms": summary(new_ms),
+        "mentions_ms": summary(mention_ms),
+        "former_call_ms": summary(old_ms),
         "ratio_median": round(statistics.median(ratios), 3) if ratios else None,
-        "suggest_cpu_ms": summary(new_cpu), "former_call_cpu_ms": summary(old_cpu),
+        "suggest_cpu_ms": summary(new_cpu),
+        "former_call_cpu_ms": summary(old_cpu),
         "related_delay_ms": delay_ms,
-        "pause_to_list_ms": {"median": round(delay_ms + statistics.median(new_ms), 1),
-                             "p95": round(delay_ms + summary(new_ms)["p95"], 1)},
-        "pause_to_named_ms": {"median": round(delay_ms + statistics.median(mention_ms), 1),
-                              "p95": round(delay_ms + summary(mention_ms)["p95"], 1)},
+        "pause_to_list_ms": {
+            "median": round(delay_ms + statistics.median(new_ms), 1),
+            "p95": round(delay_ms + summary(new_ms)["p95"], 1),
+        },
+        "pause_to_named_ms": {
+            "median": round(delay_ms + statistics.median(mention_ms), 1),
+            "p95": round(delay_ms + summary(mention_ms)["p95"], 1),
+        },
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "runtime": index.runtime, "model_state": index.model_state,
+        "runtime": index.runtime,
+        "model_state": index.model_state,
     }
     index.close()
     return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.link_suggest", description=__doc__.splitlines()[0])
-    parser.add_argument("vaults", nargs="*", type=Path, help="more vaults to measure (read only; the index goes to the work folder)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.link_suggest", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "vaults",
+        nargs="*",
+        type=Path,
+        help="more vaults to measure (read only; the index goes to the work folder)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
     parser.add_argument("--no-generated", action="store_true", help="skip the generated vault")
     parser.add_argument("--latency", action="store_true", help="measure the latency at --size notes instead")
     parser.add_argument("--size", type=int, default=10_000, help="notes of the latency vault")
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
-    parser.add_argument("--scope", choices=("paragraph", "sentence", "both"), help="only this related-search scope (default: the grid of all three)")
+    parser.add_argument(
+        "--scope",
+        choices=("paragraph", "sentence", "both"),
+        help="only this related-search scope (default: the grid of all three)",
+    )
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     args = parser.parse_args(argv)
     offline_environment()
@@ -331,16 +389,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.latency:
         res = latency(args.size, args.out, args.edits)
         report["latency"] = res
-        print(markdown_table(["notes", "call median / p95 ms", "former call median / p95", "ratio (median)",
-                              "pause -> named notes median / p95", "pause -> whole list median / p95", "load"],
-                             [[res["notes"], f"{res['suggest_ms']['median']} / {res['suggest_ms']['p95']}",
-                               f"{res['former_call_ms']['median']} / {res['former_call_ms']['p95']}", res["ratio_median"],
-                               f"{res['pause_to_named_ms']['median']} / {res['pause_to_named_ms']['p95']}",
-                               f"{res['pause_to_list_ms']['median']} / {res['pause_to_list_ms']['p95']}",
-                               res["load_average"][0]]]))
-        print(f"CPU time per call (this process, all its threads): suggest {res['suggest_cpu_ms']['median']} / "
-              f"{res['suggest_cpu_ms']['p95']} ms, former call {res['former_call_cpu_ms']['median']} / "
-              f"{res['former_call_cpu_ms']['p95']} ms (median / p95)")
+        print(
+            markdown_table(
+                [
+                    "notes",
+                    "call median / p95 ms",
+                    "former call median / p95",
+                    "ratio (median)",
+                    "pause -> named notes median / p95",
+                    "pause -> whole list median / p95",
+                    "load",
+                ],
+                [
+                    [
+                        res["notes"],
+                        f"{res['suggest_ms']['median']} / {res['suggest_ms']['p95']}",
+                        f"{res['former_call_ms']['median']} / {res['former_call_ms']['p95']}",
+                        res["ratio_median"],
+                        f"{res['pause_to_named_ms']['median']} / {res['pause_to_named_ms']['p95']}",
+                        f"{res['pause_to_list_ms']['median']} / {res['pause_to_list_ms']['p95']}",
+                        res["load_average"][0],
+                    ]
+                ],
+            )
+        )
+        print(
+            f"CPU time per call (this process, all its threads): suggest {res['suggest_cpu_ms']['median']} / "
+            f"{res['suggest_cpu_ms']['p95']} ms, former call {res['former_call_cpu_ms']['median']} / "
+            f"{res['former_call_cpu_ms']['p95']} ms (median / p95)"
+        )
     else:
         vaults: list[tuple[str, Path]] = []
         if not args.no_generated:
@@ -350,18 +427,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         vaults.extend((v.name, v.resolve()) for v in args.vaults)
         table = []
         for name, vault in vaults:
-            res = quality(vault, work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}", args.scope)
+            res = quality(
+                vault,
+                work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}",
+                args.scope,
+            )
             report[name] = res
             for row, rates in res["rows"].items():
                 table.append([name, res["links"], row, pct(rates["A"]), pct(rates["B"])])
-            log(f"{name}: shipped weights {res['shipped']}, in-sample best {res['in_sample_best']}, per fold {res['fold_choices']}")
+            log(
+                f"{name}: shipped weights {res['shipped']}, in-sample best {res['in_sample_best']}, per fold {res['fold_choices']}"
+            )
         for name, chosen, rates in leave_one_vault_out({n: report[n] for n, _ in vaults}):
             report[name]["rows"]["suggest, weights chosen on the other vaults"] = rates
             report[name]["other_vaults_choice"] = chosen
-            table.append([name, report[name]["links"], f"suggest, weights chosen on the other vaults {chosen}",
-                          pct(rates["A"]), pct(rates["B"])])
-        print(markdown_table(["vault", "links", "row", "recall@5, link words kept (A)", "recall@5, links removed (B)"], table))
-    path = args.out / ("link_suggest" + ("-latency" if args.latency else "") + (f"-{args.tag}" if args.tag else "") + ".json")
+            table.append(
+                [
+                    name,
+                    report[name]["links"],
+                    f"suggest, weights chosen on the other vaults {chosen}",
+                    pct(rates["A"]),
+                    pct(rates["B"]),
+                ]
+            )
+        print(
+            markdown_table(
+                ["vault", "links", "row", "recall@5, link words kept (A)", "recall@5, links removed (B)"],
+                table,
+            )
+        )
+    path = args.out / (
+        "link_suggest" + ("-latency" if args.latency else "") + (f"-{args.tag}" if args.tag else "") + ".json"
+    )
     write_json(path, report)
     log(f"wrote {path}")
     return 0

@@ -52,7 +52,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from benchmarks.common import DEFAULT_OUT, REPO, log, machine, markdown_table, offline_environment, summary, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    REPO,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    summary,
+    write_json,
+)
 
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo" / "locomo10-dev.json"
 ROWS = ("explorer", "hybrid", "rank_bm25", "dense", "rrf")
@@ -62,8 +71,17 @@ BASELINES = ("rank_bm25", "dense", "rrf")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 METRICS = ("recall@5", "recall@10", "hit@5", "ndcg@10")
 #: Parts of the quality score recorded per question (explorer.search.quality.assess), each judged alone.
-QUALITY_PARTS = ("matched", "named_match", "named_coverage", "named_evidence", "other_coverage", "named_lead",
-                 "top_relevance", "agreement", "support")
+QUALITY_PARTS = (
+    "matched",
+    "named_match",
+    "named_coverage",
+    "named_evidence",
+    "other_coverage",
+    "named_lead",
+    "top_relevance",
+    "agreement",
+    "support",
+)
 K = 10
 #: Depth of the baseline rankings fused by the plain RRF row.
 RRF_DEPTH = 100
@@ -149,7 +167,11 @@ def load_conversations(path: Path) -> list[Conversation]:
             when_text = str(c.get(f"session_{s}_date_time") or "")
             when = parse_when(when_text)
             for t in c[f"session_{s}"] or []:
-                turns.append(Turn(str(t["dia_id"]), len(turns) + 1, s, str(t["speaker"]), turn_text(t), when, when_text))
+                turns.append(
+                    Turn(
+                        str(t["dia_id"]), len(turns) + 1, s, str(t["speaker"]), turn_text(t), when, when_text
+                    )
+                )
         known = {t.dia_id for t in turns}
         conversation = Conversation(sample_id, turns, [])
         for i, qa in enumerate(conv.get("qa") or []):
@@ -163,7 +185,9 @@ def load_conversations(path: Path) -> list[Conversation]:
                     conversation.malformed.append({"qid": qid, "evidence": ev, "reason": "no such turn"})
                 elif ev not in good:
                     good.append(ev)
-            conversation.questions.append(Question(qid, str(qa["question"]), int(qa["category"]), tuple(good)))
+            conversation.questions.append(
+                Question(qid, str(qa["question"]), int(qa["category"]), tuple(good))
+            )
         out.append(conversation)
     return out
 
@@ -182,14 +206,14 @@ def note_content(turn: Turn, sample_id: str) -> tuple[str, str]:
     front = [
         "---",
         f"turn_id: {turn.number}",
-        f"dia_id: \"{turn.dia_id}\"",
+        f'dia_id: "{turn.dia_id}"',
         f"conversation: {sample_id}",
         f"session: {turn.session}",
         f"speaker: {json.dumps(turn.speaker)}",
     ]
     if turn.when is not None:
         front.append(f"date: {turn.when.date().isoformat()}")
-        front.append(f"time: \"{turn.when.strftime('%H:%M')}\"")
+        front.append(f'time: "{turn.when.strftime("%H:%M")}"')
     front += ["tags: [agent/turn]", "---", ""]
     meta = {"turn_id": turn.number, "dia_id": turn.dia_id, "session": turn.session, "speaker": turn.speaker}
     if turn.when is not None:
@@ -258,18 +282,23 @@ def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-def auroc_interval(positive: Sequence[float], negative: Sequence[float], resamples: int = 2000,
-                   seed: int = 0) -> list[float]:
+def auroc_interval(
+    positive: Sequence[float], negative: Sequence[float], resamples: int = 2000, seed: int = 0
+) -> list[float]:
     """A 95 % bootstrap interval of `auroc`: both groups resampled with replacement, fixed seed."""
     if not positive or not negative:
         return [float("nan")] * 2
     rng = random.Random(seed)
     pos, neg = list(positive), list(negative)
-    boots = sorted(auroc(rng.choices(pos, k=len(pos)), rng.choices(neg, k=len(neg))) for _ in range(resamples))
+    boots = sorted(
+        auroc(rng.choices(pos, k=len(pos)), rng.choices(neg, k=len(neg))) for _ in range(resamples)
+    )
     return [round(boots[int(0.025 * resamples)], 4), round(boots[int(0.975 * resamples) - 1], 4)]
 
 
-def paired_test(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0) -> dict[str, float]:
+def paired_test(
+    a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0
+) -> dict[str, float]:
     """Mean of a - b, a 95 % bootstrap interval of it and a two-sided sign-flip permutation p-value."""
     diffs = [x - y for x, y in zip(a, b)]
     n = len(diffs)
@@ -282,9 +311,12 @@ def paired_test(a: Sequence[float], b: Sequence[float], permutations: int = 10_0
         if abs(sum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed - 1e-12:
             extreme += 1
     boots = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(2000))
-    return {"n": n, "mean_diff": round(sum(diffs) / n, 4),
-            "ci95": [round(boots[int(0.025 * len(boots))], 4), round(boots[int(0.975 * len(boots)) - 1], 4)],
-            "p": round((extreme + 1) / (permutations + 1), 5)}
+    return {
+        "n": n,
+        "mean_diff": round(sum(diffs) / n, 4),
+        "ci95": [round(boots[int(0.025 * len(boots))], 4), round(boots[int(0.975 * len(boots)) - 1], 4)],
+        "p": round((extreme + 1) / (permutations + 1), 5),
+    }
 
 
 # -- rows ----------------------------------------------------------------------------------
@@ -295,7 +327,9 @@ def _words(text: str) -> list[str]:
 class Rows:
     """The rows of one conversation: each maps a question to (dialog ids best first, quality or None)."""
 
-    def __init__(self, conv: Conversation, index: Any, settings: Any, mapping: dict[str, str], rows: Sequence[str]) -> None:
+    def __init__(
+        self, conv: Conversation, index: Any, settings: Any, mapping: dict[str, str], rows: Sequence[str]
+    ) -> None:
         self.conv, self.index, self.settings, self.mapping = conv, index, settings, mapping
         self.dia_of_turn = {t.dia_id: t for t in conv.turns}
         self.ids = [t.dia_id for t in conv.turns]
@@ -323,8 +357,11 @@ class Rows:
         if row == "explorer":
             res = self.pipeline.search(question, k=max(K, self.depth), record=False)
             searched = [r for r in res.results if r.source == "search"]
-            self.candidates = [[self.mapping[r.document_path], round(r.score, 6), r.relevance]
-                               for r in searched if r.document_path in self.mapping]
+            self.candidates = [
+                [self.mapping[r.document_path], round(r.score, 6), r.relevance]
+                for r in searched
+                if r.document_path in self.mapping
+            ]
             return self._dias([r.document_path for r in searched])[:K], res.quality
         if row == "hybrid":
             res = self.pipeline.search(question, k=K, two_pass=False, rerank=False, record=False)
@@ -389,20 +426,34 @@ def summarise(records: list[dict[str, Any]], rows: Sequence[str]) -> dict[str, A
             answerable = [r for r in recs if r["category"] in (1, 2, 3, 4)]
             adversarial = [r for r in recs if r["category"] == 5]
             entry["adversarial"] = {
-                "auroc": _round(auroc([r["quality"] for r in answerable], [r["quality"] for r in adversarial])),
-                "auroc_ci95": auroc_interval([r["quality"] for r in answerable], [r["quality"] for r in adversarial]),
+                "auroc": _round(
+                    auroc([r["quality"] for r in answerable], [r["quality"] for r in adversarial])
+                ),
+                "auroc_ci95": auroc_interval(
+                    [r["quality"] for r in answerable], [r["quality"] for r in adversarial]
+                ),
                 "auroc_of_parts": {
-                    part: _round(auroc([r["quality_parts"][part] for r in answerable],
-                                       [r["quality_parts"][part] for r in adversarial]))
+                    part: _round(
+                        auroc(
+                            [r["quality_parts"][part] for r in answerable],
+                            [r["quality_parts"][part] for r in adversarial],
+                        )
+                    )
                     for part in QUALITY_PARTS
-                    if all(part in r.get("quality_parts", {}) for r in answerable + adversarial)},
+                    if all(part in r.get("quality_parts", {}) for r in answerable + adversarial)
+                },
                 "flagged_adversarial": _mean(float(r["no_good_match"]) for r in adversarial),
                 "flagged_answerable": _mean(float(r["no_good_match"]) for r in answerable),
-                "n_adversarial": len(adversarial), "n_answerable": len(answerable),
+                "n_adversarial": len(adversarial),
+                "n_answerable": len(answerable),
             }
         out[row] = entry
     if "explorer" in out:
-        mine = {r["qid"]: r["recall@10"] for r in records if r["row"] == "explorer" and r["category"] in (1, 2, 3, 4) and r["evidence"]}
+        mine = {
+            r["qid"]: r["recall@10"]
+            for r in records
+            if r["row"] == "explorer" and r["category"] in (1, 2, 3, 4) and r["evidence"]
+        }
         tests = {}
         for base in [b for b in (*BASELINES, "hybrid") if b in out]:
             theirs = {r["qid"]: r["recall@10"] for r in records if r["row"] == base and r["qid"] in mine}
@@ -423,38 +474,84 @@ def _round(x: float) -> float:
 
 def print_tables(rows_summary: dict[str, Any], counts: dict[str, Any]) -> None:
     """Markdown tables on stdout."""
-    print(f"\nLoCoMo: {counts['conversations']} conversations, {counts['turns']} turns, {counts['questions']} questions "
-          f"(by category: {counts['by_category']}); evidence entries skipped: {counts['skipped_evidence']}, "
-          f"answerable questions without evidence: {counts['no_evidence']}\n")
-    print(markdown_table(
-        ["row", "R@5", "R@10", "hit@5", "nDCG@10", "p50 ms", "p95 ms"],
-        [[row, e["overall"]["recall@5"], e["overall"]["recall@10"], e["overall"]["hit@5"], e["overall"]["ndcg@10"],
-          f"{e['latency_ms']['median']:.1f}", f"{e['latency_ms']['p95']:.1f}"] for row, e in rows_summary.items()]))
+    print(
+        f"\nLoCoMo: {counts['conversations']} conversations, {counts['turns']} turns, {counts['questions']} questions "
+        f"(by category: {counts['by_category']}); evidence entries skipped: {counts['skipped_evidence']}, "
+        f"answerable questions without evidence: {counts['no_evidence']}\n"
+    )
+    print(
+        markdown_table(
+            ["row", "R@5", "R@10", "hit@5", "nDCG@10", "p50 ms", "p95 ms"],
+            [
+                [
+                    row,
+                    e["overall"]["recall@5"],
+                    e["overall"]["recall@10"],
+                    e["overall"]["hit@5"],
+                    e["overall"]["ndcg@10"],
+                    f"{e['latency_ms']['median']:.1f}",
+                    f"{e['latency_ms']['p95']:.1f}",
+                ]
+                for row, e in rows_summary.items()
+            ],
+        )
+    )
     print()
-    print(markdown_table(
-        ["row", *(f"R@10 {CATEGORIES[c]}" for c in (1, 2, 3, 4))],
-        [[row, *(e["categories"][str(c)]["recall@10"] for c in (1, 2, 3, 4))] for row, e in rows_summary.items()]))
+    print(
+        markdown_table(
+            ["row", *(f"R@10 {CATEGORIES[c]}" for c in (1, 2, 3, 4))],
+            [
+                [row, *(e["categories"][str(c)]["recall@10"] for c in (1, 2, 3, 4))]
+                for row, e in rows_summary.items()
+            ],
+        )
+    )
     adv = [(row, e["adversarial"]) for row, e in rows_summary.items() if "adversarial" in e]
     if adv:
         print()
-        print(markdown_table(["row", "AUROC (cat 5 vs 1-4)", "95% CI", "flagged: adversarial", "flagged: answerable"],
-                             [[row, a["auroc"], f"[{a['auroc_ci95'][0]:.3f}, {a['auroc_ci95'][1]:.3f}]",
-                               a["flagged_adversarial"], a["flagged_answerable"]] for row, a in adv]))
+        print(
+            markdown_table(
+                ["row", "AUROC (cat 5 vs 1-4)", "95% CI", "flagged: adversarial", "flagged: answerable"],
+                [
+                    [
+                        row,
+                        a["auroc"],
+                        f"[{a['auroc_ci95'][0]:.3f}, {a['auroc_ci95'][1]:.3f}]",
+                        a["flagged_adversarial"],
+                        a["flagged_answerable"],
+                    ]
+                    for row, a in adv
+                ],
+            )
+        )
         parts = [(row, a["auroc_of_parts"]) for row, a in adv if a.get("auroc_of_parts")]
         if parts:
             print()
             names = list(parts[0][1])
-            print(markdown_table(["row", *(f"AUROC {n} alone" for n in names)],
-                                 [[row, *(p.get(n) for n in names)] for row, p in parts]))
+            print(
+                markdown_table(
+                    ["row", *(f"AUROC {n} alone" for n in names)],
+                    [[row, *(p.get(n) for n in names)] for row, p in parts],
+                )
+            )
     tests = rows_summary.get("explorer", {}).get("paired_recall@10")
     if tests:
         print()
-        print(markdown_table(["explorer R@10 vs", "mean diff", "95% CI", "p (paired)"],
-                             [[b, t["mean_diff"], f"[{t['ci95'][0]:.3f}, {t['ci95'][1]:.3f}]", t["p"]] for b, t in tests.items()]))
+        print(
+            markdown_table(
+                ["explorer R@10 vs", "mean diff", "95% CI", "p (paired)"],
+                [
+                    [b, t["mean_diff"], f"[{t['ci95'][0]:.3f}, {t['ci95'][1]:.3f}]", t["p"]]
+                    for b, t in tests.items()
+                ],
+            )
+        )
 
 
 # -- orchestration -------------------------------------------------------------------------
-def open_vault_index(vault: Path, overrides: dict[str, Any], embeddings: bool) -> tuple[Any, Any, dict[str, Any]]:
+def open_vault_index(
+    vault: Path, overrides: dict[str, Any], embeddings: bool
+) -> tuple[Any, Any, dict[str, Any]]:
     """The real indexer over one vault (embedding what its cache lacks)."""
     from benchmarks.quality import open_vault_index as open_index
 
@@ -465,17 +562,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build the vaults, run every question through every row, print tables and write JSON."""
     offline_environment()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.locomo", description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON file (default ../shared/bench/locomo/locomo10-dev.json)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="LoCoMo JSON file (default ../shared/bench/locomo/locomo10-dev.json)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help="folder of the vaults, one per conversation (default OUT/locomo-work; reused so reruns never re-embed)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="folder of the vaults, one per conversation (default OUT/locomo-work; reused so reruns never re-embed)",
+    )
     parser.add_argument("--conversations", type=int, default=None, help="first N conversations only")
-    parser.add_argument("--limit-questions", type=int, default=None, help="first N questions of each conversation")
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma list of rows (default all: {','.join(ROWS)})")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="settings override for the pipeline rows")
+    parser.add_argument(
+        "--limit-questions", type=int, default=None, help="first N questions of each conversation"
+    )
+    parser.add_argument(
+        "--rows", default=",".join(ROWS), help=f"comma list of rows (default all: {','.join(ROWS)})"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="settings override for the pipeline rows",
+    )
     parser.add_argument("--no-embeddings", action="store_true", help="BM25 only (dense rows skipped)")
-    parser.add_argument("--candidates", type=int, default=0, metavar="N",
-                        help="explorer row: record each question's first N results (dialog id, score, relevance) for offline study")
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=0,
+        metavar="N",
+        help="explorer row: record each question's first N results (dialog id, score, relevance) for offline study",
+    )
     parser.add_argument("--tag", default="", help="suffix of the output file names")
     args = parser.parse_args(argv)
 
@@ -500,8 +621,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     jsonl.write_text("", encoding="utf-8")
     records: list[dict[str, Any]] = []
     skipped = [m for c in convs for m in c.malformed]
-    counts: dict[str, Any] = {"conversations": 0, "turns": 0, "questions": 0, "by_category": {},
-                              "skipped_evidence": len(skipped), "no_evidence": 0}
+    counts: dict[str, Any] = {
+        "conversations": 0,
+        "turns": 0,
+        "questions": 0,
+        "by_category": {},
+        "skipped_evidence": len(skipped),
+        "no_evidence": 0,
+    }
     indexes: dict[str, Any] = {}
     summary_rows: dict[str, Any] = {}
     for conv in convs:
@@ -526,35 +653,61 @@ def main(argv: Sequence[str] | None = None) -> int:
                     t = time.perf_counter()
                     ranked, quality = runner.run(row, q.text)
                     ms = (time.perf_counter() - t) * 1000
-                    rec = {"qid": q.qid, "row": row, "category": q.category, "evidence": list(q.evidence),
-                           "ranked": ranked, "ms": round(ms, 2), **question_metrics(q.evidence, ranked)}
+                    rec = {
+                        "qid": q.qid,
+                        "row": row,
+                        "category": q.category,
+                        "evidence": list(q.evidence),
+                        "ranked": ranked,
+                        "ms": round(ms, 2),
+                        **question_metrics(q.evidence, ranked),
+                    }
                     if row == "explorer" and runner.depth:
                         rec["question"] = q.text
                         rec["candidates"] = runner.candidates
                     if quality is not None:
                         rec["quality"] = quality.score
                         rec["level"] = quality.level
-                        rec["no_good_match"] = bool(quality.factors.get("no_good_match", quality.level == "low"))
-                        rec["quality_parts"] = {p: quality.factors[p] for p in QUALITY_PARTS if p in quality.factors}
+                        rec["no_good_match"] = bool(
+                            quality.factors.get("no_good_match", quality.level == "low")
+                        )
+                        rec["quality_parts"] = {
+                            p: quality.factors[p] for p in QUALITY_PARTS if p in quality.factors
+                        }
                         rec["named"] = bool(quality.factors.get("named"))
                     records.append(rec)
                     fh.write(json.dumps(rec) + "\n")
                 fh.flush()
-                log(f"  {conv.sample_id} {row}: {len(questions)} questions ({time.perf_counter() - t_row:.0f} s)")
+                log(
+                    f"  {conv.sample_id} {row}: {len(questions)} questions ({time.perf_counter() - t_row:.0f} s)"
+                )
         index.close()
         summary_rows = summarise(records, rows)
-        write_json(out_file, _report(args, rows, overrides, counts, skipped, indexes, summary_rows, t_all, complete=False))
+        write_json(
+            out_file,
+            _report(args, rows, overrides, counts, skipped, indexes, summary_rows, t_all, complete=False),
+        )
         log(f"wrote {out_file} after {conv.sample_id}")
     counts["by_category"] = dict(sorted(counts["by_category"].items()))
     print_tables(summary_rows, counts)
-    write_json(out_file, _report(args, rows, overrides, counts, skipped, indexes, summary_rows, t_all, complete=True))
+    write_json(
+        out_file, _report(args, rows, overrides, counts, skipped, indexes, summary_rows, t_all, complete=True)
+    )
     log(f"wrote {out_file} and {jsonl} ({time.perf_counter() - t_all:.0f} s)")
     return 0
 
 
-def _report(args: argparse.Namespace, rows: Sequence[str], overrides: dict[str, Any], counts: dict[str, Any],
-            skipped: list[dict[str, Any]], indexes: dict[str, Any], summary_rows: dict[str, Any], t_all: float,
-            complete: bool) -> dict[str, Any]:
+def _report(
+    args: argparse.Namespace,
+    rows: Sequence[str],
+    overrides: dict[str, Any],
+    counts: dict[str, Any],
+    skipped: list[dict[str, Any]],
+    indexes: dict[str, Any],
+    summary_rows: dict[str, Any],
+    t_all: float,
+    complete: bool,
+) -> dict[str, Any]:
     return {
         "benchmark": "locomo",
         "data": str(args.data),

@@ -52,8 +52,12 @@ def _mean(xs: Any) -> float:
     return round(statistics.fmean(xs), 4) if xs else float("nan")
 
 
-def loo(groups: Sequence[str], candidates: Sequence[Any], score: Callable[[Any, str | None, bool], dict[str, float]],
-        better: Callable[[dict[str, float]], Any]) -> tuple[dict[str, Any], Any]:
+def loo(
+    groups: Sequence[str],
+    candidates: Sequence[Any],
+    score: Callable[[Any, str | None, bool], dict[str, float]],
+    better: Callable[[dict[str, float]], Any],
+) -> tuple[dict[str, Any], Any]:
     """For each left-out group: the candidate best on the others, its figures there. Returns (per group, in-sample best)."""
     out = {}
     for g in groups:
@@ -65,7 +69,11 @@ def loo(groups: Sequence[str], candidates: Sequence[Any], score: Callable[[Any, 
 def date_choice(records: list[dict[str, Any]], data: Path) -> dict[str, Any]:
     from explorer.search.when import closeness, mentions
 
-    days = {(c.sample_id, t.dia_id): (t.when.date() if t.when else None) for c in load_conversations(data) for t in c.turns}
+    days = {
+        (c.sample_id, t.dia_id): (t.when.date() if t.when else None)
+        for c in load_conversations(data)
+        for t in c.turns
+    }
     scored = [r for r in records if r["category"] in (1, 2, 3, 4) and r["evidence"] and r.get("candidates")]
     if not scored:
         raise SystemExit("no records with candidates: run benchmarks.locomo with --candidates 100")
@@ -80,9 +88,13 @@ def date_choice(records: list[dict[str, Any]], data: Path) -> dict[str, Any]:
             rescored = []
             for d, s, _rel in r["candidates"]:
                 day = days.get((r["conv"], d))
-                fit = closeness(day, spans[r["qid"]], lag) if w and day is not None and spans[r["qid"]] else 0.0
+                fit = (
+                    closeness(day, spans[r["qid"]], lag) if w and day is not None and spans[r["qid"]] else 0.0
+                )
                 rescored.append((-(s + w * top * fit), d))
-            memo[key] = question_metrics(r["evidence"], [d for _, d in sorted(rescored, key=lambda x: x[0])])["recall@10"]
+            memo[key] = question_metrics(r["evidence"], [d for _, d in sorted(rescored, key=lambda x: x[0])])[
+                "recall@10"
+            ]
         return memo[key]
 
     def score(cand: tuple[float, float], group: str | None, held_out: bool) -> dict[str, float]:
@@ -96,11 +108,18 @@ def date_choice(records: list[dict[str, Any]], data: Path) -> dict[str, Any]:
     cats = {c: _mean(by_q[r["qid"]] for r in scored if r["category"] == c) for c in (1, 2, 3, 4)}
     ins = {c: _mean(recall(r, insample) for r in scored if r["category"] == c) for c in (1, 2, 3, 4)}
     base = {c: _mean(recall(r, (0.0, 0.0)) for r in scored if r["category"] == c) for c in (1, 2, 3, 4)}
-    return {"grid": "weight x after_days", "per_fold": {g: {"chosen": list(v["chosen"]), **v["left_out"]} for g, v in per.items()},
-            "left_out": {"recall@10": _mean(by_q.values()), "categories": cats},
-            "in_sample": {"chosen": list(insample), "recall@10": score(insample, None, False)["recall@10"], "categories": ins},
-            "without": {"recall@10": score((0.0, 0.0), None, False)["recall@10"], "categories": base},
-            "with_dates_in_query": sum(1 for r in scored if spans[r["qid"]])}
+    return {
+        "grid": "weight x after_days",
+        "per_fold": {g: {"chosen": list(v["chosen"]), **v["left_out"]} for g, v in per.items()},
+        "left_out": {"recall@10": _mean(by_q.values()), "categories": cats},
+        "in_sample": {
+            "chosen": list(insample),
+            "recall@10": score(insample, None, False)["recall@10"],
+            "categories": ins,
+        },
+        "without": {"recall@10": score((0.0, 0.0), None, False)["recall@10"], "categories": base},
+        "with_dates_in_query": sum(1 for r in scored if spans[r["qid"]]),
+    }
 
 
 def flag_choice(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -115,13 +134,18 @@ def flag_choice(records: list[dict[str, Any]]) -> dict[str, Any]:
         weight, lead, weak = cand
         if not r.get("named", True):  # nobody named: weak results (level low) are the flag, as in every vault
             return parts(r, "matched") < TURN_MEDIUM
-        return parts(r, "named_coverage") - weight * parts(r, "other_coverage") < lead or parts(r, "matched") < weak
+        return (
+            parts(r, "named_coverage") - weight * parts(r, "other_coverage") < lead
+            or parts(r, "matched") < weak
+        )
 
     def score(cand: tuple[float, float, float], group: str | None, held_out: bool) -> dict[str, float]:
         sel = (lambda rs: [r for r in rs if (r["conv"] == group) == held_out]) if group else (lambda rs: rs)
-        return {"answerable_top5": _mean(flagged(r, cand) for r in sel(ans)),
-                "adversarial": _mean(flagged(r, cand) for r in sel(adv)),
-                "answerable": _mean(flagged(r, cand) for r in sel(every))}
+        return {
+            "answerable_top5": _mean(flagged(r, cand) for r in sel(ans)),
+            "adversarial": _mean(flagged(r, cand) for r in sel(adv)),
+            "answerable": _mean(flagged(r, cand) for r in sel(every)),
+        }
 
     def better(m: dict[str, float]) -> tuple:
         ok = m["answerable_top5"] <= ANSWERABLE_FLAG_MAX
@@ -133,23 +157,41 @@ def flag_choice(records: list[dict[str, Any]]) -> dict[str, Any]:
     pooled_a = [flagged(r, per[r["conv"]]["chosen"]) for r in ans]
     pooled_d = [flagged(r, per[r["conv"]]["chosen"]) for r in adv]
     pooled_e = [flagged(r, per[r["conv"]]["chosen"]) for r in every]
-    return {"rule": "named_coverage - OTHER_WEIGHT * other_coverage < LEAD_FLAG or matched < WEAK",
-            "per_fold": {g: {"chosen": list(v["chosen"]), **v["left_out"]} for g, v in per.items()},
-            "left_out": {"answerable_top5": _mean(pooled_a), "adversarial": _mean(pooled_d), "answerable": _mean(pooled_e)},
-            "in_sample": {"chosen": list(insample), **score(insample, None, False)},
-            "n": {"answerable_top5": len(ans), "adversarial": len(adv), "answerable": len(every)}}
+    return {
+        "rule": "named_coverage - OTHER_WEIGHT * other_coverage < LEAD_FLAG or matched < WEAK",
+        "per_fold": {g: {"chosen": list(v["chosen"]), **v["left_out"]} for g, v in per.items()},
+        "left_out": {
+            "answerable_top5": _mean(pooled_a),
+            "adversarial": _mean(pooled_d),
+            "answerable": _mean(pooled_e),
+        },
+        "in_sample": {"chosen": list(insample), **score(insample, None, False)},
+        "n": {"answerable_top5": len(ans), "adversarial": len(adv), "answerable": len(every)},
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.locomo_loo", description=__doc__.splitlines()[0])
-    parser.add_argument("records", type=Path, help="locomo jsonl of a run without the date lift, with --candidates")
-    parser.add_argument("--flag-records", type=Path, default=None,
-                        help="locomo jsonl whose quality parts choose the flag (default: RECORDS)")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the LoCoMo file the records came from")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.locomo_loo", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "records", type=Path, help="locomo jsonl of a run without the date lift, with --candidates"
+    )
+    parser.add_argument(
+        "--flag-records",
+        type=Path,
+        default=None,
+        help="locomo jsonl whose quality parts choose the flag (default: RECORDS)",
+    )
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="the LoCoMo file the records came from"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the report here as JSON")
     args = parser.parse_args(argv)
-    report = {"date": date_choice(_load(args.records), args.data),
-              "flag": flag_choice(_load(args.flag_records or args.records))}
+    report = {
+        "date": date_choice(_load(args.records), args.data),
+        "flag": flag_choice(_load(args.flag_records or args.records)),
+    }
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

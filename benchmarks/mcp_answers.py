@@ -20,10 +20,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = [
-    "hamster wheel size", "how fine should I grind for espresso", "what did Alice say about her hamster's weight",
-    "tag:pets bedding", "meteor showers this year", "index funds vs bonds", "sourdough starter feeding",
-    "git rebase or merge", "sleep and caffeine", "the martian", "Ming dynasty northern frontier",
-    "bike chain cleaning", "quantum chromodynamics lattice", "Biscuit", "things to do in Kyoto in autumn",
+    "hamster wheel size",
+    "how fine should I grind for espresso",
+    "what did Alice say about her hamster's weight",
+    "tag:pets bedding",
+    "meteor showers this year",
+    "index funds vs bonds",
+    "sourdough starter feeding",
+    "git rebase or merge",
+    "sleep and caffeine",
+    "the martian",
+    "Ming dynasty northern frontier",
+    "bike chain cleaning",
+    "quantum chromodynamics lattice",
+    "Biscuit",
+    "things to do in Kyoto in autumn",
 ]
 
 
@@ -31,15 +42,21 @@ async def measure(vault: Path, queries: list[str]) -> list[dict]:
     from mcp import Client, StdioServerParameters
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "explorer", "mcp", str(vault), "--no-watch"],
-                                   env=env, cwd=str(vault))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "explorer", "mcp", str(vault), "--no-watch"],
+        env=env,
+        cwd=str(vault),
+    )
     rows = []
     async with Client(params) as client:
         for q in queries:
             row = {"query": q}
             for k in (10, 50):
                 brief = (await client.call_tool("search", {"query": q, "k": k})).content[0].text
-                full = (await client.call_tool("search", {"query": q, "k": k, "detail": True})).content[0].text
+                full = (
+                    (await client.call_tool("search", {"query": q, "k": k, "detail": True})).content[0].text
+                )
                 data = json.loads(brief)
                 row[f"brief{k}"] = len(brief)
                 row[f"full{k}"] = len(full)
@@ -66,9 +83,13 @@ def main() -> None:
         full = [r[f"full{k}"] for r in rows]
         brief = [r[f"brief{k}"] for r in rows]
         kept = [r[f"kept{k}"] for r in rows]
-        print(f"| full (`detail=true`; the old default) | {k} | {statistics.median(full):,.0f} | {max(full):,} | - | - |")
-        print(f"| brief (default) | {k} | {statistics.median(brief):,.0f} | {max(brief):,} | "
-              f"{statistics.median(kept):.0f} | {sum(r[f'cut{k}'] for r in rows)} of {len(rows)} |")
+        print(
+            f"| full (`detail=true`; the old default) | {k} | {statistics.median(full):,.0f} | {max(full):,} | - | - |"
+        )
+        print(
+            f"| brief (default) | {k} | {statistics.median(brief):,.0f} | {max(brief):,} | "
+            f"{statistics.median(kept):.0f} | {sum(r[f'cut{k}'] for r in rows)} of {len(rows)} |"
+        )
     print(f"\n`recent` (5 turns): {recent:,} characters")
 
 

@@ -35,9 +35,18 @@ from benchmarks.common import REPO, machine, offline_environment, percentile, wr
 
 TOKEN = "bench-token-" + "x" * 24
 QUERIES = [
-    "hamster wheel size", "how fine should I grind for espresso", "tag:pets bedding", "meteor showers this year",
-    "index funds vs bonds", "sourdough starter feeding", "git rebase or merge", "sleep and caffeine",
-    "the martian", "Ming dynasty northern frontier", "bike chain cleaning", "things to do in Kyoto in autumn",
+    "hamster wheel size",
+    "how fine should I grind for espresso",
+    "tag:pets bedding",
+    "meteor showers this year",
+    "index funds vs bonds",
+    "sourdough starter feeding",
+    "git rebase or merge",
+    "sleep and caffeine",
+    "the martian",
+    "Ming dynasty northern frontier",
+    "bike chain cleaning",
+    "things to do in Kyoto in autumn",
 ]
 MIX = (("search", 0.60), ("get_context", 0.25), ("remember", 0.15))
 
@@ -45,8 +54,13 @@ MIX = (("search", 0.60), ("get_context", 0.25), ("remember", 0.15))
 def start(vault: Path) -> tuple[subprocess.Popen[bytes], str]:
     """The server process and its URL (a free port on 127.0.0.1)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_MCP_TOKEN": TOKEN}
-    proc = subprocess.Popen([sys.executable, "-m", "explorer", "mcp", str(vault), "--http", "127.0.0.1:0",
-                             "--allow-write"], env=env, cwd=str(vault), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "mcp", str(vault), "--http", "127.0.0.1:0", "--allow-write"],
+        env=env,
+        cwd=str(vault),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     lines: queue.Queue[bytes] = queue.Queue()
 
     def drain() -> None:  # read to the end: a full pipe would block the server
@@ -55,7 +69,7 @@ def start(vault: Path) -> tuple[subprocess.Popen[bytes], str]:
         lines.put(b"")
 
     threading.Thread(target=drain, daemon=True).start()
-    while (line := lines.get(timeout=300)):
+    while line := lines.get(timeout=300):
         if b"MCP over HTTP at " in line:
             return proc, line.split(b" at ", 1)[1].split()[0].decode()
     proc.kill()
@@ -73,8 +87,9 @@ class Agent:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        self.http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
-                                       timeout=httpx2.Timeout(60, read=600))
+        self.http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(60, read=600)
+        )
         await self.http.__aenter__()
         self.client = Client(streamable_http_client(self.url, http_client=self.http))
         return await self.client.__aenter__()
@@ -101,8 +116,11 @@ async def run_agent(url: str, name: str, calls: int, targets: list[str], seed: i
                 args = {"target": rng.choice(targets), "window": 1200}
             else:
                 word = f"codeword{name}n{i}"
-                args = {"text": f"Agent {name} notes the code word {word} in call {i}.", "title": f"{name} call {i}",
-                        "user": f"agent{name}"}
+                args = {
+                    "text": f"Agent {name} notes the code word {word} in call {i}.",
+                    "title": f"{name} call {i}",
+                    "user": f"agent{name}",
+                }
             t = time.perf_counter()
             try:
                 result = await client.call_tool(tool, args)
@@ -113,7 +131,12 @@ async def run_agent(url: str, name: str, calls: int, targets: list[str], seed: i
             if result.is_error:
                 errors.append(f"{tool}: {result.content[0].text[:200]}")
             elif tool == "remember":
-                written.append((args["text"].split("code word ")[1].split()[0], json.loads(result.content[0].text)["path"]))
+                written.append(
+                    (
+                        args["text"].split("code word ")[1].split()[0],
+                        json.loads(result.content[0].text)["path"],
+                    )
+                )
     return {"times": times, "errors": errors, "written": written}
 
 
@@ -130,13 +153,17 @@ async def check_found(url: str, written: list[tuple[str, str]]) -> list[str]:
 
 
 def table(solo: dict[str, list[float]], together: dict[str, list[float]]) -> str:
-    rows = ["| tool | solo n | solo p50 ms | solo p95 ms | together n | together p50 ms | together p95 ms | p50 ratio |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| tool | solo n | solo p50 ms | solo p95 ms | together n | together p50 ms | together p95 ms | p50 ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for tool, _ in MIX:
         s, t = solo.get(tool, []), together.get(tool, [])
         s50, t50 = percentile(s, 50), percentile(t, 50)
-        rows.append(f"| `{tool}` | {len(s)} | {s50:.1f} | {percentile(s, 95):.1f} | {len(t)} | {t50:.1f} | "
-                    f"{percentile(t, 95):.1f} | {t50 / s50 if s50 else float('nan'):.1f}x |")
+        rows.append(
+            f"| `{tool}` | {len(s)} | {s50:.1f} | {percentile(s, 95):.1f} | {len(t)} | {t50:.1f} | "
+            f"{percentile(t, 95):.1f} | {t50 / s50 if s50 else float('nan'):.1f}x |"
+        )
     return "\n".join(rows)
 
 
@@ -145,7 +172,11 @@ async def bench(url: str, vault: Path, clients: int, calls: int, solo_calls: int
     async with Agent(url) as warm:  # the model loaded and the pipeline built before anything is timed
         await warm.call_tool("search", {"query": "warm up", "k": 10})
         # The notes the index holds (ignored folders such as .trash/ are not notes).
-        targets = [f for f in files if not (await warm.call_tool("get_context", {"target": f, "window": 10})).is_error]
+        targets = [
+            f
+            for f in files
+            if not (await warm.call_tool("get_context", {"target": f, "window": 10})).is_error
+        ]
     solo = await run_agent(url, "solo", solo_calls, targets, seed=1000)
     t0 = time.perf_counter()
     runs = await asyncio.gather(*(run_agent(url, str(n), calls, targets, seed=n) for n in range(clients)))
@@ -157,10 +188,18 @@ async def bench(url: str, vault: Path, clients: int, calls: int, solo_calls: int
     written = [w for r in runs for w in r["written"]] + solo["written"]
     lost = await check_found(url, written)
     files = len(list((vault / "Users").glob("agent*/turns/turn_*/context.md")))
-    return {"clients": clients, "calls": calls, "wall_s": round(wall, 1),
-            "calls_per_s": round(sum(len(v) for v in together.values()) / wall, 1),
-            "errors": solo["errors"] + [e for r in runs for e in r["errors"]], "remembered": len(written),
-            "turn_files": files, "lost": lost, "solo": solo["times"], "together": together}
+    return {
+        "clients": clients,
+        "calls": calls,
+        "wall_s": round(wall, 1),
+        "calls_per_s": round(sum(len(v) for v in together.values()) / wall, 1),
+        "errors": solo["errors"] + [e for r in runs for e in r["errors"]],
+        "remembered": len(written),
+        "turn_files": files,
+        "lost": lost,
+        "solo": solo["times"],
+        "together": together,
+    }
 
 
 def main() -> None:
@@ -181,11 +220,15 @@ def main() -> None:
         finally:
             proc.terminate()
             code = proc.wait(timeout=60)
-    print(f"{args.clients} clients x {args.calls} calls at once, one server on 127.0.0.1 ({vault.name}, hybrid search)\n")
+    print(
+        f"{args.clients} clients x {args.calls} calls at once, one server on 127.0.0.1 ({vault.name}, hybrid search)\n"
+    )
     print(table(result["solo"], result["together"]))
-    print(f"\nerrors: {len(result['errors'])}; remembered {result['remembered']}, found first after: "
-          f"{result['remembered'] - len(result['lost'])} ({result['turn_files']} turn files); "
-          f"wall {result['wall_s']} s, {result['calls_per_s']} calls/s; server exit {code}")
+    print(
+        f"\nerrors: {len(result['errors'])}; remembered {result['remembered']}, found first after: "
+        f"{result['remembered'] - len(result['lost'])} ({result['turn_files']} turn files); "
+        f"wall {result['wall_s']} s, {result['calls_per_s']} calls/s; server exit {code}"
+    )
     for e in result["errors"][:10]:
         print(f"  {e}")
     if args.out:

@@ -44,15 +44,24 @@ def main(argv: list[str] | None = None) -> int:
 
     for d in ("cache-local", "cache-milvus", "engine"):
         shutil.rmtree(args.out / d, ignore_errors=True)
-    local = VaultIndex(vault, replace(base, index=replace(base.index, cache_dir=str(args.out / "cache-local"))))
+    local = VaultIndex(
+        vault, replace(base, index=replace(base.index, cache_dir=str(args.out / "cache-local")))
+    )
     t = time.perf_counter()
     local.open()
     res["local_open_s"] = round(time.perf_counter() - t, 2)
     install_standin_vectors(local, wv, vocab)
     res["shards"] = local.stats().shards
 
-    ms = replace(base, index=replace(base.index, cache_dir=str(args.out / "cache-milvus"), backend="milvus",
-                                     milvus_uri=str(args.out / "engine" / "m.db")))
+    ms = replace(
+        base,
+        index=replace(
+            base.index,
+            cache_dir=str(args.out / "cache-milvus"),
+            backend="milvus",
+            milvus_uri=str(args.out / "engine" / "m.db"),
+        ),
+    )
     remote = MilvusIndex(vault, ms)
     t = time.perf_counter()
     remote.open()  # parses, then writes every shard (no vectors yet) and flushes
@@ -82,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         agree.append(len(set(a) & set(b)) / max(1, len(a)))
     res["search_ms"] = {"local": summary(tl), "milvus": summary(tm)}
     res["top10_agreement"] = round(sum(agree) / len(agree), 3)
-    log(f"local p50 {res['search_ms']['local']} / milvus {res['search_ms']['milvus']}; agreement {res['top10_agreement']}")
+    log(
+        f"local p50 {res['search_ms']['local']} / milvus {res['search_ms']['milvus']}; agreement {res['top10_agreement']}"
+    )
     write_json(args.out / f"milvus-scale-{args.notes}.json", res)
     local.close()
     remote.close()

@@ -22,14 +22,24 @@ from typing import Any, Sequence
 from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, write_json
 
 SIZES_KB = (10, 40, 60, 100, 400)
-WORDS = ("hamster cage bedding compost garden soil water light seed harvest budget index fund coffee "
-         "roast grind brew kettle train route station ticket map note memory project review plan").split()
+WORDS = (
+    "hamster cage bedding compost garden soil water light seed harvest budget index fund coffee "
+    "roast grind brew kettle train route station ticket map note memory project review plan"
+).split()
 
 
 def make_note(size_kb: int, seed: int = 0) -> str:
     """A Markdown note of about `size_kb` KB with the usual block kinds."""
     rng = random.Random(seed + size_kb)
-    out = ["---", f"title: Long note {size_kb} KB", "tags: [bench, long]", "---", "", f"# Long note {size_kb} KB", ""]
+    out = [
+        "---",
+        f"title: Long note {size_kb} KB",
+        "tags: [bench, long]",
+        "---",
+        "",
+        f"# Long note {size_kb} KB",
+        "",
+    ]
     section = 0
     while sum(len(x) + 1 for x in out) < size_kb * 1000:
         section += 1
@@ -108,10 +118,13 @@ async def measure(vault: Path, paths: dict[int, str], runs: int) -> dict[int, di
                     await pilot.press("escape")
                     while isinstance(app.screen, NoteScreen):
                         await asyncio.sleep(0.01)
-                out[kb] = {"first_screen_ms": round(statistics.median(first), 1),
-                           "first_screen_max_ms": round(max(first), 1),
-                           "complete_ms": round(statistics.median(complete), 1), "view": views[0],
-                           "chars": len((vault / rel).read_text(encoding="utf-8"))}
+                out[kb] = {
+                    "first_screen_ms": round(statistics.median(first), 1),
+                    "first_screen_max_ms": round(max(first), 1),
+                    "complete_ms": round(statistics.median(complete), 1),
+                    "view": views[0],
+                    "chars": len((vault / rel).read_text(encoding="utf-8")),
+                }
                 log(f"{kb} KB: {out[kb]}")
     return out
 
@@ -126,9 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     vault = args.out / "note-open-vault"
     paths = make_vault(vault)
     report = {"runs": args.runs, "notes": asyncio.run(measure(vault, paths, args.runs)), "machine": machine()}
-    rows = [[f"{kb} KB", r["view"], r["first_screen_ms"], r["first_screen_max_ms"], r["complete_ms"]]
-            for kb, r in report["notes"].items()]
-    print(markdown_table(["note", "view", "first screen ms (median)", "first screen ms (max)", "whole note ms"], rows))
+    rows = [
+        [f"{kb} KB", r["view"], r["first_screen_ms"], r["first_screen_max_ms"], r["complete_ms"]]
+        for kb, r in report["notes"].items()
+    ]
+    print(
+        markdown_table(
+            ["note", "view", "first screen ms (median)", "first screen ms (max)", "whole note ms"], rows
+        )
+    )
     name = f"note-open{'-' + args.tag if args.tag else ''}.json"
     write_json(args.out / name, report)
     log(f"wrote {args.out / name}")

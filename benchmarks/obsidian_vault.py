@@ -17,76 +17,351 @@ from pathlib import Path
 
 TOPICS: dict[str, dict[str, list[str]]] = {
     "Programming": {
-        "subjects": ["Docker", "Kubernetes", "Python packaging", "Rust ownership", "Git rebase", "PostgreSQL indexes",
-                     "JavaScript promises", "TypeScript generics", "Bash scripting", "Regular expressions",
-                     "Nginx reverse proxy", "SSH keys", "Vim motions", "Unit testing", "Code review",
-                     "Machine learning", "Terraform modules", "Redis caching", "GraphQL schema", "Linux permissions"],
-        "words": ["container", "image", "build", "deploy", "cluster", "query", "index", "function", "error", "config",
-                  "server", "client", "cache", "module", "version", "branch", "commit", "test", "release", "log",
-                  "memory", "thread", "request", "response", "latency", "schema", "migration", "package", "dependency"],
+        "subjects": [
+            "Docker",
+            "Kubernetes",
+            "Python packaging",
+            "Rust ownership",
+            "Git rebase",
+            "PostgreSQL indexes",
+            "JavaScript promises",
+            "TypeScript generics",
+            "Bash scripting",
+            "Regular expressions",
+            "Nginx reverse proxy",
+            "SSH keys",
+            "Vim motions",
+            "Unit testing",
+            "Code review",
+            "Machine learning",
+            "Terraform modules",
+            "Redis caching",
+            "GraphQL schema",
+            "Linux permissions",
+        ],
+        "words": [
+            "container",
+            "image",
+            "build",
+            "deploy",
+            "cluster",
+            "query",
+            "index",
+            "function",
+            "error",
+            "config",
+            "server",
+            "client",
+            "cache",
+            "module",
+            "version",
+            "branch",
+            "commit",
+            "test",
+            "release",
+            "log",
+            "memory",
+            "thread",
+            "request",
+            "response",
+            "latency",
+            "schema",
+            "migration",
+            "package",
+            "dependency",
+        ],
     },
     "Cooking": {
-        "subjects": ["Sourdough starter", "Banana bread", "Chana masala", "Pad thai", "Ramen broth", "Pizza dough",
-                     "Cold brew coffee", "Espresso", "Kimchi", "Risotto", "Chocolate chip cookies", "Pho",
-                     "Shakshuka", "Fermented hot sauce", "Meal prep"],
-        "words": ["flour", "water", "salt", "oven", "heat", "dough", "knead", "ferment", "spice", "garlic", "onion",
-                  "butter", "sugar", "bake", "simmer", "taste", "recipe", "bowl", "pan", "minutes", "temperature",
-                  "grind", "roast", "broth", "noodles", "rice", "yeast", "starter"],
+        "subjects": [
+            "Sourdough starter",
+            "Banana bread",
+            "Chana masala",
+            "Pad thai",
+            "Ramen broth",
+            "Pizza dough",
+            "Cold brew coffee",
+            "Espresso",
+            "Kimchi",
+            "Risotto",
+            "Chocolate chip cookies",
+            "Pho",
+            "Shakshuka",
+            "Fermented hot sauce",
+            "Meal prep",
+        ],
+        "words": [
+            "flour",
+            "water",
+            "salt",
+            "oven",
+            "heat",
+            "dough",
+            "knead",
+            "ferment",
+            "spice",
+            "garlic",
+            "onion",
+            "butter",
+            "sugar",
+            "bake",
+            "simmer",
+            "taste",
+            "recipe",
+            "bowl",
+            "pan",
+            "minutes",
+            "temperature",
+            "grind",
+            "roast",
+            "broth",
+            "noodles",
+            "rice",
+            "yeast",
+            "starter",
+        ],
     },
     "Health": {
-        "subjects": ["Sleep hygiene", "Running plan", "Strength training", "Intermittent fasting", "Blood pressure",
-                     "Meditation practice", "Knee injury", "Vitamin D", "Posture", "Stretching routine"],
-        "words": ["sleep", "heart", "rate", "weight", "muscle", "rest", "doctor", "pain", "dose", "habit", "morning",
-                  "evening", "breath", "focus", "stress", "energy", "walk", "run", "squat", "recovery"],
+        "subjects": [
+            "Sleep hygiene",
+            "Running plan",
+            "Strength training",
+            "Intermittent fasting",
+            "Blood pressure",
+            "Meditation practice",
+            "Knee injury",
+            "Vitamin D",
+            "Posture",
+            "Stretching routine",
+        ],
+        "words": [
+            "sleep",
+            "heart",
+            "rate",
+            "weight",
+            "muscle",
+            "rest",
+            "doctor",
+            "pain",
+            "dose",
+            "habit",
+            "morning",
+            "evening",
+            "breath",
+            "focus",
+            "stress",
+            "energy",
+            "walk",
+            "run",
+            "squat",
+            "recovery",
+        ],
     },
     "Finance": {
-        "subjects": ["Index funds", "Emergency fund", "Tax return", "Mortgage", "Budget", "Retirement account",
-                     "Credit card points", "Stock options", "Rental income", "Insurance"],
-        "words": ["account", "interest", "rate", "fee", "tax", "income", "expense", "savings", "fund", "portfolio",
-                  "bank", "loan", "payment", "year", "month", "return", "risk", "balance"],
+        "subjects": [
+            "Index funds",
+            "Emergency fund",
+            "Tax return",
+            "Mortgage",
+            "Budget",
+            "Retirement account",
+            "Credit card points",
+            "Stock options",
+            "Rental income",
+            "Insurance",
+        ],
+        "words": [
+            "account",
+            "interest",
+            "rate",
+            "fee",
+            "tax",
+            "income",
+            "expense",
+            "savings",
+            "fund",
+            "portfolio",
+            "bank",
+            "loan",
+            "payment",
+            "year",
+            "month",
+            "return",
+            "risk",
+            "balance",
+        ],
     },
     "Learning": {
-        "subjects": ["Spaced repetition", "Zettelkasten", "Learning Japanese", "Spanish verbs", "Note taking",
-                     "Deliberate practice", "Feynman technique", "Reading habits", "Public speaking", "Touch typing"],
-        "words": ["review", "card", "memory", "practice", "lesson", "word", "grammar", "note", "idea", "link",
-                  "habit", "session", "goal", "progress", "book", "chapter", "question", "answer"],
+        "subjects": [
+            "Spaced repetition",
+            "Zettelkasten",
+            "Learning Japanese",
+            "Spanish verbs",
+            "Note taking",
+            "Deliberate practice",
+            "Feynman technique",
+            "Reading habits",
+            "Public speaking",
+            "Touch typing",
+        ],
+        "words": [
+            "review",
+            "card",
+            "memory",
+            "practice",
+            "lesson",
+            "word",
+            "grammar",
+            "note",
+            "idea",
+            "link",
+            "habit",
+            "session",
+            "goal",
+            "progress",
+            "book",
+            "chapter",
+            "question",
+            "answer",
+        ],
     },
     "Home": {
-        "subjects": ["Garden beds", "Tomato plants", "Compost", "Bike maintenance", "Kitchen renovation",
-                     "Home network", "Solar panels", "Heating system", "Houseplants", "Moving checklist"],
-        "words": ["water", "soil", "plant", "seed", "chain", "tire", "wall", "paint", "router", "cable", "panel",
-                  "roof", "boiler", "leaf", "light", "box", "tool", "window", "floor"],
+        "subjects": [
+            "Garden beds",
+            "Tomato plants",
+            "Compost",
+            "Bike maintenance",
+            "Kitchen renovation",
+            "Home network",
+            "Solar panels",
+            "Heating system",
+            "Houseplants",
+            "Moving checklist",
+        ],
+        "words": [
+            "water",
+            "soil",
+            "plant",
+            "seed",
+            "chain",
+            "tire",
+            "wall",
+            "paint",
+            "router",
+            "cable",
+            "panel",
+            "roof",
+            "boiler",
+            "leaf",
+            "light",
+            "box",
+            "tool",
+            "window",
+            "floor",
+        ],
     },
 }
 
-FACETS = ["basics", "setup", "troubleshooting", "cheatsheet", "ideas", "notes", "FAQ", "tips", "reading list",
-          "experiments", "log", "questions"]
+FACETS = [
+    "basics",
+    "setup",
+    "troubleshooting",
+    "cheatsheet",
+    "ideas",
+    "notes",
+    "FAQ",
+    "tips",
+    "reading list",
+    "experiments",
+    "log",
+    "questions",
+]
 
-PEOPLE = ["Anna Schmidt", "Marcus Chen", "Priya Raman", "Tom Okafor", "Lena Fischer", "Diego Alvarez", "Sofia Rossi",
-          "Kenji Watanabe", "Amara Nwosu", "Jonas Berg", "Maya Cohen", "Oliver Grant", "Chloe Martin", "Ravi Patel",
-          "Elena Petrova", "Samuel Adeyemi"]
-PROJECTS = ["Project Phoenix", "Project Atlas", "Website redesign", "Data migration", "Mobile app launch",
-            "Quarterly planning", "Hiring pipeline", "Customer onboarding", "Search relevance", "Home office setup"]
-BOOKS = ["Deep Work", "Thinking, Fast and Slow", "The Pragmatic Programmer", "Atomic Habits", "Sapiens",
-         "The Design of Everyday Things", "Designing Data-Intensive Applications", "How to Take Smart Notes",
-         "The Body Keeps the Score", "Project Hail Mary"]
+PEOPLE = [
+    "Anna Schmidt",
+    "Marcus Chen",
+    "Priya Raman",
+    "Tom Okafor",
+    "Lena Fischer",
+    "Diego Alvarez",
+    "Sofia Rossi",
+    "Kenji Watanabe",
+    "Amara Nwosu",
+    "Jonas Berg",
+    "Maya Cohen",
+    "Oliver Grant",
+    "Chloe Martin",
+    "Ravi Patel",
+    "Elena Petrova",
+    "Samuel Adeyemi",
+]
+PROJECTS = [
+    "Project Phoenix",
+    "Project Atlas",
+    "Website redesign",
+    "Data migration",
+    "Mobile app launch",
+    "Quarterly planning",
+    "Hiring pipeline",
+    "Customer onboarding",
+    "Search relevance",
+    "Home office setup",
+]
+BOOKS = [
+    "Deep Work",
+    "Thinking, Fast and Slow",
+    "The Pragmatic Programmer",
+    "Atomic Habits",
+    "Sapiens",
+    "The Design of Everyday Things",
+    "Designing Data-Intensive Applications",
+    "How to Take Smart Notes",
+    "The Body Keeps the Score",
+    "Project Hail Mary",
+]
 PLACES = ["Lisbon", "Kyoto", "Berlin", "Mexico City", "Reykjavik", "Cape Town", "Vancouver", "Hanoi"]
 
 #: Short names people give a subject (used as aliases).
 SHORT = {
-    "Kubernetes": "K8s", "JavaScript promises": "JS promises", "TypeScript generics": "TS generics",
-    "PostgreSQL indexes": "Postgres indexes", "Machine learning": "ML", "Regular expressions": "regex",
-    "Spaced repetition": "SRS", "Intermittent fasting": "IF", "Retirement account": "401k",
-    "Chocolate chip cookies": "cookies", "Cold brew coffee": "cold brew", "Vitamin D": "vit D",
-    "Home network": "LAN", "Zettelkasten": "slip box", "Learning Japanese": "Japanese",
-    "Designing Data-Intensive Applications": "DDIA", "The Pragmatic Programmer": "Pragmatic Programmer",
-    "Thinking, Fast and Slow": "TFAS", "How to Take Smart Notes": "Smart Notes", "Project Phoenix": "Phoenix",
-    "Project Atlas": "Atlas", "Search relevance": "relevance project", "Sourdough starter": "levain",
-    "Pad thai": "phad thai", "Emergency fund": "rainy day fund", "Index funds": "ETFs",
+    "Kubernetes": "K8s",
+    "JavaScript promises": "JS promises",
+    "TypeScript generics": "TS generics",
+    "PostgreSQL indexes": "Postgres indexes",
+    "Machine learning": "ML",
+    "Regular expressions": "regex",
+    "Spaced repetition": "SRS",
+    "Intermittent fasting": "IF",
+    "Retirement account": "401k",
+    "Chocolate chip cookies": "cookies",
+    "Cold brew coffee": "cold brew",
+    "Vitamin D": "vit D",
+    "Home network": "LAN",
+    "Zettelkasten": "slip box",
+    "Learning Japanese": "Japanese",
+    "Designing Data-Intensive Applications": "DDIA",
+    "The Pragmatic Programmer": "Pragmatic Programmer",
+    "Thinking, Fast and Slow": "TFAS",
+    "How to Take Smart Notes": "Smart Notes",
+    "Project Phoenix": "Phoenix",
+    "Project Atlas": "Atlas",
+    "Search relevance": "relevance project",
+    "Sourdough starter": "levain",
+    "Pad thai": "phad thai",
+    "Emergency fund": "rainy day fund",
+    "Index funds": "ETFs",
 }
 
-FILLER = ["I noticed that", "The main point is that", "Next time", "According to the docs,", "In short,",
-          "A colleague said", "It turns out", "Remember:", "The trick is that", "After a week,"]
+FILLER = [
+    "I noticed that",
+    "The main point is that",
+    "Next time",
+    "According to the docs,",
+    "In short,",
+    "A colleague said",
+    "It turns out",
+    "Remember:",
+    "The trick is that",
+    "After a week,",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +409,12 @@ def generate(seed: int = 7, facets_per_subject: int = 2) -> list[GenNote]:
         plan("Projects", project, (SHORT[project],) if project in SHORT else (), every_word)
         plan("Projects", f"{project} retrospective", (), every_word)
     for book in BOOKS:
-        plan("Books", f"Book - {book.replace(',', '')}", (book, SHORT[book]) if book in SHORT else (book,), every_word)
+        plan(
+            "Books",
+            f"Book - {book.replace(',', '')}",
+            (book, SHORT[book]) if book in SHORT else (book,),
+            every_word,
+        )
     for place in PLACES:
         year = rng.choice([2021, 2022, 2023, 2024])
         plan("Travel", f"{place} trip {year}", (place,) if rng.random() < 0.6 else (), every_word)
@@ -160,8 +440,15 @@ def generate(seed: int = 7, facets_per_subject: int = 2) -> list[GenNote]:
     return notes
 
 
-def _body(rng: random.Random, name: str, words: list[str], names: list[str], hub: bool, folder: str,
-          all_plans: list[tuple[str, str, tuple[str, ...], list[str]]]) -> str:
+def _body(
+    rng: random.Random,
+    name: str,
+    words: list[str],
+    names: list[str],
+    hub: bool,
+    folder: str,
+    all_plans: list[tuple[str, str, tuple[str, ...], list[str]]],
+) -> str:
     if hub:
         members = [p[1] for p in all_plans if p[0] == folder and p[1] != name]
         lines = [f"Everything about {folder.lower()} in one place.", ""]
@@ -176,12 +463,20 @@ def _body(rng: random.Random, name: str, words: list[str], names: list[str], hub
             if rng.random() < 0.35:
                 other = rng.choice(names)
                 if other != name:
-                    sent += f" See [[{other}]]." if rng.random() < 0.7 else f" See [{other.lower()}]({other.replace(' ', '%20')}.md)."
+                    sent += (
+                        f" See [[{other}]]."
+                        if rng.random() < 0.7
+                        else f" See [{other.lower()}]({other.replace(' ', '%20')}.md)."
+                    )
             if rng.random() < 0.15:
                 # People mention a note's own subject in its text, and in other notes' text.
                 sent += f" {name.split(' - ')[-1]} again."
             sents.append(sent)
-        head = f"## {rng.choice(['Notes', 'Details', 'Open questions', 'Log', 'Summary', 'Steps'])}\n\n" if s else ""
+        head = (
+            f"## {rng.choice(['Notes', 'Details', 'Open questions', 'Log', 'Summary', 'Steps'])}\n\n"
+            if s
+            else ""
+        )
         sections.append(head + " ".join(sents))
     return "\n\n".join(sections) + "\n"
 

@@ -27,7 +27,16 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from benchmarks.common import DEFAULT_OUT, REPO, log, machine, markdown_table, offline_environment, summary, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    REPO,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    summary,
+    write_json,
+)
 
 PING = r"""
 import sys
@@ -43,8 +52,13 @@ def _env(src: Path) -> dict[str, str]:
 
 def _serve(src: Path, vault: Path, warm_s: float) -> subprocess.Popen:
     """`explorer watch` of `vault` from tree `src`, once it answers a ping, plus `warm_s` to settle."""
-    proc = subprocess.Popen([sys.executable, "-m", "explorer", "watch", str(vault)], env=_env(src), cwd="/",
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "watch", str(vault)],
+        env=_env(src),
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -62,7 +76,9 @@ def _cpu_children() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _one(src: Path, vault: Path, query: str, served: bool, cache: Path | None = None) -> tuple[float, float, int]:
+def _one(
+    src: Path, vault: Path, query: str, served: bool, cache: Path | None = None
+) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, bytes printed) of one `explorer search` process.
 
     The CPU time (user + system) is the operating system's account of the finished command; a
@@ -89,11 +105,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.oneshot", description=__doc__.splitlines()[0])
     parser.add_argument("--vault", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=9)
-    parser.add_argument("--baseline", type=Path, default=None, help="source tree to pair with (e.g. a git archive of main)")
-    parser.add_argument("--served", action="store_true", help="answer through a running `explorer watch` of each tree")
-    parser.add_argument("--warm", type=float, default=5.0, help="seconds a started server is given after it answers")
-    parser.add_argument("--baseline-cache", type=Path, default=None,
-                        help="the baseline searches this index folder, the new tree the vault's own (different store schemas)")
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="source tree to pair with (e.g. a git archive of main)"
+    )
+    parser.add_argument(
+        "--served", action="store_true", help="answer through a running `explorer watch` of each tree"
+    )
+    parser.add_argument(
+        "--warm", type=float, default=5.0, help="seconds a started server is given after it answers"
+    )
+    parser.add_argument(
+        "--baseline-cache",
+        type=Path,
+        default=None,
+        help="the baseline searches this index folder, the new tree the vault's own (different store schemas)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
@@ -133,21 +159,49 @@ def main(argv: Sequence[str] | None = None) -> int:
                     cpus[name].append(cpu)
                     sizes[name].append(size)
             log(f"run {i}: " + ", ".join(f"{n} {walls[n][-1]:.3f} s" for n in trees if i))
-    report = {"benchmark": "oneshot", "vault": str(vault), "served": args.served, "machine": machine(),
-              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "load_average": os.getloadavg(),
-              "wall_s": {n: summary(w) for n, w in walls.items()}, "cpu_s": {n: summary(c) for n, c in cpus.items()},
-              "runs": walls, "cpu_runs": cpus,
-              "json_bytes_median": {n: statistics.median(s) for n, s in sizes.items()}}
-    if "baseline" in trees and not args.served:  # served runs come in blocks, one server at a time: not paired
+    report = {
+        "benchmark": "oneshot",
+        "vault": str(vault),
+        "served": args.served,
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_average": os.getloadavg(),
+        "wall_s": {n: summary(w) for n, w in walls.items()},
+        "cpu_s": {n: summary(c) for n, c in cpus.items()},
+        "runs": walls,
+        "cpu_runs": cpus,
+        "json_bytes_median": {n: statistics.median(s) for n, s in sizes.items()},
+    }
+    if (
+        "baseline" in trees and not args.served
+    ):  # served runs come in blocks, one server at a time: not paired
         for key, series in (("wall", walls), ("cpu", cpus)):
             ratios = [n / b for b, n in zip(series["baseline"], series["new"]) if b]
-            report[f"{key}_ratio_new_over_baseline"] = {"median": round(statistics.median(ratios), 3),
-                                                        "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
+            report[f"{key}_ratio_new_over_baseline"] = {
+                "median": round(statistics.median(ratios), 3),
+                "min": round(min(ratios), 3),
+                "max": round(max(ratios), 3),
+            }
     suffix = f"-{args.tag}" if args.tag else ""
     write_json(args.out / f"oneshot-{'served' if args.served else 'local'}-{vault.name}{suffix}.json", report)
-    print(markdown_table(["vault", "mode", "tree", "wall median s", "min s", "max s", "CPU median s", "runs"],
-                         [[vault.name, "served" if args.served else "local", n, statistics.median(w), min(w), max(w),
-                           statistics.median(cpus[n]), len(w)] for n, w in walls.items()]))
+    print(
+        markdown_table(
+            ["vault", "mode", "tree", "wall median s", "min s", "max s", "CPU median s", "runs"],
+            [
+                [
+                    vault.name,
+                    "served" if args.served else "local",
+                    n,
+                    statistics.median(w),
+                    min(w),
+                    max(w),
+                    statistics.median(cpus[n]),
+                    len(w),
+                ]
+                for n, w in walls.items()
+            ],
+        )
+    )
     for key in ("wall", "cpu"):
         if f"{key}_ratio_new_over_baseline" in report:
             print(f"{key} ratio new/baseline (paired runs): {report[f'{key}_ratio_new_over_baseline']}")

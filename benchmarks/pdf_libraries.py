@@ -80,16 +80,32 @@ def run_child(lib: str, path: Path, timeout: float) -> dict:
     """One extraction in a fresh child process; a timeout or a crash is an outcome too."""
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, lib, str(path)], capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "PYTHONPATH": str(_REPO)})
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, lib, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": str(_REPO)},
+        )
     except subprocess.TimeoutExpired:
-        return {"pages": 0, "chars": 0, "error": f"timeout after {timeout:g} s", "s": timeout, "rss_mb": float("nan"),
-                "wall": time.perf_counter() - t0}
+        return {
+            "pages": 0,
+            "chars": 0,
+            "error": f"timeout after {timeout:g} s",
+            "s": timeout,
+            "rss_mb": float("nan"),
+            "wall": time.perf_counter() - t0,
+        }
     try:
         out = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        out = {"pages": 0, "chars": 0, "error": f"child died (exit {proc.returncode}): {proc.stderr.strip()[-100:]}",
-               "s": float("nan"), "rss_mb": float("nan")}
+        out = {
+            "pages": 0,
+            "chars": 0,
+            "error": f"child died (exit {proc.returncode}): {proc.stderr.strip()[-100:]}",
+            "s": float("nan"),
+            "rss_mb": float("nan"),
+        }
     out["wall"] = time.perf_counter() - t0
     return out
 
@@ -97,8 +113,12 @@ def run_child(lib: str, path: Path, timeout: float) -> dict:
 def samples(folder: Path, extra: list[Path]) -> dict[str, Path]:
     """The generated cases written to `folder`, plus any given files."""
     made = {
-        "good-3-pages": pdfs.text_pdf([f"Page {i} about hamster cages and sourdough starters. " * 20 for i in range(3)]),
-        "good-200-pages-flate": pdfs.text_pdf([f"Page {i} text line\n" * 40 for i in range(200)], compress=True),
+        "good-3-pages": pdfs.text_pdf(
+            [f"Page {i} about hamster cages and sourdough starters. " * 20 for i in range(3)]
+        ),
+        "good-200-pages-flate": pdfs.text_pdf(
+            [f"Page {i} text line\n" * 40 for i in range(200)], compress=True
+        ),
         **{name: make() for name, make in pdfs.HOSTILE.items()},
     }
     out = {}
@@ -125,14 +145,24 @@ def main(argv: list[str] | None = None) -> int:
             for lib in ("pypdf", "pdfminer", "explorer"):
                 runs = [run_child(lib, path, args.timeout) for _ in range(args.repeat)]
                 last = runs[-1]
-                row = {"case": name, "lib": lib, "bytes": path.stat().st_size, "pages": last["pages"],
-                       "chars": last["chars"], "error": last["error"],
-                       "extract_s": statistics.median(r["s"] for r in runs),
-                       "wall_s": statistics.median(r["wall"] for r in runs), "rss_mb": max(r["rss_mb"] for r in runs)}
+                row = {
+                    "case": name,
+                    "lib": lib,
+                    "bytes": path.stat().st_size,
+                    "pages": last["pages"],
+                    "chars": last["chars"],
+                    "error": last["error"],
+                    "extract_s": statistics.median(r["s"] for r in runs),
+                    "wall_s": statistics.median(r["wall"] for r in runs),
+                    "rss_mb": max(r["rss_mb"] for r in runs),
+                }
                 rows.append(row)
-                print(f"{name:22} {lib:9} {row['bytes']:>10,} B  pages {row['pages']:>7}  chars {row['chars']:>8}  "
-                      f"extract {row['extract_s']:7.3f} s  wall {row['wall_s']:7.3f} s  rss {row['rss_mb']:7.1f} MB  "
-                      f"{row['error'][:70]}", flush=True)
+                print(
+                    f"{name:22} {lib:9} {row['bytes']:>10,} B  pages {row['pages']:>7}  chars {row['chars']:>8}  "
+                    f"extract {row['extract_s']:7.3f} s  wall {row['wall_s']:7.3f} s  rss {row['rss_mb']:7.1f} MB  "
+                    f"{row['error'][:70]}",
+                    flush=True,
+                )
         rows.extend(_child_cost(cases["good-3-pages"], args.repeat * 3))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
@@ -152,7 +182,9 @@ def _child_cost(path: Path, repeat: int) -> list[dict]:
         inproc.append(time.perf_counter() - t0)
         child.append(run_child("pypdf", path, 60)["wall"])
     a, b = statistics.median(inproc), statistics.median(child)
-    print(f"child-process cost, 3-page file: in process {a * 1000:.1f} ms, in a child {b * 1000:.1f} ms (medians of {repeat})")
+    print(
+        f"child-process cost, 3-page file: in process {a * 1000:.1f} ms, in a child {b * 1000:.1f} ms (medians of {repeat})"
+    )
     return [{"case": "child-cost", "inproc_ms": a * 1000, "child_ms": b * 1000}]
 
 

@@ -33,9 +33,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, summary, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    summary,
+    write_json,
+)
 
-ROWS = ("rank_bm25_ws", "rank_bm25_words", "rank_bm25", "bm25", "dense", "hybrid", "two_pass", "full", "two_pass_k15", "full_k15")
+ROWS = (
+    "rank_bm25_ws",
+    "rank_bm25_words",
+    "rank_bm25",
+    "bm25",
+    "dense",
+    "hybrid",
+    "two_pass",
+    "full",
+    "two_pass_k15",
+    "full_k15",
+)
 DENSE_ROWS = frozenset({"dense"})
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 DEPTH = 100
@@ -47,23 +66,46 @@ ABLATIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("defaults", "hybrid", {}),
     ("5 keyword terms besides the query", "hybrid", {"search.keyword_terms": 5}),
     ("5 keyword terms, term_weight 0.25", "hybrid", {"search.keyword_terms": 5, "search.term_weight": 0.25}),
-    ("5 keyword terms, searched by BM25 only", "hybrid", {"search.keyword_terms": 5, "search.term_retrievers": "bm25"}),
+    (
+        "5 keyword terms, searched by BM25 only",
+        "hybrid",
+        {"search.keyword_terms": 5, "search.term_retrievers": "bm25"},
+    ),
     ("rrf_k 20", "hybrid", {"search.rrf_k": 20}),
     ("rrf_k 100", "hybrid", {"search.rrf_k": 100}),
     ("dense_threshold 0.0", "hybrid", {"search.dense_threshold": 0.0}),
     ("dense_threshold 0.2", "hybrid", {"search.dense_threshold": 0.2}),
     ("dense_threshold 0.3", "hybrid", {"search.dense_threshold": 0.3}),
     ("candidates 200", "hybrid", {"search.candidates": 200}),
-    ("dense_threshold 0.2, candidates 200", "hybrid", {"search.dense_threshold": 0.2, "search.candidates": 200}),
+    (
+        "dense_threshold 0.2, candidates 200",
+        "hybrid",
+        {"search.dense_threshold": 0.2, "search.candidates": 200},
+    ),
     ("dense_weight 1.5", "hybrid", {"search.dense_weight": 1.5}),
     ("bm25_weight 1.5", "hybrid", {"search.bm25_weight": 1.5}),
-    ("dense_threshold 0.2, candidates 200", "full", {"search.dense_threshold": 0.2, "search.candidates": 200}),
+    (
+        "dense_threshold 0.2, candidates 200",
+        "full",
+        {"search.dense_threshold": 0.2, "search.candidates": 200},
+    ),
     ("reranker on", "full", {"rerank.enabled": True}),
     ("reranker on, 5 keyword terms", "full", {"rerank.enabled": True, "search.keyword_terms": 5}),
-    ("reranker on, no time budget", "full",
-     {"rerank.enabled": True, "rerank.pass1_timeout_ms": 0, "rerank.pass2_timeout_ms": 0}),
-    ("reranker on, 5 keyword terms, no time budget", "full",
-     {"rerank.enabled": True, "search.keyword_terms": 5, "rerank.pass1_timeout_ms": 0, "rerank.pass2_timeout_ms": 0}),
+    (
+        "reranker on, no time budget",
+        "full",
+        {"rerank.enabled": True, "rerank.pass1_timeout_ms": 0, "rerank.pass2_timeout_ms": 0},
+    ),
+    (
+        "reranker on, 5 keyword terms, no time budget",
+        "full",
+        {
+            "rerank.enabled": True,
+            "search.keyword_terms": 5,
+            "rerank.pass1_timeout_ms": 0,
+            "rerank.pass2_timeout_ms": 0,
+        },
+    ),
     ("reranker on", "full_k15", {"rerank.enabled": True}),
 )
 
@@ -175,7 +217,9 @@ def write_vault(data: Beir, vault: Path) -> dict[str, str]:
 
 
 # -- rows ----------------------------------------------------------------------------------
-def _fold_to_notes(items: Sequence[tuple[str, float]], shard_path: Callable[[str], str | None], mapping: dict[str, str]) -> list[str]:
+def _fold_to_notes(
+    items: Sequence[tuple[str, float]], shard_path: Callable[[str], str | None], mapping: dict[str, str]
+) -> list[str]:
     """Shard ranking -> document ids, best shard per note, first DEPTH."""
     out: list[str] = []
     seen: set[str] = set()
@@ -200,8 +244,12 @@ class RowTooSlow(RuntimeError):
 PROBE_QUERIES = 10
 
 
-def _timed_run(queries: dict[str, str], fn: Callable[[str], tuple[list[str], dict[str, Any]]], label: str,
-               budget_s: float | None = None) -> RowResult:
+def _timed_run(
+    queries: dict[str, str],
+    fn: Callable[[str], tuple[list[str], dict[str, Any]]],
+    label: str,
+    budget_s: float | None = None,
+) -> RowResult:
     """Run `fn` over every query, timing each. With `budget_s`, the first PROBE_QUERIES queries
     project the row's total time; beyond the budget RowTooSlow is raised (nothing else is run)."""
     run: dict[str, list[str]] = {}
@@ -218,8 +266,10 @@ def _timed_run(queries: dict[str, str], fn: Callable[[str], tuple[list[str], dic
         if budget_s is not None and i + 1 == PROBE_QUERIES < len(queries):
             projected = (time.perf_counter() - t_row) / PROBE_QUERIES * len(queries)
             if projected > budget_s:
-                raise RowTooSlow(f"projected {projected:.0f} s for {len(queries)} queries (from the first "
-                                 f"{PROBE_QUERIES}) > budget {budget_s:.0f} s")
+                raise RowTooSlow(
+                    f"projected {projected:.0f} s for {len(queries)} queries (from the first "
+                    f"{PROBE_QUERIES}) > budget {budget_s:.0f} s"
+                )
         if (i + 1) % 50 == 0:
             log(f"  {label}: {i + 1}/{len(queries)} queries ({time.perf_counter() - t_row:.0f} s)")
     return RowResult(run, lat, extra)
@@ -264,6 +314,7 @@ def index_bm25_row(index: Any, data: Beir, mapping: dict[str, str]) -> RowResult
 
 def index_dense_row(index: Any, data: Beir, mapping: dict[str, str]) -> RowResult:
     """The index's dense vectors alone: query embedding + cosine top-k over shards, folded to notes."""
+
     def path_of(node_id: str) -> str | None:
         shard = index.shards.get(node_id)
         return shard.path if shard else None
@@ -278,9 +329,17 @@ def index_dense_row(index: Any, data: Beir, mapping: dict[str, str]) -> RowResul
     return _timed_run(data.queries, one, "dense")
 
 
-def pipeline_row(pipeline: Any, data: Beir, mapping: dict[str, str], label: str, k: int | None = DEPTH,
-                 budget_s: float | None = None, **kwargs: Any) -> RowResult:
+def pipeline_row(
+    pipeline: Any,
+    data: Beir,
+    mapping: dict[str, str],
+    label: str,
+    k: int | None = DEPTH,
+    budget_s: float | None = None,
+    **kwargs: Any,
+) -> RowResult:
     """SearchPipeline.search(query, k=k, **kwargs); results mapped to document ids in order."""
+
     def one(query: str) -> tuple[list[str], dict[str, Any]]:
         res = pipeline.search(query, k=k, record=False, **kwargs)
         docs: list[str] = []
@@ -289,13 +348,15 @@ def pipeline_row(pipeline: Any, data: Beir, mapping: dict[str, str], label: str,
             if doc is not None and doc not in docs:
                 docs.append(doc)
         rr = res.rerank if res.rerank is not None else RerankInfo()
-        info = {"pass2_ran": int(len(res.passes) > 1),
-                "rerank_applied": int(rr.applied),
-                "rerank_pass1_timed_out": int(rr.pass1.timed_out),
-                "rerank_pass2_applied": int(rr.pass2.applied),
-                "rerank_pass2_timed_out": int(rr.pass2.timed_out),
-                "rerank_early_exit": int(rr.early_exit),
-                "rerank_error": int(bool(rr.error))}
+        info = {
+            "pass2_ran": int(len(res.passes) > 1),
+            "rerank_applied": int(rr.applied),
+            "rerank_pass1_timed_out": int(rr.pass1.timed_out),
+            "rerank_pass2_applied": int(rr.pass2.applied),
+            "rerank_pass2_timed_out": int(rr.pass2.timed_out),
+            "rerank_early_exit": int(rr.early_exit),
+            "rerank_error": int(bool(rr.error)),
+        }
         return docs[:DEPTH], info
 
     return _timed_run(data.queries, one, label, budget_s)
@@ -316,7 +377,11 @@ def builtin_metrics(qrels: dict[str, int], ranked: Sequence[str]) -> dict[str, f
     relevant = {d for d, r in qrels.items() if r > 0}
     found = len(relevant & set(ranked[:100]))
     rr = next((1.0 / (i + 1) for i, doc in enumerate(ranked[:10]) if doc in relevant), 0.0)
-    return {"ndcg@10": dcg / idcg if idcg else 0.0, "recall@100": found / len(relevant) if relevant else 0.0, "mrr@10": rr}
+    return {
+        "ndcg@10": dcg / idcg if idcg else 0.0,
+        "recall@100": found / len(relevant) if relevant else 0.0,
+        "mrr@10": rr,
+    }
 
 
 def score(data: Beir, row: RowResult, scorer: str = "ranx") -> tuple[dict[str, float], dict[str, float]]:
@@ -342,7 +407,9 @@ def score(data: Beir, row: RowResult, scorer: str = "ranx") -> tuple[dict[str, f
 
 
 # -- orchestration -------------------------------------------------------------------------
-def open_vault_index(vault: Path, overrides: dict[str, Any], embeddings: bool) -> tuple[Any, Any, dict[str, Any]]:
+def open_vault_index(
+    vault: Path, overrides: dict[str, Any], embeddings: bool
+) -> tuple[Any, Any, dict[str, Any]]:
     """Index the vault with the real indexer (embedding what the cache lacks); (index, settings, report)."""
     from explorer.engine import open_index
     from explorer.config import load_settings
@@ -370,17 +437,29 @@ def open_vault_index(vault: Path, overrides: dict[str, Any], embeddings: bool) -
     embed_s = time.perf_counter() - t
     st = index.stats()
     info = {
-        "notes": st.notes, "shards": st.shards, "vectors": st.embedded, "pending_before": pending,
-        "embedded_now": embedded, "open_s": round(opened, 2), "embed_s": round(embed_s, 2),
+        "notes": st.notes,
+        "shards": st.shards,
+        "vectors": st.embedded,
+        "pending_before": pending,
+        "embedded_now": embedded,
+        "open_s": round(opened, 2),
+        "embed_s": round(embed_s, 2),
         "embed_rate_per_s": round(embedded / embed_s, 1) if embedded and embed_s else None,
-        "model_state": st.model_state, "runtime": st.runtime,
+        "model_state": st.model_state,
+        "runtime": st.runtime,
     }
     log(f"index: {info}")
     return index, settings, info
 
 
-def run_rows(rows: Sequence[str], data: Beir, index: Any, settings: Any, mapping: dict[str, str],
-             on_row: Callable[[str, RowResult], None] | None = None) -> dict[str, RowResult]:
+def run_rows(
+    rows: Sequence[str],
+    data: Beir,
+    index: Any,
+    settings: Any,
+    mapping: dict[str, str],
+    on_row: Callable[[str, RowResult], None] | None = None,
+) -> dict[str, RowResult]:
     """Run the named rows; pipeline rows share one make_pipeline pipeline. `on_row(name, result)`
     is called as each row finishes."""
     from explorer.engine import make_pipeline
@@ -425,9 +504,16 @@ def run_rows(rows: Sequence[str], data: Beir, index: Any, settings: Any, mapping
     return out
 
 
-def run_ablations(ablations: Sequence[tuple[str, str, dict[str, Any]]], data: Beir, index: Any, settings: Any,
-                  mapping: dict[str, str], scorer: str = "ranx", budget_s: float | None = None,
-                  on_done: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+def run_ablations(
+    ablations: Sequence[tuple[str, str, dict[str, Any]]],
+    data: Beir,
+    index: Any,
+    settings: Any,
+    mapping: dict[str, str],
+    scorer: str = "ranx",
+    budget_s: float | None = None,
+    on_done: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
     """Run each (name, row, overrides) with a fresh pipeline built from the overridden settings.
 
     An ablation whose projected time exceeds `budget_s` is not run: its entry says `skipped` and
@@ -439,8 +525,11 @@ def run_ablations(ablations: Sequence[tuple[str, str, dict[str, Any]]], data: Be
     for name, row, overrides in ablations:
         s2 = settings.with_overrides(overrides, origin=f"ablation {name}")
         pipe = make_pipeline(index, s2)
-        kwargs: dict[str, Any] = {"two_pass": False, "rerank": False} if row == "hybrid" else (
-            {"two_pass": True, "rerank": False} if row == "two_pass" else {})
+        kwargs: dict[str, Any] = (
+            {"two_pass": False, "rerank": False}
+            if row == "hybrid"
+            else ({"two_pass": True, "rerank": False} if row == "two_pass" else {})
+        )
         if row == "full_k15":
             kwargs["k"] = None
         log(f"ablation {name} ({row}) ...")
@@ -451,8 +540,16 @@ def run_ablations(ablations: Sequence[tuple[str, str, dict[str, Any]]], data: Be
             out.append({"name": name, "row": row, "overrides": overrides, "skipped": str(exc)})
         else:
             means, _ = score(data, res, scorer)
-            out.append({"name": name, "row": row, "overrides": overrides, **means,
-                        "latency_ms": summary(res.latency_ms), "extra": res.extra})
+            out.append(
+                {
+                    "name": name,
+                    "row": row,
+                    "overrides": overrides,
+                    **means,
+                    "latency_ms": summary(res.latency_ms),
+                    "extra": res.extra,
+                }
+            )
             log(f"  {name}: {means}")
         if on_done is not None:
             on_done(out)
@@ -483,21 +580,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Index the dataset, run the rows (and ablations), print the table and write JSON."""
     offline_environment()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels)")
+    parser.add_argument(
+        "--dataset", type=Path, required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels)"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
-    parser.add_argument("--work-dir", type=Path, default=None, help="vault folder (default OUT/<dataset>-vault; reused)")
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, help="vault folder (default OUT/<dataset>-vault; reused)"
+    )
     parser.add_argument("--limit-queries", type=int, default=None, help="first N test queries only")
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma list of rows (default all: {','.join(ROWS)})")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="settings override for every row")
+    parser.add_argument(
+        "--rows", default=",".join(ROWS), help=f"comma list of rows (default all: {','.join(ROWS)})"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="settings override for every row",
+    )
     parser.add_argument("--no-embeddings", action="store_true", help="BM25 only (dense rows skipped)")
     parser.add_argument("--ablations", action="store_true", help="also run the built-in settings ablations")
-    parser.add_argument("--ablation", action="append", default=[], metavar="ROW:KEY=V,KEY=V",
-                        help="an extra ablation, e.g. hybrid:search.max_terms=0,search.rrf_k=20")
+    parser.add_argument(
+        "--ablation",
+        action="append",
+        default=[],
+        metavar="ROW:KEY=V,KEY=V",
+        help="an extra ablation, e.g. hybrid:search.max_terms=0,search.rrf_k=20",
+    )
     parser.add_argument("--tag", default="", help="suffix of the output file name")
-    parser.add_argument("--ablation-budget", type=float, default=1800.0, metavar="SECONDS",
-                        help="skip (and mark) an ablation whose projected time exceeds this (default 1800)")
-    parser.add_argument("--scorer", choices=("ranx", "builtin"), default="ranx",
-                        help="metric implementation (builtin: plain Python, same formulas, no numba start-up)")
+    parser.add_argument(
+        "--ablation-budget",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="skip (and mark) an ablation whose projected time exceeds this (default 1800)",
+    )
+    parser.add_argument(
+        "--scorer",
+        choices=("ranx", "builtin"),
+        default="ranx",
+        help="metric implementation (builtin: plain Python, same formulas, no numba start-up)",
+    )
     args = parser.parse_args(argv)
 
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
@@ -521,11 +644,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def report(complete: bool) -> dict[str, Any]:
         return {
-            "benchmark": "quality", "dataset": str(args.dataset), "complete": complete,
-            "documents": len(data.corpus), "queries": len(data.queries), "vault": str(vault),
-            "settings_overrides": overrides, "index": index_info, "rows": report_rows, "ablations": ablation_out,
-            "scorer": args.scorer, "ranx_vs_builtin_max_abs_diff": cross_check, "machine": machine(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "wall_s": round(time.perf_counter() - t_all, 1),
+            "benchmark": "quality",
+            "dataset": str(args.dataset),
+            "complete": complete,
+            "documents": len(data.corpus),
+            "queries": len(data.queries),
+            "vault": str(vault),
+            "settings_overrides": overrides,
+            "index": index_info,
+            "rows": report_rows,
+            "ablations": ablation_out,
+            "scorer": args.scorer,
+            "ranx_vs_builtin_max_abs_diff": cross_check,
+            "machine": machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "wall_s": round(time.perf_counter() - t_all, 1),
         }
 
     def row_done(name: str, res: RowResult) -> None:
@@ -535,7 +668,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             cross_check[name] = round(max(abs(plain[m] - means[m]) for m in METRICS), 6)
         lat = summary(res.latency_ms)
         report_rows[name] = {**means, "latency_ms": lat, "extra": res.extra, "per_query_ndcg@10": per_query}
-        table_rows.append([name, means["ndcg@10"], means["recall@100"], means["mrr@10"], f"{lat['median']:.1f}", f"{lat['p95']:.1f}"])
+        table_rows.append(
+            [
+                name,
+                means["ndcg@10"],
+                means["recall@100"],
+                means["mrr@10"],
+                f"{lat['median']:.1f}",
+                f"{lat['p95']:.1f}",
+            ]
+        )
         write_json(out_file, report(False))  # a stopped run keeps every finished row
 
     def ablations_done(done: list[dict[str, Any]]) -> None:
@@ -546,19 +688,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     ablations = list(ABLATIONS) if args.ablations else []
     ablations += [parse_ablation(a) for a in args.ablation]
     if ablations:
-        run_ablations(ablations, data, index, settings, mapping, args.scorer, args.ablation_budget, ablations_done)
+        run_ablations(
+            ablations, data, index, settings, mapping, args.scorer, args.ablation_budget, ablations_done
+        )
     index.close()
 
     headers = ["row", "nDCG@10", "Recall@100", "MRR@10", "p50 ms", "p95 ms"]
-    print(f"\n{data.name}: {len(data.corpus)} documents, {len(data.queries)} queries, {index_info['shards']} shards\n")
+    print(
+        f"\n{data.name}: {len(data.corpus)} documents, {len(data.queries)} queries, {index_info['shards']} shards\n"
+    )
     print(markdown_table(headers, table_rows))
     if ablation_out:
         print()
-        print(markdown_table(["ablation", "row", "nDCG@10", "Recall@100", "MRR@10", "p50 ms", "p95 ms"],
-                             [[a["name"], a["row"], a["ndcg@10"], a["recall@100"], a["mrr@10"],
-                               f"{a['latency_ms']['median']:.1f}", f"{a['latency_ms']['p95']:.1f}"]
-                              if "skipped" not in a else [a["name"], a["row"], "skipped", a["skipped"], "-", "-", "-"]
-                              for a in ablation_out]))
+        print(
+            markdown_table(
+                ["ablation", "row", "nDCG@10", "Recall@100", "MRR@10", "p50 ms", "p95 ms"],
+                [
+                    [
+                        a["name"],
+                        a["row"],
+                        a["ndcg@10"],
+                        a["recall@100"],
+                        a["mrr@10"],
+                        f"{a['latency_ms']['median']:.1f}",
+                        f"{a['latency_ms']['p95']:.1f}",
+                    ]
+                    if "skipped" not in a
+                    else [a["name"], a["row"], "skipped", a["skipped"], "-", "-", "-"]
+                    for a in ablation_out
+                ],
+            )
+        )
     final = report(True)
     write_json(out_file, final)
     log(f"wrote {out_file} ({final['wall_s']} s)")

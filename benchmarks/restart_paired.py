@@ -25,7 +25,16 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.common import DEFAULT_OUT, REPO, log, machine, markdown_table, offline_environment, summary, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    REPO,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    summary,
+    write_json,
+)
 
 CHILD = r"""
 import json, os, resource, sys, time
@@ -80,22 +89,38 @@ print(f"indexed in {lex:.1f} s, vectors {time.time() - t - lex:.1f} s")
 
 def _run(src: Path, code: str, args: list[str], timeout: float) -> tuple[str, str, int]:
     env = dict(os.environ, PYTHONPATH=str(src))
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=src)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=src
+    )
     return proc.stdout, proc.stderr, proc.returncode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build (optionally), then alternate warm restarts of both trees; print a table, write JSON."""
     offline_environment()
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.restart_paired", description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="source tree of the baseline (e.g. a git archive of main)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.restart_paired", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        required=True,
+        help="source tree of the baseline (e.g. a git archive of main)",
+    )
     parser.add_argument("--vault", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--build", action="store_true")
-    parser.add_argument("--shared-index", action="store_true",
-                        help="both trees open the vault's own index folder (trees with the same store schema)")
-    parser.add_argument("--baseline-cache", type=Path, default=None,
-                        help="the baseline opens this index folder, the new tree the vault's own (trees of different store schemas)")
+    parser.add_argument(
+        "--shared-index",
+        action="store_true",
+        help="both trees open the vault's own index folder (trees with the same store schema)",
+    )
+    parser.add_argument(
+        "--baseline-cache",
+        type=Path,
+        default=None,
+        help="the baseline opens this index folder, the new tree the vault's own (trees of different store schemas)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
@@ -104,14 +129,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     vault = args.vault.resolve()
     notes = sum(1 for _ in vault.rglob("*.md"))
     trees = {"baseline": args.baseline.resolve(), "new": REPO}
-    caches = {name: "" if args.shared_index else str(args.out.resolve() / f"restart-cache-{name}-{notes}") for name in trees}
+    caches = {
+        name: "" if args.shared_index else str(args.out.resolve() / f"restart-cache-{name}-{notes}")
+        for name in trees
+    }
     if args.baseline_cache is not None:
         caches = {"baseline": str(args.baseline_cache.resolve()), "new": ""}
     if args.build:
         wordvecs = word_vectors(vocabulary(), args.out)
         for name, src in trees.items():
             t = time.perf_counter()
-            out, err, code = _run(src, BUILD, [str(vault), caches[name], str(wordvecs.resolve()), str(REPO)], 7200)
+            out, err, code = _run(
+                src, BUILD, [str(vault), caches[name], str(wordvecs.resolve()), str(REPO)], 7200
+            )
             log(f"built {name}: {out.strip() or err[-500:]} ({time.perf_counter() - t:.0f} s)")
             if code:
                 return 1
@@ -129,24 +159,68 @@ def main(argv: Sequence[str] | None = None) -> int:
             if i:  # the first round warms the page cache
                 runs[name].append(data)
         log(f"round {i}: " + ", ".join(f"{n} {runs[n][-1]['wall_s'] if i else '-'} s" for n in trees))
-    ratios = {k: [n[k] / b[k] for b, n in zip(runs["baseline"], runs["new"]) if b[k]]
-              for k in ("wall_s", "searchable_s", "open_s", "peak_rss_mb")}
-    report = {"benchmark": "restart_paired", "vault": str(vault), "notes": notes, "machine": machine(),
-              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": runs,
-              "median": {name: {k: statistics.median([r[k] for r in rs]) for k in
-                                ("wall_s", "searchable_s", "import_s", "open_s", "query_s", "peak_rss_mb", "rss_anon_mb",
-                                 "rss_file_mb")}
-                         for name, rs in runs.items()},
-              "paired_ratio_median": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
-              "wall_s": {name: summary([r["wall_s"] for r in rs]) for name, rs in runs.items()}}
+    ratios = {
+        k: [n[k] / b[k] for b, n in zip(runs["baseline"], runs["new"]) if b[k]]
+        for k in ("wall_s", "searchable_s", "open_s", "peak_rss_mb")
+    }
+    report = {
+        "benchmark": "restart_paired",
+        "vault": str(vault),
+        "notes": notes,
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "runs": runs,
+        "median": {
+            name: {
+                k: statistics.median([r[k] for r in rs])
+                for k in (
+                    "wall_s",
+                    "searchable_s",
+                    "import_s",
+                    "open_s",
+                    "query_s",
+                    "peak_rss_mb",
+                    "rss_anon_mb",
+                    "rss_file_mb",
+                )
+            }
+            for name, rs in runs.items()
+        },
+        "paired_ratio_median": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
+        "wall_s": {name: summary([r["wall_s"] for r in rs]) for name, rs in runs.items()},
+    }
     suffix = f"-{args.tag}" if args.tag else ""
     write_json(args.out / f"restart-paired-{notes}{suffix}.json", report)
     m = report["median"]
-    print(markdown_table(
-        ["notes", "tree", "restart to hybrid s (median)", "to searchable s", "open s", "hybrid query s", "peak RSS MB",
-         "anon RSS MB", "mapped file RSS MB"],
-        [[f"{notes:,}", name, m[name]["wall_s"], m[name]["searchable_s"], m[name]["open_s"], m[name]["query_s"], m[name]["peak_rss_mb"],
-          m[name]["rss_anon_mb"], m[name]["rss_file_mb"]] for name in trees]))
+    print(
+        markdown_table(
+            [
+                "notes",
+                "tree",
+                "restart to hybrid s (median)",
+                "to searchable s",
+                "open s",
+                "hybrid query s",
+                "peak RSS MB",
+                "anon RSS MB",
+                "mapped file RSS MB",
+            ],
+            [
+                [
+                    f"{notes:,}",
+                    name,
+                    m[name]["wall_s"],
+                    m[name]["searchable_s"],
+                    m[name]["open_s"],
+                    m[name]["query_s"],
+                    m[name]["peak_rss_mb"],
+                    m[name]["rss_anon_mb"],
+                    m[name]["rss_file_mb"],
+                ]
+                for name in trees
+            ],
+        )
+    )
     print(f"paired ratios new/baseline (median of {args.runs}): {report['paired_ratio_median']}")
     return 0
 

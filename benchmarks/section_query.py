@@ -39,7 +39,16 @@ from typing import Any, Sequence
 import yaml
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, summary, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    pct,
+    summary,
+    write_json,
+)
 
 TEMPLATES: tuple[tuple[str, str], ...] = (
     ("name heading", "{name} {heading}"),
@@ -101,8 +110,15 @@ def queries_for(vault: Path) -> list[dict[str, Any]]:
         for kind, template in TEMPLATES:
             if kind == "heading alone" and vault_wide[heading.casefold()] > 1:
                 continue
-            out.append({"kind": kind, "query": template.format(name=name, heading=heading), "note": rel,
-                        "offset": offset, "heading": heading})
+            out.append(
+                {
+                    "kind": kind,
+                    "query": template.format(name=name, heading=heading),
+                    "note": rel,
+                    "offset": offset,
+                    "heading": heading,
+                }
+            )
     return out
 
 
@@ -114,13 +130,20 @@ def _rank(ranked: list[tuple[str, str]], note: str, target: str) -> tuple[int | 
 
     A long section is cut into pieces (`node_id@2`, ...): any piece of the target section counts.
     """
-    section = next((i + 1 for i, (_, n) in enumerate(ranked) if _PIECE.sub("", n) == _PIECE.sub("", target)), None)
+    section = next(
+        (i + 1 for i, (_, n) in enumerate(ranked) if _PIECE.sub("", n) == _PIECE.sub("", target)), None
+    )
     note_rank = next((i + 1 for i, (p, _) in enumerate(ranked) if p == note), None)
     return section, note_rank
 
 
-def run(vault: Path, queries: list[dict[str, Any]], rows: list[tuple[str, dict[str, Any]]], cache: Path,
-        bm25: bool = True) -> dict[str, Any]:
+def run(
+    vault: Path,
+    queries: list[dict[str, Any]],
+    rows: list[tuple[str, dict[str, Any]]],
+    cache: Path,
+    bm25: bool = True,
+) -> dict[str, Any]:
     """Every query through each row (pipeline with overrides) and plain BM25; rates per kind and the misses."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
@@ -129,7 +152,9 @@ def run(vault: Path, queries: list[dict[str, Any]], rows: list[tuple[str, dict[s
     out: dict[str, Any] = {}
     targets: dict[int, str] = {}
     for label, overrides in rows:
-        index, settings, info = open_vault_index(vault, {**overrides, "index.cache_dir": str(cache)}, embeddings=True)
+        index, settings, info = open_vault_index(
+            vault, {**overrides, "index.cache_dir": str(cache)}, embeddings=True
+        )
         index.load_all_notes()
         for i, q in enumerate(queries):
             shard = index.shard_at(q["note"], q["offset"])
@@ -169,8 +194,14 @@ def run(vault: Path, queries: list[dict[str, Any]], rows: list[tuple[str, dict[s
 
 def _score(q: dict[str, Any], target: str, ranked: list[tuple[str, str]]) -> dict[str, Any]:
     section, note = _rank(ranked, q["note"], target)
-    return {"kind": q["kind"], "query": q["query"], "target": target, "section": section, "note_rank": note,
-            "top": ranked[0][1] if ranked else None}
+    return {
+        "kind": q["kind"],
+        "query": q["query"],
+        "target": target,
+        "section": section,
+        "note_rank": note,
+        "top": ranked[0][1] if ranked else None,
+    }
 
 
 def _rates(per: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -195,20 +226,32 @@ def prepare(work: Path, seed: int) -> list[tuple[str, Path]]:
     sample = work / "sample_vault"
     if sample.exists():
         shutil.rmtree(sample)
-    shutil.copytree(Path(__file__).resolve().parent.parent / "sample_vault", sample,
-                    ignore=shutil.ignore_patterns(".explorer"))
+    shutil.copytree(
+        Path(__file__).resolve().parent.parent / "sample_vault",
+        sample,
+        ignore=shutil.ignore_patterns(".explorer"),
+    )
     generated = work / f"obsidian-vault-{seed}"
     obsidian_vault.write(generated, seed)
     return [("sample_vault", sample), (f"generated (seed {seed})", generated)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.section_query", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.section_query", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
-    parser.add_argument("--vault", type=Path, action="append", default=[], help="another vault to measure (read in place)")
-    parser.add_argument("--row", action="append", default=[], metavar="LABEL:KEY=V,KEY=V",
-                        help="extra row with settings overrides (the default row always runs)")
+    parser.add_argument(
+        "--vault", type=Path, action="append", default=[], help="another vault to measure (read in place)"
+    )
+    parser.add_argument(
+        "--row",
+        action="append",
+        default=[],
+        metavar="LABEL:KEY=V,KEY=V",
+        help="extra row with settings overrides (the default row always runs)",
+    )
     parser.add_argument("--generated-only", action="store_true", help="leave out sample_vault")
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     parser.add_argument("--show-misses", type=int, default=10, help="misses printed per vault and row")
@@ -217,9 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[tuple[str, dict[str, Any]]] = [("default", {})]
     for spec in args.row:
         label, _, sets = spec.partition(":")
-        rows.append((label, {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in sets.split(",") if kv)}))
+        rows.append(
+            (label, {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in sets.split(",") if kv)})
+        )
     work = args.out / "section-query"
-    vaults = prepare(work, args.seed)[1 if args.generated_only else 0:] + [(str(v), v) for v in args.vault]
+    vaults = prepare(work, args.seed)[1 if args.generated_only else 0 :] + [(str(v), v) for v in args.vault]
     report: dict[str, Any] = {"machine": machine(), "vaults": {}}
     table = []
     for vault_name, vault in vaults:
@@ -231,14 +276,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label in ["rank_bm25"] + [r[0] for r in rows]:
             lat = res[label].get("latency_ms", {}).get("median")
             for kind, r in res[label]["rates"].items():
-                table.append([vault_name, label, kind, r["n"], pct(r["section@1"]), pct(r["section@5"]), pct(r["note@1"]),
-                              "-" if lat is None else f"{lat:.1f}"])
+                table.append(
+                    [
+                        vault_name,
+                        label,
+                        kind,
+                        r["n"],
+                        pct(r["section@1"]),
+                        pct(r["section@5"]),
+                        pct(r["note@1"]),
+                        "-" if lat is None else f"{lat:.1f}",
+                    ]
+                )
             if label != "rank_bm25":
                 misses = [p for p in res[label]["per_query"] if p["section"] != 1]
                 for miss in misses[: args.show_misses]:
-                    log(f"  {label} miss {miss['kind']}: {miss['query']!r} -> {miss['target']} "
-                        f"(section rank {miss['section']}, note rank {miss['note_rank']}; top {miss['top']})")
-    print(markdown_table(["vault", "row", "queries", "n", "section@1", "section@5", "note@1", "median ms"], table))
+                    log(
+                        f"  {label} miss {miss['kind']}: {miss['query']!r} -> {miss['target']} "
+                        f"(section rank {miss['section']}, note rank {miss['note_rank']}; top {miss['top']})"
+                    )
+    print(
+        markdown_table(
+            ["vault", "row", "queries", "n", "section@1", "section@5", "note@1", "median ms"], table
+        )
+    )
     path = args.out / ("section_query" + (f"-{args.tag}" if args.tag else "") + ".json")
     write_json(path, report)
     log(f"wrote {path}")

@@ -40,7 +40,7 @@ def run(vault: Path, edits: int, takes: int) -> dict:
     free: list[float] = []
     held: list[float] = []
     for i in range(edits):
-        for hold in ((False, True) if i % 2 == 0 else (True, False)):
+        for hold in (False, True) if i % 2 == 0 else (True, False):
             path = rng.choice(notes)
             p = vault / path
             p.write_text(p.read_text(encoding="utf-8") + f"\nedit {i} {hold} zzbench{i}\n", encoding="utf-8")
@@ -54,8 +54,12 @@ def run(vault: Path, edits: int, takes: int) -> dict:
     counts = index.stats()
     index.close()
     out = {
-        "notes": counts.notes, "shards": counts.shards, "open_s": round(opened, 2),
-        "snapshot_us": summary(take), "batch_free_ms": summary(free), "batch_held_ms": summary(held),
+        "notes": counts.notes,
+        "shards": counts.shards,
+        "open_s": round(opened, 2),
+        "snapshot_us": summary(take),
+        "batch_free_ms": summary(free),
+        "batch_held_ms": summary(held),
         "held_over_free_median": round(summary(held)["median"] / summary(free)["median"], 3),
         "machine": machine(),
     }
@@ -63,7 +67,9 @@ def run(vault: Path, edits: int, takes: int) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.snapshot_cost", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.snapshot_cost", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--vault", type=Path, required=True)
     parser.add_argument("--edits", type=int, default=30)
     parser.add_argument("--takes", type=int, default=2000)

@@ -44,8 +44,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from benchmarks.common import (
-    DEFAULT_OUT, REPO, current_rss_mb, log, machine, markdown_table, offline_environment, peak_rss_mb,
-    summary, write_json,
+    DEFAULT_OUT,
+    REPO,
+    current_rss_mb,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    peak_rss_mb,
+    summary,
+    write_json,
 )
 
 GENERATOR_VERSION = 1
@@ -90,7 +98,9 @@ def vocabulary(size: int = VOCAB_SIZE, seed: int = 7) -> list[str]:
     vowels = "a e i o u ai ea ee oa ou io".split()
     codas = ["", "", "n", "r", "s", "t", "l", "m", "nd", "st", "rk", "x"]
     while len(words) < size:
-        w = "".join(rng.choice(onsets) + rng.choice(vowels) for _ in range(rng.randint(1, 3))) + rng.choice(codas)
+        w = "".join(rng.choice(onsets) + rng.choice(vowels) for _ in range(rng.randint(1, 3))) + rng.choice(
+            codas
+        )
         if w not in seen and len(w) > 2:
             seen.add(w)
             words.append(w)
@@ -116,9 +126,9 @@ class _WordStream:
         """The next `n` words."""
         if self._pos + n > len(self._buf):
             fresh = self._rng.choice(len(self.vocab), size=max(n, 200_000), p=self._p).tolist()
-            self._buf = self._buf[self._pos:] + [self.vocab[i] for i in fresh]
+            self._buf = self._buf[self._pos :] + [self.vocab[i] for i in fresh]
             self._pos = 0
-        out = self._buf[self._pos:self._pos + n]
+        out = self._buf[self._pos : self._pos + n]
         self._pos += n
         return out
 
@@ -137,12 +147,16 @@ def _paragraph(stream: _WordStream, rng: random.Random, n_words: int) -> str:
     return " ".join(out)
 
 
-def generate_note(stream: _WordStream, rng: random.Random, title: str, titles: list[str], tags: list[str]) -> str:
+def generate_note(
+    stream: _WordStream, rng: random.Random, title: str, titles: list[str], tags: list[str]
+) -> str:
     """One note of 80-600 words: frontmatter (30 %), `# Title`, `##` sections, lists, links, tags."""
     total = int(rng.triangular(80, 600, 220))
     parts: list[str] = []
     if rng.random() < 0.3:
-        parts.append(f"---\ntags: [{', '.join(rng.sample(tags, 2))}]\ncreated: 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}\n---\n")
+        parts.append(
+            f"---\ntags: [{', '.join(rng.sample(tags, 2))}]\ncreated: 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}\n---\n"
+        )
     parts.append(f"# {title}\n")
     sections = max(1, total // 150)
     per = total // sections
@@ -172,7 +186,13 @@ def ensure_vault(size: int, out: Path, vocab: list[str], seed: int = 1) -> Path:
     """Generate (or reuse) the vault of `size` notes under `out`."""
     root = out / f"speed-vault-{size}"
     manifest = root / ".bench-manifest.json"
-    params = {"generator": GENERATOR_VERSION, "size": size, "seed": seed, "vocab": len(vocab), "zipf": [ZIPF_S, ZIPF_Q]}
+    params = {
+        "generator": GENERATOR_VERSION,
+        "size": size,
+        "seed": seed,
+        "vocab": len(vocab),
+        "zipf": [ZIPF_S, ZIPF_Q],
+    }
     if manifest.is_file():
         try:
             if json.loads(manifest.read_text(encoding="utf-8")) == params:
@@ -240,7 +260,9 @@ def word_vectors(vocab: list[str], out: Path) -> Path:
     return path
 
 
-def install_standin_vectors(index: Any, wordvec_path: Path, vocab: list[str], chunk: int = 8192) -> dict[str, Any]:
+def install_standin_vectors(
+    index: Any, wordvec_path: Path, vocab: list[str], chunk: int = 8192
+) -> dict[str, Any]:
     """Give every shard without a vector the tf-idf weighted mean of its words' real-model vectors.
 
     The vectors go into the index's vector cache (keyed by shard hash, so a restart loads them as
@@ -257,22 +279,26 @@ def install_standin_vectors(index: Any, wordvec_path: Path, vocab: list[str], ch
     for s in shards:
         first_of.setdefault(s.hash, s)
     hashes = list(first_of)
-    docs = [[word_id[w] for w in _WORD.findall(first_of[h].search_text.lower()) if w in word_id] for h in hashes]
+    docs = [
+        [word_id[w] for w in _WORD.findall(first_of[h].search_text.lower()) if w in word_id] for h in hashes
+    ]
     df = np.zeros(len(vocab), dtype=np.float64)
     for d in docs:
         df[list(set(d))] += 1
     idf = (np.log((len(docs) + 1) / (df + 1)) + 1.0).astype(np.float32)
     vec_of: dict[str, np.ndarray] = {}
     for start in range(0, len(hashes), chunk):
-        block = docs[start:start + chunk]
+        block = docs[start : start + chunk]
         indptr = np.cumsum([0] + [len(d) for d in block])
         indices = np.fromiter((j for d in block for j in d), dtype=np.int64, count=int(indptr[-1]))
-        m = sparse.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(block), len(vocab)))
+        m = sparse.csr_matrix(
+            (np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(block), len(vocab))
+        )
         m.sum_duplicates()
         m = sparse.csr_matrix(m.multiply(idf[None, :]))
         vecs = np.asarray(m @ wv, dtype=np.float32)
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-        part = dict(zip(hashes[start:start + chunk], vecs))
+        part = dict(zip(hashes[start : start + chunk], vecs))
         index.store.put_vectors(index.model_id, part)
         vec_of.update(part)
     with index.lock:
@@ -307,8 +333,16 @@ def _profile(fn: Callable[[], None], path: Path, top: int = 35) -> None:
     path.write_text(buf.getvalue(), encoding="utf-8")
 
 
-def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int, wordvec_path: Path,
-           result_path: Path, profile_dir: Path | None) -> int:
+def worker(
+    vault: Path,
+    size: int,
+    n_queries: int,
+    edits: int,
+    vector_edits: int,
+    wordvec_path: Path,
+    result_path: Path,
+    profile_dir: Path | None,
+) -> int:
     """Measure one vault in this process; results are written to `result_path` after every phase."""
     res: dict[str, Any] = {"size": size, "vault": str(vault), "phases_done": []}
 
@@ -325,6 +359,7 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
     from explorer.config import load_settings
     from explorer.text.tokenize import tokenize
     from explorer.index.vault_index import VaultIndex
+
     res["import_s"] = round(time.perf_counter() - t, 2)
 
     vocab = vocabulary()
@@ -332,7 +367,9 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
     queries = make_queries(vocab, len(labels) * n_queries + 5)
     # Each measurement gets its own queries, so no cache (results, highlights) is shared.
     warm = queries[:5]
-    query_sets = {label: queries[5 + i * n_queries:5 + (i + 1) * n_queries] for i, label in enumerate(labels)}
+    query_sets = {
+        label: queries[5 + i * n_queries : 5 + (i + 1) * n_queries] for i, label in enumerate(labels)
+    }
 
     # cold lexical index: no store, nothing cached
     shutil.rmtree(vault / ".explorer", ignore_errors=True)
@@ -366,10 +403,15 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
     # 0.40 cosine floor on these vaults, so keystroke_deep repeats the keystroke measurement with
     # no floor: every dense ranking then runs 100 notes deep and the feedback ranking always runs
     # (the worst case for fusion).
-    deep = make_pipeline(index, settings.with_overrides({"search.dense_threshold": 0.0}, origin="keystroke_deep"))
-    for label, pipe, kwargs in (("keystroke", pipeline, {"two_pass": False, "rerank": False}), ("full", pipeline, {}),
-                                ("full_rerank", pipeline, {"rerank": True}),
-                                ("keystroke_deep", deep, {"two_pass": False, "rerank": False})):
+    deep = make_pipeline(
+        index, settings.with_overrides({"search.dense_threshold": 0.0}, origin="keystroke_deep")
+    )
+    for label, pipe, kwargs in (
+        ("keystroke", pipeline, {"two_pass": False, "rerank": False}),
+        ("full", pipeline, {}),
+        ("full_rerank", pipeline, {"rerank": True}),
+        ("keystroke_deep", deep, {"two_pass": False, "rerank": False}),
+    ):
         queries = query_sets[label]
         lat, stages = [], []
         dense_hits, bm25_hits, pass2, rerank_applied, dense_mode, feedback = [], [], 0, 0, 0, 0
@@ -406,7 +448,9 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
         original = file.read_text(encoding="utf-8")
         marker = f"zqbench{i}x{os.getpid()}"
         t0 = time.perf_counter()
-        file.write_text(original + f"\nEdited just now: {marker} about the garden budget.\n", encoding="utf-8")
+        file.write_text(
+            original + f"\nEdited just now: {marker} about the garden budget.\n", encoding="utf-8"
+        )
         index.refresh(paths=[rel])
         if with_vectors:
             index.embed_pending()
@@ -428,7 +472,7 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
     lex = [edit_once(i, rel, False) for i, rel in enumerate(targets[:edits])]
     res["save_lexical"] = {"latency_ms": summary(lex)}
     save("save_lexical")
-    vec = [edit_once(1000 + i, rel, True) for i, rel in enumerate(targets[edits:edits + vector_edits])]
+    vec = [edit_once(1000 + i, rel, True) for i, rel in enumerate(targets[edits : edits + vector_edits])]
     res["save_vectors"] = {"latency_ms": summary(vec)}
     save("save_vectors")
 
@@ -436,9 +480,14 @@ def worker(vault: Path, size: int, n_queries: int, edits: int, vector_edits: int
     if profile_dir is not None:
         sample = queries[:60]
         pipeline._cache.clear()  # noqa: SLF001 - profile real work, not cache hits
-        _profile(lambda: [pipeline.search(q + " x", two_pass=False, rerank=False) for q in sample],
-                 profile_dir / f"speed-profile-{size}-keystroke.txt")
-        _profile(lambda: [pipeline.search(q + " y") for q in sample], profile_dir / f"speed-profile-{size}-full.txt")
+        _profile(
+            lambda: [pipeline.search(q + " x", two_pass=False, rerank=False) for q in sample],
+            profile_dir / f"speed-profile-{size}-keystroke.txt",
+        )
+        _profile(
+            lambda: [pipeline.search(q + " y") for q in sample],
+            profile_dir / f"speed-profile-{size}-full.txt",
+        )
         index.close()
         shutil.rmtree(vault / ".explorer-profile", ignore_errors=True)
         prof_settings = load_settings(vault, {"index.cache_dir": str(vault / ".explorer-profile")})
@@ -480,17 +529,21 @@ def restart_child(vault: Path, query: str, parent_t0: float) -> int:
     out = pipeline.search(query, two_pass=False, rerank=False)
     t_done = time.time()
     st = index.stats()
-    print(json.dumps({
-        "since_parent_s": round(t_done - parent_t0, 3),
-        "since_child_start_s": round(t_done - t_child, 3),
-        "imports_s": round(t_import - t_child, 3),
-        "open_s": round(t_open - t_import, 3),
-        "first_query_s": round(t_done - t_open, 3),
-        "dense": bool(out.mode.dense),
-        "shards_without_vectors": st.pending,
-        "changed_on_open": len(report.added) + len(report.changed),
-        "peak_rss_mb": peak_rss_mb(),
-    }))
+    print(
+        json.dumps(
+            {
+                "since_parent_s": round(t_done - parent_t0, 3),
+                "since_child_start_s": round(t_done - t_child, 3),
+                "imports_s": round(t_import - t_child, 3),
+                "open_s": round(t_open - t_import, 3),
+                "first_query_s": round(t_done - t_open, 3),
+                "dense": bool(out.mode.dense),
+                "shards_without_vectors": st.pending,
+                "changed_on_open": len(report.added) + len(report.changed),
+                "peak_rss_mb": peak_rss_mb(),
+            }
+        )
+    )
     index.close()
     return 0
 
@@ -525,7 +578,9 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
         texts = [by_hash[h].search_text for h in sorted(chosen_hashes)]
         emb = index.embedder()
         emb.encode(texts[:16])
-        tokens = [len(e.ids) for e in emb._tokenizer.encode_batch(texts)] if hasattr(emb, "_tokenizer") else []
+        tokens = (
+            [len(e.ids) for e in emb._tokenizer.encode_batch(texts)] if hasattr(emb, "_tokenizer") else []
+        )
         indexer, onnx = [], []
         for _ in range(repeats):
             with index.lock:
@@ -547,22 +602,33 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
         st = []
         for _ in range(repeats):
             t = time.perf_counter()
-            model.encode(texts, batch_size=settings.index.embed_batch, normalize_embeddings=True, show_progress_bar=False)
+            model.encode(
+                texts,
+                batch_size=settings.index.embed_batch,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
             st.append(len(texts) / (time.perf_counter() - t))
         import torch
 
-        print(json.dumps({
-            "shards": len(texts),
-            "tokens_median": statistics.median(tokens) if tokens else None,
-            "indexer_per_s": [round(x, 1) for x in indexer],
-            "onnx_raw_per_s": [round(x, 1) for x in onnx],
-            "st_raw_per_s": [round(x, 1) for x in st],
-            "indexer_runtime": index.runtime,
-            "torch_threads": torch.get_num_threads(),
-            "st_import_s": round(import_s, 1),
-            "ratio_indexer_vs_st": round(statistics.median(indexer) / statistics.median(st), 3),
-            "ratio_indexer_vs_onnx_raw": round(statistics.median(indexer) / statistics.median(onnx), 3),
-        }))
+        print(
+            json.dumps(
+                {
+                    "shards": len(texts),
+                    "tokens_median": statistics.median(tokens) if tokens else None,
+                    "indexer_per_s": [round(x, 1) for x in indexer],
+                    "onnx_raw_per_s": [round(x, 1) for x in onnx],
+                    "st_raw_per_s": [round(x, 1) for x in st],
+                    "indexer_runtime": index.runtime,
+                    "torch_threads": torch.get_num_threads(),
+                    "st_import_s": round(import_s, 1),
+                    "ratio_indexer_vs_st": round(statistics.median(indexer) / statistics.median(st), 3),
+                    "ratio_indexer_vs_onnx_raw": round(
+                        statistics.median(indexer) / statistics.median(onnx), 3
+                    ),
+                }
+            )
+        )
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     return 0
@@ -571,7 +637,9 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
 def _child(args: list[str], timeout: float) -> tuple[dict[str, Any] | None, float, str]:
     """Run `python -m benchmarks.speed ARGS`; (last JSON line of stdout, wall seconds, stderr tail)."""
     t = time.perf_counter()
-    proc = subprocess.run([PYTHON, "-m", "benchmarks.speed", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [PYTHON, "-m", "benchmarks.speed", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
     wall = time.perf_counter() - t
     data = None
     for line in reversed(proc.stdout.splitlines()):
@@ -589,7 +657,9 @@ def run_cli(vault: Path, queries: list[str], runs: int) -> dict[str, Any]:
     for i in range(runs + 1):
         q = queries[i % len(queries)]
         t = time.perf_counter()
-        proc = subprocess.run([*cmd0, "search", q, "--vault", str(vault), "--json"], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [*cmd0, "search", q, "--vault", str(vault), "--json"], capture_output=True, text=True, timeout=120
+        )
         wall = time.perf_counter() - t
         try:
             data = json.loads(proc.stdout)
@@ -604,10 +674,17 @@ def run_cli(vault: Path, queries: list[str], runs: int) -> dict[str, Any]:
         hybrid.append(bool(data.get("mode", {}).get("dense")))
         inner.append(float(data.get("timings_ms", {}).get("total", 0.0)))
         rerank.append(bool((data.get("rerank") or {}).get("applied")))
-    return {"wall_s": summary(walls), "hybrid": all(hybrid), "hybrid_runs": sum(hybrid), "runs": len(walls),
-            "search_total_ms_median": round(statistics.median(inner), 1), "rerank_applied_runs": sum(rerank),
-            "exit_codes": codes, "stderr_of_failed_runs": errors[:3],
-            "command": " ".join([*cmd0, "search", "QUERY", "--vault", str(vault), "--json"])}
+    return {
+        "wall_s": summary(walls),
+        "hybrid": all(hybrid),
+        "hybrid_runs": sum(hybrid),
+        "runs": len(walls),
+        "search_total_ms_median": round(statistics.median(inner), 1),
+        "rerank_applied_runs": sum(rerank),
+        "exit_codes": codes,
+        "stderr_of_failed_runs": errors[:3],
+        "command": " ".join([*cmd0, "search", "QUERY", "--vault", str(vault), "--json"]),
+    }
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -622,39 +699,96 @@ def tables(report: dict[str, Any]) -> str:
     rows = []
     for size, r in sorted(report["sizes"].items(), key=lambda kv: int(kv[0])):
         restart = r.get("warm_restart", {})
-        rows.append([
-            f"{int(size):,}", r.get("shards", "-"), r.get("cold_lexical_s", "-"),
-            f"{_fmt(r.get('keystroke', {}).get('latency_ms'))} / {_fmt(r.get('keystroke', {}).get('latency_ms'), 'p95')}",
-            f"{_fmt(r.get('full', {}).get('latency_ms'))} / {_fmt(r.get('full', {}).get('latency_ms'), 'p95')}",
-            f"{_fmt(r.get('full_rerank', {}).get('latency_ms'))} / {_fmt(r.get('full_rerank', {}).get('latency_ms'), 'p95')}",
-            f"{_fmt(r.get('keystroke_deep', {}).get('latency_ms'))} / {_fmt(r.get('keystroke_deep', {}).get('latency_ms'), 'p95')}",
-            f"{_fmt(r.get('save_lexical', {}).get('latency_ms'))} / {_fmt(r.get('save_lexical', {}).get('latency_ms'), 'p95')}",
-            f"{_fmt(r.get('save_vectors', {}).get('latency_ms'))} / {_fmt(r.get('save_vectors', {}).get('latency_ms'), 'p95')}",
-            _fmt(restart.get("wall_s")) if restart else "-",
-            r.get("peak_rss_mb", "-"),
-            restart.get("peak_rss_mb_median", "-") if restart else "-",
-        ])
-    out = [markdown_table(
-        ["notes", "shards", "cold lexical s", "keystroke ms p50 / p95", "full ms p50 / p95", "full + rerank ms p50 / p95",
-         "keystroke, no dense floor ms p50 / p95", "save->searchable lexical ms p50 / p95", "save->searchable +vectors ms p50 / p95",
-         "warm restart s (median)", "peak RSS MB (bench process)", "peak RSS MB (restart process)"], rows)]
+        rows.append(
+            [
+                f"{int(size):,}",
+                r.get("shards", "-"),
+                r.get("cold_lexical_s", "-"),
+                f"{_fmt(r.get('keystroke', {}).get('latency_ms'))} / {_fmt(r.get('keystroke', {}).get('latency_ms'), 'p95')}",
+                f"{_fmt(r.get('full', {}).get('latency_ms'))} / {_fmt(r.get('full', {}).get('latency_ms'), 'p95')}",
+                f"{_fmt(r.get('full_rerank', {}).get('latency_ms'))} / {_fmt(r.get('full_rerank', {}).get('latency_ms'), 'p95')}",
+                f"{_fmt(r.get('keystroke_deep', {}).get('latency_ms'))} / {_fmt(r.get('keystroke_deep', {}).get('latency_ms'), 'p95')}",
+                f"{_fmt(r.get('save_lexical', {}).get('latency_ms'))} / {_fmt(r.get('save_lexical', {}).get('latency_ms'), 'p95')}",
+                f"{_fmt(r.get('save_vectors', {}).get('latency_ms'))} / {_fmt(r.get('save_vectors', {}).get('latency_ms'), 'p95')}",
+                _fmt(restart.get("wall_s")) if restart else "-",
+                r.get("peak_rss_mb", "-"),
+                restart.get("peak_rss_mb_median", "-") if restart else "-",
+            ]
+        )
+    out = [
+        markdown_table(
+            [
+                "notes",
+                "shards",
+                "cold lexical s",
+                "keystroke ms p50 / p95",
+                "full ms p50 / p95",
+                "full + rerank ms p50 / p95",
+                "keystroke, no dense floor ms p50 / p95",
+                "save->searchable lexical ms p50 / p95",
+                "save->searchable +vectors ms p50 / p95",
+                "warm restart s (median)",
+                "peak RSS MB (bench process)",
+                "peak RSS MB (restart process)",
+            ],
+            rows,
+        )
+    ]
     if report.get("embedding"):
         e = report["embedding"]
         out.append("")
-        out.append(markdown_table(
-            ["shards", "indexer embed_pending /s", "raw ONNX encode /s", "raw SentenceTransformer.encode /s", "indexer / ST", "indexer / raw ONNX"],
-            [[e.get("shards"), statistics.median(e["indexer_per_s"]), statistics.median(e["onnx_raw_per_s"]),
-              statistics.median(e["st_raw_per_s"]), e["ratio_indexer_vs_st"], e["ratio_indexer_vs_onnx_raw"]]]))
+        out.append(
+            markdown_table(
+                [
+                    "shards",
+                    "indexer embed_pending /s",
+                    "raw ONNX encode /s",
+                    "raw SentenceTransformer.encode /s",
+                    "indexer / ST",
+                    "indexer / raw ONNX",
+                ],
+                [
+                    [
+                        e.get("shards"),
+                        statistics.median(e["indexer_per_s"]),
+                        statistics.median(e["onnx_raw_per_s"]),
+                        statistics.median(e["st_raw_per_s"]),
+                        e["ratio_indexer_vs_st"],
+                        e["ratio_indexer_vs_onnx_raw"],
+                    ]
+                ],
+            )
+        )
     if report.get("cli"):
         c = report["cli"]
         out.append("")
         if "error" in c:
             out.append(f"one-shot CLI failed: {c['error']}")
         else:
-            out.append(markdown_table(["one-shot CLI", "wall s median", "wall s p95", "runs", "hybrid", "search total ms (median)", "exit codes"],
-                                      [[f"explorer search QUERY --vault V --json ({c.get('vault_notes', '?')} notes)", c["wall_s"]["median"],
-                                        c["wall_s"]["p95"], c["runs"], f"{c['hybrid_runs']}/{c['runs']}", c["search_total_ms_median"],
-                                        " ".join(map(str, c.get("exit_codes", [])))]]))
+            out.append(
+                markdown_table(
+                    [
+                        "one-shot CLI",
+                        "wall s median",
+                        "wall s p95",
+                        "runs",
+                        "hybrid",
+                        "search total ms (median)",
+                        "exit codes",
+                    ],
+                    [
+                        [
+                            f"explorer search QUERY --vault V --json ({c.get('vault_notes', '?')} notes)",
+                            c["wall_s"]["median"],
+                            c["wall_s"]["p95"],
+                            c["runs"],
+                            f"{c['hybrid_runs']}/{c['runs']}",
+                            c["search_total_ms_median"],
+                            " ".join(map(str, c.get("exit_codes", []))),
+                        ]
+                    ],
+                )
+            )
     return "\n".join(out)
 
 
@@ -665,13 +799,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,10000,50000", help="comma list of vault sizes (notes)")
     parser.add_argument("--queries", type=int, default=200, help="queries per latency measurement")
     parser.add_argument("--edits", type=int, default=30, help="edited notes for save->searchable (lexical)")
-    parser.add_argument("--vector-edits", type=int, default=15, help="edited notes for save->searchable with vectors")
+    parser.add_argument(
+        "--vector-edits", type=int, default=15, help="edited notes for save->searchable with vectors"
+    )
     parser.add_argument("--restarts", type=int, default=3, help="warm restarts per size")
     parser.add_argument("--cli-runs", type=int, default=5, help="one-shot CLI runs on the smallest vault")
-    parser.add_argument("--embed-shards", type=int, default=512, help="shards for the embedding throughput test (0: skip)")
+    parser.add_argument(
+        "--embed-shards", type=int, default=512, help="shards for the embedding throughput test (0: skip)"
+    )
     parser.add_argument("--embed-repeats", type=int, default=2)
     parser.add_argument("--cap-s", type=float, default=5400.0, help="time cap of one size's measurements")
-    parser.add_argument("--profile", action="store_true", help="cProfile keystroke, full and cold indexing per size")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile keystroke, full and cold indexing per size"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
     # internal: child processes
@@ -687,8 +827,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.worker:
-        return worker(args.vault, args.size, args.queries, args.edits, args.vector_edits, args.wordvecs, args.result,
-                      args.out if args.profile else None)
+        return worker(
+            args.vault,
+            args.size,
+            args.queries,
+            args.edits,
+            args.vector_edits,
+            args.wordvecs,
+            args.result,
+            args.out if args.profile else None,
+        )
     if args.restart_child:
         return restart_child(args.vault, args.query, args.t0)
     if args.embed_child:
@@ -701,16 +849,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     vocab = vocabulary()
     wordvec_path = word_vectors(vocab, args.out)
     queries = make_queries(vocab, 50, seed=99)
-    report: dict[str, Any] = {"benchmark": "speed", "sizes": {}, "machine": machine(), "targets_at_10k": TARGETS,
-                              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "args": vars(args) | {"out": str(args.out)}}
+    report: dict[str, Any] = {
+        "benchmark": "speed",
+        "sizes": {},
+        "machine": machine(),
+        "targets_at_10k": TARGETS,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "args": vars(args) | {"out": str(args.out)},
+    }
     for size in sizes:
         vault = ensure_vault(size, args.out, vocab)
         result_path = args.out / f"speed-{size}{suffix}.json"
         result_path.unlink(missing_ok=True)
         log(f"== {size} notes: worker")
-        cmd = ["--worker", "--vault", str(vault), "--size", str(size), "--queries", str(args.queries),
-               "--edits", str(args.edits), "--vector-edits", str(args.vector_edits), "--wordvecs", str(wordvec_path),
-               "--result", str(result_path), "--out", str(args.out)] + (["--profile"] if args.profile else [])
+        cmd = [
+            "--worker",
+            "--vault",
+            str(vault),
+            "--size",
+            str(size),
+            "--queries",
+            str(args.queries),
+            "--edits",
+            str(args.edits),
+            "--vector-edits",
+            str(args.vector_edits),
+            "--wordvecs",
+            str(wordvec_path),
+            "--result",
+            str(result_path),
+            "--out",
+            str(args.out),
+        ] + (["--profile"] if args.profile else [])
         proc = subprocess.Popen([PYTHON, "-m", "benchmarks.speed", *cmd], cwd=REPO)
         try:
             proc.wait(timeout=args.cap_s)
@@ -718,12 +888,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             proc.kill()
             proc.wait()
             log(f"[{size}] capped after {args.cap_s:.0f} s; keeping the phases done")
-        r = json.loads(result_path.read_text(encoding="utf-8")) if result_path.is_file() else {"error": "no result"}
+        r = (
+            json.loads(result_path.read_text(encoding="utf-8"))
+            if result_path.is_file()
+            else {"error": "no result"}
+        )
         r["worker_exit"] = proc.returncode
         if "done" in r.get("phases_done", []):
             restarts = []
             for i in range(args.restarts):
-                data, wall, err = _child(["--restart-child", "--vault", str(vault), "--query", queries[i], "--t0", repr(time.time())], 600)
+                data, wall, err = _child(
+                    [
+                        "--restart-child",
+                        "--vault",
+                        str(vault),
+                        "--query",
+                        queries[i],
+                        "--t0",
+                        repr(time.time()),
+                    ],
+                    600,
+                )
                 if data is None:
                     log(f"restart failed: {err}")
                     continue
@@ -746,8 +931,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_json(out_file, report)
     if sizes and args.embed_shards:
         log("== embedding throughput")
-        data, wall, err = _child(["--embed-child", "--vault", str(args.out / f"speed-vault-{min(sizes)}"),
-                                  "--embed-shards", str(args.embed_shards), "--embed-repeats", str(args.embed_repeats)], 3600)
+        data, wall, err = _child(
+            [
+                "--embed-child",
+                "--vault",
+                str(args.out / f"speed-vault-{min(sizes)}"),
+                "--embed-shards",
+                str(args.embed_shards),
+                "--embed-repeats",
+                str(args.embed_repeats),
+            ],
+            3600,
+        )
         report["embedding"] = data if data else {"error": err}
         if not data:
             log(f"embedding throughput failed: {err}")

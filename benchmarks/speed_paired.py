@@ -57,16 +57,38 @@ def _tree_env(src: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(src))
 
 
-def run_tree(name: str, src: Path, vault: Path, size: int, args: argparse.Namespace, wordvecs: Path,
-             queries: list[str]) -> dict[str, Any]:
+def run_tree(
+    name: str, src: Path, vault: Path, size: int, args: argparse.Namespace, wordvecs: Path, queries: list[str]
+) -> dict[str, Any]:
     """The speed worker of tree `src` on `vault`, then `args.restarts` warm restarts."""
     result = vault.parent / f"speed-{size}-{name}.json"
     result.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "benchmarks.speed", "--worker", "--vault", str(vault), "--size", str(size),
-           "--queries", str(args.queries), "--edits", str(args.edits), "--vector-edits", str(args.vector_edits),
-           "--wordvecs", str(wordvecs), "--result", str(result), "--out", str(vault.parent)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.speed",
+        "--worker",
+        "--vault",
+        str(vault),
+        "--size",
+        str(size),
+        "--queries",
+        str(args.queries),
+        "--edits",
+        str(args.edits),
+        "--vector-edits",
+        str(args.vector_edits),
+        "--wordvecs",
+        str(wordvecs),
+        "--result",
+        str(result),
+        "--out",
+        str(vault.parent),
+    ]
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=src, env=_tree_env(src), capture_output=True, text=True, timeout=args.cap_s)
+    proc = subprocess.run(
+        cmd, cwd=src, env=_tree_env(src), capture_output=True, text=True, timeout=args.cap_s
+    )
     res: dict[str, Any] = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else {}
     res["worker_exit"] = proc.returncode
     res["worker_wall_s"] = round(time.perf_counter() - t, 1)
@@ -77,8 +99,14 @@ def run_tree(name: str, src: Path, vault: Path, size: int, args: argparse.Namesp
         return res
     restarts = []
     for i in range(args.restarts + 1):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(vault), str(vault / ".explorer"), queries[i]],
-                             cwd=src, env=_tree_env(src), capture_output=True, text=True, timeout=1200)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(vault), str(vault / ".explorer"), queries[i]],
+            cwd=src,
+            env=_tree_env(src),
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         if out.returncode:
             log(f"{name} restart failed: {out.stderr[-800:]}")
             break
@@ -87,8 +115,10 @@ def run_tree(name: str, src: Path, vault: Path, size: int, args: argparse.Namesp
         if i:  # the first restart warms the page cache
             restarts.append(data)
     if restarts:
-        res["restart"] = {k: statistics.median([r[k] for r in restarts])
-                          for k in ("wall_s", "import_s", "open_s", "query_s", "peak_rss_mb", "rss_anon_mb", "rss_file_mb")}
+        res["restart"] = {
+            k: statistics.median([r[k] for r in restarts])
+            for k in ("wall_s", "import_s", "open_s", "query_s", "peak_rss_mb", "rss_anon_mb", "rss_file_mb")
+        }
         res["restart"]["runs"] = restarts
         res["restart"]["all_hybrid"] = all(r["dense"] and r["pending"] == 0 for r in restarts)
     return res
@@ -97,13 +127,23 @@ def run_tree(name: str, src: Path, vault: Path, size: int, args: argparse.Namesp
 def main(argv: Sequence[str] | None = None) -> int:
     """Run both trees for one size, alternating; print the paired table and write JSON."""
     offline_environment()
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed_paired", description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="source tree of the baseline (e.g. a git archive)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speed_paired", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--baseline", type=Path, required=True, help="source tree of the baseline (e.g. a git archive)"
+    )
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--first", choices=("baseline", "new"), default="baseline", help="tree that runs first in round 1")
-    parser.add_argument("--only", choices=("baseline", "new"), default=None,
-                        help="run one tree (a pair then spans two invocations, each short enough for the timing lock)")
+    parser.add_argument(
+        "--first", choices=("baseline", "new"), default="baseline", help="tree that runs first in round 1"
+    )
+    parser.add_argument(
+        "--only",
+        choices=("baseline", "new"),
+        default=None,
+        help="run one tree (a pair then spans two invocations, each short enough for the timing lock)",
+    )
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--edits", type=int, default=10)
     parser.add_argument("--vector-edits", type=int, default=0)
@@ -143,11 +183,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         order.reverse()
     ratios = {}
     for label, path, _ in FIGURES:
-        vals = [(_get(r["runs"].get("baseline", {}), path), _get(r["runs"].get("new", {}), path)) for r in rounds]
+        vals = [
+            (_get(r["runs"].get("baseline", {}), path), _get(r["runs"].get("new", {}), path)) for r in rounds
+        ]
         ratios[label] = [round(n / b, 3) for b, n in vals if b and n is not None]
-    report = {"benchmark": "speed_paired", "size": args.size, "baseline": str(trees["baseline"]), "machine": machine(),
-              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "args": vars(args) | {"out": str(out), "baseline": str(args.baseline)},
-              "rounds": rounds, "ratios": ratios}
+    report = {
+        "benchmark": "speed_paired",
+        "size": args.size,
+        "baseline": str(trees["baseline"]),
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "args": vars(args) | {"out": str(out), "baseline": str(args.baseline)},
+        "rounds": rounds,
+        "ratios": ratios,
+    }
     suffix = f"-{args.tag}" if args.tag else ""
     only = f"-{args.only}" if args.only else ""
     write_json(out / f"speed-paired-{args.size}{suffix}{only}.json", report)
@@ -155,8 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, path, _ in FIGURES:
         for i, r in enumerate(rounds):
             b, n = _get(r["runs"].get("baseline", {}), path), _get(r["runs"].get("new", {}), path)
-            rows.append([label if i == 0 else "", f"{i + 1} ({r['order'][0]} first)", "-" if b is None else round(b, 1),
-                         "-" if n is None else round(n, 1), f"{n / b:.2f}" if b and n is not None else "-"])
+            rows.append(
+                [
+                    label if i == 0 else "",
+                    f"{i + 1} ({r['order'][0]} first)",
+                    "-" if b is None else round(b, 1),
+                    "-" if n is None else round(n, 1),
+                    f"{n / b:.2f}" if b and n is not None else "-",
+                ]
+            )
     print(markdown_table(["figure", "round", "baseline", "new", "new / baseline"], rows))
     loads = [r["runs"][name].get("load_average", {}) for r in rounds for name in r["runs"]]
     print("load averages by phase:", json.dumps(loads))

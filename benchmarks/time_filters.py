@@ -25,13 +25,23 @@ from typing import Any, Sequence
 
 from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, write_json
 
-WORDS = ("garden tomato compost soil seed harvest coffee espresso grinder roast bean kettle hike trail boots "
-         "ridge summit camp budget invoice savings pension rent tax python docker cluster deploy branch "
-         "commit guitar chord scale rhythm tempo piano novel chapter author review plot hamster wheel "
-         "bedding cage diet vet travel kyoto temple train ticket museum").split()
+WORDS = (
+    "garden tomato compost soil seed harvest coffee espresso grinder roast bean kettle hike trail boots "
+    "ridge summit camp budget invoice savings pension rent tax python docker cluster deploy branch "
+    "commit guitar chord scale rhythm tempo piano novel chapter author review plot hamster wheel "
+    "bedding cage diet vet travel kyoto temple train ticket museum"
+).split()
 STATUS = ("draft", "review", "published", "archived")
-VARIANTS = ("plain", "on:2024", "after:2024-06 before:2025", "on:last month", "[status:draft]", "-[status]",
-            "recent:30d", "recent:off")
+VARIANTS = (
+    "plain",
+    "on:2024",
+    "after:2024-06 before:2025",
+    "on:last month",
+    "[status:draft]",
+    "-[status]",
+    "recent:30d",
+    "recent:off",
+)
 TODAY = dt.date(2025, 6, 15)
 
 
@@ -56,7 +66,9 @@ def write_vault(vault: Path, n: int, seed: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.time_filters", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.time_filters", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--notes", type=int, default=10_000, help="notes in the generated vault")
     parser.add_argument("--queries", type=int, default=30, help="queries (two words each)")
@@ -71,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not vault.exists():
         log(f"writing {args.notes} notes to {vault}")
         write_vault(vault, args.notes, args.seed)
-    index, settings, _ = open_vault_index(vault, {"search.cache_size": 0, "rerank.enabled": False}, embeddings=False)
+    index, settings, _ = open_vault_index(
+        vault, {"search.cache_size": 0, "rerank.enabled": False}, embeddings=False
+    )
     pipeline = make_pipeline(index, settings)
     pipeline.today = lambda: TODAY
     rng = random.Random(args.seed + 1)
@@ -80,7 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     pipeline.search(f"{queries[0]} on:2024", k=10, record=False)
     first_dated = (time.perf_counter() - t) * 1000
     times: dict[str, dict[str, list[float]]] = {v: {q: [] for q in queries} for v in VARIANTS}
-    tops: dict[str, dict[str, list[str]]] = {v: {} for v in ("plain", "recent:off", "recent:30d", "recent:365d")}
+    tops: dict[str, dict[str, list[str]]] = {
+        v: {} for v in ("plain", "recent:off", "recent:30d", "recent:365d")
+    }
     counts: dict[str, list[int]] = {v: [] for v in VARIANTS}
     for r in range(args.repeats):
         for q in queries:
@@ -102,25 +118,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         tops["recent:365d"][q] = [x.document_path for x in res.results if x.source == "search"]
     index.close()
     med = {v: statistics.median(statistics.median(ts) for ts in times[v].values()) for v in VARIANTS}
-    ratio = {v: statistics.median(statistics.median(times[v][q]) / statistics.median(times["plain"][q]) for q in queries)
-             for v in VARIANTS}
+    ratio = {
+        v: statistics.median(
+            statistics.median(times[v][q]) / statistics.median(times["plain"][q]) for q in queries
+        )
+        for v in VARIANTS
+    }
     moved = {}
     for v in ("recent:off", "recent:30d", "recent:365d"):
         top1 = sum(tops[v][q][:1] != tops["plain"][q][:1] for q in queries) / len(queries)
-        overlap = statistics.mean(len(set(tops[v][q][:10]) & set(tops["plain"][q][:10])) / max(len(tops["plain"][q][:10]), 1)
-                                  for q in queries)
+        overlap = statistics.mean(
+            len(set(tops[v][q][:10]) & set(tops["plain"][q][:10])) / max(len(tops["plain"][q][:10]), 1)
+            for q in queries
+        )
         same = sum(tops[v][q] == tops["plain"][q] for q in queries) / len(queries)
         moved[v] = {"top1_changed": top1, "top10_overlap": overlap, "identical_lists": same}
     rows = [[v, f"{med[v]:.1f}", f"{ratio[v]:.2f}", f"{statistics.mean(counts[v]):.1f}"] for v in VARIANTS]
     print(markdown_table(["variant", "median ms", "ratio to plain (paired)", "mean results"], rows))
     print()
-    print(markdown_table(["row", "top 1 changed", "top 10 overlap", "identical lists"],
-                         [[v, f"{m['top1_changed']:.0%}", f"{m['top10_overlap']:.2f}", f"{m['identical_lists']:.0%}"]
-                          for v, m in moved.items()]))
+    print(
+        markdown_table(
+            ["row", "top 1 changed", "top 10 overlap", "identical lists"],
+            [
+                [v, f"{m['top1_changed']:.0%}", f"{m['top10_overlap']:.2f}", f"{m['identical_lists']:.0%}"]
+                for v, m in moved.items()
+            ],
+        )
+    )
     print(f"\nfirst dated query of an index version (note dates read): {first_dated:.1f} ms")
-    report = {"machine": machine(), "notes": args.notes, "queries": len(queries), "repeats": args.repeats,
-              "median_ms": med, "ratio_to_plain": ratio, "mean_results": {v: statistics.mean(c) for v, c in counts.items()},
-              "recency": moved, "first_dated_query_ms": first_dated}
+    report = {
+        "machine": machine(),
+        "notes": args.notes,
+        "queries": len(queries),
+        "repeats": args.repeats,
+        "median_ms": med,
+        "ratio_to_plain": ratio,
+        "mean_results": {v: statistics.mean(c) for v, c in counts.items()},
+        "recency": moved,
+        "first_dated_query_ms": first_dated,
+    }
     write_json(args.out / "time_filters.json", report)
     return 0
 

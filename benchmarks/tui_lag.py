@@ -25,7 +25,15 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, percentile, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    percentile,
+    write_json,
+)
 
 DEFAULT_VAULT = DEFAULT_OUT / "speed-vault-10000"
 STALL_MS = 100.0
@@ -89,8 +97,12 @@ class Echo:
     def report(self) -> dict[str, Any]:
         if not self.latencies:
             return {}
-        return {"keys": len(self.latencies), "median_ms": round(statistics.median(self.latencies), 1),
-                "p99_ms": round(percentile(self.latencies, 99), 1), "max_ms": round(max(self.latencies), 1)}
+        return {
+            "keys": len(self.latencies),
+            "median_ms": round(statistics.median(self.latencies), 1),
+            "p99_ms": round(percentile(self.latencies, 99), 1),
+            "max_ms": round(max(self.latencies), 1),
+        }
 
 
 def type_key(app: Any, char: str) -> None:
@@ -134,8 +146,13 @@ async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) 
                     type_key(app, ch)
                     await asyncio.sleep(key_gap_s)
                 t = time.perf_counter() - key_gap_s  # since the last key
-                done = await _wait(pilot, lambda q=q: screen.results is not None and screen.results.query == q
-                                   and screen.stage == "full", 30)
+                done = await _wait(
+                    pilot,
+                    lambda q=q: (
+                        screen.results is not None and screen.results.query == q and screen.stage == "full"
+                    ),
+                    30,
+                )
                 latencies.append(round((time.perf_counter() - t) * 1000, 1) if done else None)
             out["results_after_last_key_ms"] = latencies
             ticker.phase = "idle"
@@ -152,11 +169,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=12)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
-    parser.add_argument("--no-embedding", action="store_true",
-                        help="a vault whose embedding is unfinished: search with the vectors it has, embed nothing during the run")
+    parser.add_argument(
+        "--no-embedding",
+        action="store_true",
+        help="a vault whose embedding is unfinished: search with the vectors it has, embed nothing during the run",
+    )
     args = parser.parse_args(argv)
     if not (args.vault / ".explorer").is_dir():
-        print(f"{args.vault} has no stored index: run `python -m benchmarks.speed --sizes 10000` first", file=sys.stderr)
+        print(
+            f"{args.vault} has no stored index: run `python -m benchmarks.speed --sizes 10000` first",
+            file=sys.stderr,
+        )
         return 2
     offline_environment()
     if args.no_embedding:
@@ -165,17 +188,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         VaultIndex.pending = lambda self: []  # the model worker then finds nothing to embed
     from benchmarks.speed import make_queries, vocabulary
 
-    queries = [q for q in make_queries(vocabulary(), args.queries * 3) if 2 <= len(q.split()) <= 4][: args.queries]
+    queries = [q for q in make_queries(vocabulary(), args.queries * 3) if 2 <= len(q.split()) <= 4][
+        : args.queries
+    ]
     log(f"typing {len(queries)} queries into the app on {args.vault}")
     report = asyncio.run(measure(args.vault, queries))
     report["machine"] = machine()
     report["no_embedding"] = args.no_embedding
-    rows = [[phase, r["ticks"], r["median_ms"], r["p99_ms"], r["max_ms"], r["stalls_over_100ms"], " ".join(map(str, r["worst_ms"]))]
-            for phase, r in report["phases"].items()]
-    print(markdown_table(["phase", "ticks", "gap median ms", "gap p99 ms", "gap max ms", "gaps > 100 ms", "worst gaps ms"], rows))
+    rows = [
+        [
+            phase,
+            r["ticks"],
+            r["median_ms"],
+            r["p99_ms"],
+            r["max_ms"],
+            r["stalls_over_100ms"],
+            " ".join(map(str, r["worst_ms"])),
+        ]
+        for phase, r in report["phases"].items()
+    ]
+    print(
+        markdown_table(
+            ["phase", "ticks", "gap median ms", "gap p99 ms", "gap max ms", "gaps > 100 ms", "worst gaps ms"],
+            rows,
+        )
+    )
     print(f"key echo (ms): {report.get('echo')}")
-    print(f"index ready {report.get('index_ready_s')} s, model ready {report.get('model_ready_s')} s; "
-          f"results after the last key (ms): {report.get('results_after_last_key_ms')}")
+    print(
+        f"index ready {report.get('index_ready_s')} s, model ready {report.get('model_ready_s')} s; "
+        f"results after the last key (ms): {report.get('results_after_last_key_ms')}"
+    )
     name = f"tui-lag{'-' + args.tag if args.tag else ''}.json"
     write_json(args.out / name, report)
     log(f"wrote {args.out / name}")

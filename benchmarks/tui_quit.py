@@ -28,7 +28,9 @@ SESSION = "explorer-quit-bench"
 
 
 def _screen() -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", SESSION], capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["tmux", "capture-pane", "-p", "-t", SESSION], capture_output=True, text=True
+    ).stdout
 
 
 def _wait(predicate, timeout: float) -> bool:
@@ -48,8 +50,21 @@ def one_run(vault: Path, query: str, timeout: float = 120.0) -> float | None:
         env = f"PYTHONPATH={shlex.quote(str(REPO))} XDG_STATE_HOME={shlex.quote(tmp)} XDG_CONFIG_HOME={shlex.quote(tmp)}"
         app = f"{shlex.quote(sys.executable)} -m explorer {shlex.quote(str(vault))}"
         done = f"date +%s.%N > {shlex.quote(str(stamp))}"  # not python: its start-up would be counted
-        subprocess.run(["tmux", "new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
-                        f"cd {shlex.quote(str(REPO))}; env {env} {app}; {done}; sleep 30"], check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                SESSION,
+                "-x",
+                "120",
+                "-y",
+                "40",
+                f"cd {shlex.quote(str(REPO))}; env {env} {app}; {done}; sleep 30",
+            ],
+            check=True,
+        )
         try:
             if not _wait(lambda: "Search" in _screen(), timeout):
                 return None
@@ -96,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     med = round(statistics.median(times), 3) if times else None
     print("quit s:", [round(t, 3) for t in times], "median", med)
     name = f"tui-quit{'-' + args.tag if args.tag else ''}.json"
-    write_json(args.out / name, {"vault": str(vault), "runs": [round(t, 3) for t in times], "median_s": med,
-                                 "machine": machine()})
+    write_json(
+        args.out / name,
+        {"vault": str(vault), "runs": [round(t, 3) for t in times], "median_s": med, "machine": machine()},
+    )
     return 0
 
 

@@ -19,14 +19,21 @@ EXPLORER = Path(sys.executable).with_name("explorer")
 
 
 def _screen(session: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+    ).stdout
 
 
-def one_run(vault: Path, session: str = "explorer-bench", timeout: float = 20.0) -> tuple[float | None, float | None]:
+def one_run(
+    vault: Path, session: str = "explorer-bench", timeout: float = 20.0
+) -> tuple[float | None, float | None]:
     """(seconds to the first frame, seconds until the typed query shows results)."""
     subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     t0 = time.perf_counter()
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", f"{EXPLORER} {vault}"], check=True)
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", f"{EXPLORER} {vault}"],
+        check=True,
+    )
     first = results = None
     try:
         while time.perf_counter() - t0 < timeout:
@@ -46,7 +53,9 @@ def one_run(vault: Path, session: str = "explorer-bench", timeout: float = 20.0)
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("vault", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent / "sample_vault")
+    parser.add_argument(
+        "vault", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent / "sample_vault"
+    )
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(argv)
     if shutil.which("tmux") is None:
@@ -58,8 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.5)
     firsts = [f for f, _ in runs if f is not None]
     shown = [r for _, r in runs if r is not None]
-    print("first frame s:", [round(f, 2) for f in firsts], "median", round(statistics.median(firsts), 2) if firsts else None)
-    print("typed query shows results s:", [round(r, 2) for r in shown], "median", round(statistics.median(shown), 2) if shown else None)
+    print(
+        "first frame s:",
+        [round(f, 2) for f in firsts],
+        "median",
+        round(statistics.median(firsts), 2) if firsts else None,
+    )
+    print(
+        "typed query shows results s:",
+        [round(r, 2) for r in shown],
+        "median",
+        round(statistics.median(shown), 2) if shown else None,
+    )
     return 0
 
 

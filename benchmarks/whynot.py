@@ -51,9 +51,13 @@ def main() -> None:
             helped += any(c.holds for c in proof.changes)
     index.close()
     times.sort()
-    print(f"{asked} notes asked ({len(QUERIES)} queries) on {vault.name}; a change that reaches the top 10 "
-          f"found for {helped} ({helped / asked:.0%})")
-    print(f"time per proof: median {statistics.median(times):.2f} s, p90 {times[int(0.9 * (len(times) - 1))]:.2f} s")
+    print(
+        f"{asked} notes asked ({len(QUERIES)} queries) on {vault.name}; a change that reaches the top 10 "
+        f"found for {helped} ({helped / asked:.0%})"
+    )
+    print(
+        f"time per proof: median {statistics.median(times):.2f} s, p90 {times[int(0.9 * (len(times) - 1))]:.2f} s"
+    )
     print("| change | run | reached the top 10 |")
     print("|---|---|---|")
     for kind in sorted(stated):

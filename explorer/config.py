@@ -382,8 +382,13 @@ def load_settings(
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: '{section}' must be a [section] table")
         settings = _apply(settings, data, str(path), warn=warn)
-    settings = _apply(settings, _from_environ(environ if environ is not None else os.environ), "environment",
-                      from_text=True, warn=warn)
+    settings = _apply(
+        settings,
+        _from_environ(environ if environ is not None else os.environ),
+        "environment",
+        from_text=True,
+        warn=warn,
+    )
     if flags:
         settings = settings.with_overrides(flags)
     return settings
@@ -395,10 +400,10 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     for name, value in environ.items():
         if not name.startswith("EXPLORER_"):
             continue
-        rest = name[len("EXPLORER_"):].lower()
+        rest = name[len("EXPLORER_") :].lower()
         for section in sections:
             if rest.startswith(section + "_"):
-                out.setdefault(section, {})[rest[len(section) + 1:]] = value
+                out.setdefault(section, {})[rest[len(section) + 1 :]] = value
                 break
     llm = out.setdefault("llm", {})
     for env_name, key in (("OPENAI_BASE_URL", "base_url"), ("OPENAI_API_KEY", "api_key")):
@@ -409,8 +414,13 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _apply(settings: Settings, data: Mapping[str, Any], origin: str, from_text: bool = False,
-           warn: Callable[[str], None] | None = None) -> Settings:
+def _apply(
+    settings: Settings,
+    data: Mapping[str, Any],
+    origin: str,
+    from_text: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> Settings:
     """`settings` with `data` ({section: {key: value}}) applied, every value checked.
 
     Unknown sections and keys go to `warn` with a "did you mean" and are ignored; without
@@ -438,8 +448,14 @@ def _unknown(what: str, name: str, known: list[str], origin: str, warn: Callable
     warn(f"{origin}: {what} is ignored{hint}")
 
 
-def _apply_section(current: Any, section: str, values: Mapping[str, Any], origin: str, from_text: bool,
-                   warn: Callable[[str], None] | None) -> Any:
+def _apply_section(
+    current: Any,
+    section: str,
+    values: Mapping[str, Any],
+    origin: str,
+    from_text: bool,
+    warn: Callable[[str], None] | None,
+) -> Any:
     specs = field_specs(type(current))
     updates: dict[str, Any] = {}
     for key, raw in values.items():
@@ -498,7 +514,11 @@ def _coerce(raw: Any, kind: Any, rule: Range | OneOf | None, key: str, origin: s
     if kind in (int, float):
         whole = kind is int
         noun = "a whole number" if whole else "a finite number"
-        what = f"{noun} {rule.describe()}" if isinstance(rule, Range) else (f"{noun} zero or more" if whole else noun)
+        what = (
+            f"{noun} {rule.describe()}"
+            if isinstance(rule, Range)
+            else (f"{noun} zero or more" if whole else noun)
+        )
         try:
             value = _number(raw, whole, from_text)
         except (ValueError, OverflowError):
@@ -517,8 +537,9 @@ def _coerce(raw: Any, kind: Any, rule: Range | OneOf | None, key: str, origin: s
     return raw
 
 
-def _coerce_tuple(raw: Any, kind: Any, rule: Range | OneOf | None, bad: Callable[[str], ConfigError],
-                  from_text: bool) -> tuple[Any, ...]:
+def _coerce_tuple(
+    raw: Any, kind: Any, rule: Range | OneOf | None, bad: Callable[[str], ConfigError], from_text: bool
+) -> tuple[Any, ...]:
     items = raw
     args = typing.get_args(kind)
     pairs = bool(args) and typing.get_origin(args[0]) is tuple

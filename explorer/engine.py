@@ -34,8 +34,9 @@ def _to_stderr(message: str) -> None:
     print(f"explorer: {message}", file=sys.stderr)
 
 
-def new_index(vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None,
-              embedder: Any = None) -> VaultIndex:
+def new_index(
+    vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None, embedder: Any = None
+) -> VaultIndex:
     """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr)."""
     if settings.index.backend == "milvus":
         from explorer.index.milvus import MilvusIndex
@@ -46,9 +47,14 @@ def new_index(vault: Path, settings: Settings, on_message: Callable[[str], None]
     return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
 
 
-def open_index(vault: Path, settings: Settings, progress: Progress | None = None,
-               on_message: Callable[[str], None] | None = None, embedder: Any = None,
-               load_model: bool = False) -> tuple[VaultIndex, BatchReport]:
+def open_index(
+    vault: Path,
+    settings: Settings,
+    progress: Progress | None = None,
+    on_message: Callable[[str], None] | None = None,
+    embedder: Any = None,
+    load_model: bool = False,
+) -> tuple[VaultIndex, BatchReport]:
     """Open (load + refresh) the index of `vault`; closed again if opening fails.
 
     With `load_model`, the embedding model loads in a background thread meanwhile (for a caller
@@ -123,14 +129,19 @@ def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
     try:
         term_writer, analyser, llm = _llm_components(index, settings)
     except ImportError as exc:
-        notices.append(f"the LLM could not be loaded ({_failed_import(exc)}): "
-                       "keyword search terms and the heuristic analysis are used")
+        notices.append(
+            f"the LLM could not be loaded ({_failed_import(exc)}): "
+            "keyword search terms and the heuristic analysis are used"
+        )
     try:
         reranker = _reranker(index, settings, llm)
     except ImportError as exc:
-        notices.append(f"the reranker could not be loaded ({_failed_import(exc)}): results keep their fused order")
-    return SearchPipeline(index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker,
-                          notices=notices)
+        notices.append(
+            f"the reranker could not be loaded ({_failed_import(exc)}): results keep their fused order"
+        )
+    return SearchPipeline(
+        index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker, notices=notices
+    )
 
 
 # -- serving one-shot searches to other processes ------------------------------------------------
@@ -185,7 +196,14 @@ def _private_folder(folder: Path, create: bool) -> bool:
 def settings_key(settings: Settings) -> str:
     """A fingerprint of what shapes an answer; a server answers only clients whose settings match."""
     # The code's own location too: two checkouts never answer each other.
-    parts = (str(Path(__file__).resolve().parent), settings.vault, settings.index, settings.search, settings.rerank, settings.llm)
+    parts = (
+        str(Path(__file__).resolve().parent),
+        settings.vault,
+        settings.index,
+        settings.search,
+        settings.rerank,
+        settings.llm,
+    )
     return _blake2b(repr(parts).encode(), digest_size=12).hexdigest()
 
 
@@ -206,8 +224,14 @@ class SearchServer:
             JSON is served.
     """
 
-    def __init__(self, vault: Path, index: VaultIndex, settings: Settings, sync: Callable[[], Any] | None = None,
-                 render: Callable[[Any, bool, bool, Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        vault: Path,
+        index: VaultIndex,
+        settings: Settings,
+        sync: Callable[[], Any] | None = None,
+        render: Callable[[Any, bool, bool, Any], None] | None = None,
+    ) -> None:
         self.vault = Path(vault).resolve()
         self.index = index
         self.settings = settings
@@ -268,8 +292,12 @@ class SearchServer:
             os.umask(old)
         os.chmod(self.path, 0o600)
         # A short poll interval: `stop` (on quitting the app) waits for the serving loop to notice.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SERVE_POLL_S},
-                                        name="explorer-serve", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": SERVE_POLL_S},
+            name="explorer-serve",
+            daemon=True,
+        )
         self._thread.start()
         self._warmer = threading.Thread(target=self._warm, name="explorer-serve-warm", daemon=True)
         self._warmer.start()
@@ -347,8 +375,13 @@ class SearchServer:
             if self._pipeline is None:
                 self._pipeline = make_pipeline(self.index, self.settings)
             try:
-                results = self._pipeline.search(query, k=k, dense=not req.get("lexical"),
-                                                two_pass=False if req.get("one_pass") else None, rerank=req.get("rerank"))
+                results = self._pipeline.search(
+                    query,
+                    k=k,
+                    dense=not req.get("lexical"),
+                    two_pass=False if req.get("one_pass") else None,
+                    rerank=req.get("rerank"),
+                )
             except QueryError as exc:
                 return {"ok": True, "query_error": str(exc)}
         if req.get("format") == "text":
@@ -360,8 +393,13 @@ class SearchServer:
         return {"ok": True, "results": results.to_dict()}
 
 
-def serve(vault: Path, index: VaultIndex, settings: Settings, watcher: Any = None,
-          render: Callable[[Any, bool, bool, Any], None] | None = None) -> SearchServer | None:
+def serve(
+    vault: Path,
+    index: VaultIndex,
+    settings: Settings,
+    watcher: Any = None,
+    render: Callable[[Any, bool, bool, Any], None] | None = None,
+) -> SearchServer | None:
     """Start answering one-shot searches of `vault` from this process; None when it cannot (another serves it).
 
     With a watcher, each answer first waits until the watcher applied every change saved before

@@ -70,7 +70,7 @@ def _recorded_unit(text: str) -> float:
     decimals = len(mantissa.partition(".")[2])
     if exponent or decimals > ROUNDED_DECIMALS:
         return 0.0
-    return 10.0 ** -max(decimals, MIN_DECIMALS) if decimals < 3 else 10.0 ** -decimals
+    return 10.0 ** -max(decimals, MIN_DECIMALS) if decimals < 3 else 10.0**-decimals
 
 
 def floats_close(expected: float, actual: float, unit: float = 0.0) -> bool:
@@ -195,8 +195,12 @@ def svg_differences(expected: str, actual: str) -> list[str]:
         return []
     e_tags, a_tags = _TAG.findall(expected), _TAG.findall(actual)
     if e_tags != a_tags:
-        return [next((f"tag {i}: {e!r} != {a!r}" for i, (e, a) in enumerate(zip(e_tags, a_tags)) if e != a),
-                     f"{len(e_tags)} tags != {len(a_tags)} tags")]
+        return [
+            next(
+                (f"tag {i}: {e!r} != {a!r}" for i, (e, a) in enumerate(zip(e_tags, a_tags)) if e != a),
+                f"{len(e_tags)} tags != {len(a_tags)} tags",
+            )
+        ]
     out: list[str] = []
     for i, (e, a) in enumerate(zip(_TAG.split(expected), _TAG.split(actual))):
         e_text, a_text = html.unescape(e), html.unescape(a)

@@ -70,7 +70,13 @@ CASES: dict[str, list[str]] = {
     "search_refine_no_new": ["search", "interval training", "--json"],
     "search_early_return": ["search", "hamster care", "-k", "1", "--json"],
     "search_early_return_k2": ["search", "alice knowledge hamsters", "-k", "2", "--json"],
-    "search_rerank_explain_text": ["search", "what does alice like to eat", "--rerank", "--explain", *_RERANK_ROOM],
+    "search_rerank_explain_text": [
+        "search",
+        "what does alice like to eat",
+        "--rerank",
+        "--explain",
+        *_RERANK_ROOM,
+    ],
     # classic tools
     "find_tfidf": ["find", "hamster", "cage", "--json"],
     "find_phrase": ["find", "great", "wall", "--mode", "phrase", "--json"],
@@ -80,9 +86,27 @@ CASES: dict[str, list[str]] = {
     "find_and_window": ["find", "chain", "rust", "--mode", "and", "--window", "5", "-n", "3"],
     # context windows
     "context_path": ["context", "Pets/hamster-diet.md", "--json"],
-    "context_node": ["context", "Pets/syrian-hamster-care.md#Cage size", "--json", "--before", "200", "--after", "300"],
-    "context_cursor": ["context", "Travel/beijing-notes.md", "--cursor", "400", "--before", "100", "--after", "150",
-                       "--highlight", "wall"],
+    "context_node": [
+        "context",
+        "Pets/syrian-hamster-care.md#Cage size",
+        "--json",
+        "--before",
+        "200",
+        "--after",
+        "300",
+    ],
+    "context_cursor": [
+        "context",
+        "Travel/beijing-notes.md",
+        "--cursor",
+        "400",
+        "--before",
+        "100",
+        "--after",
+        "150",
+        "--highlight",
+        "wall",
+    ],
     "context_missing": ["context", "Nowhere/missing.md", "--json"],
 }
 
@@ -117,7 +141,9 @@ def prepare_vault(dest: Path) -> Path:
 
 def _strip_timings(data: Any) -> Any:
     if isinstance(data, dict):
-        return {k: _strip_timings(v) for k, v in data.items() if k not in _TIMING_KEYS and not k.endswith("_ms")}
+        return {
+            k: _strip_timings(v) for k, v in data.items() if k not in _TIMING_KEYS and not k.endswith("_ms")
+        }
     if isinstance(data, list):
         return [_strip_timings(v) for v in data]
     return data

@@ -30,7 +30,9 @@ class Reply:
     """Seconds between single bytes of the body (a server that answers, but never finishes)."""
 
 
-def chat_body(content: str, prompt_tokens: int = 20, completion_tokens: int = 10, model: str = "fake-model") -> str:
+def chat_body(
+    content: str, prompt_tokens: int = 20, completion_tokens: int = 10, model: str = "fake-model"
+) -> str:
     """The JSON of a chat completion whose single choice says `content`, with a `usage` block."""
     return json.dumps(
         {
@@ -55,9 +57,15 @@ def text(content: str, prompt_tokens: int = 20, completion_tokens: int = 10, del
     return Reply(200, chat_body(content, prompt_tokens, completion_tokens), delay)
 
 
-def terms(search_terms: list[Any], include_preferences: Any = False, include_n_minus_1: Any = False, **kw: Any) -> Reply:
+def terms(
+    search_terms: list[Any], include_preferences: Any = False, include_n_minus_1: Any = False, **kw: Any
+) -> Reply:
     """A 200 reply carrying the search-term JSON object."""
-    obj = {"search_terms": search_terms, "include_preferences": include_preferences, "include_n_minus_1": include_n_minus_1}
+    obj = {
+        "search_terms": search_terms,
+        "include_preferences": include_preferences,
+        "include_n_minus_1": include_n_minus_1,
+    }
     return text(json.dumps(obj), **kw)
 
 
@@ -114,7 +122,7 @@ class FakeLLMServer:
                     self.end_headers()
                     if reply.dribble:
                         for i in range(len(body)):
-                            self.wfile.write(body[i:i + 1])
+                            self.wfile.write(body[i : i + 1])
                             self.wfile.flush()
                             time.sleep(reply.dribble)
                     else:
@@ -127,7 +135,9 @@ class FakeLLMServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     # -- script --------------------------------------------------------------------------------
     def push(self, *replies: Reply) -> FakeLLMServer:

@@ -38,7 +38,12 @@ def assemble(objects: list[bytes], root: int = 1, trailer_extra: bytes = b"") ->
     out += b"0000000000 65535 f \n"
     for off in offsets:
         out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root %d 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, root, trailer_extra, xref)
+    out += b"trailer\n<< /Size %d /Root %d 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        root,
+        trailer_extra,
+        xref,
+    )
     return bytes(out)
 
 
@@ -60,8 +65,10 @@ def text_pdf(pages: list[str], compress: bool = False) -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     for i, text in enumerate(pages):
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                       b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * i))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * i)
+        )
         objects.append(_stream(page_content(text), compress))
     return assemble(objects)
 
@@ -129,7 +136,9 @@ def deep_pdf(depth: int = 100_000) -> bytes:
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox " + b"[" * depth + b"]" * depth
+        b"<< /Type /Page /Parent 2 0 R /MediaBox "
+        + b"[" * depth
+        + b"]" * depth
         + b" /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>",
         _stream(page_content("deep page"), False),
     ]
@@ -151,7 +160,9 @@ def encrypted_pdf(pages: list[str]) -> bytes:
         pos = end
     assert pos < objs_end
     objects.append(enc)
-    return assemble(objects, trailer_extra=b"/Encrypt %d 0 R /ID [<%s> <%s>] " % (n + 1, b"ab" * 16, b"ab" * 16))
+    return assemble(
+        objects, trailer_extra=b"/Encrypt %d 0 R /ID [<%s> <%s>] " % (n + 1, b"ab" * 16, b"ab" * 16)
+    )
 
 
 def hostile_text_pdf() -> bytes:

@@ -34,7 +34,13 @@ def _fake_beir(folder: Path) -> Path:
     docs, queries, qrels = [], [], ["query-id\tcorpus-id\tscore"]
     for i, (word, title, text) in enumerate(TOPICS):
         docs.append({"_id": f"d{i}", "title": title, "text": text})
-        docs.append({"_id": f"x/{i}", "title": f"Notes {i}", "text": f"General remarks number {i} about daily life and {word}s."})
+        docs.append(
+            {
+                "_id": f"x/{i}",
+                "title": f"Notes {i}",
+                "text": f"General remarks number {i} about daily life and {word}s.",
+            }
+        )
         queries.append({"_id": f"q{i}", "text": f"{word} {text.split()[-1].strip('.')}"})
         qrels.append(f"q{i}\td{i}\t1")
     queries.append({"_id": "unjudged", "text": "not in the qrels"})
@@ -47,9 +53,21 @@ def _fake_beir(folder: Path) -> Path:
 def test_quality_benchmark_bm25_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = _fake_beir(tmp_path / "fake")
     out, vault = tmp_path / "out", tmp_path / "vault"
-    argv = ["--dataset", str(dataset), "--out", str(out), "--work-dir", str(vault), "--no-embeddings",
-            "--rows", "rank_bm25_ws,rank_bm25,bm25,dense,hybrid,two_pass",
-            "--scorer", "builtin", "--ablation", "hybrid:search.max_terms=0"]
+    argv = [
+        "--dataset",
+        str(dataset),
+        "--out",
+        str(out),
+        "--work-dir",
+        str(vault),
+        "--no-embeddings",
+        "--rows",
+        "rank_bm25_ws,rank_bm25,bm25,dense,hybrid,two_pass",
+        "--scorer",
+        "builtin",
+        "--ablation",
+        "hybrid:search.max_terms=0",
+    ]
     assert quality.main(argv) == 0
 
     notes = sorted(vault.glob("*.md"))
@@ -120,7 +138,8 @@ def test_stats_helpers() -> None:
 
 
 def test_quality_benchmark_skips_an_ablation_over_budget_and_writes_rows_as_it_goes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dataset = _fake_beir(tmp_path / "fake")
     out = tmp_path / "out"
     monkeypatch.setattr(quality, "PROBE_QUERIES", 2)
@@ -132,9 +151,23 @@ def test_quality_benchmark_skips_an_ablation_over_budget_and_writes_rows_as_it_g
         real_write(path, data)
 
     monkeypatch.setattr(quality, "write_json", spy)
-    argv = ["--dataset", str(dataset), "--out", str(out), "--work-dir", str(tmp_path / "vault"), "--no-embeddings",
-            "--rows", "rank_bm25,bm25", "--scorer", "builtin", "--ablation", "hybrid:search.rrf_k=20",
-            "--ablation-budget", "0"]
+    argv = [
+        "--dataset",
+        str(dataset),
+        "--out",
+        str(out),
+        "--work-dir",
+        str(tmp_path / "vault"),
+        "--no-embeddings",
+        "--rows",
+        "rank_bm25,bm25",
+        "--scorer",
+        "builtin",
+        "--ablation",
+        "hybrid:search.rrf_k=20",
+        "--ablation-budget",
+        "0",
+    ]
     assert quality.main(argv) == 0
     assert written[0] == {"rank_bm25"} and written[1] == {"rank_bm25", "bm25"}  # one write per finished row
     report = json.loads((out / "quality-fake.json").read_text(encoding="utf-8"))

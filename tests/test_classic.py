@@ -60,9 +60,9 @@ def assert_exact(index: VaultIndex, result: ClassicResult) -> None:
     """Every hit's cursor points at its match; snippet and highlights are the note's text."""
     for h in result.hits:
         text = index.notes[h.path].text
-        assert text[h.cursor:h.cursor + len(h.match)].casefold() == h.match.casefold()
+        assert text[h.cursor : h.cursor + len(h.match)].casefold() == h.match.casefold()
         assert h.match
-        assert text[h.snippet_start:h.snippet_end] == h.snippet
+        assert text[h.snippet_start : h.snippet_end] == h.snippet
         assert h.snippet_start <= h.cursor < h.snippet_end
         for hl in h.highlights:
             assert h.snippet_start <= hl.start < hl.end <= h.snippet_end
@@ -281,8 +281,12 @@ def test_punctuation_keywords_among_words_are_dropped_with_a_warning(index: Vaul
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"max_results": 0}, "max_results"), ({"context_chars": -1}, "context_chars"), ({"window": 0}, "window"),
-     ({"max_results": 2.5}, "whole number")],
+    [
+        ({"max_results": 0}, "max_results"),
+        ({"context_chars": -1}, "context_chars"),
+        ({"window": 0}, "window"),
+        ({"max_results": 2.5}, "whole number"),
+    ],
 )
 def test_bad_parameters_are_refused(index: VaultIndex, kwargs, message) -> None:
     with pytest.raises(ClassicQueryError, match=message):
@@ -318,7 +322,7 @@ def test_cli_find_json_and_human(vault: Path, capsys) -> None:
     assert data["stage"] == "phrase" and data["hits"][0]["path"] == "Knowledge/great-wall.md"
     text = (vault / data["hits"][0]["path"]).read_text(encoding="utf-8")
     hit = data["hits"][0]
-    assert text[hit["cursor"]:hit["cursor"] + len(hit["match"])] == hit["match"]
+    assert text[hit["cursor"] : hit["cursor"] + len(hit["match"])] == hit["match"]
 
     assert main(_cli(vault, "--mode", "and", "hamster", "bedding", "--window", "5", "-n", "1")) == 0
     out = capsys.readouterr().out
@@ -336,9 +340,14 @@ def test_cli_find_no_match_is_success(vault: Path, capsys) -> None:
 
 @pytest.mark.parametrize(
     "args, message",
-    [([], "at least one keyword"), (["  "], "at least one keyword"), (["!!", "?"], "no searchable words"),
-     (["wall", "-n", "0"], "-n must be 1 or more"), (["wall", "--window", "0"], "--window must be 1 or more"),
-     (["wall", "--context-chars", "-3"], "--context-chars must be 0 or more")],
+    [
+        ([], "at least one keyword"),
+        (["  "], "at least one keyword"),
+        (["!!", "?"], "no searchable words"),
+        (["wall", "-n", "0"], "-n must be 1 or more"),
+        (["wall", "--window", "0"], "--window must be 1 or more"),
+        (["wall", "--context-chars", "-3"], "--context-chars must be 0 or more"),
+    ],
 )
 def test_cli_find_bad_input_exits_2(vault: Path, capsys, args, message) -> None:
     assert main(_cli(vault, *args)) == 2
@@ -347,8 +356,20 @@ def test_cli_find_bad_input_exits_2(vault: Path, capsys, args, message) -> None:
 
 def test_cli_find_real_subprocess(vault: Path) -> None:
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "explorer"), "find", "--vault", str(vault), "--no-embeddings", "--mode", "fuzzy", "hamstr", "--json"],
-        capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).parent / "explorer"),
+            "find",
+            "--vault",
+            str(vault),
+            "--no-embeddings",
+            "--mode",
+            "fuzzy",
+            "hamstr",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

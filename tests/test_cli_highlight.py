@@ -18,12 +18,24 @@ NOTE = "Proverbe : « Un oignon pressé, c'est un oignon gâché. » [[oignon]] 
 
 def _context(vault: Path, tty: bool, **env: str) -> str:
     """`explorer context` on the note with `oignon` highlighted, its stdout a pipe or a real terminal."""
-    cmd = [sys.executable, "-m", "explorer", "context", "soupe", "--vault", str(vault), "--no-embeddings",
-           "--highlight", "oignon"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "explorer",
+        "context",
+        "soupe",
+        "--vault",
+        str(vault),
+        "--no-embeddings",
+        "--highlight",
+        "oignon",
+    ]
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full_env.update(PYTHONPATH=str(REPO), **env)
     if not tty:
-        return subprocess.run(cmd, capture_output=True, text=True, env=full_env, check=True, timeout=120).stdout
+        return subprocess.run(
+            cmd, capture_output=True, text=True, env=full_env, check=True, timeout=120
+        ).stdout
     main, child = pty.openpty()
     proc = subprocess.Popen(cmd, stdout=child, stderr=subprocess.PIPE, env=full_env)
     os.close(child)
@@ -46,7 +58,7 @@ def _unmark(text: str) -> tuple[str, list[str]]:
     out, hits, i, start = [], [], 0, None
     while i < len(text):
         ch = text[i]
-        if ch in "«»" and text[i + 1:i + 2] == ch:
+        if ch in "«»" and text[i + 1 : i + 2] == ch:
             out.append(ch)
             i += 2
             continue
@@ -88,7 +100,18 @@ def test_piped_highlights_are_unambiguous_markers_and_a_tty_gets_styling(tmp_pat
 def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
     """`explorer search ... | head`: a closed pipe ends the command without an error message or traceback."""
     vault = write_notes(tmp_path / "v", {f"n{i}.md": f"# Oignon {i}\n\n{NOTE * 40}" for i in range(30)})
-    cmd = [sys.executable, "-m", "explorer", "search", "oignon", "--vault", str(vault), "--no-embeddings", "-k", "30"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "explorer",
+        "search",
+        "oignon",
+        "--vault",
+        str(vault),
+        "--no-embeddings",
+        "-k",
+        "30",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     proc.stdout.close()  # the reader is gone before the first line is written

@@ -20,8 +20,13 @@ def test_a_short_piped_index_prints_no_progress(tmp_path: Path) -> None:
     for i in range(40):
         (vault / f"n{i}.md").write_text(f"# Note {i}\n\nHamsters hoard seed number {i}.\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "explorer", "index", str(vault), "--no-embeddings"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "explorer", "index", str(vault), "--no-embeddings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "reading" not in proc.stderr and "\r" not in proc.stderr
     assert "notes        40" in proc.stdout

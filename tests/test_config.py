@@ -19,14 +19,31 @@ def test_defaults_follow_the_design() -> None:
     assert (s.index.bm25_k1, s.index.bm25_b, s.index.bm25_epsilon) == (1.5, 0.75, 0.25)
     assert s.search.rrf_k == 60 and s.search.top_k == 15 and s.search.dense_threshold == 0.40
     assert dict(s.search.source_weights)["fact"] == 1.5
-    assert (s.search.pass1_entries, s.search.pass1_shards, s.search.pass2_entries, s.search.pass2_shards) == (10, 3, 5, 2)
-    assert (s.rerank.pass1_candidates, s.rerank.pass1_timeout_ms, s.rerank.pass2_candidates, s.rerank.pass2_timeout_ms) == (30, 80, 100, 150)
+    assert (s.search.pass1_entries, s.search.pass1_shards, s.search.pass2_entries, s.search.pass2_shards) == (
+        10,
+        3,
+        5,
+        2,
+    )
+    assert (
+        s.rerank.pass1_candidates,
+        s.rerank.pass1_timeout_ms,
+        s.rerank.pass2_candidates,
+        s.rerank.pass2_timeout_ms,
+    ) == (30, 80, 100, 150)
     assert not s.llm.configured
 
 
 def test_layers_override_in_order(tmp_path: Path) -> None:
-    _write(tmp_path, '[search]\ntop_k = 7\nrrf_k = 30\n[vault]\nignore = ["Archive/**"]\n[search.source_weights]\nfact = 2.0\nbelief = 1.2\n')
-    env = {"EXPLORER_SEARCH_RRF_K": "20", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "EXPLORER_LLM_MODEL": "tiny"}
+    _write(
+        tmp_path,
+        '[search]\ntop_k = 7\nrrf_k = 30\n[vault]\nignore = ["Archive/**"]\n[search.source_weights]\nfact = 2.0\nbelief = 1.2\n',
+    )
+    env = {
+        "EXPLORER_SEARCH_RRF_K": "20",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "EXPLORER_LLM_MODEL": "tiny",
+    }
     s = load_settings(tmp_path, flags={"search.rrf_k": "10"}, environ=env)
     assert s.search.top_k == 7
     assert s.search.rrf_k == 10

@@ -53,7 +53,7 @@ def test_window_is_clamped_at_note_bounds() -> None:
     assert (w.start, w.end, w.text) == (0, len(TEXT), TEXT)
     assert w.notes == () and w.note_chars == len(TEXT)
     w = get_context_at_cursor(TEXT, len(TEXT), chars_before=5, chars_after=50)
-    assert w.end == len(TEXT) and w.text == TEXT[w.start:]
+    assert w.end == len(TEXT) and w.text == TEXT[w.start :]
 
 
 def test_window_snaps_to_whole_words_and_lines() -> None:
@@ -63,7 +63,7 @@ def test_window_snaps_to_whole_words_and_lines() -> None:
     assert w.text.split() and all(word in TEXT.split() for word in w.text.split())
     # A line start within reach is preferred: the window begins at "zeta".
     assert w.text.startswith("zeta")
-    assert get_context_at_cursor(TEXT, cursor, 3, 3, snap=False).text == TEXT[cursor - 3:cursor + 3]
+    assert get_context_at_cursor(TEXT, cursor, 3, 3, snap=False).text == TEXT[cursor - 3 : cursor + 3]
 
 
 def test_window_caps_huge_requests_and_says_so() -> None:
@@ -77,7 +77,7 @@ def test_window_caps_huge_requests_and_says_so() -> None:
 
 def test_window_highlights_folded_words_in_note_offsets() -> None:
     w = get_context_at_cursor(WALL, WALL.index("Ming"), 200, 200, words=["walls"])
-    assert w.highlights and all(WALL[h.start:h.end].lower() == "wall" for h in w.highlights)
+    assert w.highlights and all(WALL[h.start : h.end].lower() == "wall" for h in w.highlights)
     assert w.to_dict()["highlights"][0]["term"] == "wall"
 
 
@@ -86,12 +86,32 @@ def test_search_and_context_highlight_the_same_spans(sample_pipeline, sample_cop
     res = sample_pipeline.search("syrian hamster cages", two_pass=False, record=False)
     c = res.results[0].context_shards[0]
     assert c.highlights, "the top passage matches the query"
-    code = main(["context", c.path, "--vault", str(sample_copy), "--cursor", str(c.start), "--before", "0",
-                 "--after", str(c.end - c.start), "--json", "--highlight", "syrian", "--highlight", "hamster",
-                 "--highlight", "cages"])
+    code = main(
+        [
+            "context",
+            c.path,
+            "--vault",
+            str(sample_copy),
+            "--cursor",
+            str(c.start),
+            "--before",
+            "0",
+            "--after",
+            str(c.end - c.start),
+            "--json",
+            "--highlight",
+            "syrian",
+            "--highlight",
+            "hamster",
+            "--highlight",
+            "cages",
+        ]
+    )
     assert code == 0
     window = json.loads(capsys.readouterr().out)
-    inside = [(h["start"], h["end"]) for h in window["highlights"] if c.start <= h["start"] and h["end"] <= c.end]
+    inside = [
+        (h["start"], h["end"]) for h in window["highlights"] if c.start <= h["start"] and h["end"] <= c.end
+    ]
     assert inside == [(h.start, h.end) for h in c.highlights]
 
 
@@ -122,7 +142,7 @@ def test_block_ids_and_headings_resolve(index: VaultIndex) -> None:
     assert w.cursor == block.start and w.text.startswith("The Great Wall was built")
     # "## Empty" has no text of its own, so no shard: it resolves as a heading.
     found = resolve_target(index, "Knowledge/great-wall.md#Empty")
-    assert (found.kind, WALL[found.cursor:found.cursor + 8]) == ("heading", "## Empty")
+    assert (found.kind, WALL[found.cursor : found.cursor + 8]) == ("heading", "## Empty")
     # Headings match case-insensitively, by their own text or their path.
     ming = index.shards["Knowledge/great-wall.md#Ming"].start
     assert resolve_target(index, "great-wall#ming").cursor == ming
@@ -134,7 +154,7 @@ def test_search_hit_cursor_opens_at_the_match(index: VaultIndex) -> None:
     w = context_for(index, hit.node_id, hit.cursor, chars_before=30, chars_after=30, words=["mortar"])
     assert w.cursor == hit.cursor and w.node_id == "Knowledge/great-wall.md#Ming"
     rel = hit.cursor - w.start
-    assert w.text[rel:rel + len(hit.match)] == hit.match == "mortar"
+    assert w.text[rel : rel + len(hit.match)] == hit.match == "mortar"
     assert [(h.start, h.end) for h in w.highlights] == [(hit.cursor, hit.cursor + 6)]
     # The path works as well as the node_id.
     assert context_for(index, hit.path, hit.cursor, 30, 30).text == w.text
@@ -143,7 +163,9 @@ def test_search_hit_cursor_opens_at_the_match(index: VaultIndex) -> None:
 # -- bad input --------------------------------------------------------------------------------
 def test_cursor_beyond_the_note_is_refused_or_clamped(index: VaultIndex) -> None:
     n = len(WALL)
-    with pytest.raises(CursorOutOfRange, match=f"beyond the end of Knowledge/great-wall.md \\({n} characters\\)"):
+    with pytest.raises(
+        CursorOutOfRange, match=f"beyond the end of Knowledge/great-wall.md \\({n} characters\\)"
+    ):
         context_for(index, "Knowledge/great-wall.md", n + 1)
     w = context_for(index, "Knowledge/great-wall.md", n + 500, chars_before=20, clamp=True)
     assert w.cursor == n and w.end == n and any("clamped" in note for note in w.notes)
@@ -210,9 +232,13 @@ def test_cli_context_json_and_human(vault: Path, capsys) -> None:
 
 @pytest.mark.parametrize(
     "args, message",
-    [(["great-wall", "--cursor", "99999"], "beyond the end"), (["great-wall", "--cursor", "-4"], "negative"),
-     (["missing-note"], "no note 'missing-note'"), (["great-wall#^zzz"], "no block"),
-     (["great-wall", "--before", "-1"], "chars_before")],
+    [
+        (["great-wall", "--cursor", "99999"], "beyond the end"),
+        (["great-wall", "--cursor", "-4"], "negative"),
+        (["missing-note"], "no note 'missing-note'"),
+        (["great-wall#^zzz"], "no block"),
+        (["great-wall", "--before", "-1"], "chars_before"),
+    ],
 )
 def test_cli_context_bad_input_exits_2(vault: Path, capsys, args, message) -> None:
     assert main(_cli(vault, *args)) == 2

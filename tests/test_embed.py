@@ -112,9 +112,7 @@ def embed_build_messages() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def embed_onnx(
-    embed_model_dir: Path, embed_cache_dir: Path, embed_build_messages: list[str]
-) -> OnnxEmbedder:
+def embed_onnx(embed_model_dir: Path, embed_cache_dir: Path, embed_build_messages: list[str]) -> OnnxEmbedder:
     """The ONNX embedder, built into the session cache."""
     return OnnxEmbedder(embed_model_dir, embed_cache_dir, progress=embed_build_messages.append)
 
@@ -142,9 +140,7 @@ def _top5(vectors: np.ndarray, queries: np.ndarray) -> list[list[int]]:
 
 
 @needs_model
-@pytest.mark.parametrize(
-    "name", [None, "", DEFAULT_MODEL_ID, f"sentence-transformers/{DEFAULT_MODEL_ID}"]
-)
+@pytest.mark.parametrize("name", [None, "", DEFAULT_MODEL_ID, f"sentence-transformers/{DEFAULT_MODEL_ID}"])
 def test_resolve_model_default_names_give_bundled_dir(name: str | None) -> None:
     resolved = resolve_model(name)
     assert resolved == bundled_model_dir()
@@ -190,9 +186,7 @@ def test_resolve_model_without_bundled_package(monkeypatch: pytest.MonkeyPatch) 
         resolve_model(None)
 
 
-def test_default_model_cache_dir_precedence(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_default_model_cache_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EXPLORER_MODEL_CACHE", str(tmp_path / "explicit"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_model_cache_dir() == tmp_path / "explicit"
@@ -337,7 +331,10 @@ def test_damaged_artefact_is_detected_and_rebuilt(
 
 @pytest.mark.slow
 def test_check_stamp_skips_the_hash_only_while_the_file_is_unchanged(
-    embed_onnx: OnnxEmbedder, embed_model_dir: Path, embed_cache_dir: Path, tmp_path: Path,
+    embed_onnx: OnnxEmbedder,
+    embed_model_dir: Path,
+    embed_cache_dir: Path,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cache = tmp_path / "cache"
@@ -408,9 +405,7 @@ def test_onnx_path_does_not_import_torch(embed_onnx: OnnxEmbedder, embed_cache_d
         " if m in sys.modules]}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report == {"shape": [1, 384], "messages": [], "loaded": []}
@@ -445,9 +440,7 @@ def test_load_embedder_auto_falls_back_to_sentence_transformers(
         load_embedder(None, runtime="onnx", cache_dir=tmp_path)
 
 
-def test_load_embedder_reports_every_runtime_failure(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_load_embedder_reports_every_runtime_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def broken_onnx(*args: object, **kwargs: object) -> OnnxEmbedder:
         raise EmbedderUnavailable("no onnx today")
 

@@ -119,8 +119,14 @@ def test_embeds_only_inside_the_window(index) -> None:
 
 def run_cli(vault: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "explorer", "context", "--vault", str(vault), "--no-embeddings", *args],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", "context", "--vault", str(vault), "--no-embeddings", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def test_cli_context_shows_embedded_text_marked_with_its_node_id(vault: Path) -> None:
@@ -131,15 +137,22 @@ def test_cli_context_shows_embedded_text_marked_with_its_node_id(vault: Path) ->
     lines = out.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if "embedded from Recipes/Bread.md#" in line)
     assert lines[head - 1] == "![[Recipes/Bread#Starter]]" and lines[head].lstrip().startswith("┌ ↪")
-    assert any(line.lstrip().startswith("│") and "Feed the starter" in line for line in lines[head:head + 8])
+    assert any(
+        line.lstrip().startswith("│") and "Feed the starter" in line for line in lines[head : head + 8]
+    )
     assert any("embedded from Recipes/Bread.md#^feed" in line for line in lines)
     assert any("↪ ✗ unresolved embed Nowhere to be found" in line for line in lines)
     assert any("↪ ✗ embed Host not expanded" in line for line in lines)
     assert not any("photo.png" in line and "↪" in line for line in lines)  # a file stays its link line
     data = json.loads(run_cli(vault, "Host", "--json").stdout)
     statuses = {e["reference"]: e["status"] for e in data["embeds"]}
-    assert statuses == {"Recipes/Bread#Starter": "embedded", "Bread#^feed": "embedded",
-                        "Nowhere to be found": "missing", "photo.png": "file", "Host": "cycle"}
+    assert statuses == {
+        "Recipes/Bread#Starter": "embedded",
+        "Bread#^feed": "embedded",
+        "Nowhere to be found": "missing",
+        "photo.png": "file",
+        "Host": "cycle",
+    }
 
 
 def test_cli_embedded_text_cannot_act_on_the_terminal(vault: Path) -> None:

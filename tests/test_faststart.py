@@ -26,7 +26,9 @@ PROBE = textwrap.dedent(
 
 
 def test_cli_search_is_hybrid_without_heavy_imports(sample_copy: Path, sample_index) -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(sample_copy)], capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(sample_copy)], capture_output=True, text=True, timeout=180
+    )
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["code"] == 0

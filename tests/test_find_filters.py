@@ -22,7 +22,9 @@ def _find(vault: Path, capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_cli_find_keeps_only_the_notes_the_filters_allow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_find_keeps_only_the_notes_the_filters_allow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
     everything = _find(vault, capsys, "wheel")
     assert {h["path"] for h in everything["hits"]} == set(NOTES)
@@ -40,7 +42,9 @@ def test_cli_find_keeps_only_the_notes_the_filters_allow(tmp_path: Path, capsys:
     assert {h["path"] for h in hashtag["hits"]} == {"Projects/wheel.md"}
 
 
-def test_cli_find_with_filters_alone_says_what_to_add(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_find_with_filters_alone_says_what_to_add(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
     assert main(["find", "tag:pets", "--vault", str(vault), "--no-embeddings"]) == 2
     assert "besides the filters" in capsys.readouterr().err

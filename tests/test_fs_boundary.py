@@ -20,10 +20,20 @@ from explorer.vault.scan import system_root_reason
 @pytest.fixture()
 def linked_vault(tmp_path: Path) -> Path:
     """A vault whose symlinks point inside it, outside it (a file and a folder), and in a loop."""
-    outside = write_notes(tmp_path / "outside", {"id_rsa.md": "PRIVATE KEY zebracorn secret\n",
-                                                 "docs/leak.md": "# Leak\n\nzebracorn folder secret\n"})
-    vault = write_notes(tmp_path / "vault", {"real/inner.md": "# Inner\n\nquokka lives inside\n",
-                                             "plain.md": "# Plain\n\nan ordinary quokka note\n"})
+    outside = write_notes(
+        tmp_path / "outside",
+        {
+            "id_rsa.md": "PRIVATE KEY zebracorn secret\n",
+            "docs/leak.md": "# Leak\n\nzebracorn folder secret\n",
+        },
+    )
+    vault = write_notes(
+        tmp_path / "vault",
+        {
+            "real/inner.md": "# Inner\n\nquokka lives inside\n",
+            "plain.md": "# Plain\n\nan ordinary quokka note\n",
+        },
+    )
     (vault / "notes.md").symlink_to(outside / "id_rsa.md")
     (vault / "ext").symlink_to(outside / "docs", target_is_directory=True)
     (vault / "alias.md").symlink_to(vault / "real" / "inner.md")
@@ -80,19 +90,30 @@ def test_system_folders_are_named(folder: str) -> None:
 
 def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "explorer", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def test_the_home_folder_is_refused_without_force_and_nothing_is_written(tmp_path: Path) -> None:
     home = write_notes(tmp_path / "home", {"notes/a.md": "# A\n\nquokka\n"})
     before = sorted(p.relative_to(home) for p in home.rglob("*"))
-    for args in (("index", str(home), "--no-embeddings"), ("search", "quokka", "--vault", str(home)),
-                 (str(home),)):
+    for args in (
+        ("index", str(home), "--no-embeddings"),
+        ("search", "quokka", "--vault", str(home)),
+        (str(home),),
+    ):
         proc = run_cli(*args, home=home)
         assert proc.returncode == 2, args
-        assert proc.stderr.strip() == (f"explorer: not opening {home} as a vault: {home} is your home folder; "
-                                       "pass --force if you mean it")
+        assert proc.stderr.strip() == (
+            f"explorer: not opening {home} as a vault: {home} is your home folder; "
+            "pass --force if you mean it"
+        )
     assert sorted(p.relative_to(home) for p in home.rglob("*")) == before  # no .explorer, nothing at all
 
     proc = run_cli("index", str(home), "--no-embeddings", "--force", "--json", home=home)

@@ -31,4 +31,6 @@ def test_output_matches_golden(name: str, golden_vault: Path) -> None:
     expected = golden_path(name).read_text(encoding="utf-8")
     actual = run_case(name, golden_vault)
     diff = differences(expected, actual)
-    assert not diff, f"{name}: output changed (intended? run python -m tests.golden_update):\n" + "\n".join(diff[:20])
+    assert not diff, f"{name}: output changed (intended? run python -m tests.golden_update):\n" + "\n".join(
+        diff[:20]
+    )

@@ -17,8 +17,12 @@ from golden_compare import differences, floats_close, svg_differences
 from golden_update import GOLDEN_DIR
 
 SNAPSHOTS = Path(__file__).resolve().parent / "__snapshots__"
-JSON_GOLDENS = sorted(p for p in GOLDEN_DIR.glob("*.txt") if "\n--- stdout\n{" in p.read_text(encoding="utf-8"))
-TEXT_GOLDENS = sorted(p for p in GOLDEN_DIR.glob("*.txt") if re.search(r"\n--- stdout\n[^{]", p.read_text(encoding="utf-8")))
+JSON_GOLDENS = sorted(
+    p for p in GOLDEN_DIR.glob("*.txt") if "\n--- stdout\n{" in p.read_text(encoding="utf-8")
+)
+TEXT_GOLDENS = sorted(
+    p for p in GOLDEN_DIR.glob("*.txt") if re.search(r"\n--- stdout\n[^{]", p.read_text(encoding="utf-8"))
+)
 SVGS = sorted(SNAPSHOTS.rglob("*.svg"))
 _DECIMAL = re.compile(r"(?<![\w.])(-?)(\d+)\.(\d+)(?![\w.])")
 
@@ -64,7 +68,7 @@ def _bump_decimals(text: str, units: int) -> tuple[str, int]:
         if len(digits) > len(whole + frac):
             return m.group(0)  # a carry into a new digit changes the layout: not what this test varies
         count += 1
-        return f"{sign}{digits[:len(whole)]}.{digits[len(whole):]}"
+        return f"{sign}{digits[: len(whole)]}.{digits[len(whole) :]}"
 
     return _DECIMAL.sub(bump, text), count
 
@@ -106,7 +110,9 @@ def test_two_swapped_results_fail_in_json() -> None:
         if not results or len(results) < 2:
             continue
         results[0], results[1] = results[1], results[0]
-        assert differences(text, _join(head, json.dumps(data, ensure_ascii=False, indent=2) + "\n", err)), path.name
+        assert differences(text, _join(head, json.dumps(data, ensure_ascii=False, indent=2) + "\n", err)), (
+            path.name
+        )
         swapped += 1
     assert swapped >= 10
 
@@ -127,7 +133,9 @@ def test_what_is_exact_stays_exact() -> None:
         if key in first:
             changed = json.loads(out)
             changed["results"][0][key] = first[key] + "x"
-            assert differences(text, _join(head, json.dumps(changed, ensure_ascii=False, indent=2) + "\n", err))
+            assert differences(
+                text, _join(head, json.dumps(changed, ensure_ascii=False, indent=2) + "\n", err)
+            )
     assert differences(text, text.replace("exit: 0", "exit: 1", 1))
     assert differences(text, _join(head, out, err + "explorer: warning\n"))
     fewer = json.loads(out)
@@ -142,7 +150,9 @@ def test_tolerance_as_stated() -> None:
     assert floats_close(0.7234, 0.72345, unit=1e-4) and not floats_close(0.7234, 0.7236, unit=1e-4)
     assert differences('{"a": 1}', '{"a": 1.0}') == [] and differences('{"a": 1}', '{"a": 2}')
     # A value the code rounds (4 decimals) may land one unit of its last digit away; a full-precision one may not.
-    assert differences('{"a": 0.7234}', '{"a": 0.7235}') == [] and differences('{"a": 0.7234}', '{"a": 0.7236}')
+    assert differences('{"a": 0.7234}', '{"a": 0.7235}') == [] and differences(
+        '{"a": 0.7234}', '{"a": 0.7236}'
+    )
     assert differences('{"a": 0.72}', '{"a": 0.7201}') == [] and differences('{"a": 0.72}', '{"a": 0.7202}')
     assert differences('{"a": 0.7234567891234}', '{"a": 0.7234667891234}')
     assert differences('{"a": true}', '{"a": 1}') and differences('{"a": null}', '{"a": 0.0}')
@@ -168,7 +178,9 @@ def test_snapshot_passes_with_printed_numbers_one_unit_off(path: Path) -> None:
 
 def test_snapshot_fails_on_swapped_text_or_a_moved_tag() -> None:
     svg = (SNAPSHOTS / "test_tui_snapshots" / "test_snapshot_main_results.svg").read_text(encoding="utf-8")
-    texts = [t for t in dict.fromkeys(re.findall(r">([^<>]*[A-Za-z][^<>]*)<", svg)) if svg.count(f">{t}<") == 1]
+    texts = [
+        t for t in dict.fromkeys(re.findall(r">([^<>]*[A-Za-z][^<>]*)<", svg)) if svg.count(f">{t}<") == 1
+    ]
     a, b = texts[5], texts[6]
     swapped = svg.replace(f">{a}<", ">\0<", 1).replace(f">{b}<", f">{a}<", 1).replace(">\0<", f">{b}<", 1)
     assert svg_differences(svg, swapped)

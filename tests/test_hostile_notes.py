@@ -48,17 +48,27 @@ def run_cli(*args: str, vault: Path, memory_mb: int | None = None) -> subprocess
             resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "explorer", *args, "--vault", str(vault), "--no-embeddings"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300, preexec_fn=limit)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args, "--vault", str(vault), "--no-embeddings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+        preexec_fn=limit,
+    )
 
 
 def test_alias_bomb_in_frontmatter_costs_a_warning_not_the_memory(tmp_path: Path) -> None:
     """A billion-laughs frontmatter under a 2 GB address-space limit: the batch completes in a real process."""
-    vault = write_notes(tmp_path / "vault", {
-        **NEIGHBOURS,
-        "bomb.md": f"---\n{billion_laughs()}\n---\n# Bomb\n\nThe bomb note mentions a hamster too.\n",
-        "loop.md": "---\nself: &s [*s, *s]\n---\nA self-referencing alias about coffee.\n",
-    })
+    vault = write_notes(
+        tmp_path / "vault",
+        {
+            **NEIGHBOURS,
+            "bomb.md": f"---\n{billion_laughs()}\n---\n# Bomb\n\nThe bomb note mentions a hamster too.\n",
+            "loop.md": "---\nself: &s [*s, *s]\n---\nA self-referencing alias about coffee.\n",
+        },
+    )
     proc = run_cli("index", "--json", vault=vault, memory_mb=2048)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
@@ -72,12 +82,15 @@ def test_alias_bomb_in_frontmatter_costs_a_warning_not_the_memory(tmp_path: Path
 def test_broken_yaml_values_do_not_abort_the_batch(tmp_path: Path) -> None:
     """Frontmatter that libyaml parses but cannot build (a month 13 date, a 5,000-digit number) used to raise out
     of the batch, losing every other change in it."""
-    vault = write_notes(tmp_path / "vault", {
-        **NEIGHBOURS,
-        "date.md": "---\ncreated: 2024-13-45\n---\nA note with an impossible date about hamster food.\n",
-        "digits.md": "---\nn: " + "9" * 5000 + "\n---\nA long number.\n",
-        "tab.md": "---\ntitle: [unclosed\n\t- x\n---\nMalformed.\n",
-    })
+    vault = write_notes(
+        tmp_path / "vault",
+        {
+            **NEIGHBOURS,
+            "date.md": "---\ncreated: 2024-13-45\n---\nA note with an impossible date about hamster food.\n",
+            "digits.md": "---\nn: " + "9" * 5000 + "\n---\nA long number.\n",
+            "tab.md": "---\ntitle: [unclosed\n\t- x\n---\nMalformed.\n",
+        },
+    )
     index = VaultIndex(vault, bm25_settings())
     report = index.open()
     assert sorted(report.added) == sorted([*NEIGHBOURS, "date.md", "digits.md", "tab.md"])
@@ -90,7 +103,9 @@ def test_broken_yaml_values_do_not_abort_the_batch(tmp_path: Path) -> None:
 
 def test_a_note_of_200000_sections_is_capped_with_a_reason(tmp_path: Path) -> None:
     big = "".join(f"## Entry {i}\nline {i}\n" for i in range(200_000))
-    vault = write_notes(tmp_path / "vault", {**NEIGHBOURS, "log.md": big + "## Last\nzebra at the very end\n"})
+    vault = write_notes(
+        tmp_path / "vault", {**NEIGHBOURS, "log.md": big + "## Last\nzebra at the very end\n"}
+    )
     index = VaultIndex(vault, bm25_settings(**{"vault.max_note_shards": 500}))
     index.open()
     assert len(index.shards_by_path["log.md"]) == 500
@@ -120,16 +135,28 @@ def test_one_long_line_is_capped_and_a_huge_one_skipped(tmp_path: Path) -> None:
     index.close()
 
 
-yaml_scalars = st.one_of(st.text(max_size=20), st.integers(), st.floats(allow_nan=True), st.booleans(), st.none())
-yaml_docs = st.recursive(yaml_scalars, lambda kids: st.one_of(st.lists(kids, max_size=4),
-                                                              st.dictionaries(st.text(max_size=8), kids, max_size=4)),
-                         max_leaves=20)
+yaml_scalars = st.one_of(
+    st.text(max_size=20), st.integers(), st.floats(allow_nan=True), st.booleans(), st.none()
+)
+yaml_docs = st.recursive(
+    yaml_scalars,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
-@given(raw=st.lists(st.binary(max_size=300), min_size=1, max_size=3), docs=st.lists(yaml_docs, max_size=3),
-       yaml_text=st.text(alphabet=st.sampled_from(list("&*!|>-:[]{},'\"#%@` \n\tab1")), max_size=120))
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    raw=st.lists(st.binary(max_size=300), min_size=1, max_size=3),
+    docs=st.lists(yaml_docs, max_size=3),
+    yaml_text=st.text(alphabet=st.sampled_from(list("&*!|>-:[]{},'\"#%@` \n\tab1")), max_size=120),
+)
 def test_random_bytes_and_yaml_never_abort_a_batch(tmp_path_factory, raw, docs, yaml_text) -> None:
     """Random bytes and random (valid and invalid) YAML frontmatter as notes: the batch completes, each file is
     indexed or skipped with a reason, and the neighbours stay searchable."""
@@ -140,7 +167,9 @@ def test_random_bytes_and_yaml_never_abort_a_batch(tmp_path_factory, raw, docs, 
         (vault / f"bytes{i}.md").write_bytes(data)
     for i, doc in enumerate(docs):
         dumped = yaml.safe_dump(doc, allow_unicode=True)
-        (vault / f"yaml{i}.md").write_text(f"---\n{dumped}---\nbody {i}\n", encoding="utf-8", errors="surrogatepass")
+        (vault / f"yaml{i}.md").write_text(
+            f"---\n{dumped}---\nbody {i}\n", encoding="utf-8", errors="surrogatepass"
+        )
     (vault / "free.md").write_text(f"---\n{yaml_text}\n---\nfree text\n", encoding="utf-8")
     index = VaultIndex(vault, bm25_settings())
     report = index.open()
@@ -157,7 +186,9 @@ def test_app_lists_skipped_and_warned_files(tmp_path: Path) -> None:
     from test_terminal_safety import shown, visible_text
     from test_tui import make_app, quiet_settings, settle, sync
 
-    vault = write_notes(tmp_path / "vault", {**NEIGHBOURS, "date.md": "---\ncreated: 2024-13-45\n---\nbody\n"})
+    vault = write_notes(
+        tmp_path / "vault", {**NEIGHBOURS, "date.md": "---\ncreated: 2024-13-45\n---\nbody\n"}
+    )
     (vault / "blob.md").write_bytes(b"\x00\x01\x02 binary")
 
     @sync

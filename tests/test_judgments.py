@@ -47,22 +47,30 @@ async def test_marks_from_the_app_and_why_not_offers_them(tmp_path: Path, embedd
         assert marks[0].generation == app.index.version and marks[0].time.endswith("+00:00")
 
         # A note marked relevant earlier that this search lacks is offered to “Why not?”.
-        append_judgment(vault / ".explorer", make_judgment("hamster wheel", "Coffee/espresso.md", "Coffee/espresso.md",
-                                                           "relevant", app.index.version))
+        append_judgment(
+            vault / ".explorer",
+            make_judgment(
+                "hamster wheel", "Coffee/espresso.md", "Coffee/espresso.md", "relevant", app.index.version
+            ),
+        )
         assert "Coffee/espresso.md" not in {r.document_path for r in results.results}
         await pilot.press("f7")
         await pilot.pause()
         assert screen.query_one("#why-not", Input).value == "Coffee/espresso.md"
 
 
-def test_eval_replays_marks_and_fails_on_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_replays_marks_and_fails_on_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = write_notes(tmp_path / "v", NOTES)
     cache = vault / ".explorer"
     base = ["eval", str(vault), "--no-embeddings", "--json"]
     assert main(base) == 0  # no marks yet: nothing to replay
     assert "no relevance marks" in capsys.readouterr().err
     append_judgment(cache, make_judgment("syrian wheel", "Pets/hamster.md", "Pets/hamster.md", "relevant", 1))
-    append_judgment(cache, make_judgment("espresso grind", "Coffee/espresso.md", "Coffee/espresso.md", "relevant", 1))
+    append_judgment(
+        cache, make_judgment("espresso grind", "Coffee/espresso.md", "Coffee/espresso.md", "relevant", 1)
+    )
     append_judgment(cache, make_judgment("espresso grind", "Pets/cage.md", "Pets/cage.md", "not_relevant", 1))
     with (cache / "judgments.jsonl").open("a", encoding="utf-8") as fh:
         fh.write("{not json\n")

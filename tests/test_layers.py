@@ -28,9 +28,16 @@ SEARCH_MAY_IMPORT = {"explorer.index", "explorer.index.backend", "explorer.index
 def test_search_is_forbidden_every_index_module_but_the_interface() -> None:
     """A module added to explorer/index is kept from search/ until it is named an interface."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    contract = next(c for c in config["tool"]["importlinter"]["contracts"]
-                    if c["type"] == "forbidden" and c["source_modules"] == ["explorer.search"])
-    modules = {"explorer.index." + p.stem if p.stem != "__init__" else "explorer.index"
-               for p in (REPO / "explorer" / "index").glob("*.py")}
-    modules |= {"explorer.index." + p.parent.name for p in (REPO / "explorer" / "index").glob("*/__init__.py")}
+    contract = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["type"] == "forbidden" and c["source_modules"] == ["explorer.search"]
+    )
+    modules = {
+        "explorer.index." + p.stem if p.stem != "__init__" else "explorer.index"
+        for p in (REPO / "explorer" / "index").glob("*.py")
+    }
+    modules |= {
+        "explorer.index." + p.parent.name for p in (REPO / "explorer" / "index").glob("*/__init__.py")
+    }
     assert modules - SEARCH_MAY_IMPORT == set(contract["forbidden_modules"])

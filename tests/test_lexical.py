@@ -27,8 +27,16 @@ def _assert_parity(index: BM25Index, docs: dict[str, list[str]], queries: list[l
             assert got[key] == pytest.approx(score, abs=1e-9, rel=1e-9), (q, key)
 
 
-def _random_update(rng: random.Random, index: BM25Index, docs: dict[str, list[str]], doc, new_key: str,
-                   add_below: float, change_below: float, min_docs: int = 0) -> None:
+def _random_update(
+    rng: random.Random,
+    index: BM25Index,
+    docs: dict[str, list[str]],
+    doc,
+    new_key: str,
+    add_below: float,
+    change_below: float,
+    min_docs: int = 0,
+) -> None:
     """One random step applied to both `docs` and `index`: add `new_key`, change a note, or remove one."""
     op = rng.random()
     if op < add_below or len(docs) < min_docs:
@@ -132,7 +140,9 @@ def test_vault_index_bm25_equals_fresh_reference_after_file_changes(tmp_path: Pa
     (root / "d.md").write_text("# Gliders\n\nGliders ride thermals, like kites ride wind.", encoding="utf-8")
     index.refresh()
     docs = {nid: tokenize(index.shards[nid].search_text) for nid in index.shards}
-    _assert_parity(index.bm25, docs, [tokenize("kites wind"), tokenize("bread"), tokenize("thermals gliders kite")])
+    _assert_parity(
+        index.bm25, docs, [tokenize("kites wind"), tokenize("bread"), tokenize("thermals gliders kite")]
+    )
     index.close()
 
 
@@ -145,7 +155,9 @@ def test_cjk_queries_find_cjk_notes(tmp_path: Path) -> None:
     root = tmp_path / "v"
     root.mkdir()
     (root / "zh.md").write_text("# 长城\n\n长城是中国古代的军事防御工程，全长两万多公里。", encoding="utf-8")
-    (root / "ja.md").write_text("# 京都\n\n京都の寺は紅葉の季節に美しい。清水寺が有名です。", encoding="utf-8")
+    (root / "ja.md").write_text(
+        "# 京都\n\n京都の寺は紅葉の季節に美しい。清水寺が有名です。", encoding="utf-8"
+    )
     (root / "en.md").write_text("# Walls\n\nThe Great Wall of China is long.", encoding="utf-8")
     index = VaultIndex(root, Settings().with_overrides({"index.embeddings": False}))
     index.open()
@@ -177,7 +189,9 @@ def test_spread_scores_equal_bm25_over_the_expanded_documents() -> None:
     del docs["d5"]
     keys = list(docs)
     links = [(keys[i], keys[i + 1]) for i in range(0, len(keys) - 1, 3)]
-    pairs = index.spread_pairs([(a, b, 1.0) for a, b in links] + [(b, a, 1.0) for a, b in links] + [("gone", "d0", 1.0)])
+    pairs = index.spread_pairs(
+        [(a, b, 1.0) for a, b in links] + [(b, a, 1.0) for a, b in links] + [("gone", "d0", 1.0)]
+    )
     assert len(pairs[0]) == 2 * len(links)
     expanded = {k: list(v) for k, v in docs.items()}
     for a, b in links:
@@ -191,7 +205,10 @@ def test_spread_scores_equal_bm25_over_the_expanded_documents() -> None:
         expected = dict(zip(keys, ref.get_scores(useful))) if useful else {}
         for key in keys:
             assert got.get(key, 0.0) == pytest.approx(expected.get(key, 0.0), abs=1e-9), (query, key)
-    assert index.top_spread(["w1"], 3, pairs) == sorted(index.top_spread(["w1"], n, pairs), key=lambda p: (-p[1], p[0]))[:3]
+    assert (
+        index.top_spread(["w1"], 3, pairs)
+        == sorted(index.top_spread(["w1"], n, pairs), key=lambda p: (-p[1], p[0]))[:3]
+    )
     half = index.spread_pairs([(a, b, 0.5) for a, b in links])
     a, b = next((a, b) for a, b in links if "w3" in docs[b] and "w3" not in docs[a])
     assert dict(index.top_spread(["w3"], n, half)).get(a, 0.0) > 0.0

@@ -31,8 +31,15 @@ from conftest import REPO, SAMPLE_VAULT, copy_vault, write_notes
 
 GUARD_S = 300
 """A child still running after this long is killed (and the test fails): a bound, not a measurement."""
-BAD = ("terminate called", "Aborted", "core dumped", "Traceback", "Fatal Python error", "Exception ignored",
-       "Segmentation fault")
+BAD = (
+    "terminate called",
+    "Aborted",
+    "core dumped",
+    "Traceback",
+    "Fatal Python error",
+    "Exception ignored",
+    "Segmentation fault",
+)
 
 
 def _env() -> dict[str, str]:
@@ -46,8 +53,9 @@ def _default_sigint() -> None:
 
 
 def _popen(args: list[str], **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "explorer", *args], cwd=REPO, env=_env(),
-                            preexec_fn=_default_sigint, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "explorer", *args], cwd=REPO, env=_env(), preexec_fn=_default_sigint, **kwargs
+    )
 
 
 def _assert_clean(code: int | None, err: str, what: str) -> None:
@@ -86,17 +94,23 @@ def _read_until(stream, needle: str, lines: list[str]) -> None:
 
 # (signal, what to wait for before sending it, extra seconds after that)
 WATCH_STOPS = [
-    (signal.SIGINT, "watching", 0.0),      # the first batch and the model load still running
+    (signal.SIGINT, "watching", 0.0),  # the first batch and the model load still running
     (signal.SIGTERM, "watching", 0.0),
-    (signal.SIGINT, "watching", 1.0),      # embedding in the background
+    (signal.SIGINT, "watching", 1.0),  # embedding in the background
     (signal.SIGTERM, "watching", 2.0),
 ]
 
 
-@pytest.mark.parametrize(("sig", "after", "extra"), WATCH_STOPS, ids=[f"{s.name}-{a}-{e}" for s, a, e in WATCH_STOPS])
+@pytest.mark.parametrize(
+    ("sig", "after", "extra"), WATCH_STOPS, ids=[f"{s.name}-{a}-{e}" for s, a, e in WATCH_STOPS]
+)
 def test_watch_stops_cleanly(fresh_vault, sig: signal.Signals, after: str, extra: float) -> None:
-    proc = _popen(["watch", str(fresh_vault()), "--set", "index.debounce_ms=100"],
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _popen(
+        ["watch", str(fresh_vault()), "--set", "index.debounce_ms=100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     guard = threading.Timer(GUARD_S, proc.kill)
     guard.start()
     lines: list[str] = []
@@ -124,22 +138,43 @@ def _mcp_request(proc: subprocess.Popen, req_id: int, method: str, params: dict)
             return msg
 
 
-@pytest.mark.parametrize(("extra", "talk"), [
-    (["--no-watch"], False),  # the client goes away at once: the background embedding is running
-    ([], True),               # a search first (the model loaded), the watcher embedding meanwhile
-], ids=["no-watch-silent", "watch-talk"])
-def test_mcp_over_stdio_stops_cleanly_when_the_client_leaves(fresh_vault, extra: list[str], talk: bool) -> None:
-    proc = _popen(["mcp", str(fresh_vault()), *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                  stderr=subprocess.PIPE, text=True)
+@pytest.mark.parametrize(
+    ("extra", "talk"),
+    [
+        (["--no-watch"], False),  # the client goes away at once: the background embedding is running
+        ([], True),  # a search first (the model loaded), the watcher embedding meanwhile
+    ],
+    ids=["no-watch-silent", "watch-talk"],
+)
+def test_mcp_over_stdio_stops_cleanly_when_the_client_leaves(
+    fresh_vault, extra: list[str], talk: bool
+) -> None:
+    proc = _popen(
+        ["mcp", str(fresh_vault()), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     guard = threading.Timer(GUARD_S, proc.kill)
     guard.start()
     try:
         if talk:
-            init = _mcp_request(proc, 1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                                        "clientInfo": {"name": "lifecycle", "version": "1"}})
+            init = _mcp_request(
+                proc,
+                1,
+                "initialize",
+                {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "lifecycle", "version": "1"},
+                },
+            )
             assert "result" in init, init
             proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-            found = _mcp_request(proc, 2, "tools/call", {"name": "search", "arguments": {"query": "hamster cage"}})
+            found = _mcp_request(
+                proc, 2, "tools/call", {"name": "search", "arguments": {"query": "hamster cage"}}
+            )
             assert not found["result"].get("isError"), found
         else:
             time.sleep(1.0)
@@ -185,8 +220,16 @@ def test_the_app_in_a_terminal_quits_cleanly(fresh_vault, tmp_path: Path, moment
     # Quitting at once or on the first frame stops the index opening and the model loading; after
     # a search, a small vault keeps the wait for its embeddings short.
     vault = fresh_vault() if moment != "after-a-search" else write_notes(tmp_path / "small", SMALL)
-    proc = subprocess.Popen([sys.executable, "-m", "explorer", str(vault)], cwd=REPO, env=env,
-                            stdin=slave, stdout=slave, stderr=slave, preexec_fn=os.setsid, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "explorer", str(vault)],
+        cwd=REPO,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        preexec_fn=os.setsid,
+        close_fds=True,
+    )
     os.close(slave)
     try:
         deadline = time.monotonic() + GUARD_S

@@ -21,18 +21,27 @@ def test_hide_links_keeps_or_removes_the_words_and_marks_where_each_link_stood()
     note = parse_note("Daily/today.md", TEXT)
     kept, ends = hide_links(TEXT, note.links, keep_words=True)
     assert kept == "Fed the levain today, see Bread and crumb notes.\n"
-    assert [kept[:e] for e in ends] == ["Fed the levain", "Fed the levain today, see Bread",
-                                        "Fed the levain today, see Bread and crumb notes"]
+    assert [kept[:e] for e in ends] == [
+        "Fed the levain",
+        "Fed the levain today, see Bread",
+        "Fed the levain today, see Bread and crumb notes",
+    ]
     removed, ends = hide_links(TEXT, note.links, keep_words=False)
     assert removed == "Fed the today, see and.\n"
     assert "[[" not in removed and "](" not in removed
 
 
 def test_cases_count_each_linked_note_once_and_skip_missing_notes_and_embeds(tmp_path: Path) -> None:
-    vault = write_notes(tmp_path / "v", {
-        "Daily/today.md": TEXT + "\nSecond paragraph: [[Bread]] again, [[Bread]] twice, ![[Bread]] embedded, [[Nowhere]].\n",
-        "Sourdough starter.md": "Flour and water.", "Bread.md": "Loaves.", "Crumb notes.md": "Open crumb.",
-    })
+    vault = write_notes(
+        tmp_path / "v",
+        {
+            "Daily/today.md": TEXT
+            + "\nSecond paragraph: [[Bread]] again, [[Bread]] twice, ![[Bread]] embedded, [[Nowhere]].\n",
+            "Sourdough starter.md": "Flour and water.",
+            "Bread.md": "Loaves.",
+            "Crumb notes.md": "Open crumb.",
+        },
+    )
     index = VaultIndex(vault)
     index.settings = index.settings.with_overrides({"index.embeddings": False})
     index.open()
@@ -40,5 +49,9 @@ def test_cases_count_each_linked_note_once_and_skip_missing_notes_and_embeds(tmp
         found = [(c["note"], c["paragraph"], c["target"]) for c in cases(index)]
     finally:
         index.close()
-    assert found == [("Daily/today.md", 0, "Sourdough starter.md"), ("Daily/today.md", 0, "Bread.md"),
-                     ("Daily/today.md", 0, "Crumb notes.md"), ("Daily/today.md", 1, "Bread.md")]
+    assert found == [
+        ("Daily/today.md", 0, "Sourdough starter.md"),
+        ("Daily/today.md", 0, "Bread.md"),
+        ("Daily/today.md", 0, "Crumb notes.md"),
+        ("Daily/today.md", 1, "Bread.md"),
+    ]

@@ -57,7 +57,9 @@ def is_terms(request: dict[str, Any]) -> bool:
     return request["messages"][0]["content"] == TERMS_SYSTEM
 
 
-def responder(terms_reply: Reply | Callable[[], Reply], analysis_reply: Reply | Callable[[], Reply]) -> Callable[[dict[str, Any]], Reply]:
+def responder(
+    terms_reply: Reply | Callable[[], Reply], analysis_reply: Reply | Callable[[], Reply]
+) -> Callable[[dict[str, Any]], Reply]:
     """Answer term requests and analysis requests differently."""
 
     def answer(request: dict[str, Any]) -> Reply:
@@ -79,8 +81,14 @@ def vault(tmp_path: Path) -> Path:
 
 
 def llm_settings(base_url: str, **extra: Any) -> Settings:
-    flags = {"index.embeddings": False, "rerank.enabled": False, "llm.base_url": base_url, "llm.model": "fake-model",
-             "llm.timeout_s": TIMEOUT, "search.keyword_terms": 3}
+    flags = {
+        "index.embeddings": False,
+        "rerank.enabled": False,
+        "llm.base_url": base_url,
+        "llm.model": "fake-model",
+        "llm.timeout_s": TIMEOUT,
+        "search.keyword_terms": 3,
+    }
     flags.update(extra)
     return Settings().with_overrides(flags)
 
@@ -110,6 +118,7 @@ MSGS = [{"role": "user", "content": "hello"}]
 
 # -- client ------------------------------------------------------------------------------------
 
+
 def test_chat_sends_openai_request_and_counts_usage(server: FakeLLMServer) -> None:
     server.push(text("hi there", prompt_tokens=12, completion_tokens=3))
     c = client(server.base_url, api_key="secret")
@@ -124,8 +133,12 @@ def test_chat_sends_openai_request_and_counts_usage(server: FakeLLMServer) -> No
 
 
 def test_settings_from_the_environment_reach_the_endpoint(server: FakeLLMServer) -> None:
-    env = {"OPENAI_BASE_URL": server.base_url, "EXPLORER_LLM_MODEL": "env-model", "EXPLORER_LLM_TIMEOUT_S": "30",
-           "EXPLORER_LLM_TEMPERATURE": "0.2"}
+    env = {
+        "OPENAI_BASE_URL": server.base_url,
+        "EXPLORER_LLM_MODEL": "env-model",
+        "EXPLORER_LLM_TIMEOUT_S": "30",
+        "EXPLORER_LLM_TEMPERATURE": "0.2",
+    }
     settings = load_settings(None, environ=env)
     assert settings.llm.configured and settings.llm.timeout_s == 30.0
     server.push(text("ok"), text("ok"))
@@ -135,7 +148,9 @@ def test_settings_from_the_environment_reach_the_endpoint(server: FakeLLMServer)
     keyed = load_settings(None, environ=dict(env, OPENAI_API_KEY="sk-test"))
     LLMClient(keyed.llm).chat([{"role": "user", "content": "keyed"}])
     assert server.headers[1]["authorization"] == "Bearer sk-test"
-    assert not load_settings(None, environ={"OPENAI_BASE_URL": server.base_url}).llm.configured, "a model is needed too"
+    assert not load_settings(None, environ={"OPENAI_BASE_URL": server.base_url}).llm.configured, (
+        "a model is needed too"
+    )
 
 
 def test_replies_are_cached_per_prompt_and_model(server: FakeLLMServer) -> None:
@@ -210,6 +225,7 @@ def test_client_is_lazy_about_openai() -> None:
 
 # -- parsing -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "reply",
     [
@@ -261,8 +277,10 @@ def test_parse_analysis_reply(reply: str, expected: tuple[str, str]) -> None:
     assert parse_analysis_reply(reply) == expected
 
 
-@pytest.mark.parametrize(("reply", "reason"), [("REFINE:", "empty refine query"), ("I cannot tell.", "unparsable output"),
-                                               ("", "unparsable output")])
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [("REFINE:", "empty refine query"), ("I cannot tell.", "unparsable output"), ("", "unparsable output")],
+)
 def test_parse_analysis_reply_errors(reply: str, reason: str) -> None:
     with pytest.raises(LLMOutputError) as info:
         parse_analysis_reply(reply)
@@ -270,6 +288,7 @@ def test_parse_analysis_reply_errors(reply: str, reason: str) -> None:
 
 
 # -- term writer and analyser --------------------------------------------------------------------
+
 
 def test_term_writer_uses_llm_terms_and_flags(server: FakeLLMServer) -> None:
     server.push(terms(["kite wind speed", "steady wind", "flying a kite"], include_preferences=True))
@@ -279,7 +298,11 @@ def test_term_writer_uses_llm_terms_and_flags(server: FakeLLMServer) -> None:
     assert got.include_preferences is True and got.include_n_minus_1 is False
     assert got.tokens_used == 30 and got.warnings == ()
     req = server.requests[0]
-    assert req["response_format"] == {"type": "json_object"} and req["temperature"] == 0.4 and req["max_tokens"] == 200
+    assert (
+        req["response_format"] == {"type": "json_object"}
+        and req["temperature"] == 0.4
+        and req["max_tokens"] == 200
+    )
     assert "how windy for kites" in prompt_of(req)
 
 
@@ -308,9 +331,14 @@ def test_analysis_prompt_shows_ke_entries_and_kc_passages(tmp_path: Path) -> Non
 
 # -- the pipeline with an LLM: happy path ---------------------------------------------------------
 
+
 def test_happy_path_llm_terms_and_refine_runs_pass_2(server: FakeLLMServer, open_pipeline) -> None:
     server.responder = responder(
-        lambda: terms(["kite wind speed", "steady wind"]) if len(server.requests) == 1 else terms(["dacron line", "spool"]),
+        lambda: (
+            terms(["kite wind speed", "steady wind"])
+            if len(server.requests) == 1
+            else terms(["dacron line", "spool"])
+        ),
         text("REFINE: dacron line spool"),
     )
     pipe = open_pipeline(server.base_url)
@@ -339,7 +367,9 @@ def test_happy_path_llm_terms_and_refine_runs_pass_2(server: FakeLLMServer, open
 
 def test_happy_path_with_vectors(server: FakeLLMServer, vault: Path, embedder) -> None:
     server.responder = responder(
-        lambda: terms(["kite wind speed"]) if len(server.requests) == 1 else terms(["kite line", "dacron spool"]),
+        lambda: (
+            terms(["kite wind speed"]) if len(server.requests) == 1 else terms(["kite line", "dacron spool"])
+        ),
         text("REFINE: dacron line spool"),
     )
     settings = llm_settings(server.base_url, **{"index.embeddings": True})
@@ -351,7 +381,9 @@ def test_happy_path_with_vectors(server: FakeLLMServer, vault: Path, embedder) -
     assert res.mode.dense is True and res.mode.terms == "llm" and res.mode.analyser == "llm"
     assert [p.number for p in res.passes] == [1, 2]
     first = res.results[0]
-    assert first.document_path in ("Knowledge/kites.md", "Journal/beach.md") and first.embedding_rank is not None
+    assert (
+        first.document_path in ("Knowledge/kites.md", "Journal/beach.md") and first.embedding_rank is not None
+    )
     spool = {r.document_path: r for r in res.results}["Gear/spool.md"]
     assert spool.pass_ == 2
     assert spool.relevance < first.relevance, "relevance is judged against the original query"
@@ -367,7 +399,9 @@ def test_llm_sufficient_stops_after_pass_1(server: FakeLLMServer, open_pipeline)
 
 
 def test_refine_identical_to_the_original_skips_pass_2(server: FakeLLMServer, open_pipeline) -> None:
-    server.responder = responder(terms(["kite wind"]), text("REFINE: Kite, WIND strong fly should... how the be to"))
+    server.responder = responder(
+        terms(["kite wind"]), text("REFINE: Kite, WIND strong fly should... how the be to")
+    )
     res = open_pipeline(server.base_url).search(QUERY)
     assert res.analysis.decision == "REFINE"
     assert "repeats the original" in res.analysis.skipped
@@ -390,28 +424,47 @@ FAULTS = {
     "http 500": (error(500), error(500), "http 500", "http 500"),
     "http 429": (error(429), error(429), "http 429", "http 429"),
     "timeout": (text("late", delay=NEVER), text("late", delay=NEVER), "timeout", "timeout"),
-    "non-json body": (Reply(200, "not json at all", content_type="text/plain"), Reply(200, "<html>"),
-                      "malformed response", "malformed response"),
-    "unparsable output": (text("Here are some terms: kite, wind"), text("Looks fine to me."),
-                          "unparsable output", "unparsable output"),
-    "wrong shape": (text('{"search_terms": "kite wind"}'), text('{"decision": "REFINE"}'), "wrong shape", "unparsable output"),
+    "non-json body": (
+        Reply(200, "not json at all", content_type="text/plain"),
+        Reply(200, "<html>"),
+        "malformed response",
+        "malformed response",
+    ),
+    "unparsable output": (
+        text("Here are some terms: kite, wind"),
+        text("Looks fine to me."),
+        "unparsable output",
+        "unparsable output",
+    ),
+    "wrong shape": (
+        text('{"search_terms": "kite wind"}'),
+        text('{"decision": "REFINE"}'),
+        "wrong shape",
+        "unparsable output",
+    ),
     "empty terms": (terms([]), text("REFINE:"), "empty terms", "empty refine query"),
     "blank terms": (terms(["", "   "]), text("REFINE:   "), "empty terms", "empty refine query"),
 }
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_faults_fall_back_and_the_search_still_answers(server: FakeLLMServer, open_pipeline, fault: str) -> None:
+def test_faults_fall_back_and_the_search_still_answers(
+    server: FakeLLMServer, open_pipeline, fault: str
+) -> None:
     terms_reply, analysis_reply, terms_reason, analysis_reason = FAULTS[fault]
     server.responder = responder(terms_reply, analysis_reply)
-    res = open_pipeline(server.base_url, **({"llm.timeout_s": SHORT_TIMEOUT} if fault == "timeout" else {})).search(QUERY)
+    res = open_pipeline(
+        server.base_url, **({"llm.timeout_s": SHORT_TIMEOUT} if fault == "timeout" else {})
+    ).search(QUERY)
     _assert_fallback(res, terms_reason, analysis_reason)
 
 
 def test_a_fallback_is_not_cached(server: FakeLLMServer, open_pipeline) -> None:
     state = {"down": True}
-    server.responder = responder(lambda: error(503) if state["down"] else terms(["kite wind"]),
-                                 lambda: error(503) if state["down"] else text("SUFFICIENT"))
+    server.responder = responder(
+        lambda: error(503) if state["down"] else terms(["kite wind"]),
+        lambda: error(503) if state["down"] else text("SUFFICIENT"),
+    )
     pipe = open_pipeline(server.base_url)
     assert pipe.search(QUERY).mode.terms == "llm->keywords"
     state["down"] = False
@@ -432,8 +485,12 @@ def test_budget_exhausted_falls_back(server: FakeLLMServer, open_pipeline) -> No
     assert server.requests == [], "nothing was sent"
 
 
-def test_budget_spent_by_terms_leaves_the_analysis_to_the_heuristic(server: FakeLLMServer, open_pipeline) -> None:
-    server.responder = responder(terms(["kite wind"], prompt_tokens=300, completion_tokens=50), text("SUFFICIENT"))
+def test_budget_spent_by_terms_leaves_the_analysis_to_the_heuristic(
+    server: FakeLLMServer, open_pipeline
+) -> None:
+    server.responder = responder(
+        terms(["kite wind"], prompt_tokens=300, completion_tokens=50), text("SUFFICIENT")
+    )
     res = open_pipeline(server.base_url, **{"llm.token_budget": 600}).search(QUERY)
     assert res.mode.terms == "llm" and res.search_terms_used[1] == "kite wind"
     assert res.analysis.analyser == "llm->heuristic" and "budget exhausted" in res.analysis.reason
@@ -442,19 +499,27 @@ def test_budget_spent_by_terms_leaves_the_analysis_to_the_heuristic(server: Fake
 
 
 def test_no_endpoint_names_the_fallback(vault: Path) -> None:
-    settings = Settings().with_overrides({"index.embeddings": False, "rerank.enabled": False, "search.keyword_terms": 3})
+    settings = Settings().with_overrides(
+        {"index.embeddings": False, "rerank.enabled": False, "search.keyword_terms": 3}
+    )
     index = VaultIndex(vault, settings)
     index.open()
     llm = LLMClient(settings.llm)
-    pipe = SearchPipeline(index, settings, term_writer=llm_term_writer(llm, index, settings),
-                          analyser=llm_analyser(llm, index, settings))
+    pipe = SearchPipeline(
+        index,
+        settings,
+        term_writer=llm_term_writer(llm, index, settings),
+        analyser=llm_analyser(llm, index, settings),
+    )
     res = pipe.search(QUERY)
     index.close()
     _assert_fallback(res, "no LLM endpoint configured", "no LLM endpoint configured")
 
 
 def test_analyser_llm_requested_without_endpoint_is_named(vault: Path) -> None:
-    settings = Settings().with_overrides({"index.embeddings": False, "rerank.enabled": False, "search.analyser": "llm"})
+    settings = Settings().with_overrides(
+        {"index.embeddings": False, "rerank.enabled": False, "search.analyser": "llm"}
+    )
     index = VaultIndex(vault, settings)
     index.open()
     res = make_pipeline(index, settings).search(QUERY)
@@ -478,10 +543,26 @@ def _assert_fallback(res, terms_reason: str, analysis_reason: str) -> None:
 
 # -- the CLI with an LLM --------------------------------------------------------------------------
 
+
 def test_cli_search_json_names_the_llm_modes(server: FakeLLMServer, vault: Path) -> None:
     server.responder = responder(terms(["kite wind", "steady wind"]), text("SUFFICIENT"))
-    cmd = [sys.executable, "-m", "explorer", "search", QUERY, "--vault", str(vault), "--json", "--no-embeddings",
-           "--set", f"llm.base_url={server.base_url}", "--set", "llm.model=fake-model", "--set", "rerank.enabled=false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "explorer",
+        "search",
+        QUERY,
+        "--vault",
+        str(vault),
+        "--json",
+        "--no-embeddings",
+        "--set",
+        f"llm.base_url={server.base_url}",
+        "--set",
+        "llm.model=fake-model",
+        "--set",
+        "rerank.enabled=false",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)

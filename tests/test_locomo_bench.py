@@ -12,36 +12,66 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import locomo  # noqa: E402
 
-CONVERSATION = [{
-    "sample_id": "conv-x",
-    "conversation": {
-        "speaker_a": "Ana", "speaker_b": "Ben",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a greyhound named Comet yesterday."},
-            {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! I am training for the Lisbon marathon.",
-             "img_url": ["x"], "blip_caption": "a photo of running shoes"},
+CONVERSATION = [
+    {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a greyhound named Comet yesterday."},
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D1:2",
+                    "text": "Lovely! I am training for the Lisbon marathon.",
+                    "img_url": ["x"],
+                    "blip_caption": "a photo of running shoes",
+                },
+            ],
+            "session_2_date_time": "10:00 am on 20 June, 2023",
+            "session_2": [
+                {"speaker": "Ana", "dia_id": "D2:1", "text": "Comet learned to fetch the frisbee."},
+                {"speaker": "Ben", "dia_id": "D2:2", "text": "My sourdough starter finally bubbled."},
+            ],
+            "session_3_date_time": "9:00 am on 1 July, 2023",
+        },
+        "qa": [
+            {
+                "question": "When did Ana adopt the greyhound?",
+                "answer": "7 May 2023",
+                "evidence": ["D1:1"],
+                "category": 2,
+            },
+            {
+                "question": "Which marathon is Ben training for?",
+                "answer": "Lisbon",
+                "evidence": ["D1:2", "D9:9"],
+                "category": 4,
+            },
+            {
+                "question": "What did Comet learn to fetch?",
+                "answer": "frisbee",
+                "evidence": ["D2:1; D1:1"],
+                "category": 1,
+            },
+            {
+                "question": "What did Ana bake?",
+                "adversarial_answer": "sourdough",
+                "evidence": ["D2:2"],
+                "category": 5,
+            },
         ],
-        "session_2_date_time": "10:00 am on 20 June, 2023",
-        "session_2": [
-            {"speaker": "Ana", "dia_id": "D2:1", "text": "Comet learned to fetch the frisbee."},
-            {"speaker": "Ben", "dia_id": "D2:2", "text": "My sourdough starter finally bubbled."},
-        ],
-        "session_3_date_time": "9:00 am on 1 July, 2023",
-    },
-    "qa": [
-        {"question": "When did Ana adopt the greyhound?", "answer": "7 May 2023", "evidence": ["D1:1"], "category": 2},
-        {"question": "Which marathon is Ben training for?", "answer": "Lisbon", "evidence": ["D1:2", "D9:9"], "category": 4},
-        {"question": "What did Comet learn to fetch?", "answer": "frisbee", "evidence": ["D2:1; D1:1"], "category": 1},
-        {"question": "What did Ana bake?", "adversarial_answer": "sourdough", "evidence": ["D2:2"], "category": 5},
-    ],
-}]
+    }
+]
 
 
 def test_metrics_by_hand() -> None:
     m = locomo.question_metrics(["a", "b"], ["x", "a", "y", "z", "q", "b"])
     assert m["recall@5"] == 0.5 and m["recall@10"] == 1.0 and m["hit@5"] == 1.0
-    assert m["ndcg@10"] == pytest.approx((1 / 1.584962500721156 + 1 / 2.807354922057604) / (1 + 1 / 1.584962500721156))
+    assert m["ndcg@10"] == pytest.approx(
+        (1 / 1.584962500721156 + 1 / 2.807354922057604) / (1 + 1 / 1.584962500721156)
+    )
     assert locomo.auroc([3, 4], [1, 2]) == 1.0
     assert locomo.auroc([1, 2], [3, 4]) == 0.0
     assert locomo.auroc([1, 1], [1, 1]) == 0.5
@@ -58,9 +88,11 @@ def test_locomo_run_bm25_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     note = work / "conv-x/Users/Ana/turns/turn_000001/context.md"
     text = note.read_text(encoding="utf-8")
-    assert 'dia_id: "D1:1"' in text and "date: 2023-05-08" in text and "speaker: \"Ana\"" in text
+    assert 'dia_id: "D1:1"' in text and "date: 2023-05-08" in text and 'speaker: "Ana"' in text
     assert text.rstrip().endswith("Ana: I adopted a greyhound named Comet yesterday.")
-    assert "running shoes" in (work / "conv-x/Users/Ben/turns/turn_000002/context.md").read_text(encoding="utf-8")
+    assert "running shoes" in (work / "conv-x/Users/Ben/turns/turn_000002/context.md").read_text(
+        encoding="utf-8"
+    )
 
     report = json.loads((out / "locomo.json").read_text(encoding="utf-8"))
     assert report["complete"] is True

@@ -28,14 +28,26 @@ NOTES = {
     "Pets/hamster.md": "---\ntags: [pets]\n---\n# Hamster care\n\nA Syrian hamster needs a 30 cm wheel and deep bedding.\n",
     "Travel/kyoto.md": "# Kyoto\n\nTemples, moss gardens and the Philosopher's Path in autumn.\n",
 }
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 
 
 def _env(token: str | None) -> dict[str, str]:
-    env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_WAIT_POLICY": "PASSIVE",
-           "PATH": os.environ.get("PATH", "")}
+    env = {
+        "PYTHONPATH": str(REPO),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "PATH": os.environ.get("PATH", ""),
+    }
     if os.environ.get("EXPLORER_MODEL_CACHE"):
         env["EXPLORER_MODEL_CACHE"] = os.environ["EXPLORER_MODEL_CACHE"]
     if token is not None:
@@ -44,10 +56,17 @@ def _env(token: str | None) -> dict[str, str]:
 
 
 @contextmanager
-def serving(vault: Path, *args: str, token: str | None = TOKEN, address: str = "127.0.0.1:0") -> Iterator[str]:
+def serving(
+    vault: Path, *args: str, token: str | None = TOKEN, address: str = "127.0.0.1:0"
+) -> Iterator[str]:
     """The URL of a real `explorer mcp --http` process on a free port; the process is stopped after."""
-    proc = subprocess.Popen([sys.executable, "-m", "explorer", "mcp", str(vault), "--http", address, "--no-embeddings",
-                             *args], env=_env(token), cwd=str(vault), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "mcp", str(vault), "--http", address, "--no-embeddings", *args],
+        env=_env(token),
+        cwd=str(vault),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         lines: queue.Queue[bytes] = queue.Queue()
 
@@ -79,6 +98,7 @@ def serving(vault: Path, *args: str, token: str | None = TOKEN, address: str = "
 
 def client(url: str, token: str | None = TOKEN) -> Any:
     """An SDK client over streamable HTTP, with the bearer token; use as `async with client(url) as (c, _)`."""
+
     class _Both:
         async def __aenter__(self) -> Any:
             headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -112,8 +132,12 @@ def raw_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes
     try:
         skip_host = "Host" in headers
         conn.putrequest("POST", parts.path, skip_host=skip_host, skip_accept_encoding=True)
-        for name, value in {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                            "Content-Length": str(len(body)), **headers}.items():
+        for name, value in {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Content-Length": str(len(body)),
+            **headers,
+        }.items():
             conn.putheader(name, value)
         conn.endheaders(body)
         resp = conn.getresponse()
@@ -136,13 +160,29 @@ def test_token_required_and_dns_rebinding_refused(tmp_path: Path) -> None:
         # A page at http://evil.example whose name now resolves to 127.0.0.1: its Host, its Origin.
         assert raw_post(url, body, {**auth, "Host": f"evil.example:{port}"})[0] == 421
         assert raw_post(url, body, {**auth, "Origin": "http://evil.example"})[0] == 403
-        assert raw_post(url, body, {**auth, "Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"})[0] == 200
+        assert (
+            raw_post(url, body, {**auth, "Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"})[
+                0
+            ]
+            == 200
+        )
 
         async def session() -> None:
             async with client(url) as c:
                 tools = {t.name for t in (await c.list_tools()).tools}
-                assert tools == {"search", "recent", "find", "get_context", "explain", "why_not", "stats", "remember"}
-                found = _payload(await c.call_tool("search", {"query": "hamster wheel", "k": 3, "mode": "lexical"}))
+                assert tools == {
+                    "search",
+                    "recent",
+                    "find",
+                    "get_context",
+                    "explain",
+                    "why_not",
+                    "stats",
+                    "remember",
+                }
+                found = _payload(
+                    await c.call_tool("search", {"query": "hamster wheel", "k": 3, "mode": "lexical"})
+                )
                 assert found["results"][0]["document_path"] == "Pets/hamster.md"
             with pytest.raises(Exception):  # the SDK client without the token cannot even start a session
                 async with client(url, token=None) as c:
@@ -181,19 +221,29 @@ def test_every_interface_takes_the_allowed_names_only(tmp_path: Path) -> None:
         assert raw_post(url, body, {"Host": f"memory.team.example:{port}"})[0] == 401
 
 
-@pytest.mark.parametrize(("address", "token", "message"), [
-    ("nonsense", TOKEN, "give HOST:PORT"),
-    ("127.0.0.1:99999", TOKEN, "outside 0-65535"),
-    ("example.com:8080", TOKEN, "not an IP address"),
-    ("0.0.0.0:0", None, "without a token"),
-    ("0.0.0.0:0", TOKEN, "--allow-host"),
-    ("127.0.0.1:0", "short", "at least 16"),
-    ("192.0.2.7:0", TOKEN, "not an address of this machine"),
-])
-def test_setup_failures_are_one_line_and_exit_2(tmp_path: Path, address: str, token: str | None, message: str) -> None:
+@pytest.mark.parametrize(
+    ("address", "token", "message"),
+    [
+        ("nonsense", TOKEN, "give HOST:PORT"),
+        ("127.0.0.1:99999", TOKEN, "outside 0-65535"),
+        ("example.com:8080", TOKEN, "not an IP address"),
+        ("0.0.0.0:0", None, "without a token"),
+        ("0.0.0.0:0", TOKEN, "--allow-host"),
+        ("127.0.0.1:0", "short", "at least 16"),
+        ("192.0.2.7:0", TOKEN, "not an address of this machine"),
+    ],
+)
+def test_setup_failures_are_one_line_and_exit_2(
+    tmp_path: Path, address: str, token: str | None, message: str
+) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
-    proc = subprocess.run([sys.executable, "-m", "explorer", "mcp", str(vault), "--http", address, "--no-embeddings"],
-                          env=_env(token), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "explorer", "mcp", str(vault), "--http", address, "--no-embeddings"],
+        env=_env(token),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -205,8 +255,13 @@ def test_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        proc = subprocess.run([sys.executable, "-m", "explorer", "mcp", str(vault), "--http", f"127.0.0.1:{port}"],
-                              env=_env(TOKEN), capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "explorer", "mcp", str(vault), "--http", f"127.0.0.1:{port}"],
+            env=_env(TOKEN),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"explorer: cannot listen on 127.0.0.1:{port}: the port is in use"
 
@@ -220,10 +275,16 @@ def test_several_clients_at_once_with_writes_lose_nothing(tmp_path: Path) -> Non
         async with client(url) as c:
             for i in range(rounds):
                 word = f"zebra{n}x{i}"
-                made = _payload(await c.call_tool("remember", {"text": f"The code word is {word}.", "title": f"Note {n} {i}",
-                                                               "user": f"agent{n}"}))
+                made = _payload(
+                    await c.call_tool(
+                        "remember",
+                        {"text": f"The code word is {word}.", "title": f"Note {n} {i}", "user": f"agent{n}"},
+                    )
+                )
                 written.append((word, made["path"]))
-                hits = _payload(await c.call_tool("search", {"query": "hamster wheel", "k": 3, "mode": "lexical"}))
+                hits = _payload(
+                    await c.call_tool("search", {"query": "hamster wheel", "k": 3, "mode": "lexical"})
+                )
                 assert hits["results"][0]["document_path"] == "Pets/hamster.md"
                 ctx = _payload(await c.call_tool("get_context", {"target": "Travel/kyoto.md", "window": 200}))
                 assert "moss gardens" in ctx["text"]
@@ -250,32 +311,49 @@ def test_a_bad_client_leaves_the_others_unaffected(tmp_path: Path) -> None:
         """Garbage, oversized bodies, huge arguments and a connection dropped mid-call."""
         parts = httpx2.URL(url)
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        codes = [raw_post(url, b"\x00\xff{not json", auth)[0],
-                 raw_post(url, b'{"jsonrpc": "2.0", "id": 1, "method": 42}', auth)[0],
-                 raw_post(url, b"[" * 100_000, auth)[0],
-                 raw_post(url, b" " * (2 * 1024 * 1024), auth)[0]]
-        for cut in (10, 200):  # headers, then part of the body, then gone; then the whole call, gone before the answer
-            call = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                               "params": {"name": "search", "arguments": {"query": "hamster " * 5000}}}).encode()
+        codes = [
+            raw_post(url, b"\x00\xff{not json", auth)[0],
+            raw_post(url, b'{"jsonrpc": "2.0", "id": 1, "method": 42}', auth)[0],
+            raw_post(url, b"[" * 100_000, auth)[0],
+            raw_post(url, b" " * (2 * 1024 * 1024), auth)[0],
+        ]
+        for cut in (
+            10,
+            200,
+        ):  # headers, then part of the body, then gone; then the whole call, gone before the answer
+            call = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "tools/call",
+                    "params": {"name": "search", "arguments": {"query": "hamster " * 5000}},
+                }
+            ).encode()
             with socket.create_connection((parts.host, parts.port), timeout=10) as s:
-                s.sendall(f"POST {parts.path} HTTP/1.1\r\nHost: {parts.host}:{parts.port}\r\n"
-                          f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-                          f"Accept: application/json, text/event-stream\r\nContent-Length: {len(call)}\r\n\r\n".encode()
-                          + call[:cut if cut < 200 else len(call)])
+                s.sendall(
+                    f"POST {parts.path} HTTP/1.1\r\nHost: {parts.host}:{parts.port}\r\n"
+                    f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                    f"Accept: application/json, text/event-stream\r\nContent-Length: {len(call)}\r\n\r\n".encode()
+                    + call[: cut if cut < 200 else len(call)]
+                )
         return codes
 
     async def good(url: str) -> int:
         answered = 0
         async with client(url) as c:
             for _ in range(15):
-                hits = _payload(await c.call_tool("search", {"query": "fine grind", "k": 2, "mode": "lexical"}))
+                hits = _payload(
+                    await c.call_tool("search", {"query": "fine grind", "k": 2, "mode": "lexical"})
+                )
                 assert hits["results"][0]["document_path"] == "Coffee/espresso.md"
                 answered += 1
         return answered
 
     async def huge(url: str) -> None:
         async with client(url) as c:
-            big = _payload(await c.call_tool("search", {"query": "kyoto moss " * 50_000, "k": 2, "mode": "lexical"}))
+            big = _payload(
+                await c.call_tool("search", {"query": "kyoto moss " * 50_000, "k": 2, "mode": "lexical"})
+            )
             assert big["results"][0]["document_path"] == "Travel/kyoto.md"  # cut to the query limit, answered
             bad = await c.call_tool("get_context", {"target": "x" * 500_000, "window": 10**9})
             assert bad.is_error
@@ -297,6 +375,12 @@ def test_a_bad_client_leaves_the_others_unaffected(tmp_path: Path) -> None:
 
 def test_allow_host_without_http_is_refused(tmp_path: Path) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
-    proc = subprocess.run([sys.executable, "-m", "explorer", "mcp", str(vault), "--allow-host", "memory.example"],
-                          env=_env(TOKEN), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "explorer", "mcp", str(vault), "--allow-host", "memory.example"],
+        env=_env(TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2 and "--allow-host goes with --http" in proc.stderr

@@ -12,10 +12,12 @@ from conftest import write_notes
 
 NOTES = {
     "Pets/Hamster care.md": "# Hamster care\n\n## Diet\n\nSeeds and vegetables.\n",
-    "Journal/2024/day.md": ("Read [the diet part](../../Pets/Hamster%20care.md#Diet) again, "
-                            "then [the guide](<Pets/Hamster care.md>) from the vault root, "
-                            "and [by name](Hamster%20care.md). Also [a site](https://zebrafish.example.org/quokka).\n"
-                            "`[not a link](Pets/Hamster care.md)`\n"),
+    "Journal/2024/day.md": (
+        "Read [the diet part](../../Pets/Hamster%20care.md#Diet) again, "
+        "then [the guide](<Pets/Hamster care.md>) from the vault root, "
+        "and [by name](Hamster%20care.md). Also [a site](https://zebrafish.example.org/quokka).\n"
+        "`[not a link](Pets/Hamster care.md)`\n"
+    ),
     "Other.md": "Nothing links here. [gone](Missing%20note.md)\n",
 }
 
@@ -47,7 +49,9 @@ def test_markdown_links_resolve_and_count_as_backlinks(tmp_path: Path) -> None:
 
 
 def test_old_and_new_node_id_forms_resolve(tmp_path: Path) -> None:
-    index = VaultIndex(write_notes(tmp_path / "v", {"a.md": "# A\n\n## Care\n\n### Diet\n\nseeds\n\n## Care\n\nagain\n"}))
+    index = VaultIndex(
+        write_notes(tmp_path / "v", {"a.md": "# A\n\n## Care\n\n### Diet\n\nseeds\n\n## Care\n\nagain\n"})
+    )
     index.settings = index.settings.with_overrides({"index.embeddings": False})
     index.open()
     # Bare headings (A, the first Care) join the section after them; no suffix is needed then.
@@ -64,19 +68,29 @@ def test_ignore_rules_default_and_configured_and_reported_by_stats(tmp_path: Pat
     import subprocess
     import sys
 
-    vault = write_notes(tmp_path / "v", {
-        "note.md": "a kite",
-        "Drawings/plan.excalidraw.md": "excalidraw json kite",
-        ".trash/old.md": "kite",
-        ".obsidian/workspace.md": "kite",
-        "drafts/wip.md": "kite",
-        "drafts/keep.md": "kite",
-    })
+    vault = write_notes(
+        tmp_path / "v",
+        {
+            "note.md": "a kite",
+            "Drawings/plan.excalidraw.md": "excalidraw json kite",
+            ".trash/old.md": "kite",
+            ".obsidian/workspace.md": "kite",
+            "drafts/wip.md": "kite",
+            "drafts/keep.md": "kite",
+        },
+    )
     (vault / ".explorer").mkdir()
-    (vault / ".explorer" / "config.toml").write_text('[vault]\nignore = ["drafts/*", "!drafts/keep.md"]\n', encoding="utf-8")
+    (vault / ".explorer" / "config.toml").write_text(
+        '[vault]\nignore = ["drafts/*", "!drafts/keep.md"]\n', encoding="utf-8"
+    )
     env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    out = subprocess.run([sys.executable, "-m", "explorer", "stats", "--json", "--no-embeddings", "--vault", str(vault)],
-                         capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer", "stats", "--json", "--no-embeddings", "--vault", str(vault)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     data = json.loads(out.stdout)
     assert data["notes"] == 2
     assert data["ignored"] == {
@@ -89,8 +103,10 @@ def test_ignore_rules_default_and_configured_and_reported_by_stats(tmp_path: Pat
 
 def test_node_ids_are_link_targets_even_when_headings_hold_link_syntax(tmp_path: Path) -> None:
     long_para = " ".join(f"Sentence {i} about pipes and tips." for i in range(120))
-    text = ("# Lang\n\n## C# tips\n\nuse spans\n\n## Pipes | and [[Links]]\n\nbar\n\n"
-            "## C tips\n\nsame link form\n\n## x^2\n\n" + long_para + "\n")
+    text = (
+        "# Lang\n\n## C# tips\n\nuse spans\n\n## Pipes | and [[Links]]\n\nbar\n\n"
+        "## C tips\n\nsame link form\n\n## x^2\n\n" + long_para + "\n"
+    )
     index = VaultIndex(write_notes(tmp_path / "v", {"a.md": text}))
     index.settings = index.settings.with_overrides({"index.embeddings": False})
     index.open()
@@ -104,10 +120,15 @@ def test_node_ids_are_link_targets_even_when_headings_hold_link_syntax(tmp_path:
     # New forms, the older raw-heading forms and their suffixes all resolve to their sections.
     at = {h: text.index(h) for h in ("## C# tips", "## Pipes", "## C tips", "## x^2")}
     cases = {
-        "a.md#C tips": at["## C# tips"], "a.md#C# tips": at["## C# tips"], "a.md#Lang > C# tips": at["## C# tips"],
-        "a.md#Pipes | and [[Links]]": at["## Pipes"], "a#pipes and links": at["## Pipes"],
-        "a.md#C tips (2)": at["## C tips"], "a.md#Lang > C# tips (2)": at["## C tips"],
-        "a.md#x^2": at["## x^2"], "a.md#x 2@2": index.shards["a.md#x 2@2"].start,
+        "a.md#C tips": at["## C# tips"],
+        "a.md#C# tips": at["## C# tips"],
+        "a.md#Lang > C# tips": at["## C# tips"],
+        "a.md#Pipes | and [[Links]]": at["## Pipes"],
+        "a#pipes and links": at["## Pipes"],
+        "a.md#C tips (2)": at["## C tips"],
+        "a.md#Lang > C# tips (2)": at["## C tips"],
+        "a.md#x^2": at["## x^2"],
+        "a.md#x 2@2": index.shards["a.md#x 2@2"].start,
         "a.md#Lang > x^2@2": index.shards["a.md#x 2@2"].start,
     }
     for form, cursor in cases.items():

@@ -13,19 +13,30 @@ from explorer.search.pipeline import SearchPipeline
 
 
 def _turn(number: int, speaker: str, session: int | None, text: str) -> tuple[str, str]:
-    front = f"---\nturn_id: {number}\nspeaker: {speaker}\n" + (f"session: {session}\n" if session is not None else "") + "---\n"
+    front = (
+        f"---\nturn_id: {number}\nspeaker: {speaker}\n"
+        + (f"session: {session}\n" if session is not None else "")
+        + "---\n"
+    )
     return f"Users/{speaker}/turns/turn_{number:06d}/context.md", f"{front}{speaker}: {text}\n"
 
 
-TURNS = dict([
-    _turn(1, "Ana", 1, "I adopted a greyhound last week, such a calm greyhound, a greyhound from the shelter."),
-    _turn(2, "Ben", 1, "Lovely! What did you call him?"),
-    _turn(3, "Ana", 1, "Comet, after the one in the sky."),
-    _turn(4, "Ben", 2, "My sister has a greyhound too."),
-    _turn(5, "Ana", 2, "I finally finished my pottery course."),
-    _turn(6, "Ben", 2, "I am training for the Lisbon marathon in spring."),
-    _turn(7, "Ana", 3, "The weather was awful on the coast."),
-])
+TURNS = dict(
+    [
+        _turn(
+            1,
+            "Ana",
+            1,
+            "I adopted a greyhound last week, such a calm greyhound, a greyhound from the shelter.",
+        ),
+        _turn(2, "Ben", 1, "Lovely! What did you call him?"),
+        _turn(3, "Ana", 1, "Comet, after the one in the sky."),
+        _turn(4, "Ben", 2, "My sister has a greyhound too."),
+        _turn(5, "Ana", 2, "I finally finished my pottery course."),
+        _turn(6, "Ben", 2, "I am training for the Lisbon marathon in spring."),
+        _turn(7, "Ana", 3, "The weather was awful on the coast."),
+    ]
+)
 
 
 @pytest.fixture()
@@ -48,10 +59,15 @@ def _paths(res) -> list[str]:
 
 def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
     # Under rank fusion (under score fusion three greyhounds keep a lead that 1.5 does not undo).
-    plain = _search(index, "Ben adopted a shelter greyhound",
-                    **{"search.owner_weight": 1.0, "search.neighbour_weight": 0.0, "search.fusion": "rrf"})
+    plain = _search(
+        index,
+        "Ben adopted a shelter greyhound",
+        **{"search.owner_weight": 1.0, "search.neighbour_weight": 0.0, "search.fusion": "rrf"},
+    )
     assert _paths(plain)[0] == "Users/Ana/turns/turn_000001/context.md"  # three greyhounds beat one
-    named = _search(index, "Ben adopted a shelter greyhound", **{"search.neighbour_weight": 0.0, "search.fusion": "rrf"})
+    named = _search(
+        index, "Ben adopted a shelter greyhound", **{"search.neighbour_weight": 0.0, "search.fusion": "rrf"}
+    )
     assert named.stats.named_people == ["ben"]
     assert _paths(named)[0] == "Users/Ben/turns/turn_000004/context.md"
     top = named.results[0]
@@ -68,8 +84,11 @@ def test_a_turn_gains_from_the_turn_before_it_in_the_same_session(index: VaultIn
     lift = [c for c in entry.explanation.contributions if c.retriever == "neighbour"]
     assert lift and lift[0].term == "Users/Ben/turns/turn_000002/context.md"
     assert entry.rrf_score == pytest.approx(sum(c.contribution for c in entry.explanation.contributions))
-    assert comet not in _paths(_search(index, "what did you call him",
-                                       **{"search.neighbour_weight": 0.0, "search.dialog_words": 0.0}))
+    assert comet not in _paths(
+        _search(
+            index, "what did you call him", **{"search.neighbour_weight": 0.0, "search.dialog_words": 0.0}
+        )
+    )
     # Turn 4 (session 2) is not a neighbour of turn 3 (session 1).
     marathon = _search(index, "sister", **neighbour_only)
     assert "Users/Ana/turns/turn_000003/context.md" not in _paths(marathon)
@@ -86,15 +105,20 @@ def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex) 
     assert [c.retriever for c in entry.explanation.contributions] == ["bm25"]
     assert 0 < entry.rrf_score < asked.rrf_score  # the turn holding the words itself stays first
     half = entry.explanation.contributions[0].raw_score
-    more = next(r for r in _search(index, "what did you call him", **no_lift, **{"search.dialog_words": 1.0}).results
-                if r.document_path == comet)
+    more = next(
+        r
+        for r in _search(index, "what did you call him", **no_lift, **{"search.dialog_words": 1.0}).results
+        if r.document_path == comet
+    )
     assert more.explanation.contributions[0].raw_score > half
     # Turn 4 opens session 2: the words of session 1's last turn are not its own.
     sky = _search(index, "Comet sky", **no_lift)
     assert "Users/Ben/turns/turn_000004/context.md" not in _paths(sky)
     # Two turns away, the words count a quarter (search.dialog_reach = 2); one step only: not at all.
     scores = {r.document_path: r.rrf_score for r in sky.results}
-    first, second, third = (f"Users/{who}/turns/turn_00000{n}/context.md" for who, n in (("Ana", 1), ("Ben", 2), ("Ana", 3)))
+    first, second, third = (
+        f"Users/{who}/turns/turn_00000{n}/context.md" for who, n in (("Ana", 1), ("Ben", 2), ("Ana", 3))
+    )
     assert scores[third] > scores[second] > scores[first] > 0
     assert first not in _paths(_search(index, "Comet sky", **no_lift, **{"search.dialog_reach": 1}))
     # Other vaults (rank fusion) keep plain BM25.
@@ -194,8 +218,15 @@ def test_named_coverage_is_what_the_persons_own_results_hold(index: VaultIndex) 
 
 
 def test_sessions_unrecorded_means_no_neighbours(tmp_path: Path) -> None:
-    vault = write_notes(tmp_path / "v", dict([_turn(1, "Ana", None, "What did you call him?"),
-                                               _turn(2, "Ben", None, "Comet, after the one in the sky.")]))
+    vault = write_notes(
+        tmp_path / "v",
+        dict(
+            [
+                _turn(1, "Ana", None, "What did you call him?"),
+                _turn(2, "Ben", None, "Comet, after the one in the sky."),
+            ]
+        ),
+    )
     ix = VaultIndex(vault, load_settings(vault, {"index.embeddings": False}))
     ix.open()
     try:
@@ -212,10 +243,19 @@ def test_conversation_turns_fuse_by_score_other_vaults_by_rank(index: VaultIndex
     # BM25 alone (no model here): the best turn's BM25 contribution is its full weight.
     bm25 = [c for c in top.explanation.contributions if c.retriever == "bm25"]
     assert bm25 and bm25[0].rank == 1
-    assert bm25[0].contribution == pytest.approx(bm25[0].retriever_weight * bm25[0].term_weight * bm25[0].source_weight)
-    assert _search(index, "greyhound shelter", **{"search.fusion": "rrf"}).results[0].explanation.fusion == "rrf"
-    notes = write_notes(tmp_path / "notes", {"Pets/greyhound.md": "# Greyhound\n\nA calm shelter greyhound.\n",
-                                             "Pets/cat.md": "# Cat\n\nA cat.\n"})
+    assert bm25[0].contribution == pytest.approx(
+        bm25[0].retriever_weight * bm25[0].term_weight * bm25[0].source_weight
+    )
+    assert (
+        _search(index, "greyhound shelter", **{"search.fusion": "rrf"}).results[0].explanation.fusion == "rrf"
+    )
+    notes = write_notes(
+        tmp_path / "notes",
+        {
+            "Pets/greyhound.md": "# Greyhound\n\nA calm shelter greyhound.\n",
+            "Pets/cat.md": "# Cat\n\nA cat.\n",
+        },
+    )
     ix = VaultIndex(notes, load_settings(notes, {"index.embeddings": False}))
     ix.open()
     try:

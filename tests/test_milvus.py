@@ -47,8 +47,20 @@ class LiteServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([str(MILVUS_LITE), "server", "--data-dir", str(self.data), "--host", "127.0.0.1",
-                                      "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                str(MILVUS_LITE),
+                "server",
+                "--data-dir",
+                str(self.data),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         end = time.monotonic() + 30
         while time.monotonic() < end:
             with socket.socket() as s:
@@ -97,30 +109,61 @@ def test_analyzer_keeps_explorer_tokens_whole(lite_db: str, tmp_path: Path) -> N
     name = "probe"
     schema = MilvusClient.create_schema(auto_id=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("terms", DataType.VARCHAR, max_length=4096, enable_analyzer=True,
-                     analyzer_params={"tokenizer": "standard"})
-    schema.add_field("raw", DataType.VARCHAR, max_length=4096, enable_analyzer=True,
-                     analyzer_params={"tokenizer": "standard"})
+    schema.add_field(
+        "terms",
+        DataType.VARCHAR,
+        max_length=4096,
+        enable_analyzer=True,
+        analyzer_params={"tokenizer": "standard"},
+    )
+    schema.add_field(
+        "raw",
+        DataType.VARCHAR,
+        max_length=4096,
+        enable_analyzer=True,
+        analyzer_params={"tokenizer": "standard"},
+    )
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_field("sparse_raw", DataType.SPARSE_FLOAT_VECTOR)
-    schema.add_function(Function(name="f", function_type=FunctionType.BM25, input_field_names=["terms"],
-                                 output_field_names=["sparse"]))
-    schema.add_function(Function(name="g", function_type=FunctionType.BM25, input_field_names=["raw"],
-                                 output_field_names=["sparse_raw"]))
+    schema.add_function(
+        Function(
+            name="f",
+            function_type=FunctionType.BM25,
+            input_field_names=["terms"],
+            output_field_names=["sparse"],
+        )
+    )
+    schema.add_function(
+        Function(
+            name="g",
+            function_type=FunctionType.BM25,
+            input_field_names=["raw"],
+            output_field_names=["sparse_raw"],
+        )
+    )
     idx = c.prepare_index_params()
     idx.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
     idx.add_index(field_name="sparse_raw", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
     c.create_collection(name, schema=schema, index_params=idx)
-    c.insert(name, [{"id": i, "terms": engine_terms(d), "raw": t} for i, (t, d) in enumerate(zip(texts, docs))])
+    c.insert(
+        name, [{"id": i, "terms": engine_terms(d), "raw": t} for i, (t, d) in enumerate(zip(texts, docs))]
+    )
     c.flush(name)
     tokens = sorted({t for d in docs for t in d})
     assert "天气" in tokens and "长城" in tokens and "京" in tokens
     for token in tokens:
         want = {i for i, d in enumerate(docs) if token in d}
-        got = c.search(name, data=[engine_terms([token])], anns_field="sparse", limit=10,
-                       search_params={"metric_type": "BM25"})[0]
+        got = c.search(
+            name,
+            data=[engine_terms([token])],
+            anns_field="sparse",
+            limit=10,
+            search_params={"metric_type": "BM25"},
+        )[0]
         assert {r["id"] for r in got} == want, token
-    raw = c.search(name, data=["天气"], anns_field="sparse_raw", limit=10, search_params={"metric_type": "BM25"})[0]
+    raw = c.search(
+        name, data=["天气"], anns_field="sparse_raw", limit=10, search_params={"metric_type": "BM25"}
+    )[0]
     assert 0 not in {r["id"] for r in raw}
     c.close()
 
@@ -130,8 +173,11 @@ def test_milvus_rankings_match_local(tmp_path: Path, lite_db: str, embedder) -> 
     from explorer.index.vault_index import VaultIndex
 
     vault = write_notes(tmp_path / "vault", NOTES)
-    local = VaultIndex(vault, replace(Settings(), index=replace(Settings().index, cache_dir=str(tmp_path / "c1"))),
-                       embedder=embedder)
+    local = VaultIndex(
+        vault,
+        replace(Settings(), index=replace(Settings().index, cache_dir=str(tmp_path / "c1"))),
+        embedder=embedder,
+    )
     local.open()
     local.embed_pending()
     remote = _open(vault, milvus_settings(lite_db, tmp_path / "c2"), embedder)
@@ -158,14 +204,22 @@ def test_read_your_writes_and_deletes(tmp_path: Path, lite_db: str, embedder) ->
     index = _open(vault, milvus_settings(lite_db, tmp_path / "cache"), embedder)
     try:
         pipe = make_pipeline(index, index.settings)
-        write_notes(vault, {"astro/comet.md": "# Comets\n\nA zorblax tail of ice points away from the sun.\n"})
+        write_notes(
+            vault, {"astro/comet.md": "# Comets\n\nA zorblax tail of ice points away from the sun.\n"}
+        )
         index.refresh(["astro/comet.md"])
-        assert pipe.search("zorblax").results[0].document_path == "astro/comet.md"  # no embedding yet: BM25 alone
+        assert (
+            pipe.search("zorblax").results[0].document_path == "astro/comet.md"
+        )  # no embedding yet: BM25 alone
         (vault / "astro/comet.md").unlink()
         index.refresh(["astro/comet.md"])
         assert not pipe.search("zorblax").results
-        rows = index.engine.call("q", lambda c: c.query(index.engine.collection, filter='path == "astro/comet.md"',
-                                                        output_fields=["node_id"]))
+        rows = index.engine.call(
+            "q",
+            lambda c: c.query(
+                index.engine.collection, filter='path == "astro/comet.md"', output_fields=["node_id"]
+            ),
+        )
         assert rows == []
     finally:
         index.close()
@@ -175,28 +229,45 @@ def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
     """Unreachable engine, a collection of another dimension: one line, non-zero exit, vault untouched."""
     vault = write_notes(tmp_path / "vault", NOTES)
     before = sorted((p.relative_to(vault), p.read_bytes()) for p in vault.rglob("*") if p.is_file())
-    env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_INDEX_BACKEND": "milvus",
-           "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"), "EXPLORER_INDEX_EMBEDDINGS": "false",
-           "EXPLORER_MILVUS_TOKEN": "s3cret-token"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "EXPLORER_INDEX_BACKEND": "milvus",
+        "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
+        "EXPLORER_INDEX_EMBEDDINGS": "false",
+        "EXPLORER_MILVUS_TOKEN": "s3cret-token",
+    }
     port = free_port()
     env["EXPLORER_INDEX_MILVUS_URI"] = f"http://127.0.0.1:{port}"
-    out = subprocess.run([sys.executable, "-m", "explorer", "search", str(vault), "black"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer", "search", str(vault), "black"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"http://127.0.0.1:{port}" in lines[0] and "unreachable" in lines[0]
     assert "s3cret" not in out.stderr + out.stdout
 
     db = str(tmp_path / "other.db")
-    make_other = (f"from pymilvus import DataType, MilvusClient\nc = MilvusClient({db!r})\n"
-                  "s = MilvusClient.create_schema(auto_id=False)\n"
-                  "s.add_field('pk', DataType.VARCHAR, is_primary=True, max_length=64)\n"
-                  "s.add_field('vector', DataType.FLOAT_VECTOR, dim=8)\n"
-                  "c.create_collection('explorer_shards', schema=s)\nc.close()\n")
+    make_other = (
+        f"from pymilvus import DataType, MilvusClient\nc = MilvusClient({db!r})\n"
+        "s = MilvusClient.create_schema(auto_id=False)\n"
+        "s.add_field('pk', DataType.VARCHAR, is_primary=True, max_length=64)\n"
+        "s.add_field('vector', DataType.FLOAT_VECTOR, dim=8)\n"
+        "c.create_collection('explorer_shards', schema=s)\nc.close()\n"
+    )
     subprocess.run([sys.executable, "-c", make_other], check=True, timeout=120, capture_output=True)
     env["EXPLORER_INDEX_MILVUS_URI"] = db
-    out = subprocess.run([sys.executable, "-m", "explorer", "stats", str(vault)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer", "stats", str(vault)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode != 0
     assert "dimension 8, not 384" in out.stderr and db in out.stderr
     after = sorted((p.relative_to(vault), p.read_bytes()) for p in vault.rglob("*") if p.is_file())
@@ -205,11 +276,22 @@ def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
 
 def test_stats_names_backend_without_secrets(tmp_path: Path, lite_db: str) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_INDEX_BACKEND": "milvus",
-           "EXPLORER_INDEX_MILVUS_URI": lite_db, "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
-           "EXPLORER_INDEX_EMBEDDINGS": "false", "EXPLORER_MILVUS_TOKEN": "s3cret-token"}
-    out = subprocess.run([sys.executable, "-m", "explorer", "stats", str(vault), "--json"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "EXPLORER_INDEX_BACKEND": "milvus",
+        "EXPLORER_INDEX_MILVUS_URI": lite_db,
+        "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
+        "EXPLORER_INDEX_EMBEDDINGS": "false",
+        "EXPLORER_MILVUS_TOKEN": "s3cret-token",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer", "stats", str(vault), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["backend"] == "milvus" and data["backend_uri"] == lite_db and data["shards"] > 0
@@ -232,7 +314,9 @@ def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: 
         server.stop()
         write_notes(vault, {"astro/comet.md": "# Comets\n\nA quuxtail of ice points away from the sun.\n"})
         (vault / "cook/bread.md").unlink()
-        index.refresh(["astro/comet.md", "cook/bread.md"])  # the watcher's batch, applied while the engine is down
+        index.refresh(
+            ["astro/comet.md", "cook/bread.md"]
+        )  # the watcher's batch, applied while the engine is down
         assert index.behind > 0 and server.uri in index.engine_fault
         assert len(said) == 1 and server.uri in said[0]
         with pytest.raises(BackendError, match="127.0.0.1"):
@@ -263,9 +347,14 @@ class CountingEncoder:
         return getattr(self.inner, name)
 
 
-def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(tmp_path: Path, lite_db: str, embedder) -> None:
+def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(
+    tmp_path: Path, lite_db: str, embedder
+) -> None:
     a = write_notes(tmp_path / "a" / "notes", NOTES)
-    b = write_notes(tmp_path / "b" / "notes", {"astro/holes.md": NOTES["astro/holes.md"], "own.md": "# Own\n\nOnly here.\n"})
+    b = write_notes(
+        tmp_path / "b" / "notes",
+        {"astro/holes.md": NOTES["astro/holes.md"], "own.md": "# Own\n\nOnly here.\n"},
+    )
     first = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
     counting = CountingEncoder(embedder)
     second = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), counting)
@@ -293,14 +382,30 @@ def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
     server = LiteServer(tmp_path / "engine")
     server.start()
     procs: list[subprocess.Popen] = []
-    vaults = {name: write_notes(tmp_path / name, {"start.md": f"# Start\n\n{name} begins.\n"}) for name in ("ann", "ben")}
+    vaults = {
+        name: write_notes(tmp_path / name, {"start.md": f"# Start\n\n{name} begins.\n"})
+        for name in ("ann", "ben")
+    }
     try:
         for name, vault in vaults.items():
-            env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_INDEX_BACKEND": "milvus",
-                   "EXPLORER_INDEX_MILVUS_URI": server.uri, "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / f"cache-{name}"),
-                   "EXPLORER_INDEX_EMBEDDINGS": "false", "EXPLORER_INDEX_DEBOUNCE_MS": "50"}
-            procs.append(subprocess.Popen([sys.executable, "-m", "explorer", "watch", str(vault)], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            env = {
+                **os.environ,
+                "PYTHONPATH": str(REPO),
+                "EXPLORER_INDEX_BACKEND": "milvus",
+                "EXPLORER_INDEX_MILVUS_URI": server.uri,
+                "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / f"cache-{name}"),
+                "EXPLORER_INDEX_EMBEDDINGS": "false",
+                "EXPLORER_INDEX_DEBOUNCE_MS": "50",
+            }
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "explorer", "watch", str(vault)],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
         for p in procs:  # wait until each one watches
             line = ""
             end = time.monotonic() + 60
@@ -309,7 +414,9 @@ def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
                 assert line, "watch exited"
         for i in range(12):  # both vaults change at once: new notes, an edit, a delete
             for name, vault in vaults.items():
-                write_notes(vault, {f"n{i}.md": f"# Note {i}\n\n{name} writes item {i}.\n\n## More\n\nSection {i}.\n"})
+                write_notes(
+                    vault, {f"n{i}.md": f"# Note {i}\n\n{name} writes item {i}.\n\n## More\n\nSection {i}.\n"}
+                )
             time.sleep(0.02)
         for name, vault in vaults.items():
             write_notes(vault, {"n3.md": f"# Note 3\n\n{name} changed item 3.\n"})
@@ -317,23 +424,43 @@ def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
         client = MilvusClient(server.uri)
 
         def rows(vault_name: str) -> list[str]:
-            return [r["node_id"] for r in client.query("explorer_shards", filter=f'vault == "{vault_name}"',
-                                                       output_fields=["node_id"], limit=1000)]
+            return [
+                r["node_id"]
+                for r in client.query(
+                    "explorer_shards",
+                    filter=f'vault == "{vault_name}"',
+                    output_fields=["node_id"],
+                    limit=1000,
+                )
+            ]
 
         want = {}
         for name, vault in vaults.items():
-            local = VaultIndex(vault, replace(Settings(), index=replace(Settings().index, embeddings=False,
-                                                                         cache_dir=str(tmp_path / f"check-{name}"))))
+            local = VaultIndex(
+                vault,
+                replace(
+                    Settings(),
+                    index=replace(
+                        Settings().index, embeddings=False, cache_dir=str(tmp_path / f"check-{name}")
+                    ),
+                ),
+            )
             local.open()
             want[name] = sorted(local.shards)
             local.close()
-        assert wait_until(lambda: all(sorted(rows(n)) == want[n] for n in vaults), 40), {n: rows(n) for n in vaults}
+        assert wait_until(lambda: all(sorted(rows(n)) == want[n] for n in vaults), 40), {
+            n: rows(n) for n in vaults
+        }
         for name in vaults:
             got = rows(name)
             assert len(got) == len(set(got))
-        texts = client.query("explorer_shards", filter='path == "n3.md"', output_fields=["vault", "text"], limit=10)
+        texts = client.query(
+            "explorer_shards", filter='path == "n3.md"', output_fields=["vault", "text"], limit=10
+        )
         assert sorted((r["vault"], f"{r['vault']} changed item 3" in r["text"]) for r in texts) == [
-            ("ann", True), ("ben", True)]
+            ("ann", True),
+            ("ben", True),
+        ]
         client.close()
     finally:
         for p in procs:
@@ -358,8 +485,13 @@ def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path
     server = LiteServer(tmp_path / "engine")
     server.start()
     vault = write_notes(tmp_path / "vault", NOTES)
-    settings = quiet_settings(**{"index.backend": "milvus", "index.milvus_uri": server.uri,
-                                 "index.cache_dir": str(tmp_path / "cache")})
+    settings = quiet_settings(
+        **{
+            "index.backend": "milvus",
+            "index.milvus_uri": server.uri,
+            "index.cache_dir": str(tmp_path / "cache"),
+        }
+    )
 
     async def run() -> None:
         app = make_app(vault, embedder, tmp_path, settings=settings)

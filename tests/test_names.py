@@ -11,10 +11,17 @@ from explorer.search.pipeline import SearchPipeline
 
 from conftest import write_notes
 
-LONG = " ".join(["Kimchi ferments best when the kimchi jar stays cool; kimchi brine should cover the cabbage."] * 6)
+LONG = " ".join(
+    ["Kimchi ferments best when the kimchi jar stays cool; kimchi brine should cover the cabbage."] * 6
+)
 NOTES = {
-    "Cooking/Kimchi.md": "Napa cabbage, salt, gochugaru. Two weeks in the fridge. " + " ".join(
-        ["Salt the leaves overnight, rinse twice, squeeze dry, then mix the paste of garlic, ginger and pepper."] * 5),
+    "Cooking/Kimchi.md": "Napa cabbage, salt, gochugaru. Two weeks in the fridge. "
+    + " ".join(
+        [
+            "Salt the leaves overnight, rinse twice, squeeze dry, then mix the paste of garlic, ginger and pepper."
+        ]
+        * 5
+    ),
     "Cooking/Kimchi troubleshooting.md": f"# Troubles\n\n{LONG}",
     "Cooking/Fermentation log.md": f"Fermentation notes. {LONG}",
     "People/Anna Schmidt.md": "---\naliases: [Anna]\ndescription: Runs the pottery studio downtown\n---\nMet at the market; she makes bowls.",
@@ -95,20 +102,41 @@ def test_most_recent_turn_rule_fires_on_references_not_pronouns() -> None:
 
     for query in ("When did she read the book?", "What did her brother give them?", "is it in that note"):
         assert not keyword_terms(query).include_n_minus_1, query
-    for query in ("What did you say last time about ramen?", "as I said, the blue one", "remind me of the plan"):
+    for query in (
+        "What did you say last time about ramen?",
+        "as I said, the blue one",
+        "remind me of the plan",
+    ):
         assert keyword_terms(query).include_n_minus_1, query
 
 
 def test_the_top_10_do_not_depend_on_how_many_results_were_asked(sample_pipeline) -> None:
-    for query in ("hamster cage size", "how do I fix a rusty bike chain", "what did alice ask about the bonus"):
-        tops = [[r.document_path for r in sample_pipeline.search(query, k=k, record=False).results
-                 if r.source == "search"][:10] for k in (10, 15, 30)]
+    for query in (
+        "hamster cage size",
+        "how do I fix a rusty bike chain",
+        "what did alice ask about the bonus",
+    ):
+        tops = [
+            [
+                r.document_path
+                for r in sample_pipeline.search(query, k=k, record=False).results
+                if r.source == "search"
+            ][:10]
+            for k in (10, 15, 30)
+        ]
         assert tops[0] == tops[1] == tops[2], query
 
 
 def test_a_note_without_text_is_found_by_its_name(tmp_path: Path) -> None:
-    index = VaultIndex(write_notes(tmp_path / "v", {"Projects/someday-maybe.md": "---\ntitle: Someday / maybe\n---\n",
-                                                     "Projects/ideas.md": "Ideas for someday, maybe a boat."}))
+    index = VaultIndex(
+        write_notes(
+            tmp_path / "v",
+            {
+                "Projects/someday-maybe.md": "---\ntitle: Someday / maybe\n---\n",
+                "Projects/ideas.md": "Ideas for someday, maybe a boat.",
+            },
+        )
+    )
     index.settings = index.settings.with_overrides({"index.embeddings": False})
     index.open()
     res = SearchPipeline(index).search("someday maybe", k=5, record=False)

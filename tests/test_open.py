@@ -14,7 +14,15 @@ from conftest import write_notes
 from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 
 from explorer.cli import main
-from explorer.vault.external import OpenError, editor_argv, editor_command, obsidian_url, opener_argv, vault_file, wikilink
+from explorer.vault.external import (
+    OpenError,
+    editor_argv,
+    editor_command,
+    obsidian_url,
+    opener_argv,
+    vault_file,
+    wikilink,
+)
 
 ODD_NAMES = ["Sub dir/a note.md", "C# & F#/tips #1?.md", "日記/über café.md", "-rf --help.md", "x+y=z;%20.md"]
 
@@ -33,17 +41,22 @@ def test_obsidian_url_carries_any_name_whole(rel: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("rel", ODD_NAMES)
-@pytest.mark.parametrize("editor, expect", [
-    (["vim"], lambda p: ["vim", "+7", p]),
-    (["/usr/bin/nvim", "-u", "NONE"], lambda p: ["/usr/bin/nvim", "-u", "NONE", "+7", p]),
-    (["nano"], lambda p: ["nano", "+7", p]),
-    (["emacs", "-nw"], lambda p: ["emacs", "-nw", "+7", p]),
-    (["micro"], lambda p: ["micro", "+7", p]),
-    (["kak"], lambda p: ["kak", "+7", p]),
-    (["code", "--wait"], lambda p: ["code", "--wait", "-g", f"{p}:7"]),
-    (["gedit"], lambda p: ["gedit", p]),
-])
-def test_editor_argv_is_a_list_with_the_line_in_the_editors_form(rel: str, editor, expect, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "editor, expect",
+    [
+        (["vim"], lambda p: ["vim", "+7", p]),
+        (["/usr/bin/nvim", "-u", "NONE"], lambda p: ["/usr/bin/nvim", "-u", "NONE", "+7", p]),
+        (["nano"], lambda p: ["nano", "+7", p]),
+        (["emacs", "-nw"], lambda p: ["emacs", "-nw", "+7", p]),
+        (["micro"], lambda p: ["micro", "+7", p]),
+        (["kak"], lambda p: ["kak", "+7", p]),
+        (["code", "--wait"], lambda p: ["code", "--wait", "-g", f"{p}:7"]),
+        (["gedit"], lambda p: ["gedit", p]),
+    ],
+)
+def test_editor_argv_is_a_list_with_the_line_in_the_editors_form(
+    rel: str, editor, expect, tmp_path: Path
+) -> None:
     """One argument per word, the file absolute (a leading dash never reads as an option), the line as the editor takes it."""
     path = str(tmp_path / rel)
     argv = editor_argv(editor, tmp_path / rel, 7)
@@ -75,21 +88,27 @@ def test_vault_file_stays_in_the_vault(tmp_path: Path) -> None:
 
 def test_opener_is_the_first_found_or_none() -> None:
     found = {"xdg-open": "/usr/bin/xdg-open"}
-    assert opener_argv("obsidian://open?vault=v&file=a", found.get) == ["/usr/bin/xdg-open", "obsidian://open?vault=v&file=a"]
+    assert opener_argv("obsidian://open?vault=v&file=a", found.get) == [
+        "/usr/bin/xdg-open",
+        "obsidian://open?vault=v&file=a",
+    ]
     assert opener_argv("obsidian://x", {}.get) is None
 
 
-@pytest.mark.parametrize("node_id, heading, link", [
-    ("Pets/hamster.md", None, "[[Pets/hamster]]"),
-    ("Pets/hamster.md#Care#Diet", "Diet", "[[Pets/hamster#Care#Diet]]"),
-    ("Pets/hamster.md#Diet@2", "Diet", "[[Pets/hamster#Diet]]"),
-    ("Pets/hamster.md#Notes (2)", "Notes", "[[Pets/hamster#Notes]]"),
-    ("Pets/hamster.md#Version (2)", "Version (2)", "[[Pets/hamster#Version (2)]]"),
-    ("Pets/hamster.md@3", None, "[[Pets/hamster]]"),
-    ("Pets/hamster.md#^block-1", None, "[[Pets/hamster#^block-1]]"),
-    ("Papers/scan.pdf#page=3", None, "[[Papers/scan.pdf#page=3]]"),
-    ("evil\x1b]52;c;AAAA\x07.md#H", "H", "[[evil]52;c;AAAA#H]]"),
-])
+@pytest.mark.parametrize(
+    "node_id, heading, link",
+    [
+        ("Pets/hamster.md", None, "[[Pets/hamster]]"),
+        ("Pets/hamster.md#Care#Diet", "Diet", "[[Pets/hamster#Care#Diet]]"),
+        ("Pets/hamster.md#Diet@2", "Diet", "[[Pets/hamster#Diet]]"),
+        ("Pets/hamster.md#Notes (2)", "Notes", "[[Pets/hamster#Notes]]"),
+        ("Pets/hamster.md#Version (2)", "Version (2)", "[[Pets/hamster#Version (2)]]"),
+        ("Pets/hamster.md@3", None, "[[Pets/hamster]]"),
+        ("Pets/hamster.md#^block-1", None, "[[Pets/hamster#^block-1]]"),
+        ("Papers/scan.pdf#page=3", None, "[[Papers/scan.pdf#page=3]]"),
+        ("evil\x1b]52;c;AAAA\x07.md#H", "H", "[[evil]52;c;AAAA#H]]"),
+    ],
+)
 def test_wikilink_of_a_node_id(node_id: str, heading: str | None, link: str) -> None:
     assert wikilink(node_id, heading) == link
 
@@ -100,25 +119,33 @@ def recorder(folder: Path, name: str, code: int = 0) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / f"{name}.argv.json"
     script = folder / name
-    script.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                      f"open({str(log)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit({code})\n", encoding="utf-8")
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(log)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit({code})\n",
+        encoding="utf-8",
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script, log
 
 
 @pytest.fixture()
 def odd_vault(tmp_path: Path) -> Path:
-    return write_notes(tmp_path / "Odd vault", {
-        "-dash #1/ü note.md": "# ü note\n\nIntro line.\n\n## Diet & care\n\nHay, seeds.\n",
-        "plain.md": "Nothing here.\n",
-    })
+    return write_notes(
+        tmp_path / "Odd vault",
+        {
+            "-dash #1/ü note.md": "# ü note\n\nIntro line.\n\n## Diet & care\n\nHay, seeds.\n",
+            "plain.md": "Nothing here.\n",
+        },
+    )
 
 
 def run_open(vault: Path, *args: str) -> int:
     return main(["open", *args, "--vault", str(vault), "--no-embeddings"])
 
 
-def test_open_prints_the_uri_and_the_editor_command(odd_vault: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+def test_open_prints_the_uri_and_the_editor_command(
+    odd_vault: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     """--print shows what would run: the URI (also the answer with no opener on PATH) or the editor's argv."""
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     node = "-dash #1/ü note.md#Diet & care"
@@ -134,7 +161,9 @@ def test_open_prints_the_uri_and_the_editor_command(odd_vault: Path, tmp_path: P
     assert out == f"nvim -u NONE +5 '{odd_vault}/-dash #1/ü note.md'"
 
 
-def test_open_runs_the_editor_and_the_opener_without_a_shell(odd_vault: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+def test_open_runs_the_editor_and_the_opener_without_a_shell(
+    odd_vault: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     """The editor gets `+LINE /abs/file`; xdg-open gets the URI as one argument."""
     bin_dir = tmp_path / "bin"
     editor, editor_log = recorder(bin_dir, "vim")
@@ -180,8 +209,9 @@ def test_open_exit_codes(odd_vault: Path, tmp_path: Path, capsys, monkeypatch) -
 
 # -- the app ---------------------------------------------------------------------------------------
 @sync
-async def test_app_keys_open_in_the_editor_and_obsidian_and_copy_a_link(tui_vault: Path, embedder, tmp_path: Path,
-                                                                         monkeypatch) -> None:
+async def test_app_keys_open_in_the_editor_and_obsidian_and_copy_a_link(
+    tui_vault: Path, embedder, tmp_path: Path, monkeypatch
+) -> None:
     """ctrl+g runs $EDITOR on the selected result at the context cursor's line, ctrl+o hands the URI to
     xdg-open, ctrl+l copies the node_id as a [[link]]; the same keys work in the note view."""
     from explorer.tui.messages import OpenNote
@@ -208,8 +238,10 @@ async def test_app_keys_open_in_the_editor_and_obsidian_and_copy_a_link(tui_vaul
         await settle(app, pilot)
         assert json.loads(editor_log.read_text()) == [f"+{line}", str(tui_vault / path)]
         await pilot.press("ctrl+l")
-        assert app.clipboard == wikilink(node_id, app.index.shards[node_id].heading_path[-1]
-                                         if app.index.shards[node_id].heading_path else None)
+        assert app.clipboard == wikilink(
+            node_id,
+            app.index.shards[node_id].heading_path[-1] if app.index.shards[node_id].heading_path else None,
+        )
         assert app.clipboard.startswith("[[") and ".md" not in app.clipboard
         await pilot.press("ctrl+o")
         await wait_for(pilot, opener_log.exists)
@@ -227,7 +259,9 @@ async def test_app_keys_open_in_the_editor_and_obsidian_and_copy_a_link(tui_vaul
         assert app.clipboard == "[[Pets/hamster-cages-and-bedding]]"
         await pilot.press("ctrl+o")
         await wait_for(pilot, opener_log.exists)
-        assert json.loads(opener_log.read_text()) == [obsidian_url(tui_vault, "Pets/hamster-cages-and-bedding.md")]
+        assert json.loads(opener_log.read_text()) == [
+            obsidian_url(tui_vault, "Pets/hamster-cages-and-bedding.md")
+        ]
 
 
 @sync

@@ -75,14 +75,18 @@ def test_explanations_sum_to_scores_in_real_searches(small) -> None:
         # The note's score: its best shard plus the damped second best.
         assert r.rrf_score == pytest.approx(ex.fused_score + ex.second_weight * ex.second_score, rel=1e-12)
         for c in ex.contributions:
-            assert c.contribution == pytest.approx(c.retriever_weight * c.term_weight * c.source_weight / (ex.rrf_k + c.rank))
+            assert c.contribution == pytest.approx(
+                c.retriever_weight * c.term_weight * c.source_weight / (ex.rrf_k + c.rank)
+            )
     retrievers = {c.retriever for c in res.results[0].explanation.contributions}
     assert {"bm25", "dense", "feedback"} <= retrievers
 
 
 def test_knowledge_weight_and_k_change_the_scores(small) -> None:
     base = _pipe(small, **{"search.knowledge_first": False}).search("kite wind", two_pass=False)
-    flat = _pipe(small, **{"search.knowledge_first": False, "search.source_weights": {"fact": 1.0}}).search("kite wind", two_pass=False)
+    flat = _pipe(small, **{"search.knowledge_first": False, "search.source_weights": {"fact": 1.0}}).search(
+        "kite wind", two_pass=False
+    )
     kb = {r.document_path: r for r in base.results}["Knowledge/kites.md"]
     kf = {r.document_path: r for r in flat.results}["Knowledge/kites.md"]
     assert kb.rrf_score == pytest.approx(kf.rrf_score * 1.5)
@@ -92,7 +96,9 @@ def test_knowledge_weight_and_k_change_the_scores(small) -> None:
 
 
 def test_query_weighs_more_than_generated_terms(small) -> None:
-    assert _pipe(small).search("flour water salt starter", two_pass=False).search_terms_used == ["flour water salt starter"]
+    assert _pipe(small).search("flour water salt starter", two_pass=False).search_terms_used == [
+        "flour water salt starter"
+    ]
     res = _pipe(small, **{"search.keyword_terms": 3}).search("flour water salt starter", two_pass=False)
     contribs = res.results[0].explanation.contributions
     q = [c for c in contribs if c.term == res.search_terms_used[0]]
@@ -169,10 +175,14 @@ def test_candidate_depth_counts_notes_not_shards(tmp_path: Path, embedder) -> No
     root = tmp_path / "v"
     root.mkdir()
     # One long note cut into many shards that all match, and short notes that match less.
-    sections = "\n\n".join(f"## Part {i}\n\nRiver otters play in the river water, part {i}." for i in range(12))
+    sections = "\n\n".join(
+        f"## Part {i}\n\nRiver otters play in the river water, part {i}." for i in range(12)
+    )
     (root / "long.md").write_text("# Otters\n\n" + sections, encoding="utf-8")
     for i in range(6):
-        (root / f"short{i}.md").write_text(f"# Note {i}\n\nAn otter was seen once, note {i}.", encoding="utf-8")
+        (root / f"short{i}.md").write_text(
+            f"# Note {i}\n\nAn otter was seen once, note {i}.", encoding="utf-8"
+        )
     index = VaultIndex(root, embedder=embedder)
     index.open()
     try:
@@ -196,7 +206,7 @@ def test_entries_are_unique_by_path_with_best_shard(small) -> None:
     assert garden.context_shards[0].node_id == garden.node_id
     for c in garden.context_shards:
         note = small.notes[c.path].text
-        assert note[c.start:c.end] == c.text
+        assert note[c.start : c.end] == c.text
         for h in c.highlights:
             assert c.start <= h.start < h.end <= c.end
 
@@ -239,7 +249,14 @@ def test_filter_only_query_browses(small) -> None:
 def test_unknown_operator_is_text_and_odd_queries_answer(small) -> None:
     assert parse_query("colour:red kite").text == "colour:red kite"
     pipe = _pipe(small)
-    for q in ["colour:red kite", "(.*)+[a-z]{2,}?$ kite", "kite 🪁🌬️", 'unbalanced "quote kite', "the and of to", "x" * 10_000]:
+    for q in [
+        "colour:red kite",
+        "(.*)+[a-z]{2,}?$ kite",
+        "kite 🪁🌬️",
+        'unbalanced "quote kite',
+        "the and of to",
+        "x" * 10_000,
+    ]:
         res = pipe.search(q, two_pass=False)
         assert isinstance(res.results, list)
     assert any("unbalanced" in w for w in pipe.search('unbalanced "quote', two_pass=False).warnings)
@@ -327,12 +344,36 @@ def test_terms_offline_and_clamping() -> None:
 
 def test_json_schema_keys_and_types(sample_pipeline) -> None:
     data = json.loads(json.dumps(sample_pipeline.search("pour over coffee ratio").to_dict()))
-    assert set(data) >= {"search_terms_used", "results", "stats", "context_shards", "quality", "passes", "timings_ms", "rerank", "analysis"}
-    assert isinstance(data["search_terms_used"], list) and all(isinstance(t, str) for t in data["search_terms_used"])
-    assert set(data["stats"]) >= {"total_documents_searched", "bm25_matches", "embedding_matches", "final_results"}
+    assert set(data) >= {
+        "search_terms_used",
+        "results",
+        "stats",
+        "context_shards",
+        "quality",
+        "passes",
+        "timings_ms",
+        "rerank",
+        "analysis",
+    }
+    assert isinstance(data["search_terms_used"], list) and all(
+        isinstance(t, str) for t in data["search_terms_used"]
+    )
+    assert set(data["stats"]) >= {
+        "total_documents_searched",
+        "bm25_matches",
+        "embedding_matches",
+        "final_results",
+    }
     assert data["stats"]["final_results"] == len(data["results"])
     r = data["results"][0]
-    types = {"document_path": str, "source_type": str, "node_id": str, "rrf_score": float, "snippet": str, "source": str}
+    types = {
+        "document_path": str,
+        "source_type": str,
+        "node_id": str,
+        "rrf_score": float,
+        "snippet": str,
+        "source": str,
+    }
     for key, typ in types.items():
         assert isinstance(r[key], typ), key
     assert r["source"] in ("search", "always_include")
@@ -347,18 +388,38 @@ def test_json_schema_keys_and_types(sample_pipeline) -> None:
 
 def test_cli_search_json_and_exit_codes(sample_copy: Path, sample_index) -> None:
     exe = [sys.executable, "-m", "explorer"]
-    out = subprocess.run(exe + ["search", "syrian hamster cage", "--vault", str(sample_copy), "--json", "-k", "5"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        exe + ["search", "syrian hamster cage", "--vault", str(sample_copy), "--json", "-k", "5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert 1 <= len([r for r in data["results"] if r["source"] == "search"]) <= 5
     assert data["mode"]["dense"] is True
-    empty = subprocess.run(exe + ["search", "   ", "--vault", str(sample_copy)], capture_output=True, text=True, timeout=120)
+    empty = subprocess.run(
+        exe + ["search", "   ", "--vault", str(sample_copy)], capture_output=True, text=True, timeout=120
+    )
     assert empty.returncode == 2 and "empty query" in empty.stderr
-    nomatch = subprocess.run(exe + ["search", "qqqzzzxxx", "--vault", str(sample_copy), "--lexical"], capture_output=True, text=True, timeout=120)
+    nomatch = subprocess.run(
+        exe + ["search", "qqqzzzxxx", "--vault", str(sample_copy), "--lexical"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert nomatch.returncode == 0
-    bad = subprocess.run(exe + ["search", "x", "--vault", str(sample_copy / "Welcome.md")], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        exe + ["search", "x", "--vault", str(sample_copy / "Welcome.md")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "not a folder" in bad.stderr
-    human = subprocess.run(exe + ["search", "sourdough starter", "--vault", str(sample_copy), "--explain", "-k", "3"],
-                           capture_output=True, text=True, timeout=120)
+    human = subprocess.run(
+        exe + ["search", "sourdough starter", "--vault", str(sample_copy), "--explain", "-k", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert human.returncode == 0 and "sourdough" in human.stdout.lower() and "contrib" in human.stdout

@@ -82,17 +82,40 @@ def test_partial_answers_are_medium(sample_pipeline, query: str) -> None:
 def test_quality_factors_and_confidence_are_reported(sample_pipeline) -> None:
     data = sample_pipeline.search("pour-over coffee ratio").to_dict()["quality"]
     assert set(data) == {"level", "score", "confidence", "factors", "suggestion"}
-    assert set(data["factors"]) >= {"top_relevance", "avg_relevance", "support", "score_spread", "score_gap",
-                                    "result_count", "relevant_count", "agreement", "top_score_above_threshold", "dense"}
+    assert set(data["factors"]) >= {
+        "top_relevance",
+        "avg_relevance",
+        "support",
+        "score_spread",
+        "score_gap",
+        "result_count",
+        "relevant_count",
+        "agreement",
+        "top_score_above_threshold",
+        "dense",
+    }
     assert 0.0 <= data["confidence"] <= 1.0 and data["factors"]["dense"] is True
 
 
 # -- the formula on crafted result lists ------------------------------------------------------------
 
 
-def _r(rel: float, bm25: int | None = 1, dense: int | None = 1, source: str = "search", path: str = "") -> SearchResult:
-    return SearchResult(document_path=path or f"n{rel}.md", title="t", source_type="note", node_id="n", rrf_score=0.1,
-                        score=0.1, bm25_rank=bm25, embedding_rank=dense, snippet="", source=source, relevance=rel)
+def _r(
+    rel: float, bm25: int | None = 1, dense: int | None = 1, source: str = "search", path: str = ""
+) -> SearchResult:
+    return SearchResult(
+        document_path=path or f"n{rel}.md",
+        title="t",
+        source_type="note",
+        node_id="n",
+        rrf_score=0.1,
+        score=0.1,
+        bm25_rank=bm25,
+        embedding_rank=dense,
+        snippet="",
+        source=source,
+        relevance=rel,
+    )
 
 
 def test_empty_is_low_and_certain() -> None:
@@ -195,7 +218,9 @@ def test_no_advisory_for_a_fresh_search() -> None:
 
 
 def test_repeated_query_in_any_order_or_case() -> None:
-    msg = diminishing_returns([_h("Hamster cage", ["a"], 0.8), _h("bread", ["b"], 0.8)], "the cage for a hamster", ["c"], 0.8)
+    msg = diminishing_returns(
+        [_h("Hamster cage", ["a"], 0.8), _h("bread", ["b"], 0.8)], "the cage for a hamster", ["c"], 0.8
+    )
     assert msg and "already searched" in msg
     assert query_key("Hamster cages") == query_key("cage hamster")
 

@@ -42,16 +42,51 @@ from explorer.search.schema import ContextShard, Explanation, SearchResult
 
 # -- helpers ---------------------------------------------------------------------------------------------
 
-def make_result(i: int, rrf: float, text_: str = "", relevance: float = 0.3, ranks: tuple[int | None, int | None] = (None, None)) -> SearchResult:
+
+def make_result(
+    i: int,
+    rrf: float,
+    text_: str = "",
+    relevance: float = 0.3,
+    ranks: tuple[int | None, int | None] = (None, None),
+) -> SearchResult:
     """A searched result with an explanation, as the pipeline builds them."""
     path = f"notes/n{i}.md"
     node = f"{path}#Part"
-    shard = ContextShard(node_id=node, path=path, cursor=0, start=0, end=len(text_), text=text_ or f"note {i}",
-                         highlights=(), score=rrf)
-    ex = Explanation(rrf_k=60, best_node_id=node, contributions=(), fused_score=rrf, source_weight=1.0, pass_=1, shards_matched=1)
-    return SearchResult(document_path=path, title=f"Note {i}", source_type="note", node_id=node, rrf_score=rrf, score=rrf,
-                        bm25_rank=ranks[0], embedding_rank=ranks[1], snippet=text_[:200] or f"note {i}", source="search",
-                        relevance=relevance, context_shards=(shard,), explanation=ex)
+    shard = ContextShard(
+        node_id=node,
+        path=path,
+        cursor=0,
+        start=0,
+        end=len(text_),
+        text=text_ or f"note {i}",
+        highlights=(),
+        score=rrf,
+    )
+    ex = Explanation(
+        rrf_k=60,
+        best_node_id=node,
+        contributions=(),
+        fused_score=rrf,
+        source_weight=1.0,
+        pass_=1,
+        shards_matched=1,
+    )
+    return SearchResult(
+        document_path=path,
+        title=f"Note {i}",
+        source_type="note",
+        node_id=node,
+        rrf_score=rrf,
+        score=rrf,
+        bm25_rank=ranks[0],
+        embedding_rank=ranks[1],
+        snippet=text_[:200] or f"note {i}",
+        source="search",
+        relevance=relevance,
+        context_shards=(shard,),
+        explanation=ex,
+    )
 
 
 def make_results(n: int) -> list[SearchResult]:
@@ -64,9 +99,17 @@ class FakeBackend:
 
     name = "fake"
 
-    def __init__(self, scores: dict[str, float] | None = None, *, refines: bool = True, delay: dict[bool, float] | None = None,
-                 fail: dict[bool, BaseException] | None = None, cooperative: bool = True, afford: dict[bool, int] | None = None,
-                 precise_bonus: dict[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        scores: dict[str, float] | None = None,
+        *,
+        refines: bool = True,
+        delay: dict[bool, float] | None = None,
+        fail: dict[bool, BaseException] | None = None,
+        cooperative: bool = True,
+        afford: dict[bool, int] | None = None,
+        precise_bonus: dict[str, float] | None = None,
+    ) -> None:
         self.scores = scores or {}
         self.refines = refines
         self.delay = delay or {}
@@ -83,10 +126,14 @@ class FakeBackend:
     def normalize(self, scores: Sequence[float]) -> list[float]:
         return list(scores)
 
-    def affordable(self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool) -> int:
+    def affordable(
+        self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool
+    ) -> int:
         return self.afford.get(precise, len(candidates))
 
-    def score(self, query: str, candidates: Sequence[SearchResult], *, precise: bool = True, cancelled=None) -> list[float]:
+    def score(
+        self, query: str, candidates: Sequence[SearchResult], *, precise: bool = True, cancelled=None
+    ) -> list[float]:
         self.calls.append((precise, [c.document_path for c in candidates]))
         if precise in self.fail:
             raise self.fail[precise]
@@ -112,16 +159,17 @@ def reranker(backend: Any, **cfg: Any) -> MultiPassReranker:
 
 # -- early exit: a pure function -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("scores", "expected"),
     [
-        ([0.95, 0.50, 0.45, 0.40], PEAKED),          # ratio 1.9
-        ([0.70, 0.69, 0.68, 0.67], None),            # flat
-        ([0.90, 0.85, 0.50, 0.45], None),            # bimodal, top two close
-        ([0.95, 0.64, 0.60], HIGH_GAP),              # ratio 1.48 <= 1.5 but gap 0.31 > 0.3
-        ([0.40, 0.95, 0.50], PEAKED),                # any order
-        ([0.6, 0.0], PEAKED),                        # runner-up 0: infinitely peaked
-        ([0.0, 0.0, 0.0], None),                     # nothing scores: no signal
+        ([0.95, 0.50, 0.45, 0.40], PEAKED),  # ratio 1.9
+        ([0.70, 0.69, 0.68, 0.67], None),  # flat
+        ([0.90, 0.85, 0.50, 0.45], None),  # bimodal, top two close
+        ([0.95, 0.64, 0.60], HIGH_GAP),  # ratio 1.48 <= 1.5 but gap 0.31 > 0.3
+        ([0.40, 0.95, 0.50], PEAKED),  # any order
+        ([0.6, 0.0], PEAKED),  # runner-up 0: infinitely peaked
+        ([0.0, 0.0, 0.0], None),  # nothing scores: no signal
         ([0.9], INSUFFICIENT),
         ([], INSUFFICIENT),
     ],
@@ -154,6 +202,7 @@ def test_no_early_exit_means_neither_signal_fires(scores: list[float], ratio: fl
 
 
 # -- the orchestrator ---------------------------------------------------------------------------------------
+
 
 def test_flat_distribution_runs_both_passes_and_records_metadata() -> None:
     results = make_results(6)
@@ -235,8 +284,14 @@ def test_any_rerank_is_a_permutation_sorted_by_final_score_with_consistent_movem
 ) -> None:
     results = [make_result(i, rrf) for i, (_, rrf) in enumerate(pairs)]
     scores = {r.document_path: s for r, (s, _) in zip(results, pairs)}
-    out, meta = reranker(FakeBackend(scores), pass1_candidates=depth, pass2_candidates=depth, blend=blend,
-                         pass1_timeout_ms=0, pass2_timeout_ms=0).rerank("q", results)
+    out, meta = reranker(
+        FakeBackend(scores),
+        pass1_candidates=depth,
+        pass2_candidates=depth,
+        blend=blend,
+        pass1_timeout_ms=0,
+        pass2_timeout_ms=0,
+    ).rerank("q", results)
     assert sorted(paths(out)) == sorted(paths(results))
     finals = [r.score for r in out]
     assert all(a >= b - 1e-9 for a, b in zip(finals, finals[1:]))
@@ -272,7 +327,13 @@ def test_a_non_refining_backend_scores_only_new_candidates_in_pass_2() -> None:
 
 def test_pass_2_takes_its_candidates_from_pass_1_order() -> None:
     results = make_results(5)
-    scores = {"notes/n4.md": 0.55, "notes/n3.md": 0.54, "notes/n0.md": 0.5, "notes/n1.md": 0.5, "notes/n2.md": 0.5}
+    scores = {
+        "notes/n4.md": 0.55,
+        "notes/n3.md": 0.54,
+        "notes/n0.md": 0.5,
+        "notes/n1.md": 0.5,
+        "notes/n2.md": 0.5,
+    }
     backend = FakeBackend(scores)
     reranker(backend, pass2_candidates=2).rerank("q", results)
     assert backend.calls[1] == (True, ["notes/n4.md", "notes/n3.md"])
@@ -333,12 +394,16 @@ def test_pass_2_failure_keeps_pass_1_order_and_says_why() -> None:
 
 
 class WrongCount(FakeBackend):
-    def score(self, query: str, candidates: Sequence[SearchResult], *, precise: bool = True, cancelled=None) -> list[float]:
+    def score(
+        self, query: str, candidates: Sequence[SearchResult], *, precise: bool = True, cancelled=None
+    ) -> list[float]:
         return [0.5]
 
 
 class NotANumber(FakeBackend):
-    def score(self, query: str, candidates: Sequence[SearchResult], *, precise: bool = True, cancelled=None) -> list[float]:
+    def score(
+        self, query: str, candidates: Sequence[SearchResult], *, precise: bool = True, cancelled=None
+    ) -> list[float]:
         return [float("nan")] * len(candidates)
 
 
@@ -347,8 +412,10 @@ class BrokenPrepare(FakeBackend):
         raise OSError("no such model folder")
 
 
-@pytest.mark.parametrize(("backend", "fragment"), [(WrongCount(), "1 scores for 3"), (NotANumber(), "finite"),
-                                                   (BrokenPrepare(), "no such model folder")])
+@pytest.mark.parametrize(
+    ("backend", "fragment"),
+    [(WrongCount(), "1 scores for 3"), (NotANumber(), "finite"), (BrokenPrepare(), "no such model folder")],
+)
 def test_malformed_scores_and_setup_failures_fall_back(backend: FakeBackend, fragment: str) -> None:
     results = make_results(3)
     out, meta = reranker(backend).rerank("q", results)
@@ -383,13 +450,21 @@ def test_a_gate_can_skip_reranking() -> None:
 
 
 def test_config_comes_from_settings() -> None:
-    s = Settings().with_overrides({"rerank.pass1_candidates": 12, "rerank.pass2_timeout_ms": 0, "rerank.blend": 0.4})
+    s = Settings().with_overrides(
+        {"rerank.pass1_candidates": 12, "rerank.pass2_timeout_ms": 0, "rerank.blend": 0.4}
+    )
     cfg = MultiPassReranker(FakeBackend(), s.rerank).config
-    assert (cfg.pass1_candidates, cfg.pass1_timeout_ms, cfg.pass2_candidates, cfg.pass2_timeout_ms) == (12, 80.0, 100, 0.0)
+    assert (cfg.pass1_candidates, cfg.pass1_timeout_ms, cfg.pass2_candidates, cfg.pass2_timeout_ms) == (
+        12,
+        80.0,
+        100,
+        0.0,
+    )
     assert (cfg.early_exit_ratio, cfg.early_exit_gap, cfg.blend) == (1.5, 0.3, 0.4)
 
 
 # -- sentence windows -----------------------------------------------------------------------------------------
+
 
 def test_sentence_windows_merge_short_sentences_and_drop_markup() -> None:
     text = (
@@ -408,6 +483,7 @@ def test_sentence_windows_merge_short_sentences_and_drop_markup() -> None:
 
 # -- the local neural backend on the real sample index ----------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def hamster_results(sample_pipeline) -> list[SearchResult]:
     res = sample_pipeline.search("hamster cage size", k=12, rerank=False, record=False)
@@ -425,10 +501,14 @@ def test_local_backend_conforms_and_scores_every_candidate(sample_index, hamster
     assert len(precise) == len(hamster_results) and all(isinstance(x, float) for x in precise)
     cached = len(backend.cache)
     assert cached > 0
-    assert backend.score("how big a cage for a hamster", hamster_results, precise=True)  # another query, same windows
+    assert backend.score(
+        "how big a cage for a hamster", hamster_results, precise=True
+    )  # another query, same windows
     assert len(backend.cache) == cached
     units = backend.normalize([-0.5, 0.1, 0.45, 0.8, 0.99])
-    assert units[0] == 0.0 and units[1] == 0.0 and 0.0 < units[2] < 1.0 and units[3] == 1.0 and units[4] == 1.0
+    assert (
+        units[0] == 0.0 and units[1] == 0.0 and 0.0 < units[2] < 1.0 and units[3] == 1.0 and units[4] == 1.0
+    )
 
 
 def test_local_backend_prefers_the_note_about_the_query(sample_index, sample_pipeline) -> None:
@@ -458,8 +538,13 @@ def test_local_backend_scores_notes_not_embedded_yet_within_its_estimate(tmp_pat
 
     root = tmp_path / "fresh"
     root.mkdir()
-    for i, body in enumerate(["Hamsters need a large cage with deep bedding.", "Sourdough needs a lively starter.",
-                              "Kites fly in steady wind."]):
+    for i, body in enumerate(
+        [
+            "Hamsters need a large cage with deep bedding.",
+            "Sourdough needs a lively starter.",
+            "Kites fly in steady wind.",
+        ]
+    ):
         (root / "notes").mkdir(exist_ok=True)
         (root / "notes" / f"n{i}.md").write_text(f"# Note {i}\n\n{body}\n", encoding="utf-8")
     ix = VaultIndex(root, embedder=embedder)
@@ -511,6 +596,7 @@ def test_local_backend_without_a_model_falls_back() -> None:
 
 # -- the pipeline and the CLI ---------------------------------------------------------------------------------
 
+
 def test_pipeline_reranks_when_asked_and_records_it(sample_pipeline) -> None:
     default = sample_pipeline.search("how big should a hamster cage be", record=False)
     assert default.mode.rerank is sample_pipeline.settings.rerank.enabled
@@ -521,7 +607,10 @@ def test_pipeline_reranks_when_asked_and_records_it(sample_pipeline) -> None:
     json.dumps(res.to_dict())
     searched = [r for r in res.results if r.source == "search"]
     if meta.applied:
-        assert all(r.explanation.rerank is not None and r.explanation.final_score == pytest.approx(r.score) for r in searched)
+        assert all(
+            r.explanation.rerank is not None and r.explanation.final_score == pytest.approx(r.score)
+            for r in searched
+        )
         assert [r.score for r in searched] == sorted((r.score for r in searched), reverse=True)
     assert len(searched) <= sample_pipeline.settings.search.top_k
     # the pipeline hands over the query vector it already computed (a new pipeline: nothing cached)
@@ -530,7 +619,10 @@ def test_pipeline_reranks_when_asked_and_records_it(sample_pipeline) -> None:
     fresh = make_pipeline(sample_pipeline.index, sample_pipeline.settings)
     handed: list[str] = []
     remember = fresh.reranker.backend.remember_query
-    fresh.reranker.backend.remember_query = lambda query, vector: (handed.append(query), remember(query, vector))[1]
+    fresh.reranker.backend.remember_query = lambda query, vector: (
+        handed.append(query),
+        remember(query, vector),
+    )[1]
     fresh.search("how big should a hamster cage be", rerank=True, record=False)
     assert handed == ["how big should a hamster cage be"]
     off = sample_pipeline.search("how big should a hamster cage be", rerank=False, record=False)
@@ -554,25 +646,56 @@ def test_cli_rerank_flags(sample_copy: Path, sample_index) -> None:
     assert {"applied", "pass1", "pass2", "early_exit", "early_exit_reason"} <= set(on["rerank"])
     off = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--no-rerank")
     assert off["mode"]["rerank"] is False and off["rerank"] == {"applied": False}
-    asked = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.enabled=false", "--rerank")
+    asked = run_cli(
+        "search",
+        "hamster cage",
+        "--vault",
+        str(sample_copy),
+        "--json",
+        "--set",
+        "rerank.enabled=false",
+        "--rerank",
+    )
     assert asked["mode"]["rerank"] is True  # the flag wins over the default
-    default = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.enabled=false")
+    default = run_cli(
+        "search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.enabled=false"
+    )
     assert default["mode"]["rerank"] is False
-    none = run_cli("search", "hamster cage", "--vault", str(sample_copy), "--json", "--set", "rerank.backend=none", "--rerank")
+    none = run_cli(
+        "search",
+        "hamster cage",
+        "--vault",
+        str(sample_copy),
+        "--json",
+        "--set",
+        "rerank.backend=none",
+        "--rerank",
+    )
     assert none["mode"]["rerank"] is False  # nothing to rerank with
 
 
 # -- wiring ---------------------------------------------------------------------------------------------------
 
+
 def test_build_reranker_picks_the_backend_and_says_when_it_falls_back(sample_index, tmp_path: Path) -> None:
     base = Settings()
-    assert build_reranker(sample_index, base.with_overrides({"rerank.enabled": False})) is not None  # asked per search
+    assert (
+        build_reranker(sample_index, base.with_overrides({"rerank.enabled": False})) is not None
+    )  # asked per search
     assert build_reranker(sample_index, base.with_overrides({"rerank.backend": "none"})) is None
     local = build_reranker(sample_index, base)
     assert isinstance(local.backend, LocalNeuralBackend) and local.notes == []
-    missing = build_reranker(sample_index, base.with_overrides({"rerank.backend": "cross-encoder", "rerank.cross_encoder": str(tmp_path / "nope")}))
+    missing = build_reranker(
+        sample_index,
+        base.with_overrides(
+            {"rerank.backend": "cross-encoder", "rerank.cross_encoder": str(tmp_path / "nope")}
+        ),
+    )
     assert isinstance(missing.backend, LocalNeuralBackend) and "cross-encoder" in missing.notes[0]
-    ce = build_reranker(sample_index, base.with_overrides({"rerank.backend": "cross-encoder", "rerank.cross_encoder": str(tmp_path)}))
+    ce = build_reranker(
+        sample_index,
+        base.with_overrides({"rerank.backend": "cross-encoder", "rerank.cross_encoder": str(tmp_path)}),
+    )
     assert isinstance(ce.backend, CrossEncoderBackend)
     no_llm = build_reranker(sample_index, base.with_overrides({"rerank.backend": "llm"}), None)
     assert isinstance(no_llm.backend, LocalNeuralBackend) and "LLM" in no_llm.notes[0]
@@ -582,10 +705,17 @@ def test_build_reranker_picks_the_backend_and_says_when_it_falls_back(sample_ind
 
 # -- LLM backend ----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("reply", "count", "expected"),
-    [("2, 0, 1", 3, [2, 0, 1]), ("[3], [1]", 4, [3, 1]), ("Ranking: 1,1,0,7", 3, [1, 0]), ("none of them", 3, []),
-     ("", 3, []), ("0\n2\n1", 3, [0, 2, 1])],
+    [
+        ("2, 0, 1", 3, [2, 0, 1]),
+        ("[3], [1]", 4, [3, 1]),
+        ("Ranking: 1,1,0,7", 3, [1, 0]),
+        ("none of them", 3, []),
+        ("", 3, []),
+        ("0\n2\n1", 3, [0, 2, 1]),
+    ],
 )
 def test_parse_index_list(reply: str, count: int, expected: list[int]) -> None:
     assert parse_index_list(reply, count) == expected
@@ -630,7 +760,9 @@ def test_llm_backend_reorders_by_the_reply_and_counts_tokens() -> None:
 def test_llm_failure_keeps_the_incoming_order(answer: Any) -> None:
     from explorer.search.rerank import quality_gate
 
-    r = MultiPassReranker(LLMBackend(ScriptedLLM(answer)), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True))
+    r = MultiPassReranker(
+        LLMBackend(ScriptedLLM(answer)), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True)
+    )
     results = low_quality_results(4)
     out, meta = r.rerank("q", results)
     assert out == results and meta.applied is False and meta.backend == "llm"
@@ -641,7 +773,9 @@ def test_llm_rerank_skips_high_quality_results() -> None:
     from explorer.search.rerank import quality_gate
 
     llm = ScriptedLLM("1,0")
-    r = MultiPassReranker(LLMBackend(llm), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True))
+    r = MultiPassReranker(
+        LLMBackend(llm), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True)
+    )
     strong = [make_result(i, 1.0 / (61 + i), "x", relevance=1.0, ranks=(1, 1)) for i in range(3)]
     out, meta = r.rerank("q", strong)
     assert out == strong and "quality high" in meta.skipped and llm.messages == []
@@ -652,8 +786,14 @@ def test_llm_rerank_through_the_real_client_and_a_local_server(sample_index) -> 
 
     with FakeLLMServer() as server:
         server.push(text("1, 0, 2"), error(500))
-        settings = Settings().with_overrides({"llm.base_url": server.base_url, "llm.model": "fake-model", "llm.timeout_s": 30.0,
-                                              "rerank.backend": "llm"})
+        settings = Settings().with_overrides(
+            {
+                "llm.base_url": server.base_url,
+                "llm.model": "fake-model",
+                "llm.timeout_s": 30.0,
+                "rerank.backend": "llm",
+            }
+        )
         client = LLMClient(settings.llm)
         r = build_reranker(sample_index, settings, client)
         assert isinstance(r.backend, LLMBackend) and r.config.pass2_candidates == 0
@@ -673,6 +813,7 @@ def test_llm_prompt_lists_every_candidate() -> None:
 
 # -- cross-encoder backend --------------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_cross_encoder_backend_scores_with_a_local_model(tmp_path: Path) -> None:
     from transformers import AutoTokenizer, BertForSequenceClassification
@@ -687,12 +828,16 @@ def test_cross_encoder_backend_scores_with_a_local_model(tmp_path: Path) -> None
     AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(folder))
     backend = CrossEncoderBackend(str(folder), batch_size=2)
     assert isinstance(backend, RerankBackend)
-    results = [make_result(i, 1.0 / (61 + i), f"Hamsters need a cage of {i + 1} square metres.") for i in range(5)]
+    results = [
+        make_result(i, 1.0 / (61 + i), f"Hamsters need a cage of {i + 1} square metres.") for i in range(5)
+    ]
     backend.prepare()
     scores = backend.score("hamster cage size", results)
     assert len(scores) == 5 and all(isinstance(s, float) for s in scores)
     assert all(0.0 < p < 1.0 for p in backend.normalize(scores))
-    out, meta = MultiPassReranker(backend, RerankSettings(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank("hamster cage size", results)
+    out, meta = MultiPassReranker(backend, RerankSettings(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank(
+        "hamster cage size", results
+    )
     assert meta.applied is True and meta.error is None and sorted(paths(out)) == sorted(paths(results))
     with pytest.raises(RerankCancelled):
         backend.score("q", results, cancelled=lambda: True)
@@ -725,6 +870,8 @@ def test_exit_right_after_a_timed_out_pass_is_clean(sample_copy: Path, sample_in
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", EXIT_PROBE, str(sample_copy)], capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, str(sample_copy)], capture_output=True, text=True, timeout=180
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "True"

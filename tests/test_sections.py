@@ -37,11 +37,14 @@ def _first(index: VaultIndex, query: str):
     return [r for r in res.results if r.source == "search"][0]
 
 
-@pytest.mark.parametrize("query, node_id", [
-    ("Hamsters Diet", "Pets/Hamsters.md#Diet"),
-    ("the section on housing in hamsters", "Pets/Hamsters.md#Housing"),
-    ("what does Hamsters say about health", "Pets/Hamsters.md#Health"),
-])
+@pytest.mark.parametrize(
+    "query, node_id",
+    [
+        ("Hamsters Diet", "Pets/Hamsters.md#Diet"),
+        ("the section on housing in hamsters", "Pets/Hamsters.md#Housing"),
+        ("what does Hamsters say about health", "Pets/Hamsters.md#Health"),
+    ],
+)
 def test_the_named_part_of_the_named_note_comes_first(index: VaultIndex, query: str, node_id: str) -> None:
     """The note is first and its best passage is the section named."""
     assert _first(index, query).node_id == node_id
@@ -61,8 +64,11 @@ def test_a_name_made_of_the_query_outranks_a_shorter_name_with_that_heading(inde
     """Heading words count less than name words: "Docker setup" is the note of that name, not Docker's section."""
     res = SearchPipeline(index).search("Docker setup", k=5, record=False)
     assert res.results[0].document_path == "Tech/Docker setup.md"
-    named = [r.document_path for r in res.results
-             if any(c.retriever == "name" for c in (r.explanation.contributions if r.explanation else ()))]
+    named = [
+        r.document_path
+        for r in res.results
+        if any(c.retriever == "name" for c in (r.explanation.contributions if r.explanation else ()))
+    ]
     assert named == ["Tech/Docker setup.md"]
 
 
@@ -71,19 +77,28 @@ def test_section_benchmark_queries_come_from_every_heading(tmp_path) -> None:
     a note's only H1, headings repeated in a note and headings inside code fences are left out."""
     from benchmarks.section_query import TEMPLATES, queries_for
 
-    write_notes(tmp_path, {
-        "a/Hamsters.md": "---\ntags: [x]\n---\n# Hamsters\n\nIntro.\n\n## Diet\n\nSeeds.\n\n```\n## Not a heading\n```\n\n"
-                         "## Notes\n\nOne.\n\n## Notes\n\nTwo.\n",
-        "b/Docker.md": "## Setup\n\nInstall.\n\n## Diet\n\nNone.\n",
-    })
+    write_notes(
+        tmp_path,
+        {
+            "a/Hamsters.md": "---\ntags: [x]\n---\n# Hamsters\n\nIntro.\n\n## Diet\n\nSeeds.\n\n```\n## Not a heading\n```\n\n"
+            "## Notes\n\nOne.\n\n## Notes\n\nTwo.\n",
+            "b/Docker.md": "## Setup\n\nInstall.\n\n## Diet\n\nNone.\n",
+        },
+    )
     qs = queries_for(tmp_path)
     by_note = {(q["note"], q["heading"]) for q in qs}
     assert by_note == {("a/Hamsters.md", "Diet"), ("b/Docker.md", "Setup"), ("b/Docker.md", "Diet")}
     kinds = {q["kind"] for q in qs if q["heading"] == "Setup"}
-    assert kinds == {k for k, _ in TEMPLATES}, "a heading unique in the vault also gets the heading-alone query"
+    assert kinds == {k for k, _ in TEMPLATES}, (
+        "a heading unique in the vault also gets the heading-alone query"
+    )
     assert {q["kind"] for q in qs if q["heading"] == "Diet"} == {k for k, _ in TEMPLATES} - {"heading alone"}
     text = (tmp_path / "a/Hamsters.md").read_text()
     diet = next(q for q in qs if q["note"] == "a/Hamsters.md")
-    assert text[diet["offset"]:].startswith("## Diet")
+    assert text[diet["offset"] :].startswith("## Diet")
     assert {q["query"] for q in qs if q["heading"] == "Setup"} == {
-        "Docker Setup", "the section on Setup in Docker", "what does Docker say about Setup", "Setup"}
+        "Docker Setup",
+        "the section on Setup in Docker",
+        "what does Docker say about Setup",
+        "Setup",
+    }

@@ -18,7 +18,9 @@ from explorer.text.tokenize import tokenize
 from conftest import write_notes
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
-FAST = Settings().with_overrides({"index.embeddings": False, "index.debounce_ms": 100, "rerank.enabled": False})
+FAST = Settings().with_overrides(
+    {"index.embeddings": False, "index.debounce_ms": 100, "rerank.enabled": False}
+)
 
 NOTES = {
     "harbour.md": "# Harbour\n\nLanterns glow over the harbour at night; the lanterns are lit by hand.\n",
@@ -70,8 +72,13 @@ def test_a_batch_landing_between_the_passes_shows_in_the_next_search_only(tmp_pa
             (root / "zephyr.md").write_text(NEW_NOTE, encoding="utf-8")
             (root / "harbour.md").write_text(CHANGED_HARBOUR, encoding="utf-8")
             (root / "market.md").unlink()
-            if wait_for(lambda: index.note("zephyr.md") is not None and index.note("market.md") is None
-                        and "Fishing" in index.note("harbour.md").text):
+            if wait_for(
+                lambda: (
+                    index.note("zephyr.md") is not None
+                    and index.note("market.md") is None
+                    and "Fishing" in index.note("harbour.md").text
+                )
+            ):
                 applied.set()
 
         out = pipeline.search("lanterns [[zephyr]]", on_stage=hold_between_passes)
@@ -90,7 +97,9 @@ def test_a_batch_landing_between_the_passes_shows_in_the_next_search_only(tmp_pa
         twin = VaultIndex(write_notes(tmp_path / "twin", NOTES), FAST)
         twin.open()
         try:
-            same = SearchPipeline(twin, FAST, analyser=refine_to("zephyr lanterns")).search("lanterns [[zephyr]]")
+            same = SearchPipeline(twin, FAST, analyser=refine_to("zephyr lanterns")).search(
+                "lanterns [[zephyr]]"
+            )
         finally:
             twin.close()
         assert paths(out) == paths(same)
@@ -108,7 +117,9 @@ def test_a_batch_landing_between_the_passes_shows_in_the_next_search_only(tmp_pa
         index.close()
 
 
-def test_a_snapshot_keeps_its_rankings_while_batches_land_and_its_release_lets_rows_be_reused(tmp_path: Path) -> None:
+def test_a_snapshot_keeps_its_rankings_while_batches_land_and_its_release_lets_rows_be_reused(
+    tmp_path: Path,
+) -> None:
     root = write_notes(tmp_path / "vault", NOTES)
     index = VaultIndex(root, FAST)
     index.open()
@@ -136,8 +147,17 @@ def test_a_snapshot_keeps_its_rankings_while_batches_land_and_its_release_lets_r
 
 
 def test_a_forked_bm25_index_scores_as_one_built_fresh_and_leaves_the_original_as_it_was() -> None:
-    docs = {f"d{i}": tokenize(text) for i, text in enumerate(
-        ["lanterns glow over the harbour", "paper lanterns and candles", "tomatoes and basil", "the harbour wall"])}
+    docs = {
+        f"d{i}": tokenize(text)
+        for i, text in enumerate(
+            [
+                "lanterns glow over the harbour",
+                "paper lanterns and candles",
+                "tomatoes and basil",
+                "the harbour wall",
+            ]
+        )
+    }
     base = BM25Index()
     for key, toks in docs.items():
         base.add(key, toks)
@@ -149,8 +169,11 @@ def test_a_forked_bm25_index_scores_as_one_built_fresh_and_leaves_the_original_a
     fork.add("d9", tokenize("lanterns on the wall"))
     assert base.top(query, 10) == before and base.doc_freq("lantern") == 2
     fresh = BM25Index()
-    for key, toks in {**{k: v for k, v in docs.items() if k != "d1"},
-                      "d0": tokenize("fishing boats in the harbour"), "d9": tokenize("lanterns on the wall")}.items():
+    for key, toks in {
+        **{k: v for k, v in docs.items() if k != "d1"},
+        "d0": tokenize("fishing boats in the harbour"),
+        "d9": tokenize("lanterns on the wall"),
+    }.items():
         fresh.add(key, toks)
     assert fork.top(query, 10) == pytest.approx(fresh.top(query, 10))
     assert fork.idf() == pytest.approx(fresh.idf())
@@ -179,7 +202,11 @@ def test_vectors_read_through_a_snapshot_stay_put_while_shards_are_re_embedded(t
         with index.snapshot() as now:
             assert now.vector(harbour) is not None and not now.vector(harbour) == pytest.approx(vec)
             assert {now.shards[k].path for k, _ in now.vector_top(query, 10, 0.0)[0]} == {
-                "harbour.md", "market.md", "garden.md", "zephyr.md"}
+                "harbour.md",
+                "market.md",
+                "garden.md",
+                "zephyr.md",
+            }
         # No snapshot held: later changes reuse the rows the held one kept (the matrix does not grow).
         rows = index.dense.rows
         for i in range(4):

@@ -153,20 +153,29 @@ def test_damaged_record_is_reread_from_disk(tmp_path: Path) -> None:
     # A damaged record is seen when the note's text is first needed: it is parsed from its file.
     assert index.note("n1.md").text == (root / "n1.md").read_text(encoding="utf-8")
     shard = index.shards[index.shard_ids("n1.md")[0]]
-    assert shard.text == index.note("n1.md").text[shard.start:shard.end] and "topic1 and kites" in shard.search_text
+    assert (
+        shard.text == index.note("n1.md").text[shard.start : shard.end]
+        and "topic1 and kites" in shard.search_text
+    )
     index.close()
 
 
 def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None:
     """An open reads the notes' heads; the text is read on first use, always the version the note was opened as."""
     root = _vault(tmp_path)
-    (root / "n2.md").write_text("---\naliases: [Kite book]\nspeaker: Ana\n---\n# Note 2\n\n## Flying\n\nkites in [[n1]] wind\n",
-                                encoding="utf-8")
+    (root / "n2.md").write_text(
+        "---\naliases: [Kite book]\nspeaker: Ana\n---\n# Note 2\n\n## Flying\n\nkites in [[n1]] wind\n",
+        encoding="utf-8",
+    )
     fresh = VaultIndex(root, LEXICAL)
     fresh.open()
-    want = {p: (n.text, n.title, n.names, n.frontmatter, n.headings, n.links, n.tags, n.blocks)
-            for p, n in fresh.notes.items()}
-    want_shards = {k: (s.text, s.search_text, s.start, s.end, s.heading_path, s.hash) for k, s in fresh.shards.items()}
+    want = {
+        p: (n.text, n.title, n.names, n.frontmatter, n.headings, n.links, n.tags, n.blocks)
+        for p, n in fresh.notes.items()
+    }
+    want_shards = {
+        k: (s.text, s.search_text, s.start, s.end, s.heading_path, s.hash) for k, s in fresh.shards.items()
+    }
     fresh.close()
     index = VaultIndex(root, LEXICAL)
     index.open()
@@ -181,10 +190,14 @@ def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None
     names = NameIndex()
     names.refresh(index.notes, index.version, name_tokens)  # the first query's name table reads heads only
     assert reads == [] and names.search(["kite", "book"], lambda _t: 1.0, 5) == [("n2.md", 1.0)]
-    got = {p: (n.text, n.title, n.names, n.frontmatter, n.headings, n.links, n.tags, n.blocks)
-           for p, n in index.notes.items()}
+    got = {
+        p: (n.text, n.title, n.names, n.frontmatter, n.headings, n.links, n.tags, n.blocks)
+        for p, n in index.notes.items()
+    }
     assert got == want and sorted(reads) == sorted(want)
-    assert {k: (s.text, s.search_text, s.start, s.end, s.heading_path, s.hash) for k, s in index.shards.items()} == want_shards
+    assert {
+        k: (s.text, s.search_text, s.start, s.end, s.heading_path, s.hash) for k, s in index.shards.items()
+    } == want_shards
     index.close()
     # A note changed on disk: the lazy one still pending is made whole from the old record before
     # the new one replaces it, so a reader holding it sees one consistent version.
@@ -195,7 +208,9 @@ def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None
     (root / "n2.md").write_text("# Other\n\nnew text entirely\n", encoding="utf-8")
     report = index.refresh(["n2.md"])
     assert report.changed == ["n2.md"]
-    assert old_note.text == want["n2.md"][0] and [s.text for s in old_shards] == [want_shards[s.node_id][0] for s in old_shards]
+    assert old_note.text == want["n2.md"][0] and [s.text for s in old_shards] == [
+        want_shards[s.node_id][0] for s in old_shards
+    ]
     assert index.note("n2.md").text == "# Other\n\nnew text entirely\n"
     index.close()
     index = VaultIndex(root, LEXICAL)
@@ -281,7 +296,11 @@ def test_dense_search_equals_a_brute_force_reference_on_every_path() -> None:
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
 
     def reference(q: np.ndarray, k: int, threshold: float, live: set[str]) -> list[str]:
-        scored = [(float(vecs[i] @ q), key) for i, key in enumerate(keys) if key in live and float(vecs[i] @ q) >= threshold]
+        scored = [
+            (float(vecs[i] @ q), key)
+            for i, key in enumerate(keys)
+            if key in live and float(vecs[i] @ q) >= threshold
+        ]
         return [key for _, key in sorted(scored, key=lambda p: (-p[0], p[1]))[:k]]
 
     live = set(keys)
@@ -397,7 +416,9 @@ def test_dense_rows_off_unit_length_by_more_than_a_thousandth_are_normalised() -
         assert abs(norms[2] - 1.0005) < 1e-5 and abs(norms[3] - 0.9995) < 1e-5
 
 
-def test_notes_parsed_under_older_rules_are_read_again_with_their_vectors_kept(tmp_path: Path, monkeypatch) -> None:
+def test_notes_parsed_under_older_rules_are_read_again_with_their_vectors_kept(
+    tmp_path: Path, monkeypatch
+) -> None:
     """A parser or sharder change reaches notes whose files did not change; no vector is lost."""
     import explorer.index.vault_index as vi
 

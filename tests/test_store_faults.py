@@ -23,13 +23,17 @@ LEXICAL = Settings().with_overrides({"index.embeddings": False})
 
 
 def _vault(tmp_path: Path, n: int = 6) -> Path:
-    return write_notes(tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nbody about topic{i} and kites\n" for i in range(n)})
+    return write_notes(
+        tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nbody about topic{i} and kites\n" for i in range(n)}
+    )
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     full = dict(os.environ, PYTHONPATH=str(REPO), XDG_CACHE_HOME=f"/nonexistent-{uuid.uuid4().hex}")
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "explorer", *args], capture_output=True, text=True, env=full, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args], capture_output=True, text=True, env=full, timeout=300
+    )
 
 
 class _Evil:
@@ -42,8 +46,13 @@ class _Evil:
         return (os.mkdir, (str(self.marker),))
 
 
-def _v4_store(cache: Path, blob: bytes, vectors: dict[str, np.ndarray] | None = None, paths=("n0.md",),
-              schema: str = "4") -> None:
+def _v4_store(
+    cache: Path,
+    blob: bytes,
+    vectors: dict[str, np.ndarray] | None = None,
+    paths=("n0.md",),
+    schema: str = "4",
+) -> None:
     """A store as schema 4 wrote it: pickled note records, raw float32 vectors."""
     cache.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(cache / "index.sqlite")
@@ -58,14 +67,23 @@ def _v4_store(cache: Path, blob: bytes, vectors: dict[str, np.ndarray] | None = 
     for p in paths:
         db.execute("INSERT INTO notes VALUES (?, 1, 1, 'x', ?)", (p, blob))
     for h, v in (vectors or {}).items():
-        db.execute("INSERT INTO vectors VALUES (?, ?, ?)", ("all-MiniLM-L6-v2", h, np.asarray(v, dtype=np.float32).tobytes()))
+        db.execute(
+            "INSERT INTO vectors VALUES (?, ?, ?)",
+            ("all-MiniLM-L6-v2", h, np.asarray(v, dtype=np.float32).tobytes()),
+        )
     db.commit()
     db.close()
 
 
 def test_no_module_of_explorer_can_deserialise_code() -> None:
-    banned = re.compile(r"^\s*(import|from)\s+(pickle|cPickle|dill|shelve|marshal|joblib)\b|allow_pickle\s*=\s*True", re.M)
-    offenders = [str(p.relative_to(REPO)) for p in (REPO / "explorer").rglob("*.py") if banned.search(p.read_text(encoding="utf-8"))]
+    banned = re.compile(
+        r"^\s*(import|from)\s+(pickle|cPickle|dill|shelve|marshal|joblib)\b|allow_pickle\s*=\s*True", re.M
+    )
+    offenders = [
+        str(p.relative_to(REPO))
+        for p in (REPO / "explorer").rglob("*.py")
+        if banned.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
 
 
@@ -87,8 +105,13 @@ def test_a_version_number_reused_by_another_layout_is_rebuilt_not_misread(tmp_pa
 
     root = _vault(tmp_path)
     marker = tmp_path / "pwned"
-    _v4_store(root / ".explorer", pickle.dumps(_Evil(marker)), {"a" * 32: np.ones(384, dtype=np.float32)},
-              paths=["n0.md"], schema=str(SCHEMA_VERSION))
+    _v4_store(
+        root / ".explorer",
+        pickle.dumps(_Evil(marker)),
+        {"a" * 32: np.ones(384, dtype=np.float32)},
+        paths=["n0.md"],
+        schema=str(SCHEMA_VERSION),
+    )
     messages: list[str] = []
     ix = VaultIndex(root, LEXICAL, on_message=messages.append)
     report = ix.open()
@@ -138,7 +161,12 @@ def test_old_store_vectors_are_reused_where_hashes_match(tmp_path: Path, embedde
 
     class Counting:
         def __init__(self) -> None:
-            self.model_id, self.dim, self.runtime, self.texts = embedder.model_id, embedder.dim, embedder.runtime, 0
+            self.model_id, self.dim, self.runtime, self.texts = (
+                embedder.model_id,
+                embedder.dim,
+                embedder.runtime,
+                0,
+            )
 
         def encode(self, texts, batch_size=32):
             self.texts += len(texts)
@@ -190,7 +218,7 @@ def test_damaged_vector_rows_are_dropped_and_embedded_again(tmp_path: Path, embe
     ix.close()
     vec_file = next((root / ".explorer").glob("vectors-*.f32"))
     data = bytearray(vec_file.read_bytes())
-    data[384 * 4 * 2 + 100: 384 * 4 * 2 + 140] = os.urandom(40)  # inside row 2
+    data[384 * 4 * 2 + 100 : 384 * 4 * 2 + 140] = os.urandom(40)  # inside row 2
     vec_file.write_bytes(bytes(data))
     messages: list[str] = []
     ix = VaultIndex(root, embedder=embedder, on_message=messages.append)
@@ -223,7 +251,7 @@ def _damage_middle(db_path: Path, every: int = 2) -> None:
     page = 4096
     assert len(data) > 6 * page
     for k in range(2, len(data) // page - 1, every):
-        data[k * page + 8: k * page + 600] = b"\xde\xad\xbe\xef" * 148
+        data[k * page + 8 : k * page + 600] = b"\xde\xad\xbe\xef" * 148
     db_path.write_bytes(bytes(data))
 
 
@@ -315,7 +343,9 @@ def _fill(where: Path) -> Path:
     return filler
 
 
-def test_disk_full_keeps_the_previous_index_and_searches_on(tmp_path: Path, tiny_disk: Path, embedder) -> None:
+def test_disk_full_keeps_the_previous_index_and_searches_on(
+    tmp_path: Path, tiny_disk: Path, embedder
+) -> None:
     root = _vault(tmp_path)
     settings = Settings().with_overrides({"index.cache_dir": str(tiny_disk / "cache")})
     messages: list[str] = []
@@ -348,11 +378,24 @@ def test_disk_full_on_the_command_line_is_one_clear_message(tmp_path: Path, tiny
     cache = tiny_disk / "cache"
     assert _cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}").returncode == 0
     _fill(tiny_disk)
-    (root / "big.md").write_text("# Big\n\n" + " ".join(f"zephyr{i}" for i in range(40000)) + "\n", encoding="utf-8")
+    (root / "big.md").write_text(
+        "# Big\n\n" + " ".join(f"zephyr{i}" for i in range(40000)) + "\n", encoding="utf-8"
+    )
     proc = _cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}")
     assert "Traceback" not in proc.stderr
-    assert proc.returncode == 1 and "disk full" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    proc = _cli("search", "zephyr77", "--vault", str(root), "--json", "--no-embeddings", "--set", f"index.cache_dir={cache}")
+    assert (
+        proc.returncode == 1 and "disk full" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    ), proc.stderr
+    proc = _cli(
+        "search",
+        "zephyr77",
+        "--vault",
+        str(root),
+        "--json",
+        "--no-embeddings",
+        "--set",
+        f"index.cache_dir={cache}",
+    )
     assert proc.returncode == 0 and "big.md" in proc.stdout and "Traceback" not in proc.stderr
 
 
@@ -360,7 +403,15 @@ def test_read_only_vault_searches_with_the_index_in_the_user_cache(tmp_path: Pat
     src = _vault(tmp_path)
     vault = read_only(src)
     cache_home = tmp_path / "xdg"
-    proc = _cli("search", "topic3", "--vault", str(vault), "--json", "--no-embeddings", env={"XDG_CACHE_HOME": str(cache_home)})
+    proc = _cli(
+        "search",
+        "topic3",
+        "--vault",
+        str(vault),
+        "--json",
+        "--no-embeddings",
+        env={"XDG_CACHE_HOME": str(cache_home)},
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "read-only" in lines[0] and str(cache_home) in lines[0]
@@ -368,7 +419,15 @@ def test_read_only_vault_searches_with_the_index_in_the_user_cache(tmp_path: Pat
     assert list(cache_home.glob("explorer/vaults/*/index.sqlite"))
     # Nothing else writable either: the index lives in memory for the run.
     ro_home = read_only(tmp_path / "xdg")
-    proc = _cli("search", "topic4", "--vault", str(vault), "--json", "--no-embeddings", env={"XDG_CACHE_HOME": str(ro_home / "sub")})
+    proc = _cli(
+        "search",
+        "topic4",
+        "--vault",
+        str(vault),
+        "--json",
+        "--no-embeddings",
+        env={"XDG_CACHE_HOME": str(ro_home / "sub")},
+    )
     assert proc.returncode == 0 and "n4.md" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr
     assert "in memory" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 

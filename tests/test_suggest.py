@@ -43,7 +43,10 @@ def test_names_and_aliases_in_the_paragraph_come_first_whatever_their_case(sugge
     text = "We moved the build to DOCKER SETUP last week, and the k8s cluster runs it now."
     found = _at_end(suggester, text)
     kinds = [(s.kind, s.path) for s in found.items[:2]]
-    assert set(kinds) == {("mention", "Programming/Docker setup.md"), ("mention", "Programming/Kubernetes.md")}
+    assert set(kinds) == {
+        ("mention", "Programming/Docker setup.md"),
+        ("mention", "Programming/Kubernetes.md"),
+    }
     by_path = {s.path: s for s in found.items}
     # The longest name wins where names overlap: "Docker setup", not "Docker".
     assert "Programming/Docker.md" not in [s.path for s in found.items if s.kind == "mention"]
@@ -51,7 +54,7 @@ def test_names_and_aliases_in_the_paragraph_come_first_whatever_their_case(sugge
     assert by_path["Programming/Docker setup.md"].link == "[[Docker setup|DOCKER SETUP]]"
     assert by_path["Programming/Kubernetes.md"].link == "[[Kubernetes|k8s]]"
     m = by_path["Programming/Docker setup.md"].mention
-    assert m is not None and text[m.start:m.end] == "DOCKER SETUP" and not m.linked
+    assert m is not None and text[m.start : m.end] == "DOCKER SETUP" and not m.linked
 
 
 def test_short_alias_matches_only_as_written(suggester: LinkSuggester) -> None:
@@ -59,7 +62,10 @@ def test_short_alias_matches_only_as_written(suggester: LinkSuggester) -> None:
     lower = _at_end(suggester, "I wonder if this works at all, and what happens if it does not.")
     assert "Health/Intermittent fasting.md" not in [s.path for s in lower.items if s.kind == "mention"]
     upper = _at_end(suggester, "Started IF again this week, breakfast at noon.")
-    assert upper.items[0].path == "Health/Intermittent fasting.md" and upper.items[0].link == "[[Intermittent fasting|IF]]"
+    assert (
+        upper.items[0].path == "Health/Intermittent fasting.md"
+        and upper.items[0].link == "[[Intermittent fasting|IF]]"
+    )
 
 
 def test_a_typo_in_a_name_is_found_and_corrected_by_the_link(suggester: LinkSuggester) -> None:
@@ -85,7 +91,10 @@ def test_linked_notes_are_marked_and_never_suggested_as_mentions(suggester: Link
     # One sentence: the mention nearest the cursor first.
     assert mentions == ["Programming/Kubernetes.md", "People/Anna Schmidt.md"]
     kinds = {s.path: s.kind for s in found.items}
-    assert kinds.get("Programming/Docker setup.md") == "linked" and kinds.get("Health/Intermittent fasting.md") == "linked"
+    assert (
+        kinds.get("Programming/Docker setup.md") == "linked"
+        and kinds.get("Health/Intermittent fasting.md") == "linked"
+    )
     assert all(kinds[p] != "mention" for p in linked)
 
 
@@ -115,7 +124,9 @@ def test_two_notes_of_one_name_link_by_path(suggester: LinkSuggester) -> None:
 def test_paragraph_and_sentence_bounds() -> None:
     text = "First paragraph has quite a few words in it here.\n\nOne. Two words here! Three"
     start, end = paragraph_bounds(text, len(text))
-    assert text[start:end] == "One. Two words here! Three" or text[start:end].endswith("One. Two words here! Three")
+    assert text[start:end] == "One. Two words here! Three" or text[start:end].endswith(
+        "One. Two words here! Three"
+    )
     i = text.rindex("words")
     lo, hi = sentence_bounds(text, i, start, end)
     assert text[lo:hi].strip() == "Two words here!"

@@ -35,14 +35,17 @@ FORBIDDEN = ("\x1b[2J", "\x1b]0;", "\x1b]52;", "\x9b", "\x07", RLO)
 
 
 def hostile_vault(root: Path) -> Path:
-    write_notes(root, {
-        "Pets/evil.md": (
-            f"---\ntitle: \"Hamster {TITLE}title\"\ntags: [pets]\n---\n"
-            f"# Hamster {CLEAR}care\n\nHamsters eat seeds {CLIP} and hay {C1_CSI}red{RLO}txt. {MARKUP}\n"
-        ),
-        EVIL_NAME: f"# Quiet\n\nA hamster wheel {CLIP} note.\n",
-        "Pets/plain.md": "# Plain\n\nHamsters like tunnels.\n",
-    })
+    write_notes(
+        root,
+        {
+            "Pets/evil.md": (
+                f'---\ntitle: "Hamster {TITLE}title"\ntags: [pets]\n---\n'
+                f"# Hamster {CLEAR}care\n\nHamsters eat seeds {CLIP} and hay {C1_CSI}red{RLO}txt. {MARKUP}\n"
+            ),
+            EVIL_NAME: f"# Quiet\n\nA hamster wheel {CLIP} note.\n",
+            "Pets/plain.md": "# Plain\n\nHamsters like tunnels.\n",
+        },
+    )
     return root
 
 
@@ -53,8 +56,14 @@ def assert_terminal_safe(out: str) -> None:
 
 def run_cli(*args: str, vault: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "explorer", *args, "--vault", str(vault), "--no-embeddings"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args, "--vault", str(vault), "--no-embeddings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 # -- the sanitiser -------------------------------------------------------------------------------
@@ -105,10 +114,18 @@ def evil_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return vault
 
 
-@pytest.mark.parametrize("args", [
-    ("search", "hamster"), ("search", "hamster", "--explain"), ("find", "hamster"), ("find", "--mode", "fuzzy", "hamstr"),
-    ("context", "Pets/evil.md", "--highlight", "hamster"), ("index",), ("stats",),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("search", "hamster"),
+        ("search", "hamster", "--explain"),
+        ("find", "hamster"),
+        ("find", "--mode", "fuzzy", "hamstr"),
+        ("context", "Pets/evil.md", "--highlight", "hamster"),
+        ("index",),
+        ("stats",),
+    ],
+)
 def test_cli_plain_output_shows_escapes_visibly(evil_vault: Path, args: tuple[str, ...]) -> None:
     proc = run_cli(*args, vault=evil_vault)
     assert proc.returncode == 0, proc.stderr
@@ -120,8 +137,12 @@ def test_cli_plain_output_shows_escapes_visibly(evil_vault: Path, args: tuple[st
 
 
 def test_cli_json_escapes_controls_and_keeps_the_exact_text(evil_vault: Path) -> None:
-    for args in (("search", "hamster", "--json"), ("find", "hamster", "--json"),
-                 ("context", "Pets/evil.md", "--json"), ("stats", "--json")):
+    for args in (
+        ("search", "hamster", "--json"),
+        ("find", "hamster", "--json"),
+        ("context", "Pets/evil.md", "--json"),
+        ("stats", "--json"),
+    ):
         proc = run_cli(*args, vault=evil_vault)
         assert proc.returncode == 0, proc.stderr
         assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", proc.stdout), args
@@ -145,8 +166,20 @@ def test_cli_on_a_terminal_keeps_colour_and_escapes_the_rest(evil_vault: Path) -
     pid, fd = pty.fork()
     if pid == 0:  # child: the CLI on the pty
         os.chdir(REPO)
-        os.execve(sys.executable, [sys.executable, "-m", "explorer", "search", "hamster", "--vault", str(evil_vault),
-                                   "--no-embeddings"], env)
+        os.execve(
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "explorer",
+                "search",
+                "hamster",
+                "--vault",
+                str(evil_vault),
+                "--no-embeddings",
+            ],
+            env,
+        )
     chunks = []
     while True:
         try:
@@ -227,7 +260,6 @@ async def test_app_shows_hostile_notes_safely(tmp_path: Path) -> None:
         out = screen_output(app)
         assert_terminal_safe(out)
         assert "^[[2J" in visible_text(out)
-
 
         # Writing in it: refused (the editor would show the raw text), the file untouched.
         app.post_message(EditNote("Pets/evil.md", 0))

@@ -63,7 +63,9 @@ def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
     index.open()
     with sample_index.snapshot() as snap:
         hashes = {s.hash for s in snap.shards.values()}
-    index.store.put_vectors(sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes))
+    index.store.put_vectors(
+        sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes)
+    )
     index.close()
     return vault / ".explorer"
 
@@ -126,8 +128,13 @@ async def search(app: ExplorerApp, pilot: Any, query: str, typing: bool = False)
     screen = app.main_screen
     if not query.startswith("/"):
         # On a loaded machine the debounce timer can fire late: wait for this query's final results.
-        await wait_for(pilot, lambda: screen.results is not None and screen.results.query == query
-                       and screen.stage != "lexical", timeout=60.0)
+        await wait_for(
+            pilot,
+            lambda: (
+                screen.results is not None and screen.results.query == query and screen.stage != "lexical"
+            ),
+            timeout=60.0,
+        )
     await settle(app, pilot)
     assert screen.results is not None
     return screen.results
@@ -169,7 +176,9 @@ async def test_first_frame_before_the_index_opens(tui_vault: Path, embedder, tmp
 
 
 @sync
-async def test_index_failure_is_reported_and_the_app_stays_up(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_index_failure_is_reported_and_the_app_stays_up(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """An error while opening is shown in the status bar, a notification and the summary line."""
 
     def broken_factory(index, settings):
@@ -187,7 +196,9 @@ async def test_index_failure_is_reported_and_the_app_stays_up(tui_vault: Path, e
 
 
 @sync
-async def test_live_search_is_progressive_lexical_then_hybrid(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_live_search_is_progressive_lexical_then_hybrid(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Results appear while typing: a lexical stage first, then the full hybrid pipeline."""
     seen: list[SearchFinished] = []
 
@@ -217,7 +228,9 @@ async def test_live_search_is_progressive_lexical_then_hybrid(tui_vault: Path, e
 
 
 @sync
-async def test_typing_is_debounced_and_stale_searches_are_cancelled(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_typing_is_debounced_and_stale_searches_are_cancelled(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Fast typing runs one search; a slow search is cancelled by the next query and never shown."""
     from explorer.engine import make_pipeline
 
@@ -241,8 +254,13 @@ async def test_typing_is_debounced_and_stale_searches_are_cancelled(tui_vault: P
             return self.inner.search(query, *args, cancelled=cancelled, **kwargs)
 
     # A long pause before searching, so a slow machine typing key by key stays inside it.
-    app = make_app(tui_vault, embedder, tmp_path, settings=quiet_settings(**{"ui.debounce_ms": 600}),
-                   pipeline_factory=lambda i, s: SlowFirst(make_pipeline(i, s)))
+    app = make_app(
+        tui_vault,
+        embedder,
+        tmp_path,
+        settings=quiet_settings(**{"ui.debounce_ms": 600}),
+        pipeline_factory=lambda i, s: SlowFirst(make_pipeline(i, s)),
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         box = app.main_screen.query_one(SearchBox)
@@ -260,8 +278,9 @@ async def test_typing_is_debounced_and_stale_searches_are_cancelled(tui_vault: P
         assert await asyncio.to_thread(cancelled_seen.wait, 5)
         await settle(app, pilot)
         assert app.main_screen.results.query == "coffee"
-        assert "coffee" in app.main_screen.query_one(ResultsList).results[0].title.lower() or \
-            any("coffee" in r.document_path.lower() for r in app.main_screen.results.results)
+        assert "coffee" in app.main_screen.query_one(ResultsList).results[0].title.lower() or any(
+            "coffee" in r.document_path.lower() for r in app.main_screen.results.results
+        )
 
 
 @sync
@@ -276,7 +295,7 @@ async def test_classic_modes_by_prefix_and_toggle(tui_vault: Path, embedder, tmp
         first = results.results[0]
         note = app.index.notes[first.document_path]
         cursor = first.context_shards[0].cursor
-        assert note.text[cursor:cursor + 11].lower() == "floor space"
+        assert note.text[cursor : cursor + 11].lower() == "floor space"
         assert "phrase tool" in str(app.main_screen.query_one(ResultsSummary).content)
         box = app.main_screen.query_one(SearchBox)
         assert box.border_title == "Search · phrase"
@@ -357,7 +376,7 @@ async def test_context_pane_moves_widens_copies_and_opens(tui_vault: Path, embed
         assert pane.window.highlights, "matches are highlighted"
         text = app.index.notes[res.document_path].text
         for h in pane.window.highlights:
-            assert text[h.start:h.end].lower().startswith(("hamster", "cage"))
+            assert text[h.start : h.end].lower().startswith(("hamster", "cage"))
         chars = pane.state.chars
         await pilot.press("ctrl+up")
         assert pane.state.chars > chars
@@ -403,7 +422,10 @@ async def test_why_ranked_pane_and_why_not(tui_vault: Path, embedder, tmp_path: 
         row = table.rows[0]
         c = res.explanation.contributions[0]
         assert row[0] == c.term and row[1] == c.retriever and row[2] == f"#{c.rank}"
-        assert abs(sum(x.contribution for x in res.explanation.contributions) - res.explanation.fused_score) < 1e-9
+        assert (
+            abs(sum(x.contribution for x in res.explanation.contributions) - res.explanation.fused_score)
+            < 1e-9
+        )
         head = str(why.query_one("#why-head").content)
         assert f"fused {res.explanation.fused_score:.5f}" in head and "pass 1" in head
         timings = str(why.query_one("#why-timings").content)
@@ -471,7 +493,11 @@ async def test_note_view_links_backlinks_tags_and_history(tui_vault: Path, embed
         screen = app.screen
         assert isinstance(screen, NoteScreen)
         md = screen.query_one("#note-md", Markdown)
-        assert "syrian-hamster-care" in md.source and "wikilink:" in md.source and "[[" not in md.source.split("```")[-1]
+        assert (
+            "syrian-hamster-care" in md.source
+            and "wikilink:" in md.source
+            and "[[" not in md.source.split("```")[-1]
+        )
         tags = str(screen.query_one("#note-tags").content)
         assert "#pets/hamster" in tags
         backlinks = screen.query_one("#note-backlinks", OptionList)
@@ -581,7 +607,9 @@ async def test_writing_mode_related_notes_save_and_search(tui_vault: Path, embed
 
 
 @sync
-async def test_model_loads_in_background_and_results_upgrade(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_model_loads_in_background_and_results_upgrade(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Until the model is ready the status says lexical (model loading) and so do the results; then they turn hybrid."""
     from explorer.index.vault_index import VaultIndex
 
@@ -603,7 +631,9 @@ async def test_model_loads_in_background_and_results_upgrade(tui_vault: Path, em
     index.open()
     states: list[str] = []
     app = make_app(tui_vault, None, tmp_path, index=index)
-    async with app.run_test(size=SIZE, message_hook=lambda m: states.append(m.state) if isinstance(m, ModelState) else None) as pilot:
+    async with app.run_test(
+        size=SIZE, message_hook=lambda m: states.append(m.state) if isinstance(m, ModelState) else None
+    ) as pilot:
         await wait_for(pilot, lambda: app.status.model == "loading")
         status_text = str(app.main_screen.query_one(StatusBar).query_one("#status-right").content)
         assert "lexical · model loading" in status_text
@@ -631,7 +661,9 @@ async def test_embeddings_off_says_bm25_only(tui_vault: Path, tmp_path: Path) ->
         assert app.status.model == "off"
         results = await search(app, pilot, "hamster")
         assert results.mode.dense is False and results.results
-        assert "embeddings off" in str(app.main_screen.query_one(StatusBar).query_one("#status-right").content)
+        assert "embeddings off" in str(
+            app.main_screen.query_one(StatusBar).query_one("#status-right").content
+        )
         summary = str(app.main_screen.query_one(ResultsSummary).content)
         assert "lexical (embeddings off)" in summary and "not available" not in summary
 
@@ -648,10 +680,14 @@ async def test_progress_while_indexing_and_embedding(tmp_path: Path, embedder) -
     vault = tmp_path / "cold"
     vault.mkdir()
     for i in range(6):
-        (vault / f"note{i}.md").write_text(f"# Note {i}\n\nHamster fact number {i}: they hoard seeds.\n", encoding="utf-8")
+        (vault / f"note{i}.md").write_text(
+            f"# Note {i}\n\nHamster fact number {i}: they hoard seeds.\n", encoding="utf-8"
+        )
     progress: list[IndexProgress] = []
     app = make_app(vault, embedder, tmp_path)
-    async with app.run_test(size=SIZE, message_hook=lambda m: progress.append(m) if isinstance(m, IndexProgress) else None) as pilot:
+    async with app.run_test(
+        size=SIZE, message_hook=lambda m: progress.append(m) if isinstance(m, IndexProgress) else None
+    ) as pilot:
         await settle(app, pilot)
         await wait_for(pilot, lambda: app.status.model == "ready")
         await settle(app, pilot)
@@ -674,7 +710,9 @@ async def test_llm_mode_is_shown(tui_vault: Path, embedder, tmp_path: Path) -> N
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert app.status.llm == "tiny-test-model"
-        assert "LLM: tiny-test-model" in str(app.main_screen.query_one(StatusBar).query_one("#status-right").content)
+        assert "LLM: tiny-test-model" in str(
+            app.main_screen.query_one(StatusBar).query_one("#status-right").content
+        )
 
 
 @sync
@@ -689,8 +727,13 @@ async def test_watcher_follows_outside_edits(tui_vault: Path, embedder, tmp_path
         note = tui_vault / "Coffee" / "new-brew.md"
         note.write_text("# New brew\n\nA frobnicated cold brew recipe.\n", encoding="utf-8")
         assert await asyncio.to_thread(app.watcher.wait_idle, 10)
-        await wait_for(pilot, lambda: any(r.document_path == "Coffee/new-brew.md"
-                                          for r in (app.main_screen.results.results if app.main_screen.results else [])))
+        await wait_for(
+            pilot,
+            lambda: any(
+                r.document_path == "Coffee/new-brew.md"
+                for r in (app.main_screen.results.results if app.main_screen.results else [])
+            ),
+        )
         await settle(app, pilot)
         assert "Coffee/new-brew.md" in app.main_screen.query_one(VaultTree).titles
         # A note open in the note view is re-rendered when it changes on disk.
@@ -701,7 +744,9 @@ async def test_watcher_follows_outside_edits(tui_vault: Path, embedder, tmp_path
         app.post_message(OpenNote("Coffee/cold-brew.md"))
         await settle(app, pilot)
         cold = tui_vault / "Coffee" / "cold-brew.md"
-        cold.write_text(cold.read_text(encoding="utf-8") + "\nAdded outside: quuxberry syrup.\n", encoding="utf-8")
+        cold.write_text(
+            cold.read_text(encoding="utf-8") + "\nAdded outside: quuxberry syrup.\n", encoding="utf-8"
+        )
         assert await asyncio.to_thread(app.watcher.wait_idle, 10)
         md = app.screen.query_one("#note-md", Markdown)
         await wait_for(pilot, lambda: "quuxberry" in md.source)
@@ -709,7 +754,9 @@ async def test_watcher_follows_outside_edits(tui_vault: Path, embedder, tmp_path
 
 # -- themes, palette, help, sizes, mouse -------------------------------------------------------
 @sync
-async def test_themes_register_switch_from_palette_and_are_remembered(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_themes_register_switch_from_palette_and_are_remembered(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Shipped themes (light and dark) register; a palette command switches; the choice survives a restart."""
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -735,7 +782,9 @@ async def test_themes_register_switch_from_palette_and_are_remembered(tui_vault:
 
 
 @sync
-async def test_bad_theme_files_are_reported_in_one_notification(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_bad_theme_files_are_reported_in_one_notification(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Every broken theme file is named in a single warning; the good ones still load."""
     themes = tmp_path / "themes"
     themes.mkdir()
@@ -755,7 +804,9 @@ async def test_bad_theme_files_are_reported_in_one_notification(tui_vault: Path,
 
 
 @sync
-async def test_palette_lists_every_action_and_f1_shows_keys(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_palette_lists_every_action_and_f1_shows_keys(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Each described binding of the screen is a palette command; F1 opens the key help."""
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -834,7 +885,7 @@ def test_note_markdown_keeps_lines_and_turns_wikilinks_into_links(sample_index) 
     for path, note in sample_index.notes.items():
         md = note_markdown(note)
         assert md.count("\n") == note.text.count("\n"), path
-        body = md[note.body_start:] if not note.body_start else md
+        body = md[note.body_start :] if not note.body_start else md
         if any(link.start >= note.body_start for link in note.links):
             assert "](wikilink:" in body, path
     note = sample_index.notes["Pets/hamster-cages-and-bedding.md"]
@@ -853,7 +904,10 @@ def test_note_markdown_keeps_lines_and_turns_wikilinks_into_links(sample_index) 
 def test_paragraph_at_and_atomic_write(tmp_path: Path) -> None:
     """The paragraph around a cursor grows backwards when short; saves go through a temp file."""
     text = "First paragraph has quite a few words in it here.\n\nShort one.\n\nThird paragraph."
-    assert paragraph_at(text, text.index("Short")) == "First paragraph has quite a few words in it here. Short one."
+    assert (
+        paragraph_at(text, text.index("Short"))
+        == "First paragraph has quite a few words in it here. Short one."
+    )
     assert paragraph_at(text, 3) == "First paragraph has quite a few words in it here."
     target = tmp_path / "note.md"
     target.write_text("old", encoding="utf-8")

@@ -22,8 +22,22 @@ from explorer.tui.widgets.results import ResultsList
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
 
-NOT_PRINTABLE = {"escape", "enter", "tab", "backspace", "delete", "insert", "up", "down", "left", "right",
-                 "home", "end", "pageup", "pagedown"}
+NOT_PRINTABLE = {
+    "escape",
+    "enter",
+    "tab",
+    "backspace",
+    "delete",
+    "insert",
+    "up",
+    "down",
+    "left",
+    "right",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+}
 
 #: Every key map with the text widget that shares its screen.
 KEY_MAPS = {
@@ -114,7 +128,9 @@ async def test_escape_then_typing_changes_no_file(tui_vault: Path, embedder, tmp
 
 
 @sync
-async def test_keys_typed_on_the_results_or_in_the_note_view_go_to_the_search_box(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_keys_typed_on_the_results_or_in_the_note_view_go_to_the_search_box(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """On the results list letters extend the query (a burst too); in the note view they start a new one; in the tree they filter."""
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -180,7 +196,8 @@ async def test_writer_related_list_key_changes_no_text(tui_vault: Path, embedder
 
 @sync
 async def test_writer_opens_below_frontmatter_moves_to_ends_and_keeps_mode_of_a_deleted_note(
-        tui_vault: Path, embedder, tmp_path: Path) -> None:
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """The cursor starts on the body; ctrl+home/end jump; a save to a deleted path keeps the old permission bits."""
     path = "Notes/with-frontmatter.md"
     file = tui_vault / path
@@ -211,7 +228,9 @@ async def test_writer_opens_below_frontmatter_moves_to_ends_and_keeps_mode_of_a_
 
 
 @sync
-async def test_writer_never_saves_over_a_note_it_could_not_read(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_writer_never_saves_over_a_note_it_could_not_read(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """A note that fails to load opens read-only and ctrl+s leaves it alone."""
     path = "Garden/composting.md"
     app = make_app(tui_vault, embedder, tmp_path)
@@ -229,7 +248,9 @@ async def test_writer_never_saves_over_a_note_it_could_not_read(tui_vault: Path,
 
 
 @sync
-async def test_enter_on_a_first_query_moves_to_its_results_when_they_come(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_enter_on_a_first_query_moves_to_its_results_when_they_come(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Enter right after typing (no results listed yet) still lands on the results, so a second Enter opens one."""
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:

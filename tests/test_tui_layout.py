@@ -58,7 +58,9 @@ async def open_note(app: Any, pilot: Any, path: str) -> NoteScreen:
 
 # -- narrow and wide layouts -----------------------------------------------------------------------
 @sync
-async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """At 80x24 results (two lines each) sit above the context pane, both full width; F2 docks the
     tree at the left; at full size the side-by-side layout comes back."""
     app = make_app(tui_vault, embedder, tmp_path)
@@ -66,10 +68,22 @@ async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(tui_vault:
         await ready(app, pilot)
         await search(app, pilot, "hamster cage")
         screen = app.main_screen
-        results, detail, tree = screen.query_one(ResultsList), screen.query_one("#detail"), screen.query_one(VaultTree)
+        results, detail, tree = (
+            screen.query_one(ResultsList),
+            screen.query_one("#detail"),
+            screen.query_one(VaultTree),
+        )
         assert not tree.display
-        assert results.region.bottom <= detail.region.y and results.region.width >= 78 and detail.region.width >= 78
-        assert results.two_line and results.region.height >= 8 and screen.query_one(ContextPane).region.height >= 6
+        assert (
+            results.region.bottom <= detail.region.y
+            and results.region.width >= 78
+            and detail.region.width >= 78
+        )
+        assert (
+            results.two_line
+            and results.region.height >= 8
+            and screen.query_one(ContextPane).region.height >= 6
+        )
         first = lines_of(results)[1:3]  # under the border
         assert "Hamsters" in first[0] or "hamster" in first[0].lower()
         assert ".md" in first[1] and "bm25 #" in first[1]
@@ -94,7 +108,9 @@ async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(tui_vault:
 
 
 @sync
-async def test_why_ranked_is_never_cut_at_80_or_160_columns(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_why_ranked_is_never_cut_at_80_or_160_columns(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """Every contribution's term, retriever, rank and score is on screen: tabulated where the pane
     is wide enough (80 columns stack the panes full width, 160 is wide), listed in blocks where it is
     not (110 columns, side by side); no drawn line is wider than the pane."""
@@ -172,7 +188,10 @@ async def test_note_view_shows_properties_and_embeds(tui_vault: Path, embedder, 
         assert "embedded from Lang/日本語の勉強.md#" in source
         assert "> 漢字は難しい。Kanji review every morning." in source
         assert "unresolved embed Nowhere note" in source
-        assert screen.query_one("#note-props", FitTable).rows == [("tags", "project"), ("checklist", "design, build, ship")]
+        assert screen.query_one("#note-props", FitTable).rows == [
+            ("tags", "project"),
+            ("checklist", "design, build, ship"),
+        ]
         md = str(screen.query_one("#note-md").source)
         assert "embedded from" in md
         # Raw lines past the embed box map below it.
@@ -182,7 +201,9 @@ async def test_note_view_shows_properties_and_embeds(tui_vault: Path, embedder, 
 
 
 @sync
-async def test_context_pane_shows_embedded_text_from_its_node_id(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_context_pane_shows_embedded_text_from_its_node_id(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """The context pane boxes an embed's text below its line, marked with the source node_id."""
     write_notes(tui_vault, EXTRA)
     app = make_app(tui_vault, embedder, tmp_path)
@@ -204,7 +225,9 @@ async def test_context_pane_shows_embedded_text_from_its_node_id(tui_vault: Path
 @sync
 async def test_search_box_states_the_mode_truthfully(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """With embeddings off the search box says lexical, never hybrid; with the model ready, hybrid."""
-    app = make_app(tui_vault, None, tmp_path, settings=quiet_settings(**{"index.embeddings": False}), load_model=False)
+    app = make_app(
+        tui_vault, None, tmp_path, settings=quiet_settings(**{"index.embeddings": False}), load_model=False
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.status.index == "ready")
         await settle(app, pilot)
@@ -219,7 +242,9 @@ async def test_search_box_states_the_mode_truthfully(tui_vault: Path, embedder, 
 
 
 @sync
-async def test_filter_only_queries_list_notes_in_every_mode(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_filter_only_queries_list_notes_in_every_mode(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """`path:Pets` typed key by key lists the Pets notes; in a classic mode too, where filters narrow
     the tool's hits instead of being searched as words."""
     app = make_app(tui_vault, embedder, tmp_path)
@@ -276,22 +301,47 @@ def test_cli_explain_table_aligns_wide_terms(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    vault = write_notes(tmp_path / "vault", {
-        "漢字.md": "# 漢字の練習\n\n漢字の練習 kanji practice every morning with cards.\n",
-        "Other.md": "# Other\n\nkanji cards and other things.\n",
-    })
+    vault = write_notes(
+        tmp_path / "vault",
+        {
+            "漢字.md": "# 漢字の練習\n\n漢字の練習 kanji practice every morning with cards.\n",
+            "Other.md": "# Other\n\nkanji cards and other things.\n",
+        },
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    out = subprocess.run([sys.executable, "-m", "explorer", "search", "--vault", str(vault), "--no-embeddings", "--local",
-                          "--explain", "漢字の練習 kanji"], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "explorer",
+            "search",
+            "--vault",
+            str(vault),
+            "--no-embeddings",
+            "--local",
+            "--explain",
+            "漢字の練習 kanji",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
-    rows = [line for line in out.stdout.splitlines() if line.startswith("    ") and (" bm25 " in line or "retriever" in line)]
+    rows = [
+        line
+        for line in out.stdout.splitlines()
+        if line.startswith("    ") and (" bm25 " in line or "retriever" in line)
+    ]
     assert any(not line.isascii() for line in rows), rows
     columns = {cell_len(line[: line.index(" bm25 " if " bm25 " in line else " retriever")]) for line in rows}
     assert columns == {32}, rows
 
 
 @sync
-async def test_keys_typed_while_the_note_view_closes_all_reach_the_query(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_keys_typed_while_the_note_view_closes_all_reach_the_query(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """A burst of keys in the note view (a busy machine delivers them before the view is gone)
     becomes the whole query, not only its last letter."""
     from textual import events
@@ -344,7 +394,9 @@ async def test_steady_updates_keep_sizes_right() -> None:
 
 
 @sync
-async def test_wide_summary_keeps_two_lines_so_the_list_stays_put(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_wide_summary_keeps_two_lines_so_the_list_stays_put(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """At 120 columns a summary that wraps to two lines (a long “no good match” advice) does not
     move the results list; at 80 columns, where rows are scarce, a one-line summary takes one row."""
     app = make_app(tui_vault, embedder, tmp_path)

@@ -48,14 +48,18 @@ def spy_renders(screen: Any) -> list[str]:
 
 
 @sync
-async def test_a_full_stage_close_behind_is_the_only_render(tui_vault: Path, embedder, tmp_path: Path, monkeypatch) -> None:
+async def test_a_full_stage_close_behind_is_the_only_render(
+    tui_vault: Path, embedder, tmp_path: Path, monkeypatch
+) -> None:
     """When the hybrid stage follows within the hold, the lexical one is never drawn: one update per query."""
     import explorer.tui.screens.main as main_screen
 
     monkeypatch.setattr(main_screen, "LEXICAL_HOLD_S", 30.0)  # "close behind" on any machine
     seen: list[str] = []
     app = make_app(tui_vault, embedder, tmp_path)
-    async with app.run_test(size=SIZE, message_hook=lambda m: seen.append(m.stage) if isinstance(m, SearchFinished) else None) as pilot:
+    async with app.run_test(
+        size=SIZE, message_hook=lambda m: seen.append(m.stage) if isinstance(m, SearchFinished) else None
+    ) as pilot:
         await settle(app, pilot)
         shown = spy_renders(app.main_screen)
         await search(app, pilot, "hamster cage")
@@ -65,7 +69,9 @@ async def test_a_full_stage_close_behind_is_the_only_render(tui_vault: Path, emb
 
 
 @sync
-async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """A slow hybrid stage: lexical results show (saying the hybrid is coming), then hybrid in place;
     a re-run of the same query keeps the hybrid list until its own hybrid stage arrives."""
     gated: list[GatedFull] = []
@@ -122,7 +128,9 @@ async def test_results_upgrade_when_every_vector_is_in(tui_vault: Path, embedder
 
 
 @sync
-async def test_rows_built_in_the_search_worker_draw_the_same_list(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_rows_built_in_the_search_worker_draw_the_same_list(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """The results rows the search worker builds are the rows the list would build itself, and rows
     built for another layout (two-line) or other highlighted words are not used."""
     from explorer.tui.screens.main import highlight_terms
@@ -145,22 +153,28 @@ async def test_rows_built_in_the_search_worker_draw_the_same_list(tui_vault: Pat
         rl.show(results, words, phrases, prepared=prepare_rows(results, words, phrases, rl.row_layout()))
         await pilot.pause()
         assert drawn() == own and "Hamster" in "".join(own)
-        for stale in (prepare_rows(results, words, phrases, RowLayout(True, rl.row_layout().width)),
-                      prepare_rows(results, ["cage"], [], rl.row_layout())):
+        for stale in (
+            prepare_rows(results, words, phrases, RowLayout(True, rl.row_layout().width)),
+            prepare_rows(results, ["cage"], [], rl.row_layout()),
+        ):
             rl.show(results, words, phrases, prepared=stale)
             await pilot.pause()
             assert drawn() == own
 
 
 @sync
-async def test_context_pane_follows_an_edit_of_the_shown_note(tui_vault: Path, embedder, tmp_path: Path, monkeypatch) -> None:
+async def test_context_pane_follows_an_edit_of_the_shown_note(
+    tui_vault: Path, embedder, tmp_path: Path, monkeypatch
+) -> None:
     """The context pane skips a redraw only when nothing changed: after a word of the highlighted
     note is edited outside the app (same length, so every offset stays), the search re-run that
     keeps that result shows the edited text."""
     import explorer.tui.screens.main as main_screen
     from explorer.tui.widgets.context_pane import ContextPane
 
-    monkeypatch.setattr(main_screen, "LEXICAL_HOLD_S", 60.0)  # only the full stage is drawn: one redraw to check
+    monkeypatch.setattr(
+        main_screen, "LEXICAL_HOLD_S", 60.0
+    )  # only the full stage is drawn: one redraw to check
 
     app = make_app(tui_vault, embedder, tmp_path, watch=True)
     async with app.run_test(size=SIZE) as pilot:
@@ -171,14 +185,20 @@ async def test_context_pane_follows_an_edit_of_the_shown_note(tui_vault: Path, e
         pane = screen.query_one(ContextPane)
         screen.query_one("#results").focus()
         await pilot.press("down")  # a chosen result (not the automatic first) keeps its highlight on a re-run
-        await wait_for(pilot, lambda: pane.state is not None and pane.state.path == screen.results.results[1].document_path)
+        await wait_for(
+            pilot,
+            lambda: pane.state is not None and pane.state.path == screen.results.results[1].document_path,
+        )
         path, window = pane.state.path, pane.window
-        word = next(w for w in window.text[pane.state.cursor - window.start:].split()
-                    if w.isalpha() and len(w) >= 5 and not {"hamster", "cage"} & {w.lower().rstrip("s")})
+        word = next(
+            w
+            for w in window.text[pane.state.cursor - window.start :].split()
+            if w.isalpha() and len(w) >= 5 and not {"hamster", "cage"} & {w.lower().rstrip("s")}
+        )
         note = tui_vault / path
         text = note.read_text(encoding="utf-8")
         at = text.index(word, pane.state.cursor)
-        note.write_text(text[:at] + "Q" * len(word) + text[at + len(word):], encoding="utf-8")
+        note.write_text(text[:at] + "Q" * len(word) + text[at + len(word) :], encoding="utf-8")
         assert await asyncio.to_thread(app.watcher.wait_idle, 10)
         await wait_for(pilot, lambda: pane.window is not None and "Q" * len(word) in pane.window.text)
         assert pane.state.path == path == screen.selected.document_path

@@ -37,7 +37,9 @@ class FixedTimings:
 
 def snap_app(vault: Path, embedder: Any, tmp_path: Path, **kwargs: Any):
     """The test app with stable timings."""
-    return make_app(vault, embedder, tmp_path, pipeline_factory=lambda i, s: FixedTimings(make_pipeline(i, s)), **kwargs)
+    return make_app(
+        vault, embedder, tmp_path, pipeline_factory=lambda i, s: FixedTimings(make_pipeline(i, s)), **kwargs
+    )
 
 
 def no_blink(app: Any) -> None:
@@ -146,7 +148,10 @@ async def test_small_terminal(tui_vault: Path, embedder, tmp_path: Path) -> None
         assert results.option_count == 15
         assert results.region.width >= 30 and results.region.height >= 8
         shot = app.export_screenshot()
-        assert any(f"quality&#160;{level}" in shot or f"quality {level}" in shot for level in ("high", "medium", "low"))
+        assert any(
+            f"quality&#160;{level}" in shot or f"quality {level}" in shot
+            for level in ("high", "medium", "low")
+        )
         for text in ("Results (15)", "Hamsters", "Users/alice/Knowledge/hamsters.md", "cursor"):
             assert text.replace(" ", "&#160;") in shot or text in shot, text
 

@@ -16,14 +16,25 @@ from pdfs import text_pdf
 
 
 @sync
-async def test_pdf_and_canvas_in_the_context_pane_and_the_note_view(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_pdf_and_canvas_in_the_context_pane_and_the_note_view(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     (tui_vault / "Papers").mkdir()
-    (tui_vault / "Papers/quokka.pdf").write_bytes(text_pdf(["Quokkas live on Rottnest Island.",
-                                                            "A quokka census counts \x1b[2J them yearly."]))
-    (tui_vault / "zoo.canvas").write_text(json.dumps({
-        "nodes": [{"id": "c1", "type": "text", "text": "Wombat enclosure plan", "x": 0, "y": 0},
-                  {"id": "c2", "type": "file", "file": "Papers/quokka.pdf", "x": 0, "y": 200}],
-        "edges": [{"id": "e", "fromNode": "c1", "toNode": "c2", "label": "see"}]}), encoding="utf-8")
+    (tui_vault / "Papers/quokka.pdf").write_bytes(
+        text_pdf(["Quokkas live on Rottnest Island.", "A quokka census counts \x1b[2J them yearly."])
+    )
+    (tui_vault / "zoo.canvas").write_text(
+        json.dumps(
+            {
+                "nodes": [
+                    {"id": "c1", "type": "text", "text": "Wombat enclosure plan", "x": 0, "y": 0},
+                    {"id": "c2", "type": "file", "file": "Papers/quokka.pdf", "x": 0, "y": 200},
+                ],
+                "edges": [{"id": "e", "fromNode": "c1", "toNode": "c2", "label": "see"}],
+            }
+        ),
+        encoding="utf-8",
+    )
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -37,14 +48,19 @@ async def test_pdf_and_canvas_in_the_context_pane_and_the_note_view(tui_vault: P
         assert "Papers/quokka.pdf#page=2" in shown and "census" in shown and "\x1b" not in shown
 
         app.post_message(OpenNote("Papers/quokka.pdf"))
-        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
         screen = app.screen
         assert screen.view == "plain" and "text of the PDF" in str(screen.query_one("#note-title").content)
         plain = screen.query_one("#note-plain", LongText)
         assert plain.line(0) == "── page 1 ──" and "Rottnest" in plain.text
         await settle(app, pilot)
         backlinks = screen.query_one("#note-backlinks", OptionList)
-        assert any("zoo.canvas" in str(backlinks.get_option_at_index(i).prompt) for i in range(backlinks.option_count))
+        assert any(
+            "zoo.canvas" in str(backlinks.get_option_at_index(i).prompt)
+            for i in range(backlinks.option_count)
+        )
 
         # A `[[quokka.pdf#page=2]]` link opens the PDF at that page.
         await screen.go(Place("Papers/quokka.pdf", None, "page=2"))
@@ -52,7 +68,9 @@ async def test_pdf_and_canvas_in_the_context_pane_and_the_note_view(tui_vault: P
         assert plain.mark is not None and plain.line(plain.mark).startswith("A quokka census")
 
         app.post_message(OpenNote("zoo.canvas"))
-        await wait_for(pilot, lambda: app.screen.place.path == "zoo.canvas" and app.screen.first_screen_s is not None)
+        await wait_for(
+            pilot, lambda: app.screen.place.path == "zoo.canvas" and app.screen.first_screen_s is not None
+        )
         await settle(app, pilot)
         assert app.screen.view == "markdown"
         assert "Wombat enclosure plan" in app.screen.query_one("#note-md", Markdown).source

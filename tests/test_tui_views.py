@@ -53,7 +53,9 @@ async def test_long_notes_open_plain_or_in_two_steps(tui_vault: Path, embedder, 
         assert isinstance(app.screen, MainScreen) and app.main_screen.query_one(SearchBox).value == "x"
         shown: list[str] = []
         app.post_message(OpenNote("Long/mid.md"))
-        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
         shown.append(app.screen.view)
         await wait_for(pilot, lambda: app.screen.view == "markdown")
         md = app.screen.query_one("#note-md", Markdown)
@@ -78,11 +80,15 @@ async def test_vault_tree_fills_folders_when_they_open(tui_vault: Path, embedder
         pets = next(n for n in folders if str(n.label) == "Pets/")
         pets.expand()
         await pilot.pause()
-        assert {n.data for n in pets.children if n.data} == {p for p in app.index.notes if p.startswith("Pets/")}
+        assert {n.data for n in pets.children if n.data} == {
+            p for p in app.index.notes if p.startswith("Pets/")
+        }
 
 
 @sync
-async def test_why_pane_draws_when_shown_and_why_not_follows_the_query(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_why_pane_draws_when_shown_and_why_not_follows_the_query(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """The why pane is drawn when its tab opens; a why-not verdict is recomputed for each new query and cleared with it."""
     from textual.widgets import Input
 
@@ -146,7 +152,10 @@ async def test_long_text_draws_only_rows_folded_at_its_width() -> None:
         def compose(self) -> ComposeResult:
             yield LongText()
 
-    lines = [f"line {i} " + " ".join(["word"] * (i % 40)) for i in range(2000)] + ["日本語のテキスト" * 20, "end"]
+    lines = [f"line {i} " + " ".join(["word"] * (i % 40)) for i in range(2000)] + [
+        "日本語のテキスト" * 20,
+        "end",
+    ]
 
     def drawn(view: LongText) -> list[str]:
         return [view.render_line(y).text for y in range(view.size.height)]
@@ -175,7 +184,7 @@ async def test_long_text_draws_only_rows_folded_at_its_width() -> None:
         width = view.scrollable_content_region.width
         assert all(cell_len(r) == width for r in rows)
         assert line_from_rows(view, rows, 1501) == lines[1500]
-        assert sum(1 for r in rows if r[:view._gutter].strip() == "") > 0  # long lines fold
+        assert sum(1 for r in rows if r[: view._gutter].strip() == "") > 0  # long lines fold
         view.scroll_to_line(2000)
         await pilot.pause()
         rows = drawn(view)
@@ -202,12 +211,16 @@ async def test_note_view_opens_again_at_the_new_note(tui_vault: Path, embedder, 
         await settle(app, pilot)
         assert gc.get_freeze_count() > 0
         app.post_message(OpenNote("Coffee/cold-brew.md"))
-        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         text = app.index.note("Astronomy/jupiter-moons.md").text
         app.post_message(OpenNote("Astronomy/jupiter-moons.md", cursor=len(text) - 1))
-        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None)
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
         screen = app.screen
         assert screen.history == [screen.place] and screen.place.path == "Astronomy/jupiter-moons.md"
         assert "Astronomy/jupiter-moons.md" in str(screen.query_one("#note-title").content)

@@ -24,7 +24,9 @@ async def _writer(app, pilot) -> WriterScreen:
 
 
 @sync
-async def test_ctrl_g_links_the_named_note_over_its_words_and_ctrl_z_undoes_it(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_ctrl_g_links_the_named_note_over_its_words_and_ctrl_z_undoes_it(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     before = (tui_vault / PATH).read_bytes()
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -41,10 +43,17 @@ async def test_ctrl_g_links_the_named_note_over_its_words_and_ctrl_z_undoes_it(t
         linked = typed.replace("my cold brew go", "my [[cold-brew|cold brew]] go")
         assert editor.text == linked
         # The cursor stands after the link, so typing goes on from there.
-        assert editor.document.get_index_from_location(editor.cursor_location) == linked.index("cold brew]]") + len("cold brew]]")
+        assert editor.document.get_index_from_location(editor.cursor_location) == linked.index(
+            "cold brew]]"
+        ) + len("cold brew]]")
         # Linked now: the note is marked, not offered again.
-        await wait_for(pilot, lambda: any(s.path == first.path and s.kind == "linked" for s in writer.suggestions)
-                       or first.path not in writer.related_paths)
+        await wait_for(
+            pilot,
+            lambda: (
+                any(s.path == first.path and s.kind == "linked" for s in writer.suggestions)
+                or first.path not in writer.related_paths
+            ),
+        )
         assert not any(s.path == first.path and s.kind == "mention" for s in writer.suggestions)
         await pilot.press("ctrl+z")
         assert editor.text == typed
@@ -55,7 +64,9 @@ async def test_ctrl_g_links_the_named_note_over_its_words_and_ctrl_z_undoes_it(t
 
 
 @sync
-async def test_ctrl_g_on_a_related_note_inserts_at_the_cursor(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_ctrl_g_on_a_related_note_inserts_at_the_cursor(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     """A note found by the search (not named in the text) is linked where the cursor is; ctrl+z takes it out."""
     before = (tui_vault / PATH).read_bytes()
     app = make_app(tui_vault, embedder, tmp_path)

@@ -19,7 +19,7 @@ from conftest import write_notes
 
 GARDEN = {
     "Garden/plan.md": "# Garden plan\n\n## Tomatoes\n\nTomatoes want full sun and deep water.\n\n"
-                      "## Herbs\n\nBasil and thyme grow beside the path.",
+    "## Herbs\n\nBasil and thyme grow beside the path.",
     "Kitchen/pesto.md": "# Pesto\n\nBasil, pine nuts, garlic and parmesan, pounded.",
     "Garden/shade.md": "# Shade\n\nFerns and hostas like shade; tomatoes would sulk here without sun.",
     "Music/scales.md": "# Scales\n\nA major scale has seven notes; practice slowly with a metronome.",
@@ -61,15 +61,36 @@ def refine_to(query: str):
 
 # -- merge ---------------------------------------------------------------------------------------
 
+
 def _shard(path: str, text: str, pass_: int) -> ContextShard:
-    return ContextShard(node_id=f"{path}#{text[:5]}", path=path, cursor=0, start=0, end=len(text), text=text,
-                        highlights=(), score=0.0, pass_=pass_)
+    return ContextShard(
+        node_id=f"{path}#{text[:5]}",
+        path=path,
+        cursor=0,
+        start=0,
+        end=len(text),
+        text=text,
+        highlights=(),
+        score=0.0,
+        pass_=pass_,
+    )
 
 
 def _res(path: str, score: float, pass_: int, *texts: str) -> SearchResult:
-    return SearchResult(document_path=path, title=path, source_type="note", node_id=f"{path}#x", rrf_score=score,
-                        score=score, bm25_rank=1, embedding_rank=None, snippet="", source="search", pass_=pass_,
-                        context_shards=tuple(_shard(path, t, pass_) for t in texts))
+    return SearchResult(
+        document_path=path,
+        title=path,
+        source_type="note",
+        node_id=f"{path}#x",
+        rrf_score=score,
+        score=score,
+        bm25_rank=1,
+        embedding_rank=None,
+        snippet="",
+        source="search",
+        pass_=pass_,
+        context_shards=tuple(_shard(path, t, pass_) for t in texts),
+    )
 
 
 def test_merge_keeps_paths_unique_pass1_context_first_and_shards_unique() -> None:
@@ -98,6 +119,7 @@ def test_repeats_query_compares_content_words() -> None:
 
 # -- the pipeline's two passes ----------------------------------------------------------------------
 
+
 def test_pass_2_merges_new_entries_and_new_passages(garden) -> None:
     index, settings = garden
     pipe = SearchPipeline(index, settings, analyser=refine_to("basil thyme"))
@@ -123,7 +145,9 @@ def test_pass_2_merges_new_entries_and_new_passages(garden) -> None:
     assert {r["pass"] for r in data["results"]} == {1, 2}
 
 
-@pytest.mark.parametrize(("refined", "why"), [("Sun, TOMATOES!", "repeats the original"), ("   ", "without a query")])
+@pytest.mark.parametrize(
+    ("refined", "why"), [("Sun, TOMATOES!", "repeats the original"), ("   ", "without a query")]
+)
 def test_pass_2_skipped_when_it_would_repeat_pass_1(garden, refined: str, why: str) -> None:
     index, settings = garden
     res = SearchPipeline(index, settings, analyser=refine_to(refined)).search("tomatoes sun")
@@ -136,7 +160,10 @@ def test_offline_mode_names_keywords_and_heuristic(garden) -> None:
     index, settings = garden
     data = SearchPipeline(index, settings).search("tomatoes sun").to_dict()
     assert data["mode"]["terms"] == "keywords" and data["mode"]["analyser"] == "heuristic"
-    assert data["analysis"]["decision"] in ("SUFFICIENT", "REFINE") and data["analysis"]["analyser"] == "heuristic"
+    assert (
+        data["analysis"]["decision"] in ("SUFFICIENT", "REFINE")
+        and data["analysis"]["analyser"] == "heuristic"
+    )
     assert data["quality"]["level"] in ("high", "medium", "low") and data["passes"][0]["entries"] == 15
 
 
@@ -160,6 +187,7 @@ def test_analyser_setting_heuristic_overrides_a_given_analyser(garden) -> None:
 
 # -- the heuristic analyser ---------------------------------------------------------------------------
 
+
 def test_heuristic_refines_a_medium_query_deterministically(sample_pipeline, sample_index) -> None:
     query = "carbon dating of fossils"
     pass1 = sample_pipeline.search(query, two_pass=False)
@@ -172,7 +200,7 @@ def test_heuristic_refines_a_medium_query_deterministically(sample_pipeline, sam
     assert a == b == c
     assert a.decision == "REFINE" and a.analyser == "heuristic"
     assert a.refined_query.startswith(query + " ")
-    extra = a.refined_query[len(query):].split()
+    extra = a.refined_query[len(query) :].split()
     assert 1 <= len(extra) <= 3 and not set(extra) & set(query.split())
     assert "quality medium" in a.reason and "relevant" in a.reason
     full = sample_pipeline.search(query)
@@ -180,7 +208,9 @@ def test_heuristic_refines_a_medium_query_deterministically(sample_pipeline, sam
     assert full.analysis.analyser == "heuristic" and full.mode.analyser == "heuristic"
 
 
-def test_heuristic_is_sufficient_when_quality_is_high_or_nothing_matched(sample_pipeline, sample_index) -> None:
+def test_heuristic_is_sufficient_when_quality_is_high_or_nothing_matched(
+    sample_pipeline, sample_index
+) -> None:
     high = sample_pipeline.search("how big should a syrian hamster cage be")
     assert high.analysis.decision == "SUFFICIENT" and "quality high" in high.analysis.reason
     assert [p.number for p in high.passes] == [1]

@@ -59,12 +59,12 @@ def test_frontmatter_title_tags_and_offsets() -> None:
     note = parse_note("Pets/hamsters.md", NOTE)
     assert note.title == "Hamster handbook"
     assert note.frontmatter["aliases"] == ["hamsters"]
-    assert NOTE[note.body_start:].startswith("\n# Hamsters")
+    assert NOTE[note.body_start :].startswith("\n# Hamsters")
     names = [t.name for t in note.tags]
     assert names == ["pets", "care", "inline-tag", "nested/tag"]
     for tag in note.tags:
         if tag.start >= 0:
-            assert NOTE[tag.start:tag.end] == "#" + tag.name
+            assert NOTE[tag.start : tag.end] == "#" + tag.name
     assert "not-a-tag" not in names and "also-not" not in names and "123" not in names
     assert note.tag_names == ("pets", "care", "inline-tag", "nested/tag")
 
@@ -74,7 +74,7 @@ def test_headings_have_raw_offsets() -> None:
     got = [(h.level, h.text) for h in note.headings]
     assert got == [(1, "Hamsters"), (2, "Care"), (3, "Diet"), (2, "Care")]
     for h in note.headings:
-        assert NOTE[h.start:h.end] == "#" * h.level + " " + h.text
+        assert NOTE[h.start : h.end] == "#" * h.level + " " + h.text
 
 
 def test_wikilinks_embeds_and_aliases() -> None:
@@ -88,14 +88,14 @@ def test_wikilinks_embeds_and_aliases() -> None:
         ("Other note", "", "", "alias only", False),
     ]
     for link in note.links:
-        raw = NOTE[link.start:link.end]
+        raw = NOTE[link.start : link.end]
         assert raw.startswith("![[" if link.embed else "[[") and raw.endswith("]]")
     assert all("nope" not in l.target and "not-a-link" not in l.target for l in note.links)
 
 
 def test_block_ids_cover_their_block() -> None:
     note = parse_note("Pets/hamsters.md", NOTE)
-    blocks = {b.id: NOTE[b.start:b.end] for b in note.blocks}
+    blocks = {b.id: NOTE[b.start : b.end] for b in note.blocks}
     assert blocks["water-1"] == "Fresh water daily."
     assert blocks["list-1"] == "- bullet one\n- bullet two"
 
@@ -116,11 +116,11 @@ def test_crlf_offsets_refer_to_raw_text() -> None:
     text = "---\r\ntitle: T\r\n---\r\n# H1\r\n\r\n## Sec\r\nbody #tag here\r\n"
     note = parse_note("c.md", text)
     sec = [h for h in note.headings if h.text == "Sec"][0]
-    assert text[sec.start:sec.end] == "## Sec"
+    assert text[sec.start : sec.end] == "## Sec"
     tag = [t for t in note.tags if t.name == "tag"][0]
-    assert text[tag.start:tag.end] == "#tag"
+    assert text[tag.start : tag.end] == "#tag"
     for s in make_shards(note):
-        assert text[s.start:s.end] == s.text
+        assert text[s.start : s.end] == s.text
 
 
 def test_malformed_frontmatter_is_reported_and_note_kept() -> None:
@@ -136,17 +136,24 @@ def test_shards_are_exact_spans_with_readable_node_ids() -> None:
     note = parse_note("Pets/hamsters.md", NOTE)
     shards = make_shards(note)
     ids = [s.node_id for s in shards]
-    assert ids == ["Pets/hamsters.md", "Pets/hamsters.md#Care", "Pets/hamsters.md#Care#Diet", "Pets/hamsters.md#Care (2)"]
+    assert ids == [
+        "Pets/hamsters.md",
+        "Pets/hamsters.md#Care",
+        "Pets/hamsters.md#Care#Diet",
+        "Pets/hamsters.md#Care (2)",
+    ]
     assert [s.heading_path for s in shards][2] == ("Hamsters", "Care", "Diet")
     for s in shards:
-        assert NOTE[s.start:s.end] == s.text
+        assert NOTE[s.start : s.end] == s.text
         assert s.search_text.startswith("Hamster handbook")
     assert len({s.hash for s in shards}) == len(shards)
 
 
 def test_node_ids_stable_when_another_section_changes() -> None:
     note = parse_note("n.md", NOTE)
-    edited = NOTE.replace("Fresh water daily.", "Fresh water daily, changed twice a day, with a long new sentence.")
+    edited = NOTE.replace(
+        "Fresh water daily.", "Fresh water daily, changed twice a day, with a long new sentence."
+    )
     before = {s.node_id: s.hash for s in make_shards(note)}
     after = {s.node_id: s.hash for s in make_shards(parse_note("n.md", edited))}
     assert before.keys() == after.keys()
@@ -198,9 +205,22 @@ def test_cjk_and_unicode_paths(tmp_path: Path) -> None:
 
 
 def test_ignore_rules(tmp_path: Path) -> None:
-    for rel in [".obsidian/app.md", ".git/x.md", ".trash/old.md", ".explorer/y.md", ".hidden/z.md",
-                "notes/.swap.md", "notes/draft.md.swp", "notes/a.md~", "notes/.#lock.md", "notes/#auto#",
-                "notes/keep.md", "notes/readme.txt", "private/secret.md", "drafts/x/y.md"]:
+    for rel in [
+        ".obsidian/app.md",
+        ".git/x.md",
+        ".trash/old.md",
+        ".explorer/y.md",
+        ".hidden/z.md",
+        "notes/.swap.md",
+        "notes/draft.md.swp",
+        "notes/a.md~",
+        "notes/.#lock.md",
+        "notes/#auto#",
+        "notes/keep.md",
+        "notes/readme.txt",
+        "private/secret.md",
+        "drafts/x/y.md",
+    ]:
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("text", encoding="utf-8")
@@ -228,7 +248,9 @@ def test_turn_metadata_is_indexed_with_context(tmp_path: Path) -> None:
     turn = tmp_path / "Users" / "u" / "turns" / "turn_000007"
     turn.mkdir(parents=True)
     (turn / "context.md").write_text("# Turn 7\n\nWe talked.", encoding="utf-8")
-    (turn / "metadata.json").write_text('{"topic": "bicycle gears", "keywords": ["derailleur", "cassette"]}', encoding="utf-8")
+    (turn / "metadata.json").write_text(
+        '{"topic": "bicycle gears", "keywords": ["derailleur", "cassette"]}', encoding="utf-8"
+    )
     scan = scan_vault(tmp_path, VaultSettings())
     note, _ = load_note(scan.files[0], VaultSettings())
     assert note.source_type == "turn_summary"
@@ -252,7 +274,9 @@ def test_turn_metadata_edited_while_closed_is_seen_on_open(tmp_path: Path) -> No
     assert ix.notes[rel].metadata["topic"] == "bicycle gears"
     ix.close()
     # Only the sidecar changes, with the app closed; context.md keeps its size and mtime.
-    (turn / "metadata.json").write_text('{"topic": "sailing knots", "keywords": ["bowline"]}', encoding="utf-8")
+    (turn / "metadata.json").write_text(
+        '{"topic": "sailing knots", "keywords": ["bowline"]}', encoding="utf-8"
+    )
     st = (turn / "metadata.json").stat()
     os.utime(turn / "metadata.json", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
     ix = _index(tmp_path)
@@ -277,7 +301,9 @@ def test_bad_inputs_are_skipped_with_reasons_and_nothing_else_lost(tmp_path: Pat
     (tmp_path / "binary.md").write_bytes(b"\x89PNG\x00\x00\x01binary")
     (tmp_path / "latin1.md").write_bytes("caf\xe9 au lait".encode("latin-1"))
     (tmp_path / "empty.md").write_text("", encoding="utf-8")
-    (tmp_path / "bad fm.md").write_text("---\n: : :\n  - [\n---\nbody of bad frontmatter note", encoding="utf-8")
+    (tmp_path / "bad fm.md").write_text(
+        "---\n: : :\n  - [\n---\nbody of bad frontmatter note", encoding="utf-8"
+    )
     big = tmp_path / "huge.md"
     with open(big, "wb") as fh:
         fh.write(b"# Huge\n\n")
@@ -401,12 +427,14 @@ def test_sample_vault_parses_cleanly(sample_index) -> None:
     for note in sample_index.notes.values():
         for shard_id in sample_index.shards_by_path[note.path]:
             s = sample_index.shards[shard_id]
-            assert note.text[s.start:s.end] == s.text
+            assert note.text[s.start : s.end] == s.text
 
 
 def test_backlinks_and_resolution() -> None:
     a = parse_note("Pets/hamsters.md", "---\naliases: [hammy]\n---\n# H\ntext")
-    b = parse_note("Daily/2026.md", "See [[hamsters]] and [[Pets/hamsters#H|x]] and [[hammy]] and [[nothing]].")
+    b = parse_note(
+        "Daily/2026.md", "See [[hamsters]] and [[Pets/hamsters#H|x]] and [[hammy]] and [[nothing]]."
+    )
     graph = LinkGraph({a.path: a, b.path: b})
     assert graph.resolve("hamsters") == "Pets/hamsters.md"
     assert graph.resolve("pets/hamsters.md") == "Pets/hamsters.md"

@@ -23,21 +23,61 @@ LEXICAL = Settings().with_overrides({"index.embeddings": False})
 REPO = Path(__file__).resolve().parent.parent
 EXPLORER = [sys.executable, "-m", "explorer"]
 
-PAGES = ["Hamsters hoard seeds in their cheek pouches.\nThey run at night.", "",
-         "Sourdough starter wants flour and water daily."]
+PAGES = [
+    "Hamsters hoard seeds in their cheek pouches.\nThey run at night.",
+    "",
+    "Sourdough starter wants flour and water daily.",
+]
 
 CANVAS = {
     "nodes": [
-        {"id": "a1b2", "type": "text", "text": "Plan the hamster habitat #pets\nwith a wheel",
-         "x": 0, "y": 0, "width": 200, "height": 100},
-        {"id": "c3d4", "type": "file", "file": "Notes/Cages.md", "x": 300, "y": 0, "width": 200, "height": 100},
+        {
+            "id": "a1b2",
+            "type": "text",
+            "text": "Plan the hamster habitat #pets\nwith a wheel",
+            "x": 0,
+            "y": 0,
+            "width": 200,
+            "height": 100,
+        },
+        {
+            "id": "c3d4",
+            "type": "file",
+            "file": "Notes/Cages.md",
+            "x": 300,
+            "y": 0,
+            "width": 200,
+            "height": 100,
+        },
         {"id": "grp1", "type": "group", "label": "Shopping", "x": -50, "y": 200, "width": 600, "height": 300},
-        {"id": "g7h8", "type": "text", "text": "### Wheel\nBuy a zeppelin wheel and bedding", "x": 0, "y": 250,
-         "width": 200, "height": 100},
-        {"id": "i9j0", "type": "link", "url": "https://example.org/hamsters", "x": 300, "y": 250,
-         "width": 200, "height": 100},
-        {"id": "k1", "type": "file", "file": "Notes/Wheels.md", "subpath": "#Size", "x": 300, "y": 600,
-         "width": 200, "height": 100},
+        {
+            "id": "g7h8",
+            "type": "text",
+            "text": "### Wheel\nBuy a zeppelin wheel and bedding",
+            "x": 0,
+            "y": 250,
+            "width": 200,
+            "height": 100,
+        },
+        {
+            "id": "i9j0",
+            "type": "link",
+            "url": "https://example.org/hamsters",
+            "x": 300,
+            "y": 250,
+            "width": 200,
+            "height": 100,
+        },
+        {
+            "id": "k1",
+            "type": "file",
+            "file": "Notes/Wheels.md",
+            "subpath": "#Size",
+            "x": 300,
+            "y": 600,
+            "width": 200,
+            "height": 100,
+        },
     ],
     "edges": [
         {"id": "e1", "fromNode": "a1b2", "toNode": "c3d4", "label": "needs"},
@@ -49,11 +89,14 @@ CANVAS = {
 
 
 def _vault(tmp_path: Path, extra: dict[str, bytes] | None = None) -> Path:
-    root = write_notes(tmp_path / "v", {
-        "Notes/Cages.md": "# Cages\n\nA cage needs deep bedding. See [[hamsters.pdf#page=1]].\n",
-        "Notes/Wheels.md": "# Wheels\n\n## Size\n\nSolid wheels, not wire.\n",
-        "board.canvas": json.dumps(CANVAS),
-    })
+    root = write_notes(
+        tmp_path / "v",
+        {
+            "Notes/Cages.md": "# Cages\n\nA cage needs deep bedding. See [[hamsters.pdf#page=1]].\n",
+            "Notes/Wheels.md": "# Wheels\n\n## Size\n\nSolid wheels, not wire.\n",
+            "board.canvas": json.dumps(CANVAS),
+        },
+    )
     (root / "Papers").mkdir()
     (root / "Papers/hamsters.pdf").write_bytes(text_pdf(PAGES))
     for rel, data in (extra or {}).items():
@@ -77,7 +120,7 @@ def test_pdf_pages_are_shards_with_obsidian_node_ids(tmp_path: Path) -> None:
     assert _finds(index, "sourdough flour")[0] == "Papers/hamsters.pdf#page=3"
     note = index.note("Papers/hamsters.pdf")
     shard = index.shards["Papers/hamsters.pdf#page=3"]
-    assert note.text[shard.start:shard.end] == "Sourdough starter wants flour and water daily."
+    assert note.text[shard.start : shard.end] == "Sourdough starter wants flour and water daily."
     assert note.title == "hamsters" and "hamsters.pdf" in note.names
     # `[[hamsters.pdf#page=1]]` in a note is a link to the PDF.
     assert [b.source for b in index.links().backlinks("Papers/hamsters.pdf")] == ["Notes/Cages.md"]
@@ -116,35 +159,48 @@ def test_pdf_limits_pages_time_and_size(tmp_path: Path) -> None:
     (root / "five.pdf").write_bytes(text_pdf([f"page number {i} words" for i in range(1, 6)]))
     (root / "many.pdf").write_bytes(many_pages_pdf(kids=3000, count=3000))
     (root / "big.pdf").write_bytes(text_pdf(["x " * 5000] * 3))
-    settings = LEXICAL.with_overrides({"vault.max_pdf_pages": 2, "vault.pdf_seconds": 0.1,
-                                       "vault.max_pdf_bytes": 20_000})
+    settings = LEXICAL.with_overrides(
+        {"vault.max_pdf_pages": 2, "vault.pdf_seconds": 0.1, "vault.max_pdf_bytes": 20_000}
+    )
     index = VaultIndex(root, settings)
     index.open()
     assert index.shards_by_path["five.pdf"] == ["five.pdf#page=1", "five.pdf#page=2"]
     assert index.notes["five.pdf"].warnings == (
-        "truncated: only the first 2 of 5 pages are indexed (setting vault.max_pdf_pages)",)
-    assert index.skipped["big.pdf"].startswith("too large:") and "vault.max_pdf_bytes" in index.skipped["big.pdf"]
+        "truncated: only the first 2 of 5 pages are indexed (setting vault.max_pdf_pages)",
+    )
+    assert (
+        index.skipped["big.pdf"].startswith("too large:")
+        and "vault.max_pdf_bytes" in index.skipped["big.pdf"]
+    )
     index.close()
     # The text read from one PDF is held to a note's size limit, like a note.
-    settings = LEXICAL.with_overrides({"vault.max_note_bytes": 12_000, "index.cache_dir": str(tmp_path / "text")})
+    settings = LEXICAL.with_overrides(
+        {"vault.max_note_bytes": 12_000, "index.cache_dir": str(tmp_path / "text")}
+    )
     index = VaultIndex(root, settings)
     index.open()
     assert len(index.notes["big.pdf"].text) < 12_000 + 10_100  # the page that passed the limit is kept
     assert index.notes["big.pdf"].warnings == (
         "truncated: only the first 2 of 3 pages are indexed: their text passed 12,000 characters "
-        "(setting vault.max_note_bytes)",)
+        "(setting vault.max_note_bytes)",
+    )
     index.close()
     # The time budget is checked between pages: a 3,000-page file stops early, keeping what it read.
     settings = LEXICAL.with_overrides({"vault.pdf_seconds": 0.1, "index.cache_dir": str(tmp_path / "other")})
     index = VaultIndex(root, settings)
     index.open()
     warning = index.notes["many.pdf"].warnings[0]
-    assert warning.startswith("truncated: only the first ") and "within 0.1 s (setting vault.pdf_seconds)" in warning
+    assert (
+        warning.startswith("truncated: only the first ")
+        and "within 0.1 s (setting vault.pdf_seconds)" in warning
+    )
     assert 1 <= len(index.shards_by_path["many.pdf"]) < 3000
     index.close()
 
 
-def test_one_page_that_fails_does_not_lose_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_page_that_fails_does_not_lose_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pypdf import PageObject
 
     real = PageObject.extract_text
@@ -170,8 +226,19 @@ def test_pdfs_setting_off_leaves_them_out(tmp_path: Path, capsys: pytest.Capture
     from explorer.cli import main
 
     root = _vault(tmp_path)
-    argv = ["stats", str(root), "--coverage", "--json", "--no-embeddings", "--set", "vault.pdfs=false",
-            "--set", "vault.canvases=false", "--set", f"index.cache_dir={tmp_path / 'off'}"]
+    argv = [
+        "stats",
+        str(root),
+        "--coverage",
+        "--json",
+        "--no-embeddings",
+        "--set",
+        "vault.pdfs=false",
+        "--set",
+        "vault.canvases=false",
+        "--set",
+        f"index.cache_dir={tmp_path / 'off'}",
+    ]
     assert main(argv) == 0
     ignored = json.loads(capsys.readouterr().out)["coverage"]["ignored"]
     assert ignored[".pdf files not read (setting vault.pdfs is off)"]["examples"] == ["Papers/hamsters.pdf"]
@@ -225,15 +292,25 @@ def test_canvas_cards_are_shards_and_file_cards_and_edges_are_links(tmp_path: Pa
     index.open()
     # Text and link cards are shards (first those in no group, then each group's), in reading order;
     # file cards and the group are not. A card in a group has the group's label as its heading path.
-    assert index.shards_by_path["board.canvas"] == ["board.canvas#a1b2", "board.canvas#g7h8", "board.canvas#i9j0"]
-    assert [index.shards[i].heading_path for i in index.shards_by_path["board.canvas"]] == [(), ("Shopping",), ("Shopping",)]
+    assert index.shards_by_path["board.canvas"] == [
+        "board.canvas#a1b2",
+        "board.canvas#g7h8",
+        "board.canvas#i9j0",
+    ]
+    assert [index.shards[i].heading_path for i in index.shards_by_path["board.canvas"]] == [
+        (),
+        ("Shopping",),
+        ("Shopping",),
+    ]
     assert _finds(index, "zeppelin")[0] == "board.canvas#g7h8"
     assert _finds(index, "shopping")[0] in ("board.canvas#g7h8", "board.canvas#i9j0")
     note = index.note("board.canvas")
     assert note.title == "board" and note.tag_names == ("pets",)
     assert [h.text for h in note.headings] == ["Shopping", "Wheel"]  # a card's own heading stays in the card
     card = index.shards["board.canvas#a1b2"]
-    assert card.text.startswith("Plan the hamster habitat #pets\nwith a wheel\n\n- → needs: [[Notes/Cages.md]]")
+    assert card.text.startswith(
+        "Plan the hamster habitat #pets\nwith a wheel\n\n- → needs: [[Notes/Cages.md]]"
+    )
     graph = index.links()
     # The file cards point to notes; an edge from a text card and an edge between two file cards are links too.
     assert {b.source for b in graph.backlinks("Notes/Cages.md")} == {"board.canvas"}
@@ -241,16 +318,24 @@ def test_canvas_cards_are_shards_and_file_cards_and_edges_are_links(tmp_path: Pa
     targets = {(link.target, link.heading, link.embed, link.alias) for link in note.links}
     assert ("Notes/Wheels.md", "Size", True, "") in targets  # the file card with its subpath
     assert ("Notes/Wheels.md", "", False, "") in targets  # the edge "with" from the Cages card
-    assert ("board.canvas", "", False, "Wheel Buy a zeppelin wheel and bedding") in targets  # edge to a text card
+    assert (
+        "board.canvas",
+        "",
+        False,
+        "Wheel Buy a zeppelin wheel and bedding",
+    ) in targets  # edge to a text card
     assert not any("missing" in link.target for link in note.links)  # an edge to no card is left out
     index.close()
 
 
-@pytest.mark.parametrize("content, reason", [
-    ("{not json", "broken canvas: not JSON"),
-    ("[" * 200_000 + "]" * 200_000, "broken canvas: JSON nested too deeply"),
-    ('["a list"]', "broken canvas: the JSON is a list, not an object"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("{not json", "broken canvas: not JSON"),
+        ("[" * 200_000 + "]" * 200_000, "broken canvas: JSON nested too deeply"),
+        ('["a list"]', "broken canvas: the JSON is a list, not an object"),
+    ],
+)
 def test_broken_canvas_is_skipped_with_a_reason(tmp_path: Path, content: str, reason: str) -> None:
     root = write_notes(tmp_path / "v", {"bad.canvas": content, "good.md": "fine words\n"})
     index = VaultIndex(root, LEXICAL)
@@ -261,11 +346,22 @@ def test_broken_canvas_is_skipped_with_a_reason(tmp_path: Path, content: str, re
 
 
 def test_a_50_mb_canvas_is_skipped_and_odd_cards_are_dropped(tmp_path: Path) -> None:
-    big = {"nodes": [{"id": f"n{i}", "type": "text", "text": "word " * 100, "x": i, "y": 0} for i in range(100_000)]}
-    odd = {"nodes": [{"id": 7, "type": "text", "text": "numeric id"}, {"type": "text", "text": "no id"},
-                     {"id": "x", "type": "weird", "text": "unknown type"}, {"id": "y", "type": "text", "text": ["list"]},
-                     {"id": "z", "type": "text", "text": "kept words", "x": "left"}, "not a card"],
-           "edges": [{"fromNode": "z", "toNode": "z"}, None]}
+    big = {
+        "nodes": [
+            {"id": f"n{i}", "type": "text", "text": "word " * 100, "x": i, "y": 0} for i in range(100_000)
+        ]
+    }
+    odd = {
+        "nodes": [
+            {"id": 7, "type": "text", "text": "numeric id"},
+            {"type": "text", "text": "no id"},
+            {"id": "x", "type": "weird", "text": "unknown type"},
+            {"id": "y", "type": "text", "text": ["list"]},
+            {"id": "z", "type": "text", "text": "kept words", "x": "left"},
+            "not a card",
+        ],
+        "edges": [{"fromNode": "z", "toNode": "z"}, None],
+    }
     root = write_notes(tmp_path / "v", {"odd.canvas": json.dumps(odd), "empty.canvas": ""})
     (root / "big.canvas").write_text(json.dumps(big))
     assert (root / "big.canvas").stat().st_size > 50_000_000
@@ -273,29 +369,55 @@ def test_a_50_mb_canvas_is_skipped_and_odd_cards_are_dropped(tmp_path: Path) -> 
     index.open()
     assert index.skipped["big.canvas"].startswith("too large:")
     assert index.shards_by_path["odd.canvas"] == ["odd.canvas#z"]
-    assert index.shards_by_path["empty.canvas"] == ["empty.canvas"]  # no cards: one empty shard finds its name
+    assert index.shards_by_path["empty.canvas"] == [
+        "empty.canvas"
+    ]  # no cards: one empty shard finds its name
     index.close()
 
 
 # -- the CLI, the terminal, the watcher ---------------------------------------------------------
 def test_cli_stats_and_search_show_pdfs_and_canvases_safely(tmp_path: Path) -> None:
-    root = _vault(tmp_path, {"Bad/encrypted.pdf": HOSTILE["encrypted"](), "Bad/escape.pdf": hostile_text_pdf(),
-                             "Bad/xref.pdf": HOSTILE["broken-xref"](), "Bad/bomb.pdf": HOSTILE["bomb-200MB"]()})
-    (root / "evil.canvas").write_text(json.dumps({"nodes": [
-        {"id": "e\x1b[2Jvil", "type": "text", "text": "card \x1b]0;owned\x07 escape title"}]}))
+    root = _vault(
+        tmp_path,
+        {
+            "Bad/encrypted.pdf": HOSTILE["encrypted"](),
+            "Bad/escape.pdf": hostile_text_pdf(),
+            "Bad/xref.pdf": HOSTILE["broken-xref"](),
+            "Bad/bomb.pdf": HOSTILE["bomb-200MB"](),
+        },
+    )
+    (root / "evil.canvas").write_text(
+        json.dumps(
+            {"nodes": [{"id": "e\x1b[2Jvil", "type": "text", "text": "card \x1b]0;owned\x07 escape title"}]}
+        )
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    stats = subprocess.run([*EXPLORER, "stats", str(root)], capture_output=True, text=True, env=env, timeout=120)
+    stats = subprocess.run(
+        [*EXPLORER, "stats", str(root)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert stats.returncode == 0, stats.stderr
     assert "Bad/encrypted.pdf: encrypted PDF (needs a password)" in stats.stdout
-    assert stats.stderr == ""  # the PDF library's own complaints never reach the terminal (they would draw over the app)
-    out = subprocess.run([*EXPLORER, "search", "-V", str(root), "--no-embeddings", "--json", "cheek pouches"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    assert (
+        stats.stderr == ""
+    )  # the PDF library's own complaints never reach the terminal (they would draw over the app)
+    out = subprocess.run(
+        [*EXPLORER, "search", "-V", str(root), "--no-embeddings", "--json", "cheek pouches"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     first = json.loads(out.stdout)["results"][0]
     assert first["node_id"] == "Papers/hamsters.pdf#page=1"
     for query in ("escape title", "owned cleared"):
-        shown = subprocess.run([*EXPLORER, "search", "-V", str(root), "--no-embeddings", query],
-                               capture_output=True, text=True, env=env, timeout=120)
+        shown = subprocess.run(
+            [*EXPLORER, "search", "-V", str(root), "--no-embeddings", query],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert shown.returncode == 0, shown.stderr
         assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
         assert "escape" in shown.stdout
@@ -313,15 +435,21 @@ def test_watcher_follows_pdf_and_canvas_changes(tmp_path: Path) -> None:
     try:
         assert watcher.wait_idle(20)
         (root / "paper.pdf").write_bytes(text_pdf(["quokka census results"]))
-        (root / "board.canvas").write_text(json.dumps({"nodes": [{"id": "c1", "type": "text", "text": "wombat plan"}]}))
+        (root / "board.canvas").write_text(
+            json.dumps({"nodes": [{"id": "c1", "type": "text", "text": "wombat plan"}]})
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not {"paper.pdf", "board.canvas"} <= set(index.notes):
             time.sleep(0.05)
         assert watcher.wait_idle(20)
-        assert _finds(index, "quokka") == ["paper.pdf#page=1"] and _finds(index, "wombat") == ["board.canvas#c1"]
+        assert _finds(index, "quokka") == ["paper.pdf#page=1"] and _finds(index, "wombat") == [
+            "board.canvas#c1"
+        ]
 
         (root / "paper.pdf").write_bytes(text_pdf(["numbat census", "second page"]))
-        (root / "board.canvas").write_text(json.dumps({"nodes": [{"id": "c2", "type": "text", "text": "bilby plan"}]}))
+        (root / "board.canvas").write_text(
+            json.dumps({"nodes": [{"id": "c2", "type": "text", "text": "bilby plan"}]})
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (_finds(index, "numbat") and _finds(index, "bilby")):
             time.sleep(0.05)
@@ -363,17 +491,34 @@ def test_any_canvas_document_reads_without_error() -> None:
     from explorer.vault.shard import make_shards
 
     scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=30))
-    value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                         max_leaves=8)
+    value = st.recursive(
+        scalar,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+        max_leaves=8,
+    )
     ids = st.sampled_from(["a", "b", "c", "d e", "#x", ""])
-    node = st.fixed_dictionaries({"id": ids, "type": st.sampled_from(["text", "file", "link", "group", "other"])},
-                                 optional={"text": st.one_of(st.text(max_size=40), value), "file": st.text(max_size=20),
-                                           "subpath": st.text(max_size=10), "url": st.text(max_size=20),
-                                           "label": st.text(max_size=20), "x": value, "y": value,
-                                           "width": value, "height": value})
+    node = st.fixed_dictionaries(
+        {"id": ids, "type": st.sampled_from(["text", "file", "link", "group", "other"])},
+        optional={
+            "text": st.one_of(st.text(max_size=40), value),
+            "file": st.text(max_size=20),
+            "subpath": st.text(max_size=10),
+            "url": st.text(max_size=20),
+            "label": st.text(max_size=20),
+            "x": value,
+            "y": value,
+            "width": value,
+            "height": value,
+        },
+    )
     edge = st.fixed_dictionaries({"fromNode": ids, "toNode": ids}, optional={"label": value})
-    doc = st.fixed_dictionaries({}, optional={"nodes": st.one_of(st.lists(st.one_of(node, value), max_size=6), value),
-                                              "edges": st.one_of(st.lists(st.one_of(edge, value), max_size=6), value)})
+    doc = st.fixed_dictionaries(
+        {},
+        optional={
+            "nodes": st.one_of(st.lists(st.one_of(node, value), max_size=6), value),
+            "edges": st.one_of(st.lists(st.one_of(edge, value), max_size=6), value),
+        },
+    )
 
     @settings(max_examples=200, deadline=None)
     @given(doc)
@@ -382,6 +527,6 @@ def test_any_canvas_document_reads_without_error() -> None:
         for block in note.blocks:
             assert 0 <= block.start <= block.end <= len(note.text)
         for shard in make_shards(note):
-            assert note.text[shard.start:shard.end] == shard.text and shard.node_id.startswith("b.canvas")
+            assert note.text[shard.start : shard.end] == shard.text and shard.node_id.startswith("b.canvas")
 
     check()

@@ -60,7 +60,9 @@ class Harness:
         return self
 
     def settle(self, timeout: float = IDLE_S) -> None:
-        assert self.watcher.wait_idle(timeout), f"watcher not idle (state {self.watcher.state}, errors {self.errors})"
+        assert self.watcher.wait_idle(timeout), (
+            f"watcher not idle (state {self.watcher.state}, errors {self.errors})"
+        )
 
     def write(self, rel: str, text: str) -> Path:
         p = self.root / rel
@@ -233,9 +235,13 @@ def test_permission_change_rereads_and_skips_with_reason(watched, monkeypatch: p
 def test_chmod_while_closed_is_retried_on_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_open = open
     monkeypatch.setattr(
-        scan_mod, "open",
-        lambda path, *a, **k: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
-        if os.stat(path).st_mode & 0o444 == 0 else real_open(path, *a, **k),
+        scan_mod,
+        "open",
+        lambda path, *a, **k: (
+            (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
+            if os.stat(path).st_mode & 0o444 == 0
+            else real_open(path, *a, **k)
+        ),
         raising=False,
     )
     (tmp_path / "v").mkdir()
@@ -290,10 +296,16 @@ def test_half_written_file_is_read_again_when_it_settles(watched, monkeypatch: p
 
 def test_turn_metadata_change_reindexes_its_context(watched) -> None:
     turn = "Users/u/turns/turn_000001"
-    h = watched({f"{turn}/context.md": "# Turn 1\n\nWe talked.\n",
-                 f"{turn}/metadata.json": '{"topic": "boats", "keywords": ["keel"]}'})
+    h = watched(
+        {
+            f"{turn}/context.md": "# Turn 1\n\nWe talked.\n",
+            f"{turn}/metadata.json": '{"topic": "boats", "keywords": ["keel"]}',
+        }
+    )
     assert h.finds("keel") == {f"{turn}/context.md"}
-    (h.root / turn / "metadata.json").write_text('{"topic": "boats", "keywords": ["rudder"]}', encoding="utf-8")
+    (h.root / turn / "metadata.json").write_text(
+        '{"topic": "boats", "keywords": ["rudder"]}', encoding="utf-8"
+    )
     h.settle()
     assert h.finds("rudder") == {f"{turn}/context.md"} and h.finds("keel") == set()
 
@@ -314,7 +326,9 @@ def test_event_queue_overflow_rescans_the_vault(watched) -> None:
         h.watcher._record = record
     h.settle()
     assert h.finds("overflow") == set()  # nothing heard of it
-    logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
+    logging.getLogger("watchdog.observers.inotify_c").warning(
+        "Inotify queue overflowed; filesystem events were lost"
+    )
     h.settle()
     assert h.watcher.full_requests >= 1
     assert h.finds("overflow") == {"a.md", "new.md"}
@@ -492,8 +506,21 @@ def test_explorer_watch_logs_batches_and_exits_0_on_ctrl_c(tmp_path: Path) -> No
     (root / "a.md").write_text("# A\n\nhello\n", encoding="utf-8")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "explorer", "watch", str(root), "--no-embeddings", "--set", "index.debounce_ms=100"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+        [
+            sys.executable,
+            "-m",
+            "explorer",
+            "watch",
+            str(root),
+            "--no-embeddings",
+            "--set",
+            "index.debounce_ms=100",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
         # Tests started from a background job inherit an ignored SIGINT; Ctrl-C must reach the child.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -518,7 +545,9 @@ def test_explorer_watch_logs_batches_and_exits_0_on_ctrl_c(tmp_path: Path) -> No
             if "b.md" in line:
                 break
         proc.send_signal(signal.SIGINT)
-        assert proc.wait() == 0, "killed by the guard" if proc.returncode == -signal.SIGKILL else proc.returncode
+        assert proc.wait() == 0, (
+            "killed by the guard" if proc.returncode == -signal.SIGKILL else proc.returncode
+        )
     finally:
         guard.cancel()
         if proc.poll() is None:
@@ -555,8 +584,10 @@ def test_save_to_searchable_latency(watched, record_property) -> None:
         h.settle()
     median = statistics.median(latencies)
     record_property("save_to_searchable_median_ms", round(median, 1))
-    print(f"\nsave-to-searchable (debounce 100 ms): median {median:.0f} ms, "
-          f"min {min(latencies):.0f}, max {max(latencies):.0f} over {len(latencies)} saves")
+    print(
+        f"\nsave-to-searchable (debounce 100 ms): median {median:.0f} ms, "
+        f"min {min(latencies):.0f}, max {max(latencies):.0f} over {len(latencies)} saves"
+    )
 
 
 def test_polling_observer_fallback(watched) -> None:

@@ -20,8 +20,24 @@ from explorer.index.watch import VaultWatcher
 # watchdog's own notice when a new folder is registered twice during its recursive walk.
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 FAST = Settings().with_overrides({"index.embeddings": False, "index.debounce_ms": 100})
-VOCAB = ("otter", "heron", "lichen", "granite", "harbour", "violin", "ember", "quartz", "meadow", "copper",
-         "saffron", "glacier", "tundra", "falcon", "willow", "cobalt")
+VOCAB = (
+    "otter",
+    "heron",
+    "lichen",
+    "granite",
+    "harbour",
+    "violin",
+    "ember",
+    "quartz",
+    "meadow",
+    "copper",
+    "saffron",
+    "glacier",
+    "tundra",
+    "falcon",
+    "willow",
+    "cobalt",
+)
 FOLDERS = ("", "Notes", "Notes/Deep", "Archive", "Inbox/Sub")
 NAMES = ("alpha", "beta", "gamma", "delta", "epsilon")
 
@@ -66,13 +82,20 @@ class WatchedVault(RuleBasedStateMachine):
         self.files.add(rel)
         self.written.update(text.replace("#", " ").split())
 
-    @rule(folder=st.sampled_from(FOLDERS), name=st.sampled_from(NAMES), body=words, section=st.lists(st.sampled_from(VOCAB), max_size=6))
+    @rule(
+        folder=st.sampled_from(FOLDERS),
+        name=st.sampled_from(NAMES),
+        body=words,
+        section=st.lists(st.sampled_from(VOCAB), max_size=6),
+    )
     def create(self, folder: str, name: str, body: list[str], section: list[str]) -> None:
         rel = f"{folder}/{name}.md" if folder else f"{name}.md"
         self._write(rel, note_text(name.title(), body, section))
 
     @precondition(lambda self: self.files)
-    @rule(data=st.data(), body=words, section=st.lists(st.sampled_from(VOCAB), max_size=6), atomic=st.booleans())
+    @rule(
+        data=st.data(), body=words, section=st.lists(st.sampled_from(VOCAB), max_size=6), atomic=st.booleans()
+    )
     def edit(self, data: st.DataObject, body: list[str], section: list[str], atomic: bool) -> None:
         rel = data.draw(st.sampled_from(sorted(self.files)))
         self._write(rel, note_text("Edited", body, section), atomic=atomic)
@@ -104,7 +127,7 @@ class WatchedVault(RuleBasedStateMachine):
             return
         (self.root / dest).parent.mkdir(parents=True, exist_ok=True)
         os.rename(self.root / top, self.root / dest)
-        self.files = {f"{dest}/{f[len(top) + 1:]}" if f.startswith(top + "/") else f for f in self.files}
+        self.files = {f"{dest}/{f[len(top) + 1 :]}" if f.startswith(top + "/") else f for f in self.files}
 
     @precondition(lambda self: any("/" in f for f in self.files))
     @rule(data=st.data())

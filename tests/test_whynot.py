@@ -38,7 +38,7 @@ def _run_again(index: VaultIndex, change: Change, path: str, tmp_path: Path, emb
     shutil.copytree(index.root, root)  # with its index: only the edited note is read and embedded again
     file = root / path
     text = file.read_text(encoding="utf-8")
-    file.write_text(text[:change.at] + f"\n{change.value}\n" + text[change.at:], encoding="utf-8")
+    file.write_text(text[: change.at] + f"\n{change.value}\n" + text[change.at :], encoding="utf-8")
     copy = VaultIndex(root, settings, embedder=embedder if index.model_state == "ready" else None)
     try:
         copy.open()
@@ -62,14 +62,18 @@ def _check(proof, index: VaultIndex, tmp_path: Path, embedder, k: int = K) -> se
     return kinds
 
 
-@pytest.mark.parametrize(("query", "note", "kind", "k"), [
-    ("old wars and empires", "History/ming-dynasty.md", "floor", K),
-    ("writing clean code", "Programming/git-workflow.md", "floor", K),
-    ("syrian hamster bedding -cage", "Pets/syrian-hamster-care.md", "filter", K),
-    ("espresso grind", "Pets/hamster-diet.md", "word", 15),
-])
-def test_each_stated_change_holds_when_run_again(sample_index, sample_pipeline, embedder, tmp_path: Path,
-                                                  query: str, note: str, kind: str, k: int) -> None:
+@pytest.mark.parametrize(
+    ("query", "note", "kind", "k"),
+    [
+        ("old wars and empires", "History/ming-dynasty.md", "floor", K),
+        ("writing clean code", "Programming/git-workflow.md", "floor", K),
+        ("syrian hamster bedding -cage", "Pets/syrian-hamster-care.md", "filter", K),
+        ("espresso grind", "Pets/hamster-diet.md", "word", 15),
+    ],
+)
+def test_each_stated_change_holds_when_run_again(
+    sample_index, sample_pipeline, embedder, tmp_path: Path, query: str, note: str, kind: str, k: int
+) -> None:
     proof = prove(sample_pipeline, query, note, k=k, make_pipeline=make_pipeline)
     assert proof.path == note
     assert proof.rank is None or proof.rank > k
@@ -126,20 +130,27 @@ def test_past_the_candidate_depth_is_run_with_a_deeper_list(tmp_path: Path, embe
         index.close()
 
 
-def test_cli_why_not_prints_the_proof_and_its_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_why_not_prints_the_proof_and_its_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from explorer.cli import main
 
-    vault = write_notes(tmp_path / "vault", {
-        "Pets/hamster.md": "# Hamster\n\nThe hamster wheel must be 30 cm wide.\n",
-        "Projects/cart.md": "# Cart\n\nA wheel for the cart, and a wheel for the hamster.\n",
-        "Travel/bike.md": "# Bike\n\nA spare wheel and a pump.\n",
-    })
+    vault = write_notes(
+        tmp_path / "vault",
+        {
+            "Pets/hamster.md": "# Hamster\n\nThe hamster wheel must be 30 cm wide.\n",
+            "Projects/cart.md": "# Cart\n\nA wheel for the cart, and a wheel for the hamster.\n",
+            "Travel/bike.md": "# Bike\n\nA spare wheel and a pump.\n",
+        },
+    )
     common = ["--vault", str(vault), "--no-embeddings", "-k", "3"]
     assert main(["why-not", "wheel -cart", "Projects/cart.md", *common, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["note"] == "Projects/cart.md" and data["rank"] is None and "left out by -cart" in data["facts"]
+    assert (
+        data["note"] == "Projects/cart.md" and data["rank"] is None and "left out by -cart" in data["facts"]
+    )
     change = data["changes"][0]
     assert change["kind"] == "filter" and change["query"] == "wheel" and change["holds"]
     assert main(["why-not", "wheel", "Projects/cart.md", *common, "--json"]) == 0  # run again by hand

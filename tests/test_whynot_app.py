@@ -15,7 +15,9 @@ def _inside(inner, outer) -> bool:
 
 
 @sync
-async def test_f7_box_and_proof_come_into_view_on_a_small_terminal(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_f7_box_and_proof_come_into_view_on_a_small_terminal(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
@@ -33,6 +35,8 @@ async def test_f7_box_and_proof_come_into_view_on_a_small_terminal(tui_vault: Pa
         proof = why.query_one("#why-not-proof")
         await wait_for(
             pilot,
-            lambda: proof.region.height > 1 and why.region.y <= proof.region.y < why.region.y + why.region.height,
+            lambda: (
+                proof.region.height > 1 and why.region.y <= proof.region.y < why.region.y + why.region.height
+            ),
             timeout=30.0,
         )

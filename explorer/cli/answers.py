@@ -74,10 +74,19 @@ def _cut(text: str, chars: int) -> str:
 def brief_result(rank: int, result: Any, note: Any, chars: int) -> dict[str, Any]:
     """One result as an agent acts on it."""
     title = result.title
-    if result.source_type == "turn_summary" and note is not None and isinstance(note.frontmatter.get("topic"), str):
+    if (
+        result.source_type == "turn_summary"
+        and note is not None
+        and isinstance(note.frontmatter.get("topic"), str)
+    ):
         title = note.frontmatter["topic"]  # a turn's file is `context.md`: its topic says more
-    out: dict[str, Any] = {"rank": rank, "node_id": result.node_id, "document_path": result.document_path,
-                           "title": title, "source_type": result.source_type}
+    out: dict[str, Any] = {
+        "rank": rank,
+        "node_id": result.node_id,
+        "document_path": result.document_path,
+        "title": title,
+        "source_type": result.source_type,
+    }
     when = getattr(result, "date", None) or note_date(note)
     if when:
         out["date"] = str(when)
@@ -110,10 +119,20 @@ def _cut_note(left: int, budget: int, how: str) -> str:
     return f"{left} more left out to keep this answer under {budget} characters: {how}"
 
 
-def brief_search(res: Any, index: Any, *, offset: int, k: int, chars: int, no_good_match: bool,
-                 freshness: dict[str, Any], budget: int = MAX_ANSWER_CHARS, max_results: int = 50) -> dict[str, Any]:
+def brief_search(
+    res: Any,
+    index: Any,
+    *,
+    offset: int,
+    k: int,
+    chars: int,
+    no_good_match: bool,
+    freshness: dict[str, Any],
+    budget: int = MAX_ANSWER_CHARS,
+    max_results: int = 50,
+) -> dict[str, Any]:
     """The default `search` answer: results `offset`..`offset + k` of `res`, briefly, under `budget`."""
-    page = res.results[offset:offset + k]
+    page = res.results[offset : offset + k]
     q = res.quality
     quality: dict[str, Any] = {"level": q.level if q is not None else "low"}
     if q is not None and (q.level != "high" or no_good_match) and q.suggestion:
@@ -124,16 +143,19 @@ def brief_search(res: Any, index: Any, *, offset: int, k: int, chars: int, no_go
     if res.warnings:
         answer["warnings"] = list(res.warnings)[:5]
     answer["offset"] = offset
-    answer["results"] = [brief_result(offset + i, r, index.note(r.document_path), chars)
-                         for i, r in enumerate(page, 1)]
+    answer["results"] = [
+        brief_result(offset + i, r, index.note(r.document_path), chars) for i, r in enumerate(page, 1)
+    ]
     # More exist when this page is full and the fusion found more notes than it shows (up to the 50 a search gives).
     found = len(res.trace.entries) if res.trace is not None and res.trace.entries else len(res.results)
     more = len(res.results) >= offset + k and found > offset + k and offset + k < max_results
     answer["next_offset"] = offset + k if more else None
-    answer["index"] = {key: freshness[key] for key in ("version", "seconds_since_update", "watcher") if key in freshness}
+    answer["index"] = {
+        key: freshness[key] for key in ("version", "seconds_since_update", "watcher") if key in freshness
+    }
 
     def resume(kept: int) -> str:
-        return (f"call again with offset={offset + kept}, or a smaller excerpt_chars (now {chars})")
+        return f"call again with offset={offset + kept}, or a smaller excerpt_chars (now {chars})"
 
     out = fit(answer, "results", budget, resume)
     if "cut" in out:
@@ -158,10 +180,13 @@ def recent_turns(index: Any, user: str | None, n: int, chars: int) -> list[dict[
         if note is None:
             continue
         ids = index.shard_ids(path)
-        body = " ".join(note.text[note.body_start:].split())
+        body = " ".join(note.text[note.body_start :].split())
         topic = note.frontmatter.get("topic")
-        item: dict[str, Any] = {"node_id": ids[0] if ids else path, "path": path,
-                                "title": topic if isinstance(topic, str) and topic else note.title}
+        item: dict[str, Any] = {
+            "node_id": ids[0] if ids else path,
+            "path": path,
+            "title": topic if isinstance(topic, str) and topic else note.title,
+        }
         if number >= 0:
             item["turn"] = number
         if when:

@@ -29,7 +29,11 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     keywords = [k for k in (args.keywords or []) if k.strip()]
     if not keywords:
         return _fail("find needs at least one keyword, e.g. explorer find hamster cage")
-    for flag, value, least in (("-n", args.max_results, 1), ("--context-chars", args.context_chars, 0), ("--window", args.window, 1)):
+    for flag, value, least in (
+        ("-n", args.max_results, 1),
+        ("--context-chars", args.context_chars, 0),
+        ("--window", args.window, 1),
+    ):
         if value is not None and value < least:
             return _fail(f"{flag} must be {least} or more, got {value}")
     from explorer.engine import open_index
@@ -54,8 +58,12 @@ def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> in
 
     index, _ = open_index(vault, settings)
     try:
-        window = with_embeds(index, context_for(index, args.target, args.cursor, args.before, args.after,
-                                                words=list(args.highlight or ())))
+        window = with_embeds(
+            index,
+            context_for(
+                index, args.target, args.cursor, args.before, args.after, words=list(args.highlight or ())
+            ),
+        )
     except ContextError as exc:
         return _fail(str(exc))
     finally:
@@ -73,11 +81,17 @@ def print_find(result: ClassicResult, color: bool = False, out: TextIO | None = 
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
     n = len(result.hits)
     more = f" (of {result.total})" if result.total > n else ""
-    print(f"{b}{result.mode}: {n} result{'s' if n != 1 else ''}{more} for {safe_text(list(result.keywords))} — stage {result.stage}{r}", file=out)
+    print(
+        f"{b}{result.mode}: {n} result{'s' if n != 1 else ''}{more} for {safe_text(list(result.keywords))} — stage {result.stage}{r}",
+        file=out,
+    )
     for w in result.warnings:
         print(f"{d}note: {safe_text(w)}{r}", file=out)
     for word, terms in result.expansions:
-        print(f"{d}fuzzy: {safe_text(word)} ~ {safe_text(', '.join(terms)) if terms else '(nothing)'}{r}", file=out)
+        print(
+            f"{d}fuzzy: {safe_text(word)} ~ {safe_text(', '.join(terms)) if terms else '(nothing)'}{r}",
+            file=out,
+        )
     if not result.hits:
         print("No match. Try other words, another --mode, or a wider --window.", file=out)
         return
@@ -94,7 +108,10 @@ def print_context(window: ContextWindow, color: bool = False, out: TextIO | None
     in it is shown below its line, boxed and marked with its source node_id (or as a marked link)."""
     out = out or sys.stdout
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
-    print(f"{b}{safe_text(window.path)}{r}  cursor {window.cursor}  chars {window.start}-{window.end} of {window.note_chars}", file=out)
+    print(
+        f"{b}{safe_text(window.path)}{r}  cursor {window.cursor}  chars {window.start}-{window.end} of {window.note_chars}",
+        file=out,
+    )
     print(f"{d}node: {safe_text(window.node_id or '-')}{r}", file=out)
     for note in window.notes:
         print(f"{d}note: {safe_text(note)}{r}", file=out)
@@ -102,8 +119,11 @@ def print_context(window: ContextWindow, color: bool = False, out: TextIO | None
     pos = 0
     for point, embeds in after_lines(window.text, window.start, window.embeds):
         piece = window.text[pos:point]
-        print(mark(piece, [(s - pos, e - pos) for s, e in spans if pos <= s and e <= point], color),
-              end="" if piece.endswith("\n") else "\n", file=out)
+        print(
+            mark(piece, [(s - pos, e - pos) for s, e in spans if pos <= s and e <= point], color),
+            end="" if piece.endswith("\n") else "\n",
+            file=out,
+        )
         for embed in embeds:
             print("\n".join(embed_lines(embed, color)), file=out)
         pos = point

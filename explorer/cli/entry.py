@@ -26,10 +26,20 @@ def default_vault() -> Path:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--vault", "-V", type=Path, default=None, help="vault folder (default: $EXPLORER_VAULT or sample_vault)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
+    p.add_argument(
+        "--vault",
+        "-V",
+        type=Path,
+        default=None,
+        help="vault folder (default: $EXPLORER_VAULT or sample_vault)",
+    )
+    p.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting"
+    )
     p.add_argument("--no-embeddings", action="store_true", help="BM25 only: do not load the embedding model")
-    p.add_argument("--force", action="store_true", help="open a system folder or the home folder itself as a vault")
+    p.add_argument(
+        "--force", action="store_true", help="open a system folder or the home folder itself as a vault"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,20 +48,34 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     p = sub.add_parser("search", help="search the vault (hybrid BM25 + embeddings)")
-    p.add_argument("query", nargs="+", help="the query; filters: tag: path: file: section: \"phrase\" -word [property:value] after: before: on: recent:")
+    p.add_argument(
+        "query",
+        nargs="+",
+        help='the query; filters: tag: path: file: section: "phrase" -word [property:value] after: before: on: recent:',
+    )
     _add_common(p)
     p.add_argument("-k", type=int, default=None, help="number of results (default 15)")
     p.add_argument("--json", action="store_true", help="print SearchResults as JSON")
     p.add_argument("--explain", action="store_true", help="print each result's contributions table")
-    p.add_argument("--rerank", dest="rerank", action="store_true", default=None, help="rerank (default: setting)")
+    p.add_argument(
+        "--rerank", dest="rerank", action="store_true", default=None, help="rerank (default: setting)"
+    )
     p.add_argument("--no-rerank", dest="rerank", action="store_false", help="do not rerank")
     p.add_argument("--one-pass", action="store_true", help="skip the analysis and second pass")
     p.add_argument("--lexical", action="store_true", help="BM25 only for this search")
-    p.add_argument("--local", action="store_true", help="search in this process even when a running Explorer serves the vault")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="search in this process even when a running Explorer serves the vault",
+    )
 
-    p = sub.add_parser("why-not", help="why a note is not in the top k for a query, and what would bring it there")
+    p = sub.add_parser(
+        "why-not", help="why a note is not in the top k for a query, and what would bring it there"
+    )
     p.add_argument("query", help="the query, quoted, as you would search it")
-    p.add_argument("note", help="the note you expected: a path, a link target, a title or a unique part of a path")
+    p.add_argument(
+        "note", help="the note you expected: a path, a link target, a title or a unique part of a path"
+    )
     _add_common(p)
     p.add_argument("-k", type=int, default=None, help="the top k it should reach (default 15)")
     p.add_argument("--json", action="store_true", help="print the proof as JSON")
@@ -65,11 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--coverage", action="store_true",
-                   help="what is not indexed and why, shards without vectors, largest notes, ignored files, freshness")
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="what is not indexed and why, shards without vectors, largest notes, ignored files, freshness",
+    )
 
     p = sub.add_parser("find", help="classic cursor search tools: tfidf, phrase, and, fuzzy")
-    p.add_argument("keywords", nargs="*", help="words to find; tag:, path:, file:, section: and #tag items filter the notes, as in the search box")
+    p.add_argument(
+        "keywords",
+        nargs="*",
+        help="words to find; tag:, path:, file:, section: and #tag items filter the notes, as in the search box",
+    )
     _add_common(p)
     p.add_argument("--mode", choices=("tfidf", "phrase", "and", "fuzzy"), default="tfidf")
     p.add_argument("-n", "--max-results", type=int, default=None)
@@ -90,9 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="node_id or vault-relative path (as search and context print them)")
     _add_common(p)
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--obsidian", action="store_true", help="open in Obsidian through obsidian://open (the default)")
+    how.add_argument(
+        "--obsidian", action="store_true", help="open in Obsidian through obsidian://open (the default)"
+    )
     how.add_argument("--editor", action="store_true", help="open in $VISUAL / $EDITOR at the passage's line")
-    p.add_argument("--print", action="store_true", help="print the URI or the editor command instead of running it")
+    p.add_argument(
+        "--print", action="store_true", help="print the URI or the editor command instead of running it"
+    )
 
     p = sub.add_parser("watch", help="keep the index current headless, logging each batch")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
@@ -101,21 +136,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="replay your relevance marks as a benchmark; exit 1 on a regression")
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
-    p.add_argument("--threshold", type=float, default=0.05, help="largest tolerated drop of mean nDCG@10 or MRR@10 (default 0.05)")
-    p.add_argument("--update-baseline", action="store_true", help="store this run's scores as the new baseline")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=0.05,
+        help="largest tolerated drop of mean nDCG@10 or MRR@10 (default 0.05)",
+    )
+    p.add_argument(
+        "--update-baseline", action="store_true", help="store this run's scores as the new baseline"
+    )
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("mcp", help="serve the vault to LLM agents as an MCP server (stdio, or HTTP with --http)")
+    p = sub.add_parser(
+        "mcp", help="serve the vault to LLM agents as an MCP server (stdio, or HTTP with --http)"
+    )
     p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
     _add_common(p)
-    p.add_argument("--allow-write", action="store_true", help="enable the remember tool (writes notes into the vault)")
+    p.add_argument(
+        "--allow-write", action="store_true", help="enable the remember tool (writes notes into the vault)"
+    )
     p.add_argument("--user", default=None, help="user folder remember writes under (Users/<user>/)")
     p.add_argument("--no-watch", action="store_true", help="do not watch the vault for changes while serving")
-    p.add_argument("--http", default=None, metavar="HOST:PORT",
-                   help="serve several agents over streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-                        "(bearer token from EXPLORER_MCP_TOKEN; required beyond loopback)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                   help="with --http: a name clients use to reach this machine (Host header check; repeatable)")
+    p.add_argument(
+        "--http",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve several agents over streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+        "(bearer token from EXPLORER_MCP_TOKEN; required beyond loopback)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --http: a name clients use to reach this machine (Host header check; repeatable)",
+    )
     return parser
 
 
@@ -166,12 +221,17 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _run_app(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="explorer", description="Open the explorer on a vault (default: sample_vault).",
-                                     epilog=f"Sub-commands: {', '.join(COMMANDS)} (explorer COMMAND -h)")
+    parser = argparse.ArgumentParser(
+        prog="explorer",
+        description="Open the explorer on a vault (default: sample_vault).",
+        epilog=f"Sub-commands: {', '.join(COMMANDS)} (explorer COMMAND -h)",
+    )
     parser.add_argument("vault", nargs="?", type=Path, default=None)
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--no-embeddings", action="store_true")
-    parser.add_argument("--force", action="store_true", help="open a system folder or the home folder itself as a vault")
+    parser.add_argument(
+        "--force", action="store_true", help="open a system folder or the home folder itself as a vault"
+    )
     args = parser.parse_args(argv)
     notices: list[str] = []
     try:
@@ -188,7 +248,9 @@ def _warn(message: str) -> None:
     print(f"explorer: warning: {message}", file=sys.stderr)
 
 
-def _settings(vault: Path | None, args: argparse.Namespace, warn: Callable[[str], None] = _warn) -> tuple[Path, Settings]:
+def _settings(
+    vault: Path | None, args: argparse.Namespace, warn: Callable[[str], None] = _warn
+) -> tuple[Path, Settings]:
     from explorer.vault.scan import VaultError, check_vault, system_root_reason
 
     root = check_vault(vault or default_vault())
@@ -249,16 +311,24 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "mcp" and args.http is not None:
         from explorer.cli.mcp_http import run_mcp_http
 
-        return run_mcp_http(vault, settings, args.http, allow_write=args.allow_write, user=args.user,
-                            watch=not args.no_watch, allow_hosts=args.allow_host)
+        return run_mcp_http(
+            vault,
+            settings,
+            args.http,
+            allow_write=args.allow_write,
+            user=args.user,
+            watch=not args.no_watch,
+            allow_hosts=args.allow_host,
+        )
     if args.command == "mcp":
         from explorer.cli.mcp import run_mcp
 
         if args.allow_host:
-            print("explorer: --allow-host goes with --http HOST:PORT (over stdio there is no Host to check)", file=sys.stderr)
+            print(
+                "explorer: --allow-host goes with --http HOST:PORT (over stdio there is no Host to check)",
+                file=sys.stderr,
+            )
             return 2
 
         return run_mcp(vault, settings, allow_write=args.allow_write, user=args.user, watch=not args.no_watch)
     return 2
-
-

@@ -40,7 +40,9 @@ def replay(pipeline: Any, index: Any, judgments: list[Judgment], k: int = 10) ->
             "marked_generation": max(j.generation for j in marks.values()),
         }
     scored = [q for q in queries.values() if q["relevant"]]
-    means = {m: round(sum(q[m] for q in scored) / len(scored), 4) if scored else 0.0 for m in ("ndcg@10", "mrr@10")}
+    means = {
+        m: round(sum(q[m] for q in scored) / len(scored), 4) if scored else 0.0 for m in ("ndcg@10", "mrr@10")
+    }
     return {"queries": queries, "scored_queries": len(scored), **means, "index_version": index.version}
 
 
@@ -57,7 +59,10 @@ def cmd_eval(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     try:
         judgments, bad = load_judgments(index.cache_dir)
         if not judgments:
-            print("explorer: no relevance marks yet: mark results in the app (F8 relevant, F9 not relevant)", file=sys.stderr)
+            print(
+                "explorer: no relevance marks yet: mark results in the app (F8 relevant, F9 not relevant)",
+                file=sys.stderr,
+            )
             return 0
         report = replay(make_pipeline(index, settings), index, judgments)
         baseline_path = Path(index.cache_dir) / BASELINE
@@ -71,22 +76,30 @@ def cmd_eval(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         for metric in ("ndcg@10", "mrr@10"):
             drop = float(baseline.get(metric, 0.0)) - report[metric]
             if drop > args.threshold:
-                regressions.append(f"{metric} fell {drop:.3f} (from {baseline[metric]:.3f} to {report[metric]:.3f})")
+                regressions.append(
+                    f"{metric} fell {drop:.3f} (from {baseline[metric]:.3f} to {report[metric]:.3f})"
+                )
         report["baseline"] = {m: baseline.get(m) for m in ("ndcg@10", "mrr@10", "index_version")}
     report["regressions"] = regressions
     if baseline is None or args.update_baseline:
-        baseline_path.write_text(json.dumps({m: report[m] for m in ("ndcg@10", "mrr@10", "index_version")}) + "\n",
-                                 encoding="utf-8")
+        baseline_path.write_text(
+            json.dumps({m: report[m] for m in ("ndcg@10", "mrr@10", "index_version")}) + "\n",
+            encoding="utf-8",
+        )
         report["baseline_written"] = True
     if args.json:
         print_json(report)
     else:
-        print(f"{report['scored_queries']} marked queries ({report['marks']} marks): nDCG@10 {report['ndcg@10']:.3f}, "
-              f"MRR@10 {report['mrr@10']:.3f}")
+        print(
+            f"{report['scored_queries']} marked queries ({report['marks']} marks): nDCG@10 {report['ndcg@10']:.3f}, "
+            f"MRR@10 {report['mrr@10']:.3f}"
+        )
         for query, q in report["queries"].items():
-            notes = "".join(f"\n    dropped: {safe_text(p)}" for p in q["dropped"]) + \
-                "".join(f"\n    gone from the vault: {safe_text(p)}" for p in q["gone"]) + \
-                "".join(f"\n    marked not relevant but shown: {safe_text(p)}" for p in q["unwanted"])
+            notes = (
+                "".join(f"\n    dropped: {safe_text(p)}" for p in q["dropped"])
+                + "".join(f"\n    gone from the vault: {safe_text(p)}" for p in q["gone"])
+                + "".join(f"\n    marked not relevant but shown: {safe_text(p)}" for p in q["unwanted"])
+            )
             print(f"  {q['ndcg@10']:.3f}  {safe_text(query)}{notes}")
         if bad:
             print(f"  {bad} malformed line(s) in judgments.jsonl skipped")

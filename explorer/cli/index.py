@@ -77,9 +77,13 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         print_json(out)
         return status
     print(f"Indexed {safe_text(display_path(vault))}")
-    print(f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)")
+    print(
+        f"  notes   {out['notes']:>7}  ({out['added']} added, {out['changed']} changed, {out['removed']} removed)"
+    )
     print(f"  shards  {out['shards']:>7}")
-    print(f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]")
+    print(
+        f"  vectors {embedded:>7} embedded, {cached} from cache, {st.pending} missing  [{out['model']} {out['runtime']}, {st.model_state}]"
+    )
     if pending_before and not settings.index.embeddings:
         print("  embeddings are off (index.embeddings = false)")
     if index.model_error:
@@ -108,15 +112,23 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     index, opened = open_index(vault, settings)
     st = index.stats()
     out = {
-        "vault": str(vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
-        "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
+        "vault": str(vault),
+        "notes": st.notes,
+        "shards": st.shards,
+        "embedded": st.embedded,
+        "shards_without_vectors": st.pending,
+        "model": st.model_id,
+        "model_state": st.model_state,
         "skipped": dict(sorted(index.skipped.items())),
         "ignored": dict(sorted(index.ignored.items())),
-        "warnings": {p: list(w) for p, w in index.warnings().items()}, "cache_dir": str(index.cache_dir),
+        "warnings": {p: list(w) for p, w in index.warnings().items()},
+        "cache_dir": str(index.cache_dir),
         "backend": getattr(index, "backend_name", "local"),
     }
     if out["backend"] == "milvus":  # the URI without credentials, the collection and this vault's name in it
-        out.update(backend_uri=index.backend_uri, collection=index.engine.collection, vault_name=index.vault_name)
+        out.update(
+            backend_uri=index.backend_uri, collection=index.engine.collection, vault_name=index.vault_name
+        )
     if getattr(args, "coverage", False):
         out["coverage"] = coverage_report(index, opened, stored_before=stored if stored is not None else -1.0)
     index.close()
@@ -158,7 +170,9 @@ def _print_coverage(cov: dict) -> None:
         groups = cov[key]
         print(f"  {title}: {sum(g['count'] for g in groups.values())}")
         for reason, g in groups.items():
-            print(f"    {g['count']:>6}  {safe_text(reason)}  e.g. {', '.join(safe_text(e) for e in g['examples'][:3])}")
+            print(
+                f"    {g['count']:>6}  {safe_text(reason)}  e.g. {', '.join(safe_text(e) for e in g['examples'][:3])}"
+            )
     sv = cov["shards_without_vectors"]
     print(f"  shards without vectors: {sv['count']} (model {safe_text(sv['model_state'])})")
     for n in sv["notes"]:
@@ -168,9 +182,14 @@ def _print_coverage(cov: dict) -> None:
         print(f"    {n['chars']:>9} chars {n['shards']:>4} shards  {safe_text(n['path'])}")
     fr = cov["freshness"]
     changed = fr.get("changed_on_disk_since")
-    print(f"  freshness: index version {fr['index_version']}, stored index written {fr['stored_index_written'] or 'never'}"
-          + (f"; on open {changed['added']} added, {changed['changed']} changed, {changed['removed']} removed on disk"
-             if changed else ""))
+    print(
+        f"  freshness: index version {fr['index_version']}, stored index written {fr['stored_index_written'] or 'never'}"
+        + (
+            f"; on open {changed['added']} added, {changed['changed']} changed, {changed['removed']} removed on disk"
+            if changed
+            else ""
+        )
+    )
 
 
 class _ProgressBar:
@@ -267,14 +286,18 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     def err(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')}  error: {safe_text(line)}", file=sys.stderr, flush=True)
 
-    index = new_index(vault, settings, on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True))
+    index = new_index(
+        vault, settings, on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True)
+    )
     stop = threading.Event()
     watcher = VaultWatcher(
         index,
         settings,
         embed=settings.index.embeddings,
         on_batch=lambda r: out(format_batch(r)),
-        on_state=lambda s: out(f"{time.strftime('%H:%M:%S')}  {s}" + (f" {vault}" if s in (WATCHING, VAULT_MISSING) else "")),
+        on_state=lambda s: out(
+            f"{time.strftime('%H:%M:%S')}  {s}" + (f" {vault}" if s in (WATCHING, VAULT_MISSING) else "")
+        ),
         on_error=err,
         on_embedded=lambda n: out(f"{time.strftime('%H:%M:%S')}  embedded {n} shard{'s' if n != 1 else ''}"),
     )
@@ -288,8 +311,15 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     try:
         watcher.start()
         # One-shot `explorer search` of this vault is answered by this process while it runs.
-        server = serve(vault, index, settings, watcher=watcher,
-                       render=lambda results, explain, color, out: print_results(results, explain=explain, color=color, out=out))
+        server = serve(
+            vault,
+            index,
+            settings,
+            watcher=watcher,
+            render=lambda results, explain, color, out: print_results(
+                results, explain=explain, color=color, out=out
+            ),
+        )
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:

@@ -23,7 +23,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from explorer.cli.answers import DEFAULT_EXCERPT, MAX_ANSWER_CHARS, MAX_EXCERPT, brief_search, fit, recent_turns
+from explorer.cli.answers import (
+    DEFAULT_EXCERPT,
+    MAX_ANSWER_CHARS,
+    MAX_EXCERPT,
+    brief_search,
+    fit,
+    recent_turns,
+)
 from explorer.config import Settings
 
 #: Most results a search or find may ask for.
@@ -172,8 +179,16 @@ class MemoryService:
         watch: Keep the index live with a VaultWatcher while serving.
     """
 
-    def __init__(self, vault: Path, settings: Settings, *, allow_write: bool = False, user: str | None = None,
-                 watch: bool = True, on_message: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        vault: Path,
+        settings: Settings,
+        *,
+        allow_write: bool = False,
+        user: str | None = None,
+        watch: bool = True,
+        on_message: Callable[[str], None] | None = None,
+    ) -> None:
         from explorer.engine import open_index
 
         self.vault = Path(vault).resolve()
@@ -191,9 +206,14 @@ class MemoryService:
         if watch:
             from explorer.index.watch import VaultWatcher
 
-            self.watcher = VaultWatcher(self.index, settings, embed=settings.index.embeddings,
-                                        on_batch=self._on_batch, on_embedded=lambda _n: self._touch(),
-                                        on_error=lambda m: self._say(f"watcher: {m}"))
+            self.watcher = VaultWatcher(
+                self.index,
+                settings,
+                embed=settings.index.embeddings,
+                on_batch=self._on_batch,
+                on_embedded=lambda _n: self._touch(),
+                on_error=lambda m: self._say(f"watcher: {m}"),
+            )
             self.watcher.start()
         elif settings.index.embeddings:
             self._embedding = threading.Thread(target=self._embed, name="explorer-mcp-embed", daemon=True)
@@ -202,8 +222,15 @@ class MemoryService:
         from explorer.cli.render import print_results
         from explorer.engine import serve
 
-        self._server = serve(self.vault, self.index, settings, watcher=self.watcher,
-                             render=lambda results, explain, color, out: print_results(results, explain=explain, color=color, out=out))
+        self._server = serve(
+            self.vault,
+            self.index,
+            settings,
+            watcher=self.watcher,
+            render=lambda results, explain, color, out: print_results(
+                results, explain=explain, color=color, out=out
+            ),
+        )
 
     def _embed(self) -> None:
         try:
@@ -248,9 +275,20 @@ class MemoryService:
         }
 
     # -- tools --------------------------------------------------------------------------
-    def search(self, query: str, k: int = 10, mode: str = "hybrid", after: str | None = None,
-               before: str | None = None, on: str | None = None, recent_days: float | None = None, *,
-               offset: int = 0, excerpt_chars: int = DEFAULT_EXCERPT, detail: bool = False) -> dict[str, Any]:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "hybrid",
+        after: str | None = None,
+        before: str | None = None,
+        on: str | None = None,
+        recent_days: float | None = None,
+        *,
+        offset: int = 0,
+        excerpt_chars: int = DEFAULT_EXCERPT,
+        detail: bool = False,
+    ) -> dict[str, Any]:
         """Results `offset + 1`..`offset + k` for `query`: briefly under MAX_ANSWER_CHARS (explorer.cli.answers),
         or with `detail` as the pipeline's SearchResults JSON (that page's results only).
 
@@ -268,23 +306,36 @@ class MemoryService:
             raise ToolInputError(f"offset + k must be at most {MAX_K}, got {offset} + {k}")
         query = f"{query} {_time_operators(after, before, on, recent_days, self.pipeline.today())}".strip()
         try:
-            res = self.pipeline.search(query, k=offset + k, dense=mode != "lexical",
-                                       two_pass=False if mode == "quick" else None,
-                                       rerank=False if mode == "quick" else None)
+            res = self.pipeline.search(
+                query,
+                k=offset + k,
+                dense=mode != "lexical",
+                two_pass=False if mode == "quick" else None,
+                rerank=False if mode == "quick" else None,
+            )
         except QueryError as exc:
             raise ToolInputError(str(exc)) from exc
         if not detail:
-            return brief_search(res, self.index, offset=offset, k=k, chars=excerpt_chars,
-                                no_good_match=_no_good_match(res), freshness=self.freshness())
+            return brief_search(
+                res,
+                self.index,
+                offset=offset,
+                k=k,
+                chars=excerpt_chars,
+                no_good_match=_no_good_match(res),
+                freshness=self.freshness(),
+            )
         out = res.to_dict()
         out.pop("context_shards", None)  # the same passages are inside each result
-        out["results"] = out["results"][offset:offset + k]
+        out["results"] = out["results"][offset : offset + k]
         out["offset"] = offset
         out["no_good_match"] = _no_good_match(res)
         out["index"] = self.freshness()
         return out
 
-    def recent(self, user: str | None = None, n: int = 5, excerpt_chars: int = DEFAULT_EXCERPT) -> dict[str, Any]:
+    def recent(
+        self, user: str | None = None, n: int = 5, excerpt_chars: int = DEFAULT_EXCERPT
+    ) -> dict[str, Any]:
         """The latest `n` conversation turns of `user` (the only user when there is one), newest first."""
         _check_int(n, "n", 1, MAX_K)
         _check_int(excerpt_chars, "excerpt_chars", 0, MAX_EXCERPT)
@@ -294,18 +345,25 @@ class MemoryService:
         turns = recent_turns(self.index, who, n, excerpt_chars)
         answer = {"user": who, "turns": turns, "index": self.freshness()}
         if not turns:
-            answer["note"] = (f"no conversation turns under Users/{who}/turns/" if who
-                              else "no conversation turns in this vault")
-        return fit(answer, "turns", MAX_ANSWER_CHARS, lambda kept: f"ask for n={kept}, or a smaller excerpt_chars")
+            answer["note"] = (
+                f"no conversation turns under Users/{who}/turns/"
+                if who
+                else "no conversation turns in this vault"
+            )
+        return fit(
+            answer, "turns", MAX_ANSWER_CHARS, lambda kept: f"ask for n={kept}, or a smaller excerpt_chars"
+        )
 
-    def find(self, keywords: list[str], mode: str = "tfidf", max_results: int = 10, window: int | None = None) -> dict[str, Any]:
+    def find(
+        self, keywords: list[str], mode: str = "tfidf", max_results: int = 10, window: int | None = None
+    ) -> dict[str, Any]:
         """One classic tool's hits."""
         from explorer.index.classic import ClassicQueryError
         from explorer.search.classic import find
 
         words = [w for w in (keywords or []) if isinstance(w, str) and w.strip()]
         if not words:
-            raise ToolInputError("keywords must hold at least one word, e.g. [\"espresso\", \"grind\"]")
+            raise ToolInputError('keywords must hold at least one word, e.g. ["espresso", "grind"]')
         if mode not in ("tfidf", "phrase", "and", "fuzzy"):
             raise ToolInputError(f"mode must be 'tfidf', 'phrase', 'and' or 'fuzzy', got {mode!r}")
         _check_k(max_results, "max_results")
@@ -317,8 +375,14 @@ class MemoryService:
             raise ToolInputError(str(exc)) from exc
         return {**result.to_dict(), "index": self.freshness()}
 
-    def get_context(self, target: str, cursor: int | None = None, before: int = 1000, after: int = 1000,
-                    window: int | None = None) -> dict[str, Any]:
+    def get_context(
+        self,
+        target: str,
+        cursor: int | None = None,
+        before: int = 1000,
+        after: int = 1000,
+        window: int | None = None,
+    ) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names (`window`: that many characters in all, half each side)."""
         from explorer.index.transclusion import with_embeds
         from explorer.index.targets import ContextError, context_for
@@ -352,15 +416,33 @@ class MemoryService:
             raise ToolInputError(str(exc)) from exc
         for rank, r in enumerate(res.results, 1):
             if r.document_path == path:
-                return {"query": query, "path": path, "found": True, "rank": rank, "results": len(res.results),
-                        "node_id": r.node_id, "score": r.score, "relevance": r.relevance, "pass": r.pass_,
-                        "source": r.source, "reason": r.reason, "bm25_rank": r.bm25_rank,
-                        "embedding_rank": r.embedding_rank,
-                        "explanation": r.explanation.to_dict() if r.explanation else None,
-                        "index": self.freshness()}
+                return {
+                    "query": query,
+                    "path": path,
+                    "found": True,
+                    "rank": rank,
+                    "results": len(res.results),
+                    "node_id": r.node_id,
+                    "score": r.score,
+                    "relevance": r.relevance,
+                    "pass": r.pass_,
+                    "source": r.source,
+                    "reason": r.reason,
+                    "bm25_rank": r.bm25_rank,
+                    "embedding_rank": r.embedding_rank,
+                    "explanation": r.explanation.to_dict() if r.explanation else None,
+                    "index": self.freshness(),
+                }
         report = self._why_not(res, path)
-        return {"query": query, "path": path, "found": False, "results": len(res.results),
-                "verdict": report["verdict"], "stages": report["stages"], "index": self.freshness()}
+        return {
+            "query": query,
+            "path": path,
+            "found": False,
+            "results": len(res.results),
+            "verdict": report["verdict"],
+            "stages": report["stages"],
+            "index": self.freshness(),
+        }
 
     def why_not(self, query: str, note: str, k: int | None = None) -> dict[str, Any]:
         """Why `note` is not in the top k for `query`, and what would bring it there, each change run first."""
@@ -372,7 +454,9 @@ class MemoryService:
             _check_k(k, "k")
         note = self._inside(note)
         try:
-            proof = prove(self.pipeline, query, note, k=k or self.settings.search.top_k, make_pipeline=make_pipeline)
+            proof = prove(
+                self.pipeline, query, note, k=k or self.settings.search.top_k, make_pipeline=make_pipeline
+            )
         except QueryError as exc:
             raise ToolInputError(str(exc)) from exc
         if proof.path is None:
@@ -385,19 +469,36 @@ class MemoryService:
         report = why_not(self.index, res, name)
         if report.path is None:
             raise ToolInputError(report.verdict)
-        return {"note": report.path, "verdict": report.verdict,
-                "stages": [{"stage": r.stage, "outcome": r.outcome, "present": r.found} for r in report.rows]}
+        return {
+            "note": report.path,
+            "verdict": report.verdict,
+            "stages": [{"stage": r.stage, "outcome": r.outcome, "present": r.found} for r in report.rows],
+        }
 
     def stats(self) -> dict[str, Any]:
         """Counts, model state, skipped files and freshness."""
         st = self.index.stats()
-        return {"vault": str(self.vault), "notes": st.notes, "shards": st.shards, "embedded": st.embedded,
-                "shards_without_vectors": st.pending, "model": st.model_id, "model_state": st.model_state,
-                "skipped": dict(sorted(self.index.skipped.items())), "read_only": not self.allow_write,
-                "index": self.freshness()}
+        return {
+            "vault": str(self.vault),
+            "notes": st.notes,
+            "shards": st.shards,
+            "embedded": st.embedded,
+            "shards_without_vectors": st.pending,
+            "model": st.model_id,
+            "model_state": st.model_state,
+            "skipped": dict(sorted(self.index.skipped.items())),
+            "read_only": not self.allow_write,
+            "index": self.freshness(),
+        }
 
-    def remember(self, text: str, title: str = "", kind: str = "turn", user: str | None = None,
-                 keywords: list[str] | None = None) -> dict[str, Any]:
+    def remember(
+        self,
+        text: str,
+        title: str = "",
+        kind: str = "turn",
+        user: str | None = None,
+        keywords: list[str] | None = None,
+    ) -> dict[str, Any]:
         """Write a turn or knowledge note atomically, index it at once, return its path."""
         if not self.allow_write:
             raise ToolInputError("this server is read-only: start it with --allow-write to enable remember")
@@ -419,8 +520,13 @@ class MemoryService:
             self.index.refresh(paths=[rel], reread=True)
             self._touch()
         shards = self.index.shards_by_path.get(rel, [])
-        return {"path": rel, "node_id": shards[0] if shards else rel, "kind": kind, "written_at": now.isoformat(),
-                "index": self.freshness()}
+        return {
+            "path": rel,
+            "node_id": shards[0] if shards else rel,
+            "kind": kind,
+            "written_at": now.isoformat(),
+            "index": self.freshness(),
+        }
 
     def _write_turn(self, who: str, text: str, title: str, keywords: list[str], now: datetime) -> str:
         turns = self.vault / "Users" / who / "turns"
@@ -434,7 +540,12 @@ class MemoryService:
                 break
             except FileExistsError:
                 number += 1
-        front = ["---", f"turn_id: {number}", f"date: {now.date().isoformat()}", f"time: {json.dumps(now.strftime('%H:%M'))}"]
+        front = [
+            "---",
+            f"turn_id: {number}",
+            f"date: {now.date().isoformat()}",
+            f"time: {json.dumps(now.strftime('%H:%M'))}",
+        ]
         if title:
             front.append(f"topic: {json.dumps(title)}")
         front += ["tags: [agent/turn]", "---", ""]
@@ -461,7 +572,11 @@ class MemoryService:
 
     def _only_user(self) -> str | None:
         users = self.vault / "Users"
-        names = [p.name for p in users.iterdir() if p.is_dir() and not p.name.startswith(".")] if users.is_dir() else []
+        names = (
+            [p.name for p in users.iterdir() if p.is_dir() and not p.name.startswith(".")]
+            if users.is_dir()
+            else []
+        )
         return names[0] if len(names) == 1 else None
 
     def _inside(self, target: Any) -> str:
@@ -494,8 +609,9 @@ def _check_k(value: Any, name: str) -> None:
         raise ToolInputError(f"{name} must be a whole number from 1 to {MAX_K}, got {value!r}")
 
 
-def _time_operators(after: str | None, before: str | None, on: str | None, recent_days: float | None,
-                    today: Any) -> str:
+def _time_operators(
+    after: str | None, before: str | None, on: str | None, recent_days: float | None, today: Any
+) -> str:
     """The query operators of the search tool's time arguments; ToolInputError for a bad one."""
     from explorer.text.dates import DateError, parse_period
 
@@ -512,7 +628,11 @@ def _time_operators(after: str | None, before: str | None, on: str | None, recen
             raise ToolInputError(f"{name}: {exc}") from None
         parts.append(f'{name}:"{value}"')
     if recent_days is not None:
-        if isinstance(recent_days, bool) or not isinstance(recent_days, (int, float)) or not 0 <= recent_days <= 36500:
+        if (
+            isinstance(recent_days, bool)
+            or not isinstance(recent_days, (int, float))
+            or not 0 <= recent_days <= 36500
+        ):
             raise ToolInputError(f"recent_days must be a number of days from 0 to 36500, got {recent_days!r}")
         parts.append(f"recent:{float(recent_days):.3f}d")
     return " ".join(parts)
@@ -571,24 +691,52 @@ def build_server(service: MemoryService) -> Any:
                 raise ToolError(str(exc)) from exc
             except Exception as exc:  # noqa: BLE001 - the server must outlive any one call
                 raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
         return call
 
-    def search(query: str, k: int = 10, mode: Literal["hybrid", "quick", "lexical"] = "hybrid",
-               after: str | None = None, before: str | None = None, on: str | None = None,
-               recent_days: float | None = None, offset: int = 0, excerpt_chars: int = DEFAULT_EXCERPT,
-               detail: bool = False) -> dict[str, Any]:
-        return guarded(service.search)(query, k, mode, after, before, on, recent_days,
-                                       offset=offset, excerpt_chars=excerpt_chars, detail=detail)
+    def search(
+        query: str,
+        k: int = 10,
+        mode: Literal["hybrid", "quick", "lexical"] = "hybrid",
+        after: str | None = None,
+        before: str | None = None,
+        on: str | None = None,
+        recent_days: float | None = None,
+        offset: int = 0,
+        excerpt_chars: int = DEFAULT_EXCERPT,
+        detail: bool = False,
+    ) -> dict[str, Any]:
+        return guarded(service.search)(
+            query,
+            k,
+            mode,
+            after,
+            before,
+            on,
+            recent_days,
+            offset=offset,
+            excerpt_chars=excerpt_chars,
+            detail=detail,
+        )
 
     def recent(user: str | None = None, n: int = 5, excerpt_chars: int = DEFAULT_EXCERPT) -> dict[str, Any]:
         return guarded(service.recent)(user, n, excerpt_chars)
 
-    def find(keywords: list[str], mode: Literal["tfidf", "phrase", "and", "fuzzy"] = "tfidf", max_results: int = 10,
-             window: int | None = None) -> dict[str, Any]:
+    def find(
+        keywords: list[str],
+        mode: Literal["tfidf", "phrase", "and", "fuzzy"] = "tfidf",
+        max_results: int = 10,
+        window: int | None = None,
+    ) -> dict[str, Any]:
         return guarded(service.find)(keywords, mode, max_results, window)
 
-    def get_context(target: str, cursor: int | None = None, before: int = 1000, after: int = 1000,
-                    window: int | None = None) -> dict[str, Any]:
+    def get_context(
+        target: str,
+        cursor: int | None = None,
+        before: int = 1000,
+        after: int = 1000,
+        window: int | None = None,
+    ) -> dict[str, Any]:
         return guarded(service.get_context)(target, cursor, before, after, window)
 
     def explain(query: str, target: str) -> dict[str, Any]:
@@ -600,18 +748,34 @@ def build_server(service: MemoryService) -> Any:
     def stats() -> dict[str, Any]:
         return guarded(service.stats)()
 
-    for fn, doc in ((search, SEARCH_DOC), (recent, RECENT_DOC), (find, FIND_DOC), (get_context, CONTEXT_DOC),
-                    (explain, EXPLAIN_DOC), (why_not, WHY_NOT_DOC), (stats, STATS_DOC)):
+    for fn, doc in (
+        (search, SEARCH_DOC),
+        (recent, RECENT_DOC),
+        (find, FIND_DOC),
+        (get_context, CONTEXT_DOC),
+        (explain, EXPLAIN_DOC),
+        (why_not, WHY_NOT_DOC),
+        (stats, STATS_DOC),
+    ):
         server.add_tool(fn, description=doc, annotations=read_only, structured_output=False)
 
     if service.allow_write:
-        def remember(text: str, title: str = "", kind: Literal["turn", "knowledge"] = "turn", user: str | None = None,
-                     keywords: list[str] | None = None) -> dict[str, Any]:
+
+        def remember(
+            text: str,
+            title: str = "",
+            kind: Literal["turn", "knowledge"] = "turn",
+            user: str | None = None,
+            keywords: list[str] | None = None,
+        ) -> dict[str, Any]:
             return guarded(service.remember)(text, title, kind, user, keywords)
 
-        server.add_tool(remember, description=REMEMBER_DOC,
-                        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
-                        structured_output=False)
+        server.add_tool(
+            remember,
+            description=REMEMBER_DOC,
+            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+            structured_output=False,
+        )
     return server
 
 
@@ -624,7 +788,9 @@ def _version() -> str:
         return "0"
 
 
-def run_mcp(vault: Path, settings: Settings, *, allow_write: bool = False, user: str | None = None, watch: bool = True) -> int:
+def run_mcp(
+    vault: Path, settings: Settings, *, allow_write: bool = False, user: str | None = None, watch: bool = True
+) -> int:
     """Serve `vault` over stdio until the client closes the connection."""
     import sys
 

@@ -122,8 +122,10 @@ def read_token(environ: dict[str, str] | os._Environ[str] = os.environ) -> str |
     if not token:
         return None
     if len(token) < MIN_TOKEN_CHARS:
-        raise HttpSetupError(f"{TOKEN_ENV} has {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
-                             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        raise HttpSetupError(
+            f"{TOKEN_ENV} has {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
     if not all(33 <= ord(c) < 127 for c in token):
         raise HttpSetupError(f"{TOKEN_ENV} must be printable ASCII without spaces")
     return token
@@ -136,11 +138,15 @@ def check_setup(address: Address, token: str | None, allow_hosts: list[str]) -> 
         HttpSetupError: Beyond loopback without a token, or on every interface without `allow_hosts`.
     """
     if not address.loopback and token is None:
-        raise HttpSetupError(f"refusing to listen on {address.host} (beyond loopback) without a token: "
-                             f"set {TOKEN_ENV}, or listen on 127.0.0.1")
+        raise HttpSetupError(
+            f"refusing to listen on {address.host} (beyond loopback) without a token: "
+            f"set {TOKEN_ENV}, or listen on 127.0.0.1"
+        )
     if _wildcard(address.host) and not allow_hosts:
-        raise HttpSetupError(f"listening on {address.host} needs --allow-host NAME for each name clients "
-                             "use to reach this machine (the Host header is checked)")
+        raise HttpSetupError(
+            f"listening on {address.host} needs --allow-host NAME for each name clients "
+            "use to reach this machine (the Host header is checked)"
+        )
 
 
 def _wildcard(host: str) -> bool:
@@ -166,8 +172,9 @@ def security_settings(address: Address, port: int, allow_hosts: list[str]) -> An
         entry = name if re.search(r":(\d+|\*)$", name) and not name.endswith("]") else f"{name}:{port}"
         hosts.append(entry)
         origins.append(f"http://{entry}")
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                     allowed_origins=origins)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
 
 
 class BearerGate:
@@ -182,7 +189,9 @@ class BearerGate:
         self.app = app
         self._expected = f"Bearer {token}".encode("ascii")
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+    async def __call__(
+        self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]
+    ) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -195,9 +204,17 @@ class BearerGate:
             await self.app(scope, receive, send)
             return
         body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"www-authenticate", b'Bearer realm="explorer"')]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="explorer"'),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -221,9 +238,13 @@ def listen(address: Address) -> socket.socket:
         if exc.errno == errno.EADDRINUSE:
             raise HttpSetupError(f"cannot listen on {address.netloc()}: the port is in use") from None
         if exc.errno == errno.EADDRNOTAVAIL:
-            raise HttpSetupError(f"cannot listen on {address.netloc()}: not an address of this machine") from None
+            raise HttpSetupError(
+                f"cannot listen on {address.netloc()}: not an address of this machine"
+            ) from None
         if exc.errno == errno.EACCES:
-            raise HttpSetupError(f"cannot listen on {address.netloc()}: permission denied (ports below 1024)") from None
+            raise HttpSetupError(
+                f"cannot listen on {address.netloc()}: permission denied (ports below 1024)"
+            ) from None
         raise HttpSetupError(f"cannot listen on {address.netloc()}: {exc.strerror or exc}") from None
     sock.setblocking(False)
     return sock
@@ -231,10 +252,14 @@ def listen(address: Address) -> socket.socket:
 
 def build_app(server: Any, address: Address, port: int, token: str | None, allow_hosts: list[str]) -> Any:
     """The ASGI application: the SDK's streamable HTTP app at MCP_PATH behind the bearer gate."""
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, max_request_body_size=MAX_BODY_BYTES,
-                                     max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_S,
-                                     transport_security=security_settings(address, port, allow_hosts),
-                                     host=address.host)
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        max_request_body_size=MAX_BODY_BYTES,
+        max_sessions=MAX_SESSIONS,
+        session_idle_timeout=SESSION_IDLE_S,
+        transport_security=security_settings(address, port, allow_hosts),
+        host=address.host,
+    )
     return BearerGate(app, token) if token is not None else app
 
 
@@ -245,6 +270,7 @@ class HttpServer:
         import uvicorn
 
         self.sock = sock
+
         class Server(uvicorn.Server):
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
@@ -259,8 +285,9 @@ class HttpServer:
                     for sig, handler in saved.items():
                         signal.signal(sig, handler)
 
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+        )
         self._server = Server(config)
 
     @property
@@ -279,8 +306,16 @@ class HttpServer:
         self._server.should_exit = True
 
 
-def run_mcp_http(vault: Path, settings: Settings, http: str, *, allow_write: bool = False, user: str | None = None,
-                 watch: bool = True, allow_hosts: list[str] | None = None) -> int:
+def run_mcp_http(
+    vault: Path,
+    settings: Settings,
+    http: str,
+    *,
+    allow_write: bool = False,
+    user: str | None = None,
+    watch: bool = True,
+    allow_hosts: list[str] | None = None,
+) -> int:
     """Serve `vault` over streamable HTTP at `http` (HOST:PORT) until interrupted; EXIT_SETUP when it cannot start."""
     from explorer.cli.mcp import MemoryService, build_server
 
@@ -299,7 +334,9 @@ def run_mcp_http(vault: Path, settings: Settings, http: str, *, allow_write: boo
         return EXIT_SETUP
     port = sock.getsockname()[1]
     try:
-        service = MemoryService(vault, settings, allow_write=allow_write, user=user, watch=watch, on_message=say)
+        service = MemoryService(
+            vault, settings, allow_write=allow_write, user=user, watch=watch, on_message=say
+        )
     except BaseException:
         sock.close()
         raise
@@ -308,9 +345,15 @@ def run_mcp_http(vault: Path, settings: Settings, http: str, *, allow_write: boo
         server = HttpServer(app, sock)
         if token is None:
             say(f"no {TOKEN_ENV}: any program on this machine may call the tools")
-        where = hosts[0] if _wildcard(address.host) and ":" not in hosts[0] else address.netloc(port).rsplit(":", 1)[0]
-        say(f"MCP over HTTP at http://{where}:{port}{MCP_PATH}"
-            + (" (bearer token required)" if token else ""))
+        where = (
+            hosts[0]
+            if _wildcard(address.host) and ":" not in hosts[0]
+            else address.netloc(port).rsplit(":", 1)[0]
+        )
+        say(
+            f"MCP over HTTP at http://{where}:{port}{MCP_PATH}"
+            + (" (bearer token required)" if token else "")
+        )
         server.serve()
     finally:
         sock.close()

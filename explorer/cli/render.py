@@ -102,7 +102,9 @@ def print_json(data: Any, out: TextIO | None = None) -> None:
     out.write("\n")
 
 
-def print_results(results: SearchResults, explain: bool = False, color: bool = False, out: TextIO | None = None) -> None:
+def print_results(
+    results: SearchResults, explain: bool = False, color: bool = False, out: TextIO | None = None
+) -> None:
     """Human-readable results: rank, title, path, node_id, score, highlighted snippet."""
     out = out or sys.stdout
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
@@ -119,9 +121,15 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
     if results.search_terms_used:
         print(f"{d}terms: {safe_text(' | '.join(results.search_terms_used))}{r}", file=out)
     for c in results.corrections:
-        print(f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(c['searched']))}{r}", file=out)
+        print(
+            f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(c['searched']))}{r}",
+            file=out,
+        )
     if explain and results.stats.feedback_from:
-        print(f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats.feedback_from))}{r}", file=out)
+        print(
+            f"{d}feedback: query vector moved toward {safe_text(', '.join(results.stats.feedback_from))}{r}",
+            file=out,
+        )
     for w in results.warnings:
         print(f"warning: {safe_text(w)}", file=out)
     if results.advisory:
@@ -130,8 +138,15 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
         print("No match. Try other words, or fewer filters.", file=out)
     for i, res in enumerate(results.results, 1):
         # The terminal list names a pass only when it is the second; rerank moves show under --explain.
-        badges = [b.text for b in res.badges() if b.kind not in ("classic", "rerank") and (b.kind != "pass" or res.pass_ == 2)]
-        print(f"\n{b}{i:>2}. {safe_text(res.title)}{r}  {d}{res.score:.4f}  [{safe_text(', '.join(badges))}]{r}", file=out)
+        badges = [
+            b.text
+            for b in res.badges()
+            if b.kind not in ("classic", "rerank") and (b.kind != "pass" or res.pass_ == 2)
+        ]
+        print(
+            f"\n{b}{i:>2}. {safe_text(res.title)}{r}  {d}{res.score:.4f}  [{safe_text(', '.join(badges))}]{r}",
+            file=out,
+        )
         print(f"    {d}{safe_text(res.node_id)}{date_label(res.date, res.date_from)}{r}", file=out)
         if res.context_shards:
             c = res.context_shards[0]
@@ -139,7 +154,7 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
             spans = []
             # Highlight the snippet by re-finding highlighted words in it.
             for h in c.highlights:
-                word = c.text[h.start - c.start:h.end - c.start]
+                word = c.text[h.start - c.start : h.end - c.start]
                 idx = text.lower().find(word.lower())
                 while idx != -1:
                     spans.append((idx, idx + len(word)))
@@ -147,17 +162,32 @@ def print_results(results: SearchResults, explain: bool = False, color: bool = F
             print(f"    {mark(text, _dedupe(spans), color)}", file=out)
         if explain and res.explanation:
             ex = res.explanation
-            print(f"    {d}why: fused {ex.fused_score:.5f} = sum of w_ret * w_term * w_src / ({ex.rrf_k} + rank); pass {ex.pass_}{r}", file=out)
+            print(
+                f"    {d}why: fused {ex.fused_score:.5f} = sum of w_ret * w_term * w_src / ({ex.rrf_k} + rank); pass {ex.pass_}{r}",
+                file=out,
+            )
             if ex.note_score is not None:
-                print(f"    {d}note: {ex.note_score:.5f} = {ex.fused_score:.5f} + {ex.second_weight:g} x {ex.second_score:.5f} "
-                      f"(second shard {safe_text(ex.second_node_id)}){r}", file=out)
-            print(f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}", file=out)
+                print(
+                    f"    {d}note: {ex.note_score:.5f} = {ex.fused_score:.5f} + {ex.second_weight:g} x {ex.second_score:.5f} "
+                    f"(second shard {safe_text(ex.second_node_id)}){r}",
+                    file=out,
+                )
+            print(
+                f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}",
+                file=out,
+            )
             for c in ex.contributions:
                 term = fit(safe_text(c.term), 28)
-                print(f"    {term} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
-                      f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}", file=out)
+                print(
+                    f"    {term} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
+                    f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}",
+                    file=out,
+                )
             if ex.recency is not None:
-                print(f"    {d}recency: score x {ex.recency:.3f} for its date ({safe_text(res.date or 'none')}){r}", file=out)
+                print(
+                    f"    {d}recency: score x {ex.recency:.3f} for its date ({safe_text(res.date or 'none')}){r}",
+                    file=out,
+                )
             if ex.rerank:
                 rr = ex.rerank
                 print(f"    rerank: {safe_text(rr.to_dict())}", file=out)

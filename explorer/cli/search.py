@@ -26,8 +26,13 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     index, _ = open_index(vault, settings, load_model=not args.lexical)
     pipeline = make_pipeline(index, settings)
     try:
-        results = pipeline.search(query, k=args.k, dense=not args.lexical,
-                                  two_pass=False if args.one_pass else None, rerank=args.rerank)
+        results = pipeline.search(
+            query,
+            k=args.k,
+            dense=not args.lexical,
+            two_pass=False if args.one_pass else None,
+            rerank=args.rerank,
+        )
     except QueryError as exc:
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
@@ -46,11 +51,21 @@ def _ask_server(args: argparse.Namespace, query: str, vault: Path, settings: Set
     from explorer.engine import ask, settings_key
 
     color = use_color()
-    answer = ask(vault, {
-        "op": "search", "query": query, "k": args.k, "lexical": args.lexical, "one_pass": args.one_pass,
-        "rerank": args.rerank, "settings": settings_key(settings), "format": "json" if args.json else "text",
-        "explain": args.explain, "color": color,
-    })
+    answer = ask(
+        vault,
+        {
+            "op": "search",
+            "query": query,
+            "k": args.k,
+            "lexical": args.lexical,
+            "one_pass": args.one_pass,
+            "rerank": args.rerank,
+            "settings": settings_key(settings),
+            "format": "json" if args.json else "text",
+            "explain": args.explain,
+            "color": color,
+        },
+    )
     if answer is None:
         return None
     if "query_error" in answer:

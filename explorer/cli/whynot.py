@@ -25,7 +25,9 @@ def cmd_why_not(args: argparse.Namespace, vault: Path, settings: Settings) -> in
 
     index, _ = open_index(vault, settings, load_model=settings.index.embeddings)
     try:
-        proof = prove(make_pipeline(index, settings), args.query, args.note, k=args.k, make_pipeline=make_pipeline)
+        proof = prove(
+            make_pipeline(index, settings), args.query, args.note, k=args.k, make_pipeline=make_pipeline
+        )
     except QueryError as exc:
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
@@ -45,7 +47,10 @@ def print_proof(proof: object, color: bool = False, out: TextIO | None = None) -
     assert isinstance(proof, Proof)
     out = out or sys.stdout
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
-    print(f"{b}why not {safe_text(proof.path or proof.note)}{r} for “{safe_text(proof.query)}” (top {proof.k})", file=out)
+    print(
+        f"{b}why not {safe_text(proof.path or proof.note)}{r} for “{safe_text(proof.query)}” (top {proof.k})",
+        file=out,
+    )
     print(safe_text(proof.summary), file=out)
     if proof.path is None:
         return

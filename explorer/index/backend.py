@@ -150,8 +150,9 @@ class Snapshot(Protocol):
         """Prepare (dst, src, weight) node_id triples for `bm25_top_spread` (pairs of absent shards dropped)."""
         ...
 
-    def bm25_top_spread(self, tokens: Sequence[str], k: int, spread: Spread,
-                        allowed: Restriction | None = None) -> list[Hit]:
+    def bm25_top_spread(
+        self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
+    ) -> list[Hit]:
         """`bm25_top` over documents expanded as `spread` says (see explorer.index.lexical.BM25Index.top_spread)."""
         ...
 
@@ -164,8 +165,14 @@ class Snapshot(Protocol):
         """Whether any shard has a vector (`context`: a dialog-context vector)."""
         ...
 
-    def vector_top(self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None,
-                   context: bool = False) -> list[list[Hit]]:
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
         """Per query row, the `k` most similar shards with cosine >= `floor`, ties by node_id.
 
         `context`: search the conversation turns' dialog-context vectors instead of the shards' own.

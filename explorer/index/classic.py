@@ -22,7 +22,12 @@ from explorer.vault.model import Note, Shard
 #: The four tools, by the names the CLI and the TUI use.
 MODES: tuple[str, ...] = ("tfidf", "phrase", "and", "fuzzy")
 #: Default (max_results, context_chars) of each tool.
-DEFAULTS: dict[str, tuple[int, int]] = {"tfidf": (15, 300), "phrase": (10, 4000), "and": (15, 3000), "fuzzy": (15, 300)}
+DEFAULTS: dict[str, tuple[int, int]] = {
+    "tfidf": (15, 300),
+    "phrase": (10, 4000),
+    "and": (15, 3000),
+    "fuzzy": (15, 300),
+}
 #: Default proximity window of boolean AND, in words.
 DEFAULT_AND_WINDOW = 50
 #: The most hits one call returns.
@@ -169,7 +174,7 @@ class _Doc:
         """Word positions of a term id, ascending (empty when absent)."""
         k = bisect_left(self.uniq, tid)
         if k < len(self.uniq) and self.uniq[k] == tid:
-            return self.order[self.offs[k]:self.offs[k + 1]]
+            return self.order[self.offs[k] : self.offs[k + 1]]
         return _EMPTY
 
     def has(self, tid: int) -> bool:
@@ -338,7 +343,9 @@ class ClassicIndex:
             if doc is None:
                 return {}
             return {
-                self._terms[tid]: [(doc.starts[p], doc.ends[p]) for p in doc.order[doc.offs[k]:doc.offs[k + 1]]]
+                self._terms[tid]: [
+                    (doc.starts[p], doc.ends[p]) for p in doc.order[doc.offs[k] : doc.offs[k + 1]]
+                ]
                 for k, tid in enumerate(doc.uniq)
             }
 
@@ -463,17 +470,36 @@ class ClassicIndex:
             tried: list[str] = []
             expansions: tuple[tuple[str, tuple[str, ...]], ...] = ()
             if mode == "tfidf":
-                stages = [("tfidf", lambda: self._tfidf(_content(kws, warnings, "tfidf"), _cluster(window, context_chars))),
-                          ("and", lambda: self._and(kws, window or DEFAULT_AND_WINDOW, ordered=False)),
-                          ("fuzzy", lambda: self._fuzzy(_content(kws, [], "fuzzy"), _cluster(window, context_chars)))]
+                stages = [
+                    (
+                        "tfidf",
+                        lambda: self._tfidf(
+                            _content(kws, warnings, "tfidf"), _cluster(window, context_chars)
+                        ),
+                    ),
+                    ("and", lambda: self._and(kws, window or DEFAULT_AND_WINDOW, ordered=False)),
+                    (
+                        "fuzzy",
+                        lambda: self._fuzzy(_content(kws, [], "fuzzy"), _cluster(window, context_chars)),
+                    ),
+                ]
             elif mode == "phrase":
                 words = sum(len(k.terms) for k in kws)
-                stages = [("phrase", lambda: self._phrase(kws, context_chars)),
-                          ("proximity", lambda: self._and(kws, window or max(8, 3 * words), ordered=True))]
+                stages = [
+                    ("phrase", lambda: self._phrase(kws, context_chars)),
+                    ("proximity", lambda: self._and(kws, window or max(8, 3 * words), ordered=True)),
+                ]
             elif mode == "and":
                 stages = [("and", lambda: self._and(kws, window or DEFAULT_AND_WINDOW, ordered=False))]
             else:
-                stages = [("fuzzy", lambda: self._fuzzy(_content(kws, warnings, "fuzzy"), _cluster(window, context_chars)))]
+                stages = [
+                    (
+                        "fuzzy",
+                        lambda: self._fuzzy(
+                            _content(kws, warnings, "fuzzy"), _cluster(window, context_chars)
+                        ),
+                    )
+                ]
             stage, found = "none", []
             for name, run in stages:
                 tried.append(name)
@@ -552,7 +578,9 @@ class ClassicIndex:
                     tf[o[1]] = tf.get(o[1], 0) + 1
                 score = sum(idf[u] * (1.0 + math.log(c)) for u, c in tf.items())
                 matched = [kws[u].text for u in sorted(tf)]
-                out.append(self._candidate(doc, group[0], score, matched, {t for u in tf for t in kws[u].terms}))
+                out.append(
+                    self._candidate(doc, group[0], score, matched, {t for u in tf for t in kws[u].terms})
+                )
         return out
 
     def _and(self, kws: list[_Keyword], window: int, ordered: bool) -> list[_Candidate]:
@@ -578,7 +606,9 @@ class ClassicIndex:
                     first = occs[left][0]
                     span = p_r - first + 1
                     if span <= window:
-                        windows.append((self._and_score(doc, kws, first, p_r, k, ordered, required), first, p_r))
+                        windows.append(
+                            (self._and_score(doc, kws, first, p_r, k, ordered, required), first, p_r)
+                        )
             # Best windows first, each kept only when it shares no word with one already kept.
             starts: list[int] = []
             ends: list[int] = []
@@ -595,14 +625,26 @@ class ClassicIndex:
                 out.append(self._candidate(doc, occ, score, [kw.text for kw in kws], set(words)))
         return out
 
-    def _and_score(self, doc: _Doc, kws: list[_Keyword], first: int, last: int, k: int,
-                   ordered: bool, required: list[int]) -> float:
+    def _and_score(
+        self,
+        doc: _Doc,
+        kws: list[_Keyword],
+        first: int,
+        last: int,
+        k: int,
+        ordered: bool,
+        required: list[int],
+    ) -> float:
         proximity = min(1.0, k / (last - first + 1))
         if not ordered:
             intact = sum(
-                1 for kw in kws
-                if len(kw.terms) == 1 or any(tuple(doc.ids[p:p + len(kw.terms)]) == self._tids(kw.terms)
-                                             for p in range(first, last - len(kw.terms) + 2))
+                1
+                for kw in kws
+                if len(kw.terms) == 1
+                or any(
+                    tuple(doc.ids[p : p + len(kw.terms)]) == self._tids(kw.terms)
+                    for p in range(first, last - len(kw.terms) + 2)
+                )
             )
             return proximity * (0.5 + 0.5 * intact / len(kws))
         seen: list[int] = []
@@ -631,10 +673,14 @@ class ClassicIndex:
                 if m.start() - last_kept < reach:
                     continue
                 last_kept = m.start()
-                out.append(_Candidate(score, path, m.start(), m.end(), tuple(kw.text for kw in kws), set(terms)))
+                out.append(
+                    _Candidate(score, path, m.start(), m.end(), tuple(kw.text for kw in kws), set(terms))
+                )
         return out
 
-    def _fuzzy(self, kws: list[_Keyword], width: int) -> tuple[list[_Candidate], tuple[tuple[str, tuple[str, ...]], ...]]:
+    def _fuzzy(
+        self, kws: list[_Keyword], width: int
+    ) -> tuple[list[_Candidate], tuple[tuple[str, tuple[str, ...]], ...]]:
         self._build_vocab()
         words: list[tuple[str, str, int]] = []  # (folded, as typed, keyword index)
         for ki, kw in enumerate(kws):
@@ -655,9 +701,12 @@ class ClassicIndex:
                 term_to.setdefault(tid, []).append((wi, sim * sim * self.idf(self._df[tid])))
         out: list[_Candidate] = []
         for doc in self._candidate_docs(term_to, require_all=False):
-            occs = [(p, wi, p + 1, weight, tid)
-                    for tid, pairs in term_to.items()
-                    for p in doc.positions(tid) for wi, weight in pairs]
+            occs = [
+                (p, wi, p + 1, weight, tid)
+                for tid, pairs in term_to.items()
+                for p in doc.positions(tid)
+                for wi, weight in pairs
+            ]
             if not occs:
                 continue
             for group in _clusters(occs, width):
@@ -699,11 +748,13 @@ class ClassicIndex:
             # Words contained in q, at least half of it (a stem, a part of a compound).
             for size in range(max(3, (len(q) + 1) // 2), len(q)):
                 for a in range(0, len(q) - size + 1):
-                    v = q[a:a + size]
+                    v = q[a : a + size]
                     if v in self._sdf:
                         offer(v, 0.8 * size / len(q))
         # Typos are only looked for when the word is not in the vault as written.
-        limit = 0 if found.get(q) == 1.0 or term in self._forms else 2 if len(q) >= 8 else 1 if len(q) >= 4 else 0
+        limit = (
+            0 if found.get(q) == 1.0 or term in self._forms else 2 if len(q) >= 8 else 1 if len(q) >= 4 else 0
+        )
         if limit:
             for n in range(len(q) - limit, len(q) + limit + 1):
                 for v in self._vocab_by_len.get(n, ()):
@@ -716,8 +767,10 @@ class ClassicIndex:
             return {}
         # Weak matches are noise next to a strong one: keep those at least 60% as similar.
         floor = max(FUZZY_MIN_SIMILARITY, 0.6 * max(found.values()))
-        ranked = sorted(((v, sim) for v, sim in found.items() if sim >= floor),
-                        key=lambda kv: (-kv[1], -self._sdf.get(kv[0], 0), kv[0]))
+        ranked = sorted(
+            ((v, sim) for v, sim in found.items() if sim >= floor),
+            key=lambda kv: (-kv[1], -self._sdf.get(kv[0], 0), kv[0]),
+        )
         return dict(ranked[:MAX_EXPANSIONS])
 
     def _build_vocab(self) -> None:
@@ -740,8 +793,12 @@ class ClassicIndex:
         self._vocab_dirty = False
 
     # -- hits ------------------------------------------------------------------------------
-    def _candidate(self, doc: _Doc, occ: _Occ, score: float, keywords: Iterable[str], terms: set[str]) -> _Candidate:
-        return _Candidate(score, doc.note.path, doc.starts[occ[0]], doc.ends[occ[2] - 1], tuple(keywords), terms)
+    def _candidate(
+        self, doc: _Doc, occ: _Occ, score: float, keywords: Iterable[str], terms: set[str]
+    ) -> _Candidate:
+        return _Candidate(
+            score, doc.note.path, doc.starts[occ[0]], doc.ends[occ[2] - 1], tuple(keywords), terms
+        )
 
     def _hit(self, c: _Candidate, kws: list[_Keyword], context_chars: int, stage: str) -> ClassicHit:
         doc = self._docs[c.path]
@@ -751,16 +808,22 @@ class ClassicIndex:
         win = get_context_at_cursor(text, c.cursor, before, after, path=c.path)
         if stage == "phrase":
             phrase = " ".join(" ".join(k.text for k in kws).split())
-            spans = [Highlight(m.start() + win.start, m.end() + win.start, phrase)
-                     for m in _phrase_regex(kws).finditer(win.text) if m.end() + win.start <= win.end]
+            spans = [
+                Highlight(m.start() + win.start, m.end() + win.start, phrase)
+                for m in _phrase_regex(kws).finditer(win.text)
+                if m.end() + win.start <= win.end
+            ]
         else:
             lo = bisect_left(doc.starts, win.start)
             hi = bisect_left(doc.starts, win.end)
             want = set(self._tids(c.terms))
-            spans = [Highlight(doc.starts[i], doc.ends[i], self._terms[doc.ids[i]])
-                     for i in range(lo, hi) if doc.ids[i] in want and doc.ends[i] <= win.end]
+            spans = [
+                Highlight(doc.starts[i], doc.ends[i], self._terms[doc.ids[i]])
+                for i in range(lo, hi)
+                if doc.ids[i] in want and doc.ends[i] <= win.end
+            ]
         if not any(h.start <= c.cursor < h.end for h in spans):
-            spans.append(Highlight(c.cursor, c.match_end, text[c.cursor:c.match_end].casefold()))
+            spans.append(Highlight(c.cursor, c.match_end, text[c.cursor : c.match_end].casefold()))
         spans.sort(key=lambda h: (h.start, -h.end))
         merged: list[Highlight] = []
         for h in spans:
@@ -773,7 +836,7 @@ class ClassicIndex:
             path=c.path,
             node_id=shard.node_id if shard else "",
             cursor=c.cursor,
-            match=text[c.cursor:c.match_end],
+            match=text[c.cursor : c.match_end],
             keywords=c.keywords,
             terms=tuple(sorted(c.terms)),
             title=doc.note.title,
@@ -848,7 +911,9 @@ def _parse_keywords(keywords: Sequence[str] | str, warnings: list[str]) -> list[
         raw = tuple(_plain(text[s:e]) for _, s, e in spans)
         out.append(_Keyword(text, tuple(t for t, _, _ in spans), raw))
     if not out:
-        raise ClassicQueryError(f"the keywords {', '.join(repr(d) for d in dropped)} contain no searchable words (only punctuation?)")
+        raise ClassicQueryError(
+            f"the keywords {', '.join(repr(d) for d in dropped)} contain no searchable words (only punctuation?)"
+        )
     if dropped:
         warnings.append(f"ignored keywords without searchable words: {', '.join(repr(d) for d in dropped)}")
     if len(out) > MAX_KEYWORDS:

@@ -14,7 +14,9 @@ from explorer.vault.scan import ignore_reason, is_note_name, is_temp_file
 EXAMPLES = 5
 
 
-def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_before: float | None = None) -> dict[str, Any]:
+def coverage_report(
+    index: Any, opened: Any = None, largest: int = 10, stored_before: float | None = None
+) -> dict[str, Any]:
     """A JSON-ready account of the index's coverage of its vault.
 
     Args:
@@ -56,8 +58,15 @@ def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_be
             rel = f"{rel_dir}/{d}" if rel_dir else d
             if d == ".explorer":
                 continue  # the index itself
-            reason = ("always-ignored folder" if d in ALWAYS_IGNORED_DIRS else "hidden folder" if d.startswith(".")
-                      else "ignore pattern" if _by_rule(rel, settings, True) else "")
+            reason = (
+                "always-ignored folder"
+                if d in ALWAYS_IGNORED_DIRS
+                else "hidden folder"
+                if d.startswith(".")
+                else "ignore pattern"
+                if _by_rule(rel, settings, True)
+                else ""
+            )
             if reason:
                 add(ignored, reason, rel + "/", _count_files(Path(dirpath) / d))
             else:
@@ -74,7 +83,11 @@ def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_be
                     continue  # a turn's sidecar, indexed with its note
                 ext = os.path.splitext(name)[1].lower() or "(no extension)"
                 off = {".pdf": "vault.pdfs", ".canvas": "vault.canvases"}.get(ext)
-                add(ignored, f"{ext} files not read (setting {off} is off)" if off else f"not Markdown ({ext})", rel)
+                add(
+                    ignored,
+                    f"{ext} files not read (setting {off} is off)" if off else f"not Markdown ({ext})",
+                    rel,
+                )
             elif _by_rule(rel, settings, False):
                 add(ignored, "ignore pattern", rel)
             else:
@@ -93,8 +106,12 @@ def coverage_report(index: Any, opened: Any = None, largest: int = 10, stored_be
         "not_indexed": dict(sorted(not_indexed.items(), key=lambda kv: -kv[1]["count"])),
         "ignored": dict(sorted(ignored.items(), key=lambda kv: -kv[1]["count"])),
         "shards_without_vectors": {
-            "count": st.pending, "model_state": st.model_state,
-            "notes": [{"path": p, "shards": n} for p, n in sorted(by_note.items(), key=lambda kv: (-kv[1], kv[0]))[:largest]],
+            "count": st.pending,
+            "model_state": st.model_state,
+            "notes": [
+                {"path": p, "shards": n}
+                for p, n in sorted(by_note.items(), key=lambda kv: (-kv[1], kv[0]))[:largest]
+            ],
         },
         "largest_notes": [{"path": p, "chars": c, "shards": n} for p, (c, n) in top],
         "freshness": _freshness(index, opened, stored_before),
@@ -119,11 +136,17 @@ def stored_index_mtime(cache_dir: Path) -> float | None:
 def _freshness(index: Any, opened: Any, stored_before: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"index_version": index.version}
     newest = stored_before if stored_before is not None else stored_index_mtime(Path(index.cache_dir))
-    out["stored_index_written"] = (datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds")
-                                   if newest is not None and newest >= 0 else None)
+    out["stored_index_written"] = (
+        datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds")
+        if newest is not None and newest >= 0
+        else None
+    )
     if opened is not None:
-        out["changed_on_disk_since"] = {"added": len(opened.added), "changed": len(opened.changed),
-                                        "removed": len(opened.removed)}
+        out["changed_on_disk_since"] = {
+            "added": len(opened.added),
+            "changed": len(opened.changed),
+            "removed": len(opened.removed),
+        }
     return out
 
 

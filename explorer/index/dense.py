@@ -89,8 +89,11 @@ class DenseIndex:
         if not self._slot_of and not self._key_of and len(set(keys)) == len(keys):
             # An empty index (an open): take the rows as the matrix, no per-row copy.
             owned = adopt or given is not vectors
-            self._matrix = vecs if owned and vecs.flags.writeable and vecs.flags.c_contiguous \
+            self._matrix = (
+                vecs
+                if owned and vecs.flags.writeable and vecs.flags.c_contiguous
                 else np.array(vecs, dtype=np.float32)
+            )
             self._live = np.ones(len(keys), dtype=bool)
             self._slot_of = dict(zip(keys, range(len(keys))))
             self._key_of = list(keys)
@@ -165,7 +168,11 @@ class DenseIndex:
         return self.search_many(np.asarray(query, dtype=np.float32).reshape(1, -1), k, threshold, allowed)[0]
 
     def search_many(
-        self, queries: np.ndarray, k: int, threshold: float = -1.0, allowed: set[str] | np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        threshold: float = -1.0,
+        allowed: set[str] | np.ndarray | None = None,
     ) -> list[list[tuple[str, float]]]:
         """`search` for several query vectors at once: one pass over the matrix for all of them.
 
@@ -183,7 +190,7 @@ class DenseIndex:
             m = allowed if isinstance(allowed, np.ndarray) else self.mask(allowed)
             usable = self._live[:n].copy()
             usable[: len(m)] &= m[:n]
-            usable[len(m):] = False
+            usable[len(m) :] = False
             rows = np.flatnonzero(usable)
         elif len(self._slot_of) < n:
             rows = np.flatnonzero(self._live[:n])

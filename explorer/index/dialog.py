@@ -33,7 +33,11 @@ def turn_position(note: Any) -> tuple[int, Any] | None:
     for source in (note.frontmatter, note.metadata):
         if not isinstance(source, dict):
             continue
-        if number is None and isinstance(source.get("turn_id"), int) and not isinstance(source.get("turn_id"), bool):
+        if (
+            number is None
+            and isinstance(source.get("turn_id"), int)
+            and not isinstance(source.get("turn_id"), bool)
+        ):
             number = source["turn_id"]
         if session is None and isinstance(source.get("session"), (int, str)):
             session = source["session"]
@@ -74,4 +78,6 @@ def context_text(own: str, before: list[str], after: list[str]) -> str:
 
 def context_key(hashes: list[str]) -> str:
     """The embedding-cache key of a context text, from the content hashes of the shards it joins, in order."""
-    return "ctx-" + hashlib.blake2b((CONTEXT_KEY + " ".join(hashes)).encode("utf-8"), digest_size=16).hexdigest()
+    return (
+        "ctx-" + hashlib.blake2b((CONTEXT_KEY + " ".join(hashes)).encode("utf-8"), digest_size=16).hexdigest()
+    )

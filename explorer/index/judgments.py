@@ -82,8 +82,14 @@ def load_judgments(cache_dir: Path) -> tuple[list[Judgment], int]:
                     continue
                 try:
                     d = json.loads(line)
-                    j = Judgment(str(d["query"]), str(d.get("node_id") or d["path"]), str(d["path"]), str(d["mark"]),
-                                 str(d.get("time") or ""), int(d.get("generation") or 0))
+                    j = Judgment(
+                        str(d["query"]),
+                        str(d.get("node_id") or d["path"]),
+                        str(d["path"]),
+                        str(d["mark"]),
+                        str(d.get("time") or ""),
+                        int(d.get("generation") or 0),
+                    )
                 except (ValueError, KeyError, TypeError):
                     bad += 1
                     continue

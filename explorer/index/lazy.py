@@ -77,7 +77,9 @@ class Pending:
         target = self.note
         if target is not None:
             for name in NOTE_LAZY:
-                _NOTE_SLOTS[name].__set__(target, getattr(note, name) if note is not None else "" if name == "text" else ())
+                _NOTE_SLOTS[name].__set__(
+                    target, getattr(note, name) if note is not None else "" if name == "text" else ()
+                )
         by_id = {s.node_id: s for s in shards}
         for sh in self.shards:
             src = by_id.get(sh.node_id)
@@ -126,16 +128,28 @@ class LazyShard(Shard):
 
 # The slots' own setters: one call per field, no attribute lookup by name (an open builds 10^5 shards).
 _N_PATH, _N_TITLE, _N_FRONT, _N_BODY, _N_TYPE, _N_META, _N_WARN = (
-    Note.__dict__[f].__set__ for f in ("path", "title", "frontmatter", "body_start", "source_type", "metadata", "warnings"))
+    Note.__dict__[f].__set__
+    for f in ("path", "title", "frontmatter", "body_start", "source_type", "metadata", "warnings")
+)
 _S_ID, _S_PATH, _S_ORD, _S_START, _S_END, _S_HEADS, _S_HASH, _S_TYPE = (
-    Shard.__dict__[f].__set__ for f in ("node_id", "path", "ordinal", "start", "end", "heading_path", "hash", "source_type"))
+    Shard.__dict__[f].__set__
+    for f in ("node_id", "path", "ordinal", "start", "end", "heading_path", "hash", "source_type")
+)
 _LN_PENDING, _LN_NAMES = (LazyNote.__dict__[f].__set__ for f in ("_pending", "name_tokens"))
 _LS_PENDING = LazyShard.__dict__["_pending"].__set__
 _new = object.__new__
 
 
-def lazy_note(pending: Pending, title: str, frontmatter: dict[str, Any], body_start: int, source_type: str,
-              metadata: dict[str, Any], warnings: tuple[str, ...], name_tokens: tuple[frozenset[str], ...]) -> LazyNote:
+def lazy_note(
+    pending: Pending,
+    title: str,
+    frontmatter: dict[str, Any],
+    body_start: int,
+    source_type: str,
+    metadata: dict[str, Any],
+    warnings: tuple[str, ...],
+    name_tokens: tuple[frozenset[str], ...],
+) -> LazyNote:
     """A pending note from its head (its lazy fields unset until `pending` loads)."""
     note = _new(LazyNote)
     _N_PATH(note, pending.path)
@@ -151,8 +165,16 @@ def lazy_note(pending: Pending, title: str, frontmatter: dict[str, Any], body_st
     return note
 
 
-def lazy_shard(pending: Pending, node_id: str, ordinal: int, start: int, end: int, heading_path: tuple[str, ...],
-               digest: str, source_type: str) -> LazyShard:
+def lazy_shard(
+    pending: Pending,
+    node_id: str,
+    ordinal: int,
+    start: int,
+    end: int,
+    heading_path: tuple[str, ...],
+    digest: str,
+    source_type: str,
+) -> LazyShard:
     """A pending shard from its head."""
     sh = _new(LazyShard)
     _S_ID(sh, node_id)

@@ -178,7 +178,9 @@ class BM25Index:
         """Every term with at least one live document, and its document frequency."""
         if not self._base_n:
             terms = list(self._postings)
-            return terms, np.fromiter((len(self._postings[t]) for t in terms), dtype=np.float64, count=len(terms))
+            return terms, np.fromiter(
+                (len(self._postings[t]) for t in terms), dtype=np.float64, count=len(terms)
+            )
         ptr, doc = self._base["post_ptr"], self._base["post_doc"]
         if self._base_ndead:
             live = (~self._base_dead[doc]).astype(np.int64)
@@ -363,7 +365,9 @@ class BM25Index:
         idx = np.flatnonzero(hit)
         return idx, scores[idx]
 
-    def spread_pairs(self, pairs: Iterable[tuple[str, str, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def spread_pairs(
+        self, pairs: Iterable[tuple[str, str, float]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(dst, src, weight) arrays of (key that gains, key whose words it gains, at what weight)
         triples of live documents, for `top_spread`."""
         slot = self._slot_of
@@ -371,10 +375,17 @@ class BM25Index:
         if not kept:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
         dst, src, weight = zip(*kept)
-        return np.asarray(dst, dtype=np.int64), np.asarray(src, dtype=np.int64), np.asarray(weight, dtype=np.float64)
+        return (
+            np.asarray(dst, dtype=np.int64),
+            np.asarray(src, dtype=np.int64),
+            np.asarray(weight, dtype=np.float64),
+        )
 
     def top_spread(
-        self, query: Sequence[str], k: int, pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
+        self,
+        query: Sequence[str],
+        k: int,
+        pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
         allowed: np.ndarray | None = None,
     ) -> list[tuple[str, float]]:
         """`top` over expanded documents: each `dst` document also holds its `src` documents' words
@@ -417,7 +428,7 @@ class BM25Index:
         if allowed is not None:
             m = allowed[:n_slots]
             hit[: len(m)] &= m
-            hit[len(m):] = False
+            hit[len(m) :] = False
         idx = np.flatnonzero(hit)
         return self._best(idx, scores[idx], k)
 

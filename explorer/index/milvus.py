@@ -42,7 +42,15 @@ if TYPE_CHECKING:
     from explorer.config import Settings
     from explorer.index.embed import Embedder
 
-__all__ = ["TOKEN_ENV", "BackendError", "Engine", "MilvusIndex", "MilvusSnapshot", "engine_terms", "public_uri"]
+__all__ = [
+    "TOKEN_ENV",
+    "BackendError",
+    "Engine",
+    "MilvusIndex",
+    "MilvusSnapshot",
+    "engine_terms",
+    "public_uri",
+]
 
 TOKEN_ENV = "EXPLORER_MILVUS_TOKEN"
 """The only place the engine's token is read from."""
@@ -55,8 +63,27 @@ MAX_TERMS = 60_000
 MAX_LIMIT = 16_384
 """The largest top-k Milvus accepts."""
 UPSERT_BATCH = 500
-FIELDS = ("pk", "node_id", "vault", "path", "owner", "source_type", "heading_path", "tags", "mtime", "ordinal",
-          "start", "end", "text", "content_hash", "model", "terms", "vector", "has_vector", "sparse")
+FIELDS = (
+    "pk",
+    "node_id",
+    "vault",
+    "path",
+    "owner",
+    "source_type",
+    "heading_path",
+    "tags",
+    "mtime",
+    "ordinal",
+    "start",
+    "end",
+    "text",
+    "content_hash",
+    "model",
+    "terms",
+    "vector",
+    "has_vector",
+    "sparse",
+)
 _PLAIN = re.compile(r"[a-z0-9]+")
 
 
@@ -139,14 +166,19 @@ class Engine:
                 return self._client
             try:
                 from pymilvus import MilvusClient
+
                 # The client logs every RPC fault with a traceback; the fault reaches the user as one line instead.
                 for name in ("pymilvus", "milvus_lite"):
                     logging.getLogger(name).setLevel(logging.CRITICAL)
             except ImportError as exc:
-                raise BackendError("the milvus backend needs pymilvus: pip install 'explorer[milvus]'") from exc
+                raise BackendError(
+                    "the milvus backend needs pymilvus: pip install 'explorer[milvus]'"
+                ) from exc
             if not self.uri:
                 raise BackendError("the milvus backend needs index.milvus_uri (or EXPLORER_INDEX_MILVUS_URI)")
-            if "://" not in self.uri and self.uri.endswith(".db"):  # Milvus Lite in process: its folder may be new
+            if "://" not in self.uri and self.uri.endswith(
+                ".db"
+            ):  # Milvus Lite in process: its folder may be new
                 Path(self.uri).expanduser().parent.mkdir(parents=True, exist_ok=True)
             try:
                 self._client = MilvusClient(uri=self.uri, token=self._token, timeout=self.timeout)
@@ -182,12 +214,16 @@ class Engine:
         names = {f["name"]: f for f in desc.get("fields", [])}
         dim = int(names.get("vector", {}).get("params", {}).get("dim", DIM))
         if dim != DIM:
-            raise self.fail(f"collection {self.collection!r} holds vectors of dimension {dim}, not {DIM}; "
-                            "name another with index.collection")
+            raise self.fail(
+                f"collection {self.collection!r} holds vectors of dimension {dim}, not {DIM}; "
+                "name another with index.collection"
+            )
         missing = [n for n in FIELDS if n not in names]
         if missing:
-            raise self.fail(f"collection {self.collection!r} is not an Explorer shard collection "
-                            f"(no field {missing[0]!r}); name another with index.collection")
+            raise self.fail(
+                f"collection {self.collection!r} is not an Explorer shard collection "
+                f"(no field {missing[0]!r}); name another with index.collection"
+            )
 
     def _create(self, client: Any) -> None:
         from pymilvus import DataType, Function, FunctionType, MilvusClient
@@ -200,7 +236,9 @@ class Engine:
         schema.add_field("owner", DataType.VARCHAR, max_length=256)
         schema.add_field("source_type", DataType.VARCHAR, max_length=64)
         schema.add_field("heading_path", DataType.VARCHAR, max_length=4096)
-        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256)
+        schema.add_field(
+            "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256
+        )
         schema.add_field("mtime", DataType.INT64)
         schema.add_field("ordinal", DataType.INT64)
         schema.add_field("start", DataType.INT64)
@@ -208,17 +246,30 @@ class Engine:
         schema.add_field("text", DataType.VARCHAR, max_length=65535)
         schema.add_field("content_hash", DataType.VARCHAR, max_length=128)
         schema.add_field("model", DataType.VARCHAR, max_length=512)
-        schema.add_field("terms", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
-                         analyzer_params={"tokenizer": "standard"})
+        schema.add_field(
+            "terms",
+            DataType.VARCHAR,
+            max_length=65535,
+            enable_analyzer=True,
+            analyzer_params={"tokenizer": "standard"},
+        )
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
         schema.add_field("has_vector", DataType.BOOL)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(Function(name="terms_bm25", function_type=FunctionType.BM25,
-                                     input_field_names=["terms"], output_field_names=["sparse"]))
+        schema.add_function(
+            Function(
+                name="terms_bm25",
+                function_type=FunctionType.BM25,
+                input_field_names=["terms"],
+                output_field_names=["sparse"],
+            )
+        )
         index = client.prepare_index_params()
         index.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
         index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        client.create_collection(self.collection, schema=schema, index_params=index, consistency_level="Strong")
+        client.create_collection(
+            self.collection, schema=schema, index_params=index, consistency_level="Strong"
+        )
 
     def call(self, what: str, fn: Callable[[Any], Any]) -> Any:
         """`fn(client)`, every engine fault turned into one `BackendError` line (and a reconnect next time)."""
@@ -251,8 +302,13 @@ class MilvusIndex(VaultIndex):
 
     backend_name = "milvus"
 
-    def __init__(self, root: Path, settings: Settings | None = None, embedder: Embedder | None = None,
-                 on_message: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__(root, settings, embedder=embedder, on_message=on_message)
         ix = self.settings.index
         self.vault_name = ix.vault_name or self.root.name
@@ -308,11 +364,20 @@ class MilvusIndex(VaultIndex):
         found: dict[str, np.ndarray] = {}
         try:
             for i in range(0, len(hashes), 256):
-                part = hashes[i:i + 256]
-                expr = (f"model == {_quote(model)} and has_vector == true and "
-                        f"content_hash in [{', '.join(_quote(h) for h in part)}]")
-                rows = self.engine.call("read", lambda c, expr=expr, n=len(part): c.query(
-                    name, filter=expr, output_fields=["content_hash", "vector"], limit=min(MAX_LIMIT, n * 8)))
+                part = hashes[i : i + 256]
+                expr = (
+                    f"model == {_quote(model)} and has_vector == true and "
+                    f"content_hash in [{', '.join(_quote(h) for h in part)}]"
+                )
+                rows = self.engine.call(
+                    "read",
+                    lambda c, expr=expr, n=len(part): c.query(
+                        name,
+                        filter=expr,
+                        output_fields=["content_hash", "vector"],
+                        limit=min(MAX_LIMIT, n * 8),
+                    ),
+                )
                 for r in rows:
                     found.setdefault(r["content_hash"], np.asarray(r["vector"], dtype=np.float32))
         except BackendError:
@@ -384,12 +449,12 @@ class MilvusIndex(VaultIndex):
             known = [r for r in rows if r["node_id"] in self._pushed]
             for op, batch in (("insert", fresh), ("upsert", known)):
                 for i in range(0, len(batch), UPSERT_BATCH):
-                    part = batch[i:i + UPSERT_BATCH]
+                    part = batch[i : i + UPSERT_BATCH]
                     self.engine.call(op, lambda c, part=part, op=op: getattr(c, op)(name, part))
                     for r in part:
                         self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
             for i in range(0, len(gone), UPSERT_BATCH):
-                part = gone[i:i + UPSERT_BATCH]
+                part = gone[i : i + UPSERT_BATCH]
                 pks = [shard_pk(self.vault_name, nid) for nid in part]
                 self.engine.call("delete", lambda c, pks=pks: c.delete(name, ids=pks))
                 for nid in part:
@@ -406,8 +471,9 @@ class MilvusIndex(VaultIndex):
 
         def read(c: Any) -> dict[str, tuple[str, bool]]:
             out: dict[str, tuple[str, bool]] = {}
-            it = c.query_iterator(name, batch_size=4000, filter=expr,
-                                  output_fields=["node_id", "content_hash", "has_vector"])
+            it = c.query_iterator(
+                name, batch_size=4000, filter=expr, output_fields=["node_id", "content_hash", "has_vector"]
+            )
             try:
                 while True:
                     page = it.next()
@@ -447,7 +513,9 @@ class MilvusIndex(VaultIndex):
             "content_hash": s.hash,
             "model": self.model_id[:512],
             # Each token as often as the shard holds it: the engine's BM25 needs the term counts and length.
-            "terms": _clip(engine_terms(t for t, n in self.bm25.terms(s.node_id).items() for _ in range(n)), MAX_TERMS),
+            "terms": _clip(
+                engine_terms(t for t, n in self.bm25.terms(s.node_id).items() for _ in range(n)), MAX_TERMS
+            ),
             "vector": np.asarray(vec, dtype=np.float32).tolist(),
             "has_vector": has,
         }
@@ -457,8 +525,17 @@ class MilvusIndex(VaultIndex):
         with self.lock:
             self._shared = {"tables", "bm25", "dense", "context"}
             self._pins += 1
-            return MilvusSnapshot(self, self.version, self.notes, self.shards, self.shards_by_path, self.neighbours,
-                                  self.bm25, self.dense, self.context)
+            return MilvusSnapshot(
+                self,
+                self.version,
+                self.notes,
+                self.shards,
+                self.shards_by_path,
+                self.neighbours,
+                self.bm25,
+                self.dense,
+                self.context,
+            )
 
     def close(self, exiting: bool = False) -> None:
         self._closing.set()
@@ -511,11 +588,22 @@ class MilvusSnapshot(LocalSnapshot):
         query = engine_terms(tokens)
         expr = self._filter(allowed)
         limit = min(k, MAX_LIMIT)
-        res = ix.engine.call("search", lambda c: c.search(
-            ix.engine.collection, data=[query], anns_field="sparse", limit=limit, filter=expr,
-            search_params={"metric_type": "BM25", "params": {"bm25_k1": ix.settings.index.bm25_k1,
-                                                               "bm25_b": ix.settings.index.bm25_b}},
-            output_fields=["node_id", "content_hash"], consistency_level="Strong"))
+        res = ix.engine.call(
+            "search",
+            lambda c: c.search(
+                ix.engine.collection,
+                data=[query],
+                anns_field="sparse",
+                limit=limit,
+                filter=expr,
+                search_params={
+                    "metric_type": "BM25",
+                    "params": {"bm25_k1": ix.settings.index.bm25_k1, "bm25_b": ix.settings.index.bm25_b},
+                },
+                output_fields=["node_id", "content_hash"],
+                consistency_level="Strong",
+            ),
+        )
         ids = [nid for nid in (self._current(r) for r in res[0]) if nid is not None]
         scores = self._bm25.get_scores(tokens, keys=ids)
         # Every row the engine returns holds a query token, as every document the local ranking lists.
@@ -523,8 +611,14 @@ class MilvusSnapshot(LocalSnapshot):
         hits.sort(key=lambda h: (-h[1], h[0]))
         return hits[:k]
 
-    def vector_top(self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None,
-                   context: bool = False) -> list[list[Hit]]:
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
         if context:
             return super().vector_top(queries, k, floor, allowed, context)
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
@@ -532,10 +626,19 @@ class MilvusSnapshot(LocalSnapshot):
             return [[] for _ in range(len(q))]
         ix = self._index
         expr = self._filter(allowed, "has_vector == true")
-        res = ix.engine.call("search", lambda c: c.search(
-            ix.engine.collection, data=[row.tolist() for row in q], anns_field="vector", limit=min(k, MAX_LIMIT),
-            filter=expr, search_params={"metric_type": "COSINE"}, output_fields=["node_id", "content_hash"],
-            consistency_level="Strong"))
+        res = ix.engine.call(
+            "search",
+            lambda c: c.search(
+                ix.engine.collection,
+                data=[row.tolist() for row in q],
+                anns_field="vector",
+                limit=min(k, MAX_LIMIT),
+                filter=expr,
+                search_params={"metric_type": "COSINE"},
+                output_fields=["node_id", "content_hash"],
+                consistency_level="Strong",
+            ),
+        )
         out: list[list[Hit]] = []
         for rows in res:
             hits = []

@@ -33,17 +33,36 @@ class LocalSnapshot:
     here. Reads take no lock.
     """
 
-    __slots__ = ("_owner", "version", "notes", "shards", "_by_path", "neighbours", "_bm25", "_dense",
-                 "_context", "_released")
+    __slots__ = (
+        "_owner",
+        "version",
+        "notes",
+        "shards",
+        "_by_path",
+        "neighbours",
+        "_bm25",
+        "_dense",
+        "_context",
+        "_released",
+    )
 
     version: int
     notes: Mapping[str, Note]
     shards: Mapping[str, Shard]
     neighbours: Mapping[str, tuple[str, ...]]
 
-    def __init__(self, owner: _Owner, version: int, notes: dict[str, Note], shards: dict[str, Shard],
-                 by_path: dict[str, list[str]], neighbours: dict[str, tuple[str, ...]], bm25: BM25Index,
-                 dense: DenseIndex, context: DenseIndex) -> None:
+    def __init__(
+        self,
+        owner: _Owner,
+        version: int,
+        notes: dict[str, Note],
+        shards: dict[str, Shard],
+        by_path: dict[str, list[str]],
+        neighbours: dict[str, tuple[str, ...]],
+        bm25: BM25Index,
+        dense: DenseIndex,
+        context: DenseIndex,
+    ) -> None:
         # Plain attributes, not properties: the search reads `shards` in its innermost loops.
         self._owner = owner
         self.version = version
@@ -71,8 +90,12 @@ class LocalSnapshot:
 
     def counts(self) -> SnapshotCounts:
         # The dense index only ever holds vectors of current shards.
-        return SnapshotCounts(notes=len(self.notes), shards=len(self.shards),
-                              pending=len(self.shards) - len(self._dense), version=self.version)
+        return SnapshotCounts(
+            notes=len(self.notes),
+            shards=len(self.shards),
+            pending=len(self.shards) - len(self._dense),
+            version=self.version,
+        )
 
     # -- lexical ----------------------------------------------------------------------------
     def n_docs(self) -> int:
@@ -91,8 +114,9 @@ class LocalSnapshot:
         arrays = self._bm25.spread_pairs(triples)
         return Spread(self.version, len(arrays[0]), arrays)
 
-    def bm25_top_spread(self, tokens: Sequence[str], k: int, spread: Spread,
-                        allowed: Restriction | None = None) -> list[Hit]:
+    def bm25_top_spread(
+        self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
+    ) -> list[Hit]:
         return self._bm25.top_spread(tokens, k, spread.prepared, self._mask(allowed, "bm25"))
 
     def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
@@ -102,8 +126,14 @@ class LocalSnapshot:
     def has_vectors(self, context: bool = False) -> bool:
         return bool(len(self._context if context else self._dense))
 
-    def vector_top(self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None,
-                   context: bool = False) -> list[list[Hit]]:
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
         if context:
             return self._context.search_many(queries, k, floor, self._mask(allowed, "context"))
         return self._dense.search_many(queries, k, floor, self._mask(allowed, "dense"))

@@ -81,7 +81,14 @@ CREATE TABLE IF NOT EXISTS vec_rows (
 """
 
 # SQLite primary result codes (sqlite3.Error.sqlite_errorcode & 0xff).
-_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 8, 10, 11, 13, 14, 26
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = (
+    8,
+    10,
+    11,
+    13,
+    14,
+    26,
+)
 _SQLITE_PERM = 3
 
 
@@ -122,7 +129,11 @@ def classify(exc: BaseException) -> str | None:
             return "damaged"
         if code == _SQLITE_FULL or "disk is full" in msg:
             return "full"
-        if code in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN) or "readonly" in msg or "unable to open" in msg:
+        if (
+            code in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN)
+            or "readonly" in msg
+            or "unable to open" in msg
+        ):
             return "readonly"
         if code == _SQLITE_IOERR:
             return "full" if "full" in msg else "readonly"
@@ -234,9 +245,15 @@ class Store:
 
     def _open_frozen(self) -> sqlite3.Connection:
         """The saved database as it is (no journal, no locks, no writes), when it is of this version and whole."""
-        conn = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(
+            f"file:{self.path}?immutable=1", uri=True, check_same_thread=False, isolation_level=None
+        )
         try:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone() if _table_exists(conn, "meta") else None
+            row = (
+                conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if _table_exists(conn, "meta")
+                else None
+            )
             if row is None or row[0] != str(SCHEMA_VERSION):
                 raise StoreError("damaged", "the saved index is of another version")
         except sqlite3.Error as exc:
@@ -249,7 +266,12 @@ class Store:
 
     def _refuse(self) -> None:
         if self.frozen:
-            raise StoreError(self.frozen, "the index folder takes no writes" if self.frozen == "readonly" else "no space left on device")
+            raise StoreError(
+                self.frozen,
+                "the index folder takes no writes"
+                if self.frozen == "readonly"
+                else "no space left on device",
+            )
 
     # -- opening ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -265,7 +287,11 @@ class Store:
         try:
             conn = self._connect()
             # The version is read before anything is created, so an older file is left as it was.
-            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone() if _table_exists(conn, "meta") else None
+            row = (
+                conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if _table_exists(conn, "meta")
+                else None
+            )
             if row is None:
                 if _table_exists(conn, "vectors") or _table_exists(conn, "notes"):
                     _check_integrity(conn)  # a lost version row may be damage, not age
@@ -278,8 +304,10 @@ class Store:
                 if not row[0].isdigit():
                     _check_integrity(conn)
                 newer = row[0].isdigit() and int(row[0]) > SCHEMA_VERSION
-                raise _Rebuild("newer" if newer else "older",
-                               f"index written by {'a newer' if newer else 'an older'} version (schema {row[0]}, this one reads {SCHEMA_VERSION})")
+                raise _Rebuild(
+                    "newer" if newer else "older",
+                    f"index written by {'a newer' if newer else 'an older'} version (schema {row[0]}, this one reads {SCHEMA_VERSION})",
+                )
             if not _current_layout(conn):
                 # A version number some other build also used, for another layout.
                 raise _Rebuild("older", f"index schema {row[0]} has another layout than this version's")
@@ -312,7 +340,8 @@ class Store:
                     conn.execute(statement)
             kept = dropped = 0
             for path, mtime, size, h, data, counts in conn.execute(
-                    "SELECT path, mtime_ns, size, hash, data, counts FROM notes_v8").fetchall():
+                "SELECT path, mtime_ns, size, hash, data, counts FROM notes_v8"
+            ).fetchall():
                 try:
                     note, shards, _c = decode_record(data)
                     if note.path != path:
@@ -326,8 +355,10 @@ class Store:
                 kept += 1
             conn.execute("DROP TABLE notes_v8")
             conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
-        line = (f"index of schema {_UPGRADABLE} upgraded to {SCHEMA_VERSION} (note heads stored for faster opening): "
-                f"{kept} notes kept, vectors kept")
+        line = (
+            f"index of schema {_UPGRADABLE} upgraded to {SCHEMA_VERSION} (note heads stored for faster opening): "
+            f"{kept} notes kept, vectors kept"
+        )
         if dropped:
             line += f", {dropped} unreadable records to read again from the vault"
         self.messages.append(f"{line} ({time.perf_counter() - t0:.1f} s)")
@@ -343,7 +374,11 @@ class Store:
         named = {f for (f,) in conn.execute("SELECT file FROM vec_files")}
         named.update(v for (v,) in conn.execute("SELECT value FROM meta WHERE key='segment'"))
         now = time.time()
-        for p in [*self.directory.glob("vectors-*.f32"), *self.directory.glob("bm25-*.seg"), *self.directory.glob("bm25-*.tmp")]:
+        for p in [
+            *self.directory.glob("vectors-*.f32"),
+            *self.directory.glob("bm25-*.seg"),
+            *self.directory.glob("bm25-*.tmp"),
+        ]:
             if p.name not in named:
                 try:
                     if now - p.stat().st_mtime > 600:
@@ -360,7 +395,9 @@ class Store:
         carried = self._salvage_vectors() if not self.memory else {}
         aside = ""
         if kind in ("newer", "damaged"):
-            aside_path = self.path.with_name(f"index.sqlite.{'newer' if kind == 'newer' else 'broken'}-{int(time.time())}")
+            aside_path = self.path.with_name(
+                f"index.sqlite.{'newer' if kind == 'newer' else 'broken'}-{int(time.time())}"
+            )
             if self.path.exists():
                 self.path.replace(aside_path)
                 aside = aside_path.name
@@ -399,7 +436,9 @@ class Store:
             if _table_exists(old, "vec_files"):
                 for model, file, dim in old.execute("SELECT model, file, dim FROM vec_files").fetchall():
                     try:
-                        rows = old.execute("SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)).fetchall()
+                        rows = old.execute(
+                            "SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)
+                        ).fetchall()
                         out[model] = _read_rows(self.directory / file, int(dim), rows)
                     except (sqlite3.Error, OSError, ValueError):
                         continue
@@ -443,7 +482,10 @@ class Store:
     def file_states(self) -> dict[str, FileState]:
         """Path -> state of every stored note and skipped file."""
         with self._lock, _faults():
-            out = {p: FileState(m, s, h) for p, m, s, h in self._conn.execute("SELECT path, mtime_ns, size, hash FROM notes")}
+            out = {
+                p: FileState(m, s, h)
+                for p, m, s, h in self._conn.execute("SELECT path, mtime_ns, size, hash FROM notes")
+            }
             for p, m, s in self._conn.execute("SELECT path, mtime_ns, size FROM skipped"):
                 out[p] = FileState(m, s, "")
             return out
@@ -451,13 +493,20 @@ class Store:
     def skipped_states(self) -> dict[str, FileState]:
         """Path -> state of every skipped file."""
         with self._lock, _faults():
-            return {p: FileState(m, s, "") for p, m, s in self._conn.execute("SELECT path, mtime_ns, size FROM skipped")}
+            return {
+                p: FileState(m, s, "")
+                for p, m, s in self._conn.execute("SELECT path, mtime_ns, size FROM skipped")
+            }
 
     def load_records(self, wanted: dict[str, str]) -> dict[str, tuple[Note, tuple[Shard, ...]]]:
         """`load_record` of many notes at once ({path: content hash}), in one pass over the records."""
         with self._lock, _faults():
-            rows = _rows_for(self._conn, "SELECT n.path, n.hash, r.data FROM notes n JOIN records r ON r.path = n.path",
-                             "n.path", list(wanted))
+            rows = _rows_for(
+                self._conn,
+                "SELECT n.path, n.hash, r.data FROM notes n JOIN records r ON r.path = n.path",
+                "n.path",
+                list(wanted),
+            )
         out = {}
         for path, h, data in rows:
             if wanted.get(path) != h:
@@ -500,7 +549,8 @@ class Store:
         """
         with self._lock, _faults():
             row = self._conn.execute(
-                "SELECT n.hash, r.data FROM notes n JOIN records r ON r.path = n.path WHERE n.path=?", (path,)).fetchone()
+                "SELECT n.hash, r.data FROM notes n JOIN records r ON r.path = n.path WHERE n.path=?", (path,)
+            ).fetchone()
         if row is None or row[0] != digest:
             return None
         try:
@@ -529,8 +579,14 @@ class Store:
         return out
 
     # -- the lexical segment -----------------------------------------------------------------
-    def save_segment(self, notes: list[tuple[str, str]], note_ptr: np.ndarray, keys: list[str], vocab: list[str],
-                     arrays: dict[str, np.ndarray]) -> None:
+    def save_segment(
+        self,
+        notes: list[tuple[str, str]],
+        note_ptr: np.ndarray,
+        keys: list[str],
+        vocab: list[str],
+        arrays: dict[str, np.ndarray],
+    ) -> None:
         """Save the BM25 index as one segment file: it lets the next open skip rebuilding postings.
 
         Args:
@@ -547,8 +603,16 @@ class Store:
             old = self._conn.execute("SELECT value FROM meta WHERE key='segment'").fetchone()
             gen = _generation(old[0]) + 1 if old else 1
             name = f"bm25-{gen}.seg"
-            _write_arrays(self.directory / name, dict(arrays, note_ptr=np.asarray(note_ptr, dtype=np.int64)), {
-                "note_path": [p for p, _h in notes], "note_hash": [h for _p, h in notes], "keys": keys, "vocab": vocab})
+            _write_arrays(
+                self.directory / name,
+                dict(arrays, note_ptr=np.asarray(note_ptr, dtype=np.int64)),
+                {
+                    "note_path": [p for p, _h in notes],
+                    "note_hash": [h for _p, h in notes],
+                    "keys": keys,
+                    "vocab": vocab,
+                },
+            )
             with _transaction(self._conn):
                 self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('segment', ?)", (name,))
                 if old:
@@ -571,7 +635,9 @@ class Store:
             arrays, strings = _read_arrays(self.directory / row[0], verify=not checked)
             _check_segment(arrays, strings)
         except (OSError, ValueError, KeyError) as exc:
-            self.messages.append(f"the saved lexical segment is unusable ({one_line(exc, 80)}): rebuilding it")
+            self.messages.append(
+                f"the saved lexical segment is unusable ({one_line(exc, 80)}): rebuilding it"
+            )
             return None
         if not checked and stamp is not None:
             with self._lock:
@@ -602,10 +668,20 @@ class Store:
             StoreError: the batch was not written (nothing of it is; the previous state stays).
         """
         self._refuse()
-        rows = [(rec.path, rec.state.mtime_ns, rec.state.size, rec.state.hash, encode_head(rec.note, rec.shards),
-                 encode_record(rec),
-                 msgpack.packb([dict(c) for c in rec.counts], use_bin_type=True) if rec.counts is not None else None)
-                for rec in notes]
+        rows = [
+            (
+                rec.path,
+                rec.state.mtime_ns,
+                rec.state.size,
+                rec.state.hash,
+                encode_head(rec.note, rec.shards),
+                encode_record(rec),
+                msgpack.packb([dict(c) for c in rec.counts], use_bin_type=True)
+                if rec.counts is not None
+                else None,
+            )
+            for rec in notes
+        ]
         with self._lock, _faults(), _transaction(self._conn):
             for path in removed:
                 self._conn.execute("DELETE FROM notes WHERE path=?", (path,))
@@ -618,7 +694,9 @@ class Store:
             for path, reason, mtime, size in skipped:
                 self._conn.execute("DELETE FROM notes WHERE path=?", (path,))
                 self._conn.execute("DELETE FROM records WHERE path=?", (path,))
-                self._conn.execute("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", (path, reason, mtime, size))
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", (path, reason, mtime, size)
+                )
             for path, mtime, size in touched:
                 self._conn.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (mtime, size, path))
 
@@ -683,14 +761,16 @@ class Store:
                 good: set[str] = set()
                 bad = []
                 for h, row, crc in rows:
-                    if row >= 0 and zlib.crc32(buf[row * width:(row + 1) * width]) == crc:
+                    if row >= 0 and zlib.crc32(buf[row * width : (row + 1) * width]) == crc:
                         good.add(h)
                     else:
                         bad.append(h)
                 where = {h: row for h, row, _crc in rows}
                 found = [h for h in hashes if h in good]
                 whole = np.frombuffer(buf, dtype="<f4", count=top * dim).reshape(top, dim)
-                mat = whole[np.fromiter((where[h] for h in found), dtype=np.int64, count=len(found))].astype(np.float32, copy=False)
+                mat = whole[np.fromiter((where[h] for h in found), dtype=np.int64, count=len(found))].astype(
+                    np.float32, copy=False
+                )
                 if bad:
                     self._drop_rows(model, bad)
                 elif everything and stamp is not None:
@@ -722,7 +802,9 @@ class Store:
         except (StoreError, sqlite3.Error):
             pass
 
-    def _lookup(self, model: str, wanted: list[str], everything: bool = False) -> tuple[list[tuple[str, int, int]], tuple[str, int, int] | None]:
+    def _lookup(
+        self, model: str, wanted: list[str], everything: bool = False
+    ) -> tuple[list[tuple[str, int, int]], tuple[str, int, int] | None]:
         """Catalogue rows (hash, row, crc) of the wanted hashes (`everything`: all of the model's), and the model's (file, dim, rows)."""
         with self._lock, _faults():
             self._conn.execute("BEGIN")
@@ -731,8 +813,12 @@ class Store:
                 if vf is None or not wanted:
                     return [], vf
                 if everything:
-                    return self._conn.execute("SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)).fetchall(), vf
-                return _rows_for(self._conn, "SELECT hash, row, crc FROM vec_rows", "hash", wanted, "model=?", (model,)), vf
+                    return self._conn.execute(
+                        "SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)
+                    ).fetchall(), vf
+                return _rows_for(
+                    self._conn, "SELECT hash, row, crc FROM vec_rows", "hash", wanted, "model=?", (model,)
+                ), vf
             finally:
                 self._conn.execute("COMMIT")
 
@@ -754,7 +840,9 @@ class Store:
         try:
             self._refuse()
             with self._lock, _faults(), _transaction(self._conn):
-                self._conn.executemany("DELETE FROM vec_rows WHERE model=? AND hash=?", [(model, h) for h in hashes])
+                self._conn.executemany(
+                    "DELETE FROM vec_rows WHERE model=? AND hash=?", [(model, h) for h in hashes]
+                )
         except StoreError:
             pass
         self.messages.append(f"{len(hashes)} cached vectors failed their checksum and will be computed again")
@@ -773,8 +861,17 @@ class Store:
             dim = vf[1] if vf else int(np.asarray(next(iter(vectors.values()))).reshape(-1).shape[0])
             items = [(h, np.asarray(v, dtype="<f4").reshape(-1)) for h, v in vectors.items()]
             items = [(h, v) for h, v in items if v.shape[0] == dim]
-            have = {h for (h,) in _rows_for(self._conn, "SELECT hash FROM vec_rows", "hash", [h for h, _v in items],
-                                            "model=?", (model,))}
+            have = {
+                h
+                for (h,) in _rows_for(
+                    self._conn,
+                    "SELECT hash FROM vec_rows",
+                    "hash",
+                    [h for h, _v in items],
+                    "model=?",
+                    (model,),
+                )
+            }
             items = [(h, v) for h, v in items if h not in have]
             if not items:
                 return
@@ -785,8 +882,11 @@ class Store:
             crcs = [zlib.crc32(row.tobytes()) for row in block]
             self._conn.executemany(
                 "INSERT OR REPLACE INTO vec_rows VALUES (?, ?, ?, ?)",
-                [(model, h, start + i, crcs[i]) for i, (h, _v) in enumerate(items)])
-            self._conn.execute("INSERT OR REPLACE INTO vec_files VALUES (?, ?, ?, ?)", (model, file, dim, start + len(items)))
+                [(model, h, start + i, crcs[i]) for i, (h, _v) in enumerate(items)],
+            )
+            self._conn.execute(
+                "INSERT OR REPLACE INTO vec_files VALUES (?, ?, ?, ?)", (model, file, dim, start + len(items))
+            )
 
     def _write_rows(self, file: str, start: int, block: np.ndarray) -> None:
         """Write rows at row `start` of `file` and flush them to disk (before their catalogue commit)."""
@@ -831,7 +931,9 @@ class Store:
             if vf is None:
                 return 0
             file, dim, n = vf
-            rows = self._conn.execute("SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)).fetchall()
+            rows = self._conn.execute(
+                "SELECT hash, row, crc FROM vec_rows WHERE model=?", (model,)
+            ).fetchall()
             kept = [r for r in rows if r[0] in keep]
             dropped = len(rows) - len(kept)
             if dropped == 0 and n == len(rows):
@@ -841,7 +943,9 @@ class Store:
             order = sorted(good)
             gen = _generation(file) + 1
             new_file = _vector_file_name(model, gen)
-            block = np.stack([good[h] for h in order]).astype("<f4") if order else np.zeros((0, dim), dtype="<f4")
+            block = (
+                np.stack([good[h] for h in order]).astype("<f4") if order else np.zeros((0, dim), dtype="<f4")
+            )
             if self.memory:
                 self._mem_vectors[new_file] = block
             else:
@@ -853,9 +957,13 @@ class Store:
             crcs = [zlib.crc32(row.tobytes()) for row in block]
             with _transaction(self._conn):
                 self._conn.execute("DELETE FROM vec_rows WHERE model=?", (model,))
-                self._conn.executemany("INSERT INTO vec_rows VALUES (?, ?, ?, ?)",
-                                       [(model, h, i, crcs[i]) for i, h in enumerate(order)])
-                self._conn.execute("UPDATE vec_files SET file=?, rows=? WHERE model=?", (new_file, len(order), model))
+                self._conn.executemany(
+                    "INSERT INTO vec_rows VALUES (?, ?, ?, ?)",
+                    [(model, h, i, crcs[i]) for i, h in enumerate(order)],
+                )
+                self._conn.execute(
+                    "UPDATE vec_files SET file=?, rows=? WHERE model=?", (new_file, len(order), model)
+                )
                 self._conn.execute("DELETE FROM meta WHERE key=?", (f"checked:{file}",))
             self._maps.pop(file, None)
             if self.memory:
@@ -865,8 +973,9 @@ class Store:
             return len(rows) - len(order)
 
 
-def _rows_for(conn: sqlite3.Connection, select: str, column: str, keys: list[str], where: str = "",
-              params: tuple = ()) -> list[tuple]:
+def _rows_for(
+    conn: sqlite3.Connection, select: str, column: str, keys: list[str], where: str = "", params: tuple = ()
+) -> list[tuple]:
     """The rows of `select` (its first column is `column`; `where` with its `params` narrows it)
     whose `column` is one of `keys`.
 
@@ -880,8 +989,12 @@ def _rows_for(conn: sqlite3.Connection, select: str, column: str, keys: list[str
     narrow = f"{where} AND " if where else ""
     rows: list[tuple] = []
     for i in range(0, len(keys), 900):
-        chunk = keys[i:i + 900]
-        rows.extend(conn.execute(f"{select} WHERE {narrow}{column} IN ({','.join('?' * len(chunk))})", (*params, *chunk)))
+        chunk = keys[i : i + 900]
+        rows.extend(
+            conn.execute(
+                f"{select} WHERE {narrow}{column} IN ({','.join('?' * len(chunk))})", (*params, *chunk)
+            )
+        )
     return rows
 
 
@@ -967,19 +1080,30 @@ def _current_layout(conn: sqlite3.Connection) -> bool:
         return True
     columns = {r[1] for r in conn.execute("PRAGMA table_info(notes)")}
     records = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
-    return ("head" in columns and {"data", "counts"} <= records and _table_exists(conn, "vec_files")
-            and not _table_exists(conn, "vectors"))
+    return (
+        "head" in columns
+        and {"data", "counts"} <= records
+        and _table_exists(conn, "vec_files")
+        and not _table_exists(conn, "vectors")
+    )
 
 
 def _upgradable_layout(conn: sqlite3.Connection) -> bool:
     """True for schema 8's tables: whole records in `notes`, no heads."""
     columns = {r[1] for r in conn.execute("PRAGMA table_info(notes)")}
-    return {"data", "counts"} <= columns and "head" not in columns and _table_exists(conn, "vec_files") \
+    return (
+        {"data", "counts"} <= columns
+        and "head" not in columns
+        and _table_exists(conn, "vec_files")
         and not _table_exists(conn, "records")
+    )
 
 
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone()
+        is not None
+    )
 
 
 def _vector_file_name(model: str, gen: int) -> str:
@@ -992,7 +1116,9 @@ def _generation(file: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _check_rows(buf: memoryview, dim: int, rows: list[tuple[str, int, int]]) -> tuple[dict[str, np.ndarray], list[str]]:
+def _check_rows(
+    buf: memoryview, dim: int, rows: list[tuple[str, int, int]]
+) -> tuple[dict[str, np.ndarray], list[str]]:
     """Rows of the map as float32 copies, and the hashes whose bytes fail their CRC."""
     width = dim * 4
     out: dict[str, np.ndarray] = {}
@@ -1003,7 +1129,7 @@ def _check_rows(buf: memoryview, dim: int, rows: list[tuple[str, int, int]]) -> 
         if row < 0 or lo + width > size:
             bad.append(h)
             continue
-        raw = buf[lo:lo + width]
+        raw = buf[lo : lo + width]
         if zlib.crc32(raw) != crc:
             bad.append(h)
             continue
@@ -1029,7 +1155,9 @@ def _write_arrays(path: Path, arrays: dict[str, np.ndarray], strings: dict[str, 
 
     parts: list[tuple[str, np.ndarray]] = []
     for name, arr in arrays.items():
-        parts.append((name, np.ascontiguousarray(arr).astype(np.asarray(arr).dtype.newbyteorder("<"), copy=False)))
+        parts.append(
+            (name, np.ascontiguousarray(arr).astype(np.asarray(arr).dtype.newbyteorder("<"), copy=False))
+        )
     for name, items in strings.items():
         joined = "".join(items)
         offsets = np.zeros(len(items) + 1, dtype="<i8")
@@ -1039,7 +1167,12 @@ def _write_arrays(path: Path, arrays: dict[str, np.ndarray], strings: dict[str, 
     header: dict[str, Any] = {"arrays": {}, "strings": sorted(strings)}
     offset = 0
     for name, arr in parts:
-        header["arrays"][name] = [arr.dtype.str, list(arr.shape), offset, zlib.crc32(memoryview(arr).cast("B"))]
+        header["arrays"][name] = [
+            arr.dtype.str,
+            list(arr.shape),
+            offset,
+            zlib.crc32(memoryview(arr).cast("B")),
+        ]
         offset += (arr.nbytes + 7) // 8 * 8
     head = json.dumps(header).encode()
     start = (len(_MAGIC) + 8 + len(head) + 7) // 8 * 8
@@ -1068,12 +1201,12 @@ def _read_arrays(path: Path, verify: bool = True) -> tuple[dict[str, np.ndarray]
         if size < len(_MAGIC) + 8:
             raise ValueError("file too short")
         m = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
-    if m[:len(_MAGIC)] != _MAGIC:
+    if m[: len(_MAGIC)] != _MAGIC:
         raise ValueError("not an array file")
-    n = int.from_bytes(m[len(_MAGIC):len(_MAGIC) + 8], "little")
+    n = int.from_bytes(m[len(_MAGIC) : len(_MAGIC) + 8], "little")
     if n > size:
         raise ValueError("header runs past the end")
-    header = json.loads(m[len(_MAGIC) + 8:len(_MAGIC) + 8 + n].decode("utf-8"))
+    header = json.loads(m[len(_MAGIC) + 8 : len(_MAGIC) + 8 + n].decode("utf-8"))
     start = (len(_MAGIC) + 8 + n + 7) // 8 * 8
     arrays: dict[str, np.ndarray] = {}
     for name, (dtype, shape, offset, crc) in header["arrays"].items():
@@ -1102,8 +1235,11 @@ def _check_segment(arrays: dict[str, np.ndarray], strings: dict[str, list[str]])
     d, v, n = len(strings["keys"]), len(strings["vocab"]), len(strings["note_path"])
     p = len(arrays["post_doc"])
     checks = [
-        len(arrays["doc_len"]) == d, len(arrays["post_ptr"]) == v + 1, len(arrays["doc_ptr"]) == d + 1,
-        len(arrays["note_ptr"]) == n + 1, len(strings["note_hash"]) == n,
+        len(arrays["doc_len"]) == d,
+        len(arrays["post_ptr"]) == v + 1,
+        len(arrays["doc_ptr"]) == d + 1,
+        len(arrays["note_ptr"]) == n + 1,
+        len(strings["note_hash"]) == n,
         len(arrays["post_tf"]) == p == len(arrays["fwd_term"]) == len(arrays["fwd_tf"]),
     ]
     if not all(checks):
@@ -1112,8 +1248,13 @@ def _check_segment(arrays: dict[str, np.ndarray], strings: dict[str, list[str]])
         ptr = arrays[name]
         if ptr[0] != 0 or ptr[-1] != end or (np.diff(ptr) < 0).any():
             raise ValueError(f"segment {name} is not a pointer array")
-    if p and (arrays["post_doc"].min() < 0 or arrays["post_doc"].max() >= d or arrays["fwd_term"].min() < 0
-              or arrays["fwd_term"].max() >= v or arrays["post_tf"].min() < 1):
+    if p and (
+        arrays["post_doc"].min() < 0
+        or arrays["post_doc"].max() >= d
+        or arrays["fwd_term"].min() < 0
+        or arrays["fwd_term"].max() >= v
+        or arrays["post_tf"].min() < 1
+    ):
         raise ValueError("segment ids out of range")
 
 
@@ -1129,7 +1270,9 @@ def _encode_ext(obj: Any) -> Any:
     if isinstance(obj, _dt.time):
         return msgpack.ExtType(_EXT_TIME, obj.isoformat().encode())
     if isinstance(obj, (set, frozenset)):
-        return msgpack.ExtType(_EXT_SET, msgpack.packb(sorted(obj, key=repr), default=_encode_ext, use_bin_type=True))
+        return msgpack.ExtType(
+            _EXT_SET, msgpack.packb(sorted(obj, key=repr), default=_encode_ext, use_bin_type=True)
+        )
     if isinstance(obj, tuple):
         return list(obj)
     return str(obj)
@@ -1152,16 +1295,36 @@ def encode_record(rec: NoteRecord) -> bytes:
     n = rec.note
     shards = []
     for s in rec.shards:
-        same_text = n.text[s.start:s.end] == s.text
-        shards.append([s.node_id, s.ordinal, s.start, s.end, list(s.heading_path), None if same_text else s.text,
-                       s.search_text, s.hash, s.source_type])
+        same_text = n.text[s.start : s.end] == s.text
+        shards.append(
+            [
+                s.node_id,
+                s.ordinal,
+                s.start,
+                s.end,
+                list(s.heading_path),
+                None if same_text else s.text,
+                s.search_text,
+                s.hash,
+                s.source_type,
+            ]
+        )
     doc = [
-        _RECORD_VERSION, n.path, n.text, n.title, n.frontmatter, n.body_start,
+        _RECORD_VERSION,
+        n.path,
+        n.text,
+        n.title,
+        n.frontmatter,
+        n.body_start,
         [[h.level, h.text, h.start, h.end] for h in n.headings],
         [[x.target, x.heading, x.block, x.alias, x.embed, x.start, x.end, x.markdown] for x in n.links],
         [[t.name, t.start, t.end] for t in n.tags],
         [[b.id, b.start, b.end] for b in n.blocks],
-        n.source_type, n.metadata, list(n.warnings), shards, None,
+        n.source_type,
+        n.metadata,
+        list(n.warnings),
+        shards,
+        None,
     ]
     return msgpack.packb(doc, default=_encode_ext, use_bin_type=True)
 
@@ -1181,8 +1344,14 @@ def encode_head(note: Note, shards: Iterable[Shard]) -> bytes:
     """The small part of a note an open reads: everything but the text and its parts, and the shards without text."""
     names = name_tokens(note)
     doc = [
-        _HEAD_VERSION, note.title, note.frontmatter, note.body_start, note.source_type, note.metadata,
-        list(note.warnings), [sorted(n) for n in names],
+        _HEAD_VERSION,
+        note.title,
+        note.frontmatter,
+        note.body_start,
+        note.source_type,
+        note.metadata,
+        list(note.warnings),
+        [sorted(n) for n in names],
         [[s.node_id, s.ordinal, s.start, s.end, list(s.heading_path), s.hash, s.source_type] for s in shards],
     ]
     return msgpack.packb(doc, default=_encode_ext, use_bin_type=True)
@@ -1194,16 +1363,37 @@ def decode_head(path: str, digest: str, data: bytes, loader: Loader) -> tuple[No
     if not isinstance(doc, list) or len(doc) != 9 or doc[0] != _HEAD_VERSION:
         raise ValueError("not a note head of this version")
     _v, title, front, body_start, source_type, metadata, warnings, names, shards = doc
-    if not (isinstance(title, str) and isinstance(front, dict) and isinstance(metadata, dict) and type(body_start) is int
-            and isinstance(source_type, str) and isinstance(warnings, list) and isinstance(names, list)):
+    if not (
+        isinstance(title, str)
+        and isinstance(front, dict)
+        and isinstance(metadata, dict)
+        and type(body_start) is int
+        and isinstance(source_type, str)
+        and isinstance(warnings, list)
+        and isinstance(names, list)
+    ):
         raise ValueError("malformed note head")
     pending = Pending(path, digest, loader)
-    note = lazy_note(pending, title, front, body_start, source_type, metadata, tuple(warnings),
-                     tuple(frozenset(n) for n in names))
-    out = tuple([lazy_shard(pending, node_id, ordinal, start, end, tuple(hpath), h, st)
-                 for node_id, ordinal, start, end, hpath, h, st in shards])
+    note = lazy_note(
+        pending,
+        title,
+        front,
+        body_start,
+        source_type,
+        metadata,
+        tuple(warnings),
+        tuple(frozenset(n) for n in names),
+    )
+    out = tuple(
+        [
+            lazy_shard(pending, node_id, ordinal, start, end, tuple(hpath), h, st)
+            for node_id, ordinal, start, end, hpath, h, st in shards
+        ]
+    )
     for sh in out:
-        if not (type(sh.start) is int and type(sh.end) is int and type(sh.node_id) is str and type(sh.hash) is str):
+        if not (
+            type(sh.start) is int and type(sh.end) is int and type(sh.node_id) is str and type(sh.hash) is str
+        ):
             raise ValueError("malformed shard head")
     pending.shards = out
     return note, out
@@ -1220,24 +1410,68 @@ def decode_record(data: bytes) -> tuple[Note, tuple[Shard, ...], tuple[dict[str,
     doc = msgpack.unpackb(data, ext_hook=_decode_ext, raw=False, strict_map_key=False, use_list=True)
     if not isinstance(doc, list) or len(doc) != 15 or doc[0] != _RECORD_VERSION:
         raise ValueError("not a note record of this version")
-    (_v, path, text, title, front, body_start, heads, links, tags, blocks, source_type, metadata, warnings,
-     shards, counts) = doc
-    if not isinstance(text, str) or not isinstance(path, str) or not isinstance(front, dict) or not isinstance(metadata, dict):
+    (
+        _v,
+        path,
+        text,
+        title,
+        front,
+        body_start,
+        heads,
+        links,
+        tags,
+        blocks,
+        source_type,
+        metadata,
+        warnings,
+        shards,
+        counts,
+    ) = doc
+    if (
+        not isinstance(text, str)
+        or not isinstance(path, str)
+        or not isinstance(front, dict)
+        or not isinstance(metadata, dict)
+    ):
         raise ValueError("malformed note record")
-    note = _new(Note, (
-        path, text, title, front, body_start,
-        tuple(_new(Heading, tuple(h)) for h in heads),
-        tuple(_new(Link, tuple(x)) for x in links),
-        tuple(_new(Tag, tuple(t)) for t in tags),
-        tuple(_new(Block, tuple(b)) for b in blocks),
-        source_type, metadata, tuple(warnings),
-    ))
+    note = _new(
+        Note,
+        (
+            path,
+            text,
+            title,
+            front,
+            body_start,
+            tuple(_new(Heading, tuple(h)) for h in heads),
+            tuple(_new(Link, tuple(x)) for x in links),
+            tuple(_new(Tag, tuple(t)) for t in tags),
+            tuple(_new(Block, tuple(b)) for b in blocks),
+            source_type,
+            metadata,
+            tuple(warnings),
+        ),
+    )
     out = []
     for node_id, ordinal, start, end, hpath, stext, search_text, h, st in shards:
         if not (type(start) is int and type(end) is int and type(search_text) is str and type(h) is str):
             raise ValueError("malformed shard record")
-        out.append(_new(Shard, (node_id, path, ordinal, start, end, tuple(hpath),
-                                text[start:end] if stext is None else stext, search_text, h, st)))
+        out.append(
+            _new(
+                Shard,
+                (
+                    node_id,
+                    path,
+                    ordinal,
+                    start,
+                    end,
+                    tuple(hpath),
+                    text[start:end] if stext is None else stext,
+                    search_text,
+                    h,
+                    st,
+                ),
+            )
+        )
     if counts is not None and (not isinstance(counts, list) or len(counts) != len(out)):
         raise ValueError("term counts do not match the shards")
     return note, tuple(out), tuple(counts) if counts is not None else None

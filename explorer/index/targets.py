@@ -140,7 +140,10 @@ def _shard_target(index: VaultIndex, shard) -> Target:
 
     note = index.notes.get(shard.path)
     pairs = heading_paths(note) if note is not None and shard.heading_path else []
-    own = next((h.start for h, hp in pairs if hp == shard.heading_path and shard.start <= h.start < shard.end), shard.start)
+    own = next(
+        (h.start for h, hp in pairs if hp == shard.heading_path and shard.start <= h.start < shard.end),
+        shard.start,
+    )
     return Target(shard.path, own, "shard")
 
 
@@ -210,13 +213,21 @@ def context_for(
         if cursor is None:
             cursor = found.cursor
         elif not clamp and cursor < 0:
-            raise CursorOutOfRange(f"cursor {cursor} is negative: cursors are character offsets from 0 to {n} in {found.path}")
+            raise CursorOutOfRange(
+                f"cursor {cursor} is negative: cursors are character offsets from 0 to {n} in {found.path}"
+            )
         elif not clamp and cursor > n:
             raise CursorOutOfRange(
                 f"cursor {cursor} is beyond the end of {found.path} ({n} characters); the note may have changed since the search"
             )
         shard = index.shard_at(found.path, min(max(cursor, 0), n))
         return get_context_at_cursor(
-            note.text, cursor, chars_before, chars_after, words, phrases,
-            path=found.path, node_id=shard.node_id if shard else "",
+            note.text,
+            cursor,
+            chars_before,
+            chars_after,
+            words,
+            phrases,
+            path=found.path,
+            node_id=shard.node_id if shard else "",
         )

@@ -151,8 +151,16 @@ def after_lines(text: str, offset: int, embeds: tuple[Embed, ...]) -> list[tuple
     return sorted(points.items())
 
 
-def _expand(index: VaultIndex, note: Note, start: int, end: int, depth: int, max_chars: int,
-            budget: list[int], chain: tuple[tuple[str, int], ...]) -> tuple[Embed, ...]:
+def _expand(
+    index: VaultIndex,
+    note: Note,
+    start: int,
+    end: int,
+    depth: int,
+    max_chars: int,
+    budget: list[int],
+    chain: tuple[tuple[str, int], ...],
+) -> tuple[Embed, ...]:
     out: list[Embed] = []
     for link in note.links:
         if not link.embed or link.start < start or link.end > end:
@@ -161,8 +169,15 @@ def _expand(index: VaultIndex, note: Note, start: int, end: int, depth: int, max
     return tuple(out)
 
 
-def _one(index: VaultIndex, note: Note, link: Link, depth: int, max_chars: int, budget: list[int],
-         chain: tuple[tuple[str, int], ...]) -> Embed:
+def _one(
+    index: VaultIndex,
+    note: Note,
+    link: Link,
+    depth: int,
+    max_chars: int,
+    budget: list[int],
+    chain: tuple[tuple[str, int], ...],
+) -> Embed:
     ref = reference_of(link)
     base = {"link": link, "source": note.path, "reference": ref}
     if is_file_embed(link):
@@ -176,11 +191,25 @@ def _one(index: VaultIndex, note: Note, link: Link, depth: int, max_chars: int, 
     target, a, b, node_id = found
     here = chain + ((note.path, link.start),)
     if any(p == target.path and a <= pos < b for p, pos in here):
-        return Embed(status="cycle", node_id=node_id, path=target.path, start=a, end=b,
-                     reason="it embeds itself (directly or through other embeds)", **base)
+        return Embed(
+            status="cycle",
+            node_id=node_id,
+            path=target.path,
+            start=a,
+            end=b,
+            reason="it embeds itself (directly or through other embeds)",
+            **base,
+        )
     if depth <= 0:
-        return Embed(status="depth", node_id=node_id, path=target.path, start=a, end=b,
-                     reason=f"nested more than {MAX_EMBED_DEPTH} embeds deep", **base)
+        return Embed(
+            status="depth",
+            node_id=node_id,
+            path=target.path,
+            start=a,
+            end=b,
+            reason=f"nested more than {MAX_EMBED_DEPTH} embeds deep",
+            **base,
+        )
     kept_end = b
     if b - a > max_chars:
         kept_end = a + max_chars
@@ -189,8 +218,17 @@ def _one(index: VaultIndex, note: Note, link: Link, depth: int, max_chars: int, 
         kept_end = max(line, space) if max(line, space) > a else kept_end
     text = target.text[a:kept_end]
     nested = _expand(index, target, a, kept_end, depth - 1, max_chars, budget, here)
-    return Embed(status="embedded", node_id=node_id, path=target.path, start=a, end=kept_end, text=text,
-                 cut=b - kept_end, embeds=nested, **base)
+    return Embed(
+        status="embedded",
+        node_id=node_id,
+        path=target.path,
+        start=a,
+        end=kept_end,
+        text=text,
+        cut=b - kept_end,
+        embeds=nested,
+        **base,
+    )
 
 
 def _resolve(index: VaultIndex, note: Note, link: Link) -> tuple[Note, int, int, str] | str:
@@ -218,9 +256,16 @@ def _resolve(index: VaultIndex, note: Note, link: Link) -> tuple[Note, int, int,
         heading = next((h for h in target.headings if h.start == found.cursor), None)
         if heading is None:
             return f"no section “{link.heading}” in {path}"
-        end = next((h.start for h in target.headings if h.start > heading.start and h.level <= heading.level),
-                   len(target.text))
-        return target, heading.start, _rstrip(target.text, heading.start, end), _section_id(index, path, heading.start, heading.text, link.heading)
+        end = next(
+            (h.start for h in target.headings if h.start > heading.start and h.level <= heading.level),
+            len(target.text),
+        )
+        return (
+            target,
+            heading.start,
+            _rstrip(target.text, heading.start, end),
+            _section_id(index, path, heading.start, heading.text, link.heading),
+        )
     start = target.body_start
     while start < len(target.text) and target.text[start].isspace():
         start += 1
@@ -236,7 +281,11 @@ def _rstrip(text: str, start: int, end: int) -> int:
 def _section_id(index: VaultIndex, path: str, cursor: int, heading: str, written: str) -> str:
     """The node_id of the shard of the section's heading, or `path#Heading` as written."""
     shard = index.shard_at(path, cursor)
-    if (shard is not None and shard.start <= cursor < shard.end and shard.heading_path
-            and shard.heading_path[-1].strip().lower() == heading.strip().lower()):
+    if (
+        shard is not None
+        and shard.start <= cursor < shard.end
+        and shard.heading_path
+        and shard.heading_path[-1].strip().lower() == heading.strip().lower()
+    ):
         return shard.node_id
     return f"{path}#{written}"

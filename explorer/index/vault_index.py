@@ -190,7 +190,9 @@ class VaultIndex:
         if (wanted / "index.sqlite").is_file():
             try:
                 store = Store(wanted, frozen=kind)
-                self.on_message(f"{what}: searching the saved index as it is; changes are kept in memory for this run")
+                self.on_message(
+                    f"{what}: searching the saved index as it is; changes are kept in memory for this run"
+                )
                 return store
             except (StoreError, OSError):
                 pass
@@ -252,13 +254,21 @@ class VaultIndex:
     def _write_all(self) -> None:
         """Write the whole in-memory index (notes, skips, vectors) into the current store."""
         records = [
-            NoteRecord(path, self._states[path], note,
-                       tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
-                       tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())))
+            NoteRecord(
+                path,
+                self._states[path],
+                note,
+                tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
+                tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())),
+            )
             for path, note in self.notes.items()
             if path in self._states
         ]
-        skips = [(p, r, self._states[p].mtime_ns, self._states[p].size) for p, r in self.skipped.items() if p in self._states]
+        skips = [
+            (p, r, self._states[p].mtime_ns, self._states[p].size)
+            for p, r in self.skipped.items()
+            if p in self._states
+        ]
         vectors: dict[str, np.ndarray] = {}
         for sh in self.shards.values():
             vec = self.dense.vector(sh.node_id)
@@ -305,7 +315,11 @@ class VaultIndex:
             skipped = self.store.skipped()
             stored_states = self.store.skipped_states()
             covered = self._load_segment(records)
-            counts = self.store.load_counts([r.path for r in records if r.path not in covered]) if len(covered) < len(records) else {}
+            counts = (
+                self.store.load_counts([r.path for r in records if r.path not in covered])
+                if len(covered) < len(records)
+                else {}
+            )
         except StoreError as exc:
             # Damage met while reading: move the file aside, start again from the vault.
             if exc.kind == "damaged":
@@ -333,7 +347,9 @@ class VaultIndex:
         uncovered = len(records) - len(covered)
         stale = bool(records) and self.store.rules_stale
         if stale:
-            self.on_message("notes indexed by an earlier version of the parser: reading every note again (vectors kept)")
+            self.on_message(
+                "notes indexed by an earlier version of the parser: reading every note again (vectors kept)"
+            )
         report = self.refresh(progress=progress, reparse=stale)
         if stale or self.store.rules_stale:
             try:
@@ -363,10 +379,14 @@ class VaultIndex:
         covered: set[str] = set()
         stale: list[str] = []
         for i, (path, h) in enumerate(zip(strings["note_path"], strings["note_hash"])):
-            ids = keys[note_ptr[i]:note_ptr[i + 1]]
+            ids = keys[note_ptr[i] : note_ptr[i + 1]]
             rec = by_path.get(path)
-            if rec is not None and rec.state.hash == h and len(ids) == len(rec.shards) and \
-                    all(k == s.node_id for k, s in zip(ids, rec.shards)):
+            if (
+                rec is not None
+                and rec.state.hash == h
+                and len(ids) == len(rec.shards)
+                and all(k == s.node_id for k, s in zip(ids, rec.shards))
+            ):
                 covered.add(path)
             else:
                 stale.extend(ids)
@@ -546,12 +566,20 @@ class VaultIndex:
         # Tokenize outside the lock: it is the costly part of a batch. The counts are stored too,
         # so a restart never tokenizes again.
         records = [
-            NoteRecord(n.path, FileState(f.mtime_ns, f.size, d), n, tuple(s), tuple(Counter(tokenize(x.search_text)) for x in s))
+            NoteRecord(
+                n.path,
+                FileState(f.mtime_ns, f.size, d),
+                n,
+                tuple(s),
+                tuple(Counter(tokenize(x.search_text)) for x in s),
+            )
             for f, d, n, s in parsed
         ]
         # A note opened lazily still reads its stored record: make it whole before that record is replaced.
         self._load_notes([*(r.path for r in records), *gone, *(p for p, _r, _m, _s in new_skips)])
-        saved = self._save(lambda: self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched))
+        saved = self._save(
+            lambda: self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched)
+        )
         with self.lock:
             self._own()
             for path in gone:
@@ -587,7 +615,8 @@ class VaultIndex:
                 self.skipped.update(folder_skips)
             self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
             if any(p in self.neighbours for p in gone) or any(
-                    r.path in self.neighbours or turn_position(r.note) is not None for r in records):
+                r.path in self.neighbours or turn_position(r.note) is not None for r in records
+            ):
                 self._refresh_dialog()
             self.version += 1
         if not saved and self._fault == "" and self.store is not None:
@@ -655,7 +684,11 @@ class VaultIndex:
             self._load_notes()
 
     def _install(
-        self, note: Note, shards: list[Shard], state: FileState, counts: tuple[dict[str, int], ...] | None = None,
+        self,
+        note: Note,
+        shards: list[Shard],
+        state: FileState,
+        counts: tuple[dict[str, int], ...] | None = None,
         lexical: bool = True,
     ) -> list[Shard]:
         """Add a note and its shards; `lexical=False` when the BM25 index already holds them (a loaded segment)."""
@@ -728,17 +761,24 @@ class VaultIndex:
             for path, near in self.neighbours.items():
                 before = tuple(p for p in near if number.get(p, 0) < number[path])
                 after = tuple(p for p in near if number.get(p, 0) > number[path])
-                around = [[shards[i].hash for i in by_path.get(p, ()) if i in shards] for p in (*before, *after)]
+                around = [
+                    [shards[i].hash for i in by_path.get(p, ()) if i in shards] for p in (*before, *after)
+                ]
                 for node_id in by_path.get(path, ()):
-                    hashes = [h for hs in around[:len(before)] for h in hs] + [shards[node_id].hash] + \
-                             [h for hs in around[len(before):] for h in hs]
+                    hashes = (
+                        [h for hs in around[: len(before)] for h in hs]
+                        + [shards[node_id].hash]
+                        + [h for hs in around[len(before) :] for h in hs]
+                    )
                     want[node_id] = (context_key(hashes), before, after)
         self._context_want = want
         for node_id, key in list(self._context_have.items()):
             if want.get(node_id, ("",))[0] != key:
                 self.context.remove(node_id)
                 del self._context_have[node_id]
-        missing = {node_id: key for node_id, (key, _b, _a) in want.items() if node_id not in self._context_have}
+        missing = {
+            node_id: key for node_id, (key, _b, _a) in want.items() if node_id not in self._context_have
+        }
         if not missing or self.model_state == "off":
             return
         try:
@@ -758,20 +798,33 @@ class VaultIndex:
     def _context_text(self, node_id: str) -> str:
         """The text a turn shard's context vector embeds: the turn before, the shard, the turn after."""
         _key, before, after = self._context_want[node_id]
-        return context_text(self.shards[node_id].text.strip(), [self._note_text(p) for p in before],
-                            [self._note_text(p) for p in after])
+        return context_text(
+            self.shards[node_id].text.strip(),
+            [self._note_text(p) for p in before],
+            [self._note_text(p) for p in after],
+        )
 
     def _note_text(self, path: str) -> str:
         """The text of a note's shards, joined (a turn note is usually one shard)."""
-        return "\n".join(self.shards[i].text.strip() for i in self.shards_by_path.get(path, ()) if i in self.shards)
+        return "\n".join(
+            self.shards[i].text.strip() for i in self.shards_by_path.get(path, ()) if i in self.shards
+        )
 
     # -- embedding ------------------------------------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
         """The embedding model, loaded on first use; None when embeddings are off or unavailable."""
-        if self._embedder is not None or self.model_state in ("off",) or self.model_state.startswith("unavailable"):
+        if (
+            self._embedder is not None
+            or self.model_state in ("off",)
+            or self.model_state.startswith("unavailable")
+        ):
             return self._embedder
         with self._embedder_lock:
-            if self._embedder is None and self.model_state not in ("off",) and not self.model_state.startswith("unavailable"):
+            if (
+                self._embedder is None
+                and self.model_state not in ("off",)
+                and not self.model_state.startswith("unavailable")
+            ):
                 self.model_state = "loading"
                 ix = self.settings.index
                 try:
@@ -804,7 +857,12 @@ class VaultIndex:
         waits for this load instead of starting another; `close()` waits for it to end.
         """
         with self._loader_lock:
-            if self._loader is not None or self._embedder is not None or self.model_state == "off" or self._closed:
+            if (
+                self._loader is not None
+                or self._embedder is not None
+                or self.model_state == "off"
+                or self._closed
+            ):
                 return
             self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
             self._loader.start()
@@ -815,8 +873,11 @@ class VaultIndex:
             out = [s for s in self.shards.values() if s.node_id not in self.dense]
             if len(self._context_have) < len(self._context_want):
                 seen = {s.node_id for s in out}
-                out += [self.shards[n] for n in self._context_want
-                        if n not in self._context_have and n not in seen and n in self.shards]
+                out += [
+                    self.shards[n]
+                    for n in self._context_want
+                    if n not in self._context_have and n not in seen and n in self.shards
+                ]
             return out
 
     def embed_pending(
@@ -855,7 +916,7 @@ class VaultIndex:
         for i in range(0, total, step):
             if cancelled and cancelled():
                 break
-            chunk = hashes[i:i + step]
+            chunk = hashes[i : i + step]
             texts = [text_of[h] for h in chunk]
             # One model batch at a time, cancellable between batches (quitting the app waits for
             # the batch under way, not the whole step); what was embedded is kept.
@@ -863,8 +924,8 @@ class VaultIndex:
             for j in range(0, len(texts), size):
                 if j and cancelled and cancelled():
                     break
-                vecs.extend(emb.encode(texts[j:j + size], batch_size=size))
-            chunk = chunk[:len(vecs)]
+                vecs.extend(emb.encode(texts[j : j + size], batch_size=size))
+            chunk = chunk[: len(vecs)]
             self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
                 self._own("dense", "context")
@@ -901,8 +962,17 @@ class VaultIndex:
         with self.lock:
             self._shared = {"tables", "bm25", "dense", "context"}
             self._pins += 1
-            return LocalSnapshot(self, self.version, self.notes, self.shards, self.shards_by_path, self.neighbours,
-                                 self.bm25, self.dense, self.context)
+            return LocalSnapshot(
+                self,
+                self.version,
+                self.notes,
+                self.shards,
+                self.shards_by_path,
+                self.neighbours,
+                self.bm25,
+                self.dense,
+                self.context,
+            )
 
     def _unpin(self) -> None:
         """A snapshot was released."""

@@ -40,7 +40,9 @@ logger = logging.getLogger(__name__)
 
 # watchdog warns when a folder created during its recursive registration is registered twice;
 # the second registration simply wins, so the message is noise (and would print over a TUI).
-warnings.filterwarnings("ignore", message=r"Callback with id .* already exists for watch", category=RuntimeWarning)
+warnings.filterwarnings(
+    "ignore", message=r"Callback with id .* already exists for watch", category=RuntimeWarning
+)
 
 #: Event kinds the observer is asked for. Opens and read-only closes are left out, so the
 #: indexer reading a note never wakes the watcher; directory "modified" events only repeat
@@ -133,7 +135,11 @@ def _not_a_stop_race(record: logging.LogRecord) -> bool:
 
 
 _OVERFLOW = _OverflowListener()
-for _name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify", "watchdog.observers.inotify_buffer"):
+for _name in (
+    "watchdog.observers.inotify_c",
+    "watchdog.observers.inotify",
+    "watchdog.observers.inotify_buffer",
+):
     logging.getLogger(_name).addHandler(_OVERFLOW)
     logging.getLogger(_name).addFilter(_not_a_stop_race)
 
@@ -413,7 +419,9 @@ class VaultWatcher:
         vault = self.settings.vault
         is_dir = event.is_directory
         if is_dir:
-            keep = src == "" or any(p is not None and not is_ignored(p, vault, is_dir=True) for p in (src, dest))
+            keep = src == "" or any(
+                p is not None and not is_ignored(p, vault, is_dir=True) for p in (src, dest)
+            )
         else:
             keep = _note_path(src, vault) is not None or _note_path(dest, vault) is not None
         if not keep:
@@ -447,7 +455,7 @@ class VaultWatcher:
         if p == self._root_str:
             return ""
         if p.startswith(self._root_str + os.sep):
-            rel = p[len(self._root_str) + 1:]
+            rel = p[len(self._root_str) + 1 :]
             return rel.replace(os.sep, "/") if os.sep != "/" else rel
         return None
 
@@ -607,7 +615,9 @@ class VaultWatcher:
             seen.add(key)
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             dirnames[:] = [d for d in dirnames if not is_ignored(f"{rel_dir}/{d}", vault, is_dir=True)]
-            out.extend(f"{rel_dir}/{name}" for name in filenames if not is_ignored(f"{rel_dir}/{name}", vault))
+            out.extend(
+                f"{rel_dir}/{name}" for name in filenames if not is_ignored(f"{rel_dir}/{name}", vault)
+            )
         return out
 
     def _recheck(self, paths: frozenset[str]) -> None:
@@ -722,7 +732,9 @@ class VaultWatcher:
             hook(*args)
         except Exception as exc:  # noqa: BLE001 - a failing hook must not stop the watcher
             if hook is not self.on_error:
-                self._report_error(f"hook {getattr(hook, '__name__', hook)!s} failed: {type(exc).__name__}: {exc}")
+                self._report_error(
+                    f"hook {getattr(hook, '__name__', hook)!s} failed: {type(exc).__name__}: {exc}"
+                )
 
     def _report_error(self, msg: str) -> None:
         try:

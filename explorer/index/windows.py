@@ -179,7 +179,7 @@ def snippet(text: str, highlights: Sequence[Highlight], offset: int = 0, width: 
     if begin > 0:
         space = text.find(" ", begin, first) if first > begin else -1
         begin = space + 1 if space != -1 else begin
-    piece = " ".join(text[begin:begin + width * 2].split())
+    piece = " ".join(text[begin : begin + width * 2].split())
     if len(piece) > width:
         piece = piece[:width].rsplit(" ", 1)[0] + "…"
     return ("…" if begin > 0 else "") + piece

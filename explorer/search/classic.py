@@ -56,8 +56,15 @@ def allowed_paths(index: Any, settings: Settings, filters: str) -> set[str] | No
     return {index.shards[n].path for n in allowed if n in index.shards}
 
 
-def find(index: Any, settings: Settings, mode: str, keywords: Sequence[str], max_results: int | None = None,
-         context_chars: int | None = None, window: int | None = None) -> Any:
+def find(
+    index: Any,
+    settings: Settings,
+    mode: str,
+    keywords: Sequence[str],
+    max_results: int | None = None,
+    context_chars: int | None = None,
+    window: int | None = None,
+) -> Any:
     """One classic tool's hits (a ClassicResult) for keywords that may hold filters (`tag:pets`).
 
     The tool runs on the keywords alone; with filters, it looks deeper and keeps the hits in the
@@ -92,8 +99,14 @@ def classic_keywords(mode: str, text: str) -> list[str]:
     return [m.group(1) or m.group(2) for m in _KEYWORD.finditer(text)]
 
 
-def classic_results(index: Any, mode: str, text: str, k: int = 15,
-                    cancelled: Callable[[], bool] | None = None, allowed: set[str] | None = None) -> SearchResults:
+def classic_results(
+    index: Any,
+    mode: str,
+    text: str,
+    k: int = 15,
+    cancelled: Callable[[], bool] | None = None,
+    allowed: set[str] | None = None,
+) -> SearchResults:
     """Run classic tool `mode` over the index and present its hits like pipeline results.
 
     Several hits in one note become that entry's context shards (best first). With `allowed`
@@ -110,7 +123,9 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
     t0 = time.perf_counter()
     keywords = classic_keywords(mode, text)
     try:
-        found = run_mode(index, mode, keywords, max_results=max(k * 3, 30) if allowed is None else max(k * 20, 300))
+        found = run_mode(
+            index, mode, keywords, max_results=max(k * 3, 30) if allowed is None else max(k * 20, 300)
+        )
     except ClassicQueryError as exc:
         raise ClassicUnavailable(str(exc)) from None
     entries: dict[str, list[Any]] = {}
@@ -130,28 +145,65 @@ def classic_results(index: Any, mode: str, text: str, k: int = 15,
         shards = []
         for hit in hits[:5]:
             shard = index.shard_at(path, hit.cursor)
-            start, end = (shard.start, shard.end) if shard is not None else (hit.snippet_start, hit.snippet_end)
-            shards.append(ContextShard(
-                node_id=hit.node_id or (shard.node_id if shard is not None else path), path=path, cursor=hit.cursor,
-                start=start, end=end, text=note.text[start:end], highlights=hit.highlights, score=hit.score, pass_=1,
-            ))
+            start, end = (
+                (shard.start, shard.end) if shard is not None else (hit.snippet_start, hit.snippet_end)
+            )
+            shards.append(
+                ContextShard(
+                    node_id=hit.node_id or (shard.node_id if shard is not None else path),
+                    path=path,
+                    cursor=hit.cursor,
+                    start=start,
+                    end=end,
+                    text=note.text[start:end],
+                    highlights=hit.highlights,
+                    score=hit.score,
+                    pass_=1,
+                )
+            )
         best = hits[0]
-        out.append(SearchResult(
-            document_path=path, title=best.title or note.title, source_type=note.source_type,
-            node_id=shards[0].node_id, rrf_score=best.score, score=best.score, bm25_rank=None, embedding_rank=None,
-            snippet=snippet(best.snippet, best.highlights, best.snippet_start),
-            source="classic", pass_=1, reason=f"{found.stage}: {', '.join(best.keywords)}",
-            relevance=0.0, context_shards=tuple(shards), explanation=None,
-        ))
+        out.append(
+            SearchResult(
+                document_path=path,
+                title=best.title or note.title,
+                source_type=note.source_type,
+                node_id=shards[0].node_id,
+                rrf_score=best.score,
+                score=best.score,
+                bm25_rank=None,
+                embedding_rank=None,
+                snippet=snippet(best.snippet, best.highlights, best.snippet_start),
+                source="classic",
+                pass_=1,
+                reason=f"{found.stage}: {', '.join(best.keywords)}",
+                relevance=0.0,
+                context_shards=tuple(shards),
+                explanation=None,
+            )
+        )
     ms = (time.perf_counter() - t0) * 1000
     quality = None
     if not out:
-        quality = Quality("low", 0.0, 1.0, {"result_count": 0},
-                          f"No {mode} match (stages tried: {', '.join(found.stages_tried)}). Try fewer or other words.")
+        quality = Quality(
+            "low",
+            0.0,
+            1.0,
+            {"result_count": 0},
+            f"No {mode} match (stages tried: {', '.join(found.stages_tried)}). Try fewer or other words.",
+        )
     return SearchResults(
-        query=text, search_terms_used=list(found.keywords), results=out,
-        stats=SearchStats(final_results=len(out), hits=found.total, stage=found.stage,
-                          stages_tried=list(found.stages_tried), index_version=found.index_version),
-        quality=quality, timings_ms={mode: ms, "total": ms}, warnings=list(found.warnings),
+        query=text,
+        search_terms_used=list(found.keywords),
+        results=out,
+        stats=SearchStats(
+            final_results=len(out),
+            hits=found.total,
+            stage=found.stage,
+            stages_tried=list(found.stages_tried),
+            index_version=found.index_version,
+        ),
+        quality=quality,
+        timings_ms={mode: ms, "total": ms},
+        warnings=list(found.warnings),
         mode=SearchMode(classic=mode, stage=found.stage),
     )

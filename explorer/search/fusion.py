@@ -39,6 +39,7 @@ def rrf(
 
     Ties break by best single rank, then node_id, so the order is deterministic.
     """
+
     def by_rank(ranking: Ranking) -> _Value:
         return lambda rank, _raw, sw: ranking.retriever_weight * ranking.term_weight * sw / (k + rank)
 
@@ -58,6 +59,7 @@ def score_fusion(
     Unlike RRF, which gives rank 1 and rank 2 nearly the same share whatever their scores, a
     passage that clearly beats the rest in one retriever keeps that lead. Ties break as in `rrf`.
     """
+
     def by_score(ranking: Ranking) -> _Value:
         top = max((float(raw) for _, raw in ranking.items), default=0.0)
         floor = cos_floor if ranking.retriever in SIMILARITY_RETRIEVERS else 0.0
@@ -144,7 +146,10 @@ class Entry:
 
 
 def aggregate(
-    fused: Sequence[Fused], path_of: Callable[[str], str | None], pass_: int, second_weight: float = 0.0,
+    fused: Sequence[Fused],
+    path_of: Callable[[str], str | None],
+    pass_: int,
+    second_weight: float = 0.0,
     fusion: str = "rrf",
 ) -> list[Entry]:
     """Shards to notes: each note keeps its shards in fused order and ranks by its best shard's

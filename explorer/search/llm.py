@@ -13,7 +13,14 @@ from explorer.text.lru import LRUCache
 from explorer.index.windows import snippet
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResults
-from explorer.search.terms import MAX_TERMS, SearchTerms, clamp_terms, clean_term, keyword_terms, plausible_term
+from explorer.search.terms import (
+    MAX_TERMS,
+    SearchTerms,
+    clamp_terms,
+    clean_term,
+    keyword_terms,
+    plausible_term,
+)
 from explorer.search.twopass import Analysis
 
 if TYPE_CHECKING:
@@ -29,7 +36,6 @@ CHARS_PER_TOKEN = 4
 DEADLINE_SLACK_S = 0.5
 #: A refined query longer than this (characters) is cut.
 MAX_REFINED_CHARS = 200
-
 
 
 class LLMError(RuntimeError):
@@ -213,7 +219,9 @@ class LLMClient:
         self._cache.put(key, text)
         return LLMReply(text, tokens)
 
-    def _call(self, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float, as_json: bool) -> tuple[str, int]:
+    def _call(
+        self, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float, as_json: bool
+    ) -> tuple[str, int]:
         import openai
 
         client = self._openai()
@@ -274,20 +282,32 @@ class LLMTermWriter:
         self.index = index
         self.settings = settings
 
-    def __call__(self, query: str, budget: Budget | None = None, snapshot: Snapshot | None = None) -> SearchTerms:
+    def __call__(
+        self, query: str, budget: Budget | None = None, snapshot: Snapshot | None = None
+    ) -> SearchTerms:
         """Search terms for `query` (source `llm`, or `llm->keywords` after a fallback)."""
-        messages = [{"role": "system", "content": TERMS_SYSTEM}, {"role": "user", "content": f"Query: {query.strip()}"}]
+        messages = [
+            {"role": "system", "content": TERMS_SYSTEM},
+            {"role": "user", "content": f"Query: {query.strip()}"},
+        ]
         tokens = 0
         try:
-            reply = self.llm.chat(messages, max_tokens=self.settings.llm.max_tokens,
-                                  temperature=self.settings.llm.temperature, json=True, budget=budget)
+            reply = self.llm.chat(
+                messages,
+                max_tokens=self.settings.llm.max_tokens,
+                temperature=self.settings.llm.temperature,
+                json=True,
+                budget=budget,
+            )
             tokens = reply.tokens_used
             terms, prefs, n1 = parse_terms_reply(reply.text)
         except LLMError as exc:
             return self._fallback(query, exc, tokens, snapshot)
         kept, warnings = clamp_terms(terms)
         if not kept:
-            return self._fallback(query, LLMOutputError("empty terms", "no usable search term"), tokens, snapshot)
+            return self._fallback(
+                query, LLMOutputError("empty terms", "no usable search term"), tokens, snapshot
+            )
         kept = kept[: min(self.settings.search.max_terms, MAX_TERMS)]
         if prefs is None or n1 is None:  # a flag left out: the offline cue words decide it
             offline = keyword_terms(query, None, 0)
@@ -303,7 +323,9 @@ class LLMTermWriter:
             tokens_used=tokens,
         )
 
-    def _fallback(self, query: str, exc: LLMError, tokens: int, snapshot: Snapshot | None = None) -> SearchTerms:
+    def _fallback(
+        self, query: str, exc: LLMError, tokens: int, snapshot: Snapshot | None = None
+    ) -> SearchTerms:
         idf = self._idf_table(snapshot)
         base = keyword_terms(query, lambda token: idf.get(token, 0.0), self.settings.search.keyword_terms)
         return replace(
@@ -379,14 +401,17 @@ def _flag(value: Any) -> bool | None:
 
 # -- analysis between the passes -------------------------------------------------------------
 
-ANALYSIS_SYSTEM = """You check search results from a personal Markdown notes vault before anyone \
+ANALYSIS_SYSTEM = (
+    """You check search results from a personal Markdown notes vault before anyone \
 answers from them. Decide whether the results below hold what is needed to answer the query.
 If they do, or if the vault plainly does not hold more on it, answer exactly:
 SUFFICIENT
 If important information seems missing and a different search could find it, answer exactly:
 REFINE: <one new search query>
 Answer with that single line only.
-""" + DATA_RULE
+"""
+    + DATA_RULE
+)
 
 
 class LLMAnalyser:
@@ -399,8 +424,13 @@ class LLMAnalyser:
         self.index = index
         self.settings = settings
 
-    def __call__(self, query: str, results: SearchResults, budget: Budget | None = None,
-                 snapshot: Snapshot | None = None) -> Analysis:
+    def __call__(
+        self,
+        query: str,
+        results: SearchResults,
+        budget: Budget | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> Analysis:
         """`SUFFICIENT` or `REFINE: <query>` for the pass-1 results of `query`."""
         s = self.settings.search
         prompt = analysis_prompt(query, results, s.pass1_entries, s.pass1_shards)
@@ -425,9 +455,19 @@ class LLMAnalyser:
                 tokens_used=tokens,
             )
         if decision == "SUFFICIENT":
-            return Analysis("SUFFICIENT", reason="the LLM judged the results sufficient", analyser="llm", tokens_used=tokens)
-        return Analysis("REFINE", refined_query=refined, reason="the LLM asked for a refined search",
-                        analyser="llm", tokens_used=tokens)
+            return Analysis(
+                "SUFFICIENT",
+                reason="the LLM judged the results sufficient",
+                analyser="llm",
+                tokens_used=tokens,
+            )
+        return Analysis(
+            "REFINE",
+            refined_query=refined,
+            reason="the LLM asked for a refined search",
+            analyser="llm",
+            tokens_used=tokens,
+        )
 
 
 def llm_analyser(llm: LLMClient, index: IndexBackend, settings: Settings) -> LLMAnalyser:
@@ -444,10 +484,14 @@ def analysis_prompt(query: str, results: SearchResults, entries: int, shards: in
     for i, r in enumerate(searched, 1):
         passages = []
         for c in r.context_shards[:shards]:
-            passages.append("    - " + (snippet(c.text, c.highlights, c.start, width=ANALYSIS_SNIPPET_CHARS) if c.text else ""))
-        lines.append(f"[{i}] " + quote_note(f"{r.title} ({r.document_path}, {r.source_type})\n" + "\n".join(passages)))
+            passages.append(
+                "    - "
+                + (snippet(c.text, c.highlights, c.start, width=ANALYSIS_SNIPPET_CHARS) if c.text else "")
+            )
+        lines.append(
+            f"[{i}] " + quote_note(f"{r.title} ({r.document_path}, {r.source_type})\n" + "\n".join(passages))
+        )
     return "\n".join(lines)
-
 
 
 _VERDICT = re.compile(r"^[\s>*_`\"'#-]*(SUFFICIENT|REFINE)\b[\s*_`\"']*[:\-]?\s*(.*)$", re.IGNORECASE)
@@ -485,8 +529,13 @@ def clean_refined_query(raw: str) -> str:
 
 # -- helpers -----------------------------------------------------------------------------------
 
-def _cache_key(model: str, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float, as_json: bool) -> str:
-    return json.dumps([model, list(messages), max_tokens, temperature, as_json], sort_keys=True, ensure_ascii=False)
+
+def _cache_key(
+    model: str, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float, as_json: bool
+) -> str:
+    return json.dumps(
+        [model, list(messages), max_tokens, temperature, as_json], sort_keys=True, ensure_ascii=False
+    )
 
 
 def _short(text: str, limit: int = 120) -> str:

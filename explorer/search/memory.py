@@ -83,7 +83,9 @@ class Owners:
         return frozenset(out)
 
 
-def owner_weights(base: Callable[[str], float], index: Snapshot, favoured: frozenset[str], boost: float) -> Callable[[str], float]:
+def owner_weights(
+    base: Callable[[str], float], index: Snapshot, favoured: frozenset[str], boost: float
+) -> Callable[[str], float]:
     """The fusion's per-shard weight: `base` (the source type's), times `boost` for the favoured notes."""
     if not favoured or boost == 1.0:
         return base
@@ -100,8 +102,12 @@ class Dialog:
     """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session (the index's),
     and the day each such turn was recorded on (frontmatter `date`, else metadata `timestamp`)."""
 
-    def __init__(self, neighbours: Mapping[str, tuple[str, ...]], notes: Mapping[str, Any] | None = None) -> None:
-        self.neighbours: dict[str, tuple[str, ...]] = {path: tuple(sorted(near)) for path, near in neighbours.items()}
+    def __init__(
+        self, neighbours: Mapping[str, tuple[str, ...]], notes: Mapping[str, Any] | None = None
+    ) -> None:
+        self.neighbours: dict[str, tuple[str, ...]] = {
+            path: tuple(sorted(near)) for path, near in neighbours.items()
+        }
         self.days: dict[str, date] = {}
         for path in self.neighbours:
             note = (notes or {}).get(path)
@@ -164,8 +170,16 @@ def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, sh
         return fused
     out = list(fused)
     for near, (source, score, rank) in gains.items():
-        extra = Contribution(term=source, retriever="neighbour", rank=rank, raw_score=score, retriever_weight=share,
-                             term_weight=1.0, source_weight=1.0, contribution=share * score)
+        extra = Contribution(
+            term=source,
+            retriever="neighbour",
+            rank=rank,
+            raw_score=score,
+            retriever_weight=share,
+            term_weight=1.0,
+            source_weight=1.0,
+            contribution=share * score,
+        )
         i = first_of.get(near)
         if i is not None:
             f = out[i]
@@ -178,8 +192,9 @@ def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, sh
     return out
 
 
-def lift_by_date(fused: list[Fused], index: Snapshot, dialog: Dialog, spans: list[Span], share: float,
-                 after_days: float) -> list[Fused]:
+def lift_by_date(
+    fused: list[Fused], index: Snapshot, dialog: Dialog, spans: list[Span], share: float, after_days: float
+) -> list[Fused]:
     """Time in the query: each conversation turn recorded when the query says gains `share` of the best fused score.
 
     A turn's fit is `closeness` of its recorded day to the spans the query names (1 inside one,
@@ -204,8 +219,16 @@ def lift_by_date(fused: list[Fused], index: Snapshot, dialog: Dialog, spans: lis
         fit = closeness(day, spans, after_days) if day is not None else 0.0
         if fit <= 0.0:
             continue
-        extra = Contribution(term=term, retriever="date", rank=1, raw_score=round(fit, 4), retriever_weight=share,
-                             term_weight=1.0, source_weight=1.0, contribution=share * top * fit)
+        extra = Contribution(
+            term=term,
+            retriever="date",
+            rank=1,
+            raw_score=round(fit, 4),
+            retriever_weight=share,
+            term_weight=1.0,
+            source_weight=1.0,
+            contribution=share * top * fit,
+        )
         out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
         changed = True
     if changed:
@@ -218,7 +241,9 @@ def _name_words(owners: Owners, named: list[str]) -> set[str]:
     return {t for name in named for w in owners.words.get(name, ()) for t in tokenize(w)}
 
 
-def named_match(rankings: Iterable[Any], index: Snapshot, owners: Owners, named: list[str], top_n: int = 3) -> float:
+def named_match(
+    rankings: Iterable[Any], index: Snapshot, owners: Owners, named: list[str], top_n: int = 3
+) -> float:
     """How much of the best lexical evidence belongs to the people the query names: 0-1 (1 = all of it).
 
     From the query's own BM25 ranking, rescored on the query's words without the named people's
@@ -264,8 +289,14 @@ def named_match(rankings: Iterable[Any], index: Snapshot, owners: Owners, named:
     return mine / total if total > 0.0 else 1.0
 
 
-def named_coverage(results: Iterable[SearchResult], index: Snapshot, owners: Owners, named: list[str], words: list[str],
-                   top_n: int = 3) -> float:
+def named_coverage(
+    results: Iterable[SearchResult],
+    index: Snapshot,
+    owners: Owners,
+    named: list[str],
+    words: list[str],
+    top_n: int = 3,
+) -> float:
     """How much of what the query asks the named people's own results hold: 0-1 (1 = all of it).
 
     `results` are the named people's results, best first, and `words` the query's folded content
@@ -299,8 +330,14 @@ def named_coverage(results: Iterable[SearchResult], index: Snapshot, owners: Own
     return best
 
 
-def other_coverage(entries: Iterable[tuple[str, float]], index: Snapshot, owners: Owners, named: list[str], words: list[str],
-                   top_n: int = 5) -> float:
+def other_coverage(
+    entries: Iterable[tuple[str, float]],
+    index: Snapshot,
+    owners: Owners,
+    named: list[str],
+    words: list[str],
+    top_n: int = 5,
+) -> float:
     """How much of what the query asks the best results of people *other* than the named ones hold: 0-1.
 
     `entries` are the search's notes best first (path, score). Among the first `top_n` that belong
@@ -335,4 +372,3 @@ def other_coverage(entries: Iterable[tuple[str, float]], index: Snapshot, owners
         if counted == top_n:
             break
     return best
-

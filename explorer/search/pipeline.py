@@ -28,14 +28,30 @@ from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
-from explorer.search.memory import (Dialog, MemoryCache, lift_by_date, named_coverage, named_match, other_coverage,
-                                    owner_weights, spread_to_neighbours)
+from explorer.search.memory import (
+    Dialog,
+    MemoryCache,
+    lift_by_date,
+    named_coverage,
+    named_match,
+    other_coverage,
+    owner_weights,
+    spread_to_neighbours,
+)
 from explorer.search.notefilters import recency_factor
 from explorer.search.quality import COS_FLOOR, OTHERS_N, SUFFICIENT, TOP_N, assess, diminishing_returns
 from explorer.search.query import ParsedQuery, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
-from explorer.search.schema import AnalysisInfo, PassInfo, Ranking, RerankInfo, SearchMode, SearchResult, SearchResults
+from explorer.search.schema import (
+    AnalysisInfo,
+    PassInfo,
+    Ranking,
+    RerankInfo,
+    SearchMode,
+    SearchResult,
+    SearchResults,
+)
 from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
 from explorer.search.typos import Correction
@@ -195,8 +211,16 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
-            key = (run.parsed.raw, run.k, run.use_dense, run.two_pass, run.rerank, snap.version, self.index.model_state,
-                   run.today)
+            key = (
+                run.parsed.raw,
+                run.k,
+                run.use_dense,
+                run.two_pass,
+                run.rerank,
+                snap.version,
+                self.index.model_state,
+                run.today,
+            )
             hit = self._cached(key, run, record)
             if hit is not None:
                 return hit
@@ -228,8 +252,16 @@ class SearchPipeline:
             return {snap.shards[n].path for n in allowed}
 
     # -- stages ------------------------------------------------------------------------------
-    def _begin(self, snap: Snapshot, query: str, k: int | None, dense: bool, two_pass: bool | None, rerank: bool | None,
-               cancelled: Callable[[], bool] | None) -> _Run:
+    def _begin(
+        self,
+        snap: Snapshot,
+        query: str,
+        k: int | None,
+        dense: bool,
+        two_pass: bool | None,
+        rerank: bool | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> _Run:
         """Check and parse the query; settle the options of this search."""
         s = self.settings.search
         started = time.perf_counter()
@@ -249,7 +281,9 @@ class SearchPipeline:
             k=k or s.top_k,
             use_dense=dense and self.index.model_state != "off",
             two_pass=s.two_pass if two_pass is None else two_pass,
-            rerank=(self.settings.rerank.enabled and has_reranker) if rerank is None else (rerank and has_reranker),
+            rerank=(self.settings.rerank.enabled and has_reranker)
+            if rerank is None
+            else (rerank and has_reranker),
             cancelled=cancelled,
             started=started,
             budget=Budget(self.settings.llm.token_budget),
@@ -291,7 +325,9 @@ class SearchPipeline:
         if s.owner_weight != 1.0:
             run.named = owners.named(run.parsed.text)
             run.favoured = owners.favoured(run.named)
-        run.weight = owner_weights(source_weights(run.snap, self._weights), run.snap, run.favoured, s.owner_weight)
+        run.weight = owner_weights(
+            source_weights(run.snap, self._weights), run.snap, run.favoured, s.owner_weight
+        )
 
     def _embed_query(self, run: _Run) -> None:
         """The query vectors of every term (none when the model is off or unavailable)."""
@@ -318,10 +354,19 @@ class SearchPipeline:
         t = time.perf_counter()
         if entries is None:
             if not rankings:
-                rankings = self._retriever.rankings(snap, terms, run.qvecs, run.allowed, run.timings, "",
-                                                    corrections=run.corrections, phrases=parsed.phrases,
-                                                    threshold=run.threshold, feedback=run.fusion != "score",
-                                                    dialog=run.fusion == "score")
+                rankings = self._retriever.rankings(
+                    snap,
+                    terms,
+                    run.qvecs,
+                    run.allowed,
+                    run.timings,
+                    "",
+                    corrections=run.corrections,
+                    phrases=parsed.phrases,
+                    threshold=run.threshold,
+                    feedback=run.fusion != "score",
+                    dialog=run.fusion == "score",
+                )
             with run.timed("fusion"):
                 entries = self._fuse(rankings, 1, run)
         ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
@@ -329,8 +374,18 @@ class SearchPipeline:
             ke1 = max(ke1, self.settings.rerank.pass1_candidates)
         pass1 = entries[:ke1]
         results = [self._builder.result(snap, e, parsed, kc=s.pass1_shards, qvec=run.qvec) for e in pass1]
-        passes = [PassInfo(1, parsed.text, tuple(terms.all_terms), ke1, s.pass1_shards, len(entries), len(pass1),
-                           (time.perf_counter() - t) * 1000)]
+        passes = [
+            PassInfo(
+                1,
+                parsed.text,
+                tuple(terms.all_terms),
+                ke1,
+                s.pass1_shards,
+                len(entries),
+                len(pass1),
+                (time.perf_counter() - t) * 1000,
+            )
+        ]
         run.timings["pass1"] = passes[0].ms
         run.check()
         out = SearchResults(
@@ -345,7 +400,9 @@ class SearchPipeline:
             searched_sources=searched,
             include_preferences=terms.include_preferences,
             include_n_minus_1=terms.include_n_minus_1,
-            corrections=[{"word": c.word, "searched": list(c.candidates), "edits": c.distance} for c in run.corrections],
+            corrections=[
+                {"word": c.word, "searched": list(c.candidates), "edits": c.distance} for c in run.corrections
+            ],
         )
         out.trace.rankings = rankings
         if parsed.phrases and not any(r.retriever == "phrase" and r.items for r in rankings):
@@ -374,21 +431,37 @@ class SearchPipeline:
             facts = facts if run.allowed is None else facts & run.allowed
             if not facts:
                 return None, [], ["all"]
-            rankings = self._retriever.rankings(run.snap, run.terms, run.qvecs, run.allowed, run.timings, "",
-                                                corrections=run.corrections, phrases=run.parsed.phrases,
-                                                threshold=run.threshold, feedback=run.fusion != "score",
-                                                        dialog=run.fusion == "score")
+            rankings = self._retriever.rankings(
+                run.snap,
+                run.terms,
+                run.qvecs,
+                run.allowed,
+                run.timings,
+                "",
+                corrections=run.corrections,
+                phrases=run.parsed.phrases,
+                threshold=run.threshold,
+                feedback=run.fusion != "score",
+                dialog=run.fusion == "score",
+            )
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
-            kb_results = [self._builder.result(run.snap, e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
-                          for e in kb_entries[:s.pass1_entries]]
+            kb_results = [
+                self._builder.result(run.snap, e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
+                for e in kb_entries[: s.pass1_entries]
+            ]
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
             # A query that names a note outside the knowledge notes searches everything.
-            named_elsewhere = any(r.retriever == "name" and any(nid not in facts for nid, _ in r.items) for r in rankings)
-            if (kb_quality.score >= SUFFICIENT and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
-                    and not named_elsewhere):
+            named_elsewhere = any(
+                r.retriever == "name" and any(nid not in facts for nid, _ in r.items) for r in rankings
+            )
+            if (
+                kb_quality.score >= SUFFICIENT
+                and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
+                and not named_elsewhere
+            ):
                 run.early = True
                 return kb_entries, kb_rankings, ["fact"]
         return None, rankings, ["fact", "all"]
@@ -396,24 +469,35 @@ class SearchPipeline:
     def _analyse_and_refine(self, run: _Run, out: SearchResults) -> None:
         """5. Two-pass: analyse pass 1 (SUFFICIENT or REFINE: query), then search the refined query and merge."""
         if run.two_pass and run.early:
-            out.analysis = AnalysisInfo("SUFFICIENT", reason="knowledge notes answered with high quality (early return)",
-                                        skipped="pass 2 skipped: knowledge-first early return")
+            out.analysis = AnalysisInfo(
+                "SUFFICIENT",
+                reason="knowledge notes answered with high quality (early return)",
+                skipped="pass 2 skipped: knowledge-first early return",
+            )
         elif run.two_pass:
             with run.timed("analysis"):
                 # The analyser sees pass 1's page (ke), not the k results asked for: the number of
                 # results requested must not change the refinement, hence the top 10.
                 page = replace(out, results=out.results[: self.settings.search.pass1_entries])
-                analysis = run.analysis = analyse(self.analyser, self.settings.search.analyser, run.parsed.text, page,
-                                                  run.snap, run.budget)
-            out.analysis = AnalysisInfo(analysis.decision, analysis.refined_query, analysis.reason, analysis.analyser,
-                                        analysis.tokens_used)
+                analysis = run.analysis = analyse(
+                    self.analyser, self.settings.search.analyser, run.parsed.text, page, run.snap, run.budget
+                )
+            out.analysis = AnalysisInfo(
+                analysis.decision,
+                analysis.refined_query,
+                analysis.reason,
+                analysis.analyser,
+                analysis.tokens_used,
+            )
             run.check()
             refined = analysis.refined_query.strip() if analysis.decision == "REFINE" else ""
             if analysis.decision == "REFINE" and not refined:
                 out.analysis = replace(out.analysis, skipped="pass 2 skipped: REFINE without a query")
             elif refined and repeats_query(refined, run.parsed.text):
-                out.analysis = replace(out.analysis,
-                                       skipped="pass 2 skipped: the refined query repeats the original (it would repeat pass 1)")
+                out.analysis = replace(
+                    out.analysis,
+                    skipped="pass 2 skipped: the refined query repeats the original (it would repeat pass 1)",
+                )
             elif refined:
                 self._second_pass(run, out, refined)
         run.check()
@@ -427,24 +511,45 @@ class SearchPipeline:
         qvecs2 = self._retriever.encode(terms2.all_terms) if run.qvecs is not None else None
         run.check()
         snap = run.snap
-        rankings2 = self._retriever.rankings(snap, terms2, qvecs2, run.allowed, run.timings, "pass2_",
-                                             corrections=self._retriever.corrections(snap, refined),
-                                             phrases=run.parsed.phrases, threshold=run.threshold, feedback=run.fusion != "score",
-                                             dialog=run.fusion == "score")
+        rankings2 = self._retriever.rankings(
+            snap,
+            terms2,
+            qvecs2,
+            run.allowed,
+            run.timings,
+            "pass2_",
+            corrections=self._retriever.corrections(snap, refined),
+            phrases=run.parsed.phrases,
+            threshold=run.threshold,
+            feedback=run.fusion != "score",
+            dialog=run.fusion == "score",
+        )
         entries2 = self._fuse(rankings2, 2, run)
-        found2 = [self._builder.result(snap, e, run.parsed, kc=s.pass2_shards, qvec=run.qvec)
-                  for e in entries2[: s.pass2_entries]]
+        found2 = [
+            self._builder.result(snap, e, run.parsed, kc=s.pass2_shards, qvec=run.qvec)
+            for e in entries2[: s.pass2_entries]
+        ]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
         # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
         # merged top does not depend on how many results were asked for.
-        page, rest = out.results[: s.pass1_entries], out.results[s.pass1_entries:]
+        page, rest = out.results[: s.pass1_entries], out.results[s.pass1_entries :]
         merged, added = merge_passes(page, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
         in_merged = {r.document_path for r in merged}
         out.results = merged + [r for r in rest if r.document_path not in in_merged]
         out.trace.rankings_pass2 = rankings2
-        out.passes.append(PassInfo(2, refined, tuple(terms2.all_terms), s.pass2_entries, s.pass2_shards, len(found2), added,
-                                   (time.perf_counter() - t) * 1000))
+        out.passes.append(
+            PassInfo(
+                2,
+                refined,
+                tuple(terms2.all_terms),
+                s.pass2_entries,
+                s.pass2_shards,
+                len(found2),
+                added,
+                (time.perf_counter() - t) * 1000,
+            )
+        )
         run.timings["pass2"] = out.passes[-1].ms
         if not added and out.analysis is not None:
             out.analysis = replace(out.analysis, pass2="pass 2 found no entry pass 1 had not")
@@ -456,8 +561,13 @@ class SearchPipeline:
         assert run.terms is not None
         with run.timed("always_include"):
             out.results = out.results[: max(run.k, 0)] if not run.rerank else out.results
-            always_include(out.results, run.parsed, run.terms, run.snap,
-                           lambda entry: self._builder.result(run.snap, entry, run.parsed, kc=1))
+            always_include(
+                out.results,
+                run.parsed,
+                run.terms,
+                run.snap,
+                lambda entry: self._builder.result(run.snap, entry, run.parsed, kc=1),
+            )
 
     def _rerank(self, run: _Run, out: SearchResults) -> None:
         """6. Rerank the searched results (always-include entries keep their place at the end)."""
@@ -478,25 +588,40 @@ class SearchPipeline:
         if run.corrections:
             # A misspelt word counts as the word it was corrected to in the relevance shown and judged
             # (after ranking: the passes and the reranker read relevance as it was).
-            searched_results = [self._builder.with_corrections(run.snap, r, run.parsed, run.qvec, run.corrections)
-                                for r in searched_results]
+            searched_results = [
+                self._builder.with_corrections(run.snap, r, run.parsed, run.qvec, run.corrections)
+                for r in searched_results
+            ]
         out.results = searched_results + [r for r in out.results if r.source != "search"]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
-            judged = [r for r in searched_results if r.document_path in run.favoured] if run.favoured else searched_results
+            judged = (
+                [r for r in searched_results if r.document_path in run.favoured]
+                if run.favoured
+                else searched_results
+            )
             snap = run.snap
             owners = self._memory.get(snap)[0]
             rankings = out.trace.rankings
             if run.named and run.fusion == "score" and self.settings.search.dialog_words > 0:
                 # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
                 assert run.terms is not None
-                rankings = [self._retriever.own_words(snap, run.terms.all_terms[0], run.allowed, run.corrections)]
+                rankings = [
+                    self._retriever.own_words(snap, run.terms.all_terms[0], run.allowed, run.corrections)
+                ]
             share = named_match(rankings, snap, owners, run.named, TOP_N)
             words = query_words(run.parsed.text)
             covered = named_coverage(judged, snap, owners, run.named, words, TOP_N)
             elsewhere = other_coverage(out.trace.entries, snap, owners, run.named, words, OTHERS_N)
-            out.quality = assess(judged, run.qvecs is not None, share, covered, elsewhere, named=bool(run.named),
-                                 conversation=run.fusion == "score")
+            out.quality = assess(
+                judged,
+                run.qvecs is not None,
+                share,
+                covered,
+                elsewhere,
+                named=bool(run.named),
+                conversation=run.fusion == "score",
+            )
         out.stats.final_results = len(out.results)
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
@@ -518,8 +643,11 @@ class SearchPipeline:
         if record:
             self._record(out)
         # A search that fell back from the LLM is not kept: the next one may reach it again.
-        fell_back = "->" in run.terms.source or (analysis is not None and "->" in analysis.analyser) or \
-            any(w.startswith("pass 2: LLM") for w in out.warnings)
+        fell_back = (
+            "->" in run.terms.source
+            or (analysis is not None and "->" in analysis.analyser)
+            or any(w.startswith("pass 2: LLM") for w in out.warnings)
+        )
         if not fell_back:
             self._cache.put(key, out)
         return out
@@ -540,14 +668,28 @@ class SearchPipeline:
         for path in paths[:k]:
             ids = [n for n in snap.shard_ids(path) if n in allowed]
             fused = [Fused(n, 0.0, (), 0) for n in ids]
-            results.append(self._builder.result(snap, Entry(path, fused, 1), parsed, kc=self.settings.search.shards_per_entry))
+            results.append(
+                self._builder.result(
+                    snap, Entry(path, fused, 1), parsed, kc=self.settings.search.shards_per_entry
+                )
+            )
         stats = self._builder.stats(snap, False)
         out = SearchResults(
-            query=parsed.raw, search_terms_used=[], results=results, stats=stats,
-            filters=parsed.filters_dict(), mode=SearchMode(browse=True), searched_sources=["all"],
+            query=parsed.raw,
+            search_terms_used=[],
+            results=results,
+            stats=stats,
+            filters=parsed.filters_dict(),
+            mode=SearchMode(browse=True),
+            searched_sources=["all"],
         )
-        always_include(out.results, parsed, SearchTerms(query="", terms=(), source="keywords"), snap,
-                       lambda entry: self._builder.result(snap, entry, parsed, kc=1))
+        always_include(
+            out.results,
+            parsed,
+            SearchTerms(query="", terms=(), source="keywords"),
+            snap,
+            lambda entry: self._builder.result(snap, entry, parsed, kc=1),
+        )
         stats.final_results = len(out.results)
         out.warnings = run.warnings
         out.timings_ms = {"total": (time.perf_counter() - run.started) * 1000}
@@ -562,8 +704,15 @@ class SearchPipeline:
     def _terms_for(self, run: _Run, text: str) -> SearchTerms:
         s = self.settings.search
         idf = run.snap.idf()
-        return write_terms(text, self.term_writer, lambda token: idf.get(token, 0.0), s.keyword_terms, s.max_terms,
-                           run.budget, snapshot=run.snap)
+        return write_terms(
+            text,
+            self.term_writer,
+            lambda token: idf.get(token, 0.0),
+            s.keyword_terms,
+            s.max_terms,
+            run.budget,
+            snapshot=run.snap,
+        )
 
     def _fuse(self, rankings: list[Ranking], pass_: int, run: _Run, dialog: bool = True) -> list[Entry]:
         """Weighted RRF (or score fusion) over `rankings`, turns lifted by their neighbours, aggregated to notes."""
@@ -589,7 +738,11 @@ class SearchPipeline:
 
     def _half_life(self, run: _Run) -> float:
         """The recency half-life of this search in days (the query's `recent:`, else the setting; 0: off)."""
-        return run.parsed.recent if run.parsed.recent is not None else self.settings.search.recency_half_life_days
+        return (
+            run.parsed.recent
+            if run.parsed.recent is not None
+            else self.settings.search.recency_half_life_days
+        )
 
     def _prefer_recent(self, entries: list[Entry], run: _Run) -> list[Entry]:
         """Under a recency preference, each entry's score times its recency factor, re-sorted (stable)."""
@@ -598,8 +751,12 @@ class SearchPipeline:
             return entries
         for e in entries:
             found = self._retriever.dates.get(e.path)
-            e.recency = recency_factor(found[0] if found is not None else None, run.today, half_life,
-                                       self.settings.search.recency_weight)
+            e.recency = recency_factor(
+                found[0] if found is not None else None,
+                run.today,
+                half_life,
+                self.settings.search.recency_weight,
+            )
         return sorted(entries, key=lambda e: -e.score)
 
     def _record(self, out: SearchResults) -> None:

@@ -53,12 +53,15 @@ MANY_WINDOW_S = 120.0
 
 # -- per-entry relevance (computed by the pipeline for every result) ---------------------------
 
+
 def token_idf(n_docs: int, df: int) -> float:
     """A non-negative IDF: ln(1 + (N - df + 0.5) / (df + 0.5)); a word in no shard gets the most."""
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) if n_docs > 0 else 0.0
 
 
-def coverage(query_tokens: Sequence[str], doc_tokens: Iterable[str] | set[str], idf: Callable[[str], float]) -> float:
+def coverage(
+    query_tokens: Sequence[str], doc_tokens: Iterable[str] | set[str], idf: Callable[[str], float]
+) -> float:
     """IDF-weighted share of the query's (folded) words found in the entry's tokens, 0-1.
 
     Rare words weigh more than common ones; a word absent from the vault weighs most, so a
@@ -95,9 +98,16 @@ def relevance(cos: float | None, cover: float) -> float:
 
 # -- the quality of a result list -------------------------------------------------------------
 
-def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.0,
-           named_coverage: float = 1.0, other_coverage: float = 0.0, named: bool = False,
-           conversation: bool = False) -> Quality:
+
+def assess(
+    results: Sequence[SearchResult],
+    dense: bool,
+    named_match: float = 1.0,
+    named_coverage: float = 1.0,
+    other_coverage: float = 0.0,
+    named: bool = False,
+    conversation: bool = False,
+) -> Quality:
     """Judge a ranked result list (searched entries only) from each entry's `relevance`.
 
     Formula (all parts 0-1):
@@ -138,14 +148,22 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     searched = [r for r in results if r.source == "search"]
     evidence = (named_match + named_coverage) / 2.0
     named_lead = named_coverage - OTHER_WEIGHT * other_coverage
-    parts = {"named": named, "named_match": round(named_match, 4), "named_coverage": round(named_coverage, 4),
-             "named_evidence": round(evidence, 4), "other_coverage": round(other_coverage, 4),
-             "named_lead": round(named_lead, 4)}
+    parts = {
+        "named": named,
+        "named_match": round(named_match, 4),
+        "named_coverage": round(named_coverage, 4),
+        "named_evidence": round(evidence, 4),
+        "other_coverage": round(other_coverage, 4),
+        "named_lead": round(named_lead, 4),
+    }
     if not searched:
         factors = _factors(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, dense, 0.0)
         factors.update(parts, matched=0.0, no_good_match=True)
         return Quality(
-            level="low", score=0.0, confidence=1.0, factors=factors,
+            level="low",
+            score=0.0,
+            confidence=1.0,
+            factors=factors,
             suggestion="No results found. Try other words, or remove filters.",
         )
     rel = [r.relevance for r in searched]
@@ -155,7 +173,7 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     agreement = _agreement(lead, dense, lead is searched[0]) * min(1.0, top / RELEVANT)
     support = sum(head) / len(head)
     matched = min(1.0, 0.6 * top + 0.25 * agreement + 0.15 * support)
-    score = min(matched, evidence ** 2)
+    score = min(matched, evidence**2)
     window = rel[:10]
     spread = statistics.pstdev(window) if len(window) > 1 else 0.0
     ordered = sorted(window, reverse=True)
@@ -165,8 +183,18 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     level = "high" if score >= high else "medium" if score >= medium else "low"
     margin = min(abs(score - high), abs(score - medium))
     confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
-    factors = _factors(top, sum(window) / len(window), support, spread, gap, len(searched), relevant, agreement, dense,
-                       searched[0].score)
+    factors = _factors(
+        top,
+        sum(window) / len(window),
+        support,
+        spread,
+        gap,
+        len(searched),
+        relevant,
+        agreement,
+        dense,
+        searched[0].score,
+    )
     # The flag. With someone named: the memory holds this about someone else, or the results are
     # weak in themselves (a lower bar: on a named question relevance alone separates little).
     # With nobody named: the results are weak (level low).
@@ -175,8 +203,10 @@ def assess(results: Sequence[SearchResult], dense: bool, named_match: float = 1.
     factors.update(parts, matched=round(matched, 4), no_good_match=weak or elsewhere)
     suggestion = _suggestion(level, top, relevant, dense)
     if elsewhere:
-        suggestion = ("The best matches are about someone other than the person named, or hold little of what was "
-                      "asked about them: the memory may not hold this about them.")
+        suggestion = (
+            "The best matches are about someone other than the person named, or hold little of what was "
+            "asked about them: the memory may not hold this about them."
+        )
     return Quality(level, round(score, 4), round(confidence, 3), factors, suggestion)
 
 
@@ -188,8 +218,18 @@ def _agreement(lead: SearchResult, dense: bool, first: bool) -> float:
     return 1.0 if in_bm25 and in_dense else 0.5 if in_bm25 or in_dense else 0.0
 
 
-def _factors(top: float, avg: float, support: float, spread: float, gap: float, count: int, relevant: int,
-             agreement: float, dense: bool, top_score: float) -> dict[str, Any]:
+def _factors(
+    top: float,
+    avg: float,
+    support: float,
+    spread: float,
+    gap: float,
+    count: int,
+    relevant: int,
+    agreement: float,
+    dense: bool,
+    top_score: float,
+) -> dict[str, Any]:
     return {
         "top_relevance": round(top, 4),
         "avg_relevance": round(avg, 4),
@@ -221,13 +261,15 @@ def _suggestion(level: str, top: float, relevant: int, dense: bool) -> str:
 
 # -- diminishing returns ----------------------------------------------------------------------
 
+
 def query_key(query: str) -> tuple[str, ...]:
     """A query's content words, folded and sorted (stop-words dropped unless nothing else)."""
     return tuple(sorted(set(query_words(query))))
 
 
-def diminishing_returns(history: list[dict[str, Any]], query: str, ids: list[str], top: float,
-                        now: float | None = None) -> str | None:
+def diminishing_returns(
+    history: list[dict[str, Any]], query: str, ids: list[str], top: float, now: float | None = None
+) -> str | None:
     """An advisory when searching more is unlikely to help, else None.
 
     `history` holds earlier searches, oldest first, as dicts with `query`, `ids` (result paths),

@@ -122,8 +122,16 @@ class ParsedQuery:
     @property
     def has_filters(self) -> bool:
         """True when anything other than free text was given."""
-        return bool(self.phrases or self.excluded or self.tags or self.paths or self.files or self.sections or self.references
-                    or self.has_note_filters)
+        return bool(
+            self.phrases
+            or self.excluded
+            or self.tags
+            or self.paths
+            or self.files
+            or self.sections
+            or self.references
+            or self.has_note_filters
+        )
 
     @property
     def has_note_filters(self) -> bool:
@@ -167,7 +175,7 @@ def parse_query(raw: str, today: _dt.date | None = None) -> ParsedQuery:
     if text.count('"') % 2:
         warnings.append("unbalanced quote ignored")
         last = text.rfind('"')
-        text = text[:last] + text[last + 1:]
+        text = text[:last] + text[last + 1 :]
     periods: dict[str, list[Period]] = {"after": [], "before": [], "on": []}
     text = _take_dates(text, today, periods, warnings)
     recent: float | None = None
@@ -201,8 +209,10 @@ def parse_query(raw: str, today: _dt.date | None = None) -> ParsedQuery:
         if sep and name.lower() == "recent":
             days = _recent_days(value)
             if days is None:
-                warnings.append(f"recent:{value} not applied: give a half-life such as recent:30d, recent:2w, "
-                                "recent:6m, recent:1y, recent:on or recent:off")
+                warnings.append(
+                    f"recent:{value} not applied: give a half-life such as recent:30d, recent:2w, "
+                    "recent:6m, recent:1y, recent:on or recent:off"
+                )
                 words.append(value)
             else:
                 recent = days
@@ -258,7 +268,7 @@ def _take_dates(text: str, today: _dt.date, periods: dict[str, list[Period]], wa
     out: list[str] = []
     pos = 0
     while m := _DATE_OP.search(text, pos):
-        out.append(text[pos:m.start()])
+        out.append(text[pos : m.start()])
         op, rest_at = m.group(1).lower(), m.end()
         rest = text[rest_at:]
         used, bad = 0, ""
@@ -270,7 +280,7 @@ def _take_dates(text: str, today: _dt.date, periods: dict[str, list[Period]], wa
                 periods[op].append(parse_period(value, today))
             except DateError as exc:
                 bad = value
-                warnings.append(f"{op}:\"{value}\" not applied: {exc}")
+                warnings.append(f'{op}:"{value}" not applied: {exc}')
         else:
             # The value starts right after the colon (`on: hike` gives no date).
             spans = [w.end() for w in re.finditer(r"\S+", rest)][:_DATE_WORDS] if rest[:1].strip() else []
@@ -285,7 +295,7 @@ def _take_dates(text: str, today: _dt.date, periods: dict[str, list[Period]], wa
                 break
             else:
                 if spans:
-                    used, bad = spans[0], rest[:spans[0]]
+                    used, bad = spans[0], rest[: spans[0]]
                     warnings.append(f"{op}:{bad} not applied: {error}")
                 else:
                     warnings.append(f"{op}: not applied: it needs a date, e.g. {op}:2023-05-07")

@@ -133,21 +133,30 @@ class RerankBackend(Protocol):
         """Raw scores mapped to 0-1 on a fixed scale (the same for every list)."""
         ...
 
-    def affordable(self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool) -> int:
+    def affordable(
+        self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool
+    ) -> int:
         """How many of the first candidates the backend expects to score within `budget_ms`."""
         ...
 
 
 # -- configuration -----------------------------------------------------------------------------------
 
+
 def _checked(config: RerankSettings) -> RerankSettings:
     """`config` with the blend clamped to 0-1 and the budgets as floats (as the reranker uses them)."""
-    return replace(config, pass1_timeout_ms=float(config.pass1_timeout_ms), pass2_timeout_ms=float(config.pass2_timeout_ms),
-                   early_exit_ratio=float(config.early_exit_ratio), early_exit_gap=float(config.early_exit_gap),
-                   blend=min(max(float(config.blend), 0.0), 1.0))
+    return replace(
+        config,
+        pass1_timeout_ms=float(config.pass1_timeout_ms),
+        pass2_timeout_ms=float(config.pass2_timeout_ms),
+        early_exit_ratio=float(config.early_exit_ratio),
+        early_exit_gap=float(config.early_exit_gap),
+        blend=min(max(float(config.blend), 0.0), 1.0),
+    )
 
 
 # -- pure parts ----------------------------------------------------------------------------------------
+
 
 def score_ratio(scores: Sequence[float]) -> float | None:
     """Top score over runner-up score (any order); None with fewer than two scores.
@@ -322,6 +331,7 @@ class CostModel:
 
 # -- the orchestrator ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class _Scored:
     raw: float
@@ -402,7 +412,9 @@ class MultiPassReranker:
             if hasattr(self.backend, "tokens_used"):
                 meta.tokens_used = int(getattr(self.backend, "tokens_used", 0) or 0) - tokens_before
 
-    def _passes(self, query: str, results: list[SearchResult], meta: RerankInfo) -> tuple[list[SearchResult], RerankInfo]:
+    def _passes(
+        self, query: str, results: list[SearchResult], meta: RerankInfo
+    ) -> tuple[list[SearchResult], RerankInfo]:
         cfg = self.config
         backend = self.backend
         shares = fused_shares(results)
@@ -412,11 +424,15 @@ class MultiPassReranker:
         wanted1 = list(range(min(cfg.pass1_candidates, len(results))))
         head1 = self._affordable(query, results, wanted1, cfg.pass1_timeout_ms, False)
         if len(head1) < 2:
-            meta.pass1 = RerankPass(False, len(head1), 0.0, False, skipped="the budget allows fewer than 2 candidates")
+            meta.pass1 = RerankPass(
+                False, len(head1), 0.0, False, skipped="the budget allows fewer than 2 candidates"
+            )
             meta.pass2.skipped = "pass 1 did not run"
             return results, meta
         out1 = self._timed(query, [results[i] for i in head1], False, cfg.pass1_timeout_ms)
-        meta.pass1 = RerankPass(out1.scores is not None, len(head1), out1.latency_ms, out1.timed_out, len(head1) < len(wanted1))
+        meta.pass1 = RerankPass(
+            out1.scores is not None, len(head1), out1.latency_ms, out1.timed_out, len(head1) < len(wanted1)
+        )
         if out1.scores is None:
             meta.error = out1.error
             meta.pass2.skipped = "pass 1 did not complete"
@@ -444,10 +460,14 @@ class MultiPassReranker:
             return self._assemble(results, order, scored, shares), meta
         todo = self._affordable(query, results, wanted2, cfg.pass2_timeout_ms, True)
         if not todo or (backend.refines and len(todo) < 2):
-            meta.pass2 = RerankPass(False, len(todo), 0.0, False, True, skipped="the budget allows too few candidates")
+            meta.pass2 = RerankPass(
+                False, len(todo), 0.0, False, True, skipped="the budget allows too few candidates"
+            )
             return self._assemble(results, order, scored, shares), meta
         out2 = self._timed(query, [results[i] for i in todo], True, cfg.pass2_timeout_ms)
-        meta.pass2 = RerankPass(out2.scores is not None, len(todo), out2.latency_ms, out2.timed_out, len(todo) < len(wanted2))
+        meta.pass2 = RerankPass(
+            out2.scores is not None, len(todo), out2.latency_ms, out2.timed_out, len(todo) < len(wanted2)
+        )
         if out2.scores is None:
             if out2.error:
                 meta.error = out2.error
@@ -457,7 +477,9 @@ class MultiPassReranker:
         return self._assemble(results, self._order(len(results), scored, shares), scored, shares), meta
 
     # -- helpers -------------------------------------------------------------------------------
-    def _affordable(self, query: str, results: list[SearchResult], wanted: list[int], timeout_ms: float, precise: bool) -> list[int]:
+    def _affordable(
+        self, query: str, results: list[SearchResult], wanted: list[int], timeout_ms: float, precise: bool
+    ) -> list[int]:
         """The prefix of `wanted` the backend expects to score within the budget."""
         if timeout_ms <= 0 or not wanted:
             return wanted
@@ -467,7 +489,9 @@ class MultiPassReranker:
             n = len(wanted)
         return wanted[: max(0, min(n, len(wanted)))]
 
-    def _timed(self, query: str, candidates: list[SearchResult], precise: bool, timeout_ms: float) -> PassOutcome:
+    def _timed(
+        self, query: str, candidates: list[SearchResult], precise: bool, timeout_ms: float
+    ) -> PassOutcome:
         def fn(cancelled: Cancelled) -> Sequence[float]:
             return self.backend.score(query, candidates, precise=precise, cancelled=cancelled)
 
@@ -481,7 +505,9 @@ class MultiPassReranker:
         head = sorted(scored, key=lambda i: (-self._final(i, scored, shares), i))
         return head + [i for i in range(count) if i not in scored]
 
-    def _assemble(self, results: list[SearchResult], order: list[int], scored: dict[int, _Scored], shares: list[float]) -> list[SearchResult]:
+    def _assemble(
+        self, results: list[SearchResult], order: list[int], scored: dict[int, _Scored], shares: list[float]
+    ) -> list[SearchResult]:
         """Results in `order` with final scores, rerank explanations and movement recorded.
 
         An unscored result's final score is its fused part, `(1 - blend) * fused_share`, capped
@@ -662,7 +688,9 @@ class LocalNeuralBackend:
         span = self.COS_CEIL - self.COS_FLOOR
         return [min(max((s - self.COS_FLOOR) / span, 0.0), 1.0) for s in scores]
 
-    def affordable(self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool) -> int:
+    def affordable(
+        self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool
+    ) -> int:
         """The prefix of `candidates` whose texts still to embed fit the budget.
 
         Gate: shards without a stored vector (notes not embedded yet). Precision: sentence
@@ -671,9 +699,16 @@ class LocalNeuralBackend:
         """
         pending: set[str] = set()
         for n, r in enumerate(candidates):
-            texts = self._unembedded_shards(r) if not precise else [
-                w for c in r.context_shards[: self.window_shards] if c.text.strip() for w in _windows_of(c.text)
-            ]
+            texts = (
+                self._unembedded_shards(r)
+                if not precise
+                else [
+                    w
+                    for c in r.context_shards[: self.window_shards]
+                    if c.text.strip()
+                    for w in _windows_of(c.text)
+                ]
+            )
             for t in texts:
                 k = VectorCache.key(t)
                 if k not in pending and self.cache.get(k) is None:
@@ -684,8 +719,11 @@ class LocalNeuralBackend:
 
     def _unembedded_shards(self, r: SearchResult) -> list[str]:
         with self.index.snapshot() as snap:
-            return [snap.shards[n].search_text for n in snap.shard_ids(r.document_path)
-                    if n in snap.shards and snap.vector(n) is None]
+            return [
+                snap.shards[n].search_text
+                for n in snap.shard_ids(r.document_path)
+                if n in snap.shards and snap.vector(n) is None
+            ]
 
     def score(
         self,
@@ -745,7 +783,9 @@ class LocalNeuralBackend:
             self._queries.put(query, vec)
         return vec
 
-    def _best_shards(self, qvec: np.ndarray, candidates: Sequence[SearchResult], emb: Any, cancelled: Cancelled) -> list[_Best]:
+    def _best_shards(
+        self, qvec: np.ndarray, candidates: Sequence[SearchResult], emb: Any, cancelled: Cancelled
+    ) -> list[_Best]:
         """Per candidate, its best shard: stored vectors, else shards embedded now, else its passages."""
         stored: list[list[tuple[np.ndarray, str]]] = []
         unembedded: list[list[str]] = []
@@ -803,6 +843,7 @@ class LocalNeuralBackend:
 
 # -- cross-encoder backend ---------------------------------------------------------------------------------
 
+
 class CrossEncoderBackend:
     """A sentence-transformers `CrossEncoder` from a local model folder.
 
@@ -824,7 +865,9 @@ class CrossEncoderBackend:
         self._model: Any = None
         self._lock = threading.Lock()
 
-    def affordable(self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool) -> int:
+    def affordable(
+        self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool
+    ) -> int:
         """The number of pairs the measured time per pair lets through the budget."""
         return min(len(candidates), int(budget_ms * 0.6 / max(self.cost.ms, 1e-3)))
 
@@ -838,7 +881,9 @@ class CrossEncoderBackend:
                 raise RerankBackendError(f"cross-encoder model folder not found: {self.model_path!r}")
             from sentence_transformers import CrossEncoder
 
-            self._model = CrossEncoder(str(folder), device="cpu", local_files_only=True, max_length=self.max_length)
+            self._model = CrossEncoder(
+                str(folder), device="cpu", local_files_only=True, max_length=self.max_length
+            )
 
     def normalize(self, scores: Sequence[float]) -> list[float]:
         """Logit -> probability."""
@@ -864,8 +909,13 @@ class CrossEncoderBackend:
                 raise RerankCancelled()
             chunk = pairs[i : i + self.batch_size]
             t0 = time.perf_counter()
-            logits = self._model.predict(chunk, batch_size=self.batch_size, show_progress_bar=False,
-                                         activation_fn=torch.nn.Identity(), convert_to_numpy=True)
+            logits = self._model.predict(
+                chunk,
+                batch_size=self.batch_size,
+                show_progress_bar=False,
+                activation_fn=torch.nn.Identity(),
+                convert_to_numpy=True,
+            )
             self.cost.observe((time.perf_counter() - t0) * 1000, len(chunk))
             arr = np.asarray(logits, dtype=np.float64)
             if arr.ndim > 1:  # a multi-label head: the last label reads as "relevant"
@@ -919,7 +969,9 @@ class LLMBackend:
     def prepare(self) -> None:
         """Nothing to load."""
 
-    def affordable(self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool) -> int:
+    def affordable(
+        self, query: str, candidates: Sequence[SearchResult], budget_ms: float, *, precise: bool
+    ) -> int:
         """All of them: one call, bounded by the LLM client's own timeout."""
         return len(candidates)
 
@@ -939,7 +991,10 @@ class LLMBackend:
         n = len(candidates)
         if n == 0:
             return []
-        messages = [{"role": "system", "content": LLM_SYSTEM}, {"role": "user", "content": llm_prompt(query, candidates)}]
+        messages = [
+            {"role": "system", "content": LLM_SYSTEM},
+            {"role": "user", "content": llm_prompt(query, candidates)},
+        ]
         reply = self.llm.chat(messages, max_tokens=self.max_tokens, temperature=0.0)
         self.tokens_used += int(getattr(reply, "tokens_used", 0) or 0)
         text = getattr(reply, "text", "") or ""
@@ -960,6 +1015,7 @@ def _short(text: str, limit: int = 80) -> str:
 
 
 # -- wiring --------------------------------------------------------------------------------------------------
+
 
 def quality_gate(dense: Callable[[], bool]) -> Callable[[str, list[SearchResult]], str | None]:
     """A gate that skips reranking when the incoming results' quality is already high."""
@@ -996,7 +1052,9 @@ def build_reranker(index: IndexBackend, settings: Settings, llm: Any = None) -> 
             pass1_timeout_ms=float(settings.llm.timeout_s) * 1000.0 + 500.0,
             pass2_candidates=0,
         )
-        return MultiPassReranker(LLMBackend(llm), single, gate=quality_gate(lambda: index.model_state == "ready"))
+        return MultiPassReranker(
+            LLMBackend(llm), single, gate=quality_gate(lambda: index.model_state == "ready")
+        )
     if wants_llm:
         notes.append("LLM rerank asked for but no LLM is configured: local reranker used")
     elif rs.backend == "cross-encoder":

@@ -27,8 +27,9 @@ class ResultBuilder:
         self.dates = dates
         """Each note's date and properties (read from the index itself, per version)."""
 
-    def result(self, snap: Snapshot, entry: Entry, parsed: ParsedQuery, kc: int,
-               qvec: np.ndarray | None = None) -> SearchResult:
+    def result(
+        self, snap: Snapshot, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None
+    ) -> SearchResult:
         """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words."""
         best = entry.fused[0] if entry.fused else None
         note = snap.notes[entry.path]
@@ -42,9 +43,15 @@ class ResultBuilder:
         if not shards:
             first = snap.shard_ids(entry.path)
             if first:
-                shards.append(make_context_shard(snap.shards[first[0]], words, parsed.phrases, 0.0, entry.pass_))
-        bm25_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "bm25"), default=None)
-        dense_rank = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "dense"), default=None)
+                shards.append(
+                    make_context_shard(snap.shards[first[0]], words, parsed.phrases, 0.0, entry.pass_)
+                )
+        bm25_rank = min(
+            (c.rank for f in entry.fused for c in f.contributions if c.retriever == "bm25"), default=None
+        )
+        dense_rank = min(
+            (c.rank for f in entry.fused for c in f.contributions if c.retriever == "dense"), default=None
+        )
         explanation = None
         if best is not None:
             explanation = Explanation(
@@ -82,13 +89,21 @@ class ResultBuilder:
             date_from=day_from,
         )
 
-    def relevance(self, snap: Snapshot, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int) -> float:
+    def relevance(
+        self, snap: Snapshot, entry: Entry, words: list[str], qvec: np.ndarray | None, kc: int
+    ) -> float:
         """0-1 (explorer.search.quality.relevance): the entry's best cosine to the query vector and
         the IDF-weighted coverage of the query's words by its top `kc` retrieved shards."""
         return self._relevance(snap, [f.node_id for f in entry.fused[: max(kc, 1)]], words, qvec)
 
-    def with_corrections(self, snap: Snapshot, result: SearchResult, parsed: ParsedQuery, qvec: np.ndarray | None,
-                         corrections: Sequence[Correction]) -> SearchResult:
+    def with_corrections(
+        self,
+        snap: Snapshot,
+        result: SearchResult,
+        parsed: ParsedQuery,
+        qvec: np.ndarray | None,
+        corrections: Sequence[Correction],
+    ) -> SearchResult:
         """`result` with its relevance judged with each misspelt word (explorer.search.typos) read as
         its correction: the first one the result's shards hold, else the closest."""
         if result.source != "search" or not corrections:
@@ -97,14 +112,22 @@ class ResultBuilder:
         words = query_words(parsed.text) if parsed.text else []
         return replace(result, relevance=self._relevance(snap, ids, words, qvec, corrections))
 
-    def _relevance(self, snap: Snapshot, ids: list[str], words: list[str], qvec: np.ndarray | None,
-                   corrections: Sequence[Correction] = ()) -> float:
+    def _relevance(
+        self,
+        snap: Snapshot,
+        ids: list[str],
+        words: list[str],
+        qvec: np.ndarray | None,
+        corrections: Sequence[Correction] = (),
+    ) -> float:
         toks: set[str] = set()
         for node_id in ids:
             toks.update(snap.tokens(node_id))
         if corrections:
             fixed = {c.token: c.candidates for c in corrections if c.candidates}
-            words = [next((t for t in fixed[w] if t in toks), fixed[w][0]) if w in fixed else w for w in words]
+            words = [
+                next((t for t in fixed[w] if t in toks), fixed[w][0]) if w in fixed else w for w in words
+            ]
         n_docs = snap.n_docs()
         cover = coverage(words, toks, lambda w: token_idf(n_docs, snap.doc_freq(w)))
         cos: float | None = None
@@ -116,11 +139,18 @@ class ResultBuilder:
     def stats(self, snap: Snapshot, dense: bool) -> SearchStats:
         """The `stats` block of the results before the counts of the search are filled in."""
         st = snap.counts()
-        return SearchStats(total_documents_searched=st.notes, total_shards_searched=st.shards,
-                           shards_without_vectors=st.pending, dense_available=dense, index_version=st.version)
+        return SearchStats(
+            total_documents_searched=st.notes,
+            total_shards_searched=st.shards,
+            shards_without_vectors=st.pending,
+            dense_available=dense,
+            index_version=st.version,
+        )
 
 
-def make_context_shard(shard: Shard, words: list[str], phrases: tuple[str, ...] | list[str], score: float, pass_: int) -> ContextShard:
+def make_context_shard(
+    shard: Shard, words: list[str], phrases: tuple[str, ...] | list[str], score: float, pass_: int
+) -> ContextShard:
     """A shard as a context passage with highlights in note offsets."""
     hl = highlight_spans(shard.text, words, phrases, offset=shard.start)
     return ContextShard(
@@ -141,5 +171,9 @@ def _second(entry) -> dict:
     if entry.second_weight <= 0 or len(entry.fused) < 2:
         return {}
     second = entry.fused[1]
-    return {"second_node_id": second.node_id, "second_score": second.score,
-            "second_weight": entry.second_weight, "note_score": entry.score}
+    return {
+        "second_node_id": second.node_id,
+        "second_score": second.score,
+        "second_weight": entry.second_weight,
+        "note_score": entry.score,
+    }

@@ -69,15 +69,23 @@ class Retriever:
 
     def allowed(self, snap: Snapshot, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
-        if not (parsed.tags or parsed.paths or parsed.files or parsed.sections or parsed.excluded
-                or parsed.has_note_filters):
+        if not (
+            parsed.tags
+            or parsed.paths
+            or parsed.files
+            or parsed.sections
+            or parsed.excluded
+            or parsed.has_note_filters
+        ):
             return None
         out = set()
         excluded_tokens = [tokenize(x) for x in parsed.excluded]
         # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
         banned: set[str] = set()
         passing = self.dates.passing(parsed)  # [property:value], after:/before:/on: (None: none given)
-        if passing is not None and not (parsed.tags or parsed.paths or parsed.files or parsed.sections or excluded_tokens):
+        if passing is not None and not (
+            parsed.tags or parsed.paths or parsed.files or parsed.sections or excluded_tokens
+        ):
             return {nid for path in passing for nid in snap.shard_ids(path)}
         if excluded_tokens:
             for node_id, shard in snap.shards.items():
@@ -98,7 +106,9 @@ class Retriever:
                 continue
             if parsed.files and not all(f.lower() in low_path.rsplit("/", 1)[-1] for f in parsed.files):
                 continue
-            if parsed.sections and not all(any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections):
+            if parsed.sections and not all(
+                any(sec.lower() in h.lower() for h in shard.heading_path) for sec in parsed.sections
+            ):
                 continue
             if passing is not None and shard.path not in passing:
                 continue
@@ -147,7 +157,11 @@ class Retriever:
         rankings: list[Ranking] = []
         t0 = time.perf_counter()
         restriction = snap.restrict(allowed) if allowed is not None else None
-        pairs = self._dialog_pairs(snap, s.dialog_words, s.dialog_reach) if dialog and s.dialog_words > 0 else None
+        pairs = (
+            self._dialog_pairs(snap, s.dialog_words, s.dialog_reach)
+            if dialog and s.dialog_words > 0
+            else None
+        )
         for i, term in enumerate(terms.all_terms):
             tw = s.query_weight if i == 0 else s.term_weight
             if i and s.term_retrievers == "dense":
@@ -156,26 +170,42 @@ class Retriever:
             if corrections:
                 toks = corrected_tokens(toks, corrections)
             if pairs is not None and pairs.pairs:
-                items = self._note_depth(snap, lambda n: snap.bm25_top_spread(toks, n, pairs, restriction),
-                                         fetch, depth) if toks else []
+                items = (
+                    self._note_depth(
+                        snap, lambda n: snap.bm25_top_spread(toks, n, pairs, restriction), fetch, depth
+                    )
+                    if toks
+                    else []
+                )
             else:
-                items = self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), fetch, depth) if toks else []
+                items = (
+                    self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), fetch, depth)
+                    if toks
+                    else []
+                )
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
         if qvecs is not None:
             t0 = time.perf_counter()
-            embedded = [t for i, t in enumerate(terms.all_terms)
-                        if t in qvecs and (i == 0 or s.term_retrievers != "bm25")]
+            embedded = [
+                t
+                for i, t in enumerate(terms.all_terms)
+                if t in qvecs and (i == 0 or s.term_retrievers != "bm25")
+            ]
             if embedded:
                 matrix = np.stack([qvecs[t] for t in embedded])
                 hits = snap.vector_top(matrix, fetch, floor, restriction)
-                in_context = (snap.vector_top(matrix, fetch, floor, restriction, context=True)
-                              if dialog and s.dialog_vectors and snap.has_vectors(context=True) else None)
+                in_context = (
+                    snap.vector_top(matrix, fetch, floor, restriction, context=True)
+                    if dialog and s.dialog_vectors and snap.has_vectors(context=True)
+                    else None
+                )
                 for j, (term, items) in enumerate(zip(embedded, hits)):
                     tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
                     row = matrix[j : j + 1]
                     items = self._note_depth(
-                        snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth, items)
+                        snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth, items
+                    )
                     if in_context is not None:
                         items = _better_of(items, in_context[j])
                     rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
@@ -201,8 +231,15 @@ class Retriever:
         return rankings
 
     def _feedback(
-        self, snap: Snapshot, query: str, qvec: np.ndarray, rankings: list[Ranking], fetch: int, depth: int,
-        restriction: Restriction | None, floor: float,
+        self,
+        snap: Snapshot,
+        query: str,
+        qvec: np.ndarray,
+        rankings: list[Ranking],
+        fetch: int,
+        depth: int,
+        restriction: Restriction | None,
+        floor: float,
     ) -> Ranking | None:
         """The dense feedback ranking: the query vector moved toward the best fused passages.
 
@@ -241,22 +278,36 @@ class Retriever:
         row = (moved / norm).reshape(1, -1).astype(np.float32)
         items = self._note_depth(snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth)
         if s.feedback_list == "leave_one_out":
-            items = _leave_one_out(items, used, vecs, np.asarray(qvec, dtype=np.float32), s.feedback_beta, floor)
+            items = _leave_one_out(
+                items, used, vecs, np.asarray(qvec, dtype=np.float32), s.feedback_beta, floor
+            )
         elif s.feedback_list == "new":
             items = [it for it in items if it[0] not in semantic]
         return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
 
     def _phrase_ranking(
-        self, snap: Snapshot, query: str, phrases: tuple[str, ...], rankings: list[Ranking], allowed: set[str] | None, depth: int
+        self,
+        snap: Snapshot,
+        query: str,
+        phrases: tuple[str, ...],
+        rankings: list[Ranking],
+        allowed: set[str] | None,
+        depth: int,
     ) -> Ranking:
         """Shards containing every phrase (case and spacing ignored), in the query's BM25 order."""
         wanted = [" ".join(p.lower().split()) for p in phrases if p.strip()]
-        hits = [nid for nid, sh in snap.shards.items()
-                if (allowed is None or nid in allowed) and all(w in " ".join(sh.text.lower().split()) for w in wanted)]
+        hits = [
+            nid
+            for nid, sh in snap.shards.items()
+            if (allowed is None or nid in allowed)
+            and all(w in " ".join(sh.text.lower().split()) for w in wanted)
+        ]
         order = {nid: i for r in rankings[:1] if r.retriever == "bm25" for i, (nid, _) in enumerate(r.items)}
         hits.sort(key=lambda nid: (order.get(nid, len(order)), nid))
         s = self.settings.search
-        return Ranking(query, "phrase", s.phrase_weight, s.query_weight, tuple((nid, 1.0) for nid in hits[:depth]))
+        return Ranking(
+            query, "phrase", s.phrase_weight, s.query_weight, tuple((nid, 1.0) for nid in hits[:depth])
+        )
 
     def corrections(self, snap: Snapshot, text: str) -> list[Correction]:
         """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.typos)."""
@@ -267,7 +318,13 @@ class Retriever:
             return self._speller.corrections(text, idf, snap.doc_freq)
 
     def _name_ranking(
-        self, snap: Snapshot, query: str, rankings: list[Ranking], allowed: set[str] | None, depth: int, corrections: list[Correction]
+        self,
+        snap: Snapshot,
+        query: str,
+        rankings: list[Ranking],
+        allowed: set[str] | None,
+        depth: int,
+        corrections: list[Correction],
     ) -> Ranking | None:
         """The name ranking (explorer.search.names): notes whose names the query names.
 
@@ -292,9 +349,13 @@ class Retriever:
         idf = snap.idf()
         with self._tables:
             self._names.refresh(snap.notes, snap.version, snap.name_tokens)
-            found = self._names.search(toks, lambda t: idf.get(t, 0.0), depth,
-                                       allowed=None if allowed is None else lambda p: first_shard(p) is not None,
-                                       part_words=lambda path: self._heading_words(snap, path))
+            found = self._names.search(
+                toks,
+                lambda t: idf.get(t, 0.0),
+                depth,
+                allowed=None if allowed is None else lambda p: first_shard(p) is not None,
+                part_words=lambda path: self._heading_words(snap, path),
+            )
         if not found:
             return None
         best: dict[str, str] = {}
@@ -373,16 +434,25 @@ class Retriever:
         per_note = len(snap.shards) / n_notes
         return max(notes, int(notes * per_note * 2) + 16)
 
-    def own_words(self, snap: Snapshot, term: str, allowed: set[str] | None,
-                  corrections: list[Correction] | None = None) -> Ranking:
+    def own_words(
+        self, snap: Snapshot, term: str, allowed: set[str] | None, corrections: list[Correction] | None = None
+    ) -> Ranking:
         """The plain BM25 ranking of `term` (each turn's own words, whatever `dialog` did to the fused one)."""
         s = self.settings.search
         toks = tokenize(term)
         if corrections:
             toks = corrected_tokens(toks, corrections)
         restriction = snap.restrict(allowed) if allowed is not None else None
-        items = self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), self._shard_depth(snap, s.candidates),
-                                 s.candidates) if toks else []
+        items = (
+            self._note_depth(
+                snap,
+                lambda n: snap.bm25_top(toks, n, restriction),
+                self._shard_depth(snap, s.candidates),
+                s.candidates,
+            )
+            if toks
+            else []
+        )
         return Ranking(term, "bm25", s.bm25_weight, s.query_weight, tuple(items))
 
     def _dialog_pairs(self, snap: Snapshot, share: float, reach: int) -> Spread:
@@ -399,8 +469,10 @@ class Retriever:
                 for step in range(1, reach + 1):
                     frontier = [q for p in frontier for q in neighbours.get(p, ()) if q not in seen]
                     seen.update(frontier)
-                    w = share ** step
-                    triples += [(dst, src, w) for q in frontier for dst in shard_ids(path) for src in shard_ids(q)]
+                    w = share**step
+                    triples += [
+                        (dst, src, w) for q in frontier for dst in shard_ids(path) for src in shard_ids(q)
+                    ]
             cached = self._pairs_cache = (key, snap.spread(triples))
         assert cached[1] is not None
         return cached[1]
@@ -437,7 +509,12 @@ class Retriever:
 
 
 def _leave_one_out(
-    items: list[tuple[str, float]], used: list[str], vecs: list[np.ndarray], qvec: np.ndarray, beta: float, floor: float
+    items: list[tuple[str, float]],
+    used: list[str],
+    vecs: list[np.ndarray],
+    qvec: np.ndarray,
+    beta: float,
+    floor: float,
 ) -> list[tuple[str, float]]:
     """The feedback ranking with each source passage scored by the query plus the *other*
     sources' mean (the query alone when it is the only one), not by a vector that contains its

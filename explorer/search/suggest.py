@@ -60,7 +60,11 @@ MAX_CHARS = 600
 #: The related search runs after every pause in typing, so it leaves out what the list does not
 #: need: the name ranking (the mentions above list named notes), the knowledge-first retrieval,
 #: and all but one context shard per result (the list shows none; the ranking is the same).
-RELATED_SETTINGS: dict[str, Any] = {"search.name_weight": 0.0, "search.knowledge_first": False, "search.pass1_shards": 1}
+RELATED_SETTINGS: dict[str, Any] = {
+    "search.name_weight": 0.0,
+    "search.knowledge_first": False,
+    "search.pass1_shards": 1,
+}
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
@@ -74,7 +78,9 @@ def plain_query(text: str) -> str:
     return " ".join(_FILTERISH.sub(" ", text).split())
 
 
-def paragraph_bounds(text: str, index: int, min_words: int = MIN_WORDS, max_chars: int = MAX_CHARS) -> tuple[int, int]:
+def paragraph_bounds(
+    text: str, index: int, min_words: int = MIN_WORDS, max_chars: int = MAX_CHARS
+) -> tuple[int, int]:
     """(start, end) of the paragraph (blank-line separated) around `index`, grown backwards while
     it is short, cut to `max_chars` around the cursor."""
     index = max(0, min(index, len(text)))
@@ -290,13 +296,17 @@ class MentionIndex:
         if len(word) >= FUZZY_MIN - 1 and word.isalpha():
             for d in (word, *_deletes(word)):
                 found |= self._deletes.get(d, set())
-        out = tuple(sorted(w for w in found if w != word and len(w) >= FUZZY_MIN and OSA.distance(w, word) <= 1))
+        out = tuple(
+            sorted(w for w in found if w != word and len(w) >= FUZZY_MIN and OSA.distance(w, word) <= 1)
+        )
         if len(self._near) > 50_000:
             self._near.clear()
         self._near[word] = out
         return out
 
-    def find(self, text: str, start: int, end: int, skip: Iterable[tuple[int, int]] = ()) -> list[tuple[_Name, int, int, bool]]:
+    def find(
+        self, text: str, start: int, end: int, skip: Iterable[tuple[int, int]] = ()
+    ) -> list[tuple[_Name, int, int, bool]]:
         """Names standing in text[start:end] outside the `skip` spans: (name, start, end, fuzzy),
         longest first where they overlap."""
         spans = [(k, start + s, start + e) for k, s, e in tokenize_spans(text[start:end])]
@@ -336,11 +346,13 @@ class MentionIndex:
                 keys.append((fk, True))
         return keys
 
-    def _match(self, text: str, toks: list[tuple[str, int, int]], i: int, entry: _Name, fuzzy0: bool) -> bool | None:
+    def _match(
+        self, text: str, toks: list[tuple[str, int, int]], i: int, entry: _Name, fuzzy0: bool
+    ) -> bool | None:
         """None when `entry` does not stand at toks[i]; else whether a typo was needed."""
         n = len(entry.keys)
         if entry.strict:
-            typed = " ".join(text[toks[i][1]:toks[i + n - 1][2]].split())
+            typed = " ".join(text[toks[i][1] : toks[i + n - 1][2]].split())
             return False if typed == entry.name or _same_words(typed, entry.name) else None
         fuzzy = int(fuzzy0)
         for j in range(1, n):
@@ -366,7 +378,7 @@ def _same_words(typed: str, name: str) -> bool:
 
 
 def _deletes(word: str) -> set[str]:
-    return {word[:i] + word[i + 1:] for i in range(len(word))}
+    return {word[:i] + word[i + 1 :] for i in range(len(word))}
 
 
 def _link(target: str, typed: str, path: str) -> str:
@@ -386,13 +398,20 @@ def _link(target: str, typed: str, path: str) -> str:
 class LinkSuggester:
     """Link suggestions for a paragraph being written, over one search pipeline."""
 
-    def __init__(self, pipeline: Any, sentence_weight: float = SENTENCE_WEIGHT, fuzzy_factor: float = FUZZY_FACTOR,
-                 scope: str = QUERY_SCOPE) -> None:
+    def __init__(
+        self,
+        pipeline: Any,
+        sentence_weight: float = SENTENCE_WEIGHT,
+        fuzzy_factor: float = FUZZY_FACTOR,
+        scope: str = QUERY_SCOPE,
+    ) -> None:
         from explorer.search.pipeline import SearchPipeline
 
         self.pipeline = pipeline
         """The app's pipeline (its index is the one read)."""
-        self.related = SearchPipeline(pipeline.index, pipeline.settings.with_overrides(RELATED_SETTINGS, origin="link suggestions"))
+        self.related = SearchPipeline(
+            pipeline.index, pipeline.settings.with_overrides(RELATED_SETTINGS, origin="link suggestions")
+        )
         """The pipeline of the related search: the app's settings with `RELATED_SETTINGS`, keyword terms (no LLM)."""
         self.sentence_weight = sentence_weight
         self.fuzzy_factor = fuzzy_factor
@@ -406,7 +425,9 @@ class LinkSuggester:
         with self.pipeline.index.snapshot() as snap:
             self.names.refresh(snap.notes, snap.version)
 
-    def mentions(self, text: str, cursor: int, path: str | None = None) -> tuple[tuple[int, int], list[Mention]]:
+    def mentions(
+        self, text: str, cursor: int, path: str | None = None
+    ) -> tuple[tuple[int, int], list[Mention]]:
         """The paragraph's bounds and the names in it: links (linked) and unlinked mentions, in text order."""
         # A cancelled writer thread may still be running: one thread at a time reads and refreshes the table.
         with self._lock:
@@ -423,8 +444,17 @@ class LinkSuggester:
             links.append((m.start(), m.end()))
             found = self.names.resolve(target)
             if found is not None:
-                out.append(Mention(found, target.strip(), m.start(), m.end(), m.group(0), True,
-                                   in_sentence=s_lo <= m.start() < s_hi))
+                out.append(
+                    Mention(
+                        found,
+                        target.strip(),
+                        m.start(),
+                        m.end(),
+                        m.group(0),
+                        True,
+                        in_sentence=s_lo <= m.start() < s_hi,
+                    )
+                )
         for m in _MDLINK.finditer(text, start, end):
             if any(a <= m.start() < b for a, b in links):
                 continue
@@ -432,8 +462,17 @@ class LinkSuggester:
             dest = markdown_link_target(m.group(2))
             found = self.names.resolve(dest[0]) if dest and dest[0] else None
             if found is not None:
-                out.append(Mention(found, dest[0] if dest else "", m.start(), m.end(), m.group(0), True,
-                                   in_sentence=s_lo <= m.start() < s_hi))
+                out.append(
+                    Mention(
+                        found,
+                        dest[0] if dest else "",
+                        m.start(),
+                        m.end(),
+                        m.group(0),
+                        True,
+                        in_sentence=s_lo <= m.start() < s_hi,
+                    )
+                )
         for entry, lo, hi, fuzzy in self.names.find(text, start, end, links):
             if entry.path == path:
                 continue
@@ -496,13 +535,29 @@ class LinkSuggester:
             sentence = plain_query(text[s_lo:s_hi])
             query = sentence if self.scope == "sentence" and sentence else f"{sentence} {query}".strip()
         if early is not None:
-            early(Suggestions(query, start, end, tuple(items), tuple(mentions), None,
-                              {"mentions": round((time.perf_counter() - t0) * 1000, 2)}))
+            early(
+                Suggestions(
+                    query,
+                    start,
+                    end,
+                    tuple(items),
+                    tuple(mentions),
+                    None,
+                    {"mentions": round((time.perf_counter() - t0) * 1000, 2)},
+                )
+            )
         results = None
         if query and len(items) < k:
             try:
-                results = self.related.search(query, k=k + 1 + len(seen), dense=dense, two_pass=False, rerank=False,
-                                               cancelled=cancelled, record=False)
+                results = self.related.search(
+                    query,
+                    k=k + 1 + len(seen),
+                    dense=dense,
+                    two_pass=False,
+                    rerank=False,
+                    cancelled=cancelled,
+                    record=False,
+                )
             except QueryError:
                 results = None
         t2 = time.perf_counter()
@@ -514,7 +569,9 @@ class LinkSuggester:
                     continue
                 seen.add(r.document_path)
                 kind = "linked" if r.document_path in linked else "related"
-                items.append(Suggestion(r.document_path, r.title, kind, self._link_to(r.document_path), result=r))
+                items.append(
+                    Suggestion(r.document_path, r.title, kind, self._link_to(r.document_path), result=r)
+                )
         for p in sorted(linked - seen):
             if len(items) >= k:
                 break
@@ -522,8 +579,11 @@ class LinkSuggester:
                 continue
             seen.add(p)
             items.append(Suggestion(p, self._title(p), "linked", self._link_to(p)))
-        timings = {"mentions": round((t1 - t0) * 1000, 2), "related": round((t2 - t1) * 1000, 2),
-                   "total": round((time.perf_counter() - t0) * 1000, 2)}
+        timings = {
+            "mentions": round((t1 - t0) * 1000, 2),
+            "related": round((t2 - t1) * 1000, 2),
+            "total": round((time.perf_counter() - t0) * 1000, 2),
+        }
         return Suggestions(query, start, end, tuple(items), tuple(mentions), results, timings)
 
     def _link_to(self, path: str) -> str:

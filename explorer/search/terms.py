@@ -19,7 +19,9 @@ MAX_TERM_WORDS = 10
 MAX_WORD_CHARS = 40
 
 # Terminal escape sequences (CSI, OSC, C1 CSI, two-character ESC): removed whole from written terms.
-_ESCAPE_SEQ = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.")
+_ESCAPE_SEQ = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b."
+)
 # Control, zero-width and bidi characters: removed from written terms.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\u2028\u2029\ufeff]")
 
@@ -74,7 +76,9 @@ class TermWriter(Protocol):
     def __call__(self, query: str) -> SearchTerms: ...
 
 
-def keyword_terms(query: str, idf: Callable[[str], float] | None = None, max_terms: int = MAX_TERMS) -> SearchTerms:
+def keyword_terms(
+    query: str, idf: Callable[[str], float] | None = None, max_terms: int = MAX_TERMS
+) -> SearchTerms:
     """Offline term writer: significant words and adjacent pairs of the query.
 
     Words are ranked by idf when `idf` is given (rarer first), stop-words dropped. Terms are the
@@ -135,8 +139,10 @@ def clamp_terms(terms: list[str]) -> tuple[list[str], list[str]]:
     kept = [t for t in written if t and len(t) <= MAX_TERM_CHARS and plausible_term(t)]
     dropped = sum(1 for t in written if t) - len(kept)
     if dropped:
-        warnings.append(f"{dropped} implausible search term{'s' if dropped != 1 else ''} dropped "
-                        f"(over {MAX_TERM_CHARS} characters or {MAX_TERM_WORDS} words, or not words)")
+        warnings.append(
+            f"{dropped} implausible search term{'s' if dropped != 1 else ''} dropped "
+            f"(over {MAX_TERM_CHARS} characters or {MAX_TERM_WORDS} words, or not words)"
+        )
     cleaned = list(dict.fromkeys(kept))
     if len(cleaned) > TRUNCATE_ABOVE:
         warnings.append(f"{len(cleaned)} search terms written; kept the first {MAX_TERMS}")
@@ -167,8 +173,10 @@ def write_terms(
         try:
             terms = call_with_budget(writer, budget, text, snapshot=snapshot)
         except Exception as exc:  # noqa: BLE001 - any writer failure falls back to keywords
-            terms = replace(keyword_terms(text, idf, keyword_count),
-                            warnings=(f"term writer failed ({exc}); keyword terms used",))
+            terms = replace(
+                keyword_terms(text, idf, keyword_count),
+                warnings=(f"term writer failed ({exc}); keyword terms used",),
+            )
     else:
         terms = keyword_terms(text, idf, keyword_count)
     cleaned, warns = clamp_terms(list(terms.terms))
@@ -183,5 +191,7 @@ def call_with_budget(fn: Callable[..., Any], budget: Any, *args: Any, **extra: A
     except (TypeError, ValueError):
         params = {}
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in (("budget", budget), *extra.items()) if v is not None and (k in params or takes_any)}
+    kwargs = {
+        k: v for k, v in (("budget", budget), *extra.items()) if v is not None and (k in params or takes_any)
+    }
     return fn(*args, **kwargs)

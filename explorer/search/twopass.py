@@ -43,7 +43,9 @@ class Analysis:
     """LLM tokens spent."""
 
 
-def analyse(analyser: Any, mode: str, query: str, results: SearchResults, index: Snapshot, budget: Any = None) -> Analysis:
+def analyse(
+    analyser: Any, mode: str, query: str, results: SearchResults, index: Snapshot, budget: Any = None
+) -> Analysis:
     """The analysis stage: `analyser` (an LLM) unless `mode` is `heuristic`; the heuristic otherwise or on failure."""
     if analyser is not None and mode != "heuristic":
         try:
@@ -51,7 +53,9 @@ def analyse(analyser: Any, mode: str, query: str, results: SearchResults, index:
         except Exception as exc:  # noqa: BLE001 - any analyser failure falls back to the heuristic
             fallback = heuristic_analysis(query, results, index)
             name = getattr(analyser, "name", "analyser")
-            return replace(fallback, analyser=f"{name}->heuristic", reason=f"analyser failed ({exc}); {fallback.reason}")
+            return replace(
+                fallback, analyser=f"{name}->heuristic", reason=f"analyser failed ({exc}); {fallback.reason}"
+            )
     return heuristic_analysis(query, results, index)
 
 
@@ -75,8 +79,10 @@ def heuristic_analysis(query: str, results: SearchResults, index: Snapshot) -> A
     dense = results.stats.dense_available
     q = assess(searched, dense)
     f = q.factors
-    shape = (f"quality {q.level} ({q.score:.2f}): {f['relevant_count']} of {min(len(searched), 10)} top results "
-             f"relevant, top relevance {f['top_relevance']:.2f}, gap {f['score_gap']:.2f}")
+    shape = (
+        f"quality {q.level} ({q.score:.2f}): {f['relevant_count']} of {min(len(searched), 10)} top results "
+        f"relevant, top relevance {f['top_relevance']:.2f}, gap {f['score_gap']:.2f}"
+    )
     if q.score >= SUFFICIENT:
         return Analysis("SUFFICIENT", reason=shape)
     feedback = [r for r in searched[:FEEDBACK_WINDOW] if r.relevance >= RELEVANT][:FEEDBACK_DOCS]
@@ -92,7 +98,9 @@ def heuristic_analysis(query: str, results: SearchResults, index: Snapshot) -> A
     )
 
 
-def feedback_terms(query: str, feedback: Sequence[SearchResult], index: Snapshot, n: int = FEEDBACK_TERMS) -> list[str]:
+def feedback_terms(
+    query: str, feedback: Sequence[SearchResult], index: Snapshot, n: int = FEEDBACK_TERMS
+) -> list[str]:
     """Up to `n` words (surface form, lower case) that characterise the feedback entries' passages."""
     q_tokens = {t for t, _, _ in tokenize_spans(query)}
     n_docs = index.n_docs()
@@ -132,7 +140,9 @@ def repeats_query(refined: str, original: str) -> bool:
     return query_key(refined) == query_key(original)
 
 
-def merge_passes(first: list[SearchResult], second: list[SearchResult], scale: float) -> tuple[list[SearchResult], int]:
+def merge_passes(
+    first: list[SearchResult], second: list[SearchResult], scale: float
+) -> tuple[list[SearchResult], int]:
     """Merge pass-2 results into pass 1's; returns (merged list, entries pass 2 added).
 
     Entries stay unique by path: an entry both passes found keeps its pass-1 record and context

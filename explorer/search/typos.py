@@ -78,8 +78,9 @@ class Speller:
             self._source = vocabulary
         found: dict[str, int] = {}
         for form in dict.fromkeys(forms):
-            for term, dist, _ in process.extract(form, self._terms, scorer=Levenshtein.distance,
-                                                 score_cutoff=edits, limit=50):
+            for term, dist, _ in process.extract(
+                form, self._terms, scorer=Levenshtein.distance, score_cutoff=edits, limit=50
+            ):
                 if len(term) >= 3:
                     found[term] = min(int(dist), found.get(term, edits + 1))
         return found

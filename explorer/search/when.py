@@ -27,22 +27,52 @@ _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11), "winter": (12, 2)}
 #: Words before a bare month name that make it a month ("in May"), not a verb or a name ("May I").
-_MONTH_CUES = frozenset({"in", "of", "during", "since", "until", "till", "before", "after", "by", "early", "late", "mid",
-                         "end", "beginning", "start", "through", "throughout", "last", "this", "next"})
+_MONTH_CUES = frozenset(
+    {
+        "in",
+        "of",
+        "during",
+        "since",
+        "until",
+        "till",
+        "before",
+        "after",
+        "by",
+        "early",
+        "late",
+        "mid",
+        "end",
+        "beginning",
+        "start",
+        "through",
+        "throughout",
+        "last",
+        "this",
+        "next",
+    }
+)
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("iso", re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")),
     ("dmy", re.compile(r"\b" + _DAY + r"(?:\s+of)?\s+" + _MONTH + r",?\s+" + _YEAR + r"\b", re.I)),
     ("mdy", re.compile(r"\b" + _MONTH + r"\s+" + _DAY + r"(?:,\s*|\s+)" + _YEAR + r"\b", re.I)),
     ("my", re.compile(r"\b" + _MONTH + r",?\s+(?:of\s+)?" + _YEAR + r"\b", re.I)),
-    ("season", re.compile(r"\b(?P<season>spring|summer|autumn|fall|winter)(?:\s+of)?\s+" + _YEAR + r"\b", re.I)),
+    (
+        "season",
+        re.compile(r"\b(?P<season>spring|summer|autumn|fall|winter)(?:\s+of)?\s+" + _YEAR + r"\b", re.I),
+    ),
     ("dm", re.compile(r"\b" + _DAY + r"(?:\s+of)?\s+" + _MONTH + r"\b", re.I)),
     ("md", re.compile(r"\b" + _MONTH + r"\s+" + _DAY + r"\b(?!\s*(?:,\s*)?(?:19|20)\d\d)", re.I)),
     ("m", re.compile(r"\b(?P<cue>\w+)\s+(?:of\s+)?" + _BARE_MONTH + r"\b", re.I)),
-    ("y", re.compile(r"\b(?:in|of|during|since|until|by|early|late|mid|before|after)\s+" + _YEAR + r"\b", re.I)),
+    (
+        "y",
+        re.compile(r"\b(?:in|of|during|since|until|by|early|late|mid|before|after)\s+" + _YEAR + r"\b", re.I),
+    ),
 )
 #: "the weekend before <date>", "the week after <date>", "a few days before": a span next to a date named after it.
-_RELATIVE = re.compile(r"\b(?P<what>weekend|week|month|days?)\s+(?P<dir>before|after|prior to|following)\s*$", re.I)
+_RELATIVE = re.compile(
+    r"\b(?P<what>weekend|week|month|days?)\s+(?P<dir>before|after|prior to|following)\s*$", re.I
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +104,9 @@ def _day(year: int, month: int, day: int) -> date | None:
         return None
 
 
-def mentions(query: str, *, default_year: int = 2000) -> list[Span]:  # 2000: a leap year, so 29 February reads
+def mentions(
+    query: str, *, default_year: int = 2000
+) -> list[Span]:  # 2000: a leap year, so 29 February reads
     """The spans of days `query` names, in the order they occur (overlapping readings dropped).
 
     A month or a day without a year is read in `default_year` with `any_year` set (leap day safe).
@@ -117,7 +149,11 @@ def _read(kind: str, m: re.Match[str], default_year: int) -> Span | None:
             return None
         if g["month"][0].islower() and g["month"].lower() in ("may", "march"):
             return None
-        return Span(*_month_span(default_year, month), m.group(0)[m.start("month") - m.start():].strip(), any_year=True)
+        return Span(
+            *_month_span(default_year, month),
+            m.group(0)[m.start("month") - m.start() :].strip(),
+            any_year=True,
+        )
     if kind == "season":
         first, last = _SEASONS[g["season"].lower()]
         assert year is not None

@@ -53,7 +53,9 @@ def resolve_note(index: Any, name: str) -> str | None:
     by_title = [p for p, title in titles.items() if title.lower() == low]
     if by_title:
         return sorted(by_title)[0]
-    parts = [p for p in titles if low in p.lower()] or [p for p, title in titles.items() if low in title.lower()]
+    parts = [p for p in titles if low in p.lower()] or [
+        p for p, title in titles.items() if low in title.lower()
+    ]
     if len(parts) == 1:
         return parts[0]
     return None
@@ -77,8 +79,16 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     final_pos = next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
     if not rankings and not rankings2:
         mode = results.mode
-        what = "a classic tool search" if mode.classic else "a filter-only listing" if mode.browse else "this search"
-        verdict = (f"Ranked #{final_pos}." if final_pos else "Not in the results.") + f" No ranking trace for {what}."
+        what = (
+            "a classic tool search"
+            if mode.classic
+            else "a filter-only listing"
+            if mode.browse
+            else "this search"
+        )
+        verdict = (
+            f"Ranked #{final_pos}." if final_pos else "Not in the results."
+        ) + f" No ranking trace for {what}."
         return WhyNotReport(name, path, (), verdict)
 
     def trace(ranks: list[Ranking], label: str) -> bool:
@@ -89,7 +99,9 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
             if hit is None:
                 why = f"not in its {len(r.items)} results"
                 if r.retriever in ("dense", "feedback"):
-                    why += f" (cosine below {settings.dense_threshold:.2f} or deeper than {settings.candidates})"
+                    why += (
+                        f" (cosine below {settings.dense_threshold:.2f} or deeper than {settings.candidates})"
+                    )
                 rows.append(StageRow(stage, why, False))
             else:
                 any_hit = True
@@ -104,9 +116,15 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     # Pass 1's fused notes, as the fusion stage recorded them.
     entries = results.trace.entries
     entry_count = len(entries)
-    entry_rank, fused_score = next(((i, score) for i, (p, score) in enumerate(entries, 1) if p == path), (None, 0.0))
+    entry_rank, fused_score = next(
+        ((i, score) for i, (p, score) in enumerate(entries, 1) if p == path), (None, 0.0)
+    )
     if entry_rank is not None:
-        rows.append(StageRow("fusion (pass 1)", f"entry #{entry_rank} of {entry_count} (fused {fused_score:.5f})", True))
+        rows.append(
+            StageRow(
+                "fusion (pass 1)", f"entry #{entry_rank} of {entry_count} (fused {fused_score:.5f})", True
+            )
+        )
     else:
         rows.append(StageRow("fusion (pass 1)", f"absent from {entry_count} fused entries", False))
     k = len([r for r in results.results if r.source == "search"])
@@ -126,11 +144,20 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
         if res.explanation and res.explanation.rerank:
             moved = f"; rerank {res.explanation.rerank.to_dict()}"
         verdict = f"It is in the results at #{final_pos}{moved}."
-    elif results.early_return and "fact" in results.searched_sources and note is not None and note.source_type != "fact":
-        verdict = "Knowledge-first returned early: only knowledge notes were searched, and this note is not one."
+    elif (
+        results.early_return
+        and "fact" in results.searched_sources
+        and note is not None
+        and note.source_type != "fact"
+    ):
+        verdict = (
+            "Knowledge-first returned early: only knowledge notes were searched, and this note is not one."
+        )
     elif not in_rankings:
-        verdict = ("No shard of it matched any search term: not in any BM25 list, and not similar enough "
-                   f"(cosine ≥ {settings.dense_threshold:.2f}) in any embedding list.")
+        verdict = (
+            "No shard of it matched any search term: not in any BM25 list, and not similar enough "
+            f"(cosine ≥ {settings.dense_threshold:.2f}) in any embedding list."
+        )
         if not results.mode.dense:
             verdict += " Embeddings were not used for this search."
         if results.filters:
@@ -140,8 +167,11 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     elif results.rerank is not None and results.rerank.applied:
         verdict = f"Fused to entry #{entry_rank}, then pushed out of the top {k} by reranking."
     else:
-        verdict = "Retrieved only in the second pass, where it did not make the cut." if rankings2 else \
-            f"Fused to entry #{entry_rank} but not kept."
+        verdict = (
+            "Retrieved only in the second pass, where it did not make the cut."
+            if rankings2
+            else f"Fused to entry #{entry_rank} but not kept."
+        )
     return WhyNotReport(name, path, tuple(rows), verdict)
 
 
@@ -183,9 +213,16 @@ class Change:
 
     def to_dict(self) -> dict[str, Any]:
         """The change as JSON."""
-        return {"kind": self.kind, "value": self.value, "query": self.query, "k": self.k, "rank": self.rank,
-                "holds": self.holds, "claim": self.claim,
-                **({"at": self.at} if self.at is not None else {})}
+        return {
+            "kind": self.kind,
+            "value": self.value,
+            "query": self.query,
+            "k": self.k,
+            "rank": self.rank,
+            "holds": self.holds,
+            "claim": self.claim,
+            **({"at": self.at} if self.at is not None else {}),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,10 +264,17 @@ class Proof:
     def to_dict(self) -> dict[str, Any]:
         """The proof as JSON."""
         return {
-            "query": self.query, "note": self.path, "asked": self.note, "k": self.k, "rank": self.rank,
-            "in_top_k": self.rank is not None and self.rank <= self.k, "summary": self.summary,
-            "facts": list(self.facts), "changes": [c.to_dict() for c in self.changes if c.holds],
-            "not_enough": [c.to_dict() for c in self.changes if not c.holds], "unchecked": list(self.unchecked),
+            "query": self.query,
+            "note": self.path,
+            "asked": self.note,
+            "k": self.k,
+            "rank": self.rank,
+            "in_top_k": self.rank is not None and self.rank <= self.k,
+            "summary": self.summary,
+            "facts": list(self.facts),
+            "changes": [c.to_dict() for c in self.changes if c.holds],
+            "not_enough": [c.to_dict() for c in self.changes if not c.holds],
+            "unchecked": list(self.unchecked),
             "verdict": self.trace.verdict,
             "stages": [{"stage": r.stage, "outcome": r.outcome, "present": r.found} for r in self.trace.rows],
         }
@@ -252,12 +296,23 @@ def variant(pipeline: Any, settings: Any) -> Any:
     """A pipeline like `pipeline` (same index and components) that runs with `settings`."""
     from explorer.search.pipeline import SearchPipeline
 
-    return SearchPipeline(pipeline.index, settings, term_writer=pipeline.term_writer, analyser=pipeline.analyser,
-                          reranker=pipeline.reranker)
+    return SearchPipeline(
+        pipeline.index,
+        settings,
+        term_writer=pipeline.term_writer,
+        analyser=pipeline.analyser,
+        reranker=pipeline.reranker,
+    )
 
 
-def prove(pipeline: Any, query: str, name: str, k: int | None = None,
-          make_pipeline: Callable[[Any, Any], Any] | None = None, rehearse: bool = True) -> Proof:
+def prove(
+    pipeline: Any,
+    query: str,
+    name: str,
+    k: int | None = None,
+    make_pipeline: Callable[[Any, Any], Any] | None = None,
+    rehearse: bool = True,
+) -> Proof:
     """Why note `name` is not in the top `k` for `query`, with each counterfactual run before it is stated.
 
     Steps:
@@ -292,8 +347,15 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
     changes: list[Change] = []
     unchecked: list[str] = []
 
-    def run(kind: str, value: str, claim: Callable[[int | None], str], *, pipe: Any = None, q: str | None = None,
-            **options: Any) -> Change:
+    def run(
+        kind: str,
+        value: str,
+        claim: Callable[[int | None], str],
+        *,
+        pipe: Any = None,
+        q: str | None = None,
+        **options: Any,
+    ) -> Change:
         res = (pipe or pipeline).search(q or query, k=k, record=False, **options)
         got = rank_of(res, path)
         change = Change(kind, value, q or query, k, got, claim(got))
@@ -301,7 +363,11 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
         return change
 
     def outcome(got: int | None) -> str:
-        return f"it would rank #{got}" if got is not None else f"it would still be outside the top {k} (not enough)"
+        return (
+            f"it would rank #{got}"
+            if got is not None
+            else f"it would still be outside the top {k} (not enough)"
+        )
 
     parsed = parse_query(query)
     shard_ids = tuple(index.shard_ids(path))
@@ -313,7 +379,12 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
                 continue
             facts.append(f"left out by {token}")
             if rest.strip():
-                run("filter", token, lambda got, t=token: f"left out by {t} — without it, {outcome(got)}", q=rest)
+                run(
+                    "filter",
+                    token,
+                    lambda got, t=token: f"left out by {t} — without it, {outcome(got)}",
+                    q=rest,
+                )
     text = parsed.text
     excluded = any(f.startswith("left out by") for f in facts)
 
@@ -326,11 +397,16 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
             lowered = _floor_under(best)
             facts.append(f"its best passage's cosine {best:.3f} is under the {floor:.2f} floor")
             if lowered < COS_FLOOR:
-                unchecked.append(f"a lower floor: {best:.3f} is where unrelated passages sit (under {COS_FLOOR:.2f})")
+                unchecked.append(
+                    f"a lower floor: {best:.3f} is where unrelated passages sit (under {COS_FLOOR:.2f})"
+                )
             else:
-                run("floor", f"{lowered:.2f}",
+                run(
+                    "floor",
+                    f"{lowered:.2f}",
                     lambda got, lo=lowered: f"with the floor at {lo:.2f}, {outcome(got)}",
-                    pipe=variant(pipeline, with_search(settings, dense_threshold=lowered)))
+                    pipe=variant(pipeline, with_search(settings, dense_threshold=lowered)),
+                )
 
     # Candidate depth: the note's place in the query's BM25 (and dense) ranking of notes.
     if text and not excluded:
@@ -338,11 +414,17 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
         places = _note_places(index, path, text, qvec, _dense_floor(index, settings))
         past = {who: place for who, place in places.items() if place > depth}
         for who, place in sorted(past.items()):
-            facts.append(f"it is note #{place} in {who}'s ranking of “{text}”, past the {depth}-note candidate depth")
+            facts.append(
+                f"it is note #{place} in {who}'s ranking of “{text}”, past the {depth}-note candidate depth"
+            )
         if past:
             deeper = _round_up(max(past.values()))
-            run("depth", str(deeper), lambda got, d=deeper: f"with a candidate depth of {d}, {outcome(got)}",
-                pipe=variant(pipeline, with_search(settings, candidates=deeper)))
+            run(
+                "depth",
+                str(deeper),
+                lambda got, d=deeper: f"with a candidate depth of {d}, {outcome(got)}",
+                pipe=variant(pipeline, with_search(settings, candidates=deeper)),
+            )
 
     # Reranking moved it out.
     if today.rerank is not None and today.rerank.applied:
@@ -353,24 +435,38 @@ def prove(pipeline: Any, query: str, name: str, k: int | None = None,
         have = set()
         for node_id in shard_ids:
             have.update(index.tokens(node_id))
-        missing = [w for w in dict.fromkeys(word.strip(".,;:!?\"'()[]") for word in text.split())
-                   if (toks := tokenize(w)) and not all(t in have for t in toks)]
+        missing = [
+            w
+            for w in dict.fromkeys(word.strip(".,;:!?\"'()[]") for word in text.split())
+            if (toks := tokenize(w)) and not all(t in have for t in toks)
+        ]
         if missing:
             facts.append("it lacks " + ", ".join(f"“{w}”" for w in missing))
             why_skip = _rehearsal_blocked(index, make_pipeline, rehearse)
             if not why_skip and not path.lower().endswith(".md"):
-                why_skip = "only a Markdown note's text can be edited as text (this one is read from another format)"
+                why_skip = (
+                    "only a Markdown note's text can be edited as text (this one is read from another format)"
+                )
             if why_skip:
                 unchecked.append(f"adding a missing word: {why_skip}")
             else:
                 assert make_pipeline is not None
-                changes.extend(rehearse_words(index, settings, make_pipeline, path, query, missing[:MAX_WORDS_TRIED], k))
+                changes.extend(
+                    rehearse_words(index, settings, make_pipeline, path, query, missing[:MAX_WORDS_TRIED], k)
+                )
     changes.sort(key=lambda c: (not c.holds, c.rank if c.rank is not None else 10**9))
     return Proof(query, name, path, k, rank, tuple(facts), tuple(changes), tuple(unchecked), trace)
 
 
-def rehearse_words(index: Any, settings: Any, make_pipeline: Callable[[Any, Any], Any], path: str, query: str,
-                   words: list[str], k: int) -> list[Change]:
+def rehearse_words(
+    index: Any,
+    settings: Any,
+    make_pipeline: Callable[[Any, Any], Any],
+    path: str,
+    query: str,
+    words: list[str],
+    k: int,
+) -> list[Change]:
     """For each word, the note's rank for `query` if it contained that word: the vault copied to a
     temporary folder (with its index, so only the edited note is read and embedded again), the
     word written into the note's best passage, the copy re-indexed and searched."""
@@ -405,8 +501,11 @@ def rehearse_words(index: Any, settings: Any, make_pipeline: Callable[[Any, Any]
                 copy.refresh(paths=[path], reread=True)
                 copy.embed_pending()
                 got = rank_of(pipe.search(query, k=k, record=False), path)
-                claim = (f"if it contained “{word}” it would rank #{got}" if got is not None
-                         else f"if it contained “{word}” it would still be outside the top {k} (not enough)")
+                claim = (
+                    f"if it contained “{word}” it would rank #{got}"
+                    if got is not None
+                    else f"if it contained “{word}” it would still be outside the top {k} (not enough)"
+                )
                 out.append(Change("word", word, query, k, got, claim, at))
                 file.write_bytes(original)
             copy.refresh(paths=[path], reread=True)
@@ -459,7 +558,7 @@ def _filter_tokens(query: str) -> list[tuple[str, str]]:
         token = m.group(0)
         parsed = parse_query(token)
         if parsed.has_filters and not parsed.text and not parsed.references:
-            rest = " ".join((query[:m.start()] + " " + query[m.end():]).split())
+            rest = " ".join((query[: m.start()] + " " + query[m.end() :]).split())
             out.append((token, rest))
     return out
 

@@ -20,14 +20,44 @@ __all__ = ["MONTHS", "DateError", "Period", "note_date", "parse_period", "value_
 
 #: English month names and their short forms -> month number (the one table for every date reader).
 MONTHS: dict[str, int] = {
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7, "august": 8,
-    "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
-    "oct": 10, "nov": 11, "dec": 12,
+    "january": 1,
+    "february": 2,
+    "march": 3,
+    "april": 4,
+    "may": 5,
+    "june": 6,
+    "july": 7,
+    "august": 8,
+    "september": 9,
+    "october": 10,
+    "november": 11,
+    "december": 12,
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
 }
-_UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month": "month", "months": "month",
-          "year": "year", "years": "year"}
-_EXAMPLES = "2023-05-07, 7 May 2023, May 7 2023, 2023-05, May 2023, 2023, today, yesterday, last week, this year"
+_UNITS = {
+    "day": "day",
+    "days": "day",
+    "week": "week",
+    "weeks": "week",
+    "month": "month",
+    "months": "month",
+    "year": "year",
+    "years": "year",
+}
+_EXAMPLES = (
+    "2023-05-07, 7 May 2023, May 7 2023, 2023-05, May 2023, 2023, today, yesterday, last week, this year"
+)
 
 _ISO_DAY = re.compile(r"(\d{4})[-/](\d{1,2})[-/](\d{1,2})")
 _ISO_MONTH = re.compile(r"(\d{4})[-/](\d{1,2})")
@@ -65,8 +95,11 @@ class Period:
 
     def to_dict(self) -> dict[str, str]:
         """JSON form: the expression and its first and last day."""
-        return {"text": self.text, "first": self.start.isoformat(),
-                "last": (self.end - _dt.timedelta(days=1)).isoformat()}
+        return {
+            "text": self.text,
+            "first": self.start.isoformat(),
+            "last": (self.end - _dt.timedelta(days=1)).isoformat(),
+        }
 
 
 def parse_period(text: str, today: _dt.date) -> Period:
@@ -120,8 +153,8 @@ def _relative(words: str, today: _dt.date) -> tuple[_dt.date, _dt.date] | None:
     if words == "tomorrow":
         return today + day, today + 2 * day
     for prefix, back in (("this ", 0), ("last ", 1), ("next ", -1)):
-        if words.startswith(prefix) and words[len(prefix):] in ("week", "month", "year"):
-            return _unit_period(words[len(prefix):], today, back)
+        if words.startswith(prefix) and words[len(prefix) :] in ("week", "month", "year"):
+            return _unit_period(words[len(prefix) :], today, back)
     if m := _AGO.fullmatch(words):
         n, unit = int(m[1]), _UNITS[m[2]]
         if unit == "day":
@@ -191,19 +224,29 @@ def value_date(value: Any) -> _dt.date | None:
         period = parse_period(text, _dt.date(2000, 1, 1))
     except DateError:
         return None
-    if period.end - period.start == _dt.timedelta(days=1) and text.lower() not in ("today", "yesterday", "tomorrow") \
-            and not text.lower().endswith("ago"):
+    if (
+        period.end - period.start == _dt.timedelta(days=1)
+        and text.lower() not in ("today", "yesterday", "tomorrow")
+        and not text.lower().endswith("ago")
+    ):
         return period.start
     return None
 
 
 #: Where a note's date is read, in order: (where, key).
-DATE_FIELDS = (("frontmatter", "date"), ("frontmatter", "created"), ("metadata", "timestamp"),
-               ("metadata", "date"), ("frontmatter", "updated"), ("frontmatter", "modified"))
+DATE_FIELDS = (
+    ("frontmatter", "date"),
+    ("frontmatter", "created"),
+    ("metadata", "timestamp"),
+    ("metadata", "date"),
+    ("frontmatter", "updated"),
+    ("frontmatter", "modified"),
+)
 
 
-def note_date(frontmatter: dict[str, Any], metadata: dict[str, Any], path: str,
-              mtime_ns: int | None) -> tuple[_dt.date, str] | None:
+def note_date(
+    frontmatter: dict[str, Any], metadata: dict[str, Any], path: str, mtime_ns: int | None
+) -> tuple[_dt.date, str] | None:
     """The day a note is about and where it was read: the key of `DATE_FIELDS` (`date`, `created`,
     `timestamp`, `updated`, ...), `file name` or `modified` (the file time); None when nothing gives one (no date field and no file time)."""
     for where, key in DATE_FIELDS:

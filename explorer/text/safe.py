@@ -23,7 +23,9 @@ import re
 from typing import Any
 
 # C0 except \t \n \r, DEL, a CR not followed by LF, C1, bidi controls, LS/PS.
-_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]|\r(?!\n)")
+_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]|\r(?!\n)"
+)
 # The same set minus what JSON itself escapes (C0, including CR): only these can reach a terminal raw.
 _JSON_UNSAFE = re.compile(r"[\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
@@ -73,7 +75,9 @@ def cell_stable(text: str) -> str:
 
 
 # What can act on a terminal from inside a line: C0 but tab, DEL, C1, bidi controls, LS/PS.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_CONTROLS = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
 
 
 def has_controls(text: str) -> bool:
@@ -124,7 +128,7 @@ class SafeStream:
         if self._allow_sgr and "\x1b" in text:
             out, pos = [], 0
             for m in _SGR.finditer(text):
-                out.append(safe_text(text[pos:m.start()]))
+                out.append(safe_text(text[pos : m.start()]))
                 out.append(m.group(0))
                 pos = m.end()
             out.append(safe_text(text[pos:]))

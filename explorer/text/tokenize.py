@@ -61,7 +61,7 @@ def tokenize(text: str) -> list[str]:
     for tok in toks:
         if tok[0] >= "\u3040" and _is_cjk(tok[0]):
             out.extend(tok)
-            out.extend(tok[i:i + 2] for i in range(len(tok) - 1))
+            out.extend(tok[i : i + 2] for i in range(len(tok) - 1))
         else:
             append(_fold(tok))
     return out
@@ -69,8 +69,13 @@ def tokenize(text: str) -> list[str]:
 
 def _is_cjk(ch: str) -> bool:
     o = ord(ch)
-    return (0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF
-            or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF)
+    return (
+        0x3040 <= o <= 0x30FF
+        or 0x3400 <= o <= 0x4DBF
+        or 0x4E00 <= o <= 0x9FFF
+        or 0xAC00 <= o <= 0xD7AF
+        or 0xF900 <= o <= 0xFAFF
+    )
 
 
 def tokenize_spans(text: str) -> list[tuple[str, int, int]]:

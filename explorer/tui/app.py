@@ -114,7 +114,9 @@ class ExplorerApp(App[int]):
         self._pipeline_factory = pipeline_factory
         self.state_path = state_path
         self.ui_state: UIState = load_state(state_path)
-        self.theme_dirs = list(theme_dirs) if theme_dirs is not None else [SHIPPED_THEMES_DIR, user_themes_dir()]
+        self.theme_dirs = (
+            list(theme_dirs) if theme_dirs is not None else [SHIPPED_THEMES_DIR, user_themes_dir()]
+        )
         self.theme_errors: list[str] = []
         self._watch = watch
         self._load_model = load_model
@@ -131,8 +133,12 @@ class ExplorerApp(App[int]):
         """Register themes, pick the remembered one, then open the index in a worker."""
         self._register_themes()
         llm = self.settings.llm
-        self.status = replace(self.status, llm=llm.model if llm.configured else "off", rerank=self.settings.rerank.enabled,
-                              model="off" if not self.settings.index.embeddings else "not loaded")
+        self.status = replace(
+            self.status,
+            llm=llm.model if llm.configured else "off",
+            rerank=self.settings.rerank.enabled,
+            model="off" if not self.settings.index.embeddings else "not loaded",
+        )
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.call_after_refresh(self._open_index)
 
@@ -178,7 +184,9 @@ class ExplorerApp(App[int]):
         Messages carry file names, vault text and error details: they are never parsed as markup
         (`markup` is ignored) and their control characters are made visible.
         """
-        super().notify(screen_text(message), title=screen_text(title), severity=severity, timeout=timeout, markup=False)
+        super().notify(
+            screen_text(message), title=screen_text(title), severity=severity, timeout=timeout, markup=False
+        )
 
     def notify_any_thread(self, message: str) -> None:
         """A warning notification, from the UI thread or any other."""
@@ -202,10 +210,16 @@ class ExplorerApp(App[int]):
         try:
             if index is None:
                 index, report = open_index(
-                    self.vault, self.settings, embedder=self._embedder, on_message=self.notify_any_thread,
-                    progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)))
-                summary = (f"{index.note_count()} notes ({len(report.added)} new, {len(report.changed)} changed, "
-                           f"{len(report.removed)} removed)")
+                    self.vault,
+                    self.settings,
+                    embedder=self._embedder,
+                    on_message=self.notify_any_thread,
+                    progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)),
+                )
+                summary = (
+                    f"{index.note_count()} notes ({len(report.added)} new, {len(report.changed)} changed, "
+                    f"{len(report.removed)} removed)"
+                )
             else:
                 summary = f"{index.note_count()} notes"
             pipeline = (self._pipeline_factory or make_pipeline)(index, self.settings)
@@ -219,7 +233,9 @@ class ExplorerApp(App[int]):
     def on_index_progress(self, message: IndexProgress) -> None:
         """Show progress in the status bar."""
         done = message.done < message.total
-        self.status = replace(self.status, stage=message.stage if done else "", done=message.done, total=message.total)
+        self.status = replace(
+            self.status, stage=message.stage if done else "", done=message.done, total=message.total
+        )
 
     def on_index_ready(self, message: IndexReady) -> None:
         """Lexical search works now; start the watcher and the model."""
@@ -254,7 +270,9 @@ class ExplorerApp(App[int]):
             return
         lines = [f"{path}: {reason}" for path, reason in sorted(skipped.items())]
         lines += [f"{path}: {w}" for path, ws in warned.items() for w in ws]
-        shown = lines[:6] + ([f"… and {len(lines) - 6} more (explorer stats lists them all)"] if len(lines) > 6 else [])
+        shown = lines[:6] + (
+            [f"… and {len(lines) - 6} more (explorer stats lists them all)"] if len(lines) > 6 else []
+        )
         title = f"{len(skipped)} file{'s' if len(skipped) != 1 else ''} skipped, {len(warned)} indexed with warnings"
         self.notify("\n".join(shown), title=title, severity="warning", timeout=12)
 
@@ -286,7 +304,9 @@ class ExplorerApp(App[int]):
             self.post_message(ModelState("loading"))
         emb = index.embedder()
         if emb is None:
-            self.post_message(ModelState("unavailable" if index.model_state != "off" else "off", index.model_error))
+            self.post_message(
+                ModelState("unavailable" if index.model_state != "off" else "off", index.model_error)
+            )
             return
         while index.pending() and not worker.is_cancelled:
             self.post_message(ModelState("embedding", index.runtime))
@@ -305,7 +325,12 @@ class ExplorerApp(App[int]):
         if message.state != "embedding" and self.status.stage == "embedding":
             self.status = replace(self.status, stage="")
         if message.state == "unavailable" and message.detail:
-            self.notify(f"Searching BM25 only: {message.detail}", title="Embedding model", severity="warning", timeout=8)
+            self.notify(
+                f"Searching BM25 only: {message.detail}",
+                title="Embedding model",
+                severity="warning",
+                timeout=8,
+            )
         if message.state == "ready":
             settle_heap()
         if message.state in ("ready", "embedding") and was not in ("ready", "embedding"):
@@ -351,9 +376,15 @@ class ExplorerApp(App[int]):
         settle_heap()
         for screen in self.screen_stack:
             if isinstance(screen, NoteScreen) and screen.is_mounted and screen.place.path in message.paths:
-                screen.run_worker(screen.show_place(screen.place), exclusive=True, group="note-nav", exit_on_error=False)
+                screen.run_worker(
+                    screen.show_place(screen.place), exclusive=True, group="note-nav", exit_on_error=False
+                )
         if st.pending and self._load_model and self.settings.index.embeddings:
-            running = [w for w in self.workers if w.group == "model" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
+            running = [
+                w
+                for w in self.workers
+                if w.group == "model" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+            ]
             if not running:
                 self._prepare_model()
 
@@ -369,8 +400,14 @@ class ExplorerApp(App[int]):
             self.status = replace(self.status, watcher="unavailable")
             return
         try:
-            self.watcher = VaultWatcher(self.index, self.settings, embed=False, on_batch=self._watch_batch,
-                                        on_state=self._watch_state, on_error=self._watch_error)
+            self.watcher = VaultWatcher(
+                self.index,
+                self.settings,
+                embed=False,
+                on_batch=self._watch_batch,
+                on_state=self._watch_state,
+                on_error=self._watch_error,
+            )
             self.watcher.start()
         except Exception as exc:  # noqa: BLE001 - watching is optional
             self.watcher = None
@@ -386,8 +423,14 @@ class ExplorerApp(App[int]):
         paths = tuple(report.added) + tuple(report.changed) + tuple(report.removed)
         if paths:
             index = self.index
-            self.post_message(IndexUpdated(paths, f"watcher: {len(paths)} note(s) changed",
-                                           index.stats() if index is not None else None, note_titles(index)))
+            self.post_message(
+                IndexUpdated(
+                    paths,
+                    f"watcher: {len(paths)} note(s) changed",
+                    index.stats() if index is not None else None,
+                    note_titles(index),
+                )
+            )
 
     def _watch_state(self, state: str) -> None:
         """Watcher thread: its state changed (starting, watching, vault missing, stopped)."""
@@ -420,7 +463,9 @@ class ExplorerApp(App[int]):
             return
         place = Place(message.path, message.cursor)
         if isinstance(self.screen, NoteScreen):
-            self.screen.run_worker(self.screen.go(place), exclusive=True, group="note-nav", exit_on_error=False)
+            self.screen.run_worker(
+                self.screen.go(place), exclusive=True, group="note-nav", exit_on_error=False
+            )
         else:
             self.push_screen(NoteScreen(place))
 
@@ -458,7 +503,11 @@ class ExplorerApp(App[int]):
         seen_kinds: set[type] = {type(screen)}
         for widget in screen.walk_children():
             kind = type(widget)
-            if kind not in seen_kinds and kind.__module__.startswith("explorer.") and kind.__dict__.get("BINDINGS"):
+            if (
+                kind not in seen_kinds
+                and kind.__module__.startswith("explorer.")
+                and kind.__dict__.get("BINDINGS")
+            ):
                 seen_kinds.add(kind)
                 owners.append(widget)
         seen: set[tuple[type, str]] = set()
@@ -471,10 +520,15 @@ class ExplorerApp(App[int]):
                     continue
                 seen.add((type(owner), binding.action))
                 keys = binding.key_display or binding.key.split(",")[0]
-                yield SystemCommand(f"{binding.description}{where}", f"{keys} · {palette_help(owner, binding)}",
-                                    partial(self._run_action_on, owner, binding.action))
+                yield SystemCommand(
+                    f"{binding.description}{where}",
+                    f"{keys} · {palette_help(owner, binding)}",
+                    partial(self._run_action_on, owner, binding.action),
+                )
         for name in sorted(self.available_themes):
-            yield SystemCommand(f"Theme: {name}", "Switch to this theme (remembered)", partial(setattr, self, "theme", name))
+            yield SystemCommand(
+                f"Theme: {name}", "Switch to this theme (remembered)", partial(setattr, self, "theme", name)
+            )
 
     def _run_action_on(self, owner: Any, action: str) -> None:
         owner.call_next(owner.run_action, action)

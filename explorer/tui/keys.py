@@ -34,47 +34,151 @@ APP = [
 
 #: The search screen (search box, results, context and why-ranked panes, vault tree).
 MAIN = [
-    Binding("escape", "focus_search", "Search", show=False, tooltip="Back to the search box, the query selected"),
+    Binding(
+        "escape", "focus_search", "Search", show=False, tooltip="Back to the search box, the query selected"
+    ),
     Binding("f2", "toggle_tree", "Tree", tooltip="Show or hide the vault tree"),
     Binding("f3", "open_at_cursor", "Open", tooltip="Open the whole note at the context cursor"),
     Binding("f4", "edit", "Write", tooltip="Open the note in writing mode"),
     Binding("f5", "show_tab('tab-context')", "Context", tooltip="Show the context pane"),
     Binding("f6", "show_tab('tab-why')", "Why", tooltip="Show why the selected result ranked"),
     Binding("f7", "why_not", "Why not?", show=False, tooltip="Ask why a note you expected is missing"),
-    Binding("ctrl+up", "widen(1)", "Widen context", show=False, key_display="ctrl+↑", tooltip="Show more text around the cursor"),
-    Binding("ctrl+down", "widen(-1)", "Narrow context", show=False, key_display="ctrl+↓", tooltip="Show less text around the cursor"),
-    Binding("ctrl+n", "match(1)", "Next match", show=False, tooltip="Move the context to the next match in the note"),
-    Binding("ctrl+b", "match(-1)", "Previous match", show=False, tooltip="Move the context to the previous match in the note"),
-    Binding("shift+down", "shard(1)", "Next shard", show=False, key_display="shift+↓", tooltip="Move the context to the result's next section"),
-    Binding("shift+up", "shard(-1)", "Previous shard", show=False, key_display="shift+↑", tooltip="Move the context to the result's previous section"),
-    Binding("ctrl+y", "copy_node_id", "Copy node id", show=False, tooltip="Copy the node_id under the context cursor"),
-    Binding("ctrl+l", "copy_link", "Copy [[link]]", show=False, tooltip="Copy the node_id under the context cursor as a [[link]]"),
-    Binding("ctrl+o", "open_obsidian", "Open in Obsidian", show=False, tooltip="Open the selected note in Obsidian"),
-    Binding("ctrl+g", "open_editor", "Open in $EDITOR", show=False, tooltip="Open the selected note in $EDITOR at the context cursor's line"),
-    Binding("f8", "mark('relevant')", "Mark relevant", show=False, tooltip="Mark the selected result relevant for this query"),
-    Binding("f9", "mark('not_relevant')", "Mark not relevant", show=False, tooltip="Mark the selected result not relevant for this query"),
+    Binding(
+        "ctrl+up",
+        "widen(1)",
+        "Widen context",
+        show=False,
+        key_display="ctrl+↑",
+        tooltip="Show more text around the cursor",
+    ),
+    Binding(
+        "ctrl+down",
+        "widen(-1)",
+        "Narrow context",
+        show=False,
+        key_display="ctrl+↓",
+        tooltip="Show less text around the cursor",
+    ),
+    Binding(
+        "ctrl+n",
+        "match(1)",
+        "Next match",
+        show=False,
+        tooltip="Move the context to the next match in the note",
+    ),
+    Binding(
+        "ctrl+b",
+        "match(-1)",
+        "Previous match",
+        show=False,
+        tooltip="Move the context to the previous match in the note",
+    ),
+    Binding(
+        "shift+down",
+        "shard(1)",
+        "Next shard",
+        show=False,
+        key_display="shift+↓",
+        tooltip="Move the context to the result's next section",
+    ),
+    Binding(
+        "shift+up",
+        "shard(-1)",
+        "Previous shard",
+        show=False,
+        key_display="shift+↑",
+        tooltip="Move the context to the result's previous section",
+    ),
+    Binding(
+        "ctrl+y",
+        "copy_node_id",
+        "Copy node id",
+        show=False,
+        tooltip="Copy the node_id under the context cursor",
+    ),
+    Binding(
+        "ctrl+l",
+        "copy_link",
+        "Copy [[link]]",
+        show=False,
+        tooltip="Copy the node_id under the context cursor as a [[link]]",
+    ),
+    Binding(
+        "ctrl+o",
+        "open_obsidian",
+        "Open in Obsidian",
+        show=False,
+        tooltip="Open the selected note in Obsidian",
+    ),
+    Binding(
+        "ctrl+g",
+        "open_editor",
+        "Open in $EDITOR",
+        show=False,
+        tooltip="Open the selected note in $EDITOR at the context cursor's line",
+    ),
+    Binding(
+        "f8",
+        "mark('relevant')",
+        "Mark relevant",
+        show=False,
+        tooltip="Mark the selected result relevant for this query",
+    ),
+    Binding(
+        "f9",
+        "mark('not_relevant')",
+        "Mark not relevant",
+        show=False,
+        tooltip="Mark the selected result not relevant for this query",
+    ),
 ]
 
 #: The search box (on top of MAIN while it has focus).
 SEARCH_BOX = [
     Binding("up", "history(-1)", "Previous query", show=False, tooltip="Bring back the previous query"),
-    Binding("down", "history(1)", "Next query / results", show=False, tooltip="Next query in the history, then the results"),
-    Binding("ctrl+t", "cycle_mode", "Mode", tooltip="Cycle the search mode: hybrid, phrase, AND, fuzzy, TF-IDF"),
+    Binding(
+        "down",
+        "history(1)",
+        "Next query / results",
+        show=False,
+        tooltip="Next query in the history, then the results",
+    ),
+    Binding(
+        "ctrl+t", "cycle_mode", "Mode", tooltip="Cycle the search mode: hybrid, phrase, AND, fuzzy, TF-IDF"
+    ),
 ]
 
 #: The vault tree (on top of MAIN while it has focus).
-VAULT_TREE = [Binding("ctrl+f", "focus_filter", "Filter notes", show=False, tooltip="Type to filter the notes of the tree")]
+VAULT_TREE = [
+    Binding(
+        "ctrl+f", "focus_filter", "Filter notes", show=False, tooltip="Type to filter the notes of the tree"
+    )
+]
 
 #: The note view.
 NOTE = [
     Binding("escape", "close", "Search", tooltip="Close the note, back to the search box"),
-    Binding("alt+left,backspace", "back", "Back", key_display="alt+←", tooltip="The previous note of this view"),
+    Binding(
+        "alt+left,backspace", "back", "Back", key_display="alt+←", tooltip="The previous note of this view"
+    ),
     Binding("alt+right", "forward", "Forward", key_display="alt+→", tooltip="The next note of this view"),
     Binding("f4", "edit", "Write"),
     Binding("ctrl+y", "copy_path", "Copy path", show=False, tooltip="Copy the note's path"),
-    Binding("ctrl+l", "copy_link", "Copy [[link]]", show=False, tooltip="Copy the shown passage's node_id as a [[link]]"),
+    Binding(
+        "ctrl+l",
+        "copy_link",
+        "Copy [[link]]",
+        show=False,
+        tooltip="Copy the shown passage's node_id as a [[link]]",
+    ),
     Binding("ctrl+o", "open_obsidian", "Open in Obsidian", show=False, tooltip="Open this note in Obsidian"),
-    Binding("ctrl+g", "open_editor", "Open in $EDITOR", show=False, tooltip="Open this note in $EDITOR at the shown passage's line"),
+    Binding(
+        "ctrl+g",
+        "open_editor",
+        "Open in $EDITOR",
+        show=False,
+        tooltip="Open this note in $EDITOR at the shown passage's line",
+    ),
     Binding("tab", "app.focus_next", "Next pane", show=False, tooltip="Move to the next pane"),
 ]
 
@@ -84,12 +188,31 @@ WRITER = [
     Binding("escape", "close", "Close", priority=True, tooltip="Close writing mode (asks when unsaved)"),
     Binding("ctrl+r", "related", "Related now", tooltip="Find notes related to this paragraph now"),
     Binding("ctrl+l", "focus_related", "Related list", tooltip="Move to the related-notes list"),
-    Binding("ctrl+g", "insert_link", "Insert link", priority=True,
-            tooltip="Link the highlighted suggestion: over the words that name it, or at the cursor (ctrl+z undoes)"),
-    Binding("ctrl+home", "document(-1)", "Start of note", show=False, tooltip="Cursor to the start of the note"),
+    Binding(
+        "ctrl+g",
+        "insert_link",
+        "Insert link",
+        priority=True,
+        tooltip="Link the highlighted suggestion: over the words that name it, or at the cursor (ctrl+z undoes)",
+    ),
+    Binding(
+        "ctrl+home", "document(-1)", "Start of note", show=False, tooltip="Cursor to the start of the note"
+    ),
     Binding("ctrl+end", "document(1)", "End of note", show=False, tooltip="Cursor to the end of the note"),
-    Binding("ctrl+shift+home", "document(-1, True)", "Select to start", show=False, tooltip="Select to the start of the note"),
-    Binding("ctrl+shift+end", "document(1, True)", "Select to end", show=False, tooltip="Select to the end of the note"),
+    Binding(
+        "ctrl+shift+home",
+        "document(-1, True)",
+        "Select to start",
+        show=False,
+        tooltip="Select to the start of the note",
+    ),
+    Binding(
+        "ctrl+shift+end",
+        "document(1, True)",
+        "Select to end",
+        show=False,
+        tooltip="Select to the end of the note",
+    ),
 ]
 
 #: The key help.

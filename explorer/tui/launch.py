@@ -36,7 +36,9 @@ def open_in_obsidian(app: ExplorerApp, path: str) -> None:
         run_detached(launch)
     except OSError as exc:
         app.copy_to_clipboard(url)
-        app.notify(f"Cannot start {launch.argv[0]}: {exc}. The Obsidian URI was copied.", severity="error", timeout=8)
+        app.notify(
+            f"Cannot start {launch.argv[0]}: {exc}. The Obsidian URI was copied.", severity="error", timeout=8
+        )
         return
     app.notify(path, title="Opening in Obsidian", timeout=3)
 

@@ -52,11 +52,13 @@ def safe_content(content: Content) -> Content:
     pos = 0
     for i, ch in enumerate(text):
         new_offset[i] = pos
-        out = "" if ch == "\r" and text[i + 1:i + 2] == "\n" else cell_stable(safe_text(ch))
+        out = "" if ch == "\r" and text[i + 1 : i + 2] == "\n" else cell_stable(safe_text(ch))
         pieces.append(out)
         pos += len(out)
     new_offset[len(text)] = pos
     end = len(text)
-    spans = [Span(new_offset[min(max(s.start, 0), end)], new_offset[min(max(s.end, 0), end)], s.style)
-             for s in content.spans]
+    spans = [
+        Span(new_offset[min(max(s.start, 0), end)], new_offset[min(max(s.end, 0), end)], s.style)
+        for s in content.spans
+    ]
     return Content("".join(pieces), spans)

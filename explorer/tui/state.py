@@ -66,7 +66,11 @@ def save_state(path: Path | None, state: UIState) -> str | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Private by default: the search history is the user's own business.
-        write_atomic(path, json.dumps({"theme": state.theme, "history": state.history}, ensure_ascii=False, indent=1), 0o600)
+        write_atomic(
+            path,
+            json.dumps({"theme": state.theme, "history": state.history}, ensure_ascii=False, indent=1),
+            0o600,
+        )
     except OSError as exc:
         return f"cannot save UI state to {path}: {exc}"
     return None

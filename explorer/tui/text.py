@@ -53,7 +53,7 @@ def parse_wikilink_href(href: str) -> tuple[str, str] | None:
     """(target, heading) of a wikilink href (already or not yet unquoted); None for other links."""
     if not href.startswith(WIKILINK_SCHEME):
         return None
-    ref = unquote(href[len(WIKILINK_SCHEME):])
+    ref = unquote(href[len(WIKILINK_SCHEME) :])
     target, _, heading = ref.partition("#")
     return target, heading
 
@@ -62,7 +62,9 @@ def _label(text: str) -> str:
     return _MD_ESCAPE.sub(r"\\\1", text)
 
 
-def note_markdown(note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str], Note | None] | None = None) -> str:
+def note_markdown(
+    note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str], Note | None] | None = None
+) -> str:
     """The note's text for the Markdown widget (see `note_source`)."""
     return note_source(note, embeds, note_of).text
 
@@ -81,7 +83,9 @@ class NoteSource:
         return raw_line + sum(n for after, n in self.inserted if after < raw_line)
 
 
-def note_source(note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str], Note | None] | None = None) -> NoteSource:
+def note_source(
+    note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str], Note | None] | None = None
+) -> NoteSource:
     """The note's text for the Markdown widget, line for line with the raw text but for embed boxes.
 
     Parsed frontmatter becomes blank lines (the view shows it as a properties table, see
@@ -113,8 +117,14 @@ def note_source(note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str],
     return NoteSource("".join(out) + body, tuple(inserted))
 
 
-def _span_markdown(note: Note, start: int, end: int, embeds: Sequence[Any],
-                   note_of: Callable[[str], Note | None] | None, inserted: list[tuple[int, int]] | None = None) -> str:
+def _span_markdown(
+    note: Note,
+    start: int,
+    end: int,
+    embeds: Sequence[Any],
+    note_of: Callable[[str], Note | None] | None,
+    inserted: list[tuple[int, int]] | None = None,
+) -> str:
     """`note.text[start:end]` with links as Markdown links and embed boxes below their lines."""
     text = note.text
     boxes: dict[int, list[Any]] = {}
@@ -124,8 +134,11 @@ def _span_markdown(note: Note, start: int, end: int, embeds: Sequence[Any],
         nl = text.find("\n", e.link.end, end)
         boxes.setdefault(end if nl < 0 else nl + 1, []).append(e)
     # At one offset a box (the end of the line before) goes before a link (the start of the next).
-    cuts = sorted([(lk.start, 1, lk) for lk in note.links if start <= lk.start and lk.end <= end]
-                  + [(at, 0, group) for at, group in boxes.items()], key=lambda c: (c[0], c[1]))
+    cuts = sorted(
+        [(lk.start, 1, lk) for lk in note.links if start <= lk.start and lk.end <= end]
+        + [(at, 0, group) for at, group in boxes.items()],
+        key=lambda c: (c[0], c[1]),
+    )
     out: list[str] = []
     pos = start
     for at, kind, item in cuts:
@@ -141,8 +154,12 @@ def _span_markdown(note: Note, start: int, end: int, embeds: Sequence[Any],
         if not text[start:at].endswith("\n"):
             block = "\n" + block
         if inserted is not None:
-            inserted.append((text.count("\n", 0, at) - 1 if text[start:at].endswith("\n") else text.count("\n", 0, at),
-                             block.count("\n")))
+            inserted.append(
+                (
+                    text.count("\n", 0, at) - 1 if text[start:at].endswith("\n") else text.count("\n", 0, at),
+                    block.count("\n"),
+                )
+            )
         out.append(block)
     out.append(text[pos:end])
     return "".join(out)

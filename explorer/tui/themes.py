@@ -13,6 +13,7 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+
 def _shipped_themes_dir() -> Path:
     """The top-level `themes/` folder of a source checkout, else where a wheel installed it."""
     source = Path(__file__).resolve().parent.parent.parent / "themes"
@@ -26,8 +27,19 @@ def _shipped_themes_dir() -> Path:
 SHIPPED_THEMES_DIR = _shipped_themes_dir()
 
 #: Colour keys a theme file may set (all optional but `primary`).
-COLOR_KEYS = ("primary", "secondary", "warning", "error", "success", "accent",
-              "foreground", "background", "surface", "panel", "boost")
+COLOR_KEYS = (
+    "primary",
+    "secondary",
+    "warning",
+    "error",
+    "success",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "boost",
+)
 #: Other keys a theme file may set.
 OTHER_KEYS = ("name", "dark", "luminosity_spread", "text_alpha", "variables")
 
@@ -84,7 +96,9 @@ def theme_from_mapping(data: dict[str, Any], default_name: str = "") -> Theme:
             if not isinstance(data[key], (int, float)) or isinstance(data[key], bool):
                 raise ThemeFileError(f"'{key}' must be a number")
             extra[key] = float(data[key])
-    return Theme(name=name.strip(), dark=dark, variables={str(k): v for k, v in variables.items()}, **colors, **extra)
+    return Theme(
+        name=name.strip(), dark=dark, variables={str(k): v for k, v in variables.items()}, **colors, **extra
+    )
 
 
 def _color(key: str, value: Any) -> str:

@@ -65,7 +65,11 @@ def _str(value: Any, limit: int = MAX_CARD_CHARS) -> str:
 
 
 def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else 0.0
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+        else 0.0
+    )
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -93,10 +97,17 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
         if not card_id or card_id in nodes or kind not in ("text", "file", "link", "group"):
             continue
         nodes[card_id] = {
-            "id": card_id, "type": kind, "x": _num(raw.get("x")), "y": _num(raw.get("y")),
-            "w": max(_num(raw.get("width")), 0.0), "h": max(_num(raw.get("height")), 0.0),
-            "text": _str(raw.get("text")), "file": _str(raw.get("file"), 4096), "subpath": _str(raw.get("subpath"), 4096),
-            "url": _str(raw.get("url"), 4096), "label": _str(raw.get("label"), 4096),
+            "id": card_id,
+            "type": kind,
+            "x": _num(raw.get("x")),
+            "y": _num(raw.get("y")),
+            "w": max(_num(raw.get("width")), 0.0),
+            "h": max(_num(raw.get("height")), 0.0),
+            "text": _str(raw.get("text")),
+            "file": _str(raw.get("file"), 4096),
+            "subpath": _str(raw.get("subpath"), 4096),
+            "url": _str(raw.get("url"), 4096),
+            "label": _str(raw.get("label"), 4096),
         }
     edges: dict[str, list[tuple[str, str]]] = {}
     for raw in raw_edges[:MAX_EDGES]:
@@ -114,7 +125,9 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
         if node["type"] == "group":
             continue
         cx, cy = node["x"] + node["w"] / 2, node["y"] + node["h"] / 2
-        home = next((g for g in groups if g["x"] <= cx <= g["x"] + g["w"] and g["y"] <= cy <= g["y"] + g["h"]), None)
+        home = next(
+            (g for g in groups if g["x"] <= cx <= g["x"] + g["w"] and g["y"] <= cy <= g["y"] + g["h"]), None
+        )
         (members[home["id"]] if home is not None else loose).append(node)
 
     def reading(n: dict[str, Any]) -> tuple[float, float, str]:
@@ -155,7 +168,9 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
             start = emit(segment)
             if node["type"] in ("text", "link"):
                 spans.append((node["id"], start, start + len(segment)))
-    for group in groups:  # edges that leave a group are written under its heading's label, as a line of their own
+    for (
+        group
+    ) in groups:  # edges that leave a group are written under its heading's label, as a line of their own
         lines = [_edge_line(path, label, nodes[dst]) for label, dst in edges.get(group["id"], ())]
         if lines:
             emit("\n".join(lines))
@@ -165,8 +180,13 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
         spans = [(i, s + 1, e + 1) for i, s, e in spans]
     note = parse_note(path, text, source_type)
     blocks = tuple(Block(card_id, start, end) for card_id, start, end in spans)
-    return replace(note, title=canvas_title(path), frontmatter={}, blocks=blocks,
-                   warnings=note.warnings + tuple(warnings))
+    return replace(
+        note,
+        title=canvas_title(path),
+        frontmatter={},
+        blocks=blocks,
+        warnings=note.warnings + tuple(warnings),
+    )
 
 
 def _card_text(path: str, node: dict[str, Any]) -> str:

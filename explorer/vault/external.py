@@ -21,8 +21,27 @@ from urllib.parse import quote
 from explorer.vault.shard import link_heading
 
 #: Editors that take `+LINE FILE`.
-PLUS_LINE = frozenset({"vi", "vim", "nvim", "gvim", "mvim", "view", "nano", "pico", "emacs", "emacsclient",
-                       "micro", "kak", "joe", "jed", "ne", "mg", "ed"})
+PLUS_LINE = frozenset(
+    {
+        "vi",
+        "vim",
+        "nvim",
+        "gvim",
+        "mvim",
+        "view",
+        "nano",
+        "pico",
+        "emacs",
+        "emacsclient",
+        "micro",
+        "kak",
+        "joe",
+        "jed",
+        "ne",
+        "mg",
+        "ed",
+    }
+)
 #: Editors that take `-g FILE:LINE` (VS Code and its builds).
 GOTO_FLAG = frozenset({"code", "code-insiders", "codium", "vscodium", "cursor", "windsurf"})
 #: Editors that take `FILE:LINE`.
@@ -130,7 +149,9 @@ def obsidian_launch(vault: Path, rel_path: str, which=shutil.which) -> tuple[str
     return url, (Launch(tuple(argv), terminal=False) if argv else None)
 
 
-def editor_launch(vault: Path, rel_path: str, line: int | None, environ: Mapping[str, str] | None = None) -> Launch:
+def editor_launch(
+    vault: Path, rel_path: str, line: int | None, environ: Mapping[str, str] | None = None
+) -> Launch:
     """The editor command that opens the note at `line` (OpenError: no $EDITOR, or the file is gone).
 
     Only a Markdown note has lines that match the index's text: a PDF's or a canvas's text is
@@ -138,13 +159,21 @@ def editor_launch(vault: Path, rel_path: str, line: int | None, environ: Mapping
     """
     if not rel_path.lower().endswith(".md"):
         line = None
-    return Launch(tuple(editor_argv(editor_command(environ), vault_file(vault, rel_path), line)), terminal=True)
+    return Launch(
+        tuple(editor_argv(editor_command(environ), vault_file(vault, rel_path), line)), terminal=True
+    )
 
 
 def run_detached(launch: Launch) -> None:
     """Start a desktop opener and let it go: no terminal, no output, its own session (OSError when it cannot start)."""
-    subprocess.Popen(list(launch.argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    subprocess.Popen(
+        list(launch.argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 def run_in_terminal(launch: Launch) -> int:

@@ -87,7 +87,9 @@ class LinkGraph:
         note = self._notes.get(path)
         if note is None:
             return []
-        return [(link, self.resolve(link.target, path, getattr(link, "markdown", False))) for link in note.links]
+        return [
+            (link, self.resolve(link.target, path, getattr(link, "markdown", False))) for link in note.links
+        ]
 
     def backlinks(self, path: str) -> list[Backlink]:
         """Links from other notes into `path`, by source path."""
@@ -105,7 +107,10 @@ class LinkGraph:
         out = []
         for source in sorted(self._notes):
             for link, target in self.outgoing(source):
-                if target is None and not (link.embed and "." in link.target.rsplit("/", 1)[-1]
-                                           and not link.target.lower().endswith(".md")):
+                if target is None and not (
+                    link.embed
+                    and "." in link.target.rsplit("/", 1)[-1]
+                    and not link.target.lower().endswith(".md")
+                ):
                     out.append((source, link))
         return out

@@ -187,7 +187,13 @@ def frontmatter_names(frontmatter: dict[str, Any]) -> tuple[str, ...]:
         raw = frontmatter.get(key)
         if raw is None:
             continue
-        items = raw if isinstance(raw, list) else str(raw).split(",") if isinstance(raw, (str, int, float)) else []
+        items = (
+            raw
+            if isinstance(raw, list)
+            else str(raw).split(",")
+            if isinstance(raw, (str, int, float))
+            else []
+        )
         for item in items:
             if isinstance(item, (str, int, float)) and not isinstance(item, bool):
                 name = " ".join(str(item).split())
@@ -208,7 +214,9 @@ def _fast_setstate(*classes: type) -> None:
     for cls in classes:
         names = tuple(f.name for f in fields(cls))
 
-        def setstate(self: Any, state: Any, _names: tuple[str, ...] = names, _set: Any = object.__setattr__) -> None:
+        def setstate(
+            self: Any, state: Any, _names: tuple[str, ...] = names, _set: Any = object.__setattr__
+        ) -> None:
             for name, value in zip(_names, state):
                 _set(self, name, value)
 

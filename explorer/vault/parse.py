@@ -27,7 +27,9 @@ MAX_YAML_VALUES = 20_000
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\r\n]+?)\]\]")
 # [text](target) or [text](<target with spaces> "title"); `!` makes it an embed.
-_MDLINK = re.compile(r"(!?)\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+(?:\([^\s()]*\)[^\s()<>]*)*)(?:\s+(?:\"[^\"\r\n]*\"|'[^'\r\n]*'))?\s*\)")
+_MDLINK = re.compile(
+    r"(!?)\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+(?:\([^\s()]*\)[^\s()<>]*)*)(?:\s+(?:\"[^\"\r\n]*\"|'[^'\r\n]*'))?\s*\)"
+)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # A tag starts at the line start or after white space or an opening bracket, and is not only digits.
 _TAG = re.compile(r"(?:^|(?<=[\s(\[{,;]))#([\w/-]*[^\W\d_][\w/-]*)", re.MULTILINE)
@@ -51,7 +53,9 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
-def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[str, Any] | None = None) -> Note:
+def parse_note(
+    path: str, text: str, source_type: str = "note", metadata: dict[str, Any] | None = None
+) -> Note:
     """Parse `text`, the raw content of the note at vault-relative `path`.
 
     Every offset in the result indexes `text` itself, so `text[h.start:h.end]` is a heading's line.
@@ -97,7 +101,9 @@ def parse_note(path: str, text: str, source_type: str = "note", metadata: dict[s
     in_code = _span_checker(code)
 
     wikilinks = _links(text, body_start, in_code)
-    links = tuple(sorted(wikilinks + _markdown_links(text, body_start, in_code, wikilinks), key=lambda link: link.start))
+    links = tuple(
+        sorted(wikilinks + _markdown_links(text, body_start, in_code, wikilinks), key=lambda link: link.start)
+    )
     in_link = _span_checker([(link.start, link.end) for link in links])
     tags = tuple(_frontmatter_tags(frontmatter)) + tuple(
         Tag(m.group(1), m.start(), m.end())
@@ -282,7 +288,11 @@ def _markdown_links(text: str, body_start: int, in_code, taken: list[Link]) -> l
         if dest is None:
             continue
         path, heading, block = dest
-        out.append(Link(path, heading, block, m.group(2).strip(), bool(m.group(1)), m.start(), m.end(), markdown=True))
+        out.append(
+            Link(
+                path, heading, block, m.group(2).strip(), bool(m.group(1)), m.start(), m.end(), markdown=True
+            )
+        )
     return out
 
 
@@ -334,7 +344,7 @@ def _blocks(text: str, body_start: int, starts: list[int], in_code) -> list[Bloc
 
 def _line(text: str, starts: list[int], i: int) -> str:
     end = starts[i + 1] if i + 1 < len(starts) else len(text)
-    return text[starts[i]:end].rstrip("\r\n")
+    return text[starts[i] : end].rstrip("\r\n")
 
 
 def _title(path: str, frontmatter: dict[str, Any]) -> str:

@@ -44,22 +44,31 @@ def pdf_title(path: str) -> str:
     return name[:-4] if is_pdf(name) else name
 
 
-def read_pdf(abspath: Path, settings: VaultSettings,
-             clock: Callable[[], float] = time.monotonic) -> tuple[list[str] | None, str, list[str]]:
+def read_pdf(
+    abspath: Path, settings: VaultSettings, clock: Callable[[], float] = time.monotonic
+) -> tuple[list[str] | None, str, list[str]]:
     """The text of each page: (pages, '', warnings) or (None, the reason it is skipped, [])."""
     try:
         size = abspath.stat().st_size
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}", []
     if size > settings.max_pdf_bytes:
-        return None, (f"too large: {size / 1e6:.1f} MB PDF (limit {settings.max_pdf_bytes / 1e6:.1f} MB, "
-                      "setting vault.max_pdf_bytes)"), []
+        return (
+            None,
+            (
+                f"too large: {size / 1e6:.1f} MB PDF (limit {settings.max_pdf_bytes / 1e6:.1f} MB, "
+                "setting vault.max_pdf_bytes)"
+            ),
+            [],
+        )
     try:
         from pypdf import PdfReader
         from pypdf.errors import FileNotDecryptedError
     except ImportError:
         return None, "PDF not read: the pypdf package is not installed", []
-    logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # its log lines about damaged files are ours to report (and would draw over the app)
+    logging.getLogger("pypdf").setLevel(
+        logging.CRITICAL
+    )  # its log lines about damaged files are ours to report (and would draw over the app)
     started = clock()
     try:
         with open(abspath, "rb") as fh:
@@ -79,8 +88,10 @@ def read_pdf(abspath: Path, settings: VaultSettings,
             chars = 0
             for i in range(min(total, settings.max_pdf_pages)):
                 if i and clock() - started > budget:  # the first page is always read
-                    warnings.append(f"truncated: only the first {i:,} of {total:,} pages were read within "
-                                    f"{budget:g} s (setting vault.pdf_seconds)")
+                    warnings.append(
+                        f"truncated: only the first {i:,} of {total:,} pages were read within "
+                        f"{budget:g} s (setting vault.pdf_seconds)"
+                    )
                     break
                 try:
                     text = reader.pages[i].extract_text() or ""
@@ -92,19 +103,25 @@ def read_pdf(abspath: Path, settings: VaultSettings,
                     if len(warnings) < 5:
                         warnings.append(f"page {i + 1} not read: {_first_line(exc)}")
                 if len(text) > MAX_PAGE_CHARS and len(warnings) < 5:
-                    warnings.append(f"page {i + 1} cut: only its first {MAX_PAGE_CHARS:,} of {len(text):,} characters "
-                                    "are indexed")
+                    warnings.append(
+                        f"page {i + 1} cut: only its first {MAX_PAGE_CHARS:,} of {len(text):,} characters "
+                        "are indexed"
+                    )
                 pages.append(_clean(text))
                 chars += len(pages[-1])
                 if chars > settings.max_note_bytes and i + 1 < total:
-                    warnings.append(f"truncated: only the first {i + 1:,} of {total:,} pages are indexed: their text "
-                                    f"passed {settings.max_note_bytes:,} characters "
-                                    "(setting vault.max_note_bytes)")
+                    warnings.append(
+                        f"truncated: only the first {i + 1:,} of {total:,} pages are indexed: their text "
+                        f"passed {settings.max_note_bytes:,} characters "
+                        "(setting vault.max_note_bytes)"
+                    )
                     break
             else:
                 if total > settings.max_pdf_pages:
-                    warnings.append(f"truncated: only the first {settings.max_pdf_pages:,} of {total:,} pages are "
-                                    "indexed (setting vault.max_pdf_pages)")
+                    warnings.append(
+                        f"truncated: only the first {settings.max_pdf_pages:,} of {total:,} pages are "
+                        "indexed (setting vault.max_pdf_pages)"
+                    )
     except FileNotDecryptedError:
         return None, "encrypted PDF (needs a password)", []
     except PermissionError:
@@ -126,7 +143,9 @@ def read_pdf(abspath: Path, settings: VaultSettings,
     return pages, "", warnings
 
 
-def pdf_note(path: str, pages: list[str], source_type: str = "note", warnings: list[str] | None = None) -> Note:
+def pdf_note(
+    path: str, pages: list[str], source_type: str = "note", warnings: list[str] | None = None
+) -> Note:
     """A note of a PDF's pages: each page's text after its marker line, each non-empty page a `page=N` block."""
     parts: list[str] = []
     blocks: list[Block] = []
@@ -142,9 +161,20 @@ def pdf_note(path: str, pages: list[str], source_type: str = "note", warnings: l
             blocks.append(Block(f"page={n}", pos, pos + len(body)))
             parts.append(body + "\n")
             pos += len(body) + 1
-    return Note(path=path, text="".join(parts), title=pdf_title(path), frontmatter={}, body_start=0, headings=(),
-                links=(), tags=(), blocks=tuple(blocks), source_type=source_type, metadata={},
-                warnings=tuple(warnings or ()))
+    return Note(
+        path=path,
+        text="".join(parts),
+        title=pdf_title(path),
+        frontmatter={},
+        body_start=0,
+        headings=(),
+        links=(),
+        tags=(),
+        blocks=tuple(blocks),
+        source_type=source_type,
+        metadata={},
+        warnings=tuple(warnings or ()),
+    )
 
 
 def _clean(text: str) -> str:

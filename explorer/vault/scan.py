@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
 
 # Editor droppings: vim swap and backup files, emacs locks/autosaves, temp files of atomic saves.
-_TEMP_FILE = re.compile(r"(^\.#)|(^#.*#$)|(~$)|(\.sw[a-p]$)|(\.tmp$)|(\.temp$)|(^4913$)|(\.crdownload$)|(\.part$)")
+_TEMP_FILE = re.compile(
+    r"(^\.#)|(^#.*#$)|(~$)|(\.sw[a-p]$)|(\.tmp$)|(\.temp$)|(^4913$)|(\.crdownload$)|(\.part$)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +89,33 @@ def check_vault(root: Path) -> Path:
 #: Folders that are never a vault: the file system root, system folders, the home folder itself
 #: (a vault inside one is fine). Opening one needs --force.
 SYSTEM_ROOTS: tuple[str, ...] = (
-    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt", "/proc",
-    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/Applications", "/Library", "/System",
-    "/Users", "/Volumes", "/private",
+    "/",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/home",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/srv",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/var",
+    "/Applications",
+    "/Library",
+    "/System",
+    "/Users",
+    "/Volumes",
+    "/private",
 )
 
 
@@ -124,8 +150,11 @@ def is_temp_file(name: str) -> bool:
 def is_note_name(name: str, settings: VaultSettings) -> bool:
     """True for a file name the index reads: Markdown, and PDFs and canvases unless their setting is off."""
     lower = name.lower()
-    return (lower.endswith(".md") or (settings.pdfs and lower.endswith(".pdf"))
-            or (settings.canvases and lower.endswith(".canvas")))
+    return (
+        lower.endswith(".md")
+        or (settings.pdfs and lower.endswith(".pdf"))
+        or (settings.canvases and lower.endswith(".canvas"))
+    )
 
 
 def is_ignored(rel: str, settings: VaultSettings, is_dir: bool = False) -> bool:
@@ -168,7 +197,9 @@ def _file_rules(patterns: tuple[str, ...]) -> Any:
     spec, _lines = _ignore_spec(patterns)
     try:
         parts = [p.regex.pattern for p in spec.patterns if p.include and p.regex is not None]
-        combined = re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[^>]+>', '(', x)})" for x in parts)) if parts else None
+        combined = (
+            re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[^>]+>', '(', x)})" for x in parts)) if parts else None
+        )
     except (AttributeError, re.error):  # another pathspec layout: always ask the spec
         return None
     return combined
@@ -234,7 +265,11 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_link, is_dir = True, False
-            reason = ignore_reason(rel, settings, is_dir=True) if is_dir else _file_ignore_reason(rel, name, settings)
+            reason = (
+                ignore_reason(rel, settings, is_dir=True)
+                if is_dir
+                else _file_ignore_reason(rel, name, settings)
+            )
             if reason is not None:
                 if is_dir and entry.name != ".explorer":  # the index's own folder is not news
                     ignored.append(Skipped(rel + "/", reason))
@@ -262,7 +297,9 @@ def scan_vault(root: Path, settings: VaultSettings) -> ScanResult:
                 skipped.append(Skipped(rel, "not a regular file"))
                 continue
             if name == "context.md":
-                files.append(NoteFile(rel, entry.path, *with_sidecar(Path(entry.path), fst.st_size, fst.st_mtime_ns)))
+                files.append(
+                    NoteFile(rel, entry.path, *with_sidecar(Path(entry.path), fst.st_size, fst.st_mtime_ns))
+                )
             else:
                 files.append(NoteFile(rel, entry.path, fst.st_size, fst.st_mtime_ns))
 
@@ -297,7 +334,10 @@ def read_text(path: Path, max_bytes: int) -> tuple[str | None, str]:
     try:
         size = path.stat().st_size
         if size > max_bytes:
-            return None, f"too large: {size / 1e6:.1f} MB (limit {max_bytes / 1e6:.1f} MB, setting vault.max_note_bytes)"
+            return (
+                None,
+                f"too large: {size / 1e6:.1f} MB (limit {max_bytes / 1e6:.1f} MB, setting vault.max_note_bytes)",
+            )
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except PermissionError:
@@ -319,7 +359,11 @@ def source_type_for(rel: str, settings: VaultSettings) -> str:
     """The source type of a vault-relative path, from the configured (glob, type) map."""
     posix = PurePosixPath(rel)
     for pattern, kind in settings.source_types:
-        if posix.match(pattern) or fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase("/" + rel, pattern):
+        if (
+            posix.match(pattern)
+            or fnmatch.fnmatchcase(rel, pattern)
+            or fnmatch.fnmatchcase("/" + rel, pattern)
+        ):
             return kind
     return "note"
 
@@ -382,8 +426,10 @@ def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str
         return parse_note(file.path, text, kind, meta), ""
     note = parse_note(file.path, text[:cut], kind, meta)
     sections = len(_HEADING_LINE.findall(text))
-    warning = (f"truncated: {sections:,} sections; only the first {cut:,} of {len(text):,} characters are indexed "
-               f"(setting vault.max_note_shards = {settings.max_note_shards:,})")
+    warning = (
+        f"truncated: {sections:,} sections; only the first {cut:,} of {len(text):,} characters are indexed "
+        f"(setting vault.max_note_shards = {settings.max_note_shards:,})"
+    )
     return replace(note, warnings=note.warnings + (warning,)), ""
 
 

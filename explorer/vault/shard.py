@@ -58,7 +58,11 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
     title = title_heading(note)
     for section in _sections(note):
         # A note's only H1 heads the whole note: node_ids leave it out, as links to the note do.
-        link_path = section.heading_path[1:] if title is not None and section.heading_path[:1] == (title.text,) else section.heading_path
+        link_path = (
+            section.heading_path[1:]
+            if title is not None and section.heading_path[:1] == (title.text,)
+            else section.heading_path
+        )
         base = node_base(note.path, link_path)
         seen[base] = seen.get(base, 0) + 1
         if seen[base] > 1:
@@ -66,8 +70,13 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
         for k, (start, end) in enumerate(_pieces(note.text, section.start, section.end, max_tokens, overlap)):
             node_id = base if k == 0 else f"{base}@{k + 1}"
             text = note.text[start:end]
-            search_text = _search_text(note, section.heading_path, text, first=not shards,
-                                       title=title.text if title is not None else None)
+            search_text = _search_text(
+                note,
+                section.heading_path,
+                text,
+                first=not shards,
+                title=title.text if title is not None else None,
+            )
             shards.append(
                 Shard(
                     node_id=node_id,
@@ -108,8 +117,11 @@ def _part_shards(note: Note, max_tokens: int, overlap: int) -> list[Shard]:
         base = f"{note.path}#{block.id}"
         for k, (start, end) in enumerate(_pieces(note.text, block.start, block.end, max_tokens, overlap)):
             text = note.text[start:end]
-            shards.append(_part_shard(note, f"{base}@{k + 1}" if k else base, len(shards), start, end,
-                                      heading_path, text, pdf))
+            shards.append(
+                _part_shard(
+                    note, f"{base}@{k + 1}" if k else base, len(shards), start, end, heading_path, text, pdf
+                )
+            )
     if not shards:
         shards.append(_part_shard(note, note.path, 0, 0, 0, (), "", pdf))
     return shards
@@ -127,18 +139,34 @@ def _group_headings(note: Note) -> list[Heading]:
     return out
 
 
-def _part_shard(note: Note, node_id: str, ordinal: int, start: int, end: int, heading_path: tuple[str, ...],
-                text: str, pdf: bool) -> Shard:
+def _part_shard(
+    note: Note,
+    node_id: str,
+    ordinal: int,
+    start: int,
+    end: int,
+    heading_path: tuple[str, ...],
+    text: str,
+    pdf: bool,
+) -> Shard:
     parts = [" > ".join((note.title, *heading_path)), text if pdf else display_text(text)]
     if ordinal == 0 and note.aliases:
         parts.append("aliases: " + ", ".join(note.aliases))
     if ordinal == 0 and note.tag_names:
         parts.append("tags: " + " ".join(note.tag_names))
     search_text = "\n".join(parts)
-    return Shard(node_id=node_id, path=note.path, ordinal=ordinal, start=start, end=end, heading_path=heading_path,
-                 text=text, search_text=search_text,
-                 hash=hashlib.blake2b(search_text.encode("utf-8"), digest_size=16).hexdigest(),
-                 source_type=note.source_type)
+    return Shard(
+        node_id=node_id,
+        path=note.path,
+        ordinal=ordinal,
+        start=start,
+        end=end,
+        heading_path=heading_path,
+        text=text,
+        search_text=search_text,
+        hash=hashlib.blake2b(search_text.encode("utf-8"), digest_size=16).hexdigest(),
+        source_type=note.source_type,
+    )
 
 
 def node_base(path: str, heading_path: tuple[str, ...]) -> str:
@@ -171,8 +199,10 @@ def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[
         return note, shards
     kept = shards[:limit]
     if not any(w.startswith("truncated") for w in note.warnings):
-        reason = (f"truncated: only the first {limit:,} of {len(shards):,} shards are indexed, up to character "
-                  f"{kept[-1].end:,} of {len(note.text):,} (setting vault.max_note_shards)")
+        reason = (
+            f"truncated: only the first {limit:,} of {len(shards):,} shards are indexed, up to character "
+            f"{kept[-1].end:,} of {len(note.text):,} (setting vault.max_note_shards)"
+        )
         note = replace(note, warnings=note.warnings + (reason,))
     return note, kept
 
@@ -289,8 +319,16 @@ def _best_break(text: str, tokens: list[tuple[int, int, int]], i: int, j: int) -
     lo = i + max(1, int((j - i) * 0.6))
     best, best_q = j, 0
     for e in range(j, lo - 1, -1):
-        gap = text[tokens[e - 1][1]:tokens[e][0]] if e < len(tokens) else "\n\n"
-        q = 3 if gap.count("\n") >= 2 else 2 if "\n" in gap else 1 if text[tokens[e - 1][0]] in _SENTENCE_END else 0
+        gap = text[tokens[e - 1][1] : tokens[e][0]] if e < len(tokens) else "\n\n"
+        q = (
+            3
+            if gap.count("\n") >= 2
+            else 2
+            if "\n" in gap
+            else 1
+            if text[tokens[e - 1][0]] in _SENTENCE_END
+            else 0
+        )
         if q > best_q:
             best, best_q = e, q
             if q == 3:
@@ -298,7 +336,9 @@ def _best_break(text: str, tokens: list[tuple[int, int, int]], i: int, j: int) -
     return best
 
 
-def _search_text(note: Note, heading_path: tuple[str, ...], text: str, first: bool, title: str | None = None) -> str:
+def _search_text(
+    note: Note, heading_path: tuple[str, ...], text: str, first: bool, title: str | None = None
+) -> str:
     """What BM25 indexes and the model embeds for one shard: a head naming where it is, its text
     with links as read, then the note's aliases, description and tags (first shard) and metadata.
 

@@ -161,8 +161,13 @@ def _stamped(artefact_dir: Path, st: os.stat_result, sha: str) -> bool:
         stamp = _read_json(artefact_dir / STAMP_FILENAME)
     except (OSError, ValueError):
         return False
-    return (isinstance(stamp, dict) and stamp.get("sha256") == sha and stamp.get("file") == _file_key(st)
-            and isinstance(stamp.get("checked_ns"), int) and st.st_ctime_ns + _STAMP_MARGIN_NS <= stamp["checked_ns"])
+    return (
+        isinstance(stamp, dict)
+        and stamp.get("sha256") == sha
+        and stamp.get("file") == _file_key(st)
+        and isinstance(stamp.get("checked_ns"), int)
+        and st.st_ctime_ns + _STAMP_MARGIN_NS <= stamp["checked_ns"]
+    )
 
 
 def _write_stamp(artefact_dir: Path, st: os.stat_result, sha: str) -> None:
@@ -245,9 +250,7 @@ def _export_onnx(model_dir: Path, config: _ModelConfig, target: Path) -> dict[st
         from transformers import AutoModel
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
-        raise EmbedderUnavailable(
-            f"building the ONNX model needs torch and transformers ({exc})"
-        ) from exc
+        raise EmbedderUnavailable(f"building the ONNX model needs torch and transformers ({exc})") from exc
 
     previous_verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
@@ -262,9 +265,7 @@ def _export_onnx(model_dir: Path, config: _ModelConfig, target: Path) -> dict[st
                 )
                 model.eval()
                 wants_types = "token_type_ids" in inspect.signature(model.forward).parameters
-                names = ["input_ids", "attention_mask"] + (
-                    ["token_type_ids"] if wants_types else []
-                )
+                names = ["input_ids", "attention_mask"] + (["token_type_ids"] if wants_types else [])
 
                 class _Wrapper(torch.nn.Module):
                     """Calls the model with keyword arguments; returns last_hidden_state."""
@@ -350,7 +351,10 @@ def _build_artefact(
     The ONNX file is exported under a unique temp name, fsynced and renamed into place; the
     manifest is written the same way, last, so a reader never trusts a half-written model.
     """
-    for stale in [*artefact_dir.glob(f"*{_TMP_MARKER}*"), *artefact_dir.glob(".*.tmp")]:  # left by a builder that died
+    for stale in [
+        *artefact_dir.glob(f"*{_TMP_MARKER}*"),
+        *artefact_dir.glob(".*.tmp"),
+    ]:  # left by a builder that died
         stale.unlink(missing_ok=True)
     _emit(progress, f"Building ONNX model for {model_id} (one time, ~15 s)…")
     started = time.perf_counter()
@@ -387,4 +391,3 @@ def _build_artefact(
         progress,
         f"Building ONNX model for {model_id}… done ({time.perf_counter() - started:.1f} s)",
     )
-

@@ -48,4 +48,3 @@ def _emit(progress: ProgressFn | None, message: str) -> None:
     """Sends a message to the progress callback, if there is one."""
     if progress is not None:
         progress(message)
-

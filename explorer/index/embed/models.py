@@ -84,9 +84,7 @@ def resolve_model(model: str | None) -> Path:
             )
         return path.resolve()
     if path.exists():
-        raise EmbedderUnavailable(
-            f"Embedding model {name!r} is a file; expected a model directory."
-        )
+        raise EmbedderUnavailable(f"Embedding model {name!r} is a file; expected a model directory.")
     raise EmbedderUnavailable(
         f"Unknown embedding model {name!r}: it is not a local directory and not the bundled "
         f"{DEFAULT_MODEL_ID}. Explorer never downloads models; pass the path of a local "
@@ -202,4 +200,3 @@ def _read_model_config(model_dir: Path) -> _ModelConfig:
         pad_token_id=int(config.get("pad_token_id") or 0),
         vocab_size=int(config.get("vocab_size") or 30522),
     )
-

@@ -153,9 +153,7 @@ class OnnxEmbedder:
         try:
             self._artefact_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EmbedderUnavailable(
-                f"cannot create the model cache {self._artefact_dir}: {exc}"
-            ) from exc
+            raise EmbedderUnavailable(f"cannot create the model cache {self._artefact_dir}: {exc}") from exc
         with _exclusive_lock(self._artefact_dir / LOCK_FILENAME, self._progress):
             # Another process may have (re)built it while we waited for the lock.
             artefact, latest_reason = _read_verified(self._artefact_dir)
@@ -168,9 +166,7 @@ class OnnxEmbedder:
             del artefact
             if reason != "missing":
                 _emit(self._progress, f"ONNX model for {self.model_id} {reason}; rebuilding it.")
-            _build_artefact(
-                self.model_dir, self.model_id, self._config, self._artefact_dir, self._progress
-            )
+            _build_artefact(self.model_dir, self.model_id, self._config, self._artefact_dir, self._progress)
             built, problem = _read_verified(self._artefact_dir)
             if built is None:
                 raise EmbedderUnavailable(f"the freshly built ONNX model {problem}")
@@ -270,9 +266,7 @@ class SentenceTransformerEmbedder:
                     warnings.simplefilter("ignore")
                     self._model = SentenceTransformer(str(self.model_dir), device="cpu")
         except Exception as exc:  # noqa: BLE001 - loading can fail in many library-specific ways
-            raise EmbedderUnavailable(
-                f"sentence-transformers cannot load {self.model_dir}: {exc}"
-            ) from exc
+            raise EmbedderUnavailable(f"sentence-transformers cannot load {self.model_dir}: {exc}") from exc
         getter = getattr(self._model, "get_embedding_dimension", None) or getattr(
             self._model, "get_sentence_embedding_dimension"
         )
@@ -303,4 +297,3 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
-

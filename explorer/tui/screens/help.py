@@ -41,8 +41,17 @@ def binding_rows(bindings: Iterable[Binding | tuple]) -> list[tuple[str, str]]:
 
 
 def _pretty(key: str) -> str:
-    names = {"question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "equals_sign": "=",
-             "left_square_bracket": "[", "right_square_bracket": "]", "escape": "Esc", "enter": "Enter"}
+    names = {
+        "question_mark": "?",
+        "slash": "/",
+        "plus": "+",
+        "minus": "-",
+        "equals_sign": "=",
+        "left_square_bracket": "[",
+        "right_square_bracket": "]",
+        "escape": "Esc",
+        "enter": "Enter",
+    }
     return names.get(key.strip(), key.strip())
 
 
@@ -80,7 +89,9 @@ class HelpScreen(ModalScreen[None]):
             rows = binding_rows(kind.__dict__.get("BINDINGS", []))
             if rows:
                 sections.append((TITLES.get(kind.__name__, kind.__name__), rows))
-        sections.append(("Everywhere", binding_rows(app_bindings) + [("ctrl+p", "Command palette (every action)")]))
+        sections.append(
+            ("Everywhere", binding_rows(app_bindings) + [("ctrl+p", "Command palette (every action)")])
+        )
         return cls(sections)
 
     def compose(self) -> ComposeResult:

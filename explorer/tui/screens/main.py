@@ -228,10 +228,14 @@ class MainScreen(Screen):
         self.query_text = query
         status = self.explorer.status
         self._started_model = status.model
-        self._search(self._seq, query, mode, text, status.hybrid, record, self.query_one(ResultsList).row_layout())
+        self._search(
+            self._seq, query, mode, text, status.hybrid, record, self.query_one(ResultsList).row_layout()
+        )
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def _search(self, seq: int, query: str, mode: str, text: str, hybrid: bool, record: bool, layout: RowLayout) -> None:
+    def _search(
+        self, seq: int, query: str, mode: str, text: str, hybrid: bool, record: bool, layout: RowLayout
+    ) -> None:
         """Progressive search in a thread: lexical first, then the full pipeline; stale runs stop early.
 
         Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
@@ -259,13 +263,21 @@ class MainScreen(Screen):
                     # Filters (path:, tag:, …) narrow the tool's hits instead of being searched as words.
                     allowed = allowed_shards(app.index, app.settings, text) if parsed.has_filters else None
                     words = parsed.text if parsed.has_filters else text
-                    results = classic_results(app.index, mode, words, k=app.settings.search.top_k,
-                                              cancelled=cancelled, allowed=allowed)
+                    results = classic_results(
+                        app.index,
+                        mode,
+                        words,
+                        k=app.settings.search.top_k,
+                        cancelled=cancelled,
+                        allowed=allowed,
+                    )
                     if not cancelled():
                         finished(results, "classic")
                     return
                 # Only filters: list the notes they allow, as the pipeline does.
-            lexical = pipeline.search(text, dense=False, two_pass=False, rerank=False, cancelled=cancelled, record=False)
+            lexical = pipeline.search(
+                text, dense=False, two_pass=False, rerank=False, cancelled=cancelled, record=False
+            )
             if cancelled():
                 return
             finished(lexical, "lexical", final=False)
@@ -279,8 +291,12 @@ class MainScreen(Screen):
             return
         except (QueryError, ClassicUnavailable) as exc:
             self.post_message(SearchFailed(seq, query, str(exc)))
-        except OSError as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
-            self.post_message(SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True))
+        except (
+            OSError
+        ) as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
+            self.post_message(
+                SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True)
+            )
         except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
             self.post_message(SearchFailed(seq, query, f"search failed: {type(exc).__name__}: {exc}"))
 
@@ -323,8 +339,13 @@ class MainScreen(Screen):
         self.results_model = self._started_model
         self.words, self.phrases = highlight_terms(*split_mode(message.query, self.query_one(SearchBox).mode))
         self.query_one(ResultsSummary).show(results, message.stage, message.final, self.explorer.status.model)
-        self.query_one(ResultsList).show(results, self.words, self.phrases,
-                                         keep=previous.document_path if previous else None, prepared=message.rows)
+        self.query_one(ResultsList).show(
+            results,
+            self.words,
+            self.phrases,
+            keep=previous.document_path if previous else None,
+            prepared=message.rows,
+        )
         self._show_selected_later()
         if self._focus_results and results.results:
             self._focus_results = False
@@ -440,7 +461,11 @@ class MainScreen(Screen):
             return
         else:
             tree = self.query_one(VaultTree)
-            target = tree.filter_box if focused is not None and tree in focused.ancestors else self.query_one(SearchBox)
+            target = (
+                tree.filter_box
+                if focused is not None and tree in focused.ancestors
+                else self.query_one(SearchBox)
+            )
         event.stop()
         event.prevent_default()
         target.cursor_position = len(target.value)
@@ -474,7 +499,9 @@ class MainScreen(Screen):
             missing = [p for p in marked_relevant(index.cache_dir, self.query_text) if p not in shown]
             if missing:
                 box.value = missing[0]
-                self.notify(f"{len(missing)} note(s) you marked relevant for this query are not in the results")
+                self.notify(
+                    f"{len(missing)} note(s) you marked relevant for this query are not in the results"
+                )
         box.focus()
         # The tab switch lays the pane out after this call: bring the box into view then (80x24 hid it).
         self.call_after_refresh(box.scroll_visible, animate=False)
@@ -488,7 +515,10 @@ class MainScreen(Screen):
             self.notify("Select a result of a search to mark it.", severity="warning")
             return
         try:
-            append_judgment(index.cache_dir, make_judgment(self.query_text, res.node_id, res.document_path, mark, index.version))
+            append_judgment(
+                index.cache_dir,
+                make_judgment(self.query_text, res.node_id, res.document_path, mark, index.version),
+            )
         except (OSError, ValueError) as exc:
             self.notify(f"Could not save the mark: {exc}", severity="error", markup=False)
             return
@@ -532,7 +562,9 @@ class MainScreen(Screen):
         target, index = self._target(), self.explorer.index
         if target is not None:
             shard = index.shards.get(target[2]) if index is not None else None
-            launch.copy_link(self.explorer, target[2], shard.heading_path[-1] if shard and shard.heading_path else None)
+            launch.copy_link(
+                self.explorer, target[2], shard.heading_path[-1] if shard and shard.heading_path else None
+            )
 
     def action_open_obsidian(self) -> None:
         """Open the selected note in Obsidian (obsidian://open)."""
@@ -566,7 +598,16 @@ class MainScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         """Result-bound actions are disabled (greyed) while nothing is selected."""
-        if action in ("widen", "match", "shard", "copy_node_id", "copy_link", "open_obsidian", "open_editor",
-                      "open_at_cursor", "edit"):
+        if action in (
+            "widen",
+            "match",
+            "shard",
+            "copy_node_id",
+            "copy_link",
+            "open_obsidian",
+            "open_editor",
+            "open_at_cursor",
+            "edit",
+        ):
             return True if self.selected is not None else None
         return True

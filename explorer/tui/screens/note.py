@@ -131,7 +131,7 @@ class NoteScreen(Screen):
     # -- navigation ---------------------------------------------------------------------
     async def go(self, place: Place) -> None:
         """Visit `place`, dropping any forward history."""
-        del self.history[self.position + 1:]
+        del self.history[self.position + 1 :]
         self.history.append(place)
         self.position = len(self.history) - 1
         await self.show_place(place)
@@ -196,7 +196,9 @@ class NoteScreen(Screen):
         index, cursor = self.explorer.index, self._cursor()
         shard = index.shard_at(self.place.path, cursor) if index is not None and cursor else None
         if shard is not None:
-            launch.copy_link(self.explorer, shard.node_id, shard.heading_path[-1] if shard.heading_path else None)
+            launch.copy_link(
+                self.explorer, shard.node_id, shard.heading_path[-1] if shard.heading_path else None
+            )
         else:
             launch.copy_link(self.explorer, self.place.path)
 
@@ -232,11 +234,17 @@ class NoteScreen(Screen):
         text = note.text
         if len(text) > PLAIN_VIEW_CHARS or is_pdf(note.path):
             self.view = "plain"
-            self._title(note, "text of the PDF, page by page" if is_pdf(note.path)
-                        else f"plain view: {len(text) // 1000} KB is too long to render as Markdown")
+            self._title(
+                note,
+                "text of the PDF, page by page"
+                if is_pdf(note.path)
+                else f"plain view: {len(text) // 1000} KB is too long to render as Markdown",
+            )
             self._use_plain(True)
             line = self._place_line(note, place)
-            plain_view.set_text(screen_text(text), mark=line if place.cursor is not None or place.heading else None)
+            plain_view.set_text(
+                screen_text(text), mark=line if place.cursor is not None or place.heading else None
+            )
             plain_view.scroll_to_line(line - 1)
             self._first_frame(started)
             self.call_after_refresh(self._fill_side, note)
@@ -280,9 +288,18 @@ class NoteScreen(Screen):
 
     def _title(self, note, flag: str = "") -> None:
         nav = f"  {self.position + 1}/{len(self.history)}" if len(self.history) > 1 else ""
-        self.query_one("#note-title", Static).update(safe_content(Content.assemble(
-            (note.title, "bold"), "  ", (note.path, "$text-muted"), f"  · {note.source_type}", (nav, "$text-muted"),
-            (f"  · {flag}" if flag else "", "$text-warning"))))
+        self.query_one("#note-title", Static).update(
+            safe_content(
+                Content.assemble(
+                    (note.title, "bold"),
+                    "  ",
+                    (note.path, "$text-muted"),
+                    f"  · {note.source_type}",
+                    (nav, "$text-muted"),
+                    (f"  · {flag}" if flag else "", "$text-warning"),
+                )
+            )
+        )
 
     def _use_plain(self, on: bool) -> None:
         """Show the plain view or the Markdown one; the shown one takes the focus from the hidden one
@@ -325,7 +342,10 @@ class NoteScreen(Screen):
         index = self.explorer.index
         tags = note.tag_names
         self.query_one("#note-tags", Static).update(
-            Content.assemble(("Tags ", "bold"), plain("  ".join(f"#{t}" for t in tags) if tags else "none", "$text-accent")))
+            Content.assemble(
+                ("Tags ", "bold"), plain("  ".join(f"#{t}" for t in tags) if tags else "none", "$text-accent")
+            )
+        )
         graph = index.links()
         backlinks = graph.backlinks(note.path)
         bl = self.query_one("#note-backlinks", OptionList)
@@ -336,7 +356,9 @@ class NoteScreen(Screen):
                 continue
             seen.add(b.source)
             src = index.note(b.source)
-            label = safe_content(Content.assemble((src.title if src else b.source, "bold"), "\n", (b.source, "$text-muted")))
+            label = safe_content(
+                Content.assemble((src.title if src else b.source, "bold"), "\n", (b.source, "$text-muted"))
+            )
             bl.add_option(Option(label, id=f"bl:{b.source}"))
         bl.border_title = f"Backlinks ({len(seen)})"
         out = self.query_one("#note-links", OptionList)
@@ -347,13 +369,23 @@ class NoteScreen(Screen):
                 continue
             self.links_shown.append(target)
             dst = index.note(target)
-            out.add_option(Option(safe_content(Content.assemble((dst.title if dst else target, ""), "\n", (target, "$text-muted"))),
-                                  id=f"ln:{target}"))
+            out.add_option(
+                Option(
+                    safe_content(
+                        Content.assemble((dst.title if dst else target, ""), "\n", (target, "$text-muted"))
+                    ),
+                    id=f"ln:{target}",
+                )
+            )
         out.border_title = f"Links ({len(self.links_shown)})"
 
     def _blocks_at(self, line: int) -> list[MarkdownBlock]:
         md = self.query_one("#note-md", Markdown)
-        hits = [b for b in md.query(MarkdownBlock) if b.source_range[0] <= line < max(b.source_range[1], b.source_range[0] + 1)]
+        hits = [
+            b
+            for b in md.query(MarkdownBlock)
+            if b.source_range[0] <= line < max(b.source_range[1], b.source_range[0] + 1)
+        ]
         return sorted(hits, key=lambda b: b.source_range[1] - b.source_range[0])
 
     def _scroll_to_line(self, line: int) -> None:

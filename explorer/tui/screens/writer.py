@@ -15,7 +15,14 @@ from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from explorer.search.suggest import LinkSuggester, Suggestion, Suggestions, paragraph_bounds, plain_query, sentence_bounds
+from explorer.search.suggest import (
+    LinkSuggester,
+    Suggestion,
+    Suggestions,
+    paragraph_bounds,
+    plain_query,
+    sentence_bounds,
+)
 from explorer.text.cells import clip
 from explorer.text.safe import has_controls
 from explorer.tui import keys
@@ -75,7 +82,10 @@ class WriterScreen(Screen):
         with Horizontal(id="writer-body"):
             yield TextArea(id="editor", soft_wrap=True, tab_behavior="indent")
             with Vertical(id="writer-side"):
-                yield Static("Links for the paragraph you are writing: named notes first, then related ones.", id="related-head")
+                yield Static(
+                    "Links for the paragraph you are writing: named notes first, then related ones.",
+                    id="related-head",
+                )
                 yield OptionList(id="related")
         yield StatusBar()
         yield KeyFooter()
@@ -95,7 +105,10 @@ class WriterScreen(Screen):
         if has_controls(text):
             # The editor would send them to the terminal as they are; escaped, saving would change the file.
             self.load_error = f"{self.path} contains control characters (escape sequences)"
-            self.notify(f"{self.load_error}: not opened for writing; the note view shows them escaped", severity="warning")
+            self.notify(
+                f"{self.load_error}: not opened for writing; the note view shows them escaped",
+                severity="warning",
+            )
             text = ""
             editor.read_only = True
         self.saved_text = text
@@ -111,7 +124,8 @@ class WriterScreen(Screen):
     def _title(self) -> None:
         mark = ("● modified", "bold $text-warning") if self.dirty else ("saved", "$text-success")
         self.query_one("#writer-title", Static).update(
-            Content.assemble(("Writing ", "bold"), plain(self.path, "$text-primary"), "  ", mark))
+            Content.assemble(("Writing ", "bold"), plain(self.path, "$text-primary"), "  ", mark)
+        )
 
     # -- related notes --------------------------------------------------------------------
     @on(TextArea.Changed)
@@ -171,8 +185,15 @@ class WriterScreen(Screen):
                 self.post_message(RelatedFound(seq, first.query, first))
 
         try:
-            found = suggester.suggest(text, cursor, path=self.path, k=RELATED_K, dense=dense,
-                                      cancelled=lambda: worker.is_cancelled, early=named)
+            found = suggester.suggest(
+                text,
+                cursor,
+                path=self.path,
+                k=RELATED_K,
+                dense=dense,
+                cancelled=lambda: worker.is_cancelled,
+                early=named,
+            )
         except (SearchCancelled, QueryError):
             return
         if not worker.is_cancelled:
@@ -187,25 +208,39 @@ class WriterScreen(Screen):
         self.related_paths = [s.path for s in items]
         related = self.query_one("#related", OptionList)
         # A refreshed list keeps the note the person had moved to highlighted.
-        kept = related.get_option_at_index(related.highlighted).id if related.highlighted is not None else None
+        kept = (
+            related.get_option_at_index(related.highlighted).id if related.highlighted is not None else None
+        )
         related.clear_options()
         for s in items:
             if s.kind == "mention" and s.mention is not None:
-                note = ("named here" + (" (typo)" if s.mention.fuzzy else "") + ": " + clip(s.mention.typed, 30), "$text-accent")
+                note = (
+                    "named here" + (" (typo)" if s.mention.fuzzy else "") + ": " + clip(s.mention.typed, 30),
+                    "$text-accent",
+                )
             elif s.kind == "linked":
                 note = ("linked", "$text-success")
             else:
-                note = (" · ".join([b for b, _ in badges(s.result)][:2]) if s.result is not None else "", "$text-muted")
-            related.add_option(Option(safe_content(Content.assemble(
-                (s.title, "bold"), "\n", (s.path, "$text-muted"), "  ", note)), id=s.path))
+                note = (
+                    " · ".join([b for b, _ in badges(s.result)][:2]) if s.result is not None else "",
+                    "$text-muted",
+                )
+            related.add_option(
+                Option(
+                    safe_content(
+                        Content.assemble((s.title, "bold"), "\n", (s.path, "$text-muted"), "  ", note)
+                    ),
+                    id=s.path,
+                )
+            )
         if kept in self.related_paths:
             related.highlighted = self.related_paths.index(kept)
         para = clip(message.paragraph, 70)
         results = message.suggestions.results
         head = "searching…" if results is None else "hybrid" if results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
-            Content.assemble((f"Links ({head})", "bold"), "\n",
-                             plain(f"“{para}”", "$text-muted")))
+            Content.assemble((f"Links ({head})", "bold"), "\n", plain(f"“{para}”", "$text-muted"))
+        )
 
     def action_insert_link(self) -> None:
         """Insert the highlighted suggestion as a link: over its mention, or at the cursor (undoable)."""
@@ -218,15 +253,21 @@ class WriterScreen(Screen):
             return
         s = self.suggestions[pick]
         if s.kind == "linked":
-            self.notify(f"{screen_text(s.title)} is linked in this paragraph already.", markup=False, timeout=3)
+            self.notify(
+                f"{screen_text(s.title)} is linked in this paragraph already.", markup=False, timeout=3
+            )
             return
         if not s.link:
-            self.notify("This note's name holds control characters: link it by hand.", severity="warning", timeout=4)
+            self.notify(
+                "This note's name holds control characters: link it by hand.", severity="warning", timeout=4
+            )
             return
         doc = editor.document
         m = s.mention
-        if m is not None and editor.text[m.start:m.end] == m.typed:
-            result = editor.replace(s.link, doc.get_location_from_index(m.start), doc.get_location_from_index(m.end))
+        if m is not None and editor.text[m.start : m.end] == m.typed:
+            result = editor.replace(
+                s.link, doc.get_location_from_index(m.start), doc.get_location_from_index(m.end)
+            )
         else:
             result = editor.insert(s.link)
         editor.move_cursor(result.end_location)
@@ -260,8 +301,12 @@ class WriterScreen(Screen):
         app = self.explorer
         file = app.vault / self.path
         if not file.exists():
-            app.call_from_thread(self.notify, f"{self.path} was deleted meanwhile: saved again with its original permissions.",
-                                 severity="warning", timeout=6)
+            app.call_from_thread(
+                self.notify,
+                f"{self.path} was deleted meanwhile: saved again with its original permissions.",
+                severity="warning",
+                timeout=6,
+            )
         try:
             write_atomic(file, text, self.file_mode)
         except OSError as exc:
@@ -280,7 +325,9 @@ class WriterScreen(Screen):
         """Leave writing mode (a second Escape discards unsaved changes)."""
         if self.dirty and not self._warned_dirty:
             self._warned_dirty = True
-            self.notify("Unsaved changes: ctrl+s saves, Escape again discards them.", severity="warning", timeout=4)
+            self.notify(
+                "Unsaved changes: ctrl+s saves, Escape again discards them.", severity="warning", timeout=4
+            )
             return
         self.explorer.back_to_search()
 

@@ -43,20 +43,30 @@ def embed_box(embed: Embed, words: Sequence[str] = (), phrases: Sequence[str] = 
     nested embeds boxed inside), or one marked line for an embed that is not expanded. Terminal-safe."""
     if embed.status != "embedded":
         mark = "↪ " if embed.status == "file" else "↪ ✗ "
-        return safe_content(Content.assemble((mark, "bold $text-warning"), (embed.label, "italic $text-muted")))
+        return safe_content(
+            Content.assemble((mark, "bold $text-warning"), (embed.label, "italic $text-muted"))
+        )
     text = Content(embed.text)
     for h in highlight_spans(embed.text, words, phrases):
         text = text.stylize("bold $text-accent", h.start, h.end)
     inner = with_embed_boxes(text, embed.text, embed.start, embed.embeds, words, phrases)
     bar = Content.styled("│ ", "$text-secondary")
-    lines = [safe_content(Content.assemble(("┌ ↪ ", "bold $text-secondary"), (embed.label, "$text-secondary")))]
+    lines = [
+        safe_content(Content.assemble(("┌ ↪ ", "bold $text-secondary"), (embed.label, "$text-secondary")))
+    ]
     lines += [bar + line for line in inner.split("\n")]
     lines.append(Content.styled("└", "$text-secondary"))
     return Content("\n").join(lines)
 
 
-def with_embed_boxes(body: Content, text: str, offset: int, embeds: Sequence[Embed],
-                     words: Sequence[str] = (), phrases: Sequence[str] = ()) -> Content:
+def with_embed_boxes(
+    body: Content,
+    text: str,
+    offset: int,
+    embeds: Sequence[Embed],
+    words: Sequence[str] = (),
+    phrases: Sequence[str] = (),
+) -> Content:
     """`body` (styled `text`, which starts at `offset` in its note) made terminal-safe, each embed's
     box inserted below the line that holds its link."""
     points = after_lines(text, offset, tuple(embeds))
@@ -121,7 +131,9 @@ class ContextPane(Vertical):
             yield Static(id="ctx-body")
 
     # -- what to show ---------------------------------------------------------------
-    def show(self, index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str] = ()) -> None:
+    def show(
+        self, index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str] = ()
+    ) -> None:
         """Show `result` around its best shard (keeps the window size)."""
         previous = (self._shown_key, self._shards())
         self.index = index
@@ -138,7 +150,12 @@ class ContextPane(Vertical):
         cursor = result.context_shards[0].cursor if result.context_shards else 0
         key = (result.document_path, cursor, tuple(words), tuple(phrases), getattr(index, "version", None))
         st = self.state
-        if st is not None and (st.shard, st.cursor) == (0, cursor) and previous == (key, self._shards()) and self.text == note.text:
+        if (
+            st is not None
+            and (st.shard, st.cursor) == (0, cursor)
+            and previous == (key, self._shards())
+            and self.text == note.text
+        ):
             return  # the same window (a search re-run or its next stage kept this result): nothing to redraw
         self._shown_key = key
         self.text = note.text
@@ -168,7 +185,9 @@ class ContextPane(Vertical):
         sizes = WINDOW_STEPS
         i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - self.state.chars))
         i = max(0, min(len(sizes) - 1, i + step))
-        self.state = ContextState(self.state.path, self.state.cursor, sizes[i], self.state.shard, self.state.match)
+        self.state = ContextState(
+            self.state.path, self.state.cursor, sizes[i], self.state.shard, self.state.match
+        )
         self._render_window()
 
     def step_match(self, step: int) -> None:
@@ -181,7 +200,10 @@ class ContextPane(Vertical):
         elif step > 0:
             i = next((j for j, h in enumerate(self.matches) if h.start > cur), 0)
         else:
-            i = next((j for j in range(len(self.matches) - 1, -1, -1) if self.matches[j].start < cur), len(self.matches) - 1)
+            i = next(
+                (j for j in range(len(self.matches) - 1, -1, -1) if self.matches[j].start < cur),
+                len(self.matches) - 1,
+            )
         h = self.matches[i]
         self.state = ContextState(self.state.path, h.start, self.state.chars, self._shard_of(h.start), i)
         self._render_window()
@@ -213,8 +235,14 @@ class ContextPane(Vertical):
         shard = self.index.shard_at(st.path, st.cursor) if self.index is not None else None
         self.node_id = shard.node_id if shard is not None else st.path
         win = get_context_at_cursor(
-            self.text, st.cursor, st.chars, st.chars, words=self.words, phrases=self.phrases,
-            path=st.path, node_id=self.node_id,
+            self.text,
+            st.cursor,
+            st.chars,
+            st.chars,
+            words=self.words,
+            phrases=self.phrases,
+            path=st.path,
+            node_id=self.node_id,
         )
         self.window = win
         shards = self._shards()

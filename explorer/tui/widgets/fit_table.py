@@ -21,8 +21,9 @@ class FitTable(Widget):
     FitTable { height: auto; margin: 1 0 0 0; }
     """
 
-    def __init__(self, columns: tuple[str, ...], min_width: int = 0, ratios: tuple[int | None, ...] = (),
-                 **kwargs) -> None:
+    def __init__(
+        self, columns: tuple[str, ...], min_width: int = 0, ratios: tuple[int | None, ...] = (), **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         self.columns = columns
         self.min_width = min_width
@@ -57,8 +58,13 @@ class FitTable(Widget):
         if self.size.width >= self.min_width:
             table = Table(box=box.SIMPLE_HEAD, expand=True, padding=(0, 1), show_edge=False, pad_edge=False)
             for i, name in enumerate(self.columns):
-                table.add_column(name, overflow="fold", ratio=self.ratios[i] if i < len(self.ratios) else None,
-                                 justify="right" if i >= 2 else "left", header_style="bold")
+                table.add_column(
+                    name,
+                    overflow="fold",
+                    ratio=self.ratios[i] if i < len(self.ratios) else None,
+                    justify="right" if i >= 2 else "left",
+                    header_style="bold",
+                )
             for row, style in zip(self.rows, self.styles_of):
                 table.add_row(*row, style=style or None)
             return table

@@ -124,7 +124,7 @@ class LongText(ScrollView, can_focus=True):
         line = self._lines[index]
         wrap = self._wrap
         if line.isascii() or cell_len(line) == len(line):
-            return line[row * wrap:(row + 1) * wrap]
+            return line[row * wrap : (row + 1) * wrap]
         pieces = self._pieces.get(index)
         if pieces is None:
             if len(self._pieces) > 512:

@@ -31,8 +31,15 @@ def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
 
 
 #: The style of each kind of badge (see `SearchResult.badges`).
-BADGE_STYLES = {"classic": "$text-primary", "bm25": "$text-primary", "emb": "$text-secondary", "pass": "$text-muted",
-                "always": "$text-success", "rerank": "$text-accent", "type": "$text-muted"}
+BADGE_STYLES = {
+    "classic": "$text-primary",
+    "bm25": "$text-primary",
+    "emb": "$text-secondary",
+    "pass": "$text-muted",
+    "always": "$text-success",
+    "rerank": "$text-accent",
+    "type": "$text-muted",
+}
 
 
 def badges(res: SearchResult) -> list[tuple[str, str]]:
@@ -40,12 +47,17 @@ def badges(res: SearchResult) -> list[tuple[str, str]]:
 
     The BM25 and embedding ranks are those of the tabulated shard (`shown_ranks`)."""
     bm25, emb = shown_ranks(res)
-    ranks = {"bm25": f"bm25 #{bm25}" if bm25 is not None else None, "emb": f"emb #{emb}" if emb is not None else None}
+    ranks = {
+        "bm25": f"bm25 #{bm25}" if bm25 is not None else None,
+        "emb": f"emb #{emb}" if emb is not None else None,
+    }
     out = []
     for b in res.badges():
         text = ranks.get(b.kind, b.text)
         if text is not None:
-            out.append((text, "$text-warning" if b.kind == "pass" and res.pass_ == 2 else BADGE_STYLES[b.kind]))
+            out.append(
+                (text, "$text-warning" if b.kind == "pass" and res.pass_ == 2 else BADGE_STYLES[b.kind])
+            )
     return out
 
 
@@ -70,8 +82,14 @@ def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) ->
     return content
 
 
-def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str], phrases: Sequence[str] = (),
-                  two_line: bool = False) -> Content:
+def result_prompt(
+    rank: int,
+    res: SearchResult,
+    top: float,
+    words: Sequence[str],
+    phrases: Sequence[str] = (),
+    two_line: bool = False,
+) -> Content:
     """The multi-line prompt of one result: rank, bar, score, title / path / badges / snippet.
 
     `two_line` (narrow terminals): two lines, rank-bar-score-title and path · badges, no snippet.
@@ -93,7 +111,9 @@ def result_prompt(rank: int, res: SearchResult, top: float, words: Sequence[str]
     snippet = " ".join(res.snippet.split())
     snippet = clip(snippet, SNIPPET_CELLS)
     if two_line:
-        return Content("\n").join([head, Content.assemble(path, ("  ", ""), safe_content(Content.assemble(*badge_parts)))])
+        return Content("\n").join(
+            [head, Content.assemble(path, ("  ", ""), safe_content(Content.assemble(*badge_parts)))]
+        )
     lines = [head, path, safe_content(Content.assemble(*badge_parts))]
     if snippet:
         lines.append(highlighted(snippet, words, phrases))
@@ -132,13 +152,18 @@ class PreparedRows:
     """Built as two-line rows."""
 
 
-def prepare_rows(results: SearchResults, words: Sequence[str], phrases: Sequence[str], layout: RowLayout) -> PreparedRows:
+def prepare_rows(
+    results: SearchResults, words: Sequence[str], phrases: Sequence[str], layout: RowLayout
+) -> PreparedRows:
     """Build the prompts of `results` and measure their wrapped heights for `layout`.
 
     Pure data work, safe in a worker thread: the list then finds each prompt's height cached, so
     showing a new list costs the UI thread only the rows it draws."""
     top = max((r.score for r in results.results), default=0.0)
-    prompts = tuple(result_prompt(i, res, top, words, phrases, layout.two_line) for i, res in enumerate(results.results, 1))
+    prompts = tuple(
+        result_prompt(i, res, top, words, phrases, layout.two_line)
+        for i, res in enumerate(results.results, 1)
+    )
     if layout.width > 0:
         for prompt in prompts:
             prompt.get_height(layout.rules, layout.width)
@@ -190,16 +215,27 @@ class ResultsList(OptionList):
         rules = {name: self.styles.get(name, default) for name, default in HEIGHT_RULES}
         return RowLayout(self._two_line, max(0, width), rules)
 
-    def show(self, results: SearchResults, words: Sequence[str], phrases: Sequence[str] = (), keep: str | None = None,
-             prepared: PreparedRows | None = None) -> None:
+    def show(
+        self,
+        results: SearchResults,
+        words: Sequence[str],
+        phrases: Sequence[str] = (),
+        keep: str | None = None,
+        prepared: PreparedRows | None = None,
+    ) -> None:
         """Replace the list; keep the highlight on the note `keep` when it is still listed.
 
         `prepared`: the rows built for these results in the search worker (used when they were
         built for the current layout)."""
         self.results = list(results.results)
         self._shown = (results, words, phrases)
-        if (prepared is None or prepared.results is not results or prepared.two_line != self._two_line
-                or prepared.words != tuple(words) or prepared.phrases != tuple(phrases)):
+        if (
+            prepared is None
+            or prepared.results is not results
+            or prepared.two_line != self._two_line
+            or prepared.words != tuple(words)
+            or prepared.phrases != tuple(phrases)
+        ):
             prepared = prepare_rows(results, words, phrases, RowLayout(self._two_line, 0))
         options: list[Option | None] = []
         for i, prompt in enumerate(prepared.prompts, 1):
@@ -331,7 +367,9 @@ class ResultsSummary(Static):
                 if results.early_return:
                     parts.append(" · knowledge first")
             if low and q is not None:
-                parts.append(f" · {q.suggestion}" if mode.dense else " · Weak lexical matches only: try other words.")
+                parts.append(
+                    f" · {q.suggestion}" if mode.dense else " · Weak lexical matches only: try other words."
+                )
         if results.advisory:
             parts.append(Content.assemble("\n", ("advice: ", "bold $text-warning"), results.advisory))
         for w in results.warnings[:2]:

@@ -64,8 +64,11 @@ class SearchBox(SafeInput):
         """The search box."""
 
     def __init__(self, history: list[str] | None = None, **kwargs) -> None:
-        super().__init__(placeholder="Search the vault…  (/phrase /and /fuzzy /tfidf · tag: path: \"…\")",
-                         select_on_focus=False, **kwargs)
+        super().__init__(
+            placeholder='Search the vault…  (/phrase /and /fuzzy /tfidf · tag: path: "…")',
+            select_on_focus=False,
+            **kwargs,
+        )
         self.history: list[str] = list(history or [])
         self._history_pos: int | None = None
         self._draft = ""

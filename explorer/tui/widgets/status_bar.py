@@ -12,6 +12,7 @@ from textual.widgets import ProgressBar, Static
 from explorer.tui.safe import safe_content
 from explorer.tui.widgets.steady import steady_update
 
+
 @dataclass(frozen=True, slots=True)
 class StatusInfo:
     """Everything the status bar shows; the app holds one and replaces it on each change."""
@@ -95,7 +96,9 @@ class StatusBar(Horizontal):
         elif info.index == "failed":
             idx = Content.from_markup("[$text-error]index failed[/]")
         else:
-            idx = Content.assemble((f"{info.notes} notes", "$text-primary"), "" if narrow else f" · {info.shards} shards")
+            idx = Content.assemble(
+                (f"{info.notes} notes", "$text-primary"), "" if narrow else f" · {info.shards} shards"
+            )
             if info.index == "updating":
                 idx = Content.assemble(idx, (" · updating", "$text-warning"))
         if info.stage and info.total:

@@ -26,7 +26,9 @@ def steady_update(static: Static, content: Content | str) -> None:
     layout = True
     if width > 0 and isinstance(content, Content) and isinstance(old, Content):
         same_height = not styles.is_auto_height or _rows(static, content, width) == _rows(static, old, width)
-        same_width = not styles.is_auto_width or content.get_optimal_width(styles, 0) == old.get_optimal_width(styles, 0)
+        same_width = not styles.is_auto_width or content.get_optimal_width(
+            styles, 0
+        ) == old.get_optimal_width(styles, 0)
         layout = not (same_height and same_width)
     static.update(content, layout=layout)
 

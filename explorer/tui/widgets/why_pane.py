@@ -19,6 +19,7 @@ from explorer.tui.widgets.results import shown_ranks
 
 CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret·term·src")
 
+
 def rerank_summary(results: SearchResults) -> str:
     """What reranking did for a search: backend, passes, early exit, or why it did not run."""
     rr = results.rerank
@@ -81,10 +82,14 @@ class WhyPane(VerticalScroll):
 
     def set_suggestions(self, names: list[str]) -> None:
         """Note paths and titles offered while typing a “Why not?” name."""
-        self.query_one("#why-not", Input).suggester = SuggestFromList([screen_text(n) for n in names], case_sensitive=False)
+        self.query_one("#why-not", Input).suggester = SuggestFromList(
+            [screen_text(n) for n in names], case_sensitive=False
+        )
 
     # -- showing ---------------------------------------------------------------------
-    def show(self, index: Any, results: SearchResults | None, result: SearchResult | None, visible: bool = True) -> None:
+    def show(
+        self, index: Any, results: SearchResults | None, result: SearchResult | None, visible: bool = True
+    ) -> None:
         """Explain `result` within `results` (drawn now when `visible`, else when `render_pending` is called)."""
         self.index, self.results, self.result = index, results, result
         self._pending = not visible
@@ -119,7 +124,11 @@ class WhyPane(VerticalScroll):
             if ex is not None:
                 for c in ex.contributions:
                     table.add_row(
-                        c.term, c.retriever, f"#{c.rank}", f"{c.raw_score:.4f}", f"{c.contribution:.5f}",
+                        c.term,
+                        c.retriever,
+                        f"#{c.rank}",
+                        f"{c.raw_score:.4f}",
+                        f"{c.contribution:.5f}",
                         f"{c.retriever_weight:.2f}·{c.term_weight:.2f}·{c.source_weight:.2f}",
                     )
         self.query_one("#why-search", Static).update(safe_content(self._search_facts(results)))
@@ -135,7 +144,9 @@ class WhyPane(VerticalScroll):
         ex = r.explanation
         parts: list[str | tuple[str, str]] = [(r.title, "bold"), "\n", (r.node_id, "$text-primary"), "\n"]
         if r.source == "classic":
-            parts.append(f"classic {r.reason or 'tool'} hit · score {r.score:.4f} · no fusion for classic tools")
+            parts.append(
+                f"classic {r.reason or 'tool'} hit · score {r.score:.4f} · no fusion for classic tools"
+            )
             return Content.assemble(*parts)
         if r.source == "always_include":
             parts.append(("always-include", "bold $text-success"))
@@ -152,18 +163,28 @@ class WhyPane(VerticalScroll):
             parts.append(" = Σ w_ret·w_term·w_src · score (normalised within each ranking)")
         else:
             parts.append(f" = Σ w_ret·w_term·w_src / ({ex.rrf_k} + rank)")
-        parts.append(f"\npass {ex.pass_} · {ex.shards_matched} shard{'s' if ex.shards_matched != 1 else ''} matched")
+        parts.append(
+            f"\npass {ex.pass_} · {ex.shards_matched} shard{'s' if ex.shards_matched != 1 else ''} matched"
+        )
         parts.append(f" · source {r.source_type} ×{ex.source_weight:g}")
         if (r.bm25_rank, r.embedding_rank) != shown_ranks(r):
-            parts.append(f"\nacross all {ex.shards_matched} shards: best bm25 #{r.bm25_rank or '–'}, emb #{r.embedding_rank or '–'}")
+            parts.append(
+                f"\nacross all {ex.shards_matched} shards: best bm25 #{r.bm25_rank or '–'}, emb #{r.embedding_rank or '–'}"
+            )
         if ex.best_node_id != r.node_id:
             parts.append(f"\nbest shard {ex.best_node_id}")
         if ex.recency is not None:
-            parts.append(f"\nrecency ×{ex.recency:.3f}: dated {r.date or 'unknown'}" + (f" ({r.date_from})" if r.date_from else ""))
+            parts.append(
+                f"\nrecency ×{ex.recency:.3f}: dated {r.date or 'unknown'}"
+                + (f" ({r.date_from})" if r.date_from else "")
+            )
         if ex.rerank:
             rr = ex.rerank
             move = rr.rank_before - rr.rank_after
-            bits = [f"#{rr.rank_before} → #{rr.rank_after}" + (f" ({'↑' if move > 0 else '↓'}{abs(move)})" if move else " (no move)")]
+            bits = [
+                f"#{rr.rank_before} → #{rr.rank_after}"
+                + (f" ({'↑' if move > 0 else '↓'}{abs(move)})" if move else " (no move)")
+            ]
             if rr.pass_ is not None:
                 bits.append(f"pass {rr.pass_}")
             if rr.rerank_score is not None:
@@ -183,7 +204,9 @@ class WhyPane(VerticalScroll):
         if feedback:
             parts.append("\nfeedback: query vector moved toward " + ", ".join(feedback))
         for p in results.passes:
-            parts.append(f"\npass {p.number}: “{p.query}” ke={p.entries} kc={p.shards} found {p.found}, new {p.new}")
+            parts.append(
+                f"\npass {p.number}: “{p.query}” ke={p.entries} kc={p.shards} found {p.found}, new {p.new}"
+            )
         if results.analysis is not None:
             a = results.analysis
             parts.append(f"\nanalysis: {a.decision} ({a.analyser})")
@@ -201,7 +224,9 @@ class WhyPane(VerticalScroll):
         if not results.timings_ms:
             return Content("")
         stages = " · ".join(f"{k} {v:.1f}" for k, v in results.stage_ms)
-        return Content.assemble(("timings ", "bold"), f"{results.total_ms:.1f} ms", ("\n" + stages) if stages else "")
+        return Content.assemble(
+            ("timings ", "bold"), f"{results.total_ms:.1f} ms", ("\n" + stages) if stages else ""
+        )
 
     # -- why not ----------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -237,8 +262,17 @@ class WhyPane(VerticalScroll):
         verdict.set_class(not found, "-missing")
         title = f"{report.path}: " if report.path else ""
         verdict.update(safe_content(Content.assemble((title, "bold"), report.verdict)))
-        if report.path is not None and not found and self.pipeline is not None and not self.results.mode.classic:
-            proof.update(Content.styled("Checking what would bring it into the top k (each change is run first)…", "dim"))
+        if (
+            report.path is not None
+            and not found
+            and self.pipeline is not None
+            and not self.results.mode.classic
+        ):
+            proof.update(
+                Content.styled(
+                    "Checking what would bring it into the top k (each change is run first)…", "dim"
+                )
+            )
             proof.set_class(True, "-shown")
             self._prove(self.pipeline, self.results.query, report.path)
         return report
@@ -256,7 +290,9 @@ class WhyPane(VerticalScroll):
             result = prove(pipeline, query, path, make_pipeline=make_pipeline)
         except Exception as exc:  # noqa: BLE001 - the pane says so, the app lives on
             if not worker.is_cancelled:
-                self.app.call_from_thread(self._show_proof, None, f"could not check: {type(exc).__name__}: {exc}")
+                self.app.call_from_thread(
+                    self._show_proof, None, f"could not check: {type(exc).__name__}: {exc}"
+                )
             return
         if not worker.is_cancelled:
             self.app.call_from_thread(self._show_proof, result, "")
