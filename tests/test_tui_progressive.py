@@ -10,13 +10,13 @@ from typing import Any
 from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 
 from explorer.engine import make_pipeline
-from explorer.tui.messages import ModelState, SearchFinished
+from explorer.tui.messages import ModelState, ResultsShown, SearchFinished
 from explorer.tui.widgets.results import ResultsSummary
 from explorer.tui.widgets.search_box import SearchBox
 
 
 class GatedFull:
-    """The real pipeline; while `gate` is clear, full (non-lexical) searches wait for it."""
+    """The real pipeline; while `gate` is clear, a search waits after reporting its lexical stage."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -24,27 +24,26 @@ class GatedFull:
         self.gate.set()
         self.waiting = threading.Event()
 
-    def search(self, query: str, *args: Any, dense: bool = True, two_pass: bool = True, **kwargs: Any):
-        if two_pass and not self.gate.is_set():
-            self.waiting.set()
-            while not self.gate.wait(0.01):
-                cancelled = kwargs.get("cancelled")
-                if cancelled and cancelled():
-                    break
-        return self.inner.search(query, *args, dense=dense, two_pass=two_pass, **kwargs)
+    def search(self, query: str, *args: Any, on_stage: Any = None, **kwargs: Any):
+        cancelled = kwargs.get("cancelled")
+
+        def stage(name: str, results: Any) -> None:
+            if on_stage is not None:
+                on_stage(name, results)
+            if name == "lexical" and not self.gate.is_set():
+                self.waiting.set()
+                while not self.gate.wait(0.01):
+                    if cancelled and cancelled():
+                        break
+
+        return self.inner.search(query, *args, on_stage=stage, **kwargs)
 
 
-def spy_renders(screen: Any) -> list[str]:
-    """Record the stage of every results render of the main screen."""
-    shown: list[str] = []
-    real = screen._show_results
-
-    def show(message: SearchFinished) -> None:
-        shown.append(message.stage)
-        real(message)
-
-    screen._show_results = show
-    return shown
+def shown_stages(seen: list[Any]) -> list[str]:
+    """The stages the main screen drew, from the messages it posted (each once, though it is seen
+    again as it bubbles up to the app)."""
+    shown = {id(m): m for m in seen if isinstance(m, ResultsShown)}
+    return [m.stage for m in shown.values()]
 
 
 @sync
@@ -55,17 +54,15 @@ async def test_a_full_stage_close_behind_is_the_only_render(
     import explorer.tui.screens.main as main_screen
 
     monkeypatch.setattr(main_screen, "LEXICAL_HOLD_S", 30.0)  # "close behind" on any machine
-    seen: list[str] = []
+    seen: list[Any] = []
     app = make_app(tui_vault, embedder, tmp_path)
-    async with app.run_test(
-        size=SIZE, message_hook=lambda m: seen.append(m.stage) if isinstance(m, SearchFinished) else None
-    ) as pilot:
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await settle(app, pilot)
-        shown = spy_renders(app.main_screen)
+        seen.clear()
         await search(app, pilot, "hamster cage")
         await settle(app, pilot)
-        assert seen == ["lexical", "full"]
-        assert shown == ["full"]
+        assert [m.stage for m in seen if isinstance(m, SearchFinished)] == ["lexical", "full"]
+        assert shown_stages(seen) == ["full"]
 
 
 @sync
@@ -80,8 +77,9 @@ async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(
         gated.append(GatedFull(make_pipeline(index, settings)))
         return gated[-1]
 
+    seen: list[Any] = []
     app = make_app(tui_vault, embedder, tmp_path, pipeline_factory=factory)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await settle(app, pilot)
         screen = app.main_screen
         pipe = gated[0]
@@ -96,17 +94,19 @@ async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(
         await wait_for(pilot, lambda: screen.stage == "full")
         full = screen.results
         assert full.mode.dense
-        # The same query again (as after an index change): the lexical stage must not replace it.
+        # An index change searches the same query again: its lexical stage must not replace the list.
         pipe.gate.clear()
         pipe.waiting.clear()
-        shown = spy_renders(screen)
-        screen.run_search("hamster cage")
+        seen.clear()
+        (tui_vault / "Inbox" / "new idea.md").parent.mkdir(exist_ok=True)
+        (tui_vault / "Inbox" / "new idea.md").write_text("# New idea\n\nA kite.\n", encoding="utf-8")
+        app.refresh_index(["Inbox/new idea.md"])
         assert await asyncio.to_thread(pipe.waiting.wait, 10)
         await pilot.pause(0.4)
-        assert screen.results is full and screen.stage == "full" and shown == []
+        assert screen.results is full and screen.stage == "full" and shown_stages(seen) == []
         pipe.gate.set()
         await wait_for(pilot, lambda: screen.results is not full)
-        assert shown == ["full"] and screen.results.mode.dense
+        assert shown_stages(seen) == ["full"] and screen.results.mode.dense
 
 
 @sync
@@ -133,7 +133,7 @@ async def test_rows_built_in_the_search_worker_draw_the_same_list(
 ) -> None:
     """The results rows the search worker builds are the rows the list would build itself, and rows
     built for another layout (two-line) or other highlighted words are not used."""
-    from explorer.tui.screens.main import highlight_terms
+    from explorer.tui.searching import highlight_terms
     from explorer.tui.widgets.results import ResultsList, RowLayout, prepare_rows
 
     app = make_app(tui_vault, embedder, tmp_path)

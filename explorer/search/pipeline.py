@@ -202,11 +202,15 @@ class SearchPipeline:
         cancelled: Callable[[], bool] | None = None,
         record: bool = True,
         on_stage: Stage | None = None,
+        lexical_stage: bool = False,
     ) -> SearchResults:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
 
         The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
-        this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`).
+        this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`). With
+        `lexical_stage`, it is first called with `"lexical"`: the results of BM25 alone in one pass,
+        from the same search terms, before the query is embedded (a first answer to show while the
+        rest runs; not when the search itself is no more than that).
         """
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
@@ -228,6 +232,8 @@ class SearchPipeline:
                 return self._browse(run)
             self._write_terms(run)
             self._people(run)
+            if lexical_stage and (run.use_dense or run.two_pass or run.rerank):
+                self._stage(run, "lexical", self._lexical(run))
             self._embed_query(run)
             out = self._first_pass(run)
             self._stage(run, "pass1", out)
@@ -623,6 +629,26 @@ class SearchPipeline:
                 conversation=run.fusion == "score",
             )
         out.stats.final_results = len(out.results)
+
+    def _lexical(self, run: _Run) -> SearchResults:
+        """Pass 1 with BM25 alone (no vectors, no pass 2, no rerank), from the search's own terms."""
+        lex = replace(
+            run, use_dense=False, two_pass=False, rerank=False, timings={}, warnings=list(run.warnings)
+        )
+        out = self._first_pass(lex)
+        self._always_include(lex, out)
+        self._rerank(lex, out)
+        self._assess(lex, out)
+        assert lex.terms is not None
+        out.mode = SearchMode(
+            model_state=self.index.model_state,
+            runtime=self.index.runtime,
+            terms=lex.terms.source,
+            llm_tokens=lex.budget.used,
+        )
+        lex.timings["total"] = (time.perf_counter() - run.started) * 1000
+        out.timings_ms = lex.timings
+        return out
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
         """Mode and timings; record the search in the history and keep it in the cache."""

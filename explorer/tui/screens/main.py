@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -14,11 +14,22 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from explorer.index.windows import query_words
-from explorer.search.query import parse_query
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.tui import keys, launch
-from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
+from explorer.tui.host import Host
+from explorer.tui.messages import (
+    EditNote,
+    IndexOpened,
+    IndexUnavailable,
+    ModelReady,
+    OpenNote,
+    QuerySubmitted,
+    ResultsShown,
+    SearchFailed,
+    SearchFinished,
+    VaultChanged,
+)
+from explorer.tui.searching import SearchJob, highlight_terms, run_stages
 from explorer.tui.text import note_titles, split_mode
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.footer import KeyFooter
@@ -27,9 +38,6 @@ from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.tui.widgets.vault_tree import VaultTree
 from explorer.tui.widgets.why_pane import WhyPane
-
-if TYPE_CHECKING:
-    from explorer.tui.app import ExplorerApp
 
 #: How long a lexical first stage waits for the full stage of the same search before it is shown
 #: (when the full stage comes sooner, only it is drawn: one calm update instead of two).
@@ -46,15 +54,6 @@ COMPACT_WIDTH = 100
 
 #: Stages by rank: a stage never replaces a higher one of the same query.
 STAGE_RANK = {"lexical": 1, "full": 2, "classic": 2}
-
-
-def highlight_terms(mode: str, text: str) -> tuple[list[str], list[str]]:
-    """The words and phrases to highlight for a query `text` searched in `mode` (a classic tool's
-    name, or '' for the pipeline)."""
-    parsed = parse_query(text)
-    words = query_words(parsed.text) if parsed.text else []
-    phrases = list(parsed.phrases) or ([text] if mode == "phrase" else [])
-    return words, phrases
 
 
 class MainScreen(Screen):
@@ -88,9 +87,9 @@ class MainScreen(Screen):
         self.phrases: list[str] = []
 
     @property
-    def explorer(self) -> ExplorerApp:
-        """The app, typed."""
-        return self.app  # type: ignore[return-value]
+    def explorer(self) -> Host:
+        """The app, as screens see it."""
+        return cast(Host, self.app)
 
     def compose(self) -> ComposeResult:
         """Search box, summary, then tree | results | panes, status bar and footer."""
@@ -137,29 +136,28 @@ class MainScreen(Screen):
         self.query_one(ResultsSummary).set_class(width >= COMPACT_WIDTH, "-roomy")
         self.query_one(Footer).compact = width < COMPACT_WIDTH
 
-    # -- index lifecycle (called by the app) ------------------------------------------------
-    def index_ready(self, titles: dict[str, str] | None = None) -> None:
+    # -- what the app tells (index lifecycle) ------------------------------------------------
+    def on_index_opened(self, message: IndexOpened) -> None:
         """The index opened: fill the tree, run any query typed meanwhile."""
-        self._fill_tree(titles)
+        self._fill_tree(message.titles)
         box = self.query_one(SearchBox)
-        summary = self.query_one(ResultsSummary)
         if box.value.strip():
             self.run_search(box.value)
         else:
-            summary.message("Type to search.")
+            self.query_one(ResultsSummary).message("Type to search.")
 
-    def index_failed(self, error: str) -> None:
+    def on_index_unavailable(self, message: IndexUnavailable) -> None:
         """The index could not be opened: say so where results would be."""
-        self.query_one(ResultsSummary).message(f"{error} — searching is not possible.", "error")
+        self.query_one(ResultsSummary).message(f"{message.error} — searching is not possible.", "error")
 
-    def model_ready(self) -> None:
+    def on_model_ready(self, message: ModelReady) -> None:
         """Embeddings became available (or every vector is in): upgrade the shown results in place."""
-        if self.query_text and self.results is not None and self.results_model != self.explorer.status.model:
+        if self.query_text and self.results is not None and self.results_model != message.state:
             self.run_search(self.query_text)
 
-    def index_changed(self, paths: tuple[str, ...], titles: dict[str, str] | None = None) -> None:
+    def on_vault_changed(self, message: VaultChanged) -> None:
         """Files changed: refresh the tree and the current results."""
-        self._fill_tree(titles)
+        self._fill_tree(message.titles)
         if self.query_text:
             self.run_search(self.query_text)
 
@@ -189,7 +187,7 @@ class MainScreen(Screen):
         query = event.value.strip()
         if query:
             self.query_one(SearchBox).remember(query)
-            self.explorer.remember_query(query)
+            self.post_message(QuerySubmitted(query))
         self.run_search(event.value, record=True)
         results = self.query_one(ResultsList)
         if results.option_count:
@@ -228,77 +226,44 @@ class MainScreen(Screen):
         self.query_text = query
         status = self.explorer.status
         self._started_model = status.model
-        self._search(
-            self._seq, query, mode, text, status.hybrid, record, self.query_one(ResultsList).row_layout()
-        )
+        job = SearchJob(mode, text, status.hybrid, record)
+        self._search(self._seq, query, job, self.query_one(ResultsList).row_layout())
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def _search(
-        self, seq: int, query: str, mode: str, text: str, hybrid: bool, record: bool, layout: RowLayout
-    ) -> None:
-        """Progressive search in a thread: lexical first, then the full pipeline; stale runs stop early.
-
-        Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
-        from explorer.search.pipeline import QueryError, SearchCancelled
-        from explorer.search.classic import ClassicUnavailable, allowed_shards, classic_results
+    def _search(self, seq: int, query: str, job: SearchJob, layout: RowLayout) -> None:
+        """Progressive search in a thread: one pipeline run reports its lexical stage, then its
+        hybrid result; a stale run stops early. Each stage's result rows are built here too
+        (`prepare_rows`), so the UI thread only draws them."""
+        from explorer.search.pipeline import SearchCancelled
 
         worker = get_current_worker()
 
         def cancelled() -> bool:
             return worker.is_cancelled
 
-        words, phrases = highlight_terms(mode, text)
+        words, phrases = highlight_terms(job.mode, job.text)
 
-        def finished(results: SearchResults, stage: str, final: bool = True) -> None:
+        def found(results: SearchResults, stage: str, final: bool) -> None:
             rows = prepare_rows(results, words, phrases, layout)
             if not cancelled():
                 self.post_message(SearchFinished(seq, query, results, stage, final, rows))
 
         app = self.explorer
-        pipeline = app.pipeline
         try:
-            if mode:
-                parsed = parse_query(text)
-                if parsed.text or not parsed.has_filters:
-                    # Filters (path:, tag:, …) narrow the tool's hits instead of being searched as words.
-                    allowed = allowed_shards(app.index, app.settings, text) if parsed.has_filters else None
-                    words = parsed.text if parsed.has_filters else text
-                    results = classic_results(
-                        app.index,
-                        mode,
-                        words,
-                        k=app.settings.search.top_k,
-                        cancelled=cancelled,
-                        allowed=allowed,
-                    )
-                    if not cancelled():
-                        finished(results, "classic")
-                    return
-                # Only filters: list the notes they allow, as the pipeline does.
-            lexical = pipeline.search(
-                text, dense=False, two_pass=False, rerank=False, cancelled=cancelled, record=False
-            )
-            if cancelled():
-                return
-            finished(lexical, "lexical", final=False)
-            if hybrid:
-                full = pipeline.search(text, cancelled=cancelled, record=record)
-            else:
-                full = pipeline.search(text, dense=False, rerank=False, cancelled=cancelled, record=record)
-            if not cancelled():
-                finished(full, "full")
+            error = run_stages(job, app.pipeline, app.index, app.settings, found, cancelled)
         except SearchCancelled:
             return
-        except (QueryError, ClassicUnavailable) as exc:
-            self.post_message(SearchFailed(seq, query, str(exc)))
         except (
             OSError
         ) as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
             self.post_message(
                 SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True)
             )
+            return
         except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
-            self.post_message(SearchFailed(seq, query, f"search failed: {type(exc).__name__}: {exc}"))
+            error = f"search failed: {type(exc).__name__}: {exc}"
+        if error is not None:
+            self.post_message(SearchFailed(seq, query, error))
 
     def on_search_finished(self, message: SearchFinished) -> None:
         """Show results unless a newer search has started; stages only ever go up for one query.
@@ -351,8 +316,7 @@ class MainScreen(Screen):
             self._focus_results = False
             if self.focused is self.query_one(SearchBox):
                 self.query_one(ResultsList).focus()
-        if message.final:
-            self.explorer.searched(results)
+        self.post_message(ResultsShown(results, message.stage, message.final))
 
     def on_search_failed(self, message: SearchFailed) -> None:
         """Say why the search could not run."""

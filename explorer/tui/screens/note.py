@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import cast
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -16,7 +16,8 @@ from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
 from explorer.tui import keys, launch
-from explorer.tui.messages import EditNote
+from explorer.tui.host import Host
+from explorer.tui.messages import BackToSearch, EditNote, VaultChanged
 from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.index.transclusion import embeds_in
 from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_href, property_rows
@@ -27,9 +28,6 @@ from explorer.vault.pdf import is_pdf
 from explorer.tui.widgets.long_text import LongText
 from explorer.vault.shard import link_heading
 from explorer.tui.widgets.status_bar import StatusBar
-
-if TYPE_CHECKING:
-    from explorer.tui.app import ExplorerApp
 
 
 #: Notes longer than this (characters) open in a plain text view: rendering Markdown costs
@@ -96,9 +94,9 @@ class NoteScreen(Screen):
         """The Markdown shown and where the raw lines went (embed boxes push lines down)."""
 
     @property
-    def explorer(self) -> ExplorerApp:
-        """The app, typed."""
-        return self.app  # type: ignore[return-value]
+    def explorer(self) -> Host:
+        """The app, as screens see it."""
+        return cast(Host, self.app)
 
     @property
     def place(self) -> Place:
@@ -151,7 +149,7 @@ class NoteScreen(Screen):
     def action_close(self) -> None:
         """Back to the search box."""
         self._leaving = True
-        self.explorer.back_to_search()
+        self.post_message(BackToSearch())
 
     def on_key(self, event: events.Key) -> None:
         """A printable key is the start of a new search: back to the search box with it.
@@ -162,11 +160,15 @@ class NoteScreen(Screen):
         if keys.is_text_key(event, self.focused):
             event.stop()
             event.prevent_default()
-            if self._leaving:
-                self.explorer.main_screen.type_into_search(event.character or "")
-            else:
-                self._leaving = True
-                self.explorer.back_to_search(event.character or "")
+            self.post_message(BackToSearch(event.character or "", more=self._leaving))
+            self._leaving = True
+
+    def on_vault_changed(self, message: VaultChanged) -> None:
+        """The shown note changed on disk: show it again as it is now."""
+        if self.place.path in message.paths:
+            self.run_worker(
+                self.show_place(self.place), exclusive=True, group="note-nav", exit_on_error=False
+            )
 
     def action_edit(self) -> None:
         """Write in this note."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import stat
-from typing import TYPE_CHECKING
+from typing import cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -26,15 +26,14 @@ from explorer.search.suggest import (
 from explorer.text.cells import clip
 from explorer.text.safe import has_controls
 from explorer.tui import keys
-from explorer.tui.messages import OpenNote, RelatedFound
+from explorer.tui.host import Host
+from explorer.tui.messages import BackToSearch, OpenNote, RelatedFound
 from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.tui.text import body_start, read_note_file, write_atomic
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
 
-if TYPE_CHECKING:
-    from explorer.tui.app import ExplorerApp
 
 RELATED_K = 8
 #: Quiet time after a keystroke or cursor move before the list is asked for (see BENCHMARKS.md, link suggestions).
@@ -67,9 +66,9 @@ class WriterScreen(Screen):
         """Why the note could not be read ('' when it was): then nothing is ever written."""
 
     @property
-    def explorer(self) -> ExplorerApp:
-        """The app, typed."""
-        return self.app  # type: ignore[return-value]
+    def explorer(self) -> Host:
+        """The app, as screens see it."""
+        return cast(Host, self.app)
 
     @property
     def dirty(self) -> bool:
@@ -329,7 +328,7 @@ class WriterScreen(Screen):
                 "Unsaved changes: ctrl+s saves, Escape again discards them.", severity="warning", timeout=4
             )
             return
-        self.explorer.back_to_search()
+        self.post_message(BackToSearch())
 
     def action_document(self, direction: int, select: bool = False) -> None:
         """Cursor to the start (-1) or end (1) of the note, extending the selection with `select`."""
