@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from test_tui import SIZE, make_app, quiet_settings, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 
 from explorer.engine import make_pipeline
 from explorer.tui.messages import ModelState, ResultsShown, SearchFinished
@@ -202,3 +202,53 @@ async def test_context_pane_follows_an_edit_of_the_shown_note(
         assert await asyncio.to_thread(app.watcher.wait_idle, 10)
         await wait_for(pilot, lambda: pane.window is not None and "Q" * len(word) in pane.window.text)
         assert pane.state.path == path == screen.selected.document_path
+
+
+@sync
+async def test_one_term_writer_call_per_query(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """With an LLM term writer, a query's lexical stage and its hybrid result come from one search:
+    the endpoint (a real HTTP server on 127.0.0.1) is asked for terms once per query, also when
+    it fails (a failed reply is not cached, so a second search would ask again)."""
+    from llm_server import FakeLLMServer, error, prompt_of, text
+
+    from explorer.search.llm import TERMS_SYSTEM
+
+    def answer(request: dict[str, Any]):
+        if request["messages"][0]["content"] == TERMS_SYSTEM:
+            return error(500)
+        return text("SUFFICIENT")
+
+    seen: list[Any] = []
+    with FakeLLMServer(answer) as server:
+        settings = quiet_settings(
+            **{"llm.base_url": server.base_url, "llm.model": "fake-model", "llm.timeout_s": 5.0}
+        )
+        app = make_app(tui_vault, embedder, tmp_path, settings=settings)
+        async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+            await wait_for(pilot, lambda: app.status.index == "ready" and app.status.model == "ready")
+            await settle(app, pilot)
+            seen.clear()
+            results = await search(app, pilot, "hamster cage")
+            await settle(app, pilot)
+        asked = [r for r in server.requests if r["messages"][0]["content"] == TERMS_SYSTEM]
+        assert len(asked) == 1 and "hamster cage" in prompt_of(asked[0])
+    stages = {id(m): m for m in seen if isinstance(m, SearchFinished)}.values()
+    assert [m.stage for m in stages] == ["lexical", "full"]
+    assert all(m.results.mode.terms == "llm->keywords" for m in stages)
+    assert results.mode.dense and not next(iter(stages)).results.mode.dense
+
+
+def test_lexical_stage_is_the_lexical_search(sample_pipeline) -> None:
+    """The lexical stage a search reports is what a BM25-only, one-pass search of the query gives."""
+    stages: list[tuple[str, Any]] = []
+    full = sample_pipeline.search(
+        "hamster cage bedding", on_stage=lambda n, r: stages.append((n, r)), lexical_stage=True, record=False
+    )
+    lexical = sample_pipeline.search("hamster cage bedding", dense=False, two_pass=False, rerank=False)
+    assert [n for n, _ in stages] == ["lexical", "pass1", "quality"]
+    staged = stages[0][1]
+    assert [(r.document_path, round(r.score, 9)) for r in staged.results] == [
+        (r.document_path, round(r.score, 9)) for r in lexical.results
+    ]
+    assert not staged.mode.dense and full.mode.dense
+    assert staged.quality.level == lexical.quality.level
