@@ -478,8 +478,7 @@ def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path
         pytest.skip("milvus-lite server is not installed")
     import asyncio
 
-    from test_tui import SIZE, make_app, quiet_settings, search, settle, wait_for
-
+    from conftest import SIZE, make_app, quiet_settings, search, settle, wait_for
     from explorer.tui.widgets.results import ResultsSummary
 
     server = LiteServer(tmp_path / "engine")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_notes
-from test_tui import SIZE, make_app, option_text, search, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from conftest import SIZE, make_app, option_text, search, wait_for
 from explorer.config import Settings
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.query import parse_query

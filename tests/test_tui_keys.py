@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from conftest import SIZE, make_app, search, settle, sync, wait_for
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, OptionList, TextArea

@@ -9,7 +9,7 @@ from rich.cells import cell_len
 from textual.widgets import TabbedContent
 
 from conftest import write_notes
-from test_tui import make_app, quiet_settings, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401
+from conftest import make_app, quiet_settings, search, settle, sync, wait_for
 
 from explorer.tui.app import palette_help
 from explorer.tui.messages import OpenNote

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from test_tui import SIZE, make_app, quiet_settings, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from conftest import SIZE, make_app, quiet_settings, search, settle, sync, wait_for
 
 from explorer.engine import make_pipeline
 from explorer.tui.messages import ModelState, ResultsShown, SearchFinished

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from test_tui import make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from conftest import make_app, search, settle, sync, wait_for
 
 from explorer.engine import make_pipeline
 from explorer.tui.messages import EditNote, OpenNote

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from conftest import SIZE, make_app, search, settle, sync, wait_for
 from textual.widgets import Markdown, OptionList
 
 from explorer.tui.messages import OpenNote

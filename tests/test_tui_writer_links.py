@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_tui import SIZE, make_app, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from conftest import SIZE, make_app, settle, sync, wait_for
 from textual.widgets import OptionList, TextArea
 
 from explorer.tui.messages import EditNote

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_tui import make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
+from conftest import make_app, search, settle, sync, wait_for
 from textual.widgets import Input
 
 from explorer.tui.widgets.why_pane import WhyPane

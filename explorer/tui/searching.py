@@ -1,8 +1,5 @@
-"""One search of the app, run in its worker thread: a classic tool, or one pipeline run in two stages.
-
-No Textual here: the main screen's search worker calls `run_stages` and turns what it reports into
-messages (`SearchFinished`, `SearchFailed`).
-"""
+"""One search of the app, run in the main screen's worker thread: a classic tool, or one pipeline run
+in two stages, each stage posted to the screen as a message (`SearchFinished`, `SearchFailed`)."""
 
 from __future__ import annotations
 
@@ -13,6 +10,8 @@ from explorer.config import Settings
 from explorer.index.windows import query_words
 from explorer.search.query import parse_query
 from explorer.search.schema import SearchResults
+from explorer.tui.messages import SearchFailed, SearchFinished
+from explorer.tui.widgets.results import RowLayout, prepare_rows
 
 
 def highlight_terms(mode: str, text: str) -> tuple[list[str], list[str]]:
@@ -93,3 +92,41 @@ def run_stages(
     except (QueryError, ClassicUnavailable) as exc:
         return str(exc)
     return None
+
+
+def search_in_thread(
+    job: SearchJob,
+    seq: int,
+    query: str,
+    layout: RowLayout,
+    system: tuple[Any, Any, Settings],
+    post: Callable[[Any], Any],
+    worker: Any,
+) -> None:
+    """Run `job` (search number `seq` of `query`) over `system` (pipeline, index, settings) in this
+    worker thread, posting each stage's results, with its result rows built here too (`prepare_rows`,
+    so the UI thread only draws them), or why it failed. Stops early once `worker` is cancelled."""
+    from explorer.search.pipeline import SearchCancelled
+
+    def cancelled() -> bool:
+        return bool(worker.is_cancelled)
+
+    words, phrases = highlight_terms(job.mode, job.text)
+
+    def found(results: SearchResults, stage: str, final: bool) -> None:
+        rows = prepare_rows(results, words, phrases, layout)
+        if not cancelled():
+            post(SearchFinished(seq, query, results, stage, final, rows))
+
+    pipeline, index, settings = system
+    try:
+        error = run_stages(job, pipeline, index, settings, found, cancelled)
+    except SearchCancelled:
+        return
+    except OSError as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
+        post(SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True))
+        return
+    except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
+        error = f"search failed: {type(exc).__name__}: {exc}"
+    if error is not None:
+        post(SearchFailed(seq, query, error))

@@ -17,6 +17,7 @@ from textual.worker import get_current_worker
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.tui import keys, launch
 from explorer.tui.host import Host
+from explorer.tui.marks import missing_marked, save_mark
 from explorer.tui.messages import (
     EditNote,
     IndexOpened,
@@ -29,11 +30,11 @@ from explorer.tui.messages import (
     SearchFinished,
     VaultChanged,
 )
-from explorer.tui.searching import SearchJob, highlight_terms, run_stages
+from explorer.tui.searching import SearchJob, highlight_terms, search_in_thread
 from explorer.tui.text import note_titles, split_mode
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.footer import KeyFooter
-from explorer.tui.widgets.results import ResultsList, ResultsSummary, RowLayout, prepare_rows
+from explorer.tui.widgets.results import ResultsList, ResultsSummary, RowLayout
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.tui.widgets.vault_tree import VaultTree
@@ -52,6 +53,11 @@ TREE_MIN_WIDTH = 140
 #: Below this many columns the results and the panes stack, and results are two lines each.
 COMPACT_WIDTH = 100
 
+#: Actions on the selected result (greyed while nothing is selected).
+RESULT_ACTIONS = frozenset(
+    "widen match shard copy_node_id copy_link open_obsidian open_editor open_at_cursor edit".split()
+)
+
 #: Stages by rank: a stage never replaces a higher one of the same query.
 STAGE_RANK = {"lexical": 1, "full": 2, "classic": 2}
 
@@ -69,7 +75,6 @@ class MainScreen(Screen):
         self._seq = 0
         self._debounce: Timer | None = None
         self._had_selection = False
-        self._pending: tuple[str, bool] | None = None
         self._held: SearchFinished | None = None
         self._focus_results = False
         self._hold_timer: Timer | None = None
@@ -162,12 +167,10 @@ class MainScreen(Screen):
             self.run_search(self.query_text)
 
     def _fill_tree(self, titles: dict[str, str] | None) -> None:
-        if titles is None:
-            titles = note_titles(self.explorer.index)
-        if titles is None:
-            return
-        self.query_one(VaultTree).set_notes(titles)
-        self.query_one(WhyPane).set_suggestions(sorted(titles) + sorted(set(titles.values())))
+        titles = titles if titles is not None else note_titles(self.explorer.index)
+        if titles is not None:
+            self.query_one(VaultTree).set_notes(titles)
+            self.query_one(WhyPane).set_suggestions(sorted(titles) + sorted(set(titles.values())))
 
     # -- searching --------------------------------------------------------------------
     @on(Input.Changed, "#search")
@@ -190,15 +193,14 @@ class MainScreen(Screen):
             self.post_message(QuerySubmitted(query))
         self.run_search(event.value, record=True)
         results = self.query_one(ResultsList)
+        self._focus_results = not results.option_count  # then when this search's results come
         if results.option_count:
             results.focus()
-        else:
-            self._focus_results = True  # when this search's results come
 
     def on_search_box_mode_changed(self, event: SearchBox.ModeChanged) -> None:
         """The mode toggle moved: search again in the new mode."""
-        if self.query_one(SearchBox).value.strip():
-            self.run_search(self.query_one(SearchBox).value)
+        if event.control.value.strip():
+            self.run_search(event.control.value)
 
     def on_search_box_leave_down(self, event: SearchBox.LeaveDown) -> None:
         """Down past the newest query: go to the results."""
@@ -220,7 +222,6 @@ class MainScreen(Screen):
             summary.message("Type to search." if not query else "Type words after the mode prefix.")
             return
         if self.explorer.index is None or self.explorer.pipeline is None:
-            self._pending = (query, record)
             summary.message("Opening the index… your search runs when it is ready.", "warning")
             return
         self.query_text = query
@@ -231,39 +232,12 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, seq: int, query: str, job: SearchJob, layout: RowLayout) -> None:
-        """Progressive search in a thread: one pipeline run reports its lexical stage, then its
-        hybrid result; a stale run stops early. Each stage's result rows are built here too
-        (`prepare_rows`), so the UI thread only draws them."""
-        from explorer.search.pipeline import SearchCancelled
-
+        """Progressive search in a thread (explorer.tui.searching.search_in_thread); stale runs stop early."""
         worker = get_current_worker()
-
-        def cancelled() -> bool:
-            return worker.is_cancelled
-
-        words, phrases = highlight_terms(job.mode, job.text)
-
-        def found(results: SearchResults, stage: str, final: bool) -> None:
-            rows = prepare_rows(results, words, phrases, layout)
-            if not cancelled():
-                self.post_message(SearchFinished(seq, query, results, stage, final, rows))
-
         app = self.explorer
-        try:
-            error = run_stages(job, app.pipeline, app.index, app.settings, found, cancelled)
-        except SearchCancelled:
-            return
-        except (
-            OSError
-        ) as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
-            self.post_message(
-                SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True)
-            )
-            return
-        except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
-            error = f"search failed: {type(exc).__name__}: {exc}"
-        if error is not None:
-            self.post_message(SearchFailed(seq, query, error))
+        search_in_thread(
+            job, seq, query, layout, (app.pipeline, app.index, app.settings), self.post_message, worker
+        )
 
     def on_search_finished(self, message: SearchFinished) -> None:
         """Show results unless a newer search has started; stages only ever go up for one query.
@@ -277,8 +251,7 @@ class MainScreen(Screen):
             return
         if self._hold_timer is not None:
             self._hold_timer.stop()
-            self._hold_timer = None
-        self._held = None
+        self._held, self._hold_timer = None, None
         if message.stage == "lexical" and not message.final:
             if self.shown_query == message.query and STAGE_RANK.get(self.stage, 0) > STAGE_RANK["lexical"]:
                 return
@@ -396,23 +369,11 @@ class MainScreen(Screen):
 
     def focus_search(self, typed: str = "") -> None:
         """Focus the search box with its query selected, or replaced by `typed` when given."""
-        box = self.query_one(SearchBox)
-        box.remember_draft()
-        if typed:
-            box.value = typed
-            box.cursor_position = len(box.value)
-        else:
-            box.select_all()
-        self.set_focus(box)
+        self.set_focus(self.query_one(SearchBox).begin(typed))
 
     def type_into_search(self, text: str) -> None:
         """Type `text` into the search box as its keys would (a selection is replaced)."""
-        box = self.query_one(SearchBox)
-        selection = box.selection
-        if selection.is_empty:
-            box.insert_text_at_cursor(text)
-        else:
-            box.replace(text, *selection)
+        self.query_one(SearchBox).type_text(text)
 
     def on_key(self, event: events.Key) -> None:
         """Printable keys are text: from any non-text widget they type into the search box (or the tree filter)."""
@@ -425,11 +386,8 @@ class MainScreen(Screen):
             return
         else:
             tree = self.query_one(VaultTree)
-            target = (
-                tree.filter_box
-                if focused is not None and tree in focused.ancestors
-                else self.query_one(SearchBox)
-            )
+            in_tree = focused is not None and tree in focused.ancestors
+            target = tree.filter_box if in_tree else self.query_one(SearchBox)
         event.stop()
         event.prevent_default()
         target.cursor_position = len(target.value)
@@ -456,39 +414,22 @@ class MainScreen(Screen):
         self.query_one(TabbedContent).active = "tab-why"
         box = self.query_one("#why-not", Input)
         index = self.explorer.index
-        if index is not None and self.query_text and not box.value:
-            from explorer.index.judgments import marked_relevant
-
-            shown = {r.document_path for r in self.results.results} if self.results is not None else set()
-            missing = [p for p in marked_relevant(index.cache_dir, self.query_text) if p not in shown]
-            if missing:
-                box.value = missing[0]
-                self.notify(
-                    f"{len(missing)} note(s) you marked relevant for this query are not in the results"
-                )
+        missing = missing_marked(index, self.query_text, self.results) if index and self.query_text else []
+        if missing and not box.value:
+            box.value = missing[0]
+            self.notify(f"{len(missing)} note(s) you marked relevant for this query are not in the results")
         box.focus()
         # The tab switch lays the pane out after this call: bring the box into view then (80x24 hid it).
         self.call_after_refresh(box.scroll_visible, animate=False)
 
     def action_mark(self, mark: str) -> None:
         """F8 / F9: mark the selected result relevant / not relevant for the current query."""
-        from explorer.index.judgments import append_judgment, make_judgment
-
         res, index = self.selected, self.explorer.index
         if res is None or index is None or not self.query_text:
             self.notify("Select a result of a search to mark it.", severity="warning")
             return
-        try:
-            append_judgment(
-                index.cache_dir,
-                make_judgment(self.query_text, res.node_id, res.document_path, mark, index.version),
-            )
-        except (OSError, ValueError) as exc:
-            self.notify(f"Could not save the mark: {exc}", severity="error", markup=False)
-            return
-        word = "relevant" if mark == "relevant" else "not relevant"
-
-        self.notify(f"Marked {word}: {res.document_path}", markup=False)
+        said, severity = save_mark(index, self.query_text, res, mark)
+        self.notify(said, severity=severity)  # type: ignore[arg-type]
 
     def action_widen(self, step: int) -> None:
         """Widen (1) or narrow (-1) the context window."""
@@ -514,12 +455,7 @@ class MainScreen(Screen):
 
     def _target(self) -> tuple[str, int | None, str] | None:
         """(path, cursor, node_id) of the context cursor, else of the selected result; None when nothing is selected."""
-        pane = self.query_one(ContextPane)
-        if pane.state is not None:
-            return pane.state.path, pane.state.cursor, pane.node_id or pane.state.path
-        if self.selected is not None:
-            return self.selected.document_path, None, self.selected.node_id
-        return None
+        return self.query_one(ContextPane).target(self.selected)
 
     def action_copy_link(self) -> None:
         """Copy the node_id under the context cursor as an Obsidian [[link]]."""
@@ -544,34 +480,20 @@ class MainScreen(Screen):
 
     def action_open_at_cursor(self) -> None:
         """Open the whole note at the context cursor."""
-        pane = self.query_one(ContextPane)
-        if pane.state is not None:
-            self.post_message(OpenNote(pane.state.path, pane.state.cursor))
-        elif self.selected is not None:
-            self.post_message(OpenNote(self.selected.document_path))
+        target = self._target()
+        if target is not None:
+            self.post_message(OpenNote(target[0], target[1]))
 
     def action_edit(self) -> None:
         """Open the selected note in writing mode."""
-        pane = self.query_one(ContextPane)
-        if pane.state is not None:
-            self.post_message(EditNote(pane.state.path, pane.state.cursor))
-        elif self.selected is not None:
-            self.post_message(EditNote(self.selected.document_path))
+        target = self._target()
+        if target is not None:
+            self.post_message(EditNote(target[0], target[1]))
         else:
             self.notify("Select a result (or a note in the tree, F2) to write in.", timeout=3)
 
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         """Result-bound actions are disabled (greyed) while nothing is selected."""
-        if action in (
-            "widen",
-            "match",
-            "shard",
-            "copy_node_id",
-            "copy_link",
-            "open_obsidian",
-            "open_editor",
-            "open_at_cursor",
-            "edit",
-        ):
+        if action in RESULT_ACTIONS:
             return True if self.selected is not None else None
         return True

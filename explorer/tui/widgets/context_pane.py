@@ -165,6 +165,14 @@ class ContextPane(Vertical):
         self.state = ContextState(result.document_path, cursor, chars, 0, self._match_at(cursor))
         self._render_window(scroll_home=True)
 
+    def target(self, selected: SearchResult | None) -> tuple[str, int | None, str] | None:
+        """(path, cursor, node_id) of the window's cursor, else of `selected` (no cursor); None when neither."""
+        if self.state is not None:
+            return self.state.path, self.state.cursor, self.node_id or self.state.path
+        if selected is not None:
+            return selected.document_path, None, selected.node_id
+        return None
+
     def _match_at(self, cursor: int) -> int:
         for i, h in enumerate(self.matches):
             if h.start <= cursor < max(h.end, h.start + 1):
