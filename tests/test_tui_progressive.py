@@ -252,3 +252,31 @@ def test_lexical_stage_is_the_lexical_search(sample_pipeline) -> None:
     ]
     assert not staged.mode.dense and full.mode.dense
     assert staged.quality.level == lexical.quality.level
+
+
+@sync
+async def test_context_pane_draws_the_window_the_search_worker_built(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """The pane's first window of a result (its matches in the whole note, the window, its embeds) is
+    the one built in the search's worker thread with the results, not computed again on the UI thread;
+    another result, or another window size, is computed for itself."""
+    from explorer.tui.widgets.context_pane import ContextPane
+
+    seen: list[Any] = []
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: app.status.index == "ready" and app.status.model == "ready")
+        results = await search(app, pilot, "hamster cage")
+        screen = app.main_screen
+        pane = screen.query_one(ContextPane)
+        final = [m for m in seen if isinstance(m, SearchFinished) and m.results is results][-1]
+        ready = final.context
+        assert ready is not None and ready.path == results.results[0].document_path
+        await wait_for(pilot, lambda: pane.window is not None and pane.state.path == ready.path)
+        assert pane.window is ready.window and pane.matches is ready.matches
+        assert ready.window.highlights and ready.matches
+        screen.query_one("#results").focus()
+        await pilot.press("down")
+        await wait_for(pilot, lambda: pane.state is not None and pane.state.path != ready.path)
+        assert pane.window is not ready.window and pane.window.path == results.results[1].document_path

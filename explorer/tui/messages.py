@@ -101,6 +101,8 @@ class SearchFinished(Message, bubble=False):
     """False when a later stage of the same search is still coming."""
     rows: Any = None
     """The results list's rows built in the search worker (`PreparedRows`), or None."""
+    context: Any = None
+    """The context pane's first window for the first result, built in the worker (`PreparedContext`), or None."""
 
 
 @dataclass

@@ -11,6 +11,7 @@ from explorer.index.windows import query_words
 from explorer.search.query import parse_query
 from explorer.search.schema import SearchResults
 from explorer.tui.messages import SearchFailed, SearchFinished
+from explorer.tui.widgets.context_pane import prepare_context
 from explorer.tui.widgets.results import RowLayout, prepare_rows
 
 
@@ -98,14 +99,17 @@ def search_in_thread(
     job: SearchJob,
     seq: int,
     query: str,
-    layout: RowLayout,
+    layout: tuple[RowLayout, int],
     system: tuple[Any, Any, Settings],
     post: Callable[[Any], Any],
     worker: Any,
 ) -> None:
     """Run `job` (search number `seq` of `query`) over `system` (pipeline, index, settings) in this
-    worker thread, posting each stage's results, with its result rows built here too (`prepare_rows`,
-    so the UI thread only draws them), or why it failed. Stops early once `worker` is cancelled."""
+    worker thread, posting each stage's results, or why it failed. Stops early once `worker` is cancelled.
+
+    What the screen draws from a stage is built here too, so the UI thread only draws it: the result
+    rows (`prepare_rows`, for the list's row layout) and the context pane's window of the first result
+    (`prepare_context`, at the pane's window size): `layout` is (row layout, window size)."""
     from explorer.search.pipeline import SearchCancelled
 
     def cancelled() -> bool:
@@ -113,12 +117,16 @@ def search_in_thread(
 
     words, phrases = highlight_terms(job.mode, job.text)
 
-    def found(results: SearchResults, stage: str, final: bool) -> None:
-        rows = prepare_rows(results, words, phrases, layout)
-        if not cancelled():
-            post(SearchFinished(seq, query, results, stage, final, rows))
-
     pipeline, index, settings = system
+    rows_layout, chars = layout
+
+    def found(results: SearchResults, stage: str, final: bool) -> None:
+        rows = prepare_rows(results, words, phrases, rows_layout)
+        first = results.results[0] if results.results else None
+        context = prepare_context(index, first, words, phrases, chars) if not cancelled() else None
+        if not cancelled():
+            post(SearchFinished(seq, query, results, stage, final, rows, context))
+
     try:
         error = run_stages(job, pipeline, index, settings, found, cancelled)
     except SearchCancelled:

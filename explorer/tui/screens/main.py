@@ -32,7 +32,7 @@ from explorer.tui.messages import (
 )
 from explorer.tui.searching import SearchJob, highlight_terms, search_in_thread
 from explorer.tui.text import note_titles, split_mode
-from explorer.tui.widgets.context_pane import ContextPane
+from explorer.tui.widgets.context_pane import ContextPane, PreparedContext
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import ResultsList, ResultsSummary, RowLayout
 from explorer.tui.widgets.search_box import SearchBox
@@ -81,6 +81,7 @@ class MainScreen(Screen):
         self._context_pending_since = 0.0
         self._tree_choice: bool | None = None
         self._started_model = ""
+        self._prepared: PreparedContext | None = None
         self.results_model = ""
         """The model state when the shown results were computed (they upgrade once it is `ready`)."""
         self.shown_query = ""
@@ -224,20 +225,16 @@ class MainScreen(Screen):
         if self.explorer.index is None or self.explorer.pipeline is None:
             summary.message("Opening the index… your search runs when it is ready.", "warning")
             return
-        self.query_text = query
-        status = self.explorer.status
-        self._started_model = status.model
-        job = SearchJob(mode, text, status.hybrid, record)
-        self._search(self._seq, query, job, self.query_one(ResultsList).row_layout())
+        self.query_text, self._started_model = query, self.explorer.status.model
+        layout = (self.query_one(ResultsList).row_layout(), self.query_one(ContextPane).chars)
+        self._search(self._seq, query, SearchJob(mode, text, self.explorer.status.hybrid, record), *layout)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def _search(self, seq: int, query: str, job: SearchJob, layout: RowLayout) -> None:
+    def _search(self, seq: int, query: str, job: SearchJob, rows: RowLayout, chars: int) -> None:
         """Progressive search in a thread (explorer.tui.searching.search_in_thread); stale runs stop early."""
-        worker = get_current_worker()
-        app = self.explorer
-        search_in_thread(
-            job, seq, query, layout, (app.pipeline, app.index, app.settings), self.post_message, worker
-        )
+        app, layout = self.explorer, (rows, chars)
+        system = (app.pipeline, app.index, app.settings)
+        search_in_thread(job, seq, query, layout, system, self.post_message, get_current_worker())
 
     def on_search_finished(self, message: SearchFinished) -> None:
         """Show results unless a newer search has started; stages only ever go up for one query.
@@ -271,7 +268,7 @@ class MainScreen(Screen):
         previous = results_list.selected
         if previous is not None and results_list.results and previous is results_list.results[0]:
             previous = None  # the automatic first highlight is no choice to keep
-        self.results = results
+        self.results, self._prepared = results, message.context
         self.stage = message.stage
         self.shown_query = message.query
         self.results_model = self._started_model
@@ -346,7 +343,7 @@ class MainScreen(Screen):
     def _show_selected(self) -> None:
         res = self.selected
         index = self.explorer.index
-        self.query_one(ContextPane).show(index, res, self.words, self.phrases)
+        self.query_one(ContextPane).show(index, res, self.words, self.phrases, self._prepared)
         why_visible = self.query_one(TabbedContent).active == "tab-why"
         why = self.query_one(WhyPane)
         why.pipeline = self.explorer.pipeline
