@@ -121,7 +121,9 @@ def recorder(folder: Path, name: str, code: int = 0) -> tuple[Path, Path]:
     script = folder / name
     script.write_text(
         f"#!{sys.executable}\nimport json, sys\n"
-        f"open({str(log)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit({code})\n",
+        # Written under another name, then renamed: a test waiting for the file never reads it half written.
+        f"open({str(log)!r} + '.part', 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"import os; os.replace({str(log)!r} + '.part', {str(log)!r})\nsys.exit({code})\n",
         encoding="utf-8",
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
