@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 from urllib.parse import quote, unquote
 
 from explorer.search.suggest import paragraph_bounds, plain_query
+from explorer.text.files import write_atomic
 from explorer.vault.model import Note
 
 #: Scheme of the Markdown links that stand for wikilinks in the note view.
