@@ -209,7 +209,7 @@ class ContextPane(Vertical):
         self.index = index
         self.result = result
         note = index.note(result.document_path) if result is not None and index is not None else None
-        if note is None:
+        if result is None or note is None:
             self._shown_key = None
             self.state = None
             self.window = None
@@ -266,14 +266,13 @@ class ContextPane(Vertical):
     # -- actions (the screen binds the keys) -------------------------------------------
     def widen(self, step: int = 1) -> None:
         """Grow (step > 0) or shrink (step < 0) the window."""
-        if self.state is None:
+        st = self.state
+        if st is None:
             return
         sizes = WINDOW_STEPS
-        i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - self.state.chars))
+        i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - st.chars))
         i = max(0, min(len(sizes) - 1, i + step))
-        self.state = ContextState(
-            self.state.path, self.state.cursor, sizes[i], self.state.shard, self.state.match
-        )
+        self.state = ContextState(st.path, st.cursor, sizes[i], st.shard, st.match)
         self._render_window()
 
     def step_match(self, step: int) -> None:
