@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import shutil
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -73,6 +74,32 @@ def vault_copy(tmp_path: Path) -> Path:
     return copy_vault(SAMPLE_VAULT, tmp_path / "vault")
 
 
+# The app tests' warm index, shared by every tests/test_tui*.py.
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
+    """An index folder for sample_vault with every vector cached (taken from the shared sample index)."""
+    from explorer.config import Settings
+    from explorer.index.vault_index import VaultIndex
+
+    vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
+    index = VaultIndex(vault, Settings(), embedder=None)
+    index.open()
+    with sample_index.snapshot() as snap:
+        hashes = {s.hash for s in snap.shards.values()}
+    index.store.put_vectors(
+        sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes)
+    )
+    index.close()
+    return vault / ".explorer"
+
+
+@pytest.fixture()
+def tui_vault(vault_copy: Path, warm_cache: Path) -> Path:
+    """A fresh, writable copy of sample_vault whose index opens warm (nothing to parse or embed)."""
+    shutil.copytree(warm_cache, vault_copy / ".explorer")
+    return vault_copy
+
+
 @pytest.fixture(scope="session")
 def sample_pipeline(sample_index):
     """A SearchPipeline over the shared sample index (offline defaults)."""
@@ -134,30 +161,6 @@ def sync(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
         asyncio.run(test(*args, **kwargs))
 
     return run
-
-
-@pytest.fixture(scope="session")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
-    """An index folder for sample_vault with every vector cached (taken from the shared sample index)."""
-    from explorer.index.vault_index import VaultIndex
-
-    vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
-    index = VaultIndex(vault, embedder=None)
-    index.open()
-    with sample_index.snapshot() as snap:
-        hashes = {s.hash for s in snap.shards.values()}
-    index.store.put_vectors(
-        sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes)
-    )
-    index.close()
-    return vault / ".explorer"
-
-
-@pytest.fixture()
-def tui_vault(vault_copy: Path, warm_cache: Path) -> Path:
-    """A fresh, writable copy of sample_vault whose index opens warm (nothing to parse or embed)."""
-    shutil.copytree(warm_cache, vault_copy / ".explorer")
-    return vault_copy
 
 
 def quiet_settings(**overrides: Any) -> Settings:

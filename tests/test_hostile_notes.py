@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -183,8 +182,8 @@ def test_random_bytes_and_yaml_never_abort_a_batch(tmp_path_factory, raw, docs, 
 
 def test_app_lists_skipped_and_warned_files(tmp_path: Path) -> None:
     """The app says, once the index is open, which files were left out or only partly read, and why."""
-    from test_terminal_safety import shown, visible_text
     from conftest import make_app, quiet_settings, settle, sync
+    from test_terminal_safety import shown, visible_text
 
     vault = write_notes(
         tmp_path / "vault", {**NEIGHBOURS, "date.md": "---\ncreated: 2024-13-45\n---\nbody\n"}

@@ -319,7 +319,7 @@ def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: 
         )  # the watcher's batch, applied while the engine is down
         assert index.behind > 0 and server.uri in index.engine_fault
         assert len(said) == 1 and server.uri in said[0]
-        with pytest.raises(BackendError, match="127.0.0.1"):
+        with pytest.raises(BackendError, match=r"127.0.0.1"):
             make_pipeline(index, index.settings).search("quuxtail")
         server.start()
         assert wait_until(lambda: index.behind == 0 and not index.engine_fault, 30)

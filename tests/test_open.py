@@ -10,9 +10,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import write_notes
-from conftest import SIZE, make_app, search, settle, sync, wait_for
 
+from conftest import SIZE, make_app, search, settle, sync, wait_for, write_notes
 from explorer.cli import main
 from explorer.vault.external import (
     OpenError,
@@ -169,7 +168,7 @@ def test_open_runs_the_editor_and_the_opener_without_a_shell(
     """The editor gets `+LINE /abs/file`; xdg-open gets the URI as one argument."""
     bin_dir = tmp_path / "bin"
     editor, editor_log = recorder(bin_dir, "vim")
-    opener, opener_log = recorder(bin_dir, "xdg-open")
+    _opener, opener_log = recorder(bin_dir, "xdg-open")
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.setenv("EDITOR", str(editor))

@@ -15,9 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import REPO, write_notes
+from conftest import REPO, make_app, quiet_settings, search, settle, sync, wait_for, write_notes
 from explorer.text.safe import SafeStream, is_safe, safe_json, safe_text
-from conftest import make_app, quiet_settings, search, settle, sync, wait_for
 
 ESC = "\x1b"
 # What a note may try: clear the screen, retitle the window, write the clipboard (OSC 52), a C1 CSI,

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import SIZE, make_app, option_text, quiet_settings, search, settle, sync, wait_for
-
 from explorer.config import Settings
+from explorer.text.files import write_atomic
 from explorer.tui.messages import ModelState, SearchFinished
 from explorer.tui.screens.help import HelpScreen
 from explorer.tui.screens.main import MainScreen
@@ -23,7 +23,6 @@ from explorer.tui.text import (
     parse_wikilink_href,
     split_mode,
     wikilink_href,
-    write_atomic,
 )
 from explorer.tui.themes import SHIPPED_THEMES_DIR, load_themes
 from explorer.tui.widgets.context_pane import ContextPane

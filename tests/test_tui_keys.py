@@ -8,11 +8,11 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import SIZE, make_app, search, settle, sync, wait_for
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, OptionList, TextArea
 
+from conftest import SIZE, make_app, search, settle, sync, wait_for
 from explorer.tui import keys
 from explorer.tui.messages import EditNote, OpenNote
 from explorer.tui.screens.main import MainScreen

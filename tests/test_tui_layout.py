@@ -8,9 +8,7 @@ from typing import Any
 from rich.cells import cell_len
 from textual.widgets import TabbedContent
 
-from conftest import write_notes
-from conftest import make_app, quiet_settings, search, settle, sync, wait_for
-
+from conftest import make_app, quiet_settings, search, settle, sync, wait_for, write_notes
 from explorer.tui.app import palette_help
 from explorer.tui.messages import OpenNote
 from explorer.tui.safe import screen_text

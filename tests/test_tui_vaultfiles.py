@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import SIZE, make_app, search, settle, sync, wait_for
 from textual.widgets import Markdown, OptionList
 
+from conftest import SIZE, make_app, search, settle, sync, wait_for
 from explorer.tui.messages import OpenNote
 from explorer.tui.screens.note import NoteScreen, Place
 from explorer.tui.widgets.context_pane import ContextPane

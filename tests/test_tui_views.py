@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import SIZE, make_app, search, settle, sync, wait_for
 from textual.widgets import Markdown, TabbedContent, Tree
 
 from benchmarks.note_open import make_note
+from conftest import SIZE, make_app, search, settle, sync, wait_for
 from explorer.index.transclusion import embeds_in
 from explorer.tui.messages import OpenNote
 from explorer.tui.screens.main import MainScreen

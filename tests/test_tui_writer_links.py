@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import SIZE, make_app, settle, sync, wait_for
 from textual.widgets import OptionList, TextArea
 
+from conftest import SIZE, make_app, settle, sync, wait_for
 from explorer.tui.messages import EditNote
 from explorer.tui.screens.writer import WriterScreen
 

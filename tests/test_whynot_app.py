@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_app, search, settle, sync, wait_for
 from textual.widgets import Input
 
+from conftest import make_app, search, settle, sync, wait_for
 from explorer.tui.widgets.why_pane import WhyPane
 
 

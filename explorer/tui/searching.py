@@ -3,8 +3,9 @@ in two stages, each stage posted to the screen as a message (`SearchFinished`, `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from explorer.config import Settings
 from explorer.index.windows import query_words

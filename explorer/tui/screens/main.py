@@ -7,8 +7,8 @@ from typing import Any, cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, TabbedContent, TabPane

@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
+from textual.widgets.text_area import Document
 from textual.worker import get_current_worker
 
 from explorer.search.suggest import (
@@ -24,16 +25,16 @@ from explorer.search.suggest import (
     sentence_bounds,
 )
 from explorer.text.cells import clip
+from explorer.text.files import write_atomic
 from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.host import Host
 from explorer.tui.messages import BackToSearch, OpenNote, RelatedFound
 from explorer.tui.safe import plain, safe_content, screen_text
-from explorer.tui.text import body_start, read_note_file, write_atomic
+from explorer.tui.text import body_start, read_note_file
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
-
 
 RELATED_K = 8
 #: Quiet time after a keystroke or cursor move before the list is asked for (see BENCHMARKS.md, link suggestions).
@@ -113,7 +114,7 @@ class WriterScreen(Screen):
         self.saved_text = text
         editor.load_text(text)
         start = self.start_cursor if self.start_cursor is not None else body_start(text)
-        loc = editor.document.get_location_from_index(min(start, len(text)))
+        loc = _document(editor).get_location_from_index(min(start, len(text)))
         editor.move_cursor(loc, center=True)
         editor.focus()
         self.query_one("#related", OptionList).border_title = "Related"
@@ -158,7 +159,7 @@ class WriterScreen(Screen):
             return
         editor = self.query_one(TextArea)
         text = editor.text
-        index = editor.document.get_index_from_location(editor.cursor_location)
+        index = _document(editor).get_index_from_location(editor.cursor_location)
         start, end = paragraph_bounds(text, index)
         paragraph = plain_query(text[start:end])
         # The sentence at the cursor ranks the named notes: moving to another sentence asks again.
@@ -261,7 +262,7 @@ class WriterScreen(Screen):
                 "This note's name holds control characters: link it by hand.", severity="warning", timeout=4
             )
             return
-        doc = editor.document
+        doc = _document(editor)
         m = s.mention
         if m is not None and editor.text[m.start : m.end] == m.typed:
             result = editor.replace(
@@ -300,7 +301,7 @@ class WriterScreen(Screen):
         app = self.explorer
         file = app.vault / self.path
         if not file.exists():
-            app.call_from_thread(
+            self.app.call_from_thread(
                 self.notify,
                 f"{self.path} was deleted meanwhile: saved again with its original permissions.",
                 severity="warning",
@@ -311,7 +312,7 @@ class WriterScreen(Screen):
         except OSError as exc:
             self.app.call_from_thread(self.notify, f"Save failed: {exc}", severity="error")
             return
-        app.call_from_thread(self._saved, text)
+        self.app.call_from_thread(self._saved, text)
         app.refresh_index([self.path], wait=True)
 
     def _saved(self, text: str) -> None:
@@ -343,3 +344,8 @@ class WriterScreen(Screen):
             event.prevent_default()
             self.set_focus(editor)
             editor.insert(event.character or "")
+
+
+def _document(editor: TextArea) -> Document:
+    """The editor's document with its offset <-> location API (a TextArea always holds a Document)."""
+    return cast(Document, editor.document)
