@@ -102,7 +102,7 @@ class SearchFinished(Message, bubble=False):
     rows: Any = None
     """The results list's rows built in the search worker (`PreparedRows`), or None."""
     context: Any = None
-    """The context pane's first window for the first result, built in the worker (`PreparedContext`), or None."""
+    """The context pane's window of the first result, built in the worker for a final stage (`PreparedContext`), or None."""
 
 
 @dataclass

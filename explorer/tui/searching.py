@@ -109,8 +109,8 @@ def search_in_thread(
     worker thread, posting each stage's results, or why it failed. Stops early once `worker` is cancelled.
 
     What the screen draws from a stage is built here too, so the UI thread only draws it: the result
-    rows (`prepare_rows`, for the list's row layout) and the context pane's window of the first result
-    (`prepare_context`, at the pane's window size): `layout` is (row layout, window size)."""
+    rows (`prepare_rows`, for the list's row layout) and, for a final stage, the context pane's window
+    of the first result (`prepare_context`, at the pane's window size): `layout` is (row layout, window size)."""
     from explorer.search.pipeline import SearchCancelled
 
     def cancelled() -> bool:
@@ -124,7 +124,9 @@ def search_in_thread(
     def found(results: SearchResults, stage: str, final: bool) -> None:
         rows = prepare_rows(results, words, phrases, rows_layout)
         first = results.results[0] if results.results else None
-        context = prepare_context(index, first, words, phrases, chars) if not cancelled() else None
+        # A lexical first stage is seldom drawn (the full one follows within the hold): no window for it.
+        ready = final and not cancelled()
+        context = prepare_context(index, first, words, phrases, chars) if ready else None
         if not cancelled():
             post(SearchFinished(seq, query, results, stage, final, rows, context))
 
