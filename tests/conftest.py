@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import shutil
+import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,6 +149,36 @@ def _tolerant_svg_extension():
             return not svg_differences(snapshot_data, serialized_data)
 
     return TolerantSVGExtension
+
+
+# -- a full disk (a real tmpfs mount; root only) ------------------------------------------------
+def run_mount(*args: str) -> bool:
+    """Run `mount` with `args`; whether it worked (it needs root)."""
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path: Path):
+    """A real 1 MiB tmpfs under tmp_path (skips the test when it cannot be mounted: root only)."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    if os.geteuid() != 0 or not run_mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)):
+        pytest.skip("needs root to mount a small tmpfs")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def fill_disk(where: Path) -> Path:
+    """Write zeros under `where` until the disk is full; returns the filler file."""
+    filler = where / "filler"
+    with open(filler, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+    return filler
 
 
 # -- the app under test (run headless with Pilot) ------------------------------------------------
