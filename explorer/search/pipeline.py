@@ -634,7 +634,12 @@ class SearchPipeline:
     def _lexical(self, run: _Run) -> SearchResults:
         """Pass 1 with BM25 alone (no vectors, no pass 2, no rerank), from the search's own terms."""
         lex = replace(
-            run, use_dense=False, two_pass=False, rerank=False, timings={}, warnings=list(run.warnings)
+            run,
+            use_dense=False,
+            two_pass=False,
+            rerank=False,
+            timings=dict(run.timings),
+            warnings=list(run.warnings),
         )
         out = self._first_pass(lex)
         self._always_include(lex, out)
