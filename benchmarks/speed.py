@@ -404,7 +404,7 @@ def worker(
     # no floor: every dense ranking then runs 100 notes deep and the feedback ranking always runs
     # (the worst case for fusion).
     deep = make_pipeline(
-        index, settings.with_overrides({"search.dense_threshold": 0.0}, origin="keystroke_deep")
+        index, settings.with_overrides({"experimental.dense_threshold": 0.0}, origin="keystroke_deep")
     )
     for label, pipe, kwargs in (
         ("keystroke", pipeline, {"two_pass": False, "rerank": False}),

@@ -518,7 +518,7 @@ def test_no_endpoint_names_the_fallback(vault: Path) -> None:
 
 def test_analyser_llm_requested_without_endpoint_is_named(vault: Path) -> None:
     settings = Settings().with_overrides(
-        {"index.embeddings": False, "rerank.enabled": False, "search.analyser": "llm"}
+        {"index.embeddings": False, "rerank.enabled": False, "experimental.analyser": "llm"}
     )
     index = VaultIndex(vault, settings)
     index.open()

@@ -62,11 +62,11 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
     plain = _search(
         index,
         "Ben adopted a shelter greyhound",
-        **{"search.owner_weight": 1.0, "search.neighbour_weight": 0.0, "search.fusion": "rrf"},
+        **{"experimental.owner_weight": 1.0, "search.neighbour_weight": 0.0, "experimental.fusion": "rrf"},
     )
     assert _paths(plain)[0] == "Users/Ana/turns/turn_000001/context.md"  # three greyhounds beat one
     named = _search(
-        index, "Ben adopted a shelter greyhound", **{"search.neighbour_weight": 0.0, "search.fusion": "rrf"}
+        index, "Ben adopted a shelter greyhound", **{"search.neighbour_weight": 0.0, "experimental.fusion": "rrf"}
     )
     assert named.stats.named_people == ["ben"]
     assert _paths(named)[0] == "Users/Ben/turns/turn_000004/context.md"
@@ -77,7 +77,7 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
 
 def test_a_turn_gains_from_the_turn_before_it_in_the_same_session(index: VaultIndex) -> None:
     comet = "Users/Ana/turns/turn_000003/context.md"
-    neighbour_only = {"search.neighbour_weight": 0.5, "search.dialog_words": 0.0}
+    neighbour_only = {"search.neighbour_weight": 0.5, "experimental.dialog_words": 0.0}
     res = _search(index, "what did you call him", **neighbour_only)
     assert comet in _paths(res)  # no word of the query is in it: its neighbour asked the question
     entry = next(r for r in res.results if r.document_path == comet)
@@ -86,7 +86,7 @@ def test_a_turn_gains_from_the_turn_before_it_in_the_same_session(index: VaultIn
     assert entry.rrf_score == pytest.approx(sum(c.contribution for c in entry.explanation.contributions))
     assert comet not in _paths(
         _search(
-            index, "what did you call him", **{"search.neighbour_weight": 0.0, "search.dialog_words": 0.0}
+            index, "what did you call him", **{"search.neighbour_weight": 0.0, "experimental.dialog_words": 0.0}
         )
     )
     # Turn 4 (session 2) is not a neighbour of turn 3 (session 1).
@@ -107,7 +107,7 @@ def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex) 
     half = entry.explanation.contributions[0].raw_score
     more = next(
         r
-        for r in _search(index, "what did you call him", **no_lift, **{"search.dialog_words": 1.0}).results
+        for r in _search(index, "what did you call him", **no_lift, **{"experimental.dialog_words": 1.0}).results
         if r.document_path == comet
     )
     assert more.explanation.contributions[0].raw_score > half
@@ -122,7 +122,7 @@ def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex) 
     assert scores[third] > scores[second] > scores[first] > 0
     assert first not in _paths(_search(index, "Comet sky", **no_lift, **{"search.dialog_reach": 1}))
     # Other vaults (rank fusion) keep plain BM25.
-    plain = _search(index, "what did you call him", **no_lift, **{"search.fusion": "rrf"})
+    plain = _search(index, "what did you call him", **no_lift, **{"experimental.fusion": "rrf"})
     assert comet not in _paths(plain)
 
 
@@ -174,7 +174,7 @@ def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, 
         assert turn[7] not in ix.neighbours and len(ix.context) == 6 and ix.pending() == []
     finally:
         ix.close()
-    off = VaultIndex(vault, load_settings(vault, {"index.dialog_context": False}), embedder=embedder)
+    off = VaultIndex(vault, load_settings(vault, {"experimental.dialog_context": False}), embedder=embedder)
     off.open()
     try:
         assert off.pending() == [] and len(off.context) == 0
@@ -247,7 +247,7 @@ def test_conversation_turns_fuse_by_score_other_vaults_by_rank(index: VaultIndex
         bm25[0].retriever_weight * bm25[0].term_weight * bm25[0].source_weight
     )
     assert (
-        _search(index, "greyhound shelter", **{"search.fusion": "rrf"}).results[0].explanation.fusion == "rrf"
+        _search(index, "greyhound shelter", **{"experimental.fusion": "rrf"}).results[0].explanation.fusion == "rrf"
     )
     notes = write_notes(
         tmp_path / "notes",

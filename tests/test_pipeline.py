@@ -83,15 +83,15 @@ def test_explanations_sum_to_scores_in_real_searches(small) -> None:
 
 
 def test_knowledge_weight_and_k_change_the_scores(small) -> None:
-    base = _pipe(small, **{"search.knowledge_first": False}).search("kite wind", two_pass=False)
-    flat = _pipe(small, **{"search.knowledge_first": False, "search.source_weights": {"fact": 1.0}}).search(
+    base = _pipe(small, **{"experimental.knowledge_first": False}).search("kite wind", two_pass=False)
+    flat = _pipe(small, **{"experimental.knowledge_first": False, "experimental.source_weights": {"fact": 1.0}}).search(
         "kite wind", two_pass=False
     )
     kb = {r.document_path: r for r in base.results}["Knowledge/kites.md"]
     kf = {r.document_path: r for r in flat.results}["Knowledge/kites.md"]
     assert kb.rrf_score == pytest.approx(kf.rrf_score * 1.5)
     assert kb.explanation.source_weight == 1.5
-    k10 = _pipe(small, **{"search.rrf_k": 10}).search("kite wind", two_pass=False)
+    k10 = _pipe(small, **{"experimental.rrf_k": 10}).search("kite wind", two_pass=False)
     assert k10.results[0].rrf_score > base.results[0].rrf_score
 
 
@@ -163,11 +163,11 @@ def test_feedback_ranking_moves_toward_semantic_matches(small, mode: str) -> Non
 
 
 def test_feedback_can_be_turned_off_and_needs_a_semantic_match(small) -> None:
-    off = _pipe(small, **{"search.feedback_shards": 0}).search("kite wind", two_pass=False)
+    off = _pipe(small, **{"experimental.feedback_shards": 0}).search("kite wind", two_pass=False)
     assert all(r.retriever != "feedback" for r in off.trace.rankings)
     assert off.stats.feedback_from == []
     # Words no note is about: BM25 finds "flour", nothing passes the cosine floor, so nothing to move toward.
-    res = _pipe(small, **{"search.dense_threshold": 0.99}).search("flour", two_pass=False)
+    res = _pipe(small, **{"experimental.dense_threshold": 0.99}).search("flour", two_pass=False)
     assert res.results and all(r.retriever != "feedback" for r in res.trace.rankings)
 
 
@@ -187,7 +187,7 @@ def test_candidate_depth_counts_notes_not_shards(tmp_path: Path, embedder) -> No
     index.open()
     try:
         assert len(index.shards_by_path["long.md"]) >= 12
-        res = _pipe(index, **{"search.candidates": 4}).search("otter river", two_pass=False, k=10)
+        res = _pipe(index, **{"experimental.candidates": 4}).search("otter river", two_pass=False, k=10)
         bm25 = next(r for r in res.trace.rankings if r.retriever == "bm25")
         paths = [index.shards[n].path for n, _ in bm25.items]
         assert len(set(paths)) == 4

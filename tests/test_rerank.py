@@ -451,7 +451,7 @@ def test_a_gate_can_skip_reranking() -> None:
 
 def test_config_comes_from_settings() -> None:
     s = Settings().with_overrides(
-        {"rerank.pass1_candidates": 12, "rerank.pass2_timeout_ms": 0, "rerank.blend": 0.4}
+        {"experimental.rerank_pass1_candidates": 12, "experimental.rerank_pass2_timeout_ms": 0, "experimental.rerank_blend": 0.4}
     )
     cfg = MultiPassReranker(FakeBackend(), s.rerank).config
     assert (cfg.pass1_candidates, cfg.pass1_timeout_ms, cfg.pass2_candidates, cfg.pass2_timeout_ms) == (
@@ -854,7 +854,7 @@ from pathlib import Path
 from explorer.engine import make_pipeline
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
-s = Settings().with_overrides({"rerank.pass2_timeout_ms": 5, "rerank.early_exit_ratio": 100.0, "rerank.early_exit_gap": 1.0})
+s = Settings().with_overrides({"experimental.rerank_pass2_timeout_ms": 5, "experimental.rerank_early_exit_ratio": 100.0, "experimental.rerank_early_exit_gap": 1.0})
 ix = VaultIndex(Path(sys.argv[1]), s)
 ix.open()
 p = make_pipeline(ix, s)

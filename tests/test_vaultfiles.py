@@ -427,7 +427,7 @@ def test_watcher_follows_pdf_and_canvas_changes(tmp_path: Path) -> None:
     from explorer.index.watch import VaultWatcher
 
     root = write_notes(tmp_path / "v", {"keep.md": "steady anchor\n"})
-    index = VaultIndex(root, LEXICAL.with_overrides({"index.debounce_ms": 100}))
+    index = VaultIndex(root, LEXICAL.with_overrides({"experimental.watch_debounce_ms": 100}))
     batches = []
     idle = threading.Event()
     watcher = VaultWatcher(index, on_batch=lambda b: (batches.append(b), idle.set()))
