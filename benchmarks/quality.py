@@ -64,13 +64,6 @@ SHARD_DEPTH = 1000
 #: Settings ablations: (name, row, overrides). Each runs its row with these settings.
 ABLATIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("defaults", "hybrid", {}),
-    ("5 keyword terms besides the query", "hybrid", {"search.keyword_terms": 5}),
-    ("5 keyword terms, term_weight 0.25", "hybrid", {"search.keyword_terms": 5, "experimental.term_weight": 0.25}),
-    (
-        "5 keyword terms, searched by BM25 only",
-        "hybrid",
-        {"search.keyword_terms": 5, "experimental.term_retrievers": "bm25"},
-    ),
     ("rrf_k 20", "hybrid", {"experimental.rrf_k": 20}),
     ("rrf_k 100", "hybrid", {"experimental.rrf_k": 100}),
     ("dense_threshold 0.0", "hybrid", {"experimental.dense_threshold": 0.0}),
@@ -90,18 +83,11 @@ ABLATIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         {"experimental.dense_threshold": 0.2, "experimental.candidates": 200},
     ),
     ("reranker on", "full", {"rerank.enabled": True}),
-    ("reranker on, 5 keyword terms", "full", {"rerank.enabled": True, "search.keyword_terms": 5}),
     (
         "reranker on, no time budget",
         "full",
-        {"rerank.enabled": True, "experimental.rerank_pass1_timeout_ms": 0, "experimental.rerank_pass2_timeout_ms": 0},
-    ),
-    (
-        "reranker on, 5 keyword terms, no time budget",
-        "full",
         {
             "rerank.enabled": True,
-            "search.keyword_terms": 5,
             "experimental.rerank_pass1_timeout_ms": 0,
             "experimental.rerank_pass2_timeout_ms": 0,
         },

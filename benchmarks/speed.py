@@ -358,7 +358,7 @@ def worker(
     from explorer.engine import make_pipeline
     from explorer.config import load_settings
     from explorer.text.tokenize import tokenize
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.vault_index import EMBED_BATCH, VaultIndex
 
     res["import_s"] = round(time.perf_counter() - t, 2)
 
@@ -556,7 +556,7 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
 
     from explorer.config import load_settings
     from explorer.index.embed import resolve_model
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.vault_index import EMBED_BATCH, VaultIndex
 
     cache = Path(tempfile.mkdtemp(prefix="explorer-embed-bench-"))
     try:
@@ -590,7 +590,7 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
             n = index.embed_pending()
             indexer.append(n / (time.perf_counter() - t))
             t = time.perf_counter()
-            emb.encode(texts, batch_size=settings.index.embed_batch)
+            emb.encode(texts, batch_size=EMBED_BATCH)
             onnx.append(len(texts) / (time.perf_counter() - t))
         index.close()
         t = time.perf_counter()
@@ -604,7 +604,7 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
             t = time.perf_counter()
             model.encode(
                 texts,
-                batch_size=settings.index.embed_batch,
+                batch_size=EMBED_BATCH,
                 normalize_embeddings=True,
                 show_progress_bar=False,
             )
