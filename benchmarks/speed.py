@@ -358,7 +358,7 @@ def worker(
     from explorer.engine import make_pipeline
     from explorer.config import load_settings
     from explorer.text.tokenize import tokenize
-    from explorer.index.vault_index import EMBED_BATCH, VaultIndex
+    from explorer.index.vault_index import VaultIndex
 
     res["import_s"] = round(time.perf_counter() - t, 2)
 
