@@ -364,8 +364,8 @@ def removed_key_advice(dotted: str, origin: str) -> str | None:
     name = "EXPLORER_" + dotted.replace(".", "_").upper()
     drop = f"unset {name}" if env else "remove it"
     if kind == "experimental":
-        where = f"EXPLORER_EXPERIMENTAL_{detail.upper()}" if env else f"`{detail}` under [experimental]"
-        todo = f"it is the experimental tuning value `experimental.{detail}` now: {drop}, or set {where}"
+        where = f"EXPLORER_EXPERIMENTAL_{detail.upper()}" if env else f"{detail} under [experimental]"
+        todo = f"it is the experimental tuning value experimental.{detail} now: {drop}, or set {where}"
     elif kind == "fixed":
         todo = f"it is fixed at {detail}: {drop}"
     elif kind == "merged":

@@ -211,7 +211,7 @@ def test_a_removed_key_warns_once_naming_it_and_what_to_do(tmp_path: Path) -> No
     lines = proc.stderr.strip().splitlines()
     expected = {
         "search.neighbour_weight": "the alternative is gone",
-        "search.rrf_k": "`rrf_k` under [experimental]",
+        "search.rrf_k": "or set rrf_k under [experimental]",
         "search.keyword_terms": "the alternative is gone",
         "index.bm25_k1": "it is fixed at 1.5",
         "llm.rerank": 'set rerank.backend = "llm" with rerank.enabled = true instead',
