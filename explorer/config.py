@@ -392,7 +392,8 @@ def load_settings(
         config_file: An explicit config file instead of the vault's.
         warn: Told about unknown sections and keys in the file and the environment (with a
             "did you mean"); they are ignored. Default: ConfigError. Unknown flags always raise.
-            Also told, once per load, which `[experimental]` values are set, and about each key
+            Also told, once per load, which `[experimental]` values the file and the environment
+            set (a flag's are asked for on the command line: no warning), and about each key
             that is no longer a setting (ignored; without `warn` such a key is a Python warning
             from the file and the environment, and an error from a flag).
 
@@ -418,8 +419,8 @@ def load_settings(
     settings = _apply(settings, environ_data, "environment", from_text=True, warn=warn)
     if flags:
         settings = settings.with_overrides(flags)
+    # A flag's experimental values are asked for on the command line each time: no warning for them.
     tuned = {*data.get("experimental", {}), *environ_data.get("experimental", {})}
-    tuned |= {dotted.partition(".")[2] for dotted in flags or {} if dotted.startswith("experimental.")}
     names = ", ".join(f"experimental.{key}" for key in sorted(tuned & set(field_specs(ExperimentalSettings))))
     if names and warn is not None:
         warn(

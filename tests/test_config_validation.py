@@ -245,9 +245,7 @@ def test_experimental_values_apply_and_warn_once(tmp_path: Path) -> None:
     )
     assert (s.experimental.rrf_k, s.experimental.candidates, s.experimental.name_weight) == (30, 50, 0.0)
     assert len(warnings) == 1 and str(path) not in warnings[0]
-    assert warnings[0].startswith(
-        "experimental.candidates, experimental.name_weight, experimental.rrf_k: experimental tuning"
-    )
+    assert warnings[0].startswith("experimental.candidates, experimental.rrf_k: experimental tuning")
     quiet: list[str] = []
     load_settings(tmp_path / "none", environ={}, warn=quiet.append)
     assert quiet == []

@@ -136,13 +136,12 @@ def test_settings_from_the_environment_reach_the_endpoint(server: FakeLLMServer)
         "OPENAI_BASE_URL": server.base_url,
         "EXPLORER_LLM_MODEL": "env-model",
         "EXPLORER_LLM_TIMEOUT_S": "30",
-        "EXPLORER_LLM_TEMPERATURE": "0.2",
     }
     settings = load_settings(None, environ=env)
     assert settings.llm.configured and settings.llm.timeout_s == 30.0
     server.push(text("ok"), text("ok"))
     LLMClient(settings.llm).chat(MSGS)
-    assert server.requests[0]["model"] == "env-model" and server.requests[0]["temperature"] == 0.2
+    assert server.requests[0]["model"] == "env-model" and server.requests[0]["temperature"] == 0.4
     assert server.headers[0]["authorization"] == "Bearer none", "a keyless local server still gets a header"
     keyed = load_settings(None, environ=dict(env, OPENAI_API_KEY="sk-test"))
     LLMClient(keyed.llm).chat([{"role": "user", "content": "keyed"}])

@@ -132,9 +132,9 @@ class _Run:
     spans: list[Span] = field(default_factory=list)
     """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
     fusion: str = "rrf"
-    """`rrf` or `score` (search.fusion, `auto` settled by the vault: score with conversation turns)."""
+    """`rrf` or `score` (experimental.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None
-    """The dense rankings' cosine floor (None: search.dense_threshold)."""
+    """The dense rankings' cosine floor (None: experimental.dense_threshold)."""
     on_stage: Stage | None = None
     """Called after pass 1 and after quality (see SearchPipeline.search)."""
     today: _dt.date = field(default_factory=_dt.date.today)
