@@ -6,10 +6,11 @@ import dataclasses
 import math
 import os
 import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping
+from typing import Annotated, Any
 
 #: Where a note lives decides its source type; first matching glob wins (paths are vault-relative).
 DEFAULT_SOURCE_TYPES: tuple[tuple[str, str], ...] = (
@@ -492,7 +493,8 @@ def _apply_section(
     from_text: bool,
     warn: Callable[[str], None] | None,
 ) -> Any:
-    specs = field_specs(type(current))
+    section_type: type = type(current)
+    specs = field_specs(section_type)
     updates: dict[str, Any] = {}
     for key, raw in values.items():
         advice = removed_key_advice(f"{section}.{key}", origin)
@@ -518,7 +520,7 @@ def _warn_removed(message: str, warn: Callable[[str], None] | None) -> None:
         warnings.warn(message, UserWarning, stacklevel=4)
 
 
-@lru_cache(maxsize=None)
+@cache
 def field_specs(cls: type) -> dict[str, tuple[Any, Range | OneOf | None]]:
     """{field name: (type, rule or None)} of a settings section, from its annotations."""
     hints = typing.get_type_hints(cls, include_extras=True)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from explorer.index.backend import Snapshot
 from explorer.search.fusion import Fused
@@ -184,7 +185,7 @@ def lift_by_date(
             source_weight=1.0,
             contribution=share * top * fit,
         )
-        out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
+        out[i] = Fused(f.node_id, f.score + extra.contribution, (*f.contributions, extra), f.best_rank)
         changed = True
     if changed:
         out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
-
+from typing import Any, Protocol
 
 MAX_TERMS = 5
 TRUNCATE_ABOVE = 10
@@ -158,6 +158,7 @@ def write_terms(
 def call_with_budget(fn: Callable[..., Any], budget: Any, *args: Any, **extra: Any) -> Any:
     """Call a term writer or analyser, handing it the search's token budget (and each of `extra`,
     such as the `snapshot` the search reads) when it takes one."""
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):

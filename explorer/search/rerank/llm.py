@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.rerank.base import Cancelled, RerankBackendError, passage, short
