@@ -183,8 +183,9 @@ class UISettings:
 class ExperimentalSettings:
     """Tuning values, for measuring alternatives: the defaults are the measured ones (BENCHMARKS.md).
 
-    Not settings a person needs: setting one in config.toml, the environment or a flag warns once
-    per load, and any of them may change or go without notice.
+    Not settings a person needs: setting one in config.toml or the environment warns once per load
+    (a `--set` flag does not: it is asked for each time), and any of them may change or go without
+    notice.
     """
 
     fusion: Annotated[str, OneOf("auto", "rrf", "score")] = "auto"
