@@ -33,10 +33,6 @@ class FixedTimings:
         results.timings_ms = dict.fromkeys(results.timings_ms, 1.0)
         return results
 
-    def __getattr__(self, name: str) -> Any:
-        """The rest is the real pipeline's (writing mode's link suggester reads its index and settings)."""
-        return getattr(self.inner, name)
-
 
 def snap_app(vault: Path, embedder: Any, tmp_path: Path, **kwargs: Any):
     """The test app with stable timings."""
