@@ -372,7 +372,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
-    parser.add_argument("--no-generated", action="store_true", help="skip the generated vault")
+    parser.add_argument("--no-generated", action="store_true", help="skip the generated vaults")
+    parser.add_argument(
+        "--links",
+        choices=("random", "text", "both"),
+        default="both",
+        help="which generated vaults: random links, links that follow the text, or both (default)",
+    )
     parser.add_argument("--latency", action="store_true", help="measure the latency at --size notes instead")
     parser.add_argument("--size", type=int, default=10_000, help="notes of the latency vault")
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
@@ -421,9 +427,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         vaults: list[tuple[str, Path]] = []
         if not args.no_generated:
-            generated = work / f"obsidian-vault-{args.seed}"
-            obsidian_vault.write(generated, args.seed)
-            vaults.append((f"generated (seed {args.seed})", generated))
+            for style in obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,):
+                generated = work / f"obsidian-vault-{args.seed}-{style}"
+                obsidian_vault.write(generated, args.seed, links=style)
+                vaults.append((f"generated, {style} links (seed {args.seed})", generated))
         vaults.extend((v.name, v.resolve()) for v in args.vaults)
         table = []
         for name, vault in vaults:
