@@ -164,7 +164,9 @@ def bm25_top(index: Any, query: str, own: str, k: int = K) -> list[str]:
     return paths
 
 
-def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any]:
+def quality(
+    vault: Path, cache: Path, scope: str | None = None, sentence_vectors: bool | None = None
+) -> dict[str, Any]:
     """All rows of the quality table for one vault."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
@@ -174,7 +176,11 @@ def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any
     base = make_pipeline(index, settings)
     pipeline = MemoPipeline(base)
     todo = cases(index)
-    sug = LinkSuggester(base)
+    sug = (
+        LinkSuggester(base)
+        if sentence_vectors is None
+        else LinkSuggester(base, sentence_vectors=sentence_vectors)
+    )
     scopes = GRID_SCOPE if scope is None else (scope,)
     sug.related = MemoPipeline(sug.related)
     log(f"{vault.name}: {len(todo)} links in {len({(c['note'], c['paragraph']) for c in todo})} paragraphs")
@@ -387,6 +393,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("paragraph", "sentence", "both"),
         help="only this related-search scope (default: the grid of all three)",
     )
+    parser.add_argument(
+        "--whole-text-vectors",
+        action="store_true",
+        help="the related search embeds its whole query at each call (not sentence by sentence)",
+    )
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     args = parser.parse_args(argv)
     offline_environment()
@@ -438,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 vault,
                 work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}",
                 args.scope,
+                False if args.whole_text_vectors else None,
             )
             report[name] = res
             for row, rates in res["rows"].items():

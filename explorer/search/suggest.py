@@ -114,7 +114,22 @@ def paragraph_bounds(
         start = floor if prev == -1 else prev + 2
     if end - start > max_chars:
         lo = max(0, min(index - start - max_chars // 2, end - start - max_chars))
+        cut_start, cut_end = start + lo > start, start + lo + max_chars < end
         start, end = start + lo, start + lo + max_chars
+        # A cut falls on a sentence boundary where there is one between it and the cursor, so the
+        # window's sentences stay the same while a person types (each keeps its vector).
+        if cut_start:
+            m = _SENTENCE_END.search(text, start, index)
+            if m is not None:
+                start = m.end()
+                while start < index and text[start].isspace():
+                    start += 1
+        if cut_end:
+            last = None
+            for last in _SENTENCE_END.finditer(text, index, end):
+                pass
+            if last is not None:
+                end = last.end()
     return start, end
 
 
