@@ -509,7 +509,7 @@ def _own_words(
     subject_words: dict[str, list[str]] = {}
     out: dict[str, list[str]] = {}
     subjects = {s: t for t, spec in TOPICS.items() for s in spec["subjects"]}
-    for folder, name, _aliases, words in plans:
+    for _folder, name, _aliases, words in plans:
         subject = next((s for s in subjects if name == s or name.startswith(s + " ")), None)
         if subject is not None and subject not in subject_words:
             subject_words[subject] = rng.sample(words, 4)

@@ -94,9 +94,7 @@ class Echo:
         self.sent[value] = time.perf_counter()
 
     def hook(self, message: Any) -> None:
-        from textual.widgets import Input
-
-        from textual.widgets import TextArea
+        from textual.widgets import Input, TextArea
 
         value = None
         if isinstance(message, Input.Changed) and message.input.id == "search":
@@ -189,7 +187,7 @@ async def write_words(
                 type_key(app, ch)
                 await asyncio.sleep(key_gap_s)
             t = time.perf_counter() - key_gap_s  # since the last key
-            await _wait(pilot, lambda word=word: shown.after(t, word, True) is not None, 10)
+            await _wait(pilot, lambda t=t, word=word: shown.after(t, word, True) is not None, 10)
             named.append(shown.after(t, word, False))
             whole.append(shown.after(t, word, True))
             await pilot.pause(pause_s)

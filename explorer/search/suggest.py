@@ -126,11 +126,9 @@ def paragraph_bounds(
                 while start < index and text[start].isspace():
                     start += 1
         if cut_end:
-            last = None
-            for last in _SENTENCE_END.finditer(text, index, end):
-                pass
-            if last is not None:
-                end = last.end()
+            ends = [m.end() for m in _SENTENCE_END.finditer(text, index, end)]
+            if ends:
+                end = ends[-1]
     return start, end
 
 
