@@ -199,3 +199,19 @@ def test_sentence_vectors_match_the_whole_text_and_embed_only_new_sentences(embe
     calls.clear()
     vectors.encode([para + " Then bake"])
     assert calls == [["Then bake"]]
+
+
+def test_a_long_paragraph_is_cut_at_sentence_boundaries_that_stay_put_while_typing() -> None:
+    text = " ".join(f"Sentence number {i} has a few words in it." for i in range(40))
+    starts = set()
+    for typed in ("", " more", " more words", " more words typed"):
+        t = text + typed
+        start, end = paragraph_bounds(t, len(t))
+        assert end - start <= 600 and end == len(t)
+        assert t[start:].startswith("Sentence number")  # a whole sentence, not a fragment
+        starts.add(start)
+    assert len(starts) == 1
+    # Typing in the middle: both cuts fall after a full stop.
+    middle = len(text) // 2
+    start, end = paragraph_bounds(text, middle)
+    assert text[start:].startswith("Sentence number") and text[:end].endswith(".")
