@@ -210,7 +210,9 @@ def test_a_long_paragraph_is_cut_at_sentence_boundaries_that_stay_put_while_typi
         assert end - start <= 600 and end == len(t)
         assert t[start:].startswith("Sentence number")  # a whole sentence, not a fragment
         starts.add(start)
-    assert len(starts) == 1
+    # The window drops a whole sentence at a time (here at most once for 17 typed characters),
+    # rather than a character at a time.
+    assert len(starts) <= 2
     # Typing in the middle: both cuts fall after a full stop.
     middle = len(text) // 2
     start, end = paragraph_bounds(text, middle)
