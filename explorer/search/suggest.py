@@ -14,9 +14,11 @@ answer is built in three steps:
    mention nearest the cursor. Every unlinked mention comes before any related note.
 3. **Related notes.** The hybrid pipeline (one pass, no rerank, keyword terms, `RELATED_SETTINGS`)
    fills the rest of the list. It reads the sentence at the cursor followed by the whole paragraph
-   (`QUERY_SCOPE`), so the sentence's words count twice. A note the paragraph already links to is
-   kept where it ranks but marked `linked`; linked notes that did not rank are added at the end
-   while there is room.
+   (`QUERY_SCOPE`), so the sentence's words count twice. That text is read as words only
+   (`plain_query`: no `#tag`, `-word` or `name:` filters), and it is embedded sentence by sentence,
+   each sentence's vector kept (`SentenceVectors`): while a person types, only the sentence at the
+   cursor is embedded again. A note the paragraph already links to is kept where it ranks but
+   marked `linked`; linked notes that did not rank are added at the end while there is room.
 
 Nothing here writes a file: `Suggestion.link` and `Mention` give the text and the span an editor
 replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from the link target).
