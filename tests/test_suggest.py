@@ -217,3 +217,10 @@ def test_a_long_paragraph_is_cut_at_sentence_boundaries_that_stay_put_while_typi
     middle = len(text) // 2
     start, end = paragraph_bounds(text, middle)
     assert text[start:].startswith("Sentence number") and text[:end].endswith(".")
+
+
+def test_an_exclusion_without_a_word_excludes_nothing(suggester: LinkSuggester) -> None:
+    pipeline = suggester.pipeline
+    plain = pipeline.search("starter flour water", record=False)
+    dashed = pipeline.search("starter flour water ---", record=False)
+    assert [r.document_path for r in dashed.results] == [r.document_path for r in plain.results]
