@@ -44,11 +44,19 @@ def max_edits(word: str) -> int:
 
 
 class Speller:
-    """Finds corrections against one vocabulary (rebuilt when the vocabulary object changes)."""
+    """Finds corrections against one vocabulary (its word list follows the vocabulary when it changes).
+
+    An idf table that carries a `vocabulary` (an append-only `terms` list shared by the versions
+    of one index: the local backend's) is followed by reading only the terms added since the last
+    version seen; any other mapping is read whole when it is another object than the last.
+    Candidates that are no longer in the vocabulary are left out.
+    """
 
     def __init__(self) -> None:
         self._source: object | None = None
         self._terms: list[str] = []
+        self._lineage: object | None = None
+        self._seen = 0
 
     def corrections(
         self, text: str, vocabulary: Mapping[str, float], doc_freq: Callable[[str], int]
@@ -72,16 +80,29 @@ class Speller:
                 out.append(Correction(word, token, tuple(best[:MAX_CANDIDATES]), dist))
         return out
 
-    def _closest(self, forms: Sequence[str], edits: int, vocabulary: Mapping[str, float]) -> dict[str, int]:
-        if vocabulary is not self._source:
+    def _follow(self, vocabulary: Mapping[str, float]) -> None:
+        """Bring the word list up to date with `vocabulary`."""
+        if vocabulary is self._source:
+            return
+        lineage = getattr(vocabulary, "vocabulary", None)
+        terms = getattr(lineage, "terms", None)
+        listed = len(terms) if isinstance(terms, list) else 0
+        if isinstance(terms, list) and lineage is self._lineage and listed >= self._seen:
+            self._terms.extend(t for t in terms[self._seen : listed] if t.isalpha())
+        else:
             self._terms = [t for t in vocabulary if t.isalpha()]
-            self._source = vocabulary
+        self._lineage = lineage if isinstance(terms, list) else None
+        self._seen = listed
+        self._source = vocabulary
+
+    def _closest(self, forms: Sequence[str], edits: int, vocabulary: Mapping[str, float]) -> dict[str, int]:
+        self._follow(vocabulary)
         found: dict[str, int] = {}
         for form in dict.fromkeys(forms):
             for term, dist, _ in process.extract(
                 form, self._terms, scorer=Levenshtein.distance, score_cutoff=edits, limit=50
             ):
-                if len(term) >= 3:
+                if len(term) >= 3 and term in vocabulary:
                     found[term] = min(int(dist), found.get(term, edits + 1))
         return found
 
