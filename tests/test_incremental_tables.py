@@ -134,7 +134,7 @@ def test_idf_updated_document_by_document_equals_the_idf_of_a_new_index() -> Non
                 del live[key]
             else:
                 key = f"n{step}"
-                live[key] = doc() + [f"new{step}"]
+                live[key] = [*doc(), f"new{step}"]
                 ix.add(key, live[key])
             if step % 5:
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from typing import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class IdfTable(Mapping[str, float]):
         df = self._index._live_df(term)
         if df <= 0:
             return default
-        raw = float((np.log(np.float64(self._n - df + 0.5)) - np.log(np.float64(df + 0.5))))
+        raw = float(np.log(np.float64(self._n - df + 0.5)) - np.log(np.float64(df + 0.5)))
         value = self._values[term] = self._eps if raw < 0 else raw
         return value
 
@@ -470,7 +470,7 @@ class BM25Index:
         by_term = np.argsort(terms * max(d, 1) + docs)
         by_doc = np.argsort(docs * max(len(vocab), 1) + terms)
         v = len(vocab)
-        arrays = {
+        arrays: dict[str, np.ndarray] = {
             "doc_len": self._doc_len[slots].astype(np.int64),
             "post_ptr": np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=v))]).astype(np.int64),
             "post_doc": docs[by_term].astype(np.int32),

@@ -15,7 +15,7 @@ word of a long name adds no list. The list is fused by RRF like the BM25 and den
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from explorer.vault.model import Note
 
@@ -69,12 +69,12 @@ class NameIndex:
             return
         if changed is not None:
             for path in changed:
-                note = notes.get(path)
-                if note is None:
+                now = notes.get(path)
+                if now is None:
                     self._drop(path)
-                elif self._notes.get(path) is not note:
+                elif self._notes.get(path) is not now:
                     self._drop(path)
-                    self._add(path, note, names_of)
+                    self._add(path, now, names_of)
             self._version = version
             return
         for path in [p for p in self._notes if p not in notes]:

@@ -12,8 +12,8 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -195,7 +195,8 @@ class Store(Folder):
                 )
             if not _current_layout(conn):
                 # A version number some other build also used, for another layout.
-                raise _Rebuild("older", f"index schema {row[0]} has another layout than this version's")
+                schema = row[0] if row is not None else SCHEMA_VERSION
+                raise _Rebuild("older", f"index schema {schema} has another layout than this version's")
             conn.executescript(_SCHEMA)
             self._check_vector_files(conn)
             return conn

@@ -10,8 +10,9 @@ record (text, parts, shards, term counts), read when its text is first needed, a
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import msgpack
 
@@ -195,7 +196,7 @@ def decode_head(path: str, digest: str, data: bytes, loader: Loader) -> tuple[No
 
 
 def _new(cls: type, values: tuple) -> Any:
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     obj.__setstate__(values)  # the fast field-order setter of explorer.vault.model
     return obj
 

@@ -92,22 +92,22 @@ def refine(kind: str, directory: Path) -> str:
     return kind
 
 
-class faults:
+class faults:  # noqa: N801 - read as a function: `with faults():`
     """Turn SQLite and OS errors that mean a store fault into `StoreError`."""
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if exc is None or isinstance(exc, StoreError):
-            return False
+            return
         kind = classify(exc)
         if kind is None:
-            return False
+            return
         raise StoreError(kind, str(exc)) from exc
 
 
-class transaction:
+class transaction:  # noqa: N801 - read as a function: `with transaction(conn):`
     """One write transaction (`BEGIN IMMEDIATE`), committed on success and rolled back on an error."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:

@@ -8,6 +8,7 @@ checked whole once is not checked again while its stamp (size, times, inode) sta
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import zlib
@@ -44,7 +45,7 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], strings: dict[str, l
             arr.dtype.str,
             list(arr.shape),
             offset,
-            zlib.crc32(memoryview(arr).cast("B")),
+            zlib.crc32(arr.data.cast("B")),
         ]
         offset += (arr.nbytes + 7) // 8 * 8
     head = json.dumps(header).encode()
@@ -90,7 +91,7 @@ def read_arrays(path: Path, verify: bool = True) -> tuple[dict[str, np.ndarray],
         if start + offset + nbytes > size:
             raise ValueError(f"array {name} runs past the end")
         arr = np.frombuffer(m, dtype=dtype, count=count, offset=start + offset).reshape(shape)
-        if verify and zlib.crc32(memoryview(arr).cast("B")) != crc:
+        if verify and zlib.crc32(arr.data.cast("B")) != crc:
             raise ValueError(f"array {name} fails its checksum")
         arrays[name] = arr
     strings: dict[str, list[str]] = {}
@@ -99,7 +100,7 @@ def read_arrays(path: Path, verify: bool = True) -> tuple[dict[str, np.ndarray],
         off = arrays.pop(f"{name}.off").tolist()
         if off and (off[0] != 0 or off[-1] != len(text)):
             raise ValueError(f"strings {name}: offsets do not match the text")
-        strings[name] = [text[a:b] for a, b in zip(off, off[1:])]
+        strings[name] = [text[a:b] for a, b in itertools.pairwise(off)]
     return arrays, strings
 
 

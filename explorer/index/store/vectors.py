@@ -16,8 +16,8 @@ import os
 import re
 import sqlite3
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -101,12 +101,12 @@ class VectorFiles:
                     buf = self._map(file, top * dim * 4)
                     whole = np.frombuffer(buf, dtype="<f4", count=top * dim).reshape(top, dim)
                     return found, whole[picked].astype(np.float32, copy=False)
-        found: list[str] = []
+        found = []
         mat = None
         with self.folder.lock:
             everything = len(hashes) > 2000
             rows, vf = self._lookup(model, hashes, everything=everything)
-            if rows:
+            if rows and vf is not None:
                 file, dim, _n = vf
                 top = max(r for _h, r, _c in rows) + 1
                 buf = self._map(file, top * dim * 4)
@@ -154,7 +154,7 @@ class VectorFiles:
         """Cached vectors of these shard hashes for `model` (copies; rows failing their CRC are left out)."""
         with self.folder.lock, faults():
             rows, vf = self._lookup(model, list(hashes))
-            if not rows:
+            if not rows or vf is None:
                 return {}
             file, dim, _n = vf
             top = max(r for _h, r, _c in rows) + 1
