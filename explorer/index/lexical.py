@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -111,6 +112,8 @@ class BM25Index:
         self._df_moved: dict[str, int] = {}
         """Net change of each term's document frequency since `_df_hist` was last brought up to date."""
         self._vocabulary: Vocabulary | None = None
+        self._idf_lock = threading.Lock()
+        """Held while a new idf table is made (searches of one snapshot may ask at once)."""
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         # The base segment: documents loaded as arrays (slots 0..base_n-1), see `load_base`.
         self._base_n = 0
@@ -145,6 +148,7 @@ class BM25Index:
         twin._df_hist = dict(self._df_hist) if self._df_hist is not None else None
         twin._df_moved = dict(self._df_moved)
         twin._vocabulary = self._vocabulary
+        twin._idf_lock = threading.Lock()
         twin._arrays = dict(self._arrays)
         twin._base_n = self._base_n
         twin._base_vocab = self._base_vocab
@@ -260,24 +264,31 @@ class BM25Index:
         terms per document frequency up to date with the terms documents added or removed since,
         and compute a term's idf when it is asked for.
         """
-        if self._idf is None:
-            n = len(self._slot_of)
-            if self._df_hist is None:
-                terms, df = self._document_frequencies()
-                raw = np.log(n - df + 0.5) - np.log(df + 0.5)
-                eps = self.epsilon * (float(raw.sum()) / len(raw)) if len(raw) else 0.0
-                found, counts = np.unique(df.astype(np.int64), return_counts=True)
-                self._df_hist = dict(zip(found.tolist(), counts.tolist()))
-                self._df_moved = {}
-                self._vocabulary = Vocabulary(list(terms))
-                table = IdfTable(self, n, eps, len(terms), self._vocabulary)
-                table._fill(terms, np.where(raw < 0, eps, raw).tolist())
-            else:
-                size, eps = self._settle_frequencies(n)
-                assert self._vocabulary is not None
-                table = IdfTable(self, n, eps, size, self._vocabulary)
-            self._idf = table
-        return self._idf
+        table = self._idf
+        if table is not None:
+            return table
+        with self._idf_lock:
+            if self._idf is None:
+                self._idf = self._new_idf()
+            return self._idf
+
+    def _new_idf(self) -> IdfTable:
+        """A new idf table (the caller holds `_idf_lock`)."""
+        n = len(self._slot_of)
+        if self._df_hist is None:
+            terms, df = self._document_frequencies()
+            raw = np.log(n - df + 0.5) - np.log(df + 0.5)
+            eps = self.epsilon * (float(raw.sum()) / len(raw)) if len(raw) else 0.0
+            found, counts = np.unique(df.astype(np.int64), return_counts=True)
+            self._df_hist = dict(zip(found.tolist(), counts.tolist()))
+            self._df_moved = {}
+            self._vocabulary = Vocabulary(list(terms))
+            table = IdfTable(self, n, eps, len(terms), self._vocabulary)
+            table._fill(terms, np.where(raw < 0, eps, raw).tolist())
+            return table
+        size, eps = self._settle_frequencies(n)
+        assert self._vocabulary is not None
+        return IdfTable(self, n, eps, size, self._vocabulary)
 
     def _settle_frequencies(self, n: int) -> tuple[int, float]:
         """Bring `_df_hist` up to date with `_df_moved`; (live terms, the idf floor) for `n` documents."""
