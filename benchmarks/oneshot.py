@@ -41,7 +41,7 @@ from benchmarks.common import (
 PING = r"""
 import sys
 from pathlib import Path
-from explorer.engine import ask
+from explorer.engine.server import ask
 sys.exit(0 if ask(Path(sys.argv[1]), {"op": "ping"}) else 1)
 """
 

@@ -5,52 +5,70 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from explorer.cli.render import print_json, print_results, use_color
 from explorer.config import Settings
 
+if TYPE_CHECKING:
+    from explorer.search.schema import SearchResults
+
 
 def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
-    """Search the vault for the query words and print the results."""
+    """Search the vault for the query words and print the results.
+
+    A process already serving the vault with these settings (the app, `explorer watch`,
+    `explorer mcp`) answers the search, after applying every change saved before it; without
+    one (or with `--local`) the command opens the index itself. Either way the same results
+    print the same way.
+    """
     query = " ".join(args.query)
     if args.k is not None and args.k < 1:
         print("explorer: -k must be 1 or more", file=sys.stderr)
         return 2
+    results = None
     if not getattr(args, "local", False):
         served = _ask_server(args, query, vault, settings)
-        if served is not None:
-            return served
-    from explorer.engine import make_pipeline, open_index
-    from explorer.search.pipeline import QueryError
+        if isinstance(served, str):
+            print(f"explorer: {served}", file=sys.stderr)
+            return 2
+        results = served
+    if results is None:
+        from explorer.engine import make_pipeline, open_index
+        from explorer.search.pipeline import QueryError
 
-    index, _ = open_index(vault, settings, load_model=not args.lexical)
-    pipeline = make_pipeline(index, settings)
-    try:
-        results = pipeline.search(
-            query,
-            k=args.k,
-            dense=not args.lexical,
-            two_pass=False if args.one_pass else None,
-            rerank=args.rerank,
-        )
-    except QueryError as exc:
-        print(f"explorer: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        index.close(exiting=True)
+        index, _ = open_index(vault, settings, load_model=not args.lexical)
+        pipeline = make_pipeline(index, settings)
+        try:
+            results = pipeline.search(
+                query,
+                k=args.k,
+                dense=not args.lexical,
+                two_pass=False if args.one_pass else None,
+                rerank=args.rerank,
+            )
+        except QueryError as exc:
+            print(f"explorer: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            index.close(exiting=True)
     if args.json:
         print_json(results.to_dict())
         return 0
-
     print_results(results, explain=args.explain, color=use_color())
     return 0
 
 
-def _ask_server(args: argparse.Namespace, query: str, vault: Path, settings: Settings) -> int | None:
-    """Answer through an Explorer process already serving `vault` (app, watch, MCP); None when there is none."""
-    from explorer.engine import ask, settings_key
+def _ask_server(
+    args: argparse.Namespace, query: str, vault: Path, settings: Settings
+) -> SearchResults | str | None:
+    """The results from an Explorer process already serving `vault` (app, watch, MCP), rebuilt from its JSON.
 
-    color = use_color()
+    A query the server rejects comes back as its message; None when no process answers (or its
+    answer is not a SearchResults form), so the command searches itself.
+    """
+    from explorer.engine.server import ask, settings_key
+
     answer = ask(
         vault,
         {
@@ -61,20 +79,15 @@ def _ask_server(args: argparse.Namespace, query: str, vault: Path, settings: Set
             "one_pass": args.one_pass,
             "rerank": args.rerank,
             "settings": settings_key(settings),
-            "format": "json" if args.json else "text",
-            "explain": args.explain,
-            "color": color,
         },
     )
     if answer is None:
         return None
-    if "query_error" in answer:
-        print(f"explorer: {answer['query_error']}", file=sys.stderr)
-        return 2
-    if args.json and isinstance(answer.get("results"), dict):
-        print_json(answer["results"])
-        return 0
-    if not args.json and isinstance(answer.get("text"), str):
-        sys.stdout.write(answer["text"])
-        return 0
-    return None
+    if isinstance(answer.get("query_error"), str):
+        return answer["query_error"]
+    from explorer.search.schema import SearchResults
+
+    try:
+        return SearchResults.from_dict(answer.get("results"))
+    except (ValueError, TypeError, AttributeError):
+        return None
