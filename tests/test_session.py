@@ -220,3 +220,58 @@ def test_a_session_serves_the_vault_and_the_command_line_reads_its_writes(
         assert counted[0].searches == 3 and code == code_local == 2 and err == err_local != ""
     finally:
         session.close()
+
+
+def test_the_command_line_reaches_a_running_app(tmp_path: Path, runtime: Path) -> None:
+    """A running app serves `explorer search` of its vault (text and JSON), a note saved just before included."""
+    import asyncio
+
+    from golden_update import _run_cli
+
+    from explorer.tui.app import ExplorerApp
+    from explorer.tui.themes import SHIPPED_THEMES_DIR
+
+    root = write_notes(
+        tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nabout kites and topic{i}\n" for i in range(5)}
+    )
+    settings = load_settings(root, {"index.embeddings": False, "rerank.enabled": False})
+    counted: list[Counted] = []
+
+    def factory(index: Any, s: Any) -> Counted:
+        from explorer.engine import make_pipeline
+
+        counted.append(Counted(make_pipeline(index, s)))
+        return counted[-1]
+
+    app = ExplorerApp(
+        root,
+        settings,
+        pipeline_factory=factory,
+        state_path=tmp_path / "state.json",
+        theme_dirs=[SHIPPED_THEMES_DIR],
+        watch=True,
+    )
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            while app.status.watcher != "watching" or app.session.server is None:
+                await pilot.pause(0.05)
+            (root / "fresh.md").write_text("# Fresh\n\nzeppelins over the harbour\n", encoding="utf-8")
+            argv = [
+                "search",
+                "--vault",
+                str(root),
+                "zeppelins",
+                "--no-embeddings",
+                "--set",
+                "rerank.enabled=false",
+            ]
+            code, out, err = await asyncio.to_thread(_run_cli, [*argv, "--json"])
+            assert code == 0, err
+            assert json.loads(out)["results"][0]["document_path"] == "fresh.md"
+            code, text, err = await asyncio.to_thread(_run_cli, argv)
+            assert code == 0 and "fresh.md" in text
+            assert counted[0].searches == 2
+
+    asyncio.run(asyncio.wait_for(run(), 300))
+    assert not socket_path(root).exists()
