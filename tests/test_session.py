@@ -175,6 +175,9 @@ def test_a_session_keeps_the_index_current_embeds_once_and_closes_every_thread(
         report = session.refresh(paths=["n0.md"], reread=True)
         assert report.changed == ["n0.md"] and events["batch"][-1] is report
         assert session.pipeline.search("quokkas", record=False).results[0].document_path == "n0.md"
+        # An edited shard keeps its node_id with a new text: it is embedded again.
+        assert session.embedding.wait_idle(60) and not session.index.pending()
+        assert sum(events["embedded"]) == 7
     finally:
         session.close()
     assert not events["error"], events["error"]

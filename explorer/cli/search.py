@@ -85,9 +85,12 @@ def _ask_server(
         return None
     if isinstance(answer.get("query_error"), str):
         return answer["query_error"]
+    data = answer.get("results")
+    if not isinstance(data, dict):
+        return None
     from explorer.search.schema import SearchResults
 
     try:
-        return SearchResults.from_dict(answer.get("results"))
+        return SearchResults.from_dict(data)
     except (ValueError, TypeError, AttributeError):
         return None

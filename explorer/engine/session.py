@@ -52,18 +52,18 @@ def _noop(*_args: object) -> None:
 class SessionHooks:
     """What a front end wants to hear from a session (each called from a session thread)."""
 
-    on_batch: Callable[[BatchReport], None] = _noop
+    on_batch: Callable[[BatchReport], object] = _noop
     """A change batch (watcher or `Session.refresh`) changed the index."""
-    on_watcher: Callable[[str], None] = _noop
+    on_watcher: Callable[[str], object] = _noop
     """The watcher's state: starting, watching, vault missing, stopped."""
-    on_model: Callable[[str, str], None] = _noop
+    on_model: Callable[[str, str], object] = _noop
     """The model's state (loading, embedding, ready, unavailable, off) and a detail: the runtime
     when embedding or ready, the reason when unavailable."""
     on_progress: Callable[[str, int, int], None] = _noop
     """Embedding progress: (stage, done, total)."""
-    on_embedded: Callable[[int], None] = _noop
+    on_embedded: Callable[[int], object] = _noop
     """One run of the embedding loop embedded this many shards (called when it is more than 0)."""
-    on_error: Callable[[str], None] = _noop
+    on_error: Callable[[str], object] = _noop
     """Something failed in the background (watcher, embedding); the session lives on."""
 
 
@@ -174,11 +174,11 @@ class EmbeddingLoop:
         if not self._stopping:
             self._call(self.hooks.on_model, MODEL_READY, index.runtime)
 
-    def _call(self, hook: Callable[..., None], *args: Any) -> None:
+    def _call(self, hook: Callable[..., object], *args: Any) -> None:
         _call(hook, self.hooks.on_error, *args)
 
 
-def _call(hook: Callable[..., None], on_error: Callable[[str], None], *args: Any) -> None:
+def _call(hook: Callable[..., object], on_error: Callable[[str], object], *args: Any) -> None:
     try:
         hook(*args)
     except Exception as exc:  # noqa: BLE001 - a failing hook must not stop a session thread
@@ -325,7 +325,9 @@ class Session:
     def _batch(self, report: BatchReport) -> None:
         """A change batch landed (watcher thread, or a caller's `refresh`)."""
         self.updated_at = time.time()
-        if self.embedding is not None and report.shards_added:
+        if self.embedding is not None:
+            # Not only new shards: an edited shard keeps its node_id with a new text, and a turn's
+            # neighbours changing asks for a new dialog-context vector. The loop finds what is pending.
             self.embedding.wake()
         _call(self.hooks.on_batch, self.hooks.on_error, report)
 

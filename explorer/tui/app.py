@@ -122,7 +122,7 @@ class ExplorerApp(App[int]):
                 on_batch=self._session_batch,
                 on_watcher=self._watch_state,
                 on_model=lambda state, detail: self.post_message(ModelState(state, detail)),
-                on_progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)),
+                on_progress=self._progress,
                 on_error=self._session_error,
             ),
         )
@@ -222,10 +222,9 @@ class ExplorerApp(App[int]):
     def _open_index(self) -> None:
         """Open (load + refresh) the session's index and build the pipeline, off the UI thread."""
         t0 = time.perf_counter()
-        report = self.session.open(
-            progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total))
-        )
+        report = self.session.open(progress=self._progress)
         index = self.session.index
+        assert index is not None
         summary = f"{index.note_count()} notes"
         if report is not None:
             summary += (
@@ -235,6 +234,10 @@ class ExplorerApp(App[int]):
         self.post_message(
             IndexReady(index, self.session.pipeline, summary, index.stats(), note_titles(index))
         )
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        """Any thread: opening or embedding progressed."""
+        self.post_message(IndexProgress(stage, done, total))
 
     def on_index_progress(self, message: IndexProgress) -> None:
         """Show progress in the status bar."""
