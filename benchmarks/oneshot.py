@@ -41,7 +41,10 @@ from benchmarks.common import (
 PING = r"""
 import sys
 from pathlib import Path
-from explorer.engine.server import ask
+try:
+    from explorer.engine.server import ask
+except ImportError:  # a tree from before the engine package
+    from explorer.engine import ask
 sys.exit(0 if ask(Path(sys.argv[1]), {"op": "ping"}) else 1)
 """
 
