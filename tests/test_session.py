@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from conftest import write_notes
-from golden_compare import differences
-from golden_update import CASES, golden_path, prepare_vault, run_case, set_test_environment
 from explorer.config import load_settings
 from explorer.engine import Session, SessionHooks
 from explorer.engine.server import socket_path
 from explorer.search.schema import SearchResults
+from golden_compare import differences
+from golden_update import CASES, golden_path, prepare_vault, run_case, set_test_environment
 
 SEARCH_CASES = sorted(name for name, argv in CASES.items() if argv[0] == "search")
 
@@ -229,10 +229,9 @@ def test_the_command_line_reaches_a_running_app(tmp_path: Path, runtime: Path) -
     """A running app serves `explorer search` of its vault (text and JSON), a note saved just before included."""
     import asyncio
 
-    from golden_update import _run_cli
-
     from explorer.tui.app import ExplorerApp
     from explorer.tui.themes import SHIPPED_THEMES_DIR
+    from golden_update import _run_cli
 
     root = write_notes(
         tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nabout kites and topic{i}\n" for i in range(5)}
