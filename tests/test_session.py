@@ -277,3 +277,27 @@ def test_the_command_line_reaches_a_running_app(tmp_path: Path, runtime: Path) -
 
     asyncio.run(asyncio.wait_for(run(), 300))
     assert not socket_path(root).exists()
+
+
+def test_a_session_closed_while_its_index_opens_leaves_nothing_open(tmp_path: Path) -> None:
+    """The app can quit while its index is still opening: the opening ends by closing what it opened."""
+    from explorer.engine.session import SessionClosed
+
+    root = write_notes(tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nabout kites\n" for i in range(5)})
+    session = Session(root, load_settings(root, {"index.embeddings": False}))
+    closed_during: list[bool] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if not closed_during:
+            session.close()  # as the app's unmount does, from another thread, while this one reads
+            closed_during.append(True)
+
+    with pytest.raises(SessionClosed):
+        session.open(progress=progress)
+    assert closed_during and session.index is None and session.pipeline is not None
+    with pytest.raises(SessionClosed):
+        session.start()
+    # The index folder is free again: another session opens it at once.
+    other = Session(root, load_settings(root, {"index.embeddings": False}))
+    assert other.open() is not None
+    other.close()

@@ -45,6 +45,10 @@ MODEL_OFF = "off"
 SYNC_TIMEOUT_S = 10.0
 
 
+class SessionClosed(RuntimeError):
+    """The session was closed: it opens and starts nothing any more."""
+
+
 def _noop(*_args: object) -> None:
     return None
 
@@ -229,6 +233,7 @@ class Session:
         self.updated_at = time.time()
         """When the index last changed (opened, a batch applied, vectors added)."""
         self._write_lock = threading.Lock()
+        self._life = threading.Lock()
         self._closed = False
 
     # -- opening -----------------------------------------------------------------------------
@@ -260,7 +265,14 @@ class Session:
             if index is not None and index is not self._given_index:
                 index.close()
             raise
-        self.index = index
+        with self._life:
+            closed = self._closed
+            if not closed:
+                self.index = index
+        if closed:  # closed while opening (the app quit meanwhile): nothing may stay open
+            if index is not self._given_index:
+                index.close()
+            raise SessionClosed("the session was closed while its index opened")
         self.updated_at = time.time()
         return report
 
@@ -274,6 +286,8 @@ class Session:
             serve: Answer `explorer search` of this vault from other processes (not when another
                 process serves it already).
         """
+        if self._closed:
+            raise SessionClosed("the session is closed")
         index = self._opened()
         if watch:
             self._start_watcher(index)
@@ -370,9 +384,10 @@ class Session:
         Args:
             exiting: The process ends next (see `VaultIndex.close`).
         """
-        if self._closed:
-            return
-        self._closed = True
+        with self._life:
+            if self._closed:
+                return
+            self._closed = True
         if self.embedding is not None:
             self.embedding.cancel()  # stops at its next model batch while the rest shuts down
         if self.server is not None:
