@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from explorer.cli.render import print_json, print_results, use_color
 from explorer.config import Settings
@@ -26,7 +26,7 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     if args.k is not None and args.k < 1:
         print("explorer: -k must be 1 or more", file=sys.stderr)
         return 2
-    results = None
+    results: SearchResults | dict[str, Any] | None = None
     if not getattr(args, "local", False):
         served = _ask_server(args, query, vault, settings)
         if isinstance(served, str):
@@ -53,19 +53,23 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
         finally:
             index.close(exiting=True)
     if args.json:
-        print_json(results.to_dict())
+        print_json(results if isinstance(results, dict) else results.to_dict())
         return 0
+    assert not isinstance(results, dict)
     print_results(results, explain=args.explain, color=use_color())
     return 0
 
 
 def _ask_server(
     args: argparse.Namespace, query: str, vault: Path, settings: Settings
-) -> SearchResults | str | None:
-    """The results from an Explorer process already serving `vault` (app, watch, MCP), rebuilt from its JSON.
+) -> SearchResults | dict[str, Any] | str | None:
+    """The results from an Explorer process already serving `vault` (app, watch, MCP).
 
-    A query the server rejects comes back as its message; None when no process answers (or its
-    answer is not a SearchResults form), so the command searches itself.
+    For `--json`, the served JSON form as it is (what the search's own `to_dict()` printed: one
+    form, so nothing to rebuild); for the plain list, the results rebuilt from it
+    (`SearchResults.from_dict`) to be printed here. A query the server rejects comes back as its
+    message; None when no process answers (or its answer is not a results form), so the command
+    searches itself.
     """
     from explorer.engine.server import ask, settings_key
 
@@ -86,8 +90,10 @@ def _ask_server(
     if isinstance(answer.get("query_error"), str):
         return answer["query_error"]
     data = answer.get("results")
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         return None
+    if args.json:
+        return data
     from explorer.search.schema import SearchResults
 
     try:
