@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from explorer.config import Settings
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 # The index and pipeline modules (numpy, the model runtime) are imported where they are used, so
 # that a one-shot command asking a running process pays only for this package.
 
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], object]
 """A progress hook: (stage, done, total)."""
 
 

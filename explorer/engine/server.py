@@ -12,8 +12,9 @@ import json
 import os
 import socket
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from explorer.config import Settings
 

@@ -64,7 +64,7 @@ class SessionHooks:
     on_model: Callable[[str, str], object] = _noop
     """The model's state (loading, embedding, ready, unavailable, off) and a detail: the runtime
     when embedding or ready, the reason when unavailable."""
-    on_progress: Callable[[str, int, int], None] = _noop
+    on_progress: Callable[[str, int, int], object] = _noop
     """Embedding progress: (stage, done, total)."""
     on_embedded: Callable[[int], object] = _noop
     """One run of the embedding loop embedded this many shards (called when it is more than 0)."""

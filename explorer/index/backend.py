@@ -19,8 +19,10 @@ search that ranks several terms under the same filters prepares it once.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, AbstractSet, Any, Collection, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from explorer.vault.links import LinkGraph
     from explorer.vault.model import Note, Shard
 
-__all__ = ["Encoder", "Hit", "IndexBackend", "Restriction", "SnapshotCounts", "Snapshot", "Spread"]
+__all__ = ["Encoder", "Hit", "IndexBackend", "Restriction", "Snapshot", "SnapshotCounts", "Spread"]
 
 Hit = tuple[str, float]
 """One ranked shard: (node_id, raw score) - a BM25 score, or a cosine for vector rankings."""
