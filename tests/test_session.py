@@ -178,6 +178,16 @@ def test_a_session_keeps_the_index_current_embeds_once_and_closes_every_thread(
         # An edited shard keeps its node_id with a new text: it is embedded again.
         assert session.embedding.wait_idle(60) and not session.index.pending()
         assert sum(events["embedded"]) == 7
+        # Paused (as the watcher pauses it while it opens the store again), it embeds nothing
+        # until resumed, then what was left.
+        session.embedding.pause()
+        (root / "later.md").write_text("# Later\n\nmore kites\n", encoding="utf-8")
+        session.refresh(paths=["later.md"])
+        time.sleep(0.5)
+        assert [s.path for s in session.index.pending()] == ["later.md"]
+        session.embedding.resume()
+        assert session.embedding.wait_idle(60) and not session.index.pending()
+        assert sum(events["embedded"]) == 8
     finally:
         session.close()
     assert not events["error"], events["error"]

@@ -87,6 +87,7 @@ class EmbeddingLoop:
         self._wanted = True
         self._running = False
         self._stopping = False
+        self._paused = 0
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -99,6 +100,25 @@ class EmbeddingLoop:
     def wake(self) -> None:
         """Shards may lack vectors now (a batch or a write added some): embed them."""
         with self._cond:
+            self._wanted = True
+            self._cond.notify_all()
+
+    def pause(self) -> None:
+        """Stop embedding at the next model batch and wait until no vector is being written.
+
+        The loop stays paused until as many `resume()` calls (the watcher pauses it while it
+        opens the store again).
+        """
+        with self._cond:
+            self._paused += 1
+            self._cond.notify_all()
+            if self._thread is not threading.current_thread():
+                self._cond.wait_for(lambda: not self._running)
+
+    def resume(self) -> None:
+        """Let a paused loop go on, embedding what is pending."""
+        with self._cond:
+            self._paused = max(0, self._paused - 1)
             self._wanted = True
             self._cond.notify_all()
 
@@ -122,7 +142,7 @@ class EmbeddingLoop:
             )
 
     def _cancelled(self) -> bool:
-        return self._stopping
+        return self._stopping or self._paused > 0
 
     def _run(self) -> None:
         try:
@@ -130,7 +150,7 @@ class EmbeddingLoop:
                 return
             while True:
                 with self._cond:
-                    self._cond.wait_for(lambda: self._stopping or self._wanted)
+                    self._cond.wait_for(lambda: self._stopping or (self._wanted and not self._paused))
                     if self._stopping:
                         return
                     self._wanted = False
@@ -166,7 +186,7 @@ class EmbeddingLoop:
         index = self.index
         done = 0
         try:
-            while index.pending() and not self._stopping:
+            while index.pending() and not self._cancelled():
                 self._call(self.hooks.on_model, MODEL_EMBEDDING, index.runtime)
                 n = index.embed_pending(progress=self.hooks.on_progress, cancelled=self._cancelled)
                 done += n
@@ -176,7 +196,7 @@ class EmbeddingLoop:
             self._call(self.hooks.on_error, f"embedding failed: {type(exc).__name__}: {exc}")
         if done:
             self._call(self.hooks.on_embedded, done)
-        if not self._stopping:
+        if not self._cancelled():
             self._call(self.hooks.on_model, MODEL_READY, index.runtime)
 
     def _call(self, hook: Callable[..., object], *args: Any) -> None:
@@ -289,12 +309,13 @@ class Session:
         if self._closed:
             raise SessionClosed("the session is closed")
         index = self._opened()
+        if embed and self.settings.index.embeddings:
+            self.embedding = EmbeddingLoop(index, replace(self.hooks, on_embedded=self._embedded))
         if watch:
             self._start_watcher(index)
         if self.watcher is None and index.version == 0:
             index.open()  # deferred, and no watcher to open it
-        if embed and self.settings.index.embeddings:
-            self.embedding = EmbeddingLoop(index, replace(self.hooks, on_embedded=self._embedded))
+        if self.embedding is not None:
             self.embedding.start()
         if serve:
             from explorer.engine.server import SearchServer
@@ -317,6 +338,7 @@ class Session:
                 index,
                 self.settings,
                 embed=False,  # the session's one embedding loop embeds
+                embedding=self.embedding,  # paused while the watcher opens the store again
                 on_batch=self._batch,
                 on_state=self._watcher_state,
                 on_error=lambda msg: _call(self.hooks.on_error, _noop, msg),
