@@ -88,6 +88,7 @@ def settings_key(settings: Settings) -> str:
         settings.search,
         settings.rerank,
         settings.llm,
+        settings.experimental,
     )
     return _blake2b(repr(parts).encode(), digest_size=12).hexdigest()
 

@@ -5,11 +5,10 @@ In an agent-memory vault most notes belong to a person: a conversation turn has 
 a query names one of these people ("When did Caroline move?"), notes of that person answer it far
 more often than notes that merely mention the same things about someone else; and when only
 someone else's notes match, the memory most likely does not hold the answer. The pipeline
-weighs the named people's notes up in the fusion (`search.owner_weight`) and judges quality on
+weighs the named people's notes up in the fusion (`experimental.owner_weight`) and judges quality on
 them. Conversation turns are also read as a dialog: the retriever scores a turn's words together
 with its neighbours' and takes the better of its own and its dialog-context vector
-(`search.dialog_words`, `search.dialog_vectors`; explorer.index.dialog), and a turn can also gain
-part of the fused score of the turn before or after it (`search.neighbour_weight`, off by default).
+(`experimental.dialog_words`; explorer.index.dialog).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from datetime import date
 from typing import Any
 
 from explorer.index.backend import Snapshot
+from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Fused
 from explorer.search.quality import coverage, token_idf
 from explorer.search.schema import Contribution, SearchResult
@@ -57,16 +57,50 @@ class Owners:
         self.words: dict[str, tuple[str, ...]] = {}
         self.owner_of: dict[str, str] = {}
         for path, note in notes.items():
-            owner = note_owner(note)
-            if owner is None:
-                continue
-            key = owner.casefold()
-            words = name_words(owner)
-            if not words or len("".join(words)) < MIN_NAME_CHARS:
-                continue
-            self.paths.setdefault(key, set()).add(path)
-            self.words[key] = words
-            self.owner_of[path] = key
+            self._add(path, note)
+
+    def _add(self, path: str, note: Any) -> None:
+        owner = note_owner(note)
+        if owner is None:
+            return
+        key = owner.casefold()
+        words = name_words(owner)
+        if not words or len("".join(words)) < MIN_NAME_CHARS:
+            return
+        self.paths.setdefault(key, set()).add(path)
+        self.words[key] = words
+        self.owner_of[path] = key
+
+    def updated(self, notes: Mapping[str, Any], changed: Iterable[str]) -> Owners:
+        """The owners of `notes`, given that only the notes at `changed` differ from those this was built from.
+
+        A new object (searches of the older version may still read this one); its tables are
+        copied, not rebuilt, so the cost follows the owned notes and the changed ones.
+        """
+        out = Owners({})
+        out.paths = dict(self.paths)
+        out.words = dict(self.words)
+        out.owner_of = dict(self.owner_of)
+        copied: set[str] = set()
+        for path in changed:
+            key = out.owner_of.pop(path, None)
+            if key is not None:
+                if key not in copied:
+                    out.paths[key] = set(out.paths[key])
+                    copied.add(key)
+                out.paths[key].discard(path)
+                if not out.paths[key]:
+                    del out.paths[key]
+                    del out.words[key]
+            note = notes.get(path)
+            if note is not None:
+                owner = note_owner(note)
+                new_key = owner.casefold() if owner is not None else None
+                if new_key is not None and new_key in out.paths and new_key not in copied:
+                    out.paths[new_key] = set(out.paths[new_key])
+                    copied.add(new_key)
+                out._add(path, note)
+        return out
 
     def named(self, query: str) -> list[str]:
         """Owners (folded names) all of whose name words occur in `query`, when they are not every owner."""
@@ -122,79 +156,49 @@ class Dialog:
 
 
 class MemoryCache:
-    """`Owners` and `Dialog` of the current index version, rebuilt when the version changes (thread-safe)."""
+    """`Owners` and `Dialog` of the current index version, brought up to date when the version changes
+    (thread-safe): from the notes that changed since the last version (`changes`), or rebuilt."""
 
-    def __init__(self) -> None:
+    def __init__(self, changes: NoteChanges | None = None) -> None:
         self._lock = threading.Lock()
+        self._changes = changes or NoteChanges()
         self._version = -1
         self._owners = Owners({})
         self._dialog = Dialog({})
+        self._neighbours: object = None
 
     def get(self, snap: Snapshot) -> tuple[Owners, Dialog]:
-        """Those of the snapshot's version (rebuilt when the last one asked for was another)."""
+        """Those of the snapshot's version (updated when the last one asked for was another)."""
         with self._lock:
             if self._version != snap.version:
-                self._owners = Owners(snap.notes)
-                self._dialog = Dialog(snap.neighbours, snap.notes)
+                changed = self._changes.since(snap, self._version if self._version >= 0 else None)
+                if changed is None:
+                    self._owners = Owners(snap.notes)
+                elif changed:
+                    self._owners = self._owners.updated(snap.notes, changed)
+                neighbours = snap.neighbours
+                if (
+                    changed is None
+                    or neighbours is not self._neighbours
+                    or any(p in self._dialog.neighbours for p in changed)
+                ):
+                    self._dialog = Dialog(neighbours, snap.notes)
+                    self._neighbours = neighbours
                 self._version = snap.version
             return self._owners, self._dialog
 
 
-def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, share: float) -> list[Fused]:
-    """Dialog context: each turn note gains `share` of its best adjacent turn's fused score.
-
-    A question is often phrased in the words of the turn before or after the one that answers
-    it ("What did you do yesterday?" / "Went to the support group"). The gain is one more
-    contribution (retriever `neighbour`, term = the adjacent turn's path, rank = that turn's
-    entry rank, raw score = its fused score) on the turn's best shard, or on its first shard when
-    no ranking retrieved it, so contributions still sum to the fused score. Returns the list
-    re-sorted; unchanged when no turn has a retrieved neighbour.
-    """
-    if share <= 0.0 or not dialog.neighbours or not fused:
-        return fused
-    best: dict[str, tuple[float, int]] = {}
-    first_of: dict[str, int] = {}
-    shards = index.shards
-    for i, f in enumerate(fused):
-        shard = shards.get(f.node_id)
-        if shard is None:
-            continue
-        if shard.path not in best:
-            best[shard.path] = (f.score, len(best) + 1)
-            first_of[shard.path] = i
-    gains: dict[str, tuple[str, float, int]] = {}
-    for path, (score, rank) in best.items():
-        for near in dialog.neighbours.get(path, ()):
-            if score > gains.get(near, ("", 0.0, 0))[1]:
-                gains[near] = (path, score, rank)
-    if not gains:
-        return fused
-    out = list(fused)
-    for near, (source, score, rank) in gains.items():
-        extra = Contribution(
-            term=source,
-            retriever="neighbour",
-            rank=rank,
-            raw_score=score,
-            retriever_weight=share,
-            term_weight=1.0,
-            source_weight=1.0,
-            contribution=share * score,
-        )
-        at = first_of.get(near)
-        if at is not None:
-            f = out[at]
-            out[at] = Fused(f.node_id, f.score + extra.contribution, (*f.contributions, extra), f.best_rank)
-        else:
-            ids = index.shard_ids(near)
-            if ids:
-                out.append(Fused(ids[0], extra.contribution, (extra,), 10**9))
-    out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
-    return out
+#: Days after a named span over which a turn's date still fits, less and less (things are told after they happen).
+DATE_AFTER_DAYS = 7.0
 
 
 def lift_by_date(
-    fused: list[Fused], index: Snapshot, dialog: Dialog, spans: list[Span], share: float, after_days: float
+    fused: list[Fused],
+    index: Snapshot,
+    dialog: Dialog,
+    spans: list[Span],
+    share: float,
+    after_days: float = DATE_AFTER_DAYS,
 ) -> list[Fused]:
     """Time in the query: each conversation turn recorded when the query says gains `share` of the best fused score.
 
