@@ -144,7 +144,7 @@ def test_a_session_keeps_the_index_current_embeds_once_and_closes_every_thread(
     root = write_notes(
         tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nabout kites and topic{i}\n" for i in range(5)}
     )
-    settings = load_settings(root, {"index.debounce_ms": 50})
+    settings = load_settings(root, {"experimental.watch_debounce_ms": 50})
     events: dict[str, list[Any]] = {"model": [], "batch": [], "embedded": [], "error": []}
     hooks = SessionHooks(
         on_model=lambda state, detail: events["model"].append(state),
