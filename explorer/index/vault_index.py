@@ -8,7 +8,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, KeysView, Mapping
+from collections.abc import Callable, Iterable, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +38,7 @@ from explorer.vault.scan import (
 from explorer.vault.shard import cap_shards, make_shards
 
 if TYPE_CHECKING:
+    from explorer.index.backend import ClassicResult
     from explorer.index.classic import ClassicIndex
 
 Progress = Callable[[str, int, int], object]
@@ -1080,6 +1081,17 @@ class VaultIndex:
             self._load_notes()
             self._classic.update()
             return self._classic
+
+    def classic_search(
+        self,
+        mode: str,
+        keywords: Sequence[str] | str,
+        max_results: int | None = None,
+        context_chars: int | None = None,
+        window: int | None = None,
+    ) -> ClassicResult:
+        """One classic cursor tool over the current notes (the backend interface's `classic_search`)."""
+        return self.classic().run(mode, keywords, max_results, context_chars, window)
 
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         """The shard of `path` that contains `cursor` (the nearest one before it otherwise).
