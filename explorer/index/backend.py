@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from explorer.config import Settings
@@ -232,6 +234,16 @@ class IndexBackend(Protocol):
 
     def embedder(self) -> Encoder | None:
         """The embedding model (loaded on first use), or None when embeddings are off or unavailable."""
+        ...
+
+    def resolve_note(self, name: str) -> str | None:
+        """The indexed note `name` names: a vault path (with or without `.md`), else a link target
+        (path suffix, file stem or alias, case-insensitively); None when it names none."""
+        ...
+
+    def local_copy(self, root: Path, settings: Settings) -> Any:
+        """A new, unopened local index over `root` (a copy of this vault) with this index's model
+        when it is loaded: why-not rehearses an edit of a note in it, never in this index."""
         ...
 
     def classic_search(

@@ -1082,6 +1082,27 @@ class VaultIndex:
             self._classic.update()
             return self._classic
 
+    def resolve_note(self, name: str) -> str | None:
+        """The indexed note `name` names, or None (the backend interface's `resolve_note`).
+
+        A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
+        Obsidian link target does (path suffix, file stem or alias, case-insensitively).
+        """
+        name = name.strip().replace("\\", "/").lstrip("/")
+        if not name:
+            return None
+        if name in self.notes:
+            return name
+        if f"{name}.md" in self.notes:
+            return f"{name}.md"
+        resolved = self.links().resolve(name)
+        return resolved if resolved is not None and resolved in self.notes else None
+
+    def local_copy(self, root: Path, settings: Settings) -> VaultIndex:
+        """A new local index over `root` (a copy of this vault) with this index's model when it is
+        loaded; not opened yet (the backend interface's `local_copy`)."""
+        return VaultIndex(root, settings, embedder=self.embedder() if self.model_state == "ready" else None)
+
     def classic_search(
         self,
         mode: str,
