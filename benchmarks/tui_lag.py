@@ -141,7 +141,7 @@ class Shown:
 
         def on_related_found(screen: Any, message: Any) -> None:
             spy._orig(screen, message)
-            if message.seq == screen._seq:
+            if message.seq == screen._seq:  # noqa: SLF001 - the screen drops stale answers by it
                 spy.updates.append(
                     (time.perf_counter(), message.paragraph, message.suggestions.results is not None)
                 )
