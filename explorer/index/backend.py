@@ -146,6 +146,12 @@ class Snapshot(Protocol):
         """The `k` best shards for the tokens (BM25 raw scores), ties by node_id."""
         ...
 
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """`bm25_top` of each token list, in order (an engine answers them in one call)."""
+        ...
+
     def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
         """Prepare (dst, src, weight) node_id triples for `bm25_top_spread` (pairs of absent shards dropped)."""
         ...

@@ -582,17 +582,25 @@ class MilvusSnapshot(LocalSnapshot):
         return nid
 
     def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
-        if not tokens or k <= 0 or (allowed is not None and not allowed.node_ids):
-            return []
+        return self.bm25_top_many([tokens], k, allowed)[0]
+
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """Every token list's BM25 ranking from one engine search (one query text per list)."""
+        out: list[list[Hit]] = [[] for _ in queries]
+        asked = [i for i, toks in enumerate(queries) if toks]
+        if not asked or k <= 0 or (allowed is not None and not allowed.node_ids):
+            return out
         ix = self._index
-        query = engine_terms(tokens)
+        data = [engine_terms(queries[i]) for i in asked]
         expr = self._filter(allowed)
         limit = min(k, MAX_LIMIT)
         res = ix.engine.call(
             "search",
             lambda c: c.search(
                 ix.engine.collection,
-                data=[query],
+                data=data,
                 anns_field="sparse",
                 limit=limit,
                 filter=expr,
@@ -604,12 +612,15 @@ class MilvusSnapshot(LocalSnapshot):
                 consistency_level="Strong",
             ),
         )
-        ids = [nid for nid in (self._current(r) for r in res[0]) if nid is not None]
-        scores = self._bm25.get_scores(tokens, keys=ids)
-        # Every row the engine returns holds a query token, as every document the local ranking lists.
-        hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
-        hits.sort(key=lambda h: (-h[1], h[0]))
-        return hits[:k]
+        for i, rows in zip(asked, res):
+            tokens = queries[i]
+            ids = [nid for nid in (self._current(r) for r in rows) if nid is not None]
+            scores = self._bm25.get_scores(tokens, keys=ids)
+            # Every row the engine returns holds a query token, as every document the local ranking lists.
+            hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out[i] = hits[:k]
+        return out
 
     def vector_top(
         self,

@@ -110,6 +110,11 @@ class LocalSnapshot:
     def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
         return self._bm25.top(tokens, k, self._mask(allowed, "bm25"))
 
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        return [self.bm25_top(tokens, k, allowed) for tokens in queries]
+
     def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
         arrays = self._bm25.spread_pairs(triples)
         return Spread(self.version, len(arrays[0]), arrays)
