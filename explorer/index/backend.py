@@ -29,7 +29,18 @@ if TYPE_CHECKING:
     from explorer.vault.links import LinkGraph
     from explorer.vault.model import Note, Shard
 
-__all__ = ["Encoder", "Hit", "IndexBackend", "Restriction", "SnapshotCounts", "Snapshot", "Spread"]
+__all__ = [
+    "ALL_VAULTS",
+    "Encoder",
+    "Hit",
+    "IndexBackend",
+    "Restriction",
+    "Scope",
+    "ScopeError",
+    "Snapshot",
+    "SnapshotCounts",
+    "Spread",
+]
 
 Hit = tuple[str, float]
 """One ranked shard: (node_id, raw score) - a BM25 score, or a cosine for vector rankings."""
@@ -43,6 +54,37 @@ class Restriction:
     """node_ids of the allowed shards."""
     prepared: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """What the backend derived from `node_ids` (masks, expressions), kept for the rest of the search."""
+
+
+ALL_VAULTS = "*"
+"""`vault:*`: every vault of a shared collection."""
+
+
+class ScopeError(ValueError):
+    """A `vault:` scope the backend cannot serve; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The vaults a search covers (`vault:name`, `vault:*`) and the shard filters to apply in the others.
+
+    A backend holding one vault serves only its own name (or `*`); an engine holding several
+    vaults' shards applies the filters to the other vaults' rows itself, since the search's own
+    filter pass (`Restriction`) only sees this vault's shards.
+    """
+
+    vaults: tuple[str, ...]
+    """Vault names, or ALL_VAULTS."""
+    tags: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+
+    @property
+    def everything(self) -> bool:
+        """True for `vault:*`."""
+        return ALL_VAULTS in self.vaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +233,13 @@ class Snapshot(Protocol):
 
     def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
         """A restriction to `node_ids`, to pass to the rankings."""
+        ...
+
+    def widen(self, scope: Scope) -> tuple[Snapshot, str]:
+        """This view over the vaults `scope` names: (the view, a note for the search's warnings or "").
+
+        Raises ScopeError when the backend cannot serve them (the local backend holds one vault).
+        """
         ...
 
     def release(self) -> None:

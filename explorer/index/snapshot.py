@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, AbstractSet, Collection, Protocol, Sequence
 
 import numpy as np
 
-from explorer.index.backend import Hit, Restriction, SnapshotCounts, Spread
+from explorer.index.backend import Hit, Restriction, Scope, ScopeError, SnapshotCounts, Spread
 from explorer.index.dense import DenseIndex
 from explorer.index.lexical import BM25Index
 from explorer.index.store import name_tokens
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 class _Owner(Protocol):
     """The index a snapshot was taken of (explorer.index.vault_index.VaultIndex)."""
+
+    @property
+    def vault_name(self) -> str: ...
 
     def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph: ...
 
@@ -159,6 +162,17 @@ class LocalSnapshot:
         if mask is None:
             mask = allowed.prepared[key] = index.mask(allowed.node_ids)
         return mask
+
+    def widen(self, scope: Scope) -> tuple[LocalSnapshot, str]:
+        """The local backend holds one vault: its own name or `*` searches it, another name is an error."""
+        own = self._owner.vault_name
+        others = [v for v in scope.vaults if not scope.everything and v != own]
+        if others:
+            raise ScopeError(
+                f"vault:{others[0]}: this index holds one vault, {own!r}; searching other vaults needs "
+                "a shared Milvus collection (index.backend = milvus)"
+            )
+        return self, f"vault: the local index holds one vault, {own!r}: it is the one searched"
 
     # -- lifetime -----------------------------------------------------------------------------
     def release(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 
 from explorer.config import Settings
-from explorer.index.backend import IndexBackend, Snapshot
+from explorer.index.backend import IndexBackend, Scope, ScopeError, Snapshot
 from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
@@ -211,6 +211,8 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
+            if run.parsed.vaults:
+                self._widen(run)
             key = (
                 run.parsed.raw,
                 run.k,
@@ -221,7 +223,8 @@ class SearchPipeline:
                 self.index.model_state,
                 run.today,
             )
-            hit = self._cached(key, run, record)
+            # Other vaults change without this index's version: a team search is never answered from the cache.
+            hit = None if run.parsed.vaults else self._cached(key, run, record)
             if hit is not None:
                 return hit
             if not run.parsed.text:
@@ -290,6 +293,20 @@ class SearchPipeline:
             warnings=warnings,
             today=today,
         )
+
+    def _widen(self, run: _Run) -> None:
+        """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such)."""
+        p = run.parsed
+        scope = Scope(p.vaults, p.tags, p.paths, p.files, p.sections, p.excluded)
+        base = run.snap
+        try:
+            run.snap, note = base.widen(scope)
+        except ScopeError as exc:
+            raise QueryError(str(exc)) from None
+        if note:
+            run.warnings.append(note)
+        if run.snap is not base and p.has_note_filters:
+            run.warnings.append("dates and [property] filters apply to this vault's notes only")
 
     def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
