@@ -157,7 +157,9 @@ class Engine:
     def fail(self, what: str, exc: BaseException | None = None) -> BackendError:
         detail = ""
         if exc is not None:
-            text = str(getattr(exc, "message", "") or exc).strip().splitlines()
+            details = getattr(exc, "details", None)  # a gRPC status: its own words
+            said = details() if callable(details) else getattr(exc, "message", "")
+            text = str(said or exc).strip().splitlines()
             detail = f" ({text[0][:160] if text else type(exc).__name__})"
         return BackendError(f"milvus at {self.label}: {what}{detail}")
 
@@ -186,7 +188,7 @@ class Engine:
                 self._client = MilvusClient(uri=self.uri, token=self._token, timeout=self.timeout)
             except Exception as exc:  # noqa: BLE001 - every connection fault is one line
                 self._client = None
-                raise self.fail(self._why(exc), exc) from None
+                raise self.fail(*self._why(exc)) from None
             try:
                 self._prepare(self._client)
             except BackendError:
@@ -194,16 +196,35 @@ class Engine:
                 raise
             except Exception as exc:  # noqa: BLE001
                 self.close()
-                raise self.fail(self._why(exc), exc) from None
+                raise self.fail(*self._why(exc)) from None
             self._ready = True
             return self._client
 
     @staticmethod
-    def _why(exc: BaseException) -> str:
-        text = str(exc).lower()
-        if "auth" in text or "token" in text or "permission" in text or "credential" in text:
-            return "the token was refused (set EXPLORER_MILVUS_TOKEN)"
-        return "unreachable"
+    def _why(exc: BaseException) -> tuple[str, BaseException]:
+        """What a fault means for the user: a refused token or an engine that cannot be reached.
+
+        The client reports a refused token at connection as a failed connection whose cause is
+        the server's gRPC status (UNAUTHENTICATED / PERMISSION_DENIED): the causes are read too.
+        Returns (the reason, the fault whose words complete the line).
+        """
+        seen: BaseException | None = exc
+        for _ in range(8):
+            if seen is None:
+                break
+            code = getattr(seen, "code", None)
+            if callable(code):
+                try:
+                    code = code()
+                except Exception:  # noqa: BLE001 - a status we cannot read says nothing
+                    code = None
+            text = str(seen).lower()
+            if getattr(code, "name", "") in ("UNAUTHENTICATED", "PERMISSION_DENIED") or any(
+                w in text for w in ("auth", "token", "permission", "credential")
+            ):
+                return f"the token was refused (set {TOKEN_ENV})", seen
+            seen = seen.__cause__ or seen.__context__
+        return "unreachable", exc
 
     def _prepare(self, client: Any) -> None:
         if not client.has_collection(self.collection):
@@ -287,7 +308,8 @@ class Engine:
                     self._ready = False  # created again on the next call
                 raise self.fail(f"collection {self.collection!r} is missing", exc) from None
             self.close()
-            raise self.fail(f"{what} failed: {self._why(exc)}", exc) from None
+            why, cause = self._why(exc)
+            raise self.fail(f"{what} failed: {why}", cause) from None
 
     def close(self) -> None:
         with self._lock:
