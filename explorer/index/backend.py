@@ -235,8 +235,9 @@ class Snapshot(Protocol):
         """A restriction to `node_ids`, to pass to the rankings."""
         ...
 
-    def widen(self, scope: Scope) -> tuple[Snapshot, str]:
-        """This view over the vaults `scope` names: (the view, a note for the search's warnings or "").
+    def widen(self, scope: Scope) -> tuple[Snapshot, str, bool]:
+        """This view over the vaults `scope` names: (the view, a note for the search's warnings or "",
+        whether this vault is one of them - when not, the search leaves this vault's shards out).
 
         Raises ScopeError when the backend cannot serve them (the local backend holds one vault).
         """

@@ -639,12 +639,12 @@ class MilvusSnapshot(LocalSnapshot):
             parts.append(expr)
         return " and ".join(parts)
 
-    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str]:
+    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
         """This view over the vaults `scope` names (`TeamSnapshot`)."""
         own = self._index.vault_name
         if not scope.everything and set(scope.vaults) == {own}:
-            return self, ""
-        return TeamSnapshot(self, scope), ""
+            return self, "", True
+        return TeamSnapshot(self, scope), "", scope.everything or own in scope.vaults
 
     def _current(self, row: dict[str, Any]) -> str | None:
         entity = row.get("entity", row)
@@ -1033,8 +1033,8 @@ class TeamSnapshot(MilvusSnapshot):
     def vector(self, node_id: str) -> np.ndarray | None:
         return None if node_id in self._more_shards else super().vector(node_id)
 
-    def widen(self, scope: Scope) -> tuple[TeamSnapshot, str]:
-        return TeamSnapshot(self, scope), ""
+    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+        return MilvusSnapshot.widen(self, scope)
 
     def bm25_top_many(
         self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None

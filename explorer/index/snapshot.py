@@ -163,7 +163,7 @@ class LocalSnapshot:
             mask = allowed.prepared[key] = index.mask(allowed.node_ids)
         return mask
 
-    def widen(self, scope: Scope) -> tuple[LocalSnapshot, str]:
+    def widen(self, scope: Scope) -> tuple[LocalSnapshot, str, bool]:
         """The local backend holds one vault: its own name or `*` searches it, another name is an error."""
         own = self._owner.vault_name
         others = [v for v in scope.vaults if not scope.everything and v != own]
@@ -172,7 +172,7 @@ class LocalSnapshot:
                 f"vault:{others[0]}: this index holds one vault, {own!r}; searching other vaults needs "
                 "a shared Milvus collection (index.backend = milvus)"
             )
-        return self, f"vault: the local index holds one vault, {own!r}: it is the one searched"
+        return self, f"vault: the local index holds one vault, {own!r}: it is the one searched", True
 
     # -- lifetime -----------------------------------------------------------------------------
     def release(self) -> None:

@@ -109,6 +109,8 @@ class _Run:
     qvecs: dict[str, np.ndarray] | None = None
     qvec: np.ndarray | None = None
     allowed: set[str] | None = None
+    own_vault: bool = True
+    """False when `vault:` names only other vaults."""
     early: bool = False
     analysis: Analysis | None = None
     corrections: list[Correction] = field(default_factory=list)
@@ -300,7 +302,7 @@ class SearchPipeline:
         scope = Scope(p.vaults, p.tags, p.paths, p.files, p.sections, p.excluded)
         base = run.snap
         try:
-            run.snap, note = base.widen(scope)
+            run.snap, note, run.own_vault = base.widen(scope)
         except ScopeError as exc:
             raise QueryError(str(exc)) from None
         if note:
@@ -362,7 +364,8 @@ class SearchPipeline:
         s, terms, parsed = self.settings.search, run.terms, run.parsed
         assert terms is not None
         snap = run.snap
-        run.allowed = self._retriever.allowed(snap, parsed)
+        # `vault:other` alone: this vault's shards are left out of every ranking.
+        run.allowed = self._retriever.allowed(snap, parsed) if run.own_vault else set()
         run.corrections = self._retriever.corrections(snap, parsed.text)
         version = snap.version
         stats = self._builder.stats(snap, run.qvecs is not None)
