@@ -625,36 +625,6 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         bob.close()
 
 
-def test_the_local_backend_answers_vault_with_its_one_vault(tmp_path: Path) -> None:
-    vault = write_notes(tmp_path / "notes", NOTES)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
-        "EXPLORER_INDEX_EMBEDDINGS": "false",
-    }
-
-    def search(query: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "explorer", "search", "--vault", str(vault), query, "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    out = search("black hole vault:*")
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
-    assert data["results"][0]["document_path"] == "astro/holes.md"
-    assert any("one vault, 'notes'" in w for w in data["warnings"])
-    assert search("black hole vault:notes").returncode == 0
-    out = search("black hole vault:bob")
-    assert out.returncode != 0
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "vault:bob" in lines[0] and "index.backend = milvus" in lines[0]
-
-
 def test_a_refused_token_is_one_line_naming_the_uri(tmp_path: Path) -> None:
     """A gRPC server on 127.0.0.1 that refuses every call as UNAUTHENTICATED, as Milvus does a wrong
     token (Milvus Lite has no authentication): one line naming the URI, exit non-zero, no secret."""
