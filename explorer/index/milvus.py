@@ -148,6 +148,8 @@ class Engine:
         self._client: Any = None
         self._ready = False
         self._lock = threading.RLock()
+        self.calls: dict[str, int] = {}
+        """Engine calls made, by kind (search, read, insert, ...): what a benchmark counts per search."""
 
     @property
     def label(self) -> str:
@@ -297,6 +299,7 @@ class Engine:
     def call(self, what: str, fn: Callable[[Any], Any]) -> Any:
         """`fn(client)`, every engine fault turned into one `BackendError` line (and a reconnect next time)."""
         client = self.client()
+        self.calls[what] = self.calls.get(what, 0) + 1
         try:
             return fn(client)
         except BackendError:
