@@ -3,7 +3,9 @@
     nice -n 10 python -m benchmarks.milvus_scale --notes 3000 --out /tmp/milvus-bench
 
 One generated vault (benchmarks.speed's generator) is indexed twice: by the local backend and by
-the Milvus backend on Milvus Lite in process (a `.db` path). Both get the same stand-in vectors
+the Milvus backend on Milvus Lite in process (a `.db` path), which parses as the local one and
+then writes every row with its vector in one `sync` (as an open with a warm vector cache does;
+a cold open writes rows without vectors first and again as vectors arrive). Both get the same stand-in vectors
 (tf-idf weighted means of real-model word vectors, as benchmarks.speed does: embedding 12k shards
 with the model would take ~10 min and measures the model, not the backend). Ingest: the rows
 written by `MilvusIndex.sync` (every shard with its vector, then a flush) per second. Searches:
@@ -66,14 +68,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     remote = MilvusIndex(vault, ms)
     t = time.perf_counter()
-    remote.open()  # parses, then writes every shard (no vectors yet) and flushes
-    res["milvus_open_s"] = round(time.perf_counter() - t, 2)
-    install_standin_vectors(remote, wv, vocab)
+    VaultIndex.open(remote)  # parse and index as the local backend does; the engine is written below
+    res["milvus_parse_s"] = round(time.perf_counter() - t, 2)
+    install_standin_vectors(remote, wv, vocab)  # as a warm vector cache would give them at open
+    sample = list(remote.shards.values())[:2000]
     t = time.perf_counter()
-    rows = remote.sync()  # every shard again, now with its vector
+    for s in sample:
+        remote._row(s)
+    res["row_build_ms"] = round((time.perf_counter() - t) * 1000 / max(1, len(sample)), 3)
+    remote._opened = True
+    t = time.perf_counter()
+    rows = remote.sync()  # every shard with its vector: inserted in batches, then one flush
     dt = time.perf_counter() - t
     res["ingest"] = {"rows": rows, "s": round(dt, 2), "rows_per_s": round(rows / dt, 1)}
-    log(f"ingest {rows} rows in {dt:.1f} s")
+    log(f"ingest {rows} rows in {dt:.1f} s ({res['row_build_ms']} ms per row built)")
 
     pl, pm = make_pipeline(local, local.settings), make_pipeline(remote, remote.settings)
     queries = make_queries(vocab, args.queries + 5)

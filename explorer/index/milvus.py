@@ -24,8 +24,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import math
 import re
 import threading
+from collections import Counter
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -773,17 +775,17 @@ def foreign_key(vault: str, key: str) -> str:
     return f"{FOREIGN}{vault}/{key}"
 
 
-def decode_terms(terms: str) -> set[str]:
-    """The distinct Explorer tokens of an analysed `terms` field (the inverse of `engine_terms`)."""
-    out: set[str] = set()
+def decode_terms(terms: str) -> Counter[str]:
+    """The Explorer tokens of an analysed `terms` field with their counts (the inverse of `engine_terms`)."""
+    out: Counter[str] = Counter()
     for word in terms.split():
         if word.startswith("q_"):
             try:
-                out.add(bytes.fromhex(word[2:]).decode("utf-8"))
+                out[bytes.fromhex(word[2:]).decode("utf-8")] += 1
             except ValueError:
                 continue
         else:
-            out.add(word)
+            out[word] += 1
     return out
 
 
@@ -799,7 +801,7 @@ def tag_ancestors(tags: Iterable[str]) -> list[str]:
 
 def foreign_note(
     vault: str, path: str, rows: list[dict[str, Any]]
-) -> tuple[Note, list[Shard], dict[str, set[str]]]:
+) -> tuple[Note, list[Shard], dict[str, Counter[str]]]:
     """Another vault's note from its rows: (the note, its shards in order, their tokens), named `vault:NAME/...`.
 
     The note's text is its shards' texts at their offsets (what no shard holds, such as
@@ -809,7 +811,7 @@ def foreign_note(
     key = foreign_key(vault, path)
     text = ""
     shards: list[Shard] = []
-    tokens: dict[str, set[str]] = {}
+    tokens: dict[str, Counter[str]] = {}
     for r in rows:
         start, piece = int(r["start"]), str(r["text"])
         if start >= len(text):
@@ -887,8 +889,8 @@ class TeamSnapshot(MilvusSnapshot):
     collection: a note any ranking returns is read whole (all its rows, once per search) and
     joins `notes` and `shards` as `vault:NAME/PATH`, so results, context windows and the note
     view work for it; later rows of another content hash are left out (one version per search).
-    Rankings score every vault alike with the engine's own scores (BM25 over the collection's
-    statistics, cosines). `tag:` is an engine expression on the other vaults' rows; `path:`,
+    Rankings score every vault alike: BM25 with this vault's statistics (see `_scores`), the
+    engine's cosines. `tag:` is an engine expression on the other vaults' rows; `path:`,
     `file:`, `section:` and `-word` are checked on the rows the engine returns; dates and
     properties apply to this vault's notes only.
     """
@@ -912,7 +914,7 @@ class TeamSnapshot(MilvusSnapshot):
         self._more_notes: dict[str, Note] = {}
         self._more_shards: dict[str, Shard] = {}
         self._more_paths: dict[str, list[str]] = {}
-        self._more_tokens: dict[str, set[str]] = {}
+        self._more_tokens: dict[str, Counter[str]] = {}
         self.notes = _Overlay(base.notes, self._more_notes)
         self.shards = _Overlay(base.shards, self._more_shards)
         self._by_path = _Overlay(base._by_path, self._more_paths)  # type: ignore[assignment]
@@ -960,7 +962,7 @@ class TeamSnapshot(MilvusSnapshot):
             return False
         if sc.excluded and note is not None:
             for nid in self._more_paths.get(note.path, ()):
-                toks = self._more_tokens.get(nid, set())
+                toks = self._more_tokens.get(nid, Counter())
                 if any(ex and all(t in toks for t in tokenize(ex)) for ex in sc.excluded):
                     return False
         return True
@@ -1028,7 +1030,35 @@ class TeamSnapshot(MilvusSnapshot):
     # -- reads --------------------------------------------------------------------------------
     def tokens(self, node_id: str) -> Collection[str]:
         more = self._more_tokens.get(node_id)
-        return more if more is not None else super().tokens(node_id)
+        return more.keys() if more is not None else super().tokens(node_id)
+
+    def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
+        """BM25 of this vault's and other vaults' candidates alike, with this vault's statistics.
+
+        Milvus Lite keeps BM25 statistics per segment (a word in 1 of 515 rows, alone in a
+        3-row segment of another vault, scored 0.9 there against 6.3 for common words in a
+        big one), so the engine's scores of two vaults do not compare. Every candidate is
+        scored with this view's idf, average length, k1 and b instead; a word this vault
+        lacks counts as a word of no document here.
+        """
+        own = [n for n in ids if n not in self._more_tokens]
+        out = self._bm25.get_scores(tokens, keys=own) if own else {}
+        bm = self._bm25
+        idf, avgdl, n = bm.idf(), bm.avgdl or 1.0, len(bm)
+        unseen = math.log(n + 0.5) - math.log(0.5)
+        for nid in ids:
+            counts = self._more_tokens.get(nid)
+            if counts is None:
+                continue
+            dl = sum(counts.values())
+            score = 0.0
+            for t in tokens:
+                tf = counts.get(t, 0)
+                if tf:
+                    w = idf.get(t, unseen)
+                    score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
+            out[nid] = score
+        return out
 
     def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
         return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
@@ -1066,7 +1096,9 @@ class TeamSnapshot(MilvusSnapshot):
             ),
         )
         for i, rows in zip(asked, res, strict=True):
-            hits = [(nid, abs(score)) for nid, score in self._rows(rows)]
+            ids = [nid for nid, _ in self._rows(rows)]
+            scores = self._scores(queries[i], ids)
+            hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
             hits.sort(key=lambda h: (-h[1], h[0]))
             out[i] = hits[:k]
         return out
