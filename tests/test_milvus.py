@@ -606,6 +606,8 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         assert set(paths("black hole vault:*")) >= {"astro/holes.md"}
         assert all(p.startswith("vault:bob/") for p in paths("moon vault:bob"))
         assert paths("moon vault:bob")[0] == "vault:bob/sky/eclipse.md"
+        nobody = pipe.search("moon vault:nobody", record=False)
+        assert not nobody.results and any("no vault 'nobody'" in w for w in nobody.warnings)
         # filters on the other vault's rows: a parent tag covers its children, -word leaves a note out
         assert paths("moon vault:bob tag:space") == ["vault:bob/sky/eclipse.md"]
         assert "vault:bob/sky/eclipse.md" not in paths("moon vault:bob -corona")

@@ -646,10 +646,29 @@ class MilvusSnapshot(LocalSnapshot):
 
     def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
         """This view over the vaults `scope` names (`TeamSnapshot`)."""
-        own = self._index.vault_name
+        ix = self._index
+        own = ix.vault_name
         if not scope.everything and set(scope.vaults) == {own}:
             return self, "", True
-        return TeamSnapshot(self, scope), "", scope.everything or own in scope.vaults
+        missing = []
+        for name in scope.vaults:
+            if name in (own, ALL_VAULTS):
+                continue
+            expr = f"vault == {_quote(name)}"
+            rows = ix.engine.call(
+                "read",
+                lambda c, expr=expr: c.query(
+                    ix.engine.collection, filter=expr, output_fields=["pk"], limit=1
+                ),
+            )
+            if not rows:
+                missing.append(name)
+        note = (
+            f"no vault {', '.join(repr(m) for m in missing)} in the collection {ix.engine.collection!r}"
+            if missing
+            else ""
+        )
+        return TeamSnapshot(self, scope), note, scope.everything or own in scope.vaults
 
     def _current(self, row: dict[str, Any]) -> str | None:
         entity = row.get("entity", row)
