@@ -36,7 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope
+from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
@@ -1081,6 +1081,13 @@ class TeamSnapshot(MilvusSnapshot):
 
     def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
         return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
+
+    def bm25_top_spread(
+        self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
+    ) -> list[Hit]:
+        # Turns read with their neighbours' words are this vault's alone: a team search ranks
+        # every vault's own words, so that the vaults compare.
+        return self.bm25_top(tokens, k, allowed)
 
     def vector(self, node_id: str) -> np.ndarray | None:
         return None if node_id in self._more_shards else super().vector(node_id)
