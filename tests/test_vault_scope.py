@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, write_notes
-
 from explorer.search.query import parse_query
 
 NOTES = {

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import math
+import os
 import re
 import threading
-from collections import Counter
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from operator import methodcaller
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -399,11 +400,14 @@ class MilvusIndex(VaultIndex):
                     f"model == {_quote(model)} and has_vector == true and "
                     f"content_hash in [{', '.join(_quote(h) for h in part)}]"
                 )
-                limit = min(MAX_LIMIT, len(part) * 8)
                 rows = self.engine.call(
                     "read",
-                    lambda c, expr=expr, limit=limit: c.query(
-                        name, filter=expr, output_fields=["content_hash", "vector"], limit=limit
+                    methodcaller(
+                        "query",
+                        name,
+                        filter=expr,
+                        output_fields=["content_hash", "vector"],
+                        limit=min(MAX_LIMIT, len(part) * 8),
                     ),
                 )
                 for r in rows:
@@ -478,14 +482,14 @@ class MilvusIndex(VaultIndex):
             for op, batch in (("insert", fresh), ("upsert", known)):
                 for i in range(0, len(batch), UPSERT_BATCH):
                     part = batch[i : i + UPSERT_BATCH]
-                    self.engine.call(op, lambda c, part=part, op=op: getattr(c, op)(name, part))
+                    self.engine.call(op, methodcaller(op, name, part))
                     for r in part:
                         self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
             for i in range(0, len(gone), UPSERT_BATCH):
-                part = gone[i : i + UPSERT_BATCH]
-                pks = [shard_pk(self.vault_name, nid) for nid in part]
-                self.engine.call("delete", lambda c, pks=pks: c.delete(name, ids=pks))
-                for nid in part:
+                doomed = gone[i : i + UPSERT_BATCH]
+                pks = [shard_pk(self.vault_name, nid) for nid in doomed]
+                self.engine.call("delete", methodcaller("delete", name, ids=pks))
+                for nid in doomed:
                     self._pushed.pop(nid, None)
             # Unflushed rows are searched ~100x slower: flush after every batch.
             self.engine.call("flush", lambda c: c.flush(name))
@@ -657,9 +661,7 @@ class MilvusSnapshot(LocalSnapshot):
             expr = f"vault == {_quote(name)}"
             rows = ix.engine.call(
                 "read",
-                lambda c, expr=expr: c.query(
-                    ix.engine.collection, filter=expr, output_fields=["pk"], limit=1
-                ),
+                methodcaller("query", ix.engine.collection, filter=expr, output_fields=["pk"], limit=1),
             )
             if not rows:
                 missing.append(name)
@@ -914,7 +916,7 @@ class TeamSnapshot(MilvusSnapshot):
     properties apply to this vault's notes only.
     """
 
-    __slots__ = ("_scope", "_more_notes", "_more_shards", "_more_paths", "_more_tokens", "_engine_expr")
+    __slots__ = ("_engine_expr", "_more_notes", "_more_paths", "_more_shards", "_more_tokens", "_scope")
 
     def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
         super().__init__(
@@ -1028,8 +1030,8 @@ class TeamSnapshot(MilvusSnapshot):
                 expr = f"vault == {_quote(vault)} and path in [{', '.join(_quote(p) for p in part)}]"
                 rows = ix.engine.call(
                     "read",
-                    lambda c, expr=expr: c.query(
-                        ix.engine.collection, filter=expr, output_fields=_ROW_FIELDS, limit=MAX_LIMIT
+                    methodcaller(
+                        "query", ix.engine.collection, filter=expr, output_fields=_ROW_FIELDS, limit=MAX_LIMIT
                     ),
                 )
                 notes: dict[str, list[dict[str, Any]]] = {}

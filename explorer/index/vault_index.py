@@ -7,10 +7,11 @@ import hashlib
 import json
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections import Counter
-from typing import TYPE_CHECKING, Callable, Iterable, KeysView
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,7 +28,6 @@ from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import (
     NoteFile,
-    ScanResult,
     check_vault,
     is_ignored,
     load_note,
@@ -40,7 +40,7 @@ from explorer.vault.shard import cap_shards, make_shards
 if TYPE_CHECKING:
     from explorer.index.classic import ClassicIndex
 
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], object]
 
 #: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
 COMMIT_EVERY = 1000
@@ -626,7 +626,7 @@ class VaultIndex:
 
     def _load_pending(self, pending: Pending) -> None:
         """Complete a lazily opened note and its shards: from its stored record, else from its file."""
-        got = None
+        got: tuple[Note, tuple[Shard, ...] | list[Shard]] | None = None
         try:
             got = self.store.load_record(pending.path, pending.hash)
         except Exception:  # noqa: BLE001 - a store fault, or a store closed since: read the file
@@ -926,7 +926,7 @@ class VaultIndex:
                     break
                 vecs.extend(emb.encode(texts[j : j + size], batch_size=size))
             chunk = chunk[: len(vecs)]
-            self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
+            self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))  # noqa: B023 - run at once
             with self.lock:
                 self._own("dense", "context")
                 for h, vec in zip(chunk, vecs):
@@ -1002,7 +1002,7 @@ class VaultIndex:
             self.context = self.context.fork()
         self._shared -= shared
 
-    def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph:
+    def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph:
         """The wikilink graph of `notes`, the notes of a snapshot at `version` (the current graph when current)."""
         with self.lock:
             if version == self.version:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -182,11 +183,11 @@ class Retriever:
             if spread:
                 assert pairs is not None
                 items = self._note_depth(
-                    snap, lambda n, toks=toks: snap.bm25_top_spread(toks, n, pairs, restriction), fetch, depth
+                    snap, partial(snap.bm25_top_spread, toks, spread=pairs, allowed=restriction), fetch, depth
                 )
             else:
                 items = self._note_depth(
-                    snap, lambda n, toks=toks: snap.bm25_top(toks, n, restriction), fetch, depth, next(firsts)
+                    snap, partial(snap.bm25_top, toks, allowed=restriction), fetch, depth, next(firsts)
                 )
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000
@@ -209,7 +210,11 @@ class Retriever:
                     tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
                     row = matrix[j : j + 1]
                     items = self._note_depth(
-                        snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth, items
+                        snap,
+                        lambda n: snap.vector_top(row, n, floor, restriction)[0],  # noqa: B023 - called at once
+                        fetch,
+                        depth,
+                        items,
                     )
                     if in_context is not None:
                         items = _better_of(items, in_context[j])
