@@ -5,8 +5,8 @@
 Reuses the vault, the Milvus-side cache and the Milvus Lite database `benchmarks.milvus_scale`
 left in OUT (run it first with the same --notes): the index opens warm and writes nothing. Each
 query runs twice, in turns: with `bm25_top_many` (every term's BM25 ranking in one engine search)
-and asking the engine once per term, as before it. `--terms` keyword terms are written besides
-the query (`search.keyword_terms`; an LLM term writer writes up to `search.max_terms` = 5), so
+and asking the engine once per term, as before it. A stand-in term writer gives each query up to
+`--terms` terms besides it (the query's words one by one, as an LLM term writer writes 3-5), so
 a search has several BM25 rankings per pass. Reports p50/p95 of each arm, the paired median
 ratio, engine searches per search and whether both arms gave the same top 10.
 """
@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.config import Settings
     from explorer.engine import make_pipeline
     from explorer.index.milvus import MilvusIndex, MilvusSnapshot
+    from explorer.search.terms import SearchTerms
 
     vocab = vocabulary()
     vault = ensure_vault(args.notes, args.out, vocab)
@@ -45,13 +46,20 @@ def main(argv: list[str] | None = None) -> int:
             backend="milvus",
             milvus_uri=str(args.out / "engine" / "m.db"),
         ),
-        search=replace(base.search, keyword_terms=args.terms),
     )
     index = MilvusIndex(vault, settings)
     t = time.perf_counter()
     index.open()
     log(f"open {time.perf_counter() - t:.1f} s, {index.stats().shards} shards")
     pipe = make_pipeline(index, settings)
+
+    def words_as_terms(text: str, **_: object) -> SearchTerms:  # stands in for an LLM term writer
+        words = text.split()
+        return SearchTerms(
+            query=text, terms=tuple(words[: args.terms]) if len(words) > 1 else (), source="llm"
+        )
+
+    pipe.term_writer = words_as_terms
     batched = MilvusSnapshot.bm25_top_many
 
     def per_term(self, queries, k, allowed=None):
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {
         "machine": machine(),
         "notes": args.notes,
-        "keyword_terms": args.terms,
+        "max_terms_written": args.terms,
         "terms_per_search_mean": round(sum(terms) / max(1, len(terms)), 2),
         "search_ms": {k: summary(v) for k, v in times.items()},
         "per_term_over_batched_median": round(ratios[len(ratios) // 2], 2),

@@ -403,7 +403,7 @@ def test_two_watchers_and_an_mcp_writer_share_one_collection(tmp_path: Path) -> 
             "EXPLORER_INDEX_MILVUS_URI": server.uri,
             "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / f"cache-{name}"),
             "EXPLORER_INDEX_EMBEDDINGS": "false",
-            "EXPLORER_INDEX_DEBOUNCE_MS": "50",
+            "EXPLORER_EXPERIMENTAL_WATCH_DEBOUNCE_MS": "50",
         }
 
     def watchers_write() -> None:  # both watched vaults change at once: new notes, an edit, a delete

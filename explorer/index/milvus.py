@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
+from explorer.index.lexical import BM25_B, BM25_K1
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
@@ -705,7 +706,7 @@ class MilvusSnapshot(LocalSnapshot):
                 filter=expr,
                 search_params={
                     "metric_type": "BM25",
-                    "params": {"bm25_k1": ix.settings.index.bm25_k1, "bm25_b": ix.settings.index.bm25_b},
+                    "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B},
                 },
                 output_fields=["node_id", "content_hash"],
                 consistency_level="Strong",
@@ -1117,7 +1118,7 @@ class TeamSnapshot(MilvusSnapshot):
                 filter=expr,
                 search_params={
                     "metric_type": "BM25",
-                    "params": {"bm25_k1": ix.settings.index.bm25_k1, "bm25_b": ix.settings.index.bm25_b},
+                    "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B},
                 },
                 output_fields=["node_id", "content_hash", "vault", "path"],
                 consistency_level="Strong",

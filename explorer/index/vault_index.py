@@ -44,6 +44,8 @@ Progress = Callable[[str, int, int], object]
 
 #: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
 COMMIT_EVERY = 1000
+#: Shards per embedding batch.
+EMBED_BATCH = 32
 
 
 @dataclass
@@ -120,7 +122,7 @@ class VaultIndex:
         self.ignored: dict[str, str] = {}
         """What the ignore rules left out at the last full scan (folders end in `/`), with the rule."""
         ix = self.settings.index
-        self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
+        self.bm25 = BM25Index()
         self.dense = DenseIndex()
         self.context = DenseIndex()
         """Dialog-context vectors of conversation turns (node_id -> the turn read with its neighbours)."""
@@ -651,8 +653,7 @@ class VaultIndex:
 
     def _shard(self, note: Note) -> tuple[Note, list[Shard]]:
         """A parsed note's shards under the index settings, capped at the vault's per-note limit."""
-        shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
-        return cap_shards(note, shards, self.settings.vault.max_note_shards)
+        return cap_shards(note, make_shards(note))
 
     def _load_notes(self, paths: Iterable[str] | None = None) -> None:
         """Make lazily opened notes whole (all of them when `paths` is None), reading their records in one pass."""
@@ -755,7 +756,7 @@ class VaultIndex:
         """
         self.neighbours = dialog_neighbours(self.notes)
         want: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
-        if self.settings.index.dialog_context:
+        if self.settings.experimental.dialog_context:
             number = {p: pos[0] for p in self.neighbours if (pos := turn_position(self.notes[p])) is not None}
             by_path, shards = self.shards_by_path, self.shards
             for path, near in self.neighbours.items():
@@ -828,7 +829,7 @@ class VaultIndex:
                 self.model_state = "loading"
                 ix = self.settings.index
                 try:
-                    emb = load_embedder(ix.model, ix.runtime, progress=progress)
+                    emb = load_embedder(ix.model, self.settings.experimental.runtime, progress=progress)
                 except EmbedderUnavailable as exc:
                     self.model_state = "unavailable"
                     self.model_error = str(exc)
@@ -893,7 +894,7 @@ class VaultIndex:
         emb = self.embedder()
         if emb is None:
             return 0
-        size = batch or self.settings.index.embed_batch
+        size = batch or EMBED_BATCH
         todo = self.pending()
         # Shards sharing a hash are embedded once; so are context texts sharing a key.
         by_hash: dict[str, list[Shard]] = {}
