@@ -1077,7 +1077,8 @@ class TeamSnapshot(MilvusSnapshot):
             for t in tokens:
                 tf = counts.get(t, 0)
                 if tf:
-                    w = idf.get(t, unseen)
+                    known = idf.get(t)
+                    w = unseen if known is None else known
                     score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
             out[nid] = score
         return out
