@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from explorer.vault.model import Highlight, Note, Shard
 
 __all__ = [
+    "ALL_VAULTS",
     "DEFAULTS",
     "MAX_RESULTS",
     "MODES",
@@ -44,6 +45,8 @@ __all__ = [
     "Hit",
     "IndexBackend",
     "Restriction",
+    "Scope",
+    "ScopeError",
     "Snapshot",
     "SnapshotCounts",
     "Spread",
@@ -61,6 +64,37 @@ class Restriction:
     """node_ids of the allowed shards."""
     prepared: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """What the backend derived from `node_ids` (masks, expressions), kept for the rest of the search."""
+
+
+ALL_VAULTS = "*"
+"""`vault:*`: every vault of a shared collection."""
+
+
+class ScopeError(ValueError):
+    """A `vault:` scope the backend cannot serve; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The vaults a search covers (`vault:name`, `vault:*`) and the shard filters to apply in the others.
+
+    A backend holding one vault serves only its own name (or `*`); an engine holding several
+    vaults' shards applies the filters to the other vaults' rows itself, since the search's own
+    filter pass (`Restriction`) only sees this vault's shards.
+    """
+
+    vaults: tuple[str, ...]
+    """Vault names, or ALL_VAULTS."""
+    tags: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+
+    @property
+    def everything(self) -> bool:
+        """True for `vault:*`."""
+        return ALL_VAULTS in self.vaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +198,12 @@ class Snapshot(Protocol):
         """The `k` best shards for the tokens (BM25 raw scores), ties by node_id."""
         ...
 
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """`bm25_top` of each token list, in order (an engine answers them in one call)."""
+        ...
+
     def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
         """Prepare (dst, src, weight) node_id triples for `bm25_top_spread` (pairs of absent shards dropped)."""
         ...
@@ -203,6 +243,14 @@ class Snapshot(Protocol):
 
     def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
         """A restriction to `node_ids`, to pass to the rankings."""
+        ...
+
+    def widen(self, scope: Scope) -> tuple[Snapshot, str, bool]:
+        """This view over the vaults `scope` names: (the view, a note for the search's warnings or "",
+        whether this vault is one of them - when not, the search leaves this vault's shards out).
+
+        Raises ScopeError when the backend cannot serve them (the local backend holds one vault).
+        """
         ...
 
     def release(self) -> None:

@@ -1033,6 +1033,11 @@ class VaultIndex:
                 version=self.version,
             )
 
+    @property
+    def vault_name(self) -> str:
+        """This vault's name among others (`index.vault_name`, default the folder's name; `vault:` in a query)."""
+        return self.settings.index.vault_name or self.root.name
+
     def note(self, path: str) -> Note | None:
         """The note at `path`, or None (lock-free: a note object is replaced whole, never changed)."""
         return self.notes.get(path)

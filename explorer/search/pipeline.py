@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from explorer.config import Settings
-from explorer.index.backend import IndexBackend, Snapshot
+from explorer.index.backend import IndexBackend, Scope, ScopeError, Snapshot
 from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.changes import NoteChanges
@@ -120,6 +120,8 @@ class _Run:
     qvecs: dict[str, np.ndarray] | None = None
     qvec: np.ndarray | None = None
     allowed: set[str] | None = None
+    own_vault: bool = True
+    """False when `vault:` names only other vaults."""
     early: bool = False
     analysis: Analysis | None = None
     corrections: list[Correction] = field(default_factory=list)
@@ -233,6 +235,8 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
+            if run.parsed.vaults:
+                self._widen(run)
             key = (
                 run.parsed.raw,
                 run.k,
@@ -243,7 +247,8 @@ class SearchPipeline:
                 self.index.model_state,
                 run.today,
             )
-            hit = self._cached(key, run, record)
+            # Other vaults change without this index's version: a team search is never answered from the cache.
+            hit = None if run.parsed.vaults else self._cached(key, run, record)
             if hit is not None:
                 return hit
             if not run.parsed.text:
@@ -315,6 +320,20 @@ class SearchPipeline:
             today=today,
         )
 
+    def _widen(self, run: _Run) -> None:
+        """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such)."""
+        p = run.parsed
+        scope = Scope(p.vaults, p.tags, p.paths, p.files, p.sections, p.excluded)
+        base = run.snap
+        try:
+            run.snap, note, run.own_vault = base.widen(scope)
+        except ScopeError as exc:
+            raise QueryError(str(exc)) from None
+        if note:
+            run.warnings.append(note)
+        if run.snap is not base and p.has_note_filters:
+            run.warnings.append("dates and [property] filters apply to this vault's notes only")
+
     def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
         hit = self._cache.get(key)
@@ -368,7 +387,8 @@ class SearchPipeline:
         s, terms, parsed = self.settings.experimental, run.terms, run.parsed
         assert terms is not None
         snap = run.snap
-        run.allowed = self._retriever.allowed(snap, parsed)
+        # `vault:other` alone: this vault's shards are left out of every ranking.
+        run.allowed = self._retriever.allowed(snap, parsed) if run.own_vault else set()
         run.corrections = self._retriever.corrections(snap, parsed.text)
         version = snap.version
         stats = self._builder.stats(snap, run.qvecs is not None)
