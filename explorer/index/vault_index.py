@@ -17,9 +17,11 @@ import numpy as np
 from explorer.config import Settings, VaultSettings, cache_dir_for
 from explorer.index.dense import DenseIndex
 from explorer.index.dialog import context_key, context_text, dialog_neighbours, turn_position
-from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
+from explorer.index.backend import ModelState
+from explorer.index.embed import Embedder
 from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
+from explorer.index.model_host import ModelHost
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.store import FileState, NoteRecord, Store, StoreError, classify, describe, user_cache_dir
 from explorer.text.tokenize import tokenize
@@ -82,7 +84,7 @@ class IndexStats:
     skipped: int
     embedded: int
     pending: int
-    model_state: str
+    model_state: ModelState
     model_id: str
     runtime: str
     version: int
@@ -130,13 +132,10 @@ class VaultIndex:
         """Turn shard node_id -> (context key, the turns before it, the turns after it) it needs a context vector for."""
         self._context_have: dict[str, str] = {}
         self._states: dict[str, FileState] = {}
-        self._embedder: Embedder | None = embedder
-        self._embedder_lock = threading.Lock()
-        self._loader: threading.Thread | None = None
-        self.model_state = "ready" if embedder else ("off" if not ix.embeddings else "not loaded")
-        self.model_error = ""
-        self.model_id = embedder.model_id if embedder else _model_id(ix.model)
-        self.runtime = embedder.runtime if embedder else ""
+        self.model = ModelHost(
+            self.settings, embedder, lambda msg: self.on_message(msg), on_model_change=self._model_changed
+        )
+        """The embedding model: its loading, its state and the one embedding loop."""
         self._links: LinkGraph | None = None
         self._links_version = -1
         self._classic: ClassicIndex | None = None
@@ -146,12 +145,43 @@ class VaultIndex:
         """Parts a snapshot reads as they are (`tables`, `bm25`, `dense`, `context`): forked before a change."""
         self._fault = ""
         self._memory_reason = ""
-        self._closed = False
-        self._loader_lock = threading.Lock()
         self._all_loaded = True
         """False while notes opened lazily may still wait for their records (see `_load_notes`)."""
         self.store = self._open_store()
         self._relay()
+
+    # -- the model --------------------------------------------------------------------------
+    @property
+    def model_state(self) -> ModelState:
+        """Where the embedding model stands."""
+        return self.model.state
+
+    @property
+    def model_error(self) -> str:
+        """Why the embedding model is unavailable ('' otherwise)."""
+        return self.model.reason
+
+    @property
+    def model_id(self) -> str:
+        """The id this index's vectors are cached under."""
+        return self.model.model_id
+
+    @property
+    def runtime(self) -> str:
+        """The embedding runtime (empty before the model loads)."""
+        return self.model.runtime
+
+    def _model_changed(self, model_id: str) -> None:
+        """The loaded model is another than the configured one: move to its vectors."""
+        with self.lock:
+            self._own()
+            self.model.model_id = model_id
+            for key in list(self.shards):
+                self.dense.remove(key)
+            self._load_vectors(list(self.shards.values()))
+            self.context = DenseIndex()
+            self._context_have = {}
+            self._refresh_dialog()
 
     # -- the store and its faults ---------------------------------------------------------
     @property
@@ -409,7 +439,7 @@ class VaultIndex:
 
     def _prune_if_worth_it(self) -> None:
         """Compact the vector cache when a quarter or more of its rows serve no current shard."""
-        if self.model_state == "off":
+        if self.model_state is ModelState.OFF:
             return
         try:
             rows = self.store.vector_rows(self.model_id)
@@ -725,7 +755,7 @@ class VaultIndex:
         return len(ids)
 
     def _load_vectors(self, shards: list[Shard]) -> None:
-        if not shards or self.model_state == "off":
+        if not shards or self.model_state is ModelState.OFF:
             return
         try:
             found, mat = self.store.get_matrix(self.model_id, list(dict.fromkeys(s.hash for s in shards)))
@@ -779,7 +809,7 @@ class VaultIndex:
         missing = {
             node_id: key for node_id, (key, _b, _a) in want.items() if node_id not in self._context_have
         }
-        if not missing or self.model_state == "off":
+        if not missing or self.model_state is ModelState.OFF:
             return
         try:
             found, mat = self.store.get_matrix(self.model_id, sorted(set(missing.values())))
@@ -813,59 +843,11 @@ class VaultIndex:
     # -- embedding ------------------------------------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
         """The embedding model, loaded on first use; None when embeddings are off or unavailable."""
-        if (
-            self._embedder is not None
-            or self.model_state in ("off",)
-            or self.model_state.startswith("unavailable")
-        ):
-            return self._embedder
-        with self._embedder_lock:
-            if (
-                self._embedder is None
-                and self.model_state not in ("off",)
-                and not self.model_state.startswith("unavailable")
-            ):
-                self.model_state = "loading"
-                ix = self.settings.index
-                try:
-                    emb = load_embedder(ix.model, ix.runtime, progress=progress)
-                except EmbedderUnavailable as exc:
-                    self.model_state = "unavailable"
-                    self.model_error = str(exc)
-                    self.on_message(f"embedding model unavailable, searching BM25 only: {exc}")
-                    return None
-                if emb.model_id != self.model_id:
-                    with self.lock:
-                        self._own()
-                        self.model_id = emb.model_id
-                        for key in list(self.shards):
-                            self.dense.remove(key)
-                        self._load_vectors(list(self.shards.values()))
-                        self.context = DenseIndex()
-                        self._context_have = {}
-                        self._refresh_dialog()
-                self._embedder = emb
-                self.runtime = emb.runtime
-                self.model_state = "ready"
-        return self._embedder
+        return self.model.embedder(progress)
 
     def load_model_in_background(self) -> None:
-        """Start loading the embedding model in a thread, so that it loads while the index opens.
-
-        The model is independent of the index, and most of its loading (reading and checking the
-        model file, building the runtime session) runs outside the interpreter lock. `embedder()`
-        waits for this load instead of starting another; `close()` waits for it to end.
-        """
-        with self._loader_lock:
-            if (
-                self._loader is not None
-                or self._embedder is not None
-                or self.model_state == "off"
-                or self._closed
-            ):
-                return
-            self._loader = threading.Thread(target=self.embedder, name="explorer-model", daemon=True)
-            self._loader.start()
+        """Start loading the embedding model in a thread, so that it loads while the index opens."""
+        self.model.load_in_background()
 
     def pending(self) -> list[Shard]:
         """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
@@ -890,10 +872,8 @@ class VaultIndex:
 
         Vectors already in the cache under the same content hash are reused, never recomputed.
         """
-        emb = self.embedder()
-        if emb is None:
+        if self.embedder() is None:
             return 0
-        size = batch or self.settings.index.embed_batch
         todo = self.pending()
         # Shards sharing a hash are embedded once; so are context texts sharing a key.
         by_hash: dict[str, list[Shard]] = {}
@@ -909,23 +889,8 @@ class VaultIndex:
                     contexts.setdefault(wanted[0], []).append(s.node_id)
                     if wanted[0] not in text_of:
                         text_of[wanted[0]] = self._context_text(s.node_id)
-        hashes = sorted(text_of, key=lambda h: len(text_of[h]))
-        done = 0
-        total = len(hashes)
-        step = max(size * 4, 64)
-        for i in range(0, total, step):
-            if cancelled and cancelled():
-                break
-            chunk = hashes[i : i + step]
-            texts = [text_of[h] for h in chunk]
-            # One model batch at a time, cancellable between batches (quitting the app waits for
-            # the batch under way, not the whole step); what was embedded is kept.
-            vecs: list[np.ndarray] = []
-            for j in range(0, len(texts), size):
-                if j and cancelled and cancelled():
-                    break
-                vecs.extend(emb.encode(texts[j : j + size], batch_size=size))
-            chunk = chunk[: len(vecs)]
+
+        def deliver(chunk: list[str], vecs: list[np.ndarray]) -> None:
             self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
                 self._own("dense", "context")
@@ -939,17 +904,12 @@ class VaultIndex:
                             self.context.set(node_id, vec)
                             self._context_have[node_id] = h
                 self.version += 1
-            done += len(chunk)
-            if progress:
-                progress("embedding", done, total)
-        return done
+
+        return self.model.embed(text_of, deliver, progress, cancelled, batch)
 
     def encode_query(self, text: str) -> np.ndarray | None:
         """The query vector, or None when no model is available."""
-        emb = self.embedder()
-        if emb is None:
-            return None
-        return emb.encode([text])[0]
+        return self.model.encode_query(text)
 
     # -- snapshots --------------------------------------------------------------------------
     def snapshot(self) -> LocalSnapshot:
@@ -1108,20 +1068,10 @@ class VaultIndex:
         `exiting` (a one-shot command about to end): its interpreter's last collection would walk
         them all once more only to free memory the exit frees anyway (about 0.15 s at 10k notes).
         """
-        # No model load may start after this (it would outlive the interpreter inside the runtime).
-        with self._loader_lock:
-            self._closed = True
-        if self._loader is not None:
-            self._loader.join()
+        self.model.close()
         self.store.close()
         if not exiting:
             gc.unfreeze()
-
-
-def _model_id(model: str) -> str:
-    if not model or model in (DEFAULT_MODEL_ID, f"sentence-transformers/{DEFAULT_MODEL_ID}"):
-        return DEFAULT_MODEL_ID
-    return "model-" + hashlib.blake2b(model.encode(), digest_size=6).hexdigest()
 
 
 def _note_digest(note: Note) -> str:

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_che
 import numpy as np
 
 from explorer.config import RerankSettings
+from explorer.index.backend import ModelState
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import RerankInfo, RerankMove, RerankPass, SearchResult
 from explorer.text.lru import LRUCache
@@ -1053,7 +1054,7 @@ def build_reranker(index: IndexBackend, settings: Settings, llm: Any = None) -> 
             pass2_candidates=0,
         )
         return MultiPassReranker(
-            LLMBackend(llm), single, gate=quality_gate(lambda: index.model_state == "ready")
+            LLMBackend(llm), single, gate=quality_gate(lambda: index.model_state is ModelState.READY)
         )
     if wants_llm:
         notes.append("LLM rerank asked for but no LLM is configured: local reranker used")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from explorer.index.backend import ModelState
 from explorer.index.targets import resolve_note as resolve_indexed_note
 from explorer.search.quality import COS_FLOOR
 from explorer.search.query import parse_query
@@ -389,7 +390,11 @@ def prove(
     excluded = any(f.startswith("left out by") for f in facts)
 
     # The dense floor: the best passage's cosine to the query, under the floor.
-    qvec = index.encode_query(text) if text and index.model_state == "ready" and today.mode.dense else None
+    qvec = (
+        index.encode_query(text)
+        if text and index.model_state is ModelState.READY and today.mode.dense
+        else None
+    )
     if qvec is not None and not excluded:
         best = _best_cosine(index, shard_ids, qvec)
         floor = _dense_floor(index, settings)
@@ -484,7 +489,7 @@ def rehearse_words(
         if index.cache_dir.is_dir():
             shutil.copytree(index.cache_dir, cache, symlinks=True)
         copy_settings = replace(settings, index=replace(settings.index, cache_dir=str(cache)))
-        embedder = index.embedder() if index.model_state == "ready" else None
+        embedder = index.embedder() if index.model_state is ModelState.READY else None
         from explorer.index.vault_index import VaultIndex
 
         copy = VaultIndex(root, copy_settings, embedder=embedder)

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
+from explorer.index.backend import ModelState as Model
 from explorer.tui.safe import screen_text
 from explorer.tui import keys
 from explorer.tui.messages import (
@@ -253,7 +254,7 @@ class ExplorerApp(App[int]):
             self._prepare_model()
         elif not self.settings.index.embeddings:
             self.status = replace(self.status, model="off")
-        elif self.index.model_state == "ready":
+        elif self.index.model_state is Model.READY:
             self.status = replace(self.status, model="ready", runtime=self.index.runtime)
 
     def _show_notices(self) -> None:
@@ -300,13 +301,11 @@ class ExplorerApp(App[int]):
         """Load the embedder, then embed every shard without a vector (cancellable between batches)."""
         worker = get_current_worker()
         index = self.index
-        if index.model_state != "ready":
+        if index.model_state is not Model.READY:
             self.post_message(ModelState("loading"))
         emb = index.embedder()
         if emb is None:
-            self.post_message(
-                ModelState("unavailable" if index.model_state != "off" else "off", index.model_error)
-            )
+            self.post_message(ModelState(index.model_state.value, index.model_error))
             return
         while index.pending() and not worker.is_cancelled:
             self.post_message(ModelState("embedding", index.runtime))
