@@ -16,7 +16,8 @@ import numpy as np
 
 from explorer.config import Settings, VaultSettings, cache_dir_for
 from explorer.index.dense import DenseIndex
-from explorer.index.dialog import context_key, context_text, dialog_neighbours, turn_position
+from explorer.index.dialog import turn_position
+from explorer.index.dialog_context import DialogContext
 from explorer.index.backend import ModelState
 from explorer.index.embed import Embedder
 from explorer.index.lazy import Pending, pending_of
@@ -124,13 +125,8 @@ class VaultIndex:
         ix = self.settings.index
         self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
         self.dense = DenseIndex()
-        self.context = DenseIndex()
-        """Dialog-context vectors of conversation turns (node_id -> the turn read with its neighbours)."""
-        self.neighbours: dict[str, tuple[str, ...]] = {}
-        """Turn note path -> its adjacent turns' paths (see explorer.index.dialog)."""
-        self._context_want: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
-        """Turn shard node_id -> (context key, the turns before it, the turns after it) it needs a context vector for."""
-        self._context_have: dict[str, str] = {}
+        self.dialog = DialogContext(ix.dialog_context)
+        """Conversation turns: which are adjacent, and each turn shard's dialog-context vector."""
         self._states: dict[str, FileState] = {}
         self.model = ModelHost(
             self.settings, embedder, lambda msg: self.on_message(msg), on_model_change=self._model_changed
@@ -149,6 +145,17 @@ class VaultIndex:
         """False while notes opened lazily may still wait for their records (see `_load_notes`)."""
         self.store = self._open_store()
         self._relay()
+
+    # -- conversation turns -------------------------------------------------------------------
+    @property
+    def context(self) -> DenseIndex:
+        """Dialog-context vectors of conversation turns (node_id -> the turn read with its neighbours)."""
+        return self.dialog.vectors
+
+    @property
+    def neighbours(self) -> dict[str, tuple[str, ...]]:
+        """Turn note path -> its adjacent turns' paths (see explorer.index.dialog)."""
+        return self.dialog.neighbours
 
     # -- the model --------------------------------------------------------------------------
     @property
@@ -179,8 +186,7 @@ class VaultIndex:
             for key in list(self.shards):
                 self.dense.remove(key)
             self._load_vectors(list(self.shards.values()))
-            self.context = DenseIndex()
-            self._context_have = {}
+            self.dialog.reset()
             self._refresh_dialog()
 
     # -- the store and its faults ---------------------------------------------------------
@@ -304,10 +310,7 @@ class VaultIndex:
             vec = self.dense.vector(sh.node_id)
             if vec is not None:
                 vectors[sh.hash] = vec
-        for node_id, key in self._context_have.items():
-            vec = self.context.vector(node_id)
-            if vec is not None:
-                vectors[key] = vec
+        vectors.update(self.dialog.stored())
         try:
             self.store.apply(notes=records, skipped=skips)
             if vectors:
@@ -577,7 +580,7 @@ class VaultIndex:
     def prune_vectors(self) -> int:
         """Drop cached vectors that no current shard uses (of the current model); returns how many."""
         with self.lock:
-            keep = {s.hash for s in self.shards.values()} | {want[0] for want in self._context_want.values()}
+            keep = {s.hash for s in self.shards.values()} | self.dialog.keys()
         try:
             return self.store.prune_vectors(self.model_id, keep)
         except StoreError as exc:
@@ -777,68 +780,17 @@ class VaultIndex:
             self.dense.set_many(keys, picked, adopt=True)
 
     def _refresh_dialog(self) -> None:
-        """Recompute the adjacent turns and which context vector each turn shard needs (under the lock);
-        drop context vectors that no longer fit, load the ones the store has.
+        """Recompute the adjacent turns and the dialog-context vectors they want (under the lock)."""
+        fetch = None if self.model_state is ModelState.OFF else self._cached_vectors
+        self.dialog.refresh(self.notes, self.shards, self.shards_by_path, fetch)
 
-        A context vector's cache key is made of the content hashes of the turns it reads, in order,
-        so no note text is read here (a lazily opened note stays unread until it is embedded).
-        """
-        self.neighbours = dialog_neighbours(self.notes)
-        want: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
-        if self.settings.index.dialog_context:
-            number = {p: pos[0] for p in self.neighbours if (pos := turn_position(self.notes[p])) is not None}
-            by_path, shards = self.shards_by_path, self.shards
-            for path, near in self.neighbours.items():
-                before = tuple(p for p in near if number.get(p, 0) < number[path])
-                after = tuple(p for p in near if number.get(p, 0) > number[path])
-                around = [
-                    [shards[i].hash for i in by_path.get(p, ()) if i in shards] for p in (*before, *after)
-                ]
-                for node_id in by_path.get(path, ()):
-                    hashes = (
-                        [h for hs in around[: len(before)] for h in hs]
-                        + [shards[node_id].hash]
-                        + [h for hs in around[len(before) :] for h in hs]
-                    )
-                    want[node_id] = (context_key(hashes), before, after)
-        self._context_want = want
-        for node_id, key in list(self._context_have.items()):
-            if want.get(node_id, ("",))[0] != key:
-                self.context.remove(node_id)
-                del self._context_have[node_id]
-        missing = {
-            node_id: key for node_id, (key, _b, _a) in want.items() if node_id not in self._context_have
-        }
-        if not missing or self.model_state is ModelState.OFF:
-            return
+    def _cached_vectors(self, keys: list[str]) -> tuple[list[str], np.ndarray] | None:
+        """The store's vectors of the current model under `keys` (None after a store fault)."""
         try:
-            found, mat = self.store.get_matrix(self.model_id, sorted(set(missing.values())))
+            return self.store.get_matrix(self.model_id, keys)
         except StoreError as exc:
             self._store_fault(exc)
-            return
-        if not found or mat.shape[1] != self.context.dim:
-            return
-        row_of = {h: i for i, h in enumerate(found)}
-        keys = [n for n, k in missing.items() if k in row_of]
-        if keys:
-            self.context.set_many(keys, mat[np.asarray([row_of[missing[n]] for n in keys], dtype=np.int64)])
-            for n in keys:
-                self._context_have[n] = missing[n]
-
-    def _context_text(self, node_id: str) -> str:
-        """The text a turn shard's context vector embeds: the turn before, the shard, the turn after."""
-        _key, before, after = self._context_want[node_id]
-        return context_text(
-            self.shards[node_id].text.strip(),
-            [self._note_text(p) for p in before],
-            [self._note_text(p) for p in after],
-        )
-
-    def _note_text(self, path: str) -> str:
-        """The text of a note's shards, joined (a turn note is usually one shard)."""
-        return "\n".join(
-            self.shards[i].text.strip() for i in self.shards_by_path.get(path, ()) if i in self.shards
-        )
+            return None
 
     # -- embedding ------------------------------------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
@@ -853,13 +805,9 @@ class VaultIndex:
         """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
         with self.lock:
             out = [s for s in self.shards.values() if s.node_id not in self.dense]
-            if len(self._context_have) < len(self._context_want):
+            if not self.dialog.complete:
                 seen = {s.node_id for s in out}
-                out += [
-                    self.shards[n]
-                    for n in self._context_want
-                    if n not in self._context_have and n not in seen and n in self.shards
-                ]
+                out += [self.shards[n] for n in self.dialog.missing() if n not in seen and n in self.shards]
             return out
 
     def embed_pending(
@@ -884,11 +832,11 @@ class VaultIndex:
                 if s.node_id not in self.dense:
                     by_hash.setdefault(s.hash, []).append(s)
                     text_of[s.hash] = s.search_text
-                wanted = self._context_want.get(s.node_id)
-                if wanted is not None and s.node_id not in self._context_have:
-                    contexts.setdefault(wanted[0], []).append(s.node_id)
-                    if wanted[0] not in text_of:
-                        text_of[wanted[0]] = self._context_text(s.node_id)
+                key = self.dialog.key(s.node_id)
+                if key is not None:
+                    contexts.setdefault(key, []).append(s.node_id)
+                    if key not in text_of:
+                        text_of[key] = self.dialog.text(s.node_id, self.shards, self.shards_by_path)
 
         def deliver(chunk: list[str], vecs: list[np.ndarray]) -> None:
             self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
@@ -899,10 +847,7 @@ class VaultIndex:
                         current = self.shards.get(s.node_id)
                         if current is not None and current.hash == h:
                             self.dense.set(s.node_id, vec)
-                    for node_id in contexts.get(h, ()):
-                        if self._context_want.get(node_id, ("",))[0] == h:
-                            self.context.set(node_id, vec)
-                            self._context_have[node_id] = h
+                    self.dialog.put(contexts.get(h, ()), h, vec)
                 self.version += 1
 
         return self.model.embed(text_of, deliver, progress, cancelled, batch)
@@ -947,7 +892,7 @@ class VaultIndex:
         if not self._pins:
             self._shared.clear()
             self.dense.recycle()
-            self.context.recycle()
+            self.dialog.vectors.recycle()
             return
         shared = self._shared.intersection(parts) if parts else set(self._shared)
         if "tables" in shared:
@@ -959,7 +904,7 @@ class VaultIndex:
         if "dense" in shared:
             self.dense = self.dense.fork()
         if "context" in shared:
-            self.context = self.context.fork()
+            self.dialog.vectors = self.dialog.vectors.fork()
         self._shared -= shared
 
     def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph:
