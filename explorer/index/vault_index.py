@@ -23,6 +23,7 @@ from explorer.index.embed import Embedder
 from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
 from explorer.index.model_host import ModelHost
+from explorer.index.reader import IndexReader, IndexStats
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.store import FileState, NoteRecord, Store, StoreError, classify, describe, user_cache_dir
 from explorer.text.tokenize import tokenize
@@ -76,21 +77,6 @@ class BatchReport:
         return not (self.added or self.changed or self.removed or self.skipped)
 
 
-@dataclass(frozen=True, slots=True)
-class IndexStats:
-    """Counts for `explorer index`, `stats` and the status bar."""
-
-    notes: int
-    shards: int
-    skipped: int
-    embedded: int
-    pending: int
-    model_state: ModelState
-    model_id: str
-    runtime: str
-    version: int
-
-
 class VaultIndex:
     """Everything the search pipeline reads, for one vault (the local `IndexBackend`, explorer.index.backend).
 
@@ -114,31 +100,13 @@ class VaultIndex:
         self.settings = settings or Settings()
         self.cache_dir = cache_dir_for(self.root, self.settings)
         self.on_message = on_message or (lambda _msg: None)
-        self.lock = threading.RLock()
-        self.version = 0
-        self.notes: dict[str, Note] = {}
-        self.shards: dict[str, Shard] = {}
-        self.shards_by_path: dict[str, list[str]] = {}
-        self.skipped: dict[str, str] = {}
-        self.ignored: dict[str, str] = {}
-        """What the ignore rules left out at the last full scan (folders end in `/`), with the rule."""
-        ix = self.settings.index
-        self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
-        self.dense = DenseIndex()
-        self.dialog = DialogContext(ix.dialog_context)
-        """Conversation turns: which are adjacent, and each turn shard's dialog-context vector."""
-        self._states: dict[str, FileState] = {}
+        self.reader = IndexReader(self.settings)
+        """The tables, BM25 and vectors as they are now; snapshots and the read methods."""
+        self.reader.complete_notes = self._load_notes
         self.model = ModelHost(
             self.settings, embedder, lambda msg: self.on_message(msg), on_model_change=self._model_changed
         )
         """The embedding model: its loading, its state and the one embedding loop."""
-        self._links: LinkGraph | None = None
-        self._links_version = -1
-        self._classic: ClassicIndex | None = None
-        self._pins = 0
-        """Snapshots not released yet."""
-        self._shared: set[str] = set()
-        """Parts a snapshot reads as they are (`tables`, `bm25`, `dense`, `context`): forked before a change."""
         self._fault = ""
         self._memory_reason = ""
         self._all_loaded = True
@@ -146,16 +114,66 @@ class VaultIndex:
         self.store = self._open_store()
         self._relay()
 
-    # -- conversation turns -------------------------------------------------------------------
+    # -- the live state (explorer.index.reader) ---------------------------------------------
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by a writer for a whole batch (readers outside index/ use the read methods instead)."""
+        return self.reader.lock
+
+    @property
+    def version(self) -> int:
+        """The current version (each applied change batch or vector insert raises it)."""
+        return self.reader.version
+
+    @property
+    def notes(self) -> dict[str, Note]:
+        """Notes by vault-relative path."""
+        return self.reader.notes
+
+    @property
+    def shards(self) -> dict[str, Shard]:
+        """Shards by node_id."""
+        return self.reader.shards
+
+    @property
+    def shards_by_path(self) -> dict[str, list[str]]:
+        """node_ids of each note's shards, in note order."""
+        return self.reader.shards_by_path
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Files left out, with reasons."""
+        return self.reader.skipped
+
+    @property
+    def ignored(self) -> dict[str, str]:
+        """What the ignore rules left out at the last full scan (folders end in `/`), with the rule."""
+        return self.reader.ignored
+
+    @property
+    def bm25(self) -> BM25Index:
+        """The lexical index."""
+        return self.reader.bm25
+
+    @property
+    def dense(self) -> DenseIndex:
+        """The shards' vectors."""
+        return self.reader.dense
+
+    @property
+    def dialog(self) -> DialogContext:
+        """Conversation turns: which are adjacent, and each turn shard's dialog-context vector."""
+        return self.reader.dialog
+
     @property
     def context(self) -> DenseIndex:
         """Dialog-context vectors of conversation turns (node_id -> the turn read with its neighbours)."""
-        return self.dialog.vectors
+        return self.reader.dialog.vectors
 
     @property
     def neighbours(self) -> dict[str, tuple[str, ...]]:
         """Turn note path -> its adjacent turns' paths (see explorer.index.dialog)."""
-        return self.dialog.neighbours
+        return self.reader.dialog.neighbours
 
     # -- the model --------------------------------------------------------------------------
     @property
@@ -181,7 +199,7 @@ class VaultIndex:
     def _model_changed(self, model_id: str) -> None:
         """The loaded model is another than the configured one: move to its vectors."""
         with self.lock:
-            self._own()
+            self.reader.own()
             self.model.model_id = model_id
             for key in list(self.shards):
                 self.dense.remove(key)
@@ -292,18 +310,18 @@ class VaultIndex:
         records = [
             NoteRecord(
                 path,
-                self._states[path],
+                self.reader.states[path],
                 note,
                 tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
                 tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())),
             )
             for path, note in self.notes.items()
-            if path in self._states
+            if path in self.reader.states
         ]
         skips = [
-            (p, r, self._states[p].mtime_ns, self._states[p].size)
+            (p, r, self.reader.states[p].mtime_ns, self.reader.states[p].size)
             for p, r in self.skipped.items()
-            if p in self._states
+            if p in self.reader.states
         ]
         vectors: dict[str, np.ndarray] = {}
         for sh in self.shards.values():
@@ -342,7 +360,7 @@ class VaultIndex:
     def _open(self, progress: Progress | None) -> BatchReport:
         t0 = time.perf_counter()
         with self.lock:
-            self._own()
+            self.reader.own()
         try:
             records = self.store.load_heads(self._load_pending)
             skipped = self.store.skipped()
@@ -360,23 +378,23 @@ class VaultIndex:
             else:
                 self.on_message(describe(exc.kind, exc.detail))
             records, skipped, stored_states, covered, counts = [], {}, {}, set(), {}
-            self.bm25 = BM25Index(self.bm25.k1, self.bm25.b, self.bm25.epsilon)
+            self.reader.bm25 = BM25Index(self.bm25.k1, self.bm25.b, self.bm25.epsilon)
         self._relay()
         with self.lock:
-            self._own()
+            self.reader.own()
             self._all_loaded = not records
             for rec in records:
                 if rec.path in covered:
                     self._install(rec.note, list(rec.shards), rec.state, lexical=False)
                 else:
                     self._install(rec.note, list(rec.shards), rec.state, counts.get(rec.path))
-            self.skipped = skipped
+            self.reader.skipped = skipped
             for path in self.skipped:
-                self._states.setdefault(path, FileState(0, 0, ""))
-            self._states.update(stored_states)
+                self.reader.states.setdefault(path, FileState(0, 0, ""))
+            self.reader.states.update(stored_states)
             self._load_vectors(list(self.shards.values()))
             self._refresh_dialog()
-            self.version += 1
+            self.reader.version += 1
         uncovered = len(records) - len(covered)
         stale = bool(records) and self.store.rules_stale
         if stale:
@@ -431,7 +449,7 @@ class VaultIndex:
     def save_segment(self) -> None:
         """Save the lexical index as one segment so that the next open loads arrays instead of rebuilding postings."""
         with self.lock:
-            notes = [(p, self._states[p].hash) for p in self.notes if p in self._states]
+            notes = [(p, self.reader.states[p].hash) for p in self.notes if p in self.reader.states]
             keys: list[str] = []
             ptr = [0]
             for path, _h in notes:
@@ -480,17 +498,17 @@ class VaultIndex:
         if paths is None:
             scan = scan_vault(self.root, vault)
             present = {f.path: f for f in scan.files}
-            gone = [p for p in list(self._states) if p not in present]
+            gone = [p for p in list(self.reader.states) if p not in present]
             candidates = list(scan.files)
             folder_skips = {s.path: s.reason for s in scan.skipped}
-            self.ignored = {s.path: s.reason for s in scan.ignored}
+            self.reader.ignored = {s.path: s.reason for s in scan.ignored}
         else:
             present, gone, candidates = {}, [], []
             folder_skips = None
             for rel in sorted(set(paths)):
                 f = _stat_file(self.root, rel, vault)
                 if f is None or is_ignored(rel, vault):
-                    if rel in self._states:
+                    if rel in self.reader.states:
                         gone.append(rel)
                     continue
                 present[rel] = f
@@ -513,7 +531,7 @@ class VaultIndex:
                 note, reason = load_note(f, vault)
                 if note is not None:
                     digest = _note_digest(note)
-                    old = self._states.get(f.path)
+                    old = self.reader.states.get(f.path)
                     if old is not None and old.hash == digest and f.path in self.notes and not reparse:
                         touched.append((f.path, f.mtime_ns, f.size))
                         report.unchanged += 1
@@ -538,28 +556,12 @@ class VaultIndex:
         report.ms = (time.perf_counter() - t0) * 1000
         return report
 
-    def warnings(self) -> dict[str, tuple[str, ...]]:
-        """Notes indexed with a problem (truncated, frontmatter ignored), path -> what happened."""
-        with self.lock:
-            return {path: note.warnings for path, note in sorted(self.notes.items()) if note.warnings}
-
     def _needs_read(self, f: NoteFile) -> bool:
-        old = self._states.get(f.path)
+        old = self.reader.states.get(f.path)
         if old is None or old.mtime_ns != f.mtime_ns or old.size != f.size:
             return True
         # A permission change moves neither size nor mtime: retry files that could not be read.
         return not old.hash and self.skipped.get(f.path, "").startswith("unreadable")
-
-    def file_state(self, path: str) -> FileState | None:
-        """What the index last recorded of a vault-relative file (size, mtime, hash), or None."""
-        with self.lock:
-            return self._states.get(path)
-
-    def paths_under(self, folder: str) -> list[str]:
-        """Known files (notes and skipped files) at or below a vault-relative folder; '' is the root."""
-        prefix = folder.rstrip("/") + "/" if folder else ""
-        with self.lock:
-            return sorted(p for p in self._states if p == folder or p.startswith(prefix))
 
     def reopen_store(self) -> None:
         """Start a fresh store file and write the current in-memory index into it.
@@ -614,21 +616,21 @@ class VaultIndex:
             lambda: self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched)
         )
         with self.lock:
-            self._own()
+            self.reader.own()
             for path in gone:
                 report.shards_removed += self._uninstall(path)
-                self._states.pop(path, None)
+                self.reader.states.pop(path, None)
                 self.skipped.pop(path, None)
                 report.removed.append(path)
             for path, reason, mtime, size in new_skips:
                 if path in self.notes:
                     report.shards_removed += self._uninstall(path)
                 self.skipped[path] = reason
-                self._states[path] = FileState(mtime, size, "")
+                self.reader.states[path] = FileState(mtime, size, "")
             for path, mtime, size in touched:
-                old = self._states.get(path)
+                old = self.reader.states.get(path)
                 if old is not None:
-                    self._states[path] = FileState(mtime, size, old.hash)
+                    self.reader.states[path] = FileState(mtime, size, old.hash)
             new_shards: list[Shard] = []
             for rec in records:
                 existed = rec.path in self.notes
@@ -643,7 +645,7 @@ class VaultIndex:
                 (report.changed if existed else report.added).append(rec.path)
             if folder_skips is not None:
                 # A full scan: folder-level skips are replaced by what this scan found.
-                for path in [p for p in self.skipped if p not in self._states]:
+                for path in [p for p in self.skipped if p not in self.reader.states]:
                     del self.skipped[path]
                 self.skipped.update(folder_skips)
             self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
@@ -651,7 +653,7 @@ class VaultIndex:
                 r.path in self.neighbours or turn_position(r.note) is not None for r in records
             ):
                 self._refresh_dialog()
-            self.version += 1
+            self.reader.version += 1
         if not saved and self._fault == "" and self.store is not None:
             # The damaged store was rebuilt from memory, which now holds this batch too.
             with self.lock:
@@ -726,7 +728,7 @@ class VaultIndex:
     ) -> list[Shard]:
         """Add a note and its shards; `lexical=False` when the BM25 index already holds them (a loaded segment)."""
         self.notes[note.path] = note
-        self._states[note.path] = state
+        self.reader.states[note.path] = state
         if not lexical:  # the common case of an open: no per-shard work but the table entries
             ids = [s.node_id for s in shards]
             self.shards.update(zip(ids, shards))
@@ -801,15 +803,6 @@ class VaultIndex:
         """Start loading the embedding model in a thread, so that it loads while the index opens."""
         self.model.load_in_background()
 
-    def pending(self) -> list[Shard]:
-        """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
-        with self.lock:
-            out = [s for s in self.shards.values() if s.node_id not in self.dense]
-            if not self.dialog.complete:
-                seen = {s.node_id for s in out}
-                out += [self.shards[n] for n in self.dialog.missing() if n not in seen and n in self.shards]
-            return out
-
     def embed_pending(
         self,
         progress: Progress | None = None,
@@ -841,14 +834,14 @@ class VaultIndex:
         def deliver(chunk: list[str], vecs: list[np.ndarray]) -> None:
             self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
             with self.lock:
-                self._own("dense", "context")
+                self.reader.own("dense", "context")
                 for h, vec in zip(chunk, vecs):
                     for s in by_hash.get(h, ()):
                         current = self.shards.get(s.node_id)
                         if current is not None and current.hash == h:
                             self.dense.set(s.node_id, vec)
                     self.dialog.put(contexts.get(h, ()), h, vec)
-                self.version += 1
+                self.reader.version += 1
 
         return self.model.embed(text_of, deliver, progress, cancelled, batch)
 
@@ -856,155 +849,74 @@ class VaultIndex:
         """The query vector, or None when no model is available."""
         return self.model.encode_query(text)
 
-    # -- snapshots --------------------------------------------------------------------------
+    # -- snapshots and reading (explorer.index.reader) ---------------------------------------
     def snapshot(self) -> LocalSnapshot:
-        """A read view of the index at its current version, unchanged by later batches until released.
-
-        Cheap: it keeps references, and marks what it keeps as shared so that the next writer
-        forks it before changing it (`_own`). Release it (`release()` or a `with` block): a
-        snapshot held keeps the rows of removed vectors from being reused.
-        """
-        with self.lock:
-            self._shared = {"tables", "bm25", "dense", "context"}
-            self._pins += 1
-            return LocalSnapshot(
-                self,
-                self.version,
-                self.notes,
-                self.shards,
-                self.shards_by_path,
-                self.neighbours,
-                self.bm25,
-                self.dense,
-                self.context,
-            )
+        """A read view of the index at its current version, unchanged by later batches until released."""
+        return self.reader.snapshot(LocalSnapshot, self)
 
     def _unpin(self) -> None:
         """A snapshot was released."""
-        with self.lock:
-            self._pins -= 1
-
-    def _own(self, *parts: str) -> None:
-        """Before a change (under the lock): fork the parts a snapshot still reads (all, or `parts`).
-
-        With no snapshot held, nothing is copied and the rows retired while one was are freed.
-        """
-        if not self._pins:
-            self._shared.clear()
-            self.dense.recycle()
-            self.dialog.vectors.recycle()
-            return
-        shared = self._shared.intersection(parts) if parts else set(self._shared)
-        if "tables" in shared:
-            self.notes = dict(self.notes)
-            self.shards = dict(self.shards)
-            self.shards_by_path = dict(self.shards_by_path)
-        if "bm25" in shared:
-            self.bm25 = self.bm25.fork()
-        if "dense" in shared:
-            self.dense = self.dense.fork()
-        if "context" in shared:
-            self.dialog.vectors = self.dialog.vectors.fork()
-        self._shared -= shared
+        self.reader.unpin()
 
     def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph:
-        """The wikilink graph of `notes`, the notes of a snapshot at `version` (the current graph when current)."""
-        with self.lock:
-            if version == self.version:
-                return self.links()
-            if self._links is not None and self._links_version == version:
-                return self._links
-        for p in [p for p in (pending_of(n) for n in list(notes.values())) if p is not None]:
-            p.load()
-        return LinkGraph(notes)
+        """The wikilink graph of `notes`, the notes of a snapshot at `version`."""
+        return self.reader.links_at(version, notes)
 
-    # -- reading ----------------------------------------------------------------------------
+    def links(self) -> LinkGraph:
+        """Wikilink graph of the current notes."""
+        return self.reader.links()
+
+    def classic(self) -> ClassicIndex:
+        """The positional index of the classic cursor tools over the same notes."""
+        return self.reader.classic()
+
     def stats(self) -> IndexStats:
         """Counts for status displays."""
-        with self.lock:
-            # The dense index only ever holds vectors of current shards.
-            pending = len(self.shards) - len(self.dense)
-            return IndexStats(
-                notes=len(self.notes),
-                shards=len(self.shards),
-                skipped=len(self.skipped),
-                embedded=len(self.shards) - pending,
-                pending=pending,
-                model_state=self.model_state,
-                model_id=self.model_id,
-                runtime=self.runtime,
-                version=self.version,
-            )
+        return self.reader.stats(self.model)
+
+    def pending(self) -> list[Shard]:
+        """Shards that have no vector yet (or, a conversation turn, no dialog-context vector)."""
+        return self.reader.pending()
 
     def note(self, path: str) -> Note | None:
-        """The note at `path`, or None (lock-free: a note object is replaced whole, never changed)."""
-        return self.notes.get(path)
+        """The note at `path`, or None."""
+        return self.reader.note(path)
 
     def note_titles(self) -> dict[str, str]:
-        """{path: title} of every note, a copy taken under the lock."""
-        with self.lock:
-            return {p: n.title for p, n in self.notes.items()}
+        """{path: title} of every note, a copy."""
+        return self.reader.note_titles()
 
     def note_count(self) -> int:
         """How many notes are indexed."""
-        return len(self.notes)
+        return self.reader.note_count()
 
     def shard_ids(self, path: str) -> tuple[str, ...]:
-        """node_ids of the shards of `path`, in note order (lock-free, as `shard_at`)."""
-        return tuple(self.shards_by_path.get(path, ()))
+        """node_ids of the shards of `path`, in note order."""
+        return self.reader.shard_ids(path)
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        """The shard of `path` that contains `cursor` (the nearest one before it otherwise)."""
+        return self.reader.shard_at(path, cursor)
 
     def skipped_files(self) -> dict[str, str]:
         """{path: reason} of the files that are not indexed, a copy."""
-        with self.lock:
-            return dict(self.skipped)
+        return self.reader.skipped_files()
+
+    def warnings(self) -> dict[str, tuple[str, ...]]:
+        """Notes indexed with a problem (truncated, frontmatter ignored), path -> what happened."""
+        return self.reader.warnings()
+
+    def file_state(self, path: str) -> FileState | None:
+        """What the index last recorded of a vault-relative file (size, mtime, hash), or None."""
+        return self.reader.file_state(path)
+
+    def paths_under(self, folder: str) -> list[str]:
+        """Known files (notes and skipped files) at or below a vault-relative folder; '' is the root."""
+        return self.reader.paths_under(folder)
 
     def tokens(self, node_id: str) -> KeysView[str]:
         """The distinct BM25 tokens of a shard."""
-        return self.bm25.terms(node_id).keys()
-
-    def links(self) -> LinkGraph:
-        """Wikilink graph of the current notes (rebuilt when the index changed)."""
-        with self.lock:
-            if self._links is None or self._links_version != self.version:
-                self._load_notes()
-                self._links = LinkGraph(self.notes)
-                self._links_version = self.version
-            return self._links
-
-    def classic(self) -> ClassicIndex:
-        """The positional index of the classic cursor tools over the same notes.
-
-        Built on first use; each later use (and each search on it) re-tokenizes only the notes
-        whose object changed since the version it last saw, under this index's lock.
-        """
-        with self.lock:
-            if self._classic is None:
-                from explorer.index.classic import ClassicIndex
-
-                self._classic = ClassicIndex(self.shard_at, self.lock, lambda: (self.version, self.notes))
-            self._load_notes()
-            self._classic.update()
-            return self._classic
-
-    def shard_at(self, path: str, cursor: int) -> Shard | None:
-        """The shard of `path` that contains `cursor` (the nearest one before it otherwise).
-
-        Lock-free, so the app's event loop never waits on a search or a batch holding the index
-        lock: the path's id list is replaced whole when the note changes, and a shard removed
-        meanwhile is skipped.
-        """
-        ids = self.shards_by_path.get(path, ())
-        best = first = None
-        for node_id in ids:
-            s = self.shards.get(node_id)
-            if s is None:
-                continue
-            first = first or s
-            if s.start <= cursor < s.end:
-                return s
-            if s.start <= cursor:
-                best = s
-        return best or first
+        return self.reader.tokens(node_id)
 
     def close(self, exiting: bool = False) -> None:
         """Close the store (after a background model load, if one runs, has ended).
