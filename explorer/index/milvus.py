@@ -337,8 +337,7 @@ class MilvusIndex(VaultIndex):
         self.sync()  # a command fails here, naming the URI, when the engine cannot serve
         return report
 
-    def _apply(self, *args: Any, **kwargs: Any) -> None:
-        super()._apply(*args, **kwargs)
+    def _batch_applied(self) -> None:
         self._sync_soft()
 
     def embed_pending(self, *args: Any, **kwargs: Any) -> int:
@@ -384,7 +383,7 @@ class MilvusIndex(VaultIndex):
             return 0
         if not found:
             return 0
-        self._save(lambda: self.store.put_vectors(self.model_id, found))
+        self.keeper.save(lambda: self.store.put_vectors(self.model_id, found))
         given = 0
         with self.lock:
             self.reader.own("dense")

@@ -1,80 +1,48 @@
-"""The live index of one vault: notes, shards, BM25 and vectors, kept consistent under one lock."""
+"""The live index of one vault (the local backend): a thin facade over its writer, reader, model host and store.
+
+`VaultIndex` assembles the parts of a local index, each doing one job, and keeps the API the
+rest of Explorer calls:
+
+- `IndexReader` (explorer.index.reader): the live tables, BM25 index and vectors, their lock and
+  version, copy-on-write snapshots, and the read methods;
+- `IndexWriter` (explorer.index.writer): opening, scanning the vault, applying change batches;
+  with its `VectorWriter` (explorer.index.vectors) putting vectors in from the cache and the model;
+- `StoreKeeper` (explorer.index.keeper): the store, and what happens when writes fail;
+- `ModelHost` (explorer.index.model_host): the embedding model, its `ModelState`, the one
+  embedding loop;
+- `DialogContext` (explorer.index.dialog_context), inside the reader: conversation turns.
+"""
 
 from __future__ import annotations
 
 import gc
-import hashlib
-import json
 import threading
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, KeysView
 from pathlib import Path
-from collections import Counter
-from typing import TYPE_CHECKING, Callable, Iterable, KeysView
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from explorer.config import Settings, VaultSettings, cache_dir_for
-from explorer.index.dense import DenseIndex
-from explorer.index.dialog import turn_position
-from explorer.index.dialog_context import DialogContext
+from explorer.config import Settings
 from explorer.index.backend import ModelState
+from explorer.index.dense import DenseIndex
+from explorer.index.dialog_context import DialogContext
 from explorer.index.embed import Embedder
-from explorer.index.lazy import Pending, pending_of
+from explorer.index.keeper import StoreKeeper
 from explorer.index.lexical import BM25Index
 from explorer.index.model_host import ModelHost
 from explorer.index.reader import IndexReader, IndexStats
 from explorer.index.snapshot import LocalSnapshot
-from explorer.index.store import FileState, NoteRecord, Store, StoreError, classify, describe, user_cache_dir
-from explorer.text.tokenize import tokenize
+from explorer.index.store import FileState, Store
+from explorer.index.writer import COMMIT_EVERY, BatchReport, IndexWriter, Progress
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
-from explorer.vault.scan import (
-    NoteFile,
-    ScanResult,
-    check_vault,
-    is_ignored,
-    load_note,
-    path_refused,
-    scan_vault,
-    with_sidecar,
-)
-from explorer.vault.shard import cap_shards, make_shards
+from explorer.vault.scan import check_vault
 
 if TYPE_CHECKING:
     from explorer.index.classic import ClassicIndex
 
-Progress = Callable[[str, int, int], None]
-
-#: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
-COMMIT_EVERY = 1000
-
-
-@dataclass
-class BatchReport:
-    """What one refresh or change batch did."""
-
-    added: list[str] = field(default_factory=list)
-    """Notes new to the index."""
-    changed: list[str] = field(default_factory=list)
-    """Notes re-parsed because their content changed."""
-    removed: list[str] = field(default_factory=list)
-    """Notes gone from the vault."""
-    skipped: dict[str, str] = field(default_factory=dict)
-    """Files left out in this batch, with reasons."""
-    shards_added: int = 0
-    """Shards new to the index."""
-    shards_removed: int = 0
-    """Shards dropped."""
-    unchanged: int = 0
-    """Files whose state or content was unchanged."""
-    ms: float = 0.0
-    """Wall time of the batch."""
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing changed."""
-        return not (self.added or self.changed or self.removed or self.skipped)
+__all__ = ["COMMIT_EVERY", "BatchReport", "IndexStats", "Progress", "VaultIndex"]
 
 
 class VaultIndex:
@@ -98,21 +66,30 @@ class VaultIndex:
     ) -> None:
         self.root = check_vault(root)
         self.settings = settings or Settings()
-        self.cache_dir = cache_dir_for(self.root, self.settings)
         self.on_message = on_message or (lambda _msg: None)
+
+        def say(msg: str) -> None:
+            self.on_message(msg)
+
         self.reader = IndexReader(self.settings)
         """The tables, BM25 and vectors as they are now; snapshots and the read methods."""
-        self.reader.complete_notes = self._load_notes
-        self.model = ModelHost(
-            self.settings, embedder, lambda msg: self.on_message(msg), on_model_change=self._model_changed
-        )
+        self.model = ModelHost(self.settings, embedder, say, on_model_change=self._model_changed)
         """The embedding model: its loading, its state and the one embedding loop."""
-        self._fault = ""
-        self._memory_reason = ""
-        self._all_loaded = True
-        """False while notes opened lazily may still wait for their records (see `_load_notes`)."""
-        self.store = self._open_store()
-        self._relay()
+        self.keeper = StoreKeeper(self.root, self.settings, say)
+        """The store, and its faults."""
+        self.writer = IndexWriter(
+            self.root, self.settings, self.reader, self.keeper, self.model, say, on_batch=self._batch_applied
+        )
+        """Opening, scanning, change batches and vectors."""
+        self.keeper.lock = self.reader.lock
+        self.keeper.rewrite = self.writer.write_all
+        self.reader.complete_notes = self.writer.load_notes
+
+    def _model_changed(self, model_id: str) -> None:
+        self.writer.vectors.model_changed(model_id)
+
+    def _batch_applied(self) -> None:
+        """Called after each change batch is applied (a backend that mirrors the index sends it on)."""
 
     # -- the live state (explorer.index.reader) ---------------------------------------------
     @property
@@ -196,280 +173,35 @@ class VaultIndex:
         """The embedding runtime (empty before the model loads)."""
         return self.model.runtime
 
-    def _model_changed(self, model_id: str) -> None:
-        """The loaded model is another than the configured one: move to its vectors."""
-        with self.lock:
-            self.reader.own()
-            self.model.model_id = model_id
-            for key in list(self.shards):
-                self.dense.remove(key)
-            self._load_vectors(list(self.shards.values()))
-            self.dialog.reset()
-            self._refresh_dialog()
+    # -- the store (explorer.index.keeper) --------------------------------------------------
+    @property
+    def store(self) -> Store:
+        """The store the index is saved in."""
+        return self.keeper.store
 
-    # -- the store and its faults ---------------------------------------------------------
+    @property
+    def cache_dir(self) -> Path:
+        """The folder the index is saved in."""
+        return self.keeper.cache_dir
+
     @property
     def save_fault(self) -> str:
         """'' while the store takes every write; 'full' or 'readonly' while writes fail."""
-        return self._fault
+        return self.keeper.save_fault
 
     @property
     def not_saved(self) -> str:
-        """Why the index on disk is not this index ('' when every change is saved).
+        """Why the index on disk is not this index ('' when every change is saved)."""
+        return self.keeper.not_saved
 
-        Writes failing (disk full, read-only folder), or the index kept in memory for this run
-        because no folder took it: a command whose job is the saved index reports it as a failure.
-        """
-        if self._fault:
-            what = "disk full" if self._fault == "full" else f"{self.cache_dir} is read-only"
-            return f"{what}: changes are not saved; the saved index is the previous one"
-        return self._memory_reason if self.store.memory else ""
+    def reopen_store(self) -> None:
+        """Start a fresh store file and write the current in-memory index into it (the cache folder vanished)."""
+        self.keeper.reopen()
 
-    def _open_store(self) -> Store:
-        """The store in the index folder.
-
-        When that folder takes no writes (read-only, or the disk is full) the saved index is used
-        as it is and changes stay in memory; with no usable saved index, a read-only folder falls
-        back to the user cache folder, and failing that, to memory. One line says which.
-        """
-        try:
-            return Store(self.cache_dir)
-        except (StoreError, OSError) as exc:
-            kind = classify(exc)
-            if kind not in ("full", "readonly"):
-                raise
-        wanted = self.cache_dir
-        what = "disk full" if kind == "full" else f"{wanted} is read-only"
-        self._fault = kind
-        if (wanted / "index.sqlite").is_file():
-            try:
-                store = Store(wanted, frozen=kind)
-                self.on_message(
-                    f"{what}: searching the saved index as it is; changes are kept in memory for this run"
-                )
-                return store
-            except (StoreError, OSError):
-                pass
-        if kind == "readonly":
-            fallback = user_cache_dir(self.root)
-            try:
-                store = Store(fallback)
-                self.cache_dir = fallback
-                self._fault = ""
-                self.on_message(f"{what}: keeping the index in {fallback}")
-                return store
-            except (StoreError, OSError) as exc:
-                if classify(exc) not in ("full", "readonly"):
-                    raise
-        self._fault = ""
-        self._memory_reason = f"{what}: the index is kept in memory for this run"
-        self.on_message(f"{what}: keeping the index in memory for this run")
-        return Store(None, memory=True)
-
-    def _relay(self) -> None:
-        """Pass the store's one-line messages on."""
-        while self.store.messages:
-            self.on_message(self.store.messages.pop(0))
-
-    def _store_fault(self, exc: StoreError) -> None:
-        """Answer a store fault: rebuild a damaged store from memory; report a full or read-only one once."""
-        if exc.kind == "damaged":
-            with self.lock:
-                self._reset_store(f"index damaged ({exc.detail})")
-                self._write_all()
-            return
-        if self._fault != exc.kind:
-            self.on_message(describe(exc.kind, exc.detail))
-        self._fault = exc.kind
-
-    def _reset_store(self, why: str) -> None:
-        """Start the store again after damage (a store that takes no writes is replaced by memory)."""
-        if self.store.frozen:
-            self._memory_reason = f"{why}: the index is kept in memory for this run"
-            self.on_message(f"{why}: keeping the index in memory for this run")
-            self.store = Store(None, memory=True)
-        else:
-            self.store.reset(why)
-            self._fault = ""
-        self._relay()
-
-    def _save(self, write: Callable[[], None]) -> bool:
-        """Run one store write; a fault is answered by `_store_fault` and False returned."""
-        try:
-            write()
-        except StoreError as exc:
-            self._store_fault(exc)
-            return False
-        if self._fault:
-            self.on_message("the index is being saved again")
-            self._fault = ""
-        return True
-
-    def _write_all(self) -> None:
-        """Write the whole in-memory index (notes, skips, vectors) into the current store."""
-        records = [
-            NoteRecord(
-                path,
-                self.reader.states[path],
-                note,
-                tuple(self.shards[i] for i in self.shards_by_path.get(path, ())),
-                tuple(self.bm25.terms(i) for i in self.shards_by_path.get(path, ())),
-            )
-            for path, note in self.notes.items()
-            if path in self.reader.states
-        ]
-        skips = [
-            (p, r, self.reader.states[p].mtime_ns, self.reader.states[p].size)
-            for p, r in self.skipped.items()
-            if p in self.reader.states
-        ]
-        vectors: dict[str, np.ndarray] = {}
-        for sh in self.shards.values():
-            vec = self.dense.vector(sh.node_id)
-            if vec is not None:
-                vectors[sh.hash] = vec
-        vectors.update(self.dialog.stored())
-        try:
-            self.store.apply(notes=records, skipped=skips)
-            if vectors:
-                self.store.put_vectors(self.model_id, vectors)
-        except StoreError as exc:
-            if exc.kind == "damaged":
-                raise
-            self._store_fault(exc)
-
-    # -- opening and refreshing ---------------------------------------------------------
+    # -- writing (explorer.index.writer) ----------------------------------------------------
     def open(self, progress: Progress | None = None) -> BatchReport:
-        """Load the stored index, then bring it up to date with the vault on disk.
-
-        The cyclic garbage collector is paused meanwhile: loading creates millions of long-lived
-        objects and no garbage cycles, and its full passes over them cost about a tenth of the
-        open time. Afterwards the loaded objects are frozen (`gc.freeze`): they live as long as
-        the index, and a later full pass would walk them all again (at 10k notes that pass took
-        more time than the first query itself). `close()` unfreezes them.
-        """
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self._open(progress)
-        finally:
-            gc.freeze()
-            if collecting:
-                gc.enable()
-
-    def _open(self, progress: Progress | None) -> BatchReport:
-        t0 = time.perf_counter()
-        with self.lock:
-            self.reader.own()
-        try:
-            records = self.store.load_heads(self._load_pending)
-            skipped = self.store.skipped()
-            stored_states = self.store.skipped_states()
-            covered = self._load_segment(records)
-            counts = (
-                self.store.load_counts([r.path for r in records if r.path not in covered])
-                if len(covered) < len(records)
-                else {}
-            )
-        except StoreError as exc:
-            # Damage met while reading: move the file aside, start again from the vault.
-            if exc.kind == "damaged":
-                self._reset_store(f"index damaged ({exc.detail})")
-            else:
-                self.on_message(describe(exc.kind, exc.detail))
-            records, skipped, stored_states, covered, counts = [], {}, {}, set(), {}
-            self.reader.bm25 = BM25Index(self.bm25.k1, self.bm25.b, self.bm25.epsilon)
-        self._relay()
-        with self.lock:
-            self.reader.own()
-            self._all_loaded = not records
-            for rec in records:
-                if rec.path in covered:
-                    self._install(rec.note, list(rec.shards), rec.state, lexical=False)
-                else:
-                    self._install(rec.note, list(rec.shards), rec.state, counts.get(rec.path))
-            self.reader.skipped = skipped
-            for path in self.skipped:
-                self.reader.states.setdefault(path, FileState(0, 0, ""))
-            self.reader.states.update(stored_states)
-            self._load_vectors(list(self.shards.values()))
-            self._refresh_dialog()
-            self.reader.version += 1
-        uncovered = len(records) - len(covered)
-        stale = bool(records) and self.store.rules_stale
-        if stale:
-            self.on_message(
-                "notes indexed by an earlier version of the parser: reading every note again (vectors kept)"
-            )
-        report = self.refresh(progress=progress, reparse=stale)
-        if stale or self.store.rules_stale:
-            try:
-                self.store.mark_rules_current()
-            except StoreError as exc:
-                self._store_fault(exc)
-        changed = uncovered + len(report.added) + len(report.changed) + len(report.removed)
-        if changed and changed * 10 >= max(len(self.notes), 1):
-            self.save_segment()
-        self._prune_if_worth_it()
-        report.ms = (time.perf_counter() - t0) * 1000
-        return report
-
-    def _load_segment(self, records: list[NoteRecord]) -> set[str]:
-        """Load the saved BM25 segment into the (empty) lexical index; returns the paths it covers.
-
-        A note is covered when its stored content hash and shard ids equal the segment's; the
-        segment's other documents are removed again, and uncovered notes get their stored counts.
-        """
-        loaded = self.store.load_segment()
-        if loaded is None:
-            return set()
-        arrays, strings = loaded
-        by_path = {r.path: r for r in records}
-        keys = strings["keys"]
-        note_ptr = arrays["note_ptr"].tolist()
-        covered: set[str] = set()
-        stale: list[str] = []
-        for i, (path, h) in enumerate(zip(strings["note_path"], strings["note_hash"])):
-            ids = keys[note_ptr[i] : note_ptr[i + 1]]
-            rec = by_path.get(path)
-            if (
-                rec is not None
-                and rec.state.hash == h
-                and len(ids) == len(rec.shards)
-                and all(k == s.node_id for k, s in zip(ids, rec.shards))
-            ):
-                covered.add(path)
-            else:
-                stale.extend(ids)
-        self.bm25.load_base(keys, strings["vocab"], arrays)
-        for key in stale:
-            self.bm25.remove(key)
-        return covered
-
-    def save_segment(self) -> None:
-        """Save the lexical index as one segment so that the next open loads arrays instead of rebuilding postings."""
-        with self.lock:
-            notes = [(p, self.reader.states[p].hash) for p in self.notes if p in self.reader.states]
-            keys: list[str] = []
-            ptr = [0]
-            for path, _h in notes:
-                keys.extend(self.shards_by_path.get(path, ()))
-                ptr.append(len(keys))
-            vocab, arrays = self.bm25.export(keys)
-        self._save(lambda: self.store.save_segment(notes, np.asarray(ptr), keys, vocab, arrays))
-
-    def _prune_if_worth_it(self) -> None:
-        """Compact the vector cache when a quarter or more of its rows serve no current shard."""
-        if self.model_state is ModelState.OFF:
-            return
-        try:
-            rows = self.store.vector_rows(self.model_id)
-        except StoreError:
-            return
-        with self.lock:
-            live = len({s.hash for s in self.shards.values()})
-        if rows > live * 4 // 3:
-            self.prune_vectors()
+        """Load the stored index, then bring it up to date with the vault on disk."""
+        return self.writer.open(progress)
 
     def refresh(
         self,
@@ -478,323 +210,22 @@ class VaultIndex:
         reread: bool = False,
         reparse: bool = False,
     ) -> BatchReport:
-        """Re-read what changed on disk: the whole vault, or only `paths` (vault-relative).
+        """Re-read what changed on disk: the whole vault, or only `paths` (see `IndexWriter.refresh`)."""
+        return self.writer.refresh(paths, progress, reread, reparse)
 
-        A file is re-parsed only when its size or mtime moved (or, with `reread`, always) and
-        its content hash differs.
-
-        Args:
-            paths: Vault-relative paths to check; None scans the whole vault.
-            progress: Called with (stage, done, total) while reading.
-            reread: Read every listed file even when its size and mtime look unchanged (a
-                watcher knows it was touched: a permission change, or two writes within one
-                mtime tick). Unchanged content still costs no re-parse.
-            reparse: Parse every file again even when its content is unchanged (the stored
-                notes were made by other parsing rules); shards whose text is unchanged keep
-                their vectors.
-        """
-        t0 = time.perf_counter()
-        vault = self.settings.vault
-        if paths is None:
-            scan = scan_vault(self.root, vault)
-            present = {f.path: f for f in scan.files}
-            gone = [p for p in list(self.reader.states) if p not in present]
-            candidates = list(scan.files)
-            folder_skips = {s.path: s.reason for s in scan.skipped}
-            self.reader.ignored = {s.path: s.reason for s in scan.ignored}
-        else:
-            present, gone, candidates = {}, [], []
-            folder_skips = None
-            for rel in sorted(set(paths)):
-                f = _stat_file(self.root, rel, vault)
-                if f is None or is_ignored(rel, vault):
-                    if rel in self.reader.states:
-                        gone.append(rel)
-                    continue
-                present[rel] = f
-                candidates.append(f)
-        report = BatchReport()
-        parsed: list[tuple[NoteFile, str, Note, list[Shard]]] = []
-        touched: list[tuple[str, int, int]] = []
-        new_skips: list[tuple[str, str, int, int]] = []
-        todo = [f for f in candidates if reparse or (reread and paths is not None) or self._needs_read(f)]
-        report.unchanged = len(candidates) - len(todo)
-        for i, f in enumerate(todo):
-            if progress:
-                progress("reading", i, len(todo))
-            reason = path_refused(self.root, f.abspath, vault)
-            if reason:  # e.g. replaced by a symlink leaving the vault since the scan
-                new_skips.append((f.path, reason, f.mtime_ns, f.size))
-                report.skipped[f.path] = reason
-                continue
-            try:
-                note, reason = load_note(f, vault)
-                if note is not None:
-                    digest = _note_digest(note)
-                    old = self.reader.states.get(f.path)
-                    if old is not None and old.hash == digest and f.path in self.notes and not reparse:
-                        touched.append((f.path, f.mtime_ns, f.size))
-                        report.unchanged += 1
-                        continue
-                    note, shards = self._shard(note)
-            except Exception as exc:  # noqa: BLE001 - one bad note never aborts the batch
-                note, reason = None, f"could not be read: {type(exc).__name__}: {str(exc)[:200]}"
-            if note is None:
-                new_skips.append((f.path, reason, f.mtime_ns, f.size))
-                report.skipped[f.path] = reason
-                continue
-            parsed.append((f, digest, note, shards))
-            if paths is None and len(parsed) >= COMMIT_EVERY:
-                # A long first index is saved as it goes: interrupted, the next run resumes here.
-                self._apply(parsed, [], new_skips, touched, report, None)
-                parsed, new_skips, touched = [], [], []
-        if progress:
-            progress("reading", len(todo), len(todo))
-        for path, reason in (folder_skips or {}).items():
-            report.skipped.setdefault(path, reason)
-        self._apply(parsed, gone, new_skips, touched, report, folder_skips)
-        report.ms = (time.perf_counter() - t0) * 1000
-        return report
-
-    def _needs_read(self, f: NoteFile) -> bool:
-        old = self.reader.states.get(f.path)
-        if old is None or old.mtime_ns != f.mtime_ns or old.size != f.size:
-            return True
-        # A permission change moves neither size nor mtime: retry files that could not be read.
-        return not old.hash and self.skipped.get(f.path, "").startswith("unreadable")
-
-    def reopen_store(self) -> None:
-        """Start a fresh store file and write the current in-memory index into it.
-
-        For a cache folder that vanished under a running index (the vault folder was deleted
-        and created again): without this, later writes would go to an unlinked database.
-        """
-        with self.lock:
-            old = self.store
-            self.store = self._open_store()
-            self._relay()
-            self._write_all()
-        try:
-            old.close()
-        except Exception:  # noqa: BLE001 - the old file is gone; closing it may fail harmlessly
-            pass
+    def save_segment(self) -> None:
+        """Save the lexical index as one segment (the next open loads arrays instead of rebuilding postings)."""
+        self.writer.save_segment()
 
     def prune_vectors(self) -> int:
         """Drop cached vectors that no current shard uses (of the current model); returns how many."""
-        with self.lock:
-            keep = {s.hash for s in self.shards.values()} | self.dialog.keys()
-        try:
-            return self.store.prune_vectors(self.model_id, keep)
-        except StoreError as exc:
-            self._store_fault(exc)
-            return 0
-
-    def _apply(
-        self,
-        parsed: list[tuple[NoteFile, str, Note, list[Shard]]],
-        gone: list[str],
-        new_skips: list[tuple[str, str, int, int]],
-        touched: list[tuple[str, int, int]],
-        report: BatchReport,
-        folder_skips: dict[str, str] | None,
-    ) -> None:
-        # Tokenize outside the lock: it is the costly part of a batch. The counts are stored too,
-        # so a restart never tokenizes again.
-        records = [
-            NoteRecord(
-                n.path,
-                FileState(f.mtime_ns, f.size, d),
-                n,
-                tuple(s),
-                tuple(Counter(tokenize(x.search_text)) for x in s),
-            )
-            for f, d, n, s in parsed
-        ]
-        # A note opened lazily still reads its stored record: make it whole before that record is replaced.
-        self._load_notes([*(r.path for r in records), *gone, *(p for p, _r, _m, _s in new_skips)])
-        saved = self._save(
-            lambda: self.store.apply(notes=records, removed=gone, skipped=new_skips, touched=touched)
-        )
-        with self.lock:
-            self.reader.own()
-            for path in gone:
-                report.shards_removed += self._uninstall(path)
-                self.reader.states.pop(path, None)
-                self.skipped.pop(path, None)
-                report.removed.append(path)
-            for path, reason, mtime, size in new_skips:
-                if path in self.notes:
-                    report.shards_removed += self._uninstall(path)
-                self.skipped[path] = reason
-                self.reader.states[path] = FileState(mtime, size, "")
-            for path, mtime, size in touched:
-                old = self.reader.states.get(path)
-                if old is not None:
-                    self.reader.states[path] = FileState(mtime, size, old.hash)
-            new_shards: list[Shard] = []
-            for rec in records:
-                existed = rec.path in self.notes
-                self.skipped.pop(rec.path, None)
-                old_ids = set(self.shards_by_path.get(rec.path, ()))
-                report.shards_removed += self._uninstall(rec.path, keep_vectors=True)
-                added = self._install(rec.note, list(rec.shards), rec.state, rec.counts)
-                kept = {s.node_id for s in rec.shards} & old_ids
-                report.shards_added += len(added) - len(kept)
-                report.shards_removed -= len(kept)
-                new_shards.extend(added)
-                (report.changed if existed else report.added).append(rec.path)
-            if folder_skips is not None:
-                # A full scan: folder-level skips are replaced by what this scan found.
-                for path in [p for p in self.skipped if p not in self.reader.states]:
-                    del self.skipped[path]
-                self.skipped.update(folder_skips)
-            self._load_vectors([s for s in new_shards if s.node_id not in self.dense])
-            if any(p in self.neighbours for p in gone) or any(
-                r.path in self.neighbours or turn_position(r.note) is not None for r in records
-            ):
-                self._refresh_dialog()
-            self.reader.version += 1
-        if not saved and self._fault == "" and self.store is not None:
-            # The damaged store was rebuilt from memory, which now holds this batch too.
-            with self.lock:
-                self._write_all()
-
-    def _load_pending(self, pending: Pending) -> None:
-        """Complete a lazily opened note and its shards: from its stored record, else from its file."""
-        got = None
-        try:
-            got = self.store.load_record(pending.path, pending.hash)
-        except Exception:  # noqa: BLE001 - a store fault, or a store closed since: read the file
-            pass
-        if got is None:
-            got = self._parse_again(pending.path)
-        pending.fill(*got) if got is not None else pending.fill(None, ())
-
-    def _parse_again(self, path: str) -> tuple[Note, list[Shard]] | None:
-        """The note at `path` parsed from its file (its stored record could not be read), or None."""
-        vault = self.settings.vault
-        f = _stat_file(self.root, path, vault)
-        if f is None:
-            return None
-        try:
-            note, _reason = load_note(f, vault)
-            if note is None:
-                return None
-            return self._shard(note)
-        except Exception:  # noqa: BLE001 - unreadable now: the next refresh reports it
-            return None
-
-    def _shard(self, note: Note) -> tuple[Note, list[Shard]]:
-        """A parsed note's shards under the index settings, capped at the vault's per-note limit."""
-        shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
-        return cap_shards(note, shards, self.settings.vault.max_note_shards)
-
-    def _load_notes(self, paths: Iterable[str] | None = None) -> None:
-        """Make lazily opened notes whole (all of them when `paths` is None), reading their records in one pass."""
-        notes = self.notes
-        if paths is None:
-            if self._all_loaded:
-                return
-            waiting = [p for p in (pending_of(n) for n in list(notes.values())) if p is not None]
-        else:
-            waiting = [p for p in (pending_of(notes.get(path)) for path in paths) if p is not None]
-        if len(waiting) > 50:
-            try:
-                records = self.store.load_records({p.path: p.hash for p in waiting})
-            except StoreError:
-                records = {}
-            for p in waiting:
-                got = records.get(p.path)
-                if got is not None:
-                    p.supply(*got)
-        for p in waiting:
-            p.load()
-        if paths is None:
-            self._all_loaded = True
+        return self.writer.vectors.prune_vectors()
 
     def load_all_notes(self) -> None:
-        """Make every lazily opened note whole now, in one pass over the store: for a reader about to
-        read every note's text (one read per note would cost a query each)."""
-        with self.lock:
-            self._load_notes()
+        """Make every lazily opened note whole now, in one pass over the store."""
+        self.writer.load_all_notes()
 
-    def _install(
-        self,
-        note: Note,
-        shards: list[Shard],
-        state: FileState,
-        counts: tuple[dict[str, int], ...] | None = None,
-        lexical: bool = True,
-    ) -> list[Shard]:
-        """Add a note and its shards; `lexical=False` when the BM25 index already holds them (a loaded segment)."""
-        self.notes[note.path] = note
-        self.reader.states[note.path] = state
-        if not lexical:  # the common case of an open: no per-shard work but the table entries
-            ids = [s.node_id for s in shards]
-            self.shards.update(zip(ids, shards))
-            self.shards_by_path[note.path] = ids
-            return shards
-        ids = []
-        if counts is None or len(counts) != len(shards):
-            counts = tuple(Counter(tokenize(s.search_text)) for s in shards)
-        for i, s in enumerate(shards):
-            self.shards[s.node_id] = s
-            if lexical:
-                self.bm25.add_counts(s.node_id, counts[i])
-            ids.append(s.node_id)
-        self.shards_by_path[note.path] = ids
-        return shards
-
-    def _uninstall(self, path: str, keep_vectors: bool = False) -> int:
-        ids = self.shards_by_path.pop(path, [])
-        self.notes.pop(path, None)
-        for node_id in ids:
-            self.shards.pop(node_id, None)
-            self.bm25.remove(node_id)
-            if not keep_vectors:
-                self.dense.remove(node_id)
-        if keep_vectors:
-            # Vectors are re-attached by hash after reinstall; stale ones must not linger.
-            for node_id in ids:
-                self.dense.remove(node_id)
-        return len(ids)
-
-    def _load_vectors(self, shards: list[Shard]) -> None:
-        if not shards or self.model_state is ModelState.OFF:
-            return
-        try:
-            found, mat = self.store.get_matrix(self.model_id, list(dict.fromkeys(s.hash for s in shards)))
-        except StoreError as exc:
-            self._store_fault(exc)
-            found, mat = [], np.zeros((0, 0), dtype=np.float32)
-        self._relay()
-        if not found or mat.shape[1] != self.dense.dim:
-            return
-        row_of = {h: i for i, h in enumerate(found)}
-        keys, rows = [], []
-        for s in shards:
-            i = row_of.get(s.hash)
-            if i is not None:
-                keys.append(s.node_id)
-                rows.append(i)
-        if keys:
-            picked = mat if rows == list(range(len(mat))) else mat[np.asarray(rows, dtype=np.int64)]
-            self.dense.set_many(keys, picked, adopt=True)
-
-    def _refresh_dialog(self) -> None:
-        """Recompute the adjacent turns and the dialog-context vectors they want (under the lock)."""
-        fetch = None if self.model_state is ModelState.OFF else self._cached_vectors
-        self.dialog.refresh(self.notes, self.shards, self.shards_by_path, fetch)
-
-    def _cached_vectors(self, keys: list[str]) -> tuple[list[str], np.ndarray] | None:
-        """The store's vectors of the current model under `keys` (None after a store fault)."""
-        try:
-            return self.store.get_matrix(self.model_id, keys)
-        except StoreError as exc:
-            self._store_fault(exc)
-            return None
-
-    # -- embedding ------------------------------------------------------------------------
+    # -- embedding (explorer.index.model_host) -----------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
         """The embedding model, loaded on first use; None when embeddings are off or unavailable."""
         return self.model.embedder(progress)
@@ -809,41 +240,8 @@ class VaultIndex:
         cancelled: Callable[[], bool] | None = None,
         batch: int | None = None,
     ) -> int:
-        """Embed every shard that lacks a vector, batch by batch; returns how many were embedded.
-
-        Vectors already in the cache under the same content hash are reused, never recomputed.
-        """
-        if self.embedder() is None:
-            return 0
-        todo = self.pending()
-        # Shards sharing a hash are embedded once; so are context texts sharing a key.
-        by_hash: dict[str, list[Shard]] = {}
-        text_of: dict[str, str] = {}
-        contexts: dict[str, list[str]] = {}
-        with self.lock:
-            for s in todo:
-                if s.node_id not in self.dense:
-                    by_hash.setdefault(s.hash, []).append(s)
-                    text_of[s.hash] = s.search_text
-                key = self.dialog.key(s.node_id)
-                if key is not None:
-                    contexts.setdefault(key, []).append(s.node_id)
-                    if key not in text_of:
-                        text_of[key] = self.dialog.text(s.node_id, self.shards, self.shards_by_path)
-
-        def deliver(chunk: list[str], vecs: list[np.ndarray]) -> None:
-            self._save(lambda: self.store.put_vectors(self.model_id, dict(zip(chunk, vecs))))
-            with self.lock:
-                self.reader.own("dense", "context")
-                for h, vec in zip(chunk, vecs):
-                    for s in by_hash.get(h, ()):
-                        current = self.shards.get(s.node_id)
-                        if current is not None and current.hash == h:
-                            self.dense.set(s.node_id, vec)
-                    self.dialog.put(contexts.get(h, ()), h, vec)
-                self.reader.version += 1
-
-        return self.model.embed(text_of, deliver, progress, cancelled, batch)
+        """Embed every shard that lacks a vector, batch by batch; returns how many texts were embedded."""
+        return self.writer.vectors.embed_pending(progress, cancelled, batch)
 
     def encode_query(self, text: str) -> np.ndarray | None:
         """The query vector, or None when no model is available."""
@@ -929,24 +327,3 @@ class VaultIndex:
         self.store.close()
         if not exiting:
             gc.unfreeze()
-
-
-def _note_digest(note: Note) -> str:
-    """Content hash of what a note's index entry is built from: its text and side metadata."""
-    h = hashlib.blake2b(note.text.encode("utf-8"), digest_size=16)
-    if note.metadata:
-        h.update(b"\0" + json.dumps(note.metadata, sort_keys=True, default=str).encode("utf-8"))
-    return h.hexdigest()
-
-
-def _stat_file(root: Path, rel: str, vault: VaultSettings) -> NoteFile | None:
-    p = root / rel
-    if path_refused(root, p, vault):
-        return None  # reached through a symlink the settings do not follow
-    try:
-        st = p.stat()
-    except OSError:
-        return None
-    if not p.is_file():
-        return None
-    return NoteFile(rel, str(p), *with_sidecar(p, st.st_size, st.st_mtime_ns))
