@@ -29,7 +29,7 @@ Deliver = Callable[[list[str], list[np.ndarray]], None]
 
 CHARS_PER_TOKEN = 4
 """Characters of text per model token, roughly (English prose under a WordPiece vocabulary)."""
-TEXT_OVERHEAD = 16
+TEXT_OVERHEAD = 8
 """A text's fixed cost in token-equivalents (special tokens, pooling, the per-row work of a batch)."""
 DEFAULT_MAX_TOKENS = 256
 """The token limit assumed for a runtime that does not say its own (all-MiniLM-L6-v2's)."""
@@ -158,6 +158,11 @@ class ModelHost:
             self._loader.join()
 
     # -- embedding --------------------------------------------------------------------------
+    def eta(self) -> float | None:
+        """Seconds the embedding loop under way still needs, by text volume (None: none runs, or too early)."""
+        running = self.progress
+        return running.eta if running is not None else None
+
     def encode_query(self, text: str) -> np.ndarray | None:
         """The query vector, or None when no model is available."""
         emb = self.embedder()
