@@ -8,9 +8,10 @@ import platform
 import resource
 import statistics
 import sys
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench-out"

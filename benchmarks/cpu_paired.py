@@ -20,8 +20,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from benchmarks.common import REPO, log, machine
 

@@ -19,8 +19,8 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from benchmarks.common import (
     DEFAULT_OUT,

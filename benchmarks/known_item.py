@@ -22,8 +22,9 @@ import re
 import shutil
 import string
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 

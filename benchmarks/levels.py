@@ -36,10 +36,9 @@ import random
 import re
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
-
-import yaml
+from typing import Any
 
 from benchmarks import obsidian_vault
 from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, write_json
@@ -94,7 +93,7 @@ def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict
     }
     heads = {rel: {h.strip().casefold() for h in _HEADING.findall(body)} for rel, body in bodies.items()}
     out: list[dict[str, Any]] = []
-    for rel, path in notes.items():
+    for rel in notes:
         name = rel.rsplit("/", 1)[-1][:-3]
         same = by_name.get(name.casefold(), [rel])
         body = bodies[rel]
@@ -194,7 +193,7 @@ def choose(records: Sequence[dict[str, Any]], target: float = TARGET) -> tuple[f
     vault's wrong first results say high at most `target` of the time, the highest `medium` at which
     each vault's right ones say low at most `target` of the time (scores on a 0.01 grid; medium never
     above high)."""
-    grid = [i / 100 for i in range(0, 101)]
+    grid = [i / 100 for i in range(101)]
     highs, mediums = [], []
     for vault in dict.fromkeys(r["vault"] for r in records):
         wrong = [r["score"] for r in records if r["vault"] == vault and not r["right"]]

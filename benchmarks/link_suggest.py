@@ -43,8 +43,9 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from benchmarks import obsidian_vault
 from benchmarks.common import (
@@ -211,12 +212,12 @@ def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any
     left_out: dict[str, list[int]] = {"A": [], "B": []}
     chosen = {}
     for fold in range(FOLDS):
-        best = max(grid, key=lambda g: (total(g, lambda f: f != fold), g == _default()))
+        best = max(grid, key=lambda g, held=fold: (total(g, lambda f: f != held), g == _default()))
         chosen[fold] = best
         for v in ("A", "B"):
             left_out[v].extend(h for h, f in zip(grid_hits[best][v], folds) if f == fold)
     default = _default() if scope is None else (scope, *_default()[1:])
-    for c, hit_a, hit_b in zip(todo, grid_hits[default]["A"], grid_hits[default]["B"]):
+    for c, hit_a in zip(todo, grid_hits[default]["A"]):
         if not hit_a:
             misses.append({"note": c["note"], "target": c["target"], "variant": "A"})
     n_links = len(todo)

@@ -47,10 +47,11 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from benchmarks.common import (
     DEFAULT_OUT,
@@ -252,7 +253,7 @@ def question_metrics(evidence: Sequence[str], ranked: Sequence[str]) -> dict[str
     """recall@5, recall@10, hit@5 and nDCG@10 (binary gains) of one ranked list of dialog ids."""
     rel = set(evidence)
     if not rel:
-        return {m: 0.0 for m in METRICS}
+        return dict.fromkeys(METRICS, 0.0)
     top = list(ranked[:K])
     dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(top) if d in rel)
     idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(rel), K)))

@@ -24,8 +24,9 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from benchmarks.locomo import DEFAULT_DATA, load_conversations, question_metrics
 from explorer.search.quality import TURN_MEDIUM

@@ -16,8 +16,9 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, write_json
 

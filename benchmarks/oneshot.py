@@ -24,8 +24,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from benchmarks.common import (
     DEFAULT_OUT,

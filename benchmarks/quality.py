@@ -29,9 +29,10 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from benchmarks.common import (
     DEFAULT_OUT,
@@ -285,8 +286,6 @@ def rank_bm25_row(data: Beir, tokenizer: Callable[[str], list[str]], label: str)
     bm25 = BM25Okapi([tokenizer(f"{title} {text}") for title, text in data.corpus.values()])
     build = time.perf_counter() - t
 
-    from explorer.search.schema import RerankInfo
-
     def one(query: str) -> tuple[list[str], dict[str, Any]]:
         scores = bm25.get_scores(tokenizer(query))
         top = np.argsort(-scores, kind="stable")[:DEPTH]
@@ -339,6 +338,7 @@ def pipeline_row(
     **kwargs: Any,
 ) -> RowResult:
     """SearchPipeline.search(query, k=k, **kwargs); results mapped to document ids in order."""
+    from explorer.search.schema import RerankInfo
 
     def one(query: str) -> tuple[list[str], dict[str, Any]]:
         res = pipeline.search(query, k=k, record=False, **kwargs)
@@ -411,15 +411,15 @@ def open_vault_index(
     vault: Path, overrides: dict[str, Any], embeddings: bool
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Index the vault with the real indexer (embedding what the cache lacks); (index, settings, report)."""
-    from explorer.engine import open_index
     from explorer.config import load_settings
+    from explorer.engine import open_index
 
     flags = dict(overrides)
     if not embeddings:
         flags["index.embeddings"] = False
     settings = load_settings(vault, flags)
     t = time.perf_counter()
-    index, report = open_index(vault, settings)
+    index, _report = open_index(vault, settings)
     opened = time.perf_counter() - t
     pending = len(index.pending()) if embeddings else 0
     t = time.perf_counter()

@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from benchmarks.common import DEFAULT_OUT, log, machine, summary, write_json
 from explorer.config import Settings

@@ -40,8 +40,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from benchmarks.common import (
     DEFAULT_OUT,
@@ -204,7 +205,7 @@ def ensure_vault(size: int, out: Path, vocab: list[str], seed: int = 1) -> Path:
     t = time.perf_counter()
     rng = random.Random(seed)
     stream = _WordStream(vocab, seed)
-    tags = [w for w in vocab[200:400]]
+    tags = list(vocab[200:400])
     areas = [w.capitalize() for w in vocab[400:430]]
     titles: list[str] = []
     for i in range(size):
@@ -355,9 +356,8 @@ def worker(
         log(f"[{size}] {phase} done (peak RSS {res['peak_rss_mb']} MB)")
 
     t = time.perf_counter()
-    from explorer.engine import make_pipeline
     from explorer.config import load_settings
-    from explorer.text.tokenize import tokenize
+    from explorer.engine import make_pipeline
     from explorer.index.vault_index import VaultIndex
 
     res["import_s"] = round(time.perf_counter() - t, 2)
@@ -518,8 +518,8 @@ def worker(
 def restart_child(vault: Path, query: str, parent_t0: float) -> int:
     """New process: open the stored index, answer one hybrid query; print timings as JSON."""
     t_child = time.time()
-    from explorer.engine import make_pipeline, open_index
     from explorer.config import load_settings
+    from explorer.engine import make_pipeline, open_index
 
     t_import = time.time()
     settings = load_settings(vault)

@@ -21,8 +21,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from benchmarks.common import DEFAULT_OUT, REPO, log, machine, markdown_table, offline_environment, write_json
 from benchmarks.restart_paired import CHILD

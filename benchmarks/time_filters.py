@@ -20,8 +20,8 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
 
 from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, write_json
 

@@ -6,10 +6,11 @@ import dataclasses
 import math
 import os
 import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping
+from typing import Annotated, Any
 
 #: Where a note lives decides its source type; first matching glob wins (paths are vault-relative).
 DEFAULT_SOURCE_TYPES: tuple[tuple[str, str], ...] = (
@@ -456,7 +457,8 @@ def _apply_section(
     from_text: bool,
     warn: Callable[[str], None] | None,
 ) -> Any:
-    specs = field_specs(type(current))
+    section_type: type = type(current)
+    specs = field_specs(section_type)
     updates: dict[str, Any] = {}
     for key, raw in values.items():
         if key not in specs:
@@ -467,7 +469,7 @@ def _apply_section(
     return dataclasses.replace(current, **updates)
 
 
-@lru_cache(maxsize=None)
+@cache
 def field_specs(cls: type) -> dict[str, tuple[Any, Range | OneOf | None]]:
     """{field name: (type, rule or None)} of a settings section, from its annotations."""
     hints = typing.get_type_hints(cls, include_extras=True)

@@ -8,8 +8,9 @@ import os
 import socket
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from explorer.config import Settings
 
@@ -26,7 +27,7 @@ try:
 except ImportError:  # a Python built without it
     from hashlib import blake2b as _blake2b
 
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], object]
 """A progress hook: (stage, done, total)."""
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pytest
 
@@ -65,6 +67,32 @@ def vault_copy(tmp_path: Path) -> Path:
     return copy_vault(SAMPLE_VAULT, tmp_path / "vault")
 
 
+# The app tests' warm index, shared by every tests/test_tui*.py.
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
+    """An index folder for sample_vault with every vector cached (taken from the shared sample index)."""
+    from explorer.config import Settings
+    from explorer.index.vault_index import VaultIndex
+
+    vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
+    index = VaultIndex(vault, Settings(), embedder=None)
+    index.open()
+    with sample_index.snapshot() as snap:
+        hashes = {s.hash for s in snap.shards.values()}
+    index.store.put_vectors(
+        sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes)
+    )
+    index.close()
+    return vault / ".explorer"
+
+
+@pytest.fixture()
+def tui_vault(vault_copy: Path, warm_cache: Path) -> Path:
+    """A fresh, writable copy of sample_vault whose index opens warm (nothing to parse or embed)."""
+    shutil.copytree(warm_cache, vault_copy / ".explorer")
+    return vault_copy
+
+
 @pytest.fixture(scope="session")
 def sample_pipeline(sample_index):
     """A SearchPipeline over the shared sample index (offline defaults)."""
@@ -112,3 +140,33 @@ def _tolerant_svg_extension():
             return not svg_differences(snapshot_data, serialized_data)
 
     return TolerantSVGExtension
+
+
+# -- a full disk (a real tmpfs mount; root only) ------------------------------------------------
+def run_mount(*args: str) -> bool:
+    """Run `mount` with `args`; whether it worked (it needs root)."""
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path: Path):
+    """A real 1 MiB tmpfs under tmp_path (skips the test when it cannot be mounted: root only)."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    if os.geteuid() != 0 or not run_mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)):
+        pytest.skip("needs root to mount a small tmpfs")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def fill_disk(where: Path) -> Path:
+    """Write zeros under `where` until the disk is full; returns the filler file."""
+    filler = where / "filler"
+    with open(filler, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+    return filler

@@ -7,9 +7,10 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -99,7 +100,7 @@ class FakeLLMServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
                 return
 
-            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            def do_POST(self) -> None:  # stdlib name
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:

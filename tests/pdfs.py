@@ -82,7 +82,7 @@ def truncated_pdf(pages: list[str], keep: float = 0.6) -> bytes:
 def broken_xref_pdf(pages: list[str]) -> bytes:
     """A file whose xref offsets and startxref point at the wrong bytes."""
     data = text_pdf(pages)
-    head, _, tail = data.rpartition(b"startxref\n")
+    head, _, _tail = data.rpartition(b"startxref\n")
     wrong = bytearray(head)
     at = wrong.find(b"xref\n0 ")
     table = wrong[at:].replace(b" 00000 n", b" 00000 n").replace(b"00000000", b"00000099")

@@ -11,8 +11,8 @@ import pytest
 # benchmarks/ is a top-level folder of the repository, not part of the installed package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import quality, speed  # noqa: E402
-from benchmarks.common import markdown_table, percentile, summary  # noqa: E402
+from benchmarks import quality, speed
+from benchmarks.common import markdown_table, percentile, summary
 
 TOPICS = [
     ("hamster", "Hamster cages", "A hamster needs a deep cage with bedding and a wheel."),
@@ -92,7 +92,7 @@ def test_quality_benchmark_bm25_only(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     # A second run reuses the vault: nothing is rewritten.
     mtimes = {p.name: p.stat().st_mtime_ns for p in notes}
-    assert quality.main(argv[:-2] + ["--rows", "bm25", "--tag", "again"]) == 0
+    assert quality.main([*argv[:-2], "--rows", "bm25", "--tag", "again"]) == 0
     assert {p.name: p.stat().st_mtime_ns for p in sorted(vault.glob("*.md"))} == mtimes
     again = json.loads((out / "quality-fake-again.json").read_text(encoding="utf-8"))
     assert again["rows"]["bm25"]["recall@100"] == 1.0

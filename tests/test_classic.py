@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_notes
 from explorer.cli import main
 from explorer.config import Settings
 from explorer.index.classic import (
@@ -22,8 +23,6 @@ from explorer.index.classic import (
     run_mode,
 )
 from explorer.index.vault_index import VaultIndex
-from conftest import write_notes
-
 
 NOTES = {
     "Knowledge/great-wall.md": (

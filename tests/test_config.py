@@ -72,9 +72,9 @@ def test_bad_config_names_the_key(tmp_path: Path, toml: str, needle: str) -> Non
 
 
 def test_bad_env_and_flag_values() -> None:
-    with pytest.raises(ConfigError, match="environment: 'search.top_k'"):
+    with pytest.raises(ConfigError, match=r"environment: 'search.top_k'"):
         load_settings(None, environ={"EXPLORER_SEARCH_TOP_K": "x"})
-    with pytest.raises(ConfigError, match="section.key"):
+    with pytest.raises(ConfigError, match=r"section.key"):
         Settings().with_overrides({"top_k": 3})
 
 

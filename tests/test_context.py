@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_notes
 from explorer.cli import main
 from explorer.config import Settings
-from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
-from explorer.index.targets import ContextError, CursorOutOfRange, NoteNotFound, context_for, resolve_target
 from explorer.index.classic import run_mode
+from explorer.index.targets import ContextError, CursorOutOfRange, NoteNotFound, context_for, resolve_target
 from explorer.index.vault_index import VaultIndex
-from conftest import write_notes
+from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 
 WALL = (
     "# Great Wall\n\n"
@@ -186,7 +186,7 @@ def test_note_deleted_since_the_search(index: VaultIndex, vault: Path) -> None:
     with pytest.raises(NoteNotFound, match="deleted or renamed since it was indexed"):
         context_for(index, hit.node_id, hit.cursor)
     index.refresh()
-    with pytest.raises(NoteNotFound, match="no note 'Pets/hamster.md' in the index"):
+    with pytest.raises(NoteNotFound, match=r"no note 'Pets/hamster.md' in the index"):
         context_for(index, hit.node_id, hit.cursor)
     with pytest.raises(NoteNotFound):
         context_for(index, hit.path)
@@ -195,15 +195,15 @@ def test_note_deleted_since_the_search(index: VaultIndex, vault: Path) -> None:
 def test_unknown_targets_and_bad_sizes(index: VaultIndex, vault: Path) -> None:
     with pytest.raises(ContextError, match="empty target"):
         context_for(index, "  ")
-    with pytest.raises(ContextError, match="no block \\^nope in Knowledge/great-wall.md"):
+    with pytest.raises(ContextError, match=r"no block \^nope in Knowledge/great-wall.md"):
         context_for(index, "Knowledge/great-wall.md#^nope")
-    with pytest.raises(ContextError, match="no section 'Nowhere' in Knowledge/great-wall.md"):
+    with pytest.raises(ContextError, match=r"no section 'Nowhere' in Knowledge/great-wall.md"):
         context_for(index, "Knowledge/great-wall.md#Nowhere")
     with pytest.raises(ContextError, match="chars_before"):
         context_for(index, "great-wall", chars_before=-1)
     (vault / "broken.md").write_bytes(b"\xff\xfe\x00bad \x00 bytes")
     index.refresh()
-    with pytest.raises(NoteNotFound, match="broken.md is not indexed"):
+    with pytest.raises(NoteNotFound, match=r"broken.md is not indexed"):
         context_for(index, "broken.md")
 
 

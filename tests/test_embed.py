@@ -15,8 +15,6 @@ import numpy as np
 import pytest
 
 from explorer.index import embed
-from explorer.index.embed import artefact as embed_artefact
-from explorer.index.embed import models as embed_models
 from explorer.index.embed import (
     DEFAULT_MODEL_ID,
     Embedder,
@@ -30,6 +28,8 @@ from explorer.index.embed import (
     model_id_for_dir,
     resolve_model,
 )
+from explorer.index.embed import artefact as embed_artefact
+from explorer.index.embed import models as embed_models
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -166,7 +166,7 @@ def test_resolve_model_rejects_files_and_non_model_dirs(tmp_path: Path) -> None:
     some_file.write_text("hi")
     with pytest.raises(EmbedderUnavailable, match="file"):
         resolve_model(str(some_file))
-    with pytest.raises(EmbedderUnavailable, match="config.json"):
+    with pytest.raises(EmbedderUnavailable, match=r"config.json"):
         resolve_model(str(tmp_path))
 
 
@@ -452,7 +452,7 @@ def test_load_embedder_reports_every_runtime_failure(monkeypatch: pytest.MonkeyP
     (model_dir / "config.json").write_text("{}")
     monkeypatch.setattr(embed, "OnnxEmbedder", broken_onnx)
     monkeypatch.setattr(embed, "SentenceTransformerEmbedder", broken_st)
-    with pytest.raises(EmbedderUnavailable, match="no onnx today.*no torch today"):
+    with pytest.raises(EmbedderUnavailable, match=r"no onnx today.*no torch today"):
         load_embedder(str(model_dir), cache_dir=tmp_path)
 
 

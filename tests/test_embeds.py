@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import write_notes
-
 from explorer.config import Settings
 from explorer.engine import open_index
-from explorer.index.transclusion import MAX_EMBED_CHARS, MAX_EMBED_DEPTH, embeds_in, with_embeds
 from explorer.index.targets import context_for
+from explorer.index.transclusion import MAX_EMBED_CHARS, MAX_EMBED_DEPTH, embeds_in, with_embeds
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_notes
-from test_store_faults import _fill, tiny_disk  # noqa: F401 - fixture: a real 1 MiB tmpfs (root only)
+from conftest import REPO, fill_disk, write_notes
 
 
 def _vault(tmp_path: Path) -> Path:
@@ -42,7 +41,7 @@ def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 def test_index_exits_1_when_the_index_could_not_be_saved_at_all(tmp_path: Path, tiny_disk: Path) -> None:
     """A full disk before the first save: the run keeps the index in memory, and says it failed."""
     root = _vault(tmp_path)
-    _fill(tiny_disk)
+    fill_disk(tiny_disk)
     cache = tiny_disk / "cache"
     proc = _cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}")
     assert proc.returncode == 1, proc.stderr

@@ -81,7 +81,7 @@ def test_there_are_goldens_of_each_kind() -> None:
 def test_json_golden_passes_with_every_float_one_ulp_off(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     for direction in (np.inf, -np.inf):
-        changed, n = _with_json(text, lambda v: float(np.nextafter(v, direction)))
+        changed, n = _with_json(text, lambda v, to=direction: float(np.nextafter(v, to)))
         assert differences(text, changed) == []
     # ... and a float changed beyond the tolerance is caught (when the output has one worth changing).
     if n:

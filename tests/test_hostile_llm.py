@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import FakeLLMServer, Reply, chat_body, prompt_of, terms, text
 
 from conftest import write_notes
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 from explorer.search.llm import TERMS_SYSTEM, parse_analysis_reply
-from explorer.search.prompt import NOTE_CLOSE
 from explorer.search.pipeline import SearchPipeline
+from explorer.search.prompt import NOTE_CLOSE
 from explorer.search.rerank import parse_index_list
 from explorer.search.terms import clamp_terms
+from llm_server import FakeLLMServer, Reply, chat_body, terms, text
 
 TIMEOUT = 30.0
 """The client's timeout where an answer is expected: far above a local round trip on a loaded machine."""

@@ -88,12 +88,12 @@ def test_eval_replays_marks_and_fails_on_a_regression(
     second = json.loads(capsys.readouterr().out)
     assert second["queries"]["syrian wheel"]["dropped"] == ["Pets/hamster.md"]
     assert second["regressions"] and "ndcg@10" in second["regressions"][0]
-    assert main(base + ["--threshold", "0.9"]) == 0  # a looser threshold tolerates it
+    assert main([*base, "--threshold", "0.9"]) == 0  # a looser threshold tolerates it
     capsys.readouterr()
     (vault / "Pets/hamster.md").unlink()
     assert main(base[:-1]) == 1
     text = capsys.readouterr().out
     assert "gone from the vault: Pets/hamster.md" in text and "REGRESSION" in text
-    assert main(base + ["--update-baseline"]) == 0  # accept the new state
+    assert main([*base, "--update-baseline"]) == 0  # accept the new state
     capsys.readouterr()
     assert main(base) == 0

@@ -12,8 +12,8 @@ from rank_bm25 import BM25Okapi
 
 from explorer.config import Settings
 from explorer.index.lexical import BM25Index
-from explorer.text.tokenize import tokenize
 from explorer.index.vault_index import VaultIndex
+from explorer.text.tokenize import tokenize
 
 
 def _assert_parity(index: BM25Index, docs: dict[str, list[str]], queries: list[list[str]]) -> None:

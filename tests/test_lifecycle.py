@@ -22,10 +22,10 @@ import sys
 import termios
 import threading
 import time
+from fcntl import ioctl
 from pathlib import Path
 
 import pytest
-from fcntl import ioctl
 
 from conftest import REPO, SAMPLE_VAULT, copy_vault, write_notes
 
@@ -118,7 +118,7 @@ def test_watch_stops_cleanly(fresh_vault, sig: signal.Signals, after: str, extra
         _read_until(proc.stdout, after, lines)
         time.sleep(extra)
         proc.send_signal(sig)
-        out, err = proc.communicate()
+        _out, err = proc.communicate()
     finally:
         guard.cancel()
         if proc.poll() is None:

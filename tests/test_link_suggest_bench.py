@@ -8,11 +8,10 @@ from pathlib import Path
 # benchmarks/ is a top-level folder of the repository, not part of the installed package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.link_suggest import cases, hide_links  # noqa: E402
-from explorer.index.vault_index import VaultIndex  # noqa: E402
-from explorer.vault.parse import parse_note  # noqa: E402
-
-from conftest import write_notes  # noqa: E402
+from benchmarks.link_suggest import cases, hide_links
+from conftest import write_notes
+from explorer.index.vault_index import VaultIndex
+from explorer.vault.parse import parse_note
 
 TEXT = "Fed the [[Sourdough starter|levain]] today, see [[Bread]] and [crumb notes](Crumb%20notes.md).\n"
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from llm_server import FakeLLMServer, Reply, closed_port_url, error, prompt_of, terms, text
 
-from explorer.engine import make_pipeline
+from conftest import write_notes
 from explorer.config import LLMSettings, Settings, load_settings
+from explorer.engine import make_pipeline
 from explorer.index.vault_index import VaultIndex
 from explorer.search.llm import (
     ANALYSIS_SYSTEM,
@@ -31,7 +32,7 @@ from explorer.search.llm import (
     parse_terms_reply,
 )
 from explorer.search.pipeline import SearchPipeline
-from conftest import write_notes
+from llm_server import FakeLLMServer, Reply, closed_port_url, error, prompt_of, terms, text
 
 TIMEOUT = 30.0
 """The client's timeout where an answer is expected: far above a local round trip on a loaded machine."""
@@ -230,10 +231,14 @@ def test_client_is_lazy_about_openai() -> None:
     "reply",
     [
         '{"search_terms": ["kite wind", "wind speed"], "include_preferences": false, "include_n_minus_1": true}',
-        'Sure! Here you go:\n```json\n{"search_terms": ["kite wind", "wind speed"], "include_preferences": "false", '
-        '"include_n_minus_1": "true"}\n```\nHope that helps {not json}.',
-        'Terms below {broken json} then {"search_terms": ["kite wind", "wind speed"], "include_n_minus_1": true, '
-        '"include_preferences": false} trailing prose',
+        (
+            'Sure! Here you go:\n```json\n{"search_terms": ["kite wind", "wind speed"], "include_preferences": "false", '
+            '"include_n_minus_1": "true"}\n```\nHope that helps {not json}.'
+        ),
+        (
+            'Terms below {broken json} then {"search_terms": ["kite wind", "wind speed"], "include_n_minus_1": true, '
+            '"include_preferences": false} trailing prose'
+        ),
     ],
 )
 def test_parse_terms_reply_is_robust(reply: str) -> None:
@@ -355,7 +360,7 @@ def test_happy_path_llm_terms_and_refine_runs_pass_2(server: FakeLLMServer, open
     assert len(by_path) == len(res.results)
     assert res.mode.llm_tokens == 90 and res.analysis.tokens_used == 30
     # The analysis saw pass 1 (the kite notes), not pass 2.
-    analysis_req = [r for r in server.requests if not is_terms(r)][0]
+    analysis_req = next(r for r in server.requests if not is_terms(r))
     assert analysis_req["messages"][0]["content"] == ANALYSIS_SYSTEM
     assert "Knowledge/kites.md" in prompt_of(analysis_req) and "Gear/spool.md" not in prompt_of(analysis_req)
     assert analysis_req["temperature"] == 0.0 and "response_format" not in analysis_req

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import locomo  # noqa: E402
+from benchmarks import locomo
 
 CONVERSATION = [
     {
@@ -110,5 +110,5 @@ def test_locomo_run_bm25_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     # A rerun reuses the vault: no note is rewritten.
     mtimes = {p: p.stat().st_mtime_ns for p in work.rglob("*.md")}
-    assert locomo.main(argv + ["--rows", "rank_bm25", "--tag", "again"]) == 0
+    assert locomo.main([*argv, "--rows", "rank_bm25", "--tag", "again"]) == 0
     assert {p: p.stat().st_mtime_ns for p in work.rglob("*.md")} == mtimes

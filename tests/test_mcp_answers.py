@@ -3,7 +3,6 @@ paged, with excerpts of the asked length, the full answer on request, `recent` t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mcp import Client

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from explorer.index.vault_index import VaultIndex
-from explorer.index.targets import resolve_target
-from explorer.vault.parse import parse_note
-
 from conftest import write_notes
+from explorer.index.targets import resolve_target
+from explorer.index.vault_index import VaultIndex
+from explorer.vault.parse import parse_note
 
 NOTES = {
     "Pets/Hamster care.md": "# Hamster care\n\n## Diet\n\nSeeds and vegetables.\n",

@@ -319,7 +319,7 @@ def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: 
         )  # the watcher's batch, applied while the engine is down
         assert index.behind > 0 and server.uri in index.engine_fault
         assert len(said) == 1 and server.uri in said[0]
-        with pytest.raises(BackendError, match="127.0.0.1"):
+        with pytest.raises(BackendError, match=r"127.0.0.1"):
             make_pipeline(index, index.settings).search("quuxtail")
         server.start()
         assert wait_until(lambda: index.behind == 0 and not index.engine_fault, 30)
@@ -478,9 +478,8 @@ def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path
         pytest.skip("milvus-lite server is not installed")
     import asyncio
 
-    from test_tui import SIZE, make_app, quiet_settings, search, settle, wait_for
-
     from explorer.tui.widgets.results import ResultsSummary
+    from test_tui import SIZE, make_app, quiet_settings, search, settle, wait_for
 
     server = LiteServer(tmp_path / "engine")
     server.start()

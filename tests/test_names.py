@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_notes
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
-
-from conftest import write_notes
 
 LONG = " ".join(
     ["Kimchi ferments best when the kimchi jar stays cool; kimchi brine should cover the cabbage."] * 6

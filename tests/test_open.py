@@ -10,9 +10,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import write_notes
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 
+from conftest import write_notes
 from explorer.cli import main
 from explorer.vault.external import (
     OpenError,
@@ -23,6 +22,7 @@ from explorer.vault.external import (
     vault_file,
     wikilink,
 )
+from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 ODD_NAMES = ["Sub dir/a note.md", "C# & F#/tips #1?.md", "日記/über café.md", "-rf --help.md", "x+y=z;%20.md"]
 
@@ -167,7 +167,7 @@ def test_open_runs_the_editor_and_the_opener_without_a_shell(
     """The editor gets `+LINE /abs/file`; xdg-open gets the URI as one argument."""
     bin_dir = tmp_path / "bin"
     editor, editor_log = recorder(bin_dir, "vim")
-    opener, opener_log = recorder(bin_dir, "xdg-open")
+    _opener, opener_log = recorder(bin_dir, "xdg-open")
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.setenv("EDITOR", str(editor))

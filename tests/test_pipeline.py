@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import write_notes
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 from explorer.search.fusion import Ranking, rrf
 from explorer.search.pipeline import QueryError, SearchPipeline
 from explorer.search.query import parse_query
 from explorer.search.terms import clamp_terms, keyword_terms
-from conftest import write_notes
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -201,7 +201,7 @@ def test_entries_are_unique_by_path_with_best_shard(small) -> None:
     res = _pipe(small).search("tomatoes basil water", two_pass=False)
     paths = [r.document_path for r in res.results]
     assert len(paths) == len(set(paths))
-    garden = [r for r in res.results if r.document_path == "Projects/garden.md"][0]
+    garden = next(r for r in res.results if r.document_path == "Projects/garden.md")
     assert garden.node_id.startswith("Projects/garden.md#")
     assert garden.context_shards[0].node_id == garden.node_id
     for c in garden.context_shards:
@@ -389,7 +389,7 @@ def test_json_schema_keys_and_types(sample_pipeline) -> None:
 def test_cli_search_json_and_exit_codes(sample_copy: Path, sample_index) -> None:
     exe = [sys.executable, "-m", "explorer"]
     out = subprocess.run(
-        exe + ["search", "syrian hamster cage", "--vault", str(sample_copy), "--json", "-k", "5"],
+        [*exe, "search", "syrian hamster cage", "--vault", str(sample_copy), "--json", "-k", "5"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -399,25 +399,25 @@ def test_cli_search_json_and_exit_codes(sample_copy: Path, sample_index) -> None
     assert 1 <= len([r for r in data["results"] if r["source"] == "search"]) <= 5
     assert data["mode"]["dense"] is True
     empty = subprocess.run(
-        exe + ["search", "   ", "--vault", str(sample_copy)], capture_output=True, text=True, timeout=120
+        [*exe, "search", "   ", "--vault", str(sample_copy)], capture_output=True, text=True, timeout=120
     )
     assert empty.returncode == 2 and "empty query" in empty.stderr
     nomatch = subprocess.run(
-        exe + ["search", "qqqzzzxxx", "--vault", str(sample_copy), "--lexical"],
+        [*exe, "search", "qqqzzzxxx", "--vault", str(sample_copy), "--lexical"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert nomatch.returncode == 0
     bad = subprocess.run(
-        exe + ["search", "x", "--vault", str(sample_copy / "Welcome.md")],
+        [*exe, "search", "x", "--vault", str(sample_copy / "Welcome.md")],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert bad.returncode == 2 and "not a folder" in bad.stderr
     human = subprocess.run(
-        exe + ["search", "sourdough starter", "--vault", str(sample_copy), "--explain", "-k", "3"],
+        [*exe, "search", "sourdough starter", "--vault", str(sample_copy), "--explain", "-k", "3"],
         capture_output=True,
         text=True,
         timeout=120,

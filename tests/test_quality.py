@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import explorer.search.quality as qmod
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
@@ -21,7 +22,6 @@ from explorer.search.quality import (
     token_idf,
 )
 from explorer.search.schema import SearchResult
-import explorer.search.quality as qmod
 
 # -- honest levels on the sample vault (real model, real index) -----------------------------------
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
-from llm_server import FakeLLMServer, error, text
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from explorer.config import LLMSettings, RerankSettings, Settings
+from explorer.config import RerankSettings, Settings
 from explorer.search.rerank import (
     HIGH_GAP,
     INSUFFICIENT,
@@ -38,7 +41,7 @@ from explorer.search.rerank import (
     sentence_windows,
 )
 from explorer.search.schema import ContextShard, Explanation, SearchResult
-
+from llm_server import FakeLLMServer, error, text
 
 # -- helpers ---------------------------------------------------------------------------------------------
 
@@ -294,7 +297,7 @@ def test_any_rerank_is_a_permutation_sorted_by_final_score_with_consistent_movem
     ).rerank("q", results)
     assert sorted(paths(out)) == sorted(paths(results))
     finals = [r.score for r in out]
-    assert all(a >= b - 1e-9 for a, b in zip(finals, finals[1:]))
+    assert all(a >= b - 1e-9 for a, b in itertools.pairwise(finals))
     index_of = {p: i for i, p in enumerate(paths(results))}
     for after, r in enumerate(out, 1):
         rr = r.explanation.rerank
@@ -590,7 +593,7 @@ class NoModelIndex:
 
 
 def test_local_backend_without_a_model_falls_back() -> None:
-    out, meta = MultiPassReranker(LocalNeuralBackend(NoModelIndex())).rerank("q", make_results(3))  # type: ignore[arg-type]
+    _out, meta = MultiPassReranker(LocalNeuralBackend(NoModelIndex())).rerank("q", make_results(3))  # type: ignore[arg-type]
     assert meta.applied is False and "embedding model off" in meta.error
 
 
@@ -730,7 +733,7 @@ class ScriptedLLM:
         self.answers = list(answers)
         self.messages: list[Any] = []
 
-    def chat(self, messages, max_tokens=None, temperature=None, json=False, budget=None):  # noqa: A002
+    def chat(self, messages, max_tokens=None, temperature=None, json=False, budget=None):
         from explorer.search.llm import LLMReply
 
         self.messages.append(messages)
@@ -844,7 +847,9 @@ def test_cross_encoder_backend_scores_with_a_local_model(tmp_path: Path) -> None
 
 
 def test_cross_encoder_with_a_missing_folder_falls_back(tmp_path: Path) -> None:
-    out, meta = MultiPassReranker(CrossEncoderBackend(str(tmp_path / "missing"))).rerank("q", make_results(3))
+    _out, meta = MultiPassReranker(CrossEncoderBackend(str(tmp_path / "missing"))).rerank(
+        "q", make_results(3)
+    )
     assert meta.applied is False and "not found" in meta.error
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import write_notes
 
+from conftest import write_notes
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 
@@ -34,7 +34,7 @@ def index(tmp_path_factory: pytest.TempPathFactory, embedder):
 
 def _first(index: VaultIndex, query: str):
     res = SearchPipeline(index).search(query, k=5, record=False)
-    return [r for r in res.results if r.source == "search"][0]
+    return next(r for r in res.results if r.source == "search")
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, write_notes
+from conftest import REPO, fill_disk, run_mount, write_notes
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 
@@ -297,20 +296,6 @@ def test_damage_met_by_a_running_index_is_rebuilt_from_memory(tmp_path: Path) ->
 
 
 # -- disk full and read-only folders (real mounts; root only) ---------------------------------
-def _mount(*args: str) -> bool:
-    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
-
-
-@pytest.fixture()
-def tiny_disk(tmp_path: Path):
-    where = tmp_path / "tiny"
-    where.mkdir()
-    if os.geteuid() != 0 or not _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)):
-        pytest.skip("needs root to mount a small tmpfs")
-    yield where
-    subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
 @pytest.fixture()
 def read_only(tmp_path: Path):
     """A function making a read-only bind mount of a folder; unmounted afterwards."""
@@ -319,28 +304,16 @@ def read_only(tmp_path: Path):
     def mount(src: Path) -> Path:
         dst = tmp_path / f"ro-{len(made)}"
         dst.mkdir()
-        if os.geteuid() != 0 or not _mount("--bind", str(src), str(dst)):
+        if os.geteuid() != 0 or not run_mount("--bind", str(src), str(dst)):
             pytest.skip("needs root for a read-only bind mount")
         made.append(dst)
-        if not _mount("-o", "remount,bind,ro", str(dst)):
+        if not run_mount("-o", "remount,bind,ro", str(dst)):
             pytest.skip("cannot remount read-only")
         return dst
 
     yield mount
     for dst in reversed(made):
         subprocess.run(["umount", "-l", str(dst)], capture_output=True)
-
-
-def _fill(where: Path) -> Path:
-    filler = where / "filler"
-    with open(filler, "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-                fh.flush()
-        except OSError:
-            pass
-    return filler
 
 
 def test_disk_full_keeps_the_previous_index_and_searches_on(
@@ -352,7 +325,7 @@ def test_disk_full_keeps_the_previous_index_and_searches_on(
     ix = VaultIndex(root, settings, embedder=embedder, on_message=messages.append)
     ix.open()
     ix.embed_pending()
-    filler = _fill(tiny_disk)
+    filler = fill_disk(tiny_disk)
     # Large enough to need new disk space, cheap to embed: 400 sections with one text (one hash).
     big = "# Big\n\n" + ("## Part\n\n" + "zephyr gliders " * 60 + "\n\n") * 400
     (root / "big.md").write_text(big, encoding="utf-8")
@@ -377,7 +350,7 @@ def test_disk_full_on_the_command_line_is_one_clear_message(tmp_path: Path, tiny
     root = _vault(tmp_path)
     cache = tiny_disk / "cache"
     assert _cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}").returncode == 0
-    _fill(tiny_disk)
+    fill_disk(tiny_disk)
     (root / "big.md").write_text(
         "# Big\n\n" + " ".join(f"zephyr{i}" for i in range(40000)) + "\n", encoding="utf-8"
     )

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import write_notes
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
-
-from conftest import write_notes
 
 NOTES = {
     "Programming/Docker setup.md": "---\naliases: [container setup]\n---\nInstall the engine, add your user to the group.",

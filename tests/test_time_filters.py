@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import write_notes
-from test_tui import SIZE, make_app, option_text, search, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 from explorer.config import Settings
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.query import parse_query
 from explorer.text.dates import DateError, note_date, parse_period
+from test_tui import SIZE, make_app, option_text, search, wait_for
 
 TODAY = dt.date(2023, 5, 10)  # a Wednesday
 
@@ -412,9 +412,8 @@ def test_an_edited_property_or_date_is_searched_at_once(tmp_path: Path, embedder
 
 
 def test_a_pdf_is_dated_by_its_file_time_and_filtered_like_a_note(tmp_path: Path, embedder) -> None:
-    from pdfs import text_pdf
-
     from explorer.index.vault_index import VaultIndex
+    from pdfs import text_pdf
 
     vault = dated_vault(tmp_path / "vault")
     pdf = vault / "Papers/trail-guide.pdf"

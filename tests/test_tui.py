@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import shutil
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from explorer.config import Settings
 from explorer.search.schema import SearchResults
+from explorer.text.files import write_atomic
 from explorer.tui.app import ExplorerApp
 from explorer.tui.messages import ModelState, SearchFinished
 from explorer.tui.screens.help import HelpScreen
@@ -27,7 +28,6 @@ from explorer.tui.text import (
     parse_wikilink_href,
     split_mode,
     wikilink_href,
-    write_atomic,
 )
 from explorer.tui.themes import SHIPPED_THEMES_DIR, load_themes
 from explorer.tui.widgets.context_pane import ContextPane
@@ -48,33 +48,6 @@ def sync(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
         asyncio.run(test(*args, **kwargs))
 
     return run
-
-
-# -- fixtures ----------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
-    """An index folder for sample_vault with every vector cached (taken from the shared sample index)."""
-    from conftest import SAMPLE_VAULT, copy_vault
-
-    from explorer.index.vault_index import VaultIndex
-
-    vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
-    index = VaultIndex(vault, Settings(), embedder=None)
-    index.open()
-    with sample_index.snapshot() as snap:
-        hashes = {s.hash for s in snap.shards.values()}
-    index.store.put_vectors(
-        sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes)
-    )
-    index.close()
-    return vault / ".explorer"
-
-
-@pytest.fixture()
-def tui_vault(vault_copy: Path, warm_cache: Path) -> Path:
-    """A fresh, writable copy of sample_vault whose index opens warm (nothing to parse or embed)."""
-    shutil.copytree(warm_cache, vault_copy / ".explorer")
-    return vault_copy
 
 
 def quiet_settings(**overrides: Any) -> Settings:

@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, OptionList, TextArea
@@ -21,6 +20,7 @@ from explorer.tui.screens.writer import WriterScreen
 from explorer.tui.widgets.results import ResultsList
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
+from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 NOT_PRINTABLE = {
     "escape",

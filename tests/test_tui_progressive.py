@@ -7,12 +7,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
-
 from explorer.engine import make_pipeline
 from explorer.tui.messages import ModelState, SearchFinished
 from explorer.tui.widgets.results import ResultsSummary
 from explorer.tui.widgets.search_box import SearchBox
+from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 
 class GatedFull:

@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from test_tui import make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
-
 from explorer.engine import make_pipeline
 from explorer.tui.messages import EditNote, OpenNote
+from test_tui import make_app, search, settle, sync, wait_for
 
 SIZE = (120, 40)
 
@@ -31,7 +30,7 @@ class FixedTimings:
 
     def search(self, *args: Any, **kwargs: Any):
         results = self.inner.search(*args, **kwargs)
-        results.timings_ms = {k: 1.0 for k in results.timings_ms}
+        results.timings_ms = dict.fromkeys(results.timings_ms, 1.0)
         return results
 
 

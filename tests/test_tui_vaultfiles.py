@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 from textual.widgets import Markdown, OptionList
 
 from explorer.tui.messages import OpenNote
@@ -13,6 +12,7 @@ from explorer.tui.screens.note import NoteScreen, Place
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.long_text import LongText
 from pdfs import text_pdf
+from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 
 @sync

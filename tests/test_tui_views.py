@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_tui import SIZE, make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 from textual.widgets import Markdown, TabbedContent, Tree
 
 from benchmarks.note_open import make_note
@@ -15,6 +14,7 @@ from explorer.tui.widgets.long_text import LongText
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
 from explorer.tui.widgets.why_pane import WhyPane
+from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 
 @sync

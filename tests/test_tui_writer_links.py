@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_tui import SIZE, make_app, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 from textual.widgets import OptionList, TextArea
 
 from explorer.tui.messages import EditNote
 from explorer.tui.screens.writer import WriterScreen
+from test_tui import SIZE, make_app, settle, sync, wait_for
 
 PATH = "Garden/composting.md"
 

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from explorer.engine import make_pipeline
-
 import json
 from pathlib import Path
 
 import pytest
 
+from conftest import write_notes
 from explorer.config import Settings
+from explorer.engine import make_pipeline
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
-from explorer.search.twopass import Analysis
 from explorer.search.schema import ContextShard, SearchResult, SearchResults
-from explorer.search.twopass import heuristic_analysis, merge_passes, repeats_query
-from conftest import write_notes
+from explorer.search.twopass import Analysis, heuristic_analysis, merge_passes, repeats_query
 
 GARDEN = {
     "Garden/plan.md": "# Garden plan\n\n## Tomatoes\n\nTomatoes want full sun and deep water.\n\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_headings_have_raw_offsets() -> None:
 
 def test_wikilinks_embeds_and_aliases() -> None:
     note = parse_note("Pets/hamsters.md", NOTE)
-    links = [(l.target, l.heading, l.block, l.alias, l.embed) for l in note.links]
+    links = [(ln.target, ln.heading, ln.block, ln.alias, ln.embed) for ln in note.links]
     assert links == [
         ("Other note", "", "", "", False),
         ("Other note", "Feeding", "", "the feeding part", False),
@@ -90,7 +91,7 @@ def test_wikilinks_embeds_and_aliases() -> None:
     for link in note.links:
         raw = NOTE[link.start : link.end]
         assert raw.startswith("![[" if link.embed else "[[") and raw.endswith("]]")
-    assert all("nope" not in l.target and "not-a-link" not in l.target for l in note.links)
+    assert all("nope" not in ln.target and "not-a-link" not in ln.target for ln in note.links)
 
 
 def test_block_ids_cover_their_block() -> None:
@@ -115,9 +116,9 @@ def test_title_is_the_file_name_unless_frontmatter_sets_one() -> None:
 def test_crlf_offsets_refer_to_raw_text() -> None:
     text = "---\r\ntitle: T\r\n---\r\n# H1\r\n\r\n## Sec\r\nbody #tag here\r\n"
     note = parse_note("c.md", text)
-    sec = [h for h in note.headings if h.text == "Sec"][0]
+    sec = next(h for h in note.headings if h.text == "Sec")
     assert text[sec.start : sec.end] == "## Sec"
-    tag = [t for t in note.tags if t.name == "tag"][0]
+    tag = next(t for t in note.tags if t.name == "tag")
     assert text[tag.start : tag.end] == "#tag"
     for s in make_shards(note):
         assert text[s.start : s.end] == s.text
@@ -167,7 +168,7 @@ def test_long_sections_split_within_model_window_with_overlap() -> None:
     shards = make_shards(note, max_tokens=200, overlap=30)
     assert len(shards) > 5
     assert [s.node_id for s in shards[:3]] == ["long.md#Big", "long.md#Big@2", "long.md#Big@3"]
-    for a, b in zip(shards, shards[1:]):
+    for a, b in itertools.pairwise(shards):
         assert b.start < a.end, "consecutive pieces overlap"
         assert estimate_tokens(a.text) <= 200
     # Every word of the section is in some shard.
@@ -422,7 +423,7 @@ def test_sample_vault_parses_cleanly(sample_index) -> None:
     kinds = {n.source_type for n in sample_index.notes.values()}
     assert {"fact", "belief", "preference", "turn_summary", "note"} <= kinds
     graph = sample_index.links()
-    dangling = {(s, l.target) for s, l in graph.dangling()}
+    dangling = {(s, ln.target) for s, ln in graph.dangling()}
     assert all(s == "Projects/ideas.md" for s, _ in dangling), dangling
     for note in sample_index.notes.values():
         for shard_id in sample_index.shards_by_path[note.path]:

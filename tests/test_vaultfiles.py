@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_notes
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
 from explorer.vault import pdf as pdf_mod
-from conftest import write_notes
 from pdfs import HOSTILE, bomb_pdf, hostile_text_pdf, many_pages_pdf, text_pdf
 
 LEXICAL = Settings().with_overrides({"index.embeddings": False})
@@ -181,8 +181,10 @@ def test_pdf_limits_pages_time_and_size(tmp_path: Path) -> None:
     index.open()
     assert len(index.notes["big.pdf"].text) < 12_000 + 10_100  # the page that passed the limit is kept
     assert index.notes["big.pdf"].warnings == (
-        "truncated: only the first 2 of 3 pages are indexed: their text passed 12,000 characters "
-        "(setting vault.max_note_bytes)",
+        (
+            "truncated: only the first 2 of 3 pages are indexed: their text passed 12,000 characters "
+            "(setting vault.max_note_bytes)"
+        ),
     )
     index.close()
     # The time budget is checked between pages: a 3,000-page file stops early, keeping what it read.
@@ -485,7 +487,8 @@ def test_a_million_real_page_references_are_refused_quickly(tmp_path: Path) -> N
 
 def test_any_canvas_document_reads_without_error() -> None:
     """Whatever JSON a canvas holds, reading it never fails, and each card's span lies in the text."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     from explorer.vault.canvas import canvas_note
     from explorer.vault.shard import make_shards

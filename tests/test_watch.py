@@ -10,18 +10,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
-from explorer.config import Settings
-from explorer.text.tokenize import tokenize
-from explorer.index.vault_index import BatchReport, VaultIndex
-from explorer.vault import scan as scan_mod
-from explorer.cli.index import format_batch
-from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
 from conftest import write_notes
+from explorer.cli.index import format_batch
+from explorer.config import Settings
+from explorer.index.vault_index import BatchReport, VaultIndex
+from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
+from explorer.text.tokenize import tokenize
+from explorer.vault import scan as scan_mod
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from explorer.config import Settings
-from explorer.text.tokenize import tokenize
 from explorer.index.vault_index import VaultIndex
 from explorer.index.watch import VaultWatcher
+from explorer.text.tokenize import tokenize
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_tui import make_app, search, settle, sync, tui_vault, wait_for, warm_cache  # noqa: F401 - fixtures
 from textual.widgets import Input
 
 from explorer.tui.widgets.why_pane import WhyPane
+from test_tui import make_app, search, settle, sync, wait_for
 
 
 def _inside(inner, outer) -> bool:

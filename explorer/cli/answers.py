@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any, Callable
+from typing import Any
 
 #: Most characters a default answer (its JSON text) may take.
 MAX_ANSWER_CHARS = 8000

@@ -133,7 +133,7 @@ def print_context(window: ContextWindow, color: bool = False, out: TextIO | None
 
 
 def _indent(text: str, prefix: str) -> str:
-    lines = [line for line in text.splitlines()]
+    lines = list(text.splitlines())
     # Runs of blank lines shrink to one, so long snippets stay readable.
     kept: list[str] = []
     for line in lines:

@@ -9,8 +9,9 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
@@ -211,7 +212,8 @@ def _run_command(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         # The reader went away (`explorer search ... | head`): stop quietly, as Unix tools do, and
         # point stdout at /dev/null so the interpreter's last flush cannot raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+        if sys.__stdout__ is not None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
         return 141
     except OSError as exc:
         print(f"explorer: {exc}", file=sys.stderr)

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from explorer.cli.render import display_path, print_json
 from explorer.config import Settings
@@ -40,7 +40,7 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         if bar:
             bar.done()
     st = index.stats()
-    out = {
+    out: dict[str, Any] = {
         "vault": str(vault),
         "notes": st.notes,
         "shards": st.shards,
@@ -109,11 +109,12 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     from explorer.config import cache_dir_for
     from explorer.engine import open_index
     from explorer.index.coverage import coverage_report, stored_index_mtime
+    from explorer.index.milvus import MilvusIndex
 
     stored = stored_index_mtime(cache_dir_for(vault, settings)) if getattr(args, "coverage", False) else None
     index, opened = open_index(vault, settings)
     st = index.stats()
-    out = {
+    out: dict[str, Any] = {
         "vault": str(vault),
         "notes": st.notes,
         "shards": st.shards,
@@ -127,7 +128,9 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         "cache_dir": str(index.cache_dir),
         "backend": getattr(index, "backend_name", "local"),
     }
-    if out["backend"] == "milvus":  # the URI without credentials, the collection and this vault's name in it
+    if isinstance(
+        index, MilvusIndex
+    ):  # the URI without credentials, the collection and this vault's name in it
         out.update(
             backend_uri=index.backend_uri, collection=index.engine.collection, vault_name=index.vault_name
         )

@@ -19,9 +19,10 @@ import re
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from explorer.cli.answers import (
     DEFAULT_EXCERPT,
@@ -266,7 +267,7 @@ class MemoryService:
         st = self.index.stats()
         return {
             "version": st.version,
-            "updated_at": datetime.fromtimestamp(self.updated_at, timezone.utc).isoformat(timespec="seconds"),
+            "updated_at": datetime.fromtimestamp(self.updated_at, UTC).isoformat(timespec="seconds"),
             "seconds_since_update": round(time.time() - self.updated_at, 1),
             "watcher": self.watcher.state if self.watcher is not None else "off (index as of server start)",
             "notes": st.notes,
@@ -384,8 +385,8 @@ class MemoryService:
         window: int | None = None,
     ) -> dict[str, Any]:
         """The window around `cursor` in the note `target` names (`window`: that many characters in all, half each side)."""
-        from explorer.index.transclusion import with_embeds
         from explorer.index.targets import ContextError, context_for
+        from explorer.index.transclusion import with_embeds
 
         if window is not None:
             _check_int(window, "window", 0, 2 * MAX_CONTEXT)
@@ -395,10 +396,10 @@ class MemoryService:
                 raise ToolInputError(f"{name} must be 0-{MAX_CONTEXT} characters, got {value!r}")
         target = self._inside(target)
         try:
-            window = with_embeds(self.index, context_for(self.index, target, cursor, before, after))
+            found = with_embeds(self.index, context_for(self.index, target, cursor, before, after))
         except ContextError as exc:
             raise ToolInputError(str(exc)) from exc
-        return {**window.to_dict(), "index": self.freshness()}
+        return {**found.to_dict(), "index": self.freshness()}
 
     def explain(self, query: str, target: str) -> dict[str, Any]:
         """Rank, score and contributions of one note for `query`."""
@@ -511,7 +512,7 @@ class MemoryService:
         who = _safe_name(user or self.user or self._only_user() or "agent", "user")
         title = " ".join(str(title or "").split())[:120]
         words = [str(k).strip() for k in (keywords or []) if str(k).strip()][:20]
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         with self._write_lock:
             if kind == "turn":
                 rel = self._write_turn(who, text, title, words, now)
@@ -689,7 +690,7 @@ def build_server(service: MemoryService) -> Any:
                 return fn(*args, **kwargs)
             except ToolInputError as exc:
                 raise ToolError(str(exc)) from exc
-            except Exception as exc:  # noqa: BLE001 - the server must outlive any one call
+            except Exception as exc:  # the server must outlive any one call
                 raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
         return call

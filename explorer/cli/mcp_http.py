@@ -27,9 +27,10 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from explorer.config import Settings
 

@@ -50,16 +50,16 @@ def cmd_open(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         except OSError as exc:
             return _fail(f"cannot start the editor {launch.argv[0]!r}: {exc}", 1)
         return 0 if code == 0 else _fail(f"the editor exited with code {code}", 1)
-    url, launch = obsidian_launch(vault, target.path)
-    if args.print or launch is None:
+    url, opener = obsidian_launch(vault, target.path)
+    if args.print or opener is None:
         # No desktop opener (a server, a container): the URI is the answer, to paste or click.
         print(url)
         return 0
     try:
-        run_detached(launch)
+        run_detached(opener)
     except OSError as exc:
         print(url)
-        return _fail(f"cannot start {launch.argv[0]!r}: {exc}", 1)
+        return _fail(f"cannot start {opener.argv[0]!r}: {exc}", 1)
     print(url)
     return 0
 

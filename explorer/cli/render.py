@@ -149,12 +149,12 @@ def print_results(
         )
         print(f"    {d}{safe_text(res.node_id)}{date_label(res.date, res.date_from)}{r}", file=out)
         if res.context_shards:
-            c = res.context_shards[0]
+            shard = res.context_shards[0]
             text = res.snippet
             spans = []
             # Highlight the snippet by re-finding highlighted words in it.
-            for h in c.highlights:
-                word = c.text[h.start - c.start : h.end - c.start]
+            for h in shard.highlights:
+                word = shard.text[h.start - shard.start : h.end - shard.start]
                 idx = text.lower().find(word.lower())
                 while idx != -1:
                     spans.append((idx, idx + len(word)))
@@ -176,11 +176,11 @@ def print_results(
                 f"    {'term':<28} {'retriever':<9} {'rank':>4} {'raw':>8} {'w_ret':>5} {'w_term':>6} {'w_src':>5} {'contrib':>9}",
                 file=out,
             )
-            for c in ex.contributions:
-                term = fit(safe_text(c.term), 28)
+            for part in ex.contributions:
+                term = fit(safe_text(part.term), 28)
                 print(
-                    f"    {term} {c.retriever:<9} {c.rank:>4} {c.raw_score:>8.4f} {c.retriever_weight:>5.2f} "
-                    f"{c.term_weight:>6.2f} {c.source_weight:>5.2f} {c.contribution:>9.5f}",
+                    f"    {term} {part.retriever:<9} {part.rank:>4} {part.raw_score:>8.4f} {part.retriever_weight:>5.2f} "
+                    f"{part.term_weight:>6.2f} {part.source_weight:>5.2f} {part.contribution:>9.5f}",
                     file=out,
                 )
             if ex.recency is not None:

@@ -19,9 +19,11 @@ search that ranks several terms under the same filters prepares it once.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, AbstractSet, Any, Collection, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np

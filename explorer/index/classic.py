@@ -9,15 +9,15 @@ import unicodedata
 from array import array
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
-from explorer.vault.model import Highlight
-from explorer.vault.model import Note, Shard
+from explorer.vault.model import Highlight, Note, Shard
 
 #: The four tools, by the names the CLI and the TUI use.
 MODES: tuple[str, ...] = ("tfidf", "phrase", "and", "fuzzy")
@@ -500,14 +500,14 @@ class ClassicIndex:
                         ),
                     )
                 ]
-            stage, found = "none", []
+            stage, found = "none", list[_Candidate]()
             for name, run in stages:
                 tried.append(name)
-                out = run()
-                if isinstance(out, tuple):
-                    out, expansions = out
-                if out:
-                    stage, found = name, out
+                got: Any = run()
+                if isinstance(got, tuple):
+                    got, expansions = got
+                if got:
+                    stage, found = name, got
                     break
             if len(tried) > 1:
                 for prev in tried[:-1] if stage != "none" else tried:
@@ -595,7 +595,7 @@ class ClassicIndex:
             counts = [0] * k
             have = 0
             left = 0
-            for right, (p_r, t_r) in enumerate(occs):
+            for p_r, t_r in occs:
                 if counts[t_r] == 0:
                     have += 1
                 counts[t_r] += 1
@@ -620,7 +620,7 @@ class ClassicIndex:
                 starts.insert(i, w[1])
                 ends.insert(i, w[2])
                 chosen.append(w)
-            for score, first, last in chosen:
+            for score, first, _last in chosen:
                 occ = (first, 0, first + 1, 1.0, -1)
                 out.append(self._candidate(doc, occ, score, [kw.text for kw in kws], set(words)))
         return out
@@ -747,7 +747,7 @@ class ClassicIndex:
                 i = blob.find(q, e)
             # Words contained in q, at least half of it (a stem, a part of a compound).
             for size in range(max(3, (len(q) + 1) // 2), len(q)):
-                for a in range(0, len(q) - size + 1):
+                for a in range(len(q) - size + 1):
                     v = q[a : a + size]
                     if v in self._sdf:
                         offer(v, 0.8 * size / len(q))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,7 @@ def _freshness(index: Any, opened: Any, stored_before: float | None) -> dict[str
     out: dict[str, Any] = {"index_version": index.version}
     newest = stored_before if stored_before is not None else stored_index_mtime(Path(index.cache_dir))
     out["stored_index_written"] = (
-        datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds")
+        datetime.fromtimestamp(newest, UTC).isoformat(timespec="seconds")
         if newest is not None and newest >= 0
         else None
     )

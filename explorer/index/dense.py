@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import numpy as np
 
 
@@ -162,7 +164,11 @@ class DenseIndex:
         return m
 
     def search(
-        self, query: np.ndarray, k: int, threshold: float = -1.0, allowed: set[str] | np.ndarray | None = None
+        self,
+        query: np.ndarray,
+        k: int,
+        threshold: float = -1.0,
+        allowed: AbstractSet[str] | np.ndarray | None = None,
     ) -> list[tuple[str, float]]:
         """The `k` most similar (key, cosine) at or above `threshold`, ties by key."""
         return self.search_many(np.asarray(query, dtype=np.float32).reshape(1, -1), k, threshold, allowed)[0]
@@ -172,7 +178,7 @@ class DenseIndex:
         queries: np.ndarray,
         k: int,
         threshold: float = -1.0,
-        allowed: set[str] | np.ndarray | None = None,
+        allowed: AbstractSet[str] | np.ndarray | None = None,
     ) -> list[list[tuple[str, float]]]:
         """`search` for several query vectors at once: one pass over the matrix for all of them.
 

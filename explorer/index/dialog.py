@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _TURN_DIR = re.compile(r"(?:^|/)turn_(\d+)(?:/|\.md$)")
 #: Salt of the embedding-cache key of a context text (keeps it apart from any shard's own hash).

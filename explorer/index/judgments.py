@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
 
 FILE = "judgments.jsonl"
 MARKS = ("relevant", "not_relevant")
@@ -52,7 +52,7 @@ def make_judgment(query: str, node_id: str, path: str, mark: str, generation: in
     query = " ".join(query.split())[:MAX_QUERY_CHARS]
     if not query or not path:
         raise ValueError("a mark needs a query and a note")
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     return Judgment(query, node_id, path, mark, now, int(generation))
 
 

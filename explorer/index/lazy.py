@@ -17,7 +17,8 @@ from the store (damaged) is parsed again from its file.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from explorer.vault.model import Note, Shard
 
@@ -33,7 +34,7 @@ Loader = Callable[["Pending"], None]
 class Pending:
     """What one lazily opened note still needs: the loader, and the records to fill."""
 
-    __slots__ = ("path", "hash", "note", "shards", "loader", "lock")
+    __slots__ = ("hash", "loader", "lock", "note", "path", "shards")
 
     def __init__(self, path: str, digest: str, loader: Loader) -> None:
         self.path = path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -282,7 +282,7 @@ class BM25Index:
             doc_parts.append(new_id[docs[keep]])
             tf_parts.append(np.asarray(b["post_tf"])[keep].astype(np.int64))
         base_n = self._base_n
-        for k, slot in zip(keys, slots.tolist()):
+        for slot in slots.tolist():
             if slot < base_n and not self._base_dead[slot]:
                 continue
             counts = self._doc_terms[slot] or {}
@@ -308,7 +308,7 @@ class BM25Index:
         by_term = np.lexsort((docs, terms))
         by_doc = np.lexsort((terms, docs))
         v = len(vocab)
-        arrays = {
+        arrays: dict[str, np.ndarray] = {
             "doc_len": self._doc_len[slots].astype(np.int64),
             "post_ptr": np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=v))]).astype(np.int64),
             "post_doc": docs[by_term].astype(np.int32),

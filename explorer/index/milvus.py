@@ -27,9 +27,10 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from operator import methodcaller
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -370,11 +371,12 @@ class MilvusIndex(VaultIndex):
                 )
                 rows = self.engine.call(
                     "read",
-                    lambda c, expr=expr, n=len(part): c.query(
+                    methodcaller(
+                        "query",
                         name,
                         filter=expr,
                         output_fields=["content_hash", "vector"],
-                        limit=min(MAX_LIMIT, n * 8),
+                        limit=min(MAX_LIMIT, len(part) * 8),
                     ),
                 )
                 for r in rows:
@@ -449,14 +451,14 @@ class MilvusIndex(VaultIndex):
             for op, batch in (("insert", fresh), ("upsert", known)):
                 for i in range(0, len(batch), UPSERT_BATCH):
                     part = batch[i : i + UPSERT_BATCH]
-                    self.engine.call(op, lambda c, part=part, op=op: getattr(c, op)(name, part))
+                    self.engine.call(op, methodcaller(op, name, part))
                     for r in part:
                         self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
             for i in range(0, len(gone), UPSERT_BATCH):
-                part = gone[i : i + UPSERT_BATCH]
-                pks = [shard_pk(self.vault_name, nid) for nid in part]
-                self.engine.call("delete", lambda c, pks=pks: c.delete(name, ids=pks))
-                for nid in part:
+                doomed = gone[i : i + UPSERT_BATCH]
+                pks = [shard_pk(self.vault_name, nid) for nid in doomed]
+                self.engine.call("delete", methodcaller("delete", name, ids=pks))
+                for nid in doomed:
                     self._pushed.pop(nid, None)
             # Unflushed rows are searched ~100x slower: flush after every batch.
             self.engine.call("flush", lambda c: c.flush(name))

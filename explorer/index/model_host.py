@@ -174,7 +174,7 @@ class ModelHost:
         self,
         texts: Mapping[str, str],
         deliver: Deliver,
-        progress: Callable[[str, int, int], None] | None = None,
+        progress: Callable[[str, int, int], object] | None = None,
         cancelled: Callable[[], bool] | None = None,
         batch: int | None = None,
     ) -> int:

@@ -15,7 +15,7 @@ its version while the batch lands, and no search copies anything.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, KeysView
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -140,7 +140,7 @@ class IndexReader:
         self._shared -= shared
 
     # -- links and the classic tools --------------------------------------------------------
-    def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph:
+    def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph:
         """The wikilink graph of `notes`, the notes of a snapshot at `version` (the current graph when current)."""
         with self.lock:
             if version == self.version:

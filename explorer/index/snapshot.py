@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, AbstractSet, Collection, Protocol, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 class _Owner(Protocol):
     """The index a snapshot was taken of (explorer.index.vault_index.VaultIndex)."""
 
-    def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph: ...
+    def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph: ...
 
     def _unpin(self) -> None: ...
 
@@ -34,16 +35,16 @@ class LocalSnapshot:
     """
 
     __slots__ = (
+        "_bm25",
+        "_by_path",
+        "_context",
+        "_dense",
         "_owner",
-        "version",
+        "_released",
+        "neighbours",
         "notes",
         "shards",
-        "_by_path",
-        "neighbours",
-        "_bm25",
-        "_dense",
-        "_context",
-        "_released",
+        "version",
     )
 
     version: int

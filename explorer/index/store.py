@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import itertools
 import mmap
 import os
 import re
@@ -36,9 +37,10 @@ import sqlite3
 import threading
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -103,7 +105,7 @@ def user_cache_dir(vault: Path) -> Path:
     return base / f"{name}-{key}"
 
 
-def one_line(text: str, limit: int = 160) -> str:
+def one_line(text: object, limit: int = 160) -> str:
     """`text` on one line, at most `limit` characters (error details can be long and multi-line)."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -310,7 +312,8 @@ class Store:
                 )
             if not _current_layout(conn):
                 # A version number some other build also used, for another layout.
-                raise _Rebuild("older", f"index schema {row[0]} has another layout than this version's")
+                schema = row[0] if row is not None else SCHEMA_VERSION
+                raise _Rebuild("older", f"index schema {schema} has another layout than this version's")
             conn.executescript(_SCHEMA)
             self._check_vector_files(conn)
             return conn
@@ -748,12 +751,12 @@ class Store:
                     buf = self._map(file, top * dim * 4)
                     whole = np.frombuffer(buf, dtype="<f4", count=top * dim).reshape(top, dim)
                     return found, whole[picked].astype(np.float32, copy=False)
-        found: list[str] = []
+        found = []
         mat = None
         with self._lock:
             everything = len(hashes) > 2000
             rows, vf = self._lookup(model, hashes, everything=everything)
-            if rows:
+            if rows and vf is not None:
                 file, dim, _n = vf
                 top = max(r for _h, r, _c in rows) + 1
                 buf = self._map(file, top * dim * 4)
@@ -826,7 +829,7 @@ class Store:
         """Cached vectors of these shard hashes for `model` (copies; rows failing their CRC are left out)."""
         with self._lock, _faults():
             rows, vf = self._lookup(model, list(hashes))
-            if not rows:
+            if not rows or vf is None:
                 return {}
             file, dim, _n = vf
             top = max(r for _h, r, _c in rows) + 1
@@ -1021,7 +1024,7 @@ class _Rebuild(Exception):
         self.detail = detail
 
 
-class _transaction:
+class _transaction:  # noqa: N801 - read as a function: `with _transaction(conn):`
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
@@ -1038,18 +1041,18 @@ class _transaction:
                 pass
 
 
-class _faults:
+class _faults:  # noqa: N801 - read as a function: `with _faults():`
     """Turn SQLite and OS errors that mean a store fault into `StoreError`."""
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         if exc is None or isinstance(exc, StoreError):
-            return False
+            return
         kind = classify(exc)
         if kind is None:
-            return False
+            return
         raise StoreError(kind, str(exc)) from exc
 
 
@@ -1171,7 +1174,7 @@ def _write_arrays(path: Path, arrays: dict[str, np.ndarray], strings: dict[str, 
             arr.dtype.str,
             list(arr.shape),
             offset,
-            zlib.crc32(memoryview(arr).cast("B")),
+            zlib.crc32(arr.data.cast("B")),
         ]
         offset += (arr.nbytes + 7) // 8 * 8
     head = json.dumps(header).encode()
@@ -1217,7 +1220,7 @@ def _read_arrays(path: Path, verify: bool = True) -> tuple[dict[str, np.ndarray]
         if start + offset + nbytes > size:
             raise ValueError(f"array {name} runs past the end")
         arr = np.frombuffer(m, dtype=dtype, count=count, offset=start + offset).reshape(shape)
-        if verify and zlib.crc32(memoryview(arr).cast("B")) != crc:
+        if verify and zlib.crc32(arr.data.cast("B")) != crc:
             raise ValueError(f"array {name} fails its checksum")
         arrays[name] = arr
     strings: dict[str, list[str]] = {}
@@ -1226,7 +1229,7 @@ def _read_arrays(path: Path, verify: bool = True) -> tuple[dict[str, np.ndarray]
         off = arrays.pop(f"{name}.off").tolist()
         if off and (off[0] != 0 or off[-1] != len(text)):
             raise ValueError(f"strings {name}: offsets do not match the text")
-        strings[name] = [text[a:b] for a, b in zip(off, off[1:])]
+        strings[name] = [text[a:b] for a, b in itertools.pairwise(off)]
     return arrays, strings
 
 
@@ -1400,7 +1403,7 @@ def decode_head(path: str, digest: str, data: bytes, loader: Loader) -> tuple[No
 
 
 def _new(cls: type, values: tuple) -> Any:
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     obj.__setstate__(values)  # the fast field-order setter of explorer.vault.model
     return obj
 

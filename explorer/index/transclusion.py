@@ -11,10 +11,11 @@ viewers pass it through the sanitiser like any other vault text.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from explorer.index.windows import ContextWindow
 from explorer.index.targets import ContextError, resolve_note, resolve_target
+from explorer.index.windows import ContextWindow
 from explorer.vault.model import Link, Note
 
 if TYPE_CHECKING:
@@ -179,36 +180,34 @@ def _one(
     chain: tuple[tuple[str, int], ...],
 ) -> Embed:
     ref = reference_of(link)
-    base = {"link": link, "source": note.path, "reference": ref}
+    embed = partial(Embed, link=link, source=note.path, reference=ref)
     if is_file_embed(link):
-        return Embed(status="file", reason="not a note", **base)
+        return embed(status="file", reason="not a note")
     if budget[0] <= 0:
-        return Embed(status="limit", reason=f"more than {MAX_EMBEDS} embeds in one view", **base)
+        return embed(status="limit", reason=f"more than {MAX_EMBEDS} embeds in one view")
     budget[0] -= 1
     found = _resolve(index, note, link)
     if isinstance(found, str):
-        return Embed(status="missing", reason=found, **base)
+        return embed(status="missing", reason=found)
     target, a, b, node_id = found
-    here = chain + ((note.path, link.start),)
+    here = (*chain, (note.path, link.start))
     if any(p == target.path and a <= pos < b for p, pos in here):
-        return Embed(
+        return embed(
             status="cycle",
             node_id=node_id,
             path=target.path,
             start=a,
             end=b,
             reason="it embeds itself (directly or through other embeds)",
-            **base,
         )
     if depth <= 0:
-        return Embed(
+        return embed(
             status="depth",
             node_id=node_id,
             path=target.path,
             start=a,
             end=b,
             reason=f"nested more than {MAX_EMBED_DEPTH} embeds deep",
-            **base,
         )
     kept_end = b
     if b - a > max_chars:
@@ -218,7 +217,7 @@ def _one(
         kept_end = max(line, space) if max(line, space) > a else kept_end
     text = target.text[a:kept_end]
     nested = _expand(index, target, a, kept_end, depth - 1, max_chars, budget, here)
-    return Embed(
+    return embed(
         status="embedded",
         node_id=node_id,
         path=target.path,
@@ -227,7 +226,6 @@ def _one(
         text=text,
         cut=b - kept_end,
         embeds=nested,
-        **base,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterable, KeysView
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -256,7 +256,7 @@ class VaultIndex:
         """A snapshot was released."""
         self.reader.unpin()
 
-    def links_at(self, version: int, notes: dict[str, Note]) -> LinkGraph:
+    def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph:
         """The wikilink graph of `notes`, the notes of a snapshot at `version`."""
         return self.reader.links_at(version, notes)
 

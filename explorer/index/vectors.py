@@ -22,7 +22,7 @@ from explorer.vault.model import Shard
 
 __all__ = ["VectorWriter"]
 
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], object]
 
 
 class VectorWriter:

@@ -9,9 +9,10 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from watchdog.events import (
     DirAttribEvent,
@@ -469,7 +470,7 @@ class VaultWatcher:
             try:
                 self._handle(events, full)
                 self._backoff = 0.0
-            except Exception as exc:  # noqa: BLE001 - the loop must live on
+            except Exception as exc:  # the loop must live on
                 self._backoff = min(60.0, max(1.0, self._backoff * 2))
                 self._report_error(
                     f"change batch failed, retrying in {self._backoff:.0f} s: {type(exc).__name__}: {exc}"
@@ -785,5 +786,5 @@ def _stop_observer(observer: BaseObserver | None) -> None:
         observer.stop()
         if observer.is_alive():
             observer.join(5)
-    except Exception:  # noqa: BLE001 - a dead observer may fail to stop; nothing else to do
+    except Exception:  # a dead observer may fail to stop; nothing else to do
         logger.debug("observer stop failed", exc_info=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from functools import lru_cache
+from typing import Any
 
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
 from explorer.vault.model import Highlight

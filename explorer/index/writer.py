@@ -27,8 +27,8 @@ from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
 from explorer.index.model_host import ModelHost
 from explorer.index.reader import IndexReader
-from explorer.index.vectors import VectorWriter
 from explorer.index.store import FileState, NoteRecord, StoreError, describe
+from explorer.index.vectors import VectorWriter
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import NoteFile, is_ignored, load_note, path_refused, scan_vault, with_sidecar
@@ -36,7 +36,7 @@ from explorer.vault.shard import cap_shards, make_shards
 
 __all__ = ["COMMIT_EVERY", "BatchReport", "IndexWriter", "Progress"]
 
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], object]
 
 #: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
 COMMIT_EVERY = 1000
@@ -414,7 +414,7 @@ class IndexWriter:
 
     def _load_pending(self, pending: Pending) -> None:
         """Complete a lazily opened note and its shards: from its stored record, else from its file."""
-        got = None
+        got: tuple[Note, tuple[Shard, ...] | list[Shard]] | None = None
         try:
             got = self.keeper.store.load_record(pending.path, pending.hash)
         except Exception:  # noqa: BLE001 - a store fault, or a store closed since: read the file

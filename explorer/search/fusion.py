@@ -5,8 +5,8 @@ The explanation of every score is built while fusing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from explorer.search.schema import Contribution, Ranking
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from explorer.config import LLMSettings, Settings
-from explorer.text.lru import LRUCache
 from explorer.index.windows import snippet
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResults
@@ -22,6 +22,7 @@ from explorer.search.terms import (
     plausible_term,
 )
 from explorer.search.twopass import Analysis
+from explorer.text.lru import LRUCache
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend, Snapshot
@@ -183,7 +184,7 @@ class LLMClient:
         messages: Sequence[dict[str, str]],
         max_tokens: int | None = None,
         temperature: float | None = None,
-        json: bool = False,  # noqa: A002 - the option's natural name
+        json: bool = False,  # the option's natural name
         budget: Budget | None = None,
     ) -> LLMReply:
         """One chat completion.
@@ -331,7 +332,7 @@ class LLMTermWriter:
         return replace(
             base,
             source="llm->keywords",
-            warnings=base.warnings + (f"LLM search terms unavailable ({exc.reason}); keyword terms used",),
+            warnings=(*base.warnings, f"LLM search terms unavailable ({exc.reason}); keyword terms used"),
             tokens_used=tokens,
         )
 

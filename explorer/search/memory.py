@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from explorer.index.backend import Snapshot
 from explorer.search.fusion import Fused
@@ -180,10 +181,10 @@ def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, sh
             source_weight=1.0,
             contribution=share * score,
         )
-        i = first_of.get(near)
-        if i is not None:
-            f = out[i]
-            out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
+        at = first_of.get(near)
+        if at is not None:
+            f = out[at]
+            out[at] = Fused(f.node_id, f.score + extra.contribution, (*f.contributions, extra), f.best_rank)
         else:
             ids = index.shard_ids(near)
             if ids:
@@ -229,7 +230,7 @@ def lift_by_date(
             source_weight=1.0,
             contribution=share * top * fit,
         )
-        out[i] = Fused(f.node_id, f.score + extra.contribution, f.contributions + (extra,), f.best_rank)
+        out[i] = Fused(f.node_id, f.score + extra.contribution, (*f.contributions, extra), f.best_rank)
         changed = True
     if changed:
         out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))

@@ -15,7 +15,7 @@ word of a long name adds no list. The list is fused by RRF like the BM25 and den
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from explorer.vault.model import Note
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from explorer.index.windows import query_words
 from explorer.search.schema import Quality, SearchResult

@@ -47,9 +47,10 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -145,11 +146,9 @@ class RerankBackend(Protocol):
 
 
 def _checked(config: RerankSettings) -> RerankSettings:
-    """`config` with the blend clamped to 0-1 and the budgets as floats (as the reranker uses them)."""
+    """`config` with the blend clamped to 0-1 and the early-exit thresholds as floats."""
     return replace(
         config,
-        pass1_timeout_ms=float(config.pass1_timeout_ms),
-        pass2_timeout_ms=float(config.pass2_timeout_ms),
         early_exit_ratio=float(config.early_exit_ratio),
         early_exit_gap=float(config.early_exit_gap),
         blend=min(max(float(config.blend), 0.0), 1.0),
@@ -1050,7 +1049,7 @@ def build_reranker(index: IndexBackend, settings: Settings, llm: Any = None) -> 
         single = replace(
             config,
             pass1_candidates=min(config.pass1_candidates, LLM_CANDIDATES),
-            pass1_timeout_ms=float(settings.llm.timeout_s) * 1000.0 + 500.0,
+            pass1_timeout_ms=round(settings.llm.timeout_s * 1000) + 500,
             pass2_candidates=0,
         )
         return MultiPassReranker(

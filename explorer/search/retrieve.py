@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -172,14 +172,17 @@ class Retriever:
             if pairs is not None and pairs.pairs:
                 items = (
                     self._note_depth(
-                        snap, lambda n: snap.bm25_top_spread(toks, n, pairs, restriction), fetch, depth
+                        snap,
+                        lambda n: snap.bm25_top_spread(toks, n, pairs, restriction),  # noqa: B023 - called at once
+                        fetch,
+                        depth,
                     )
                     if toks
                     else []
                 )
             else:
                 items = (
-                    self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), fetch, depth)
+                    self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), fetch, depth)  # noqa: B023 - called at once
                     if toks
                     else []
                 )
@@ -204,7 +207,11 @@ class Retriever:
                     tw = s.query_weight if term == terms.all_terms[0] else s.term_weight
                     row = matrix[j : j + 1]
                     items = self._note_depth(
-                        snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth, items
+                        snap,
+                        lambda n: snap.vector_top(row, n, floor, restriction)[0],  # noqa: B023 - called at once
+                        fetch,
+                        depth,
+                        items,
                     )
                     if in_context is not None:
                         items = _better_of(items, in_context[j])

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from explorer.vault.model import Highlight  # noqa: F401 - part of the results schema
+from explorer.vault.model import Highlight  # part of the results schema
 
 OPTIONAL = {"json": "optional"}
 """Field metadata: the JSON form leaves the field out while it is None."""

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import re
 import threading
-from urllib.parse import quote
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
+from urllib.parse import quote
 
 from rapidfuzz.distance import OSA
 
@@ -108,8 +109,8 @@ def sentence_bounds(text: str, index: int, start: int, end: int) -> tuple[int, i
     lo = start
     for m in _SENTENCE_END.finditer(text, start, i):
         lo = m.end()
-    m = _SENTENCE_END.search(text, i, end)
-    hi = m.end() if m else end
+    after = _SENTENCE_END.search(text, i, end)
+    hi = after.end() if after else end
     return lo, hi
 
 

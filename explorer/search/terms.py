@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from explorer.text.tokenize import fold_word, is_stopword
 
@@ -85,7 +87,7 @@ def keyword_terms(
     query's content-word bigrams, then its rarest single words, up to `max_terms`, never the
     query itself again. Flags come from cue words (follow-up pronouns; shopping, plans).
     """
-    words = [w for w in _WORD.findall(query)]
+    words = list(_WORD.findall(query))
     content = [w for w in words if not is_stopword(w) and len(w) > 1]
     terms: list[str] = []
     seen: set[str] = {_norm(query)}
@@ -97,7 +99,7 @@ def keyword_terms(
             terms.append(term)
 
     if len(content) >= 3:
-        for a, b in zip(content, content[1:]):
+        for a, b in itertools.pairwise(content):
             add(f"{a} {b}")
     ranked = sorted(dict.fromkeys(content), key=lambda w: -(idf(fold_word(w)) if idf else len(w)))
     if len(content) >= 2:
@@ -186,6 +188,7 @@ def write_terms(
 def call_with_budget(fn: Callable[..., Any], budget: Any, *args: Any, **extra: Any) -> Any:
     """Call a term writer or analyser, handing it the search's token budget (and each of `extra`,
     such as the `snapshot` the search reads) when it takes one."""
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from explorer.text.tokenize import is_stopword, tokenize_spans
 from explorer.search.quality import RELEVANT, SUFFICIENT, assess, query_key, token_idf
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.search.terms import call_with_budget
+from explorer.text.tokenize import is_stopword, tokenize_spans
 
 if TYPE_CHECKING:
     from explorer.index.backend import Snapshot

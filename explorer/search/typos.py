@@ -11,8 +11,8 @@ as typed, since a typo can change what the stemmer strips (`brewin` stems to its
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein

@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta
 
 from explorer.text.dates import MONTHS
 
-__all__ = ["Span", "mentions", "note_day", "closeness"]
+__all__ = ["Span", "closeness", "mentions", "note_day"]
 
 _FULL = "|".join(name.lower() for name in calendar.month_name if name)
 _MONTH = r"(?P<month>" + _FULL + r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"

@@ -3,8 +3,9 @@ and what would bring it into the top k — each such claim run before it is stat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from explorer.index.backend import ModelState
 from explorer.index.targets import resolve_note as resolve_indexed_note
@@ -351,7 +352,7 @@ def prove(
     def run(
         kind: str,
         value: str,
-        claim: Callable[[int | None], str],
+        claim: str,
         *,
         pipe: Any = None,
         q: str | None = None,
@@ -359,7 +360,7 @@ def prove(
     ) -> Change:
         res = (pipe or pipeline).search(q or query, k=k, record=False, **options)
         got = rank_of(res, path)
-        change = Change(kind, value, q or query, k, got, claim(got))
+        change = Change(kind, value, q or query, k, got, f"{claim}, {outcome(got)}")
         changes.append(change)
         return change
 
@@ -383,7 +384,7 @@ def prove(
                 run(
                     "filter",
                     token,
-                    lambda got, t=token: f"left out by {t} — without it, {outcome(got)}",
+                    f"left out by {token} — without it",
                     q=rest,
                 )
     text = parsed.text
@@ -409,7 +410,7 @@ def prove(
                 run(
                     "floor",
                     f"{lowered:.2f}",
-                    lambda got, lo=lowered: f"with the floor at {lo:.2f}, {outcome(got)}",
+                    f"with the floor at {lowered:.2f}",
                     pipe=variant(pipeline, with_search(settings, dense_threshold=lowered)),
                 )
 
@@ -427,13 +428,13 @@ def prove(
             run(
                 "depth",
                 str(deeper),
-                lambda got, d=deeper: f"with a candidate depth of {d}, {outcome(got)}",
+                f"with a candidate depth of {deeper}",
                 pipe=variant(pipeline, with_search(settings, candidates=deeper)),
             )
 
     # Reranking moved it out.
     if today.rerank is not None and today.rerank.applied:
-        run("rerank", "off", lambda got: f"without reranking, {outcome(got)}", rerank=False)
+        run("rerank", "off", "without reranking", rerank=False)
 
     # Query words it lacks.
     if text and not excluded:

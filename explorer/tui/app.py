@@ -5,10 +5,11 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -20,7 +21,6 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
 from explorer.index.backend import ModelState as Model
-from explorer.tui.safe import screen_text
 from explorer.tui import keys
 from explorer.tui.messages import (
     EditNote,
@@ -32,12 +32,13 @@ from explorer.tui.messages import (
     OpenNote,
     WatcherState,
 )
+from explorer.tui.safe import screen_text
 from explorer.tui.screens.help import HelpScreen
 from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import NoteScreen, Place
 from explorer.tui.screens.writer import WriterScreen
-from explorer.tui.text import note_titles
 from explorer.tui.state import UIState, default_state_path, load_state, save_state
+from explorer.tui.text import note_titles
 from explorer.tui.themes import SHIPPED_THEMES_DIR, load_themes, user_themes_dir
 from explorer.tui.widgets.status_bar import StatusInfo
 
@@ -69,7 +70,7 @@ class ExplorerApp(App[int]):
 
     CSS_PATH = "explorer.tcss"
     TITLE = "Explorer"
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 - typed by Textual
 
     BINDINGS = keys.APP
 
@@ -332,9 +333,9 @@ class ExplorerApp(App[int]):
             )
         if message.state == "ready":
             settle_heap()
-        if message.state in ("ready", "embedding") and was not in ("ready", "embedding"):
-            self._to_main("model_ready")
-        elif message.state == "ready" and was == "embedding":
+        if (message.state in ("ready", "embedding") and was not in ("ready", "embedding")) or (
+            message.state == "ready" and was == "embedding"
+        ):
             self._to_main("model_ready")
 
     # -- keeping the index current ---------------------------------------------------------

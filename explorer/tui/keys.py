@@ -22,18 +22,18 @@ relevant for the current query (`.explorer/judgments.jsonl`, replayed by `explor
 from __future__ import annotations
 
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Input, TextArea
 
 #: Keys that work everywhere.
-APP = [
+APP: list[BindingType] = [
     Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Leave the app"),
     Binding("f1", "help", "Keys", tooltip="List the keys of this screen"),
 ]
 
 #: The search screen (search box, results, context and why-ranked panes, vault tree).
-MAIN = [
+MAIN: list[BindingType] = [
     Binding(
         "escape", "focus_search", "Search", show=False, tooltip="Back to the search box, the query selected"
     ),
@@ -134,7 +134,7 @@ MAIN = [
 ]
 
 #: The search box (on top of MAIN while it has focus).
-SEARCH_BOX = [
+SEARCH_BOX: list[BindingType] = [
     Binding("up", "history(-1)", "Previous query", show=False, tooltip="Bring back the previous query"),
     Binding(
         "down",
@@ -149,14 +149,14 @@ SEARCH_BOX = [
 ]
 
 #: The vault tree (on top of MAIN while it has focus).
-VAULT_TREE = [
+VAULT_TREE: list[BindingType] = [
     Binding(
         "ctrl+f", "focus_filter", "Filter notes", show=False, tooltip="Type to filter the notes of the tree"
     )
 ]
 
 #: The note view.
-NOTE = [
+NOTE: list[BindingType] = [
     Binding("escape", "close", "Search", tooltip="Close the note, back to the search box"),
     Binding(
         "alt+left,backspace", "back", "Back", key_display="alt+←", tooltip="The previous note of this view"
@@ -183,7 +183,7 @@ NOTE = [
 ]
 
 #: Writing mode (TextArea keys stay the editor's: none of these is one of them).
-WRITER = [
+WRITER: list[BindingType] = [
     Binding("ctrl+s", "save", "Save", priority=True, tooltip="Save the note"),
     Binding("escape", "close", "Close", priority=True, tooltip="Close writing mode (asks when unsaved)"),
     Binding("ctrl+r", "related", "Related now", tooltip="Find notes related to this paragraph now"),
@@ -216,7 +216,7 @@ WRITER = [
 ]
 
 #: The key help.
-HELP = [Binding("escape,f1", "dismiss", "Close", tooltip="Close the key help")]
+HELP: list[BindingType] = [Binding("escape,f1", "dismiss", "Close", tooltip="Close the key help")]
 
 #: What the help screen says about keys that are not commands.
 TYPING_NOTE = (

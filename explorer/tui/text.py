@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 from urllib.parse import quote, unquote
 
 from explorer.search.suggest import paragraph_bounds, plain_query
-from explorer.text.files import write_atomic
-from explorer.vault.model import Note
+from explorer.vault.model import Link, Note
 
 #: Scheme of the Markdown links that stand for wikilinks in the note view.
 WIKILINK_SCHEME = "wikilink:"
@@ -141,12 +141,12 @@ def _span_markdown(
     )
     out: list[str] = []
     pos = start
-    for at, kind, item in cuts:
+    for at, _kind, item in cuts:
         if at < pos:
             continue
         out.append(text[pos:at])
         pos = at
-        if kind == 1:
+        if isinstance(item, Link):
             out.append(_link_markdown(item))
             pos = item.end
             continue

@@ -96,9 +96,8 @@ def theme_from_mapping(data: dict[str, Any], default_name: str = "") -> Theme:
             if not isinstance(data[key], (int, float)) or isinstance(data[key], bool):
                 raise ThemeFileError(f"'{key}' must be a number")
             extra[key] = float(data[key])
-    return Theme(
-        name=name.strip(), dark=dark, variables={str(k): v for k, v in variables.items()}, **colors, **extra
-    )
+    options: dict[str, Any] = {**colors, **extra}
+    return Theme(name=name.strip(), dark=dark, variables={str(k): v for k, v in variables.items()}, **options)
 
 
 def _color(key: str, value: Any) -> str:

@@ -82,8 +82,9 @@ def canvas_note(path: str, data: dict[str, Any], source_type: str = "note") -> N
     from explorer.vault.parse import parse_note
 
     warnings: list[str] = []
-    raw_nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
-    raw_edges = data.get("edges") if isinstance(data.get("edges"), list) else []
+    nodes_in, edges_in = data.get("nodes"), data.get("edges")
+    raw_nodes: list[Any] = nodes_in if isinstance(nodes_in, list) else []
+    raw_edges: list[Any] = edges_in if isinstance(edges_in, list) else []
     if len(raw_nodes) > MAX_CARDS:
         warnings.append(f"truncated: only the first {MAX_CARDS:,} of {len(raw_nodes):,} cards are read")
     if len(raw_edges) > MAX_EDGES:

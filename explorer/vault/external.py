@@ -13,9 +13,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 from urllib.parse import quote
 
 from explorer.vault.shard import link_heading
@@ -109,14 +109,14 @@ def editor_argv(editor: Sequence[str], file: Path, line: int | None = None) -> l
         prog = prog[:-4]
     argv = list(editor)
     if line is None or line < 1:
-        return argv + [path]
+        return [*argv, path]
     if prog in PLUS_LINE:
-        return argv + [f"+{line}", path]
+        return [*argv, f"+{line}", path]
     if prog in GOTO_FLAG:
-        return argv + ["-g", f"{path}:{line}"]
+        return [*argv, "-g", f"{path}:{line}"]
     if prog in COLON_LINE:
-        return argv + [f"{path}:{line}"]
-    return argv + [path]
+        return [*argv, f"{path}:{line}"]
+    return [*argv, path]
 
 
 def opener_argv(url: str, which=shutil.which) -> list[str] | None:

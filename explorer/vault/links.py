@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from explorer.vault.model import Link, Note
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import bisect
 import re
-from urllib.parse import unquote
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from explorer.vault.model import Block, Heading, Link, Note, Tag
 

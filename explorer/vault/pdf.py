@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from explorer.vault.model import Block, Note
 
@@ -75,9 +76,9 @@ def read_pdf(
             reader = PdfReader(fh)
             if reader.is_encrypted:
                 try:
-                    ok = reader.decrypt("")
+                    ok = bool(reader.decrypt(""))
                 except Exception:  # noqa: BLE001 - an unknown or broken encryption scheme
-                    ok = 0
+                    ok = False
                 if not ok:
                     return None, "encrypted PDF (needs a password)", []
             total = len(reader.pages)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
-from functools import lru_cache
 import json
 import operator
 import os
 import re
 import stat
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -430,7 +430,7 @@ def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str
         f"truncated: {sections:,} sections; only the first {cut:,} of {len(text):,} characters are indexed "
         f"(setting vault.max_note_shards = {settings.max_note_shards:,})"
     )
-    return replace(note, warnings=note.warnings + (warning,)), ""
+    return replace(note, warnings=(*note.warnings, warning)), ""
 
 
 def section_cut(text: str, max_sections: int) -> int | None:

@@ -97,7 +97,7 @@ def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Sh
 def is_part_file(path: str) -> bool:
     """True for a PDF or a canvas: a file cut into its pages or cards (its blocks) rather than its sections."""
     lower = path.lower()
-    return lower.endswith(".pdf") or lower.endswith(".canvas")
+    return lower.endswith((".pdf", ".canvas"))
 
 
 def _part_shards(note: Note, max_tokens: int, overlap: int) -> list[Shard]:
@@ -203,7 +203,7 @@ def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[
             f"truncated: only the first {limit:,} of {len(shards):,} shards are indexed, up to character "
             f"{kept[-1].end:,} of {len(note.text):,} (setting vault.max_note_shards)"
         )
-        note = replace(note, warnings=note.warnings + (reason,))
+        note = replace(note, warnings=(*note.warnings, reason))
     return note, kept
 
 

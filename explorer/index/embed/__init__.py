@@ -42,14 +42,14 @@ from explorer.index.embed.runtimes import OnnxEmbedder, SentenceTransformerEmbed
 __all__ = [
     "ARTEFACT_FORMAT_VERSION",
     "DEFAULT_MODEL_ID",
-    "Embedder",
-    "EmbedderUnavailable",
     "LOCK_FILENAME",
     "MANIFEST_FILENAME",
     "ONNX_FILENAME",
     "ONNX_OPSET",
-    "OnnxEmbedder",
     "STAMP_FILENAME",
+    "Embedder",
+    "EmbedderUnavailable",
+    "OnnxEmbedder",
     "SentenceTransformerEmbedder",
     "artefact_dir_for",
     "bundled_model_dir",
@@ -111,7 +111,7 @@ def load_embedder(
                 progress=progress,
                 threads=threads,
             )
-        except Exception as exc:  # noqa: BLE001 - any failure of the fast path -> fall back
+        except Exception as exc:  # any failure of the fast path -> fall back
             onnx_reason = str(exc) or type(exc).__name__
             if chosen == "onnx":
                 if isinstance(exc, EmbedderUnavailable):

@@ -257,58 +257,57 @@ def _export_onnx(model_dir: Path, config: _ModelConfig, target: Path) -> dict[st
     hf_logging.disable_progress_bar()
     sink = io.StringIO()
     try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model = AutoModel.from_pretrained(
-                    str(model_dir), local_files_only=True, attn_implementation="eager"
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = AutoModel.from_pretrained(
+                str(model_dir), local_files_only=True, attn_implementation="eager"
+            )
+            model.eval()
+            wants_types = "token_type_ids" in inspect.signature(model.forward).parameters
+            names = ["input_ids", "attention_mask"] + (["token_type_ids"] if wants_types else [])
+
+            class _Wrapper(torch.nn.Module):
+                """Calls the model with keyword arguments; returns last_hidden_state."""
+
+                def __init__(self, inner: torch.nn.Module) -> None:
+                    super().__init__()
+                    self.inner = inner
+
+                def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+                    return self.inner(**dict(zip(names, inputs))).last_hidden_state
+
+            def sample(batch: int, length: int, seed: int) -> list[torch.Tensor]:
+                generator = torch.Generator().manual_seed(seed)
+                low, high = 1000, max(1001, min(config.vocab_size, 20000))
+                ids = torch.randint(low, high, (batch, length), generator=generator)
+                mask = torch.ones(batch, length, dtype=torch.int64)
+                for row in range(1, batch):  # ragged rows so the mask path is traced
+                    mask[row, length - row * max(1, length // (batch + 1)) :] = 0
+                ids = ids.masked_fill(mask == 0, config.pad_token_id)
+                tensors = [ids, mask]
+                if wants_types:
+                    tensors.append(torch.zeros_like(ids))
+                return tensors
+
+            wrapper = _Wrapper(model).eval()
+            axes = {name: {0: "batch", 1: "sequence"} for name in names}
+            axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
+            with torch.no_grad():
+                torch.onnx.export(
+                    wrapper,
+                    tuple(sample(2, 16, 0)),
+                    str(target),
+                    input_names=names,
+                    output_names=["last_hidden_state"],
+                    dynamic_axes=axes,
+                    opset_version=ONNX_OPSET,
+                    do_constant_folding=True,
+                    dynamo=False,
                 )
-                model.eval()
-                wants_types = "token_type_ids" in inspect.signature(model.forward).parameters
-                names = ["input_ids", "attention_mask"] + (["token_type_ids"] if wants_types else [])
-
-                class _Wrapper(torch.nn.Module):
-                    """Calls the model with keyword arguments; returns last_hidden_state."""
-
-                    def __init__(self, inner: torch.nn.Module) -> None:
-                        super().__init__()
-                        self.inner = inner
-
-                    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-                        return self.inner(**dict(zip(names, inputs))).last_hidden_state
-
-                def sample(batch: int, length: int, seed: int) -> list[torch.Tensor]:
-                    generator = torch.Generator().manual_seed(seed)
-                    low, high = 1000, max(1001, min(config.vocab_size, 20000))
-                    ids = torch.randint(low, high, (batch, length), generator=generator)
-                    mask = torch.ones(batch, length, dtype=torch.int64)
-                    for row in range(1, batch):  # ragged rows so the mask path is traced
-                        mask[row, length - row * max(1, length // (batch + 1)) :] = 0
-                    ids = ids.masked_fill(mask == 0, config.pad_token_id)
-                    tensors = [ids, mask]
-                    if wants_types:
-                        tensors.append(torch.zeros_like(ids))
-                    return tensors
-
-                wrapper = _Wrapper(model).eval()
-                axes = {name: {0: "batch", 1: "sequence"} for name in names}
-                axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
-                with torch.no_grad():
-                    torch.onnx.export(
-                        wrapper,
-                        tuple(sample(2, 16, 0)),
-                        str(target),
-                        input_names=names,
-                        output_names=["last_hidden_state"],
-                        dynamic_axes=axes,
-                        opset_version=ONNX_OPSET,
-                        do_constant_folding=True,
-                        dynamo=False,
-                    )
-                    # Check the graph on other shapes, so a trace that froze a shape or a branch
-                    # is caught here rather than as subtly wrong vectors.
-                    check = sample(3, 23, 1)
-                    expected = wrapper(*check).numpy()
+                # Check the graph on other shapes, so a trace that froze a shape or a branch
+                # is caught here rather than as subtly wrong vectors.
+                check = sample(3, 23, 1)
+                expected = wrapper(*check).numpy()
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -327,7 +326,7 @@ def _export_onnx(model_dir: Path, config: _ModelConfig, target: Path) -> dict[st
         }
     except EmbedderUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001 - any export failure means "no ONNX model"
+    except Exception as exc:  # any export failure means "no ONNX model"
         raise EmbedderUnavailable(f"exporting the model to ONNX failed: {exc}") from exc
     finally:
         hf_logging.set_verbosity(previous_verbosity)

@@ -7,7 +7,6 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-
 ProgressFn = Callable[[str], None]
 
 

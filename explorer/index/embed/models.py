@@ -149,7 +149,7 @@ def _read_model_config(model_dir: Path) -> _ModelConfig:
         st_config = _read_json(model_dir / "sentence_bert_config.json") or {}
         tok_config = _read_json(model_dir / "tokenizer_config.json") or {}
     except (OSError, ValueError) as exc:
-        raise EmbedderUnavailable(f"cannot read the model configuration in {model_dir}: {exc}")
+        raise EmbedderUnavailable(f"cannot read the model configuration in {model_dir}: {exc}") from exc
 
     pooling_dir = ""
     if modules is not None:

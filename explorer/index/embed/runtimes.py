@@ -107,7 +107,7 @@ class OnnxEmbedder:
             raise EmbedderUnavailable(f"{self.model_dir} has no tokenizer.json")
         try:
             self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:  # noqa: BLE001 - the tokenizers error type is not public
+        except Exception as exc:  # the tokenizers error type is not public
             raise EmbedderUnavailable(f"cannot load {tokenizer_path}: {exc}") from exc
         # tokenizer.json ships with truncation 128 and fixed padding; sentence-transformers
         # truncates at max_seq_length and pads per batch, which encode() does itself.
@@ -261,14 +261,18 @@ class SentenceTransformerEmbedder:
             torch.set_num_threads(max(1, int(threads)))
         sink = io.StringIO()
         try:
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    self._model = SentenceTransformer(str(self.model_dir), device="cpu")
-        except Exception as exc:  # noqa: BLE001 - loading can fail in many library-specific ways
+            with (
+                contextlib.redirect_stdout(sink),
+                contextlib.redirect_stderr(sink),
+                warnings.catch_warnings(),
+            ):
+                warnings.simplefilter("ignore")
+                self._model = SentenceTransformer(str(self.model_dir), device="cpu")
+        except Exception as exc:  # loading can fail in many library-specific ways
             raise EmbedderUnavailable(f"sentence-transformers cannot load {self.model_dir}: {exc}") from exc
-        getter = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
+        getter = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
         )
         dim = getter()
         if not dim:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,7 +13,6 @@ from textual.widgets import Static
 
 from explorer.text.cells import cell_len
 from explorer.tui import keys
-
 
 #: Section titles of the classes whose keys are listed.
 TITLES = {
@@ -90,7 +89,7 @@ class HelpScreen(ModalScreen[None]):
             if rows:
                 sections.append((TITLES.get(kind.__name__, kind.__name__), rows))
         sections.append(
-            ("Everywhere", binding_rows(app_bindings) + [("ctrl+p", "Command palette (every action)")])
+            ("Everywhere", [*binding_rows(app_bindings), ("ctrl+p", "Command palette (every action)")])
         )
         return cls(sections)
 

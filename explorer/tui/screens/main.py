@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, TabbedContent, TabPane
@@ -239,8 +239,8 @@ class MainScreen(Screen):
         """Progressive search in a thread: lexical first, then the full pipeline; stale runs stop early.
 
         Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
-        from explorer.search.pipeline import QueryError, SearchCancelled
         from explorer.search.classic import ClassicUnavailable, allowed_shards, classic_results
+        from explorer.search.pipeline import QueryError, SearchCancelled
 
         worker = get_current_worker()
 
@@ -262,11 +262,11 @@ class MainScreen(Screen):
                 if parsed.text or not parsed.has_filters:
                     # Filters (path:, tag:, …) narrow the tool's hits instead of being searched as words.
                     allowed = allowed_shards(app.index, app.settings, text) if parsed.has_filters else None
-                    words = parsed.text if parsed.has_filters else text
+                    asked = parsed.text if parsed.has_filters else text
                     results = classic_results(
                         app.index,
                         mode,
-                        words,
+                        asked,
                         k=app.settings.search.top_k,
                         cancelled=cancelled,
                         allowed=allowed,

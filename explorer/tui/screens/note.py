@@ -15,18 +15,18 @@ from textual.widgets import Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
+from explorer.index.transclusion import embeds_in
 from explorer.tui import keys, launch
 from explorer.tui.messages import EditNote
 from explorer.tui.safe import plain, safe_content, screen_text
-from explorer.index.transclusion import embeds_in
 from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_href, property_rows
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.footer import KeyFooter
+from explorer.tui.widgets.long_text import LongText
+from explorer.tui.widgets.status_bar import StatusBar
 from explorer.vault.parse import markdown_link_target
 from explorer.vault.pdf import is_pdf
-from explorer.tui.widgets.long_text import LongText
 from explorer.vault.shard import link_heading
-from explorer.tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
     from explorer.tui.app import ExplorerApp
@@ -364,7 +364,7 @@ class NoteScreen(Screen):
         out = self.query_one("#note-links", OptionList)
         out.clear_options()
         self.links_shown = []
-        for link, target in graph.outgoing(note.path):
+        for _link, target in graph.outgoing(note.path):
             if target is None or target in self.links_shown or target == note.path:
                 continue
             self.links_shown.append(target)
@@ -428,8 +428,8 @@ class NoteScreen(Screen):
             self.notify(f"No note named “{target}” (a dangling link).", severity="warning", timeout=4)
             return
         if heading.startswith("^"):
-            block = next((b for b in note.blocks if b.id == heading[1:]), None)
-            place = Place(path, block.start if block else None)
+            named = next((b for b in note.blocks if b.id == heading[1:]), None)
+            place = Place(path, named.start if named else None)
         else:
             place = Place(path, None, heading)
         await self.go(place)

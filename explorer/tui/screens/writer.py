@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import stat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
+from textual.widgets.text_area import Document
 from textual.worker import get_current_worker
 
 from explorer.search.suggest import (
@@ -24,11 +25,12 @@ from explorer.search.suggest import (
     sentence_bounds,
 )
 from explorer.text.cells import clip
+from explorer.text.files import write_atomic
 from explorer.text.safe import has_controls
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote, RelatedFound
 from explorer.tui.safe import plain, safe_content, screen_text
-from explorer.tui.text import body_start, read_note_file, write_atomic
+from explorer.tui.text import body_start, read_note_file
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
@@ -114,7 +116,7 @@ class WriterScreen(Screen):
         self.saved_text = text
         editor.load_text(text)
         start = self.start_cursor if self.start_cursor is not None else body_start(text)
-        loc = editor.document.get_location_from_index(min(start, len(text)))
+        loc = _document(editor).get_location_from_index(min(start, len(text)))
         editor.move_cursor(loc, center=True)
         editor.focus()
         self.query_one("#related", OptionList).border_title = "Related"
@@ -159,7 +161,7 @@ class WriterScreen(Screen):
             return
         editor = self.query_one(TextArea)
         text = editor.text
-        index = editor.document.get_index_from_location(editor.cursor_location)
+        index = _document(editor).get_index_from_location(editor.cursor_location)
         start, end = paragraph_bounds(text, index)
         paragraph = plain_query(text[start:end])
         # The sentence at the cursor ranks the named notes: moving to another sentence asks again.
@@ -262,7 +264,7 @@ class WriterScreen(Screen):
                 "This note's name holds control characters: link it by hand.", severity="warning", timeout=4
             )
             return
-        doc = editor.document
+        doc = _document(editor)
         m = s.mention
         if m is not None and editor.text[m.start : m.end] == m.typed:
             result = editor.replace(
@@ -344,3 +346,8 @@ class WriterScreen(Screen):
             event.prevent_default()
             self.set_focus(editor)
             editor.insert(event.character or "")
+
+
+def _document(editor: TextArea) -> Document:
+    """The editor's document with its offset <-> location API (a TextArea always holds a Document)."""
+    return cast(Document, editor.document)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rich.cells import cell_len
 from textual.app import ComposeResult
@@ -139,7 +140,7 @@ class ContextPane(Vertical):
         self.index = index
         self.result = result
         note = index.note(result.document_path) if result is not None and index is not None else None
-        if note is None:
+        if note is None or result is None:
             self._shown_key = None
             self.state = None
             self.window = None
@@ -180,14 +181,13 @@ class ContextPane(Vertical):
     # -- actions (the screen binds the keys) -------------------------------------------
     def widen(self, step: int = 1) -> None:
         """Grow (step > 0) or shrink (step < 0) the window."""
-        if self.state is None:
+        state = self.state
+        if state is None:
             return
         sizes = WINDOW_STEPS
-        i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - self.state.chars))
+        i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - state.chars))
         i = max(0, min(len(sizes) - 1, i + step))
-        self.state = ContextState(
-            self.state.path, self.state.cursor, sizes[i], self.state.shard, self.state.match
-        )
+        self.state = ContextState(state.path, state.cursor, sizes[i], state.shard, state.match)
         self._render_window()
 
     def step_match(self, step: int) -> None:

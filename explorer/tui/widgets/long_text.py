@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import accumulate
+from typing import ClassVar
 
 from rich.cells import cell_len, chop_cells
 from rich.segment import Segment
@@ -25,7 +26,7 @@ class LongText(ScrollView, can_focus=True):
     the way `less` folds them; the text is given already made terminal-safe.
     """
 
-    COMPONENT_CLASSES = {"long-text--gutter", "long-text--mark"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"long-text--gutter", "long-text--mark"}
 
     DEFAULT_CSS = """
     LongText { background: $surface; scrollbar-gutter: stable; overflow-x: hidden; }

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import cast
 
 from textual import events
 from textual.content import Content
+from textual.css.styles import RulesMap
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -132,7 +134,7 @@ class RowLayout:
     """Two-line rows (narrow terminals)."""
     width: int
     """Cells a prompt wraps in (0: the list is not laid out yet)."""
-    rules: dict[str, object] = field(default_factory=dict)
+    rules: RulesMap = field(default_factory=lambda: RulesMap())
     """The list's style rules that Content.get_height reads."""
 
 
@@ -212,7 +214,7 @@ class ResultsList(OptionList):
         """The current row layout, for `prepare_rows` in a worker."""
         padding = self.get_component_styles("option-list--option").padding
         width = self.scrollable_content_region.width - self._get_left_gutter_width() - padding.width
-        rules = {name: self.styles.get(name, default) for name, default in HEIGHT_RULES}
+        rules = cast(RulesMap, {name: self.styles.get(name, default) for name, default in HEIGHT_RULES})
         return RowLayout(self._two_line, max(0, width), rules)
 
     def show(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
-from textual.content import Content
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.widgets import ProgressBar, Static
 
 from explorer.tui.safe import safe_content

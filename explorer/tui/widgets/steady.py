@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from textual.content import Content
+from textual.css.styles import RulesMap
 from textual.widgets import Static
 
 
@@ -27,8 +30,8 @@ def steady_update(static: Static, content: Content | str) -> None:
     if width > 0 and isinstance(content, Content) and isinstance(old, Content):
         same_height = not styles.is_auto_height or _rows(static, content, width) == _rows(static, old, width)
         same_width = not styles.is_auto_width or content.get_optimal_width(
-            styles, 0
-        ) == old.get_optimal_width(styles, 0)
+            _rules(static), 0
+        ) == old.get_optimal_width(_rules(static), 0)
         layout = not (same_height and same_width)
     static.update(content, layout=layout)
 
@@ -36,10 +39,15 @@ def steady_update(static: Static, content: Content | str) -> None:
 def _rows(static: Static, content: Content, width: int) -> int:
     """The rows `content` takes in `static` at `width`, within its min-height and max-height (in cells)."""
     styles = static.styles
-    rows = content.get_height(styles, width)
+    rows = content.get_height(_rules(static), width)
     low, high = styles.min_height, styles.max_height
     if low is not None and low.cells is not None:
         rows = max(rows, low.cells)
     if high is not None and high.cells is not None:
         rows = min(rows, high.cells)
     return rows
+
+
+def _rules(static: Static) -> RulesMap:
+    """The widget's styles as the rules a Visual reads (Textual's own widgets pass `self.styles` so)."""
+    return cast(RulesMap, static.styles)

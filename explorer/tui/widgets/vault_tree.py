@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -13,7 +13,6 @@ from textual.widgets.tree import TreeNode
 from explorer.tui import keys
 from explorer.tui.messages import OpenNote
 from explorer.tui.safe import SafeInput, plain_rich
-
 
 #: A filter matching at most this many notes shows them with every folder open.
 EXPAND_FILTERED = 300

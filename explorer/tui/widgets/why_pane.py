@@ -12,8 +12,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.tui.safe import SafeInput, safe_content, screen_text
 from explorer.search.whynot import Proof, WhyNotReport, why_not
+from explorer.tui.safe import SafeInput, safe_content, screen_text
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import shown_ranks
 
