@@ -10,7 +10,7 @@ nothing from the indexer) and runs through the default pipeline, offline:
   swapped, in one word of 4+ letters, seeded) -> the note within the top 3.
 
 Targets: names at rank 1 for >= 97 % of queries, typos in the top 3 for >= 80 %. Rows can be run
-with settings overrides (``--row "no name ranking:search.name_weight=0"``) to measure what a part
+with settings overrides (``--row "no name ranking:experimental.name_weight=0"``) to measure what a part
 contributes. Vectors are cached in the work folder, so only the first run embeds.
 """
 
@@ -33,7 +33,7 @@ from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline
 
 ROWS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("default", {}),
-    ("no name ranking", {"search.name_weight": 0}),
+    ("no name ranking", {"experimental.name_weight": 0}),
     ("no typo tolerance", {"search.typo_tolerance": False}),
 )
 _FM = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)

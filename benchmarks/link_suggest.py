@@ -285,7 +285,7 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     vault = speed.ensure_vault(size, out, vocab)
     wordvecs = speed.word_vectors(vocab, out)
     # Every typed word changes the paragraph: no call may be answered from the cache of recent searches.
-    settings = load_settings(vault, {"search.cache_size": 0})
+    settings = load_settings(vault, {"experimental.cache_size": 0})
     t = time.perf_counter()
     index, _report = open_index(vault, settings)
     opened = round(time.perf_counter() - t, 1)

@@ -6,7 +6,7 @@ pipeline run: numpy-free, seconds). Two choices, each made on four conversations
 fifth, the five left-out parts pooled, beside the value chosen on all five (in-sample):
 
 1. The date lift (explorer.search.memory.lift_by_date): on records of a run *without* it
-   (``--set search.date_weight=0``), each question's first 100 results are re-scored as the pipeline
+   (``--set experimental.date_weight=0``), each question's first 100 results are re-scored as the pipeline
    would: score + weight * best score * closeness(turn's session day, the query's dates,
    after_days); the grid of (weight, after_days) with the best mean recall@10 (categories 1-4)
    on the four is applied to the fifth.

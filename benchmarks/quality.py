@@ -65,46 +65,32 @@ SHARD_DEPTH = 1000
 #: Settings ablations: (name, row, overrides). Each runs its row with these settings.
 ABLATIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("defaults", "hybrid", {}),
-    ("5 keyword terms besides the query", "hybrid", {"search.keyword_terms": 5}),
-    ("5 keyword terms, term_weight 0.25", "hybrid", {"search.keyword_terms": 5, "search.term_weight": 0.25}),
-    (
-        "5 keyword terms, searched by BM25 only",
-        "hybrid",
-        {"search.keyword_terms": 5, "search.term_retrievers": "bm25"},
-    ),
-    ("rrf_k 20", "hybrid", {"search.rrf_k": 20}),
-    ("rrf_k 100", "hybrid", {"search.rrf_k": 100}),
-    ("dense_threshold 0.0", "hybrid", {"search.dense_threshold": 0.0}),
-    ("dense_threshold 0.2", "hybrid", {"search.dense_threshold": 0.2}),
-    ("dense_threshold 0.3", "hybrid", {"search.dense_threshold": 0.3}),
-    ("candidates 200", "hybrid", {"search.candidates": 200}),
+    ("rrf_k 20", "hybrid", {"experimental.rrf_k": 20}),
+    ("rrf_k 100", "hybrid", {"experimental.rrf_k": 100}),
+    ("dense_threshold 0.0", "hybrid", {"experimental.dense_threshold": 0.0}),
+    ("dense_threshold 0.2", "hybrid", {"experimental.dense_threshold": 0.2}),
+    ("dense_threshold 0.3", "hybrid", {"experimental.dense_threshold": 0.3}),
+    ("candidates 200", "hybrid", {"experimental.candidates": 200}),
     (
         "dense_threshold 0.2, candidates 200",
         "hybrid",
-        {"search.dense_threshold": 0.2, "search.candidates": 200},
+        {"experimental.dense_threshold": 0.2, "experimental.candidates": 200},
     ),
-    ("dense_weight 1.5", "hybrid", {"search.dense_weight": 1.5}),
-    ("bm25_weight 1.5", "hybrid", {"search.bm25_weight": 1.5}),
+    ("dense_weight 1.5", "hybrid", {"experimental.dense_weight": 1.5}),
+    ("bm25_weight 1.5", "hybrid", {"experimental.bm25_weight": 1.5}),
     (
         "dense_threshold 0.2, candidates 200",
         "full",
-        {"search.dense_threshold": 0.2, "search.candidates": 200},
+        {"experimental.dense_threshold": 0.2, "experimental.candidates": 200},
     ),
     ("reranker on", "full", {"rerank.enabled": True}),
-    ("reranker on, 5 keyword terms", "full", {"rerank.enabled": True, "search.keyword_terms": 5}),
     (
         "reranker on, no time budget",
         "full",
-        {"rerank.enabled": True, "rerank.pass1_timeout_ms": 0, "rerank.pass2_timeout_ms": 0},
-    ),
-    (
-        "reranker on, 5 keyword terms, no time budget",
-        "full",
         {
             "rerank.enabled": True,
-            "search.keyword_terms": 5,
-            "rerank.pass1_timeout_ms": 0,
-            "rerank.pass2_timeout_ms": 0,
+            "experimental.rerank_pass1_timeout_ms": 0,
+            "experimental.rerank_pass2_timeout_ms": 0,
         },
     ),
     ("reranker on", "full_k15", {"rerank.enabled": True}),
@@ -605,7 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="ROW:KEY=V,KEY=V",
-        help="an extra ablation, e.g. hybrid:search.max_terms=0,search.rrf_k=20",
+        help="an extra ablation, e.g. hybrid:search.max_terms=0,experimental.rrf_k=20",
     )
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     parser.add_argument(

@@ -404,7 +404,7 @@ def worker(
     # no floor: every dense ranking then runs 100 notes deep and the feedback ranking always runs
     # (the worst case for fusion).
     deep = make_pipeline(
-        index, settings.with_overrides({"search.dense_threshold": 0.0}, origin="keystroke_deep")
+        index, settings.with_overrides({"experimental.dense_threshold": 0.0}, origin="keystroke_deep")
     )
     for label, pipe, kwargs in (
         ("keystroke", pipeline, {"two_pass": False, "rerank": False}),
@@ -556,7 +556,7 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
 
     from explorer.config import load_settings
     from explorer.index.embed import resolve_model
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.vault_index import EMBED_BATCH, VaultIndex
 
     cache = Path(tempfile.mkdtemp(prefix="explorer-embed-bench-"))
     try:
@@ -590,7 +590,7 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
             n = index.embed_pending()
             indexer.append(n / (time.perf_counter() - t))
             t = time.perf_counter()
-            emb.encode(texts, batch_size=settings.index.embed_batch)
+            emb.encode(texts, batch_size=EMBED_BATCH)
             onnx.append(len(texts) / (time.perf_counter() - t))
         index.close()
         t = time.perf_counter()
@@ -604,7 +604,7 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
             t = time.perf_counter()
             model.encode(
                 texts,
-                batch_size=settings.index.embed_batch,
+                batch_size=EMBED_BATCH,
                 normalize_embeddings=True,
                 show_progress_bar=False,
             )

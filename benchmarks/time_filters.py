@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"writing {args.notes} notes to {vault}")
         write_vault(vault, args.notes, args.seed)
     index, settings, _ = open_vault_index(
-        vault, {"search.cache_size": 0, "rerank.enabled": False}, embeddings=False
+        vault, {"experimental.cache_size": 0, "rerank.enabled": False}, embeddings=False
     )
     pipeline = make_pipeline(index, settings)
     pipeline.today = lambda: TODAY

@@ -78,25 +78,18 @@ class VaultSettings:
 
     ignore: tuple[str, ...] = ()
     """Files and folders to skip, in gitignore syntax (vault-relative), added to DEFAULT_IGNORE."""
-    max_note_bytes: Annotated[int, Range(1)] = 8_000_000
-    """Notes larger than this are skipped with a reason."""
-    max_note_shards: Annotated[int, Range(1)] = 2000
-    """Shards one note may contribute; the rest of a longer note is left out with a recorded reason."""
     source_types: tuple[tuple[str, str], ...] = DEFAULT_SOURCE_TYPES
     """(glob, source_type) pairs; anything unmatched is `note`."""
     follow_symlinks: bool = True
     """Follow symlinks (files and folders) whose target is inside the vault; loops are detected and skipped."""
     follow_external_symlinks: bool = False
     """Also follow symlinks whose target is outside the vault (off: nothing outside the vault is read)."""
+    max_note_bytes: Annotated[int, Range(1)] = 8_000_000
+    """Notes larger than this are skipped with a reason."""
     pdfs: bool = True
     """Index the text of PDF files, page by page (node_ids `file.pdf#page=N`); off: PDFs are not read."""
     max_pdf_bytes: Annotated[int, Range(1)] = 64_000_000
     """PDFs larger than this are skipped with a reason."""
-    max_pdf_pages: Annotated[int, Range(1)] = 2000
-    """Pages read from one PDF; the rest of a longer one is left out with a recorded reason."""
-    pdf_seconds: Annotated[float, Range(0.1, 3600)] = 20.0
-    """Time one PDF may take to read, checked between pages: the pages read by then are kept, the rest
-    left out with a recorded reason (one page is itself bounded by the PDF library's limits)."""
     canvases: bool = True
     """Index JSON Canvas files (`.canvas`): text cards as shards `board.canvas#<card id>`, file cards and
     edges as links. Off: canvases are not read."""
@@ -104,33 +97,14 @@ class VaultSettings:
 
 @dataclass(frozen=True, slots=True)
 class IndexSettings:
-    """How notes become shards, and how shards are indexed."""
+    """Where and how the index is kept."""
 
     cache_dir: str = ""
     """Where the index lives; empty means `<vault>/.explorer`."""
-    shard_tokens: Annotated[int, Range(8, 512)] = 200
-    """Size cap of a shard in estimated word pieces (the model window is 256)."""
-    shard_overlap: Annotated[int, Range(0, 256)] = 30
-    """Estimated word pieces shared by consecutive pieces of a long section."""
     embeddings: bool = True
     """Compute and use dense vectors; off means BM25 only."""
-    dialog_context: bool = True
-    """Also embed each conversation turn read with its adjacent turns of the same session (a second
-    vector per turn note; see explorer.index.dialog). Off: turns have only their own vector."""
     model: str = "all-MiniLM-L6-v2"
     """Embedding model: the bundled name or a local model folder."""
-    runtime: Annotated[str, OneOf("auto", "onnx", "sentence-transformers")] = "auto"
-    """Embedding runtime: auto, onnx or sentence-transformers."""
-    embed_batch: Annotated[int, Range(1, 1024)] = 32
-    """Shards per embedding batch."""
-    bm25_k1: Annotated[float, Range(0, 10)] = 1.5
-    """BM25 term-frequency saturation (rank_bm25 default)."""
-    bm25_b: Annotated[float, Range(0, 1)] = 0.75
-    """BM25 length normalisation (rank_bm25 default)."""
-    bm25_epsilon: Annotated[float, Range(0, 1)] = 0.25
-    """Floor for negative IDF, as a fraction of the mean IDF (rank_bm25 default)."""
-    debounce_ms: Annotated[int, Range(0, 60_000)] = 300
-    """Quiet period that closes a batch of file changes."""
     backend: Annotated[str, OneOf("local", "milvus")] = "local"
     """Where rankings are served from: `local` (in process) or `milvus` (a Milvus engine at `milvus_uri`)."""
     milvus_uri: str = ""
@@ -148,108 +122,19 @@ class SearchSettings:
 
     top_k: Annotated[int, Range(1, 1000)] = 15
     """Entries (notes) returned."""
-    shards_per_entry: Annotated[int, Range(1, 50)] = 3
-    """Context shards kept per entry."""
-    rrf_k: Annotated[int, Range(0, 100_000)] = 60
-    """RRF constant."""
-    fusion: Annotated[str, OneOf("auto", "rrf", "score")] = "auto"
-    """How rankings combine: rrf (reciprocal ranks), score (each ranking's raw scores normalised
-    to 0-1 from its best: BM25 / best, cosine from the 0.25 floor of unrelated texts), or auto:
-    score fusion in a vault that holds conversation turns (agent memory), RRF elsewhere."""
-    bm25_weight: Annotated[float, Range(0, 100)] = 1.0
-    """Weight of the BM25 ranking in RRF."""
-    dense_weight: Annotated[float, Range(0, 100)] = 1.0
-    """Weight of the embedding ranking in RRF."""
-    query_weight: Annotated[float, Range(0, 100)] = 1.5
-    """Weight of the query itself among the search terms."""
-    term_weight: Annotated[float, Range(0, 100)] = 1.0
-    """Weight of each generated search term."""
-    term_retrievers: Annotated[str, OneOf("both", "bm25", "dense")] = "both"
-    """Which retrievers search the generated terms: both, bm25 or dense (the query uses both)."""
-    source_weights: Annotated[tuple[tuple[str, float], ...], Range(0, 100)] = (("fact", 1.5),)
-    """Per source_type RRF weight; unnamed types weigh 1.0."""
-    dense_threshold: Annotated[float, Range(-1, 1)] = 0.40
-    """Cosine below this is no semantic match."""
-    owner_weight: Annotated[float, Range(0, 100)] = 1.5
-    """RRF weight of the notes of a person the query names (a turn's `speaker`, a `Users/<name>/`
-    folder; see explorer.search.memory); the quality is then judged on those notes. 1 = off."""
-    neighbour_weight: Annotated[float, Range(0, 10)] = 0.0
-    """Dialog context: share of the best adjacent turn's fused score that a conversation-turn note
-    gains (turn n +/- 1 of the same session; see explorer.search.memory). 0 = off: `dialog_words`
-    and `dialog_vectors` read a turn with its neighbours, and this lift on top of them lowered
-    LoCoMo recall (BENCHMARKS.md)."""
-    date_weight: Annotated[float, Range(0, 10)] = 0.5
-    """In vaults of conversation turns (score fusion): when the query names a day, a month, a year or
-    a span next to a date ("on 8 May, 2023", "in June", "the weekend before 10 April"), a turn
-    recorded then gains this share of the best fused score (explorer.search.when). 0 = off."""
-    date_after_days: Annotated[float, Range(0, 3650)] = 7.0
-    """Days after a named span over which a turn's date still fits, less and less (things are told
-    after they happen)."""
-    dialog_words: Annotated[float, Range(0, 10)] = 0.5
-    """In vaults of conversation turns (score fusion): a turn's BM25 document also counts its
-    adjacent turns' words at this share (term counts and length; 0 = its own words only)."""
-    dialog_reach: Annotated[int, Range(1, 10)] = 2
-    """How many turns away `dialog_words` reaches, its share multiplied at each step (2: the
-    adjacent turns at 0.5, the next ones at 0.25)."""
-    dialog_vectors: bool = True
-    """In vaults of conversation turns (score fusion): a turn's cosine is the better of its own
-    vector's and its dialog-context vector's (index.dialog_context)."""
-    candidates: Annotated[int, Range(1, 100_000)] = 100
-    """Depth of each per-term ranking, in notes."""
-    feedback_shards: Annotated[int, Range(0, 50)] = 3
-    """Best fused passages (one per note) whose vectors move the query vector for the dense
-    feedback ranking (0 = no feedback ranking)."""
-    feedback_beta: Annotated[float, Range(0, 100)] = 1.0
-    """Weight of the feedback passages' mean vector added to the query vector."""
-    feedback_weight: Annotated[float, Range(0, 100)] = 1.0
-    """RRF weight of the dense feedback ranking."""
-    feedback_list: Annotated[str, OneOf("all", "leave_one_out", "new")] = "all"
-    """What the feedback ranking lists. all (default): every passage the moved query vector finds,
-    its own passages near the top (their own vectors are in it); leave_one_out: each feedback
-    passage re-placed by the query plus the other passages only; new: only passages the query's
-    own dense ranking missed. The last two stop a passage from counting its dense match twice,
-    but both lowered SciFact nDCG@10 (0.717 -> 0.708 / 0.712) and LoCoMo R@10 (BENCHMARKS.md)."""
-    phrase_weight: float = 1.0
-    """RRF weight of the ranking of passages that contain a query's quoted phrases exactly."""
-    second_shard_weight: float = 0.0
-    """A note scores as its best shard plus this times its second-best shard (0 = best shard only,
-    the default: 0.3 lowered SciFact nDCG@10 from 0.712 to 0.681 and names at rank 1; BENCHMARKS.md)."""
-    name_weight: float = 2.0
-    """RRF weight of the name ranking: notes whose title, file name or alias the query names
-    (0 = no name ranking)."""
+    max_terms: Annotated[int, Range(0, 5)] = 5
+    """Search terms besides the query, when an LLM writes them (0-5)."""
     typo_tolerance: bool = True
     """A query word found nowhere in the vault also searches the vault's closest words (one
     edit for words of 4-7 letters, two from 8), in BM25 and the name ranking."""
-    max_terms: Annotated[int, Range(0, 10)] = 5
-    """Search terms besides the query, when an LLM writes them."""
-    keyword_terms: Annotated[int, Range(0, 5)] = 0
-    """Keyword-extracted terms besides the query when no LLM writes them (0-5). Off by default:
-    on BEIR SciFact they lowered nDCG@10 from 0.718 to 0.634 (see BENCHMARKS.md)."""
     always_include: bool = True
     """Apply the always-include rules (preferences, latest turn, referenced notes)."""
-    recency_half_life_days: Annotated[float, Range(0, 1_000_000)] = 0.0
-    """A gentle preference for newer notes (explorer.search.notefilters): a note this many days older
-    than today loses half of `recency_weight` of its score, a much older one all of it. 0 = off (the
-    default); a query's `recent:30d` / `recent:off` overrides it."""
-    recency_weight: Annotated[float, Range(0, 1)] = 0.1
-    """The most a note's score can lose to its age under a recency preference: 0.1 left searches
-    for a note's name as good as without it on sample_vault, 0.25 cost 12 points (BENCHMARKS.md)."""
     two_pass: bool = True
     """Run the analysis and, when it says REFINE, a second pass."""
-    analyser: Annotated[str, OneOf("auto", "llm", "heuristic")] = "auto"
-    """auto (LLM when configured, else heuristic), llm or heuristic."""
-    pass1_entries: Annotated[int, Range(1, 1000)] = 10
-    """ke of pass 1."""
-    pass1_shards: Annotated[int, Range(1, 50)] = 3
-    """kc of pass 1."""
-    pass2_entries: Annotated[int, Range(1, 1000)] = 5
-    """ke of pass 2."""
-    pass2_shards: Annotated[int, Range(1, 50)] = 2
-    """kc of pass 2."""
-    knowledge_first: bool = True
-    """Search knowledge notes first and return early when they suffice."""
-    cache_size: Annotated[int, Range(0, 100_000)] = 64
-    """Recent searches kept in memory."""
+    recency_half_life_days: Annotated[float, Range(0, 1_000_000)] = 0.0
+    """A gentle preference for newer notes (explorer.search.notefilters): a note this many days older
+    than today loses half of the most its age can cost it, a much older one all of it. 0 = off (the
+    default); a query's `recent:30d` / `recent:off` overrides it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,26 +142,12 @@ class RerankSettings:
     """The multi-pass reranker (explorer.search.rerank): gate pass, early exit, precision pass."""
 
     enabled: bool = False
-    """Rerank fused results (`--rerank` / `--no-rerank` override it per search). Off by default:
-    on BEIR SciFact it lowered the default pipeline's nDCG@10 from 0.719 to 0.702 (BENCHMARKS.md)."""
+    """Rerank fused results (`--rerank` / `--no-rerank` override it per search)."""
     backend: Annotated[str, OneOf("local", "cross-encoder", "llm", "none")] = "local"
-    """local (bundled MiniLM: best shard, then sentence windows), cross-encoder, llm or none."""
+    """local (bundled MiniLM: best shard, then sentence windows), cross-encoder, llm (the configured
+    LLM, one pass) or none."""
     cross_encoder: str = ""
     """Local folder of a sentence-transformers cross-encoder (backend cross-encoder)."""
-    pass1_candidates: Annotated[int, Range(1, 10_000)] = 30
-    """Results scored by the gate pass."""
-    pass1_timeout_ms: Annotated[int, Range(0, 600_000)] = 80
-    """Budget of the gate pass; 0 means no limit. On timeout the fused order stays."""
-    pass2_candidates: Annotated[int, Range(0, 10_000)] = 100
-    """Results scored by the precision pass; 0 disables it."""
-    pass2_timeout_ms: Annotated[int, Range(0, 600_000)] = 150
-    """Budget of the precision pass; 0 means no limit. On timeout the gate pass's order stays."""
-    early_exit_ratio: Annotated[float, Range(0, 1000)] = 1.5
-    """Skip pass 2 when the gate's top score / runner-up score (0-1 scale) exceeds this."""
-    early_exit_gap: Annotated[float, Range(0, 1)] = 0.3
-    """Skip pass 2 when the gate's top score minus runner-up score (0-1 scale) exceeds this."""
-    blend: Annotated[float, Range(0, 1)] = 0.7
-    """final = blend * rerank score + (1 - blend) * fused score / best fused score."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,16 +160,10 @@ class LLMSettings:
     """Key; many local servers accept any."""
     model: str = ""
     """Model name."""
-    temperature: Annotated[float, Range(0, 2)] = 0.4
-    """Sampling temperature for term generation."""
     timeout_s: Annotated[float, Range(0.1, 3600)] = 10.0
     """Per request."""
-    max_tokens: Annotated[int, Range(1, 1_000_000)] = 200
-    """Per completion."""
     token_budget: Annotated[int, Range(0, 100_000_000)] = 4000
     """Tokens one search may spend."""
-    rerank: bool = False
-    """Use the LLM to rerank when quality is below high."""
 
     @property
     def configured(self) -> bool:
@@ -312,10 +177,78 @@ class UISettings:
 
     theme: str = "explorer-dark"
     """Theme name (from themes/ or Textual's built-ins)."""
-    debounce_ms: Annotated[int, Range(0, 10_000)] = 150
-    """Typing pause before a live search."""
-    context_chars: Annotated[int, Range(10, 1_000_000)] = 600
-    """Characters each side of the cursor in the context pane."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentalSettings:
+    """Tuning values, for measuring alternatives: the defaults are the measured ones (BENCHMARKS.md).
+
+    Not settings a person needs: setting one in config.toml or the environment warns once per load
+    (a `--set` flag does not: it is asked for each time), and any of them may change or go without
+    notice.
+    """
+
+    fusion: Annotated[str, OneOf("auto", "rrf", "score")] = "auto"
+    """rrf (reciprocal ranks), score (raw scores normalised to 0-1), or auto: score fusion in a vault
+    of conversation turns, RRF elsewhere."""
+    rrf_k: Annotated[int, Range(0, 100_000)] = 60
+    """RRF constant."""
+    bm25_weight: Annotated[float, Range(0, 100)] = 1.0
+    """Weight of the BM25 rankings."""
+    dense_weight: Annotated[float, Range(0, 100)] = 1.0
+    """Weight of the embedding rankings."""
+    query_weight: Annotated[float, Range(0, 100)] = 1.5
+    """Weight of the query itself among the search terms."""
+    term_weight: Annotated[float, Range(0, 100)] = 1.0
+    """Weight of each written search term."""
+    term_retrievers: Annotated[str, OneOf("both", "bm25", "dense")] = "both"
+    """Which retrievers search the written terms (the query uses both)."""
+    source_weights: Annotated[tuple[tuple[str, float], ...], Range(0, 100)] = (("fact", 1.5),)
+    """Weight per source_type; unnamed types weigh 1.0."""
+    dense_threshold: Annotated[float, Range(-1, 1)] = 0.40
+    """Cosine below this is no semantic match."""
+    candidates: Annotated[int, Range(1, 100_000)] = 100
+    """Depth of each per-term ranking, in notes."""
+    feedback_shards: Annotated[int, Range(0, 50)] = 3
+    """Best fused passages whose vectors move the query vector for the feedback ranking (0: none)."""
+    name_weight: Annotated[float, Range(0, 100)] = 2.0
+    """Weight of the name ranking (notes whose title, file name or alias the query names; 0: none)."""
+    owner_weight: Annotated[float, Range(0, 100)] = 1.5
+    """Weight of the notes of a person the query names (explorer.search.memory; 1: off)."""
+    date_weight: Annotated[float, Range(0, 10)] = 0.5
+    """Share of the best fused score a turn recorded on the day the query names gains (0: off)."""
+    dialog_words: Annotated[float, Range(0, 10)] = 0.5
+    """Share of the adjacent turns' words in a turn's BM25 document (0: its own words only)."""
+    recency_weight: Annotated[float, Range(0, 1)] = 0.1
+    """The most a note's score can lose to its age under a recency preference."""
+    analyser: Annotated[str, OneOf("auto", "llm", "heuristic")] = "auto"
+    """Pass-1 analysis: auto (LLM when configured, else heuristic), llm or heuristic."""
+    knowledge_first: bool = True
+    """Search knowledge notes first and return early when they suffice."""
+    pass1_shards: Annotated[int, Range(1, 50)] = 3
+    """Context shards per entry of pass 1."""
+    cache_size: Annotated[int, Range(0, 100_000)] = 64
+    """Recent searches kept in memory."""
+    rerank_pass1_candidates: Annotated[int, Range(1, 10_000)] = 30
+    """Results scored by the reranker's gate pass."""
+    rerank_pass1_timeout_ms: Annotated[int, Range(0, 600_000)] = 80
+    """Budget of the gate pass (0: no limit); on timeout the fused order stays."""
+    rerank_pass2_timeout_ms: Annotated[int, Range(0, 600_000)] = 150
+    """Budget of the precision pass (0: no limit); on timeout the gate pass's order stays."""
+    rerank_early_exit_ratio: Annotated[float, Range(0, 1000)] = 1.5
+    """Skip the precision pass when the gate's top score / runner-up (0-1 scale) exceeds this."""
+    rerank_early_exit_gap: Annotated[float, Range(0, 1)] = 0.3
+    """Skip the precision pass when the gate's top score minus runner-up exceeds this."""
+    rerank_blend: Annotated[float, Range(0, 1)] = 0.7
+    """final = blend * rerank score + (1 - blend) * fused score / best fused score."""
+    runtime: Annotated[str, OneOf("auto", "onnx", "sentence-transformers")] = "auto"
+    """Embedding runtime: auto (ONNX Runtime, else sentence-transformers), onnx or sentence-transformers."""
+    dialog_context: bool = True
+    """Also embed each conversation turn with its adjacent turns (a second vector per turn note)."""
+    watch_debounce_ms: Annotated[int, Range(0, 60_000)] = 300
+    """Quiet period that closes a batch of file changes."""
+    typing_debounce_ms: Annotated[int, Range(0, 10_000)] = 150
+    """Typing pause before the app's live search."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +261,7 @@ class Settings:
     rerank: RerankSettings = field(default_factory=RerankSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     ui: UISettings = field(default_factory=UISettings)
+    experimental: ExperimentalSettings = field(default_factory=ExperimentalSettings)
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str = "flags") -> Settings:
         """Return a copy with dotted keys (`search.top_k`) replaced, values checked."""
@@ -348,6 +282,101 @@ def cache_dir_for(vault: Path, settings: Settings) -> Path:
     return vault / ".explorer"
 
 
+#: Keys that were settings once, each with what became of it: ("experimental", its name under
+#: [experimental]), ("fixed", the value it is fixed at and why) or ("gone", why). A config file or
+#: the environment that still sets one gets a warning saying what to do; a flag gets an error.
+REMOVED_KEYS: dict[str, tuple[str, str]] = {
+    **{
+        f"search.{key}": ("experimental", key)
+        for key in (
+            "fusion",
+            "rrf_k",
+            "bm25_weight",
+            "dense_weight",
+            "query_weight",
+            "term_weight",
+            "term_retrievers",
+            "source_weights",
+            "dense_threshold",
+            "candidates",
+            "feedback_shards",
+            "name_weight",
+            "owner_weight",
+            "date_weight",
+            "dialog_words",
+            "recency_weight",
+            "analyser",
+            "knowledge_first",
+            "pass1_shards",
+            "cache_size",
+        )
+    },
+    **{
+        f"rerank.{key}": ("experimental", f"rerank_{key}")
+        for key in (
+            "pass1_candidates",
+            "pass1_timeout_ms",
+            "pass2_timeout_ms",
+            "early_exit_ratio",
+            "early_exit_gap",
+            "blend",
+        )
+    },
+    "index.runtime": ("experimental", "runtime"),
+    "index.dialog_context": ("experimental", "dialog_context"),
+    "index.debounce_ms": ("experimental", "watch_debounce_ms"),
+    "ui.debounce_ms": ("experimental", "typing_debounce_ms"),
+    "vault.max_note_shards": ("fixed", "2000 shards per note"),
+    "vault.max_pdf_pages": ("fixed", "2000 pages per PDF"),
+    "vault.pdf_seconds": ("fixed", "20 s per PDF"),
+    "index.bm25_k1": ("fixed", "1.5, the formula of rank_bm25"),
+    "index.bm25_b": ("fixed", "0.75, the formula of rank_bm25"),
+    "index.bm25_epsilon": ("fixed", "0.25, the formula of rank_bm25"),
+    "index.shard_tokens": ("fixed", "200 word pieces"),
+    "index.shard_overlap": ("fixed", "30 word pieces"),
+    "index.embed_batch": ("fixed", "32 shards"),
+    "search.shards_per_entry": ("fixed", "3"),
+    "search.pass1_entries": ("fixed", "10"),
+    "search.pass2_entries": ("fixed", "5"),
+    "search.pass2_shards": ("fixed", "2"),
+    "search.date_after_days": ("fixed", "7 days"),
+    "search.dialog_reach": ("fixed", "2 turns"),
+    "search.dialog_vectors": ("fixed", "on"),
+    "search.feedback_beta": ("fixed", "1.0"),
+    "search.feedback_weight": ("fixed", "1.0"),
+    "search.phrase_weight": ("fixed", "1.0"),
+    "rerank.pass2_candidates": ("fixed", "100"),
+    "llm.temperature": ("fixed", "0.4"),
+    "llm.max_tokens": ("fixed", "200 tokens per completion"),
+    "ui.context_chars": ("fixed", "600 characters; the context pane's keys widen and narrow it"),
+    "search.neighbour_weight": ("gone", "the lift from adjacent turns lowered LoCoMo recall (BENCHMARKS.md)"),
+    "search.feedback_list": ("gone", "the other feedback lists lowered SciFact and LoCoMo (BENCHMARKS.md)"),
+    "search.second_shard_weight": ("gone", "a note's second shard lowered SciFact nDCG@10 (BENCHMARKS.md)"),
+    "search.keyword_terms": ("gone", "offline keyword terms lowered SciFact nDCG@10 (BENCHMARKS.md)"),
+    "llm.rerank": ("merged", 'rerank.backend = "llm" with rerank.enabled = true'),
+}
+
+
+def removed_key_advice(dotted: str, origin: str) -> str | None:
+    """What to tell someone who sets `dotted`, no longer a setting (None: it is one, or never was)."""
+    if dotted not in REMOVED_KEYS:
+        return None
+    kind, detail = REMOVED_KEYS[dotted]
+    env = origin == "environment"
+    name = "EXPLORER_" + dotted.replace(".", "_").upper()
+    drop = f"unset {name}" if env else "remove it"
+    if kind == "experimental":
+        where = f"EXPLORER_EXPERIMENTAL_{detail.upper()}" if env else f"{detail} under [experimental]"
+        todo = f"it is the experimental tuning value experimental.{detail} now: {drop}, or set {where}"
+    elif kind == "fixed":
+        todo = f"it is fixed at {detail}: {drop}"
+    elif kind == "merged":
+        todo = f"set {detail} instead, and {drop}"
+    else:
+        todo = f"the alternative is gone ({detail}): {drop}"
+    return f"'{dotted}' is no longer a setting and is ignored; {todo}"
+
+
 def load_settings(
     vault: Path | None,
     flags: Mapping[str, Any] | None = None,
@@ -365,6 +394,10 @@ def load_settings(
         config_file: An explicit config file instead of the vault's.
         warn: Told about unknown sections and keys in the file and the environment (with a
             "did you mean"); they are ignored. Default: ConfigError. Unknown flags always raise.
+            Also told, once per load, which `[experimental]` values the file and the environment
+            set (a flag's are asked for on the command line: no warning), and about each key
+            that is no longer a setting (ignored; without `warn` such a key is a Python warning
+            from the file and the environment, and an error from a flag).
 
     Raises:
         ConfigError: naming the file, the key, the value and what is allowed, when a value has
@@ -372,6 +405,7 @@ def load_settings(
     """
     settings = Settings()
     path = config_file or (vault / ".explorer" / "config.toml" if vault else None)
+    data: dict[str, Any] = {}
     if path is not None and path.is_file():
         import tomllib
 
@@ -383,15 +417,18 @@ def load_settings(
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: '{section}' must be a [section] table")
         settings = _apply(settings, data, str(path), warn=warn)
-    settings = _apply(
-        settings,
-        _from_environ(environ if environ is not None else os.environ),
-        "environment",
-        from_text=True,
-        warn=warn,
-    )
+    environ_data = _from_environ(environ if environ is not None else os.environ)
+    settings = _apply(settings, environ_data, "environment", from_text=True, warn=warn)
     if flags:
         settings = settings.with_overrides(flags)
+    # A flag's experimental values are asked for on the command line each time: no warning for them.
+    tuned = {*data.get("experimental", {}), *environ_data.get("experimental", {})}
+    names = ", ".join(f"experimental.{key}" for key in sorted(tuned & set(field_specs(ExperimentalSettings))))
+    if names and warn is not None:
+        warn(
+            f"{names}: experimental tuning, not a setting (the defaults are the measured values, "
+            "BENCHMARKS.md); it may change or go without notice"
+        )
     return settings
 
 
@@ -461,12 +498,27 @@ def _apply_section(
     specs = field_specs(section_type)
     updates: dict[str, Any] = {}
     for key, raw in values.items():
+        advice = removed_key_advice(f"{section}.{key}", origin)
+        if advice is not None:
+            if origin == "environment" or warn is not None or not from_text:
+                _warn_removed(f"{origin}: {advice}", warn)
+                continue
+            raise ConfigError(f"{origin}: {advice}")
         if key not in specs:
             _unknown(f"unknown key '{section}.{key}'", key, list(specs), origin, warn)
             continue
         kind, rule = specs[key]
         updates[key] = _coerce(raw, kind, rule, f"{section}.{key}", origin, from_text)
     return dataclasses.replace(current, **updates)
+
+
+def _warn_removed(message: str, warn: Callable[[str], None] | None) -> None:
+    if warn is not None:
+        warn(message)
+    else:
+        import warnings
+
+        warnings.warn(message, UserWarning, stacklevel=4)
 
 
 @cache

@@ -90,9 +90,9 @@ def _llm_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
 
         llm = LLMClient(settings.llm)
         term_writer = llm_term_writer(llm, index, settings)
-        if settings.search.analyser in ("auto", "llm"):
+        if settings.experimental.analyser in ("auto", "llm"):
             analyser = llm_analyser(llm, index, settings)
-    elif settings.search.analyser == "llm":
+    elif settings.experimental.analyser == "llm":
         # Asked for but not configured: the analyser falls back and names the reason.
         from explorer.search.llm import LLMClient, llm_analyser
 
@@ -204,6 +204,7 @@ def settings_key(settings: Settings) -> str:
         settings.search,
         settings.rerank,
         settings.llm,
+        settings.experimental,
     )
     return _blake2b(repr(parts).encode(), digest_size=12).hexdigest()
 

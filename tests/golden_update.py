@@ -29,7 +29,12 @@ SAMPLE_VAULT = REPO / "sample_vault"
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 
 # Reranking has time budgets: give it room so that a busy machine cannot change an order.
-_RERANK_ROOM = ["--set", "rerank.pass1_timeout_ms=600000", "--set", "rerank.pass2_timeout_ms=600000"]
+_RERANK_ROOM = [
+    "--set",
+    "experimental.rerank_pass1_timeout_ms=600000",
+    "--set",
+    "experimental.rerank_pass2_timeout_ms=600000",
+]
 
 CASES: dict[str, list[str]] = {
     # search --json: plain queries

@@ -164,7 +164,7 @@ def test_quality_benchmark_skips_an_ablation_over_budget_and_writes_rows_as_it_g
         "--scorer",
         "builtin",
         "--ablation",
-        "hybrid:search.rrf_k=20",
+        "hybrid:experimental.rrf_k=20",
         "--ablation-budget",
         "0",
     ]

@@ -15,21 +15,22 @@ def _write(vault: Path, text: str) -> None:
 
 
 def test_defaults_follow_the_design() -> None:
+    from explorer.index.lexical import BM25_B, BM25_EPSILON, BM25_K1
+    from explorer.search.rerank import RerankPolicy
+    from explorer.search.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS
+
     s = Settings()
-    assert (s.index.bm25_k1, s.index.bm25_b, s.index.bm25_epsilon) == (1.5, 0.75, 0.25)
-    assert s.search.rrf_k == 60 and s.search.top_k == 15 and s.search.dense_threshold == 0.40
-    assert dict(s.search.source_weights)["fact"] == 1.5
-    assert (s.search.pass1_entries, s.search.pass1_shards, s.search.pass2_entries, s.search.pass2_shards) == (
-        10,
-        3,
-        5,
-        2,
-    )
+    assert (BM25_K1, BM25_B, BM25_EPSILON) == (1.5, 0.75, 0.25)
+    x = s.experimental
+    assert x.rrf_k == 60 and s.search.top_k == 15 and x.dense_threshold == 0.40
+    assert dict(x.source_weights)["fact"] == 1.5
+    assert (PASS1_ENTRIES, x.pass1_shards, PASS2_ENTRIES, PASS2_SHARDS) == (10, 3, 5, 2)
+    policy = RerankPolicy.from_settings(s)
     assert (
-        s.rerank.pass1_candidates,
-        s.rerank.pass1_timeout_ms,
-        s.rerank.pass2_candidates,
-        s.rerank.pass2_timeout_ms,
+        policy.pass1_candidates,
+        policy.pass1_timeout_ms,
+        policy.pass2_candidates,
+        policy.pass2_timeout_ms,
     ) == (30, 80, 100, 150)
     assert not s.llm.configured
 
@@ -37,18 +38,19 @@ def test_defaults_follow_the_design() -> None:
 def test_layers_override_in_order(tmp_path: Path) -> None:
     _write(
         tmp_path,
-        '[search]\ntop_k = 7\nrrf_k = 30\n[vault]\nignore = ["Archive/**"]\n[search.source_weights]\nfact = 2.0\nbelief = 1.2\n',
+        '[search]\ntop_k = 7\n[experimental]\nrrf_k = 30\n[vault]\nignore = ["Archive/**"]\n'
+        "[experimental.source_weights]\nfact = 2.0\nbelief = 1.2\n",
     )
     env = {
-        "EXPLORER_SEARCH_RRF_K": "20",
+        "EXPLORER_EXPERIMENTAL_RRF_K": "20",
         "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
         "EXPLORER_LLM_MODEL": "tiny",
     }
-    s = load_settings(tmp_path, flags={"search.rrf_k": "10"}, environ=env)
+    s = load_settings(tmp_path, flags={"experimental.rrf_k": "10"}, environ=env)
     assert s.search.top_k == 7
-    assert s.search.rrf_k == 10
+    assert s.experimental.rrf_k == 10
     assert s.vault.ignore == ("Archive/**",)
-    assert dict(s.search.source_weights) == {"fact": 2.0, "belief": 1.2}
+    assert dict(s.experimental.source_weights) == {"fact": 2.0, "belief": 1.2}
     assert s.llm.configured and s.llm.model == "tiny"
 
 

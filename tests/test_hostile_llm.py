@@ -144,7 +144,7 @@ def test_vault_text_reaches_the_llm_as_quoted_data(index: VaultIndex) -> None:
             terms(["kite wind"]) if request["messages"][0]["content"] == TERMS_SYSTEM else text("SUFFICIENT")
         )
     ) as server:
-        pipeline(index, server.base_url, **{"search.analyser": "llm"}).search("kite shop notice")
+        pipeline(index, server.base_url, **{"experimental.analyser": "llm"}).search("kite shop notice")
         analysis = [r for r in server.requests if r["messages"][0]["content"] != TERMS_SYSTEM]
     assert analysis, "the analysis was asked"
     system, user = analysis[0]["messages"][0]["content"], analysis[0]["messages"][1]["content"]

@@ -100,16 +100,17 @@ def test_broken_yaml_values_do_not_abort_the_batch(tmp_path: Path) -> None:
     index.close()
 
 
-def test_a_note_of_200000_sections_is_capped_with_a_reason(tmp_path: Path) -> None:
+def test_a_note_of_200000_sections_is_capped_with_a_reason(tmp_path: Path, monkeypatch) -> None:
     big = "".join(f"## Entry {i}\nline {i}\n" for i in range(200_000))
     vault = write_notes(
         tmp_path / "vault", {**NEIGHBOURS, "log.md": big + "## Last\nzebra at the very end\n"}
     )
-    index = VaultIndex(vault, bm25_settings(**{"vault.max_note_shards": 500}))
+    monkeypatch.setattr("explorer.vault.shard.MAX_NOTE_SHARDS", 500)
+    index = VaultIndex(vault, bm25_settings())
     index.open()
     assert len(index.shards_by_path["log.md"]) == 500
     (warning,) = index.warnings()["log.md"]
-    assert warning.startswith("truncated: 200,001 sections") and "vault.max_note_shards" in warning
+    assert warning.startswith("truncated: 200,001 sections") and "the limit of 500 shards per note" in warning
     assert "Pets/hamster.md" in paths_found(index, "hamster")
     assert "log.md" in paths_found(index, "entry")
     assert "log.md" not in paths_found(index, "zebra")  # past the cut: left out, as the warning says
@@ -121,11 +122,12 @@ def test_a_note_of_200000_sections_is_capped_with_a_reason(tmp_path: Path) -> No
     assert "log.md: truncated: 200,001 sections" in stats.stdout
 
 
-def test_one_long_line_is_capped_and_a_huge_one_skipped(tmp_path: Path) -> None:
+def test_one_long_line_is_capped_and_a_huge_one_skipped(tmp_path: Path, monkeypatch) -> None:
     vault = write_notes(tmp_path / "vault", NEIGHBOURS)
     (vault / "huge.md").write_text("word " * 6_000_000, encoding="utf-8")  # 30 MB on one line
     (vault / "long.md").write_text("lorem ipsum dolor " * 200_000, encoding="utf-8")  # 3.6 MB on one line
-    index = VaultIndex(vault, bm25_settings(**{"vault.max_note_shards": 300}))
+    monkeypatch.setattr("explorer.vault.shard.MAX_NOTE_SHARDS", 300)
+    index = VaultIndex(vault, bm25_settings())
     index.open()
     assert index.skipped["huge.md"].startswith("too large: 30.0 MB")
     assert len(index.shards_by_path["long.md"]) == 300

@@ -106,7 +106,7 @@ WATCH_STOPS = [
 )
 def test_watch_stops_cleanly(fresh_vault, sig: signal.Signals, after: str, extra: float) -> None:
     proc = _popen(
-        ["watch", str(fresh_vault()), "--set", "index.debounce_ms=100"],
+        ["watch", str(fresh_vault()), "--set", "experimental.watch_debounce_ms=100"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

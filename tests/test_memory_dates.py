@@ -108,7 +108,9 @@ def _search(index: VaultIndex, query: str, **overrides):
 
 def test_a_turn_recorded_when_the_query_says_comes_first(index: VaultIndex) -> None:
     may = "Users/Ana/turns/turn_000003/context.md"
-    off = _search(index, "What trip to the lake did Ana take on 8 May, 2023?", **{"search.date_weight": 0.0})
+    off = _search(
+        index, "What trip to the lake did Ana take on 8 May, 2023?", **{"experimental.date_weight": 0.0}
+    )
     on = _search(index, "What trip to the lake did Ana take on 8 May, 2023?")
     trips = {f"Users/Ana/turns/turn_{n:06d}/context.md" for n in (1, 3, 5)}
     first = next(r for r in on.results if r.document_path in trips)

@@ -62,12 +62,10 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
     plain = _search(
         index,
         "Ben adopted a shelter greyhound",
-        **{"search.owner_weight": 1.0, "search.neighbour_weight": 0.0, "search.fusion": "rrf"},
+        **{"experimental.owner_weight": 1.0, "experimental.fusion": "rrf"},
     )
     assert _paths(plain)[0] == "Users/Ana/turns/turn_000001/context.md"  # three greyhounds beat one
-    named = _search(
-        index, "Ben adopted a shelter greyhound", **{"search.neighbour_weight": 0.0, "search.fusion": "rrf"}
-    )
+    named = _search(index, "Ben adopted a shelter greyhound", **{"experimental.fusion": "rrf"})
     assert named.stats.named_people == ["ben"]
     assert _paths(named)[0] == "Users/Ben/turns/turn_000004/context.md"
     top = named.results[0]
@@ -75,29 +73,11 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
     assert top.rrf_score == pytest.approx(sum(c.contribution for c in top.explanation.contributions))
 
 
-def test_a_turn_gains_from_the_turn_before_it_in_the_same_session(index: VaultIndex) -> None:
-    comet = "Users/Ana/turns/turn_000003/context.md"
-    neighbour_only = {"search.neighbour_weight": 0.5, "search.dialog_words": 0.0}
-    res = _search(index, "what did you call him", **neighbour_only)
-    assert comet in _paths(res)  # no word of the query is in it: its neighbour asked the question
-    entry = next(r for r in res.results if r.document_path == comet)
-    lift = [c for c in entry.explanation.contributions if c.retriever == "neighbour"]
-    assert lift and lift[0].term == "Users/Ben/turns/turn_000002/context.md"
-    assert entry.rrf_score == pytest.approx(sum(c.contribution for c in entry.explanation.contributions))
-    assert comet not in _paths(
-        _search(
-            index, "what did you call him", **{"search.neighbour_weight": 0.0, "search.dialog_words": 0.0}
-        )
-    )
-    # Turn 4 (session 2) is not a neighbour of turn 3 (session 1).
-    marathon = _search(index, "sister", **neighbour_only)
-    assert "Users/Ana/turns/turn_000003/context.md" not in _paths(marathon)
-    assert "Users/Ana/turns/turn_000005/context.md" in _paths(marathon)
+def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex, monkeypatch) -> None:
+    import explorer.search.retrieve as retrieve
 
-
-def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex) -> None:
     comet = "Users/Ana/turns/turn_000003/context.md"
-    no_lift = {"search.neighbour_weight": 0.0}
+    no_lift: dict[str, object] = {}
     res = _search(index, "what did you call him", **no_lift)
     assert comet in _paths(res)  # its BM25 document holds the question asked just before it
     entry = next(r for r in res.results if r.document_path == comet)
@@ -107,22 +87,26 @@ def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex) 
     half = entry.explanation.contributions[0].raw_score
     more = next(
         r
-        for r in _search(index, "what did you call him", **no_lift, **{"search.dialog_words": 1.0}).results
+        for r in _search(
+            index, "what did you call him", **no_lift, **{"experimental.dialog_words": 1.0}
+        ).results
         if r.document_path == comet
     )
     assert more.explanation.contributions[0].raw_score > half
     # Turn 4 opens session 2: the words of session 1's last turn are not its own.
     sky = _search(index, "Comet sky", **no_lift)
     assert "Users/Ben/turns/turn_000004/context.md" not in _paths(sky)
-    # Two turns away, the words count a quarter (search.dialog_reach = 2); one step only: not at all.
+    # Two turns away, the words count a quarter (DIALOG_REACH = 2); one step only: not at all.
     scores = {r.document_path: r.rrf_score for r in sky.results}
     first, second, third = (
         f"Users/{who}/turns/turn_00000{n}/context.md" for who, n in (("Ana", 1), ("Ben", 2), ("Ana", 3))
     )
     assert scores[third] > scores[second] > scores[first] > 0
-    assert first not in _paths(_search(index, "Comet sky", **no_lift, **{"search.dialog_reach": 1}))
+    monkeypatch.setattr(retrieve, "DIALOG_REACH", 1)
+    assert first not in _paths(_search(index, "Comet sky", **no_lift))
+    monkeypatch.undo()
     # Other vaults (rank fusion) keep plain BM25.
-    plain = _search(index, "what did you call him", **no_lift, **{"search.fusion": "rrf"})
+    plain = _search(index, "what did you call him", **no_lift, **{"experimental.fusion": "rrf"})
     assert comet not in _paths(plain)
 
 
@@ -174,7 +158,7 @@ def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, 
         assert turn[7] not in ix.neighbours and len(ix.context) == 6 and ix.pending() == []
     finally:
         ix.close()
-    off = VaultIndex(vault, load_settings(vault, {"index.dialog_context": False}), embedder=embedder)
+    off = VaultIndex(vault, load_settings(vault, {"experimental.dialog_context": False}), embedder=embedder)
     off.open()
     try:
         assert off.pending() == [] and len(off.context) == 0
@@ -247,7 +231,8 @@ def test_conversation_turns_fuse_by_score_other_vaults_by_rank(index: VaultIndex
         bm25[0].retriever_weight * bm25[0].term_weight * bm25[0].source_weight
     )
     assert (
-        _search(index, "greyhound shelter", **{"search.fusion": "rrf"}).results[0].explanation.fusion == "rrf"
+        _search(index, "greyhound shelter", **{"experimental.fusion": "rrf"}).results[0].explanation.fusion
+        == "rrf"
     )
     notes = write_notes(
         tmp_path / "notes",

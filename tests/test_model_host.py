@@ -106,7 +106,7 @@ def test_the_embedding_eta_counts_text_volume_on_a_real_embed(tmp_path: Path, em
     notes |= {f"long/l{i:02}.md": _prose(rng, 750) for i in range(40)}
     root = write_notes(tmp_path / "v", notes)
     monkeypatch.setattr(model_host, "load_embedder", lambda *_a, **_k: embedder)
-    index = VaultIndex(root, Settings().with_overrides({"index.embed_batch": 16}))
+    index = VaultIndex(root, Settings())
     index.open()
     assert len(index.pending()) == 296
     embedder.encode(["warm up the runtime"] * 16, batch_size=16)
@@ -116,7 +116,7 @@ def test_the_embedding_eta_counts_text_volume_on_a_real_embed(tmp_path: Path, em
     def progress(stage: str, done: int, total: int) -> None:
         seen.append((time.monotonic() - t0, done, total, index.model.eta()))
 
-    assert index.embed_pending(progress=progress) == 296
+    assert index.embed_pending(progress=progress, batch=16) == 296
     end = time.monotonic() - t0
     assert index.model.progress is None and index.model.eta() is None
     # The last report before the long texts: every short text done, none of the long ones.

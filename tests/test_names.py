@@ -97,16 +97,16 @@ def test_a_quoted_phrase_is_evidence_not_a_wall(vault) -> None:
 
 
 def test_most_recent_turn_rule_fires_on_references_not_pronouns() -> None:
-    from explorer.search.terms import keyword_terms
+    from explorer.search.terms import offline_terms
 
     for query in ("When did she read the book?", "What did her brother give them?", "is it in that note"):
-        assert not keyword_terms(query).include_n_minus_1, query
+        assert not offline_terms(query).include_n_minus_1, query
     for query in (
         "What did you say last time about ramen?",
         "as I said, the blue one",
         "remind me of the plan",
     ):
-        assert keyword_terms(query).include_n_minus_1, query
+        assert offline_terms(query).include_n_minus_1, query
 
 
 def test_the_top_10_do_not_depend_on_how_many_results_were_asked(sample_pipeline) -> None:

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from explorer.config import RerankSettings, Settings
+from explorer.config import Settings
 from explorer.search.rerank import (
     HIGH_GAP,
     INSUFFICIENT,
@@ -29,6 +29,7 @@ from explorer.search.rerank import (
     RerankBackend,
     RerankBackendError,
     RerankCancelled,
+    RerankPolicy,
     VectorCache,
     blend_score,
     build_reranker,
@@ -157,7 +158,7 @@ def paths(results: Sequence[SearchResult]) -> list[str]:
 
 
 def reranker(backend: Any, **cfg: Any) -> MultiPassReranker:
-    return MultiPassReranker(backend, RerankSettings(**cfg))
+    return MultiPassReranker(backend, RerankPolicy(**cfg))
 
 
 # -- early exit: a pure function -------------------------------------------------------------------------
@@ -454,9 +455,13 @@ def test_a_gate_can_skip_reranking() -> None:
 
 def test_config_comes_from_settings() -> None:
     s = Settings().with_overrides(
-        {"rerank.pass1_candidates": 12, "rerank.pass2_timeout_ms": 0, "rerank.blend": 0.4}
+        {
+            "experimental.rerank_pass1_candidates": 12,
+            "experimental.rerank_pass2_timeout_ms": 0,
+            "experimental.rerank_blend": 0.4,
+        }
     )
-    cfg = MultiPassReranker(FakeBackend(), s.rerank).config
+    cfg = MultiPassReranker(FakeBackend(), RerankPolicy.from_settings(s)).config
     assert (cfg.pass1_candidates, cfg.pass1_timeout_ms, cfg.pass2_candidates, cfg.pass2_timeout_ms) == (
         12,
         80.0,
@@ -764,7 +769,7 @@ def test_llm_failure_keeps_the_incoming_order(answer: Any) -> None:
     from explorer.search.rerank import quality_gate
 
     r = MultiPassReranker(
-        LLMBackend(ScriptedLLM(answer)), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True)
+        LLMBackend(ScriptedLLM(answer)), RerankPolicy(pass2_candidates=0), gate=quality_gate(lambda: True)
     )
     results = low_quality_results(4)
     out, meta = r.rerank("q", results)
@@ -776,9 +781,7 @@ def test_llm_rerank_skips_high_quality_results() -> None:
     from explorer.search.rerank import quality_gate
 
     llm = ScriptedLLM("1,0")
-    r = MultiPassReranker(
-        LLMBackend(llm), RerankSettings(pass2_candidates=0), gate=quality_gate(lambda: True)
-    )
+    r = MultiPassReranker(LLMBackend(llm), RerankPolicy(pass2_candidates=0), gate=quality_gate(lambda: True))
     strong = [make_result(i, 1.0 / (61 + i), "x", relevance=1.0, ranks=(1, 1)) for i in range(3)]
     out, meta = r.rerank("q", strong)
     assert out == strong and "quality high" in meta.skipped and llm.messages == []
@@ -838,7 +841,7 @@ def test_cross_encoder_backend_scores_with_a_local_model(tmp_path: Path) -> None
     scores = backend.score("hamster cage size", results)
     assert len(scores) == 5 and all(isinstance(s, float) for s in scores)
     assert all(0.0 < p < 1.0 for p in backend.normalize(scores))
-    out, meta = MultiPassReranker(backend, RerankSettings(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank(
+    out, meta = MultiPassReranker(backend, RerankPolicy(pass1_timeout_ms=0, pass2_timeout_ms=0)).rerank(
         "hamster cage size", results
     )
     assert meta.applied is True and meta.error is None and sorted(paths(out)) == sorted(paths(results))
@@ -859,7 +862,7 @@ from pathlib import Path
 from explorer.engine import make_pipeline
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
-s = Settings().with_overrides({"rerank.pass2_timeout_ms": 5, "rerank.early_exit_ratio": 100.0, "rerank.early_exit_gap": 1.0})
+s = Settings().with_overrides({"experimental.rerank_pass2_timeout_ms": 5, "experimental.rerank_early_exit_ratio": 100.0, "experimental.rerank_early_exit_gap": 1.0})
 ix = VaultIndex(Path(sys.argv[1]), s)
 ix.open()
 p = make_pipeline(ix, s)

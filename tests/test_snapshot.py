@@ -19,7 +19,7 @@ from explorer.text.tokenize import tokenize
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 FAST = Settings().with_overrides(
-    {"index.embeddings": False, "index.debounce_ms": 100, "rerank.enabled": False}
+    {"index.embeddings": False, "experimental.watch_debounce_ms": 100, "rerank.enabled": False}
 )
 
 NOTES = {

@@ -235,13 +235,13 @@ def test_recency_is_off_by_default_and_gentle_when_asked(pipe: SearchPipeline) -
         if r.source != "search":
             continue
         factor = r.explanation.recency
-        assert 1.0 - Settings().search.recency_weight <= factor <= 1.0
+        assert 1.0 - Settings().experimental.recency_weight <= factor <= 1.0
         assert r.score == pytest.approx(base[r.document_path] * factor, rel=1e-9)
     # The April note, 10 days old at a 7-day half-life, keeps 1 - w * (1 - 0.5 ** (10 / 7)) of its score.
-    w = Settings().search.recency_weight
+    w = Settings().experimental.recency_weight
     april = next(r for r in recent.results if r.document_path == "Journal/2023-04-30.md")
     assert april.explanation.recency == pytest.approx(1 - w * (1 - 0.5 ** (10 / 7)), rel=1e-9)
-    strong = SearchPipeline(pipe.index, Settings().with_overrides({"search.recency_weight": 1.0}))
+    strong = SearchPipeline(pipe.index, Settings().with_overrides({"experimental.recency_weight": 1.0}))
     strong.today = lambda: TODAY
     april = next(
         r

@@ -231,7 +231,7 @@ async def test_typing_is_debounced_and_stale_searches_are_cancelled(
         tui_vault,
         embedder,
         tmp_path,
-        settings=quiet_settings(**{"ui.debounce_ms": 600}),
+        settings=quiet_settings(**{"experimental.typing_debounce_ms": 600}),
         pipeline_factory=lambda i, s: SlowFirst(make_pipeline(i, s)),
     )
     async with app.run_test(size=SIZE) as pilot:

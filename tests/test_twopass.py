@@ -178,7 +178,7 @@ def test_failing_analyser_falls_back_to_the_heuristic(garden) -> None:
 
 def test_analyser_setting_heuristic_overrides_a_given_analyser(garden) -> None:
     index, settings = garden
-    settings = settings.with_overrides({"search.analyser": "heuristic"})
+    settings = settings.with_overrides({"experimental.analyser": "heuristic"})
     res = SearchPipeline(index, settings, analyser=refine_to("basil thyme")).search("tomatoes sun")
     assert res.analysis.analyser == "heuristic"
 
@@ -273,6 +273,6 @@ def test_knowledge_first_needs_enough_relevant_notes(kb_pipeline) -> None:
 
 
 def test_knowledge_first_can_be_turned_off(kb_pipeline) -> None:
-    settings = kb_pipeline.settings.with_overrides({"search.knowledge_first": False})
+    settings = kb_pipeline.settings.with_overrides({"experimental.knowledge_first": False})
     res = SearchPipeline(kb_pipeline.index, settings).search("sourdough starter feeding", k=3)
     assert res.early_return is False and res.searched_sources == ["all"]

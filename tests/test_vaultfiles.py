@@ -143,7 +143,7 @@ def test_hostile_pdfs_are_skipped_with_a_reason_and_indexing_goes_on(tmp_path: P
     assert index.shards_by_path["Bad/claims-10^6-pages.pdf"] == ["Bad/claims-10^6-pages.pdf#page=1"]
     # A page tree that contains itself is refused by the library, never followed round.
     assert "Bad/recursive.pdf" in skipped or "Bad/recursive.pdf" in index.notes
-    # 100,000 page references: the first max_pdf_pages (2,000) at most, within the time budget.
+    # 100,000 page references: the first MAX_PDF_PAGES (2,000) at most, within the time budget.
     refs = index.notes["Bad/10^5-page-refs.pdf"]
     assert any(w.startswith("truncated") for w in refs.warnings)
     assert len(index.shards_by_path["Bad/10^5-page-refs.pdf"]) <= 2000
@@ -154,19 +154,19 @@ def test_hostile_pdfs_are_skipped_with_a_reason_and_indexing_goes_on(tmp_path: P
     index.close()
 
 
-def test_pdf_limits_pages_time_and_size(tmp_path: Path) -> None:
+def test_pdf_limits_pages_time_and_size(tmp_path: Path, monkeypatch) -> None:
     root = write_notes(tmp_path / "v", {"a.md": "anchor\n"})
     (root / "five.pdf").write_bytes(text_pdf([f"page number {i} words" for i in range(1, 6)]))
     (root / "many.pdf").write_bytes(many_pages_pdf(kids=3000, count=3000))
     (root / "big.pdf").write_bytes(text_pdf(["x " * 5000] * 3))
-    settings = LEXICAL.with_overrides(
-        {"vault.max_pdf_pages": 2, "vault.pdf_seconds": 0.1, "vault.max_pdf_bytes": 20_000}
-    )
+    monkeypatch.setattr("explorer.vault.pdf.MAX_PDF_PAGES", 2)
+    monkeypatch.setattr("explorer.vault.pdf.PDF_SECONDS", 0.1)
+    settings = LEXICAL.with_overrides({"vault.max_pdf_bytes": 20_000})
     index = VaultIndex(root, settings)
     index.open()
     assert index.shards_by_path["five.pdf"] == ["five.pdf#page=1", "five.pdf#page=2"]
     assert index.notes["five.pdf"].warnings == (
-        "truncated: only the first 2 of 5 pages are indexed (setting vault.max_pdf_pages)",
+        "truncated: only the first 2 of 5 pages are indexed (the limit per PDF)",
     )
     assert (
         index.skipped["big.pdf"].startswith("too large:")
@@ -188,14 +188,12 @@ def test_pdf_limits_pages_time_and_size(tmp_path: Path) -> None:
     )
     index.close()
     # The time budget is checked between pages: a 3,000-page file stops early, keeping what it read.
-    settings = LEXICAL.with_overrides({"vault.pdf_seconds": 0.1, "index.cache_dir": str(tmp_path / "other")})
+    monkeypatch.setattr("explorer.vault.pdf.MAX_PDF_PAGES", 2000)
+    settings = LEXICAL.with_overrides({"index.cache_dir": str(tmp_path / "other")})
     index = VaultIndex(root, settings)
     index.open()
     warning = index.notes["many.pdf"].warnings[0]
-    assert (
-        warning.startswith("truncated: only the first ")
-        and "within 0.1 s (setting vault.pdf_seconds)" in warning
-    )
+    assert warning.startswith("truncated: only the first ") and "within 0.1 s (the limit per PDF)" in warning
     assert 1 <= len(index.shards_by_path["many.pdf"]) < 3000
     index.close()
 
@@ -429,7 +427,7 @@ def test_watcher_follows_pdf_and_canvas_changes(tmp_path: Path) -> None:
     from explorer.index.watch import VaultWatcher
 
     root = write_notes(tmp_path / "v", {"keep.md": "steady anchor\n"})
-    index = VaultIndex(root, LEXICAL.with_overrides({"index.debounce_ms": 100}))
+    index = VaultIndex(root, LEXICAL.with_overrides({"experimental.watch_debounce_ms": 100}))
     batches = []
     idle = threading.Event()
     watcher = VaultWatcher(index, on_batch=lambda b: (batches.append(b), idle.set()))

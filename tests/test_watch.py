@@ -27,7 +27,7 @@ from explorer.vault import scan as scan_mod
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 IDLE_S = 120.0
 """How long a watcher may take to become idle: a bound for a stuck one, generous for a loaded machine."""
-FAST = Settings().with_overrides({"index.embeddings": False, "index.debounce_ms": 100})
+FAST = Settings().with_overrides({"index.embeddings": False, "experimental.watch_debounce_ms": 100})
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -461,7 +461,7 @@ def test_background_embedding_and_warm_restart(tmp_path: Path, embedder) -> None
     root.mkdir()
     for i in range(4):
         (root / f"n{i}.md").write_text(f"# Note {i}\n\nabout topic{i} and kites\n", encoding="utf-8")
-    settings = Settings().with_overrides({"index.debounce_ms": 100})
+    settings = Settings().with_overrides({"experimental.watch_debounce_ms": 100})
 
     gate = threading.Event()
     held = GatedEmbedder(embedder, gate)
@@ -514,7 +514,7 @@ def test_explorer_watch_logs_batches_and_exits_0_on_ctrl_c(tmp_path: Path) -> No
             str(root),
             "--no-embeddings",
             "--set",
-            "index.debounce_ms=100",
+            "experimental.watch_debounce_ms=100",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -19,7 +19,7 @@ from explorer.text.tokenize import tokenize
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
-FAST = Settings().with_overrides({"index.embeddings": False, "index.debounce_ms": 100})
+FAST = Settings().with_overrides({"index.embeddings": False, "experimental.watch_debounce_ms": 100})
 VOCAB = (
     "otter",
     "heron",

@@ -28,10 +28,12 @@ def _run_again(index: VaultIndex, change: Change, path: str, tmp_path: Path, emb
     if change.kind == "filter":
         return _rank(make_pipeline(index, settings), change.query, path, change.k)
     if change.kind == "floor":
-        changed = replace(settings, search=replace(settings.search, dense_threshold=float(change.value)))
+        changed = replace(
+            settings, experimental=replace(settings.experimental, dense_threshold=float(change.value))
+        )
         return _rank(make_pipeline(index, changed), change.query, path, change.k)
     if change.kind == "depth":
-        changed = replace(settings, search=replace(settings.search, candidates=int(change.value)))
+        changed = replace(settings, experimental=replace(settings.experimental, candidates=int(change.value)))
         return _rank(make_pipeline(index, changed), change.query, path, change.k)
     assert change.kind == "word" and change.at is not None
     root = tmp_path / f"again-{change.value}"

@@ -28,7 +28,7 @@ class DialogContext:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        """Whether context vectors are wanted at all (`index.dialog_context`)."""
+        """Whether context vectors are wanted at all (`experimental.dialog_context`)."""
         self.vectors = DenseIndex()
         """node_id -> the vector of the turn shard read with its neighbours."""
         self.neighbours: dict[str, tuple[str, ...]] = {}

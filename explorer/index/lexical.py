@@ -8,6 +8,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+#: rank_bm25.BM25Okapi's defaults, fixed by the parity test against it (tests/test_bm25_parity.py):
+#: term-frequency saturation, length normalisation, and the floor of a negative idf as a share of the mean idf.
+BM25_K1 = 1.5
+BM25_B = 0.75
+BM25_EPSILON = 0.25
+
 
 class BM25Index:
     """Okapi BM25 over documents keyed by id, updated incrementally.
@@ -19,7 +25,7 @@ class BM25Index:
     own terms; only the idf table (one vector op over the vocabulary) is refreshed lazily.
     """
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+    def __init__(self, k1: float = BM25_K1, b: float = BM25_B, epsilon: float = BM25_EPSILON) -> None:
         self.k1 = k1
         self.b = b
         self.epsilon = epsilon

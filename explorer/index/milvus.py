@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from explorer.index.backend import Hit, Restriction
+from explorer.index.lexical import BM25_B, BM25_K1
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.vault_index import VaultIndex
 
@@ -586,7 +587,7 @@ class MilvusSnapshot(LocalSnapshot):
                 filter=expr,
                 search_params={
                     "metric_type": "BM25",
-                    "params": {"bm25_k1": ix.settings.index.bm25_k1, "bm25_b": ix.settings.index.bm25_b},
+                    "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B},
                 },
                 output_fields=["node_id", "content_hash"],
                 consistency_level="Strong",

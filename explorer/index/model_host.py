@@ -22,7 +22,7 @@ from explorer.config import Settings
 from explorer.index.backend import ModelState
 from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 
-__all__ = ["EmbedProgress", "ModelHost", "model_id_for", "text_volume"]
+__all__ = ["EMBED_BATCH", "EmbedProgress", "ModelHost", "model_id_for", "text_volume"]
 
 Deliver = Callable[[list[str], list[np.ndarray]], None]
 """Takes one chunk of finished vectors: their keys and vectors, in the same order."""
@@ -33,6 +33,8 @@ TEXT_OVERHEAD = 8
 """A text's fixed cost in token-equivalents (special tokens, pooling, the per-row work of a batch)."""
 DEFAULT_MAX_TOKENS = 256
 """The token limit assumed for a runtime that does not say its own (all-MiniLM-L6-v2's)."""
+EMBED_BATCH = 32
+"""Texts per model batch."""
 
 
 def model_id_for(model: str) -> str:
@@ -119,7 +121,7 @@ class ModelHost:
                 self.state = ModelState.LOADING
                 ix = self.settings.index
                 try:
-                    emb = load_embedder(ix.model, ix.runtime, progress=progress)
+                    emb = load_embedder(ix.model, self.settings.experimental.runtime, progress=progress)
                 except EmbedderUnavailable as exc:
                     self.state = ModelState.UNAVAILABLE
                     self.reason = str(exc)
@@ -188,7 +190,7 @@ class ModelHost:
         emb = self.embedder()
         if emb is None:
             return 0
-        size = batch or self.settings.index.embed_batch
+        size = batch or EMBED_BATCH
         keys = sorted(texts, key=lambda k: len(texts[k]))
         limit = int(getattr(emb, "max_seq_length", 0) or DEFAULT_MAX_TOKENS)
         volumes = [text_volume(texts[k], limit) for k in keys]

@@ -61,7 +61,6 @@ class IndexReader:
     """The tables, BM25 index and vectors of one local index as they are now, and the reads of them."""
 
     def __init__(self, settings: Settings) -> None:
-        ix = settings.index
         self.lock = threading.RLock()
         """Held by a writer for a whole batch; readers take it briefly or not at all."""
         self.version = 0
@@ -74,9 +73,9 @@ class IndexReader:
         self.skipped: dict[str, str] = {}
         self.ignored: dict[str, str] = {}
         """What the ignore rules left out at the last full scan (folders end in `/`), with the rule."""
-        self.bm25 = BM25Index(ix.bm25_k1, ix.bm25_b, ix.bm25_epsilon)
+        self.bm25 = BM25Index()
         self.dense = DenseIndex()
-        self.dialog = DialogContext(ix.dialog_context)
+        self.dialog = DialogContext(settings.experimental.dialog_context)
         """Conversation turns: which are adjacent, and each turn shard's dialog-context vector."""
         self.complete_notes: Callable[[Iterable[str] | None], None] = lambda _paths: None
         """Makes lazily opened notes whole (all of them with None): the writer's, which reads the store."""

@@ -30,7 +30,7 @@ from explorer.index.dialog_context import DialogContext
 from explorer.index.embed import Embedder
 from explorer.index.keeper import StoreKeeper
 from explorer.index.lexical import BM25Index
-from explorer.index.model_host import ModelHost
+from explorer.index.model_host import EMBED_BATCH, ModelHost
 from explorer.index.reader import IndexReader, IndexStats
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.store import FileState, Store
@@ -42,7 +42,7 @@ from explorer.vault.scan import check_vault
 if TYPE_CHECKING:
     from explorer.index.classic import ClassicIndex
 
-__all__ = ["COMMIT_EVERY", "BatchReport", "IndexStats", "Progress", "VaultIndex"]
+__all__ = ["COMMIT_EVERY", "EMBED_BATCH", "BatchReport", "IndexStats", "Progress", "VaultIndex"]
 
 
 class VaultIndex:

@@ -170,13 +170,13 @@ class VaultWatcher:
         index: The index to keep current. When it was never opened (`index.version == 0`) the
             first batch is `index.open()`, otherwise a full `index.refresh()`; either reconciles
             what changed while nothing was watching.
-        settings: Defaults to the index's settings (`index.debounce_ms`, vault ignore rules).
+        settings: Defaults to the index's settings (`experimental.watch_debounce_ms`, vault ignore rules).
         embed: Embed new shards in a background thread.
         on_batch: Called with each applied batch that changed something.
         on_state: Called with the new state: "starting", "watching", "vault missing", "stopped".
         on_error: Called with a message when something failed; the watcher lives on.
         on_embedded: Called with the number of shards embedded by one background run.
-        debounce_ms: Quiet period closing a batch (default `settings.index.debounce_ms`).
+        debounce_ms: Quiet period closing a batch (default `settings.experimental.watch_debounce_ms`).
         max_latency_ms: Longest wait from a batch's first event to its flush
             (default: the larger of 2 s and ten quiet periods).
         poll_interval: Seconds between health checks of the vault folder and the observer, and
@@ -208,7 +208,7 @@ class VaultWatcher:
         self.on_state: Callable[[str], None] = on_state or _noop
         self.on_error: Callable[[str], None] = on_error or (lambda msg: logger.warning("%s", msg))
         self.on_embedded: Callable[[int], None] = on_embedded or _noop
-        ms = self.settings.index.debounce_ms if debounce_ms is None else debounce_ms
+        ms = self.settings.experimental.watch_debounce_ms if debounce_ms is None else debounce_ms
         self.debounce = max(0.0, ms / 1000)
         cap = max(2000, 10 * ms) if max_latency_ms is None else max_latency_ms
         self.max_latency = max(self.debounce, cap / 1000)

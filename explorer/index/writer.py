@@ -439,8 +439,7 @@ class IndexWriter:
 
     def _shard(self, note: Note) -> tuple[Note, list[Shard]]:
         """A parsed note's shards under the index settings, capped at the vault's per-note limit."""
-        shards = make_shards(note, self.settings.index.shard_tokens, self.settings.index.shard_overlap)
-        return cap_shards(note, shards, self.settings.vault.max_note_shards)
+        return cap_shards(note, make_shards(note))
 
     def load_notes(self, paths: Iterable[str] | None = None) -> None:
         """Make lazily opened notes whole (all of them when `paths` is None), reading their records in one pass."""

@@ -128,8 +128,6 @@ class Entry:
     """`search`, or `always_include` for a note added by a rule."""
     reason: str = ""
     """Why an always-include entry was added."""
-    second_weight: float = 0.0
-    """Damping of the second-best shard in the note's score."""
     fusion: str = "rrf"
     """How its shards' scores were fused: `rrf` or `score`."""
     recency: float | None = None
@@ -137,11 +135,10 @@ class Entry:
 
     @property
     def score(self) -> float:
-        """The note's score: its best shard's fused score plus the damped second best's (times `recency`)."""
+        """The note's score: its best shard's fused score (times `recency`)."""
         if not self.fused:
             return 0.0
-        second = self.fused[1].score if len(self.fused) > 1 else 0.0
-        score = self.fused[0].score + self.second_weight * second
+        score = self.fused[0].score
         return score * self.recency if self.recency is not None else score
 
 
@@ -149,12 +146,9 @@ def aggregate(
     fused: Sequence[Fused],
     path_of: Callable[[str], str | None],
     pass_: int,
-    second_weight: float = 0.0,
     fusion: str = "rrf",
 ) -> list[Entry]:
-    """Shards to notes: each note keeps its shards in fused order and ranks by its best shard's
-    score plus `second_weight` times its second best's (a note that matches in two sections
-    beats one that matches once; the damping keeps a long note from winning by size alone).
+    """Shards to notes: each note keeps its shards in fused order and ranks by its best shard's score.
 
     `path_of(node_id)` names the shard's note (None: the shard is gone, skip it). Ties keep the
     order of the best shards.
@@ -167,11 +161,9 @@ def aggregate(
             continue
         entry = by_path.get(path)
         if entry is None:
-            entry = Entry(path, [f], pass_, second_weight=second_weight, fusion=fusion)
+            entry = Entry(path, [f], pass_, fusion=fusion)
             by_path[path] = entry
             order.append(entry)
         else:
             entry.fused.append(f)
-    if second_weight:
-        order.sort(key=lambda e: -e.score)
     return order

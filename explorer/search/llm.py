@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -14,19 +14,22 @@ from explorer.index.windows import snippet
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResults
 from explorer.search.terms import (
-    MAX_TERMS,
     SearchTerms,
     clamp_terms,
     clean_term,
-    keyword_terms,
+    offline_terms,
     plausible_term,
 )
-from explorer.search.twopass import Analysis
+from explorer.search.twopass import PASS1_ENTRIES, Analysis
 from explorer.text.lru import LRUCache
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend, Snapshot
 
+#: Completion tokens of a call that names none (the search terms).
+MAX_TOKENS = 200
+#: Sampling temperature of a call that names none (the search terms).
+TEMPERATURE = 0.4
 #: Completion tokens of the analysis (a verdict and one query).
 ANALYSIS_MAX_TOKENS = 100
 #: Characters of each passage shown to the analysis.
@@ -191,8 +194,8 @@ class LLMClient:
 
         Args:
             messages: OpenAI chat messages (`role`, `content`).
-            max_tokens: Completion cap (default `settings.max_tokens`).
-            temperature: Sampling temperature (default `settings.temperature`).
+            max_tokens: Completion cap (default MAX_TOKENS).
+            temperature: Sampling temperature (default TEMPERATURE).
             json: Ask for a JSON object (`response_format`).
             budget: The search's budget: checked before the call (estimated prompt + max_tokens),
                 charged after it with the reported usage.
@@ -204,8 +207,8 @@ class LLMClient:
         """
         if not self.configured:
             raise LLMUnavailable("no LLM endpoint configured")
-        max_tokens = self.settings.max_tokens if max_tokens is None else max_tokens
-        temperature = self.settings.temperature if temperature is None else temperature
+        max_tokens = MAX_TOKENS if max_tokens is None else max_tokens
+        temperature = TEMPERATURE if temperature is None else temperature
         key = _cache_key(self.settings.model, messages, max_tokens, temperature, json)
         hit = self._cache.get(key)
         if hit is not None:
@@ -295,8 +298,8 @@ class LLMTermWriter:
         try:
             reply = self.llm.chat(
                 messages,
-                max_tokens=self.settings.llm.max_tokens,
-                temperature=self.settings.llm.temperature,
+                max_tokens=MAX_TOKENS,
+                temperature=TEMPERATURE,
                 json=True,
                 budget=budget,
             )
@@ -309,9 +312,9 @@ class LLMTermWriter:
             return self._fallback(
                 query, LLMOutputError("empty terms", "no usable search term"), tokens, snapshot
             )
-        kept = kept[: min(self.settings.search.max_terms, MAX_TERMS)]
+        kept = kept[: self.settings.search.max_terms]
         if prefs is None or n1 is None:  # a flag left out: the offline cue words decide it
-            offline = keyword_terms(query, None, 0)
+            offline = offline_terms(query)
             prefs = offline.include_preferences if prefs is None else prefs
             n1 = offline.include_n_minus_1 if n1 is None else n1
         return SearchTerms(
@@ -327,23 +330,13 @@ class LLMTermWriter:
     def _fallback(
         self, query: str, exc: LLMError, tokens: int, snapshot: Snapshot | None = None
     ) -> SearchTerms:
-        idf = self._idf_table(snapshot)
-        base = keyword_terms(query, lambda token: idf.get(token, 0.0), self.settings.search.keyword_terms)
+        base = offline_terms(query)
         return replace(
             base,
             source="llm->keywords",
             warnings=(*base.warnings, f"LLM search terms unavailable ({exc.reason}); keyword terms used"),
             tokens_used=tokens,
         )
-
-    def _idf_table(self, snapshot: Snapshot | None) -> Mapping[str, float]:
-        """The idf of the snapshot the search reads (of the index now when none is given)."""
-        if snapshot is not None:
-            return snapshot.idf()
-        if self.index is None:
-            return {}
-        with self.index.snapshot() as snap:
-            return snap.idf()
 
 
 def llm_term_writer(llm: LLMClient, index: IndexBackend | None, settings: Settings) -> LLMTermWriter:
@@ -433,8 +426,7 @@ class LLMAnalyser:
         snapshot: Snapshot | None = None,
     ) -> Analysis:
         """`SUFFICIENT` or `REFINE: <query>` for the pass-1 results of `query`."""
-        s = self.settings.search
-        prompt = analysis_prompt(query, results, s.pass1_entries, s.pass1_shards)
+        prompt = analysis_prompt(query, results, PASS1_ENTRIES, self.settings.experimental.pass1_shards)
         messages = [{"role": "system", "content": ANALYSIS_SYSTEM}, {"role": "user", "content": prompt}]
         tokens = 0
         try:

@@ -5,11 +5,10 @@ In an agent-memory vault most notes belong to a person: a conversation turn has 
 a query names one of these people ("When did Caroline move?"), notes of that person answer it far
 more often than notes that merely mention the same things about someone else; and when only
 someone else's notes match, the memory most likely does not hold the answer. The pipeline
-weighs the named people's notes up in the fusion (`search.owner_weight`) and judges quality on
+weighs the named people's notes up in the fusion (`experimental.owner_weight`) and judges quality on
 them. Conversation turns are also read as a dialog: the retriever scores a turn's words together
 with its neighbours' and takes the better of its own and its dialog-context vector
-(`search.dialog_words`, `search.dialog_vectors`; explorer.index.dialog), and a turn can also gain
-part of the fused score of the turn before or after it (`search.neighbour_weight`, off by default).
+(`experimental.dialog_words`; explorer.index.dialog).
 """
 
 from __future__ import annotations
@@ -140,61 +139,17 @@ class MemoryCache:
             return self._owners, self._dialog
 
 
-def spread_to_neighbours(fused: list[Fused], index: Snapshot, dialog: Dialog, share: float) -> list[Fused]:
-    """Dialog context: each turn note gains `share` of its best adjacent turn's fused score.
-
-    A question is often phrased in the words of the turn before or after the one that answers
-    it ("What did you do yesterday?" / "Went to the support group"). The gain is one more
-    contribution (retriever `neighbour`, term = the adjacent turn's path, rank = that turn's
-    entry rank, raw score = its fused score) on the turn's best shard, or on its first shard when
-    no ranking retrieved it, so contributions still sum to the fused score. Returns the list
-    re-sorted; unchanged when no turn has a retrieved neighbour.
-    """
-    if share <= 0.0 or not dialog.neighbours or not fused:
-        return fused
-    best: dict[str, tuple[float, int]] = {}
-    first_of: dict[str, int] = {}
-    shards = index.shards
-    for i, f in enumerate(fused):
-        shard = shards.get(f.node_id)
-        if shard is None:
-            continue
-        if shard.path not in best:
-            best[shard.path] = (f.score, len(best) + 1)
-            first_of[shard.path] = i
-    gains: dict[str, tuple[str, float, int]] = {}
-    for path, (score, rank) in best.items():
-        for near in dialog.neighbours.get(path, ()):
-            if score > gains.get(near, ("", 0.0, 0))[1]:
-                gains[near] = (path, score, rank)
-    if not gains:
-        return fused
-    out = list(fused)
-    for near, (source, score, rank) in gains.items():
-        extra = Contribution(
-            term=source,
-            retriever="neighbour",
-            rank=rank,
-            raw_score=score,
-            retriever_weight=share,
-            term_weight=1.0,
-            source_weight=1.0,
-            contribution=share * score,
-        )
-        at = first_of.get(near)
-        if at is not None:
-            f = out[at]
-            out[at] = Fused(f.node_id, f.score + extra.contribution, (*f.contributions, extra), f.best_rank)
-        else:
-            ids = index.shard_ids(near)
-            if ids:
-                out.append(Fused(ids[0], extra.contribution, (extra,), 10**9))
-    out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
-    return out
+#: Days after a named span over which a turn's date still fits, less and less (things are told after they happen).
+DATE_AFTER_DAYS = 7.0
 
 
 def lift_by_date(
-    fused: list[Fused], index: Snapshot, dialog: Dialog, spans: list[Span], share: float, after_days: float
+    fused: list[Fused],
+    index: Snapshot,
+    dialog: Dialog,
+    spans: list[Span],
+    share: float,
+    after_days: float = DATE_AFTER_DAYS,
 ) -> list[Fused]:
     """Time in the query: each conversation turn recorded when the query says gains `share` of the best fused score.
 

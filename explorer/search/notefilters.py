@@ -7,7 +7,7 @@ is a preference, not a filter: with a half-life of `h` days, a note `a` days old
 
     factor = 1 - weight * (1 - 0.5 ** (a / h))
 
-of its score (`weight` = `search.recency_weight`; 1 for notes dated today or later, never below
+of its score (`weight` = `experimental.recency_weight`; 1 for notes dated today or later, never below
 1 - weight), so a much better match stays above a newer weaker one. Off unless the query says
 `recent:` or the setting `search.recency_half_life_days` is above 0.
 """

@@ -37,7 +37,6 @@ from explorer.search.memory import (
     named_match,
     other_coverage,
     owner_weights,
-    spread_to_neighbours,
 )
 from explorer.search.notefilters import recency_factor
 from explorer.search.quality import COS_FLOOR, OTHERS_N, SUFFICIENT, TOP_N, assess, diminishing_returns
@@ -54,7 +53,15 @@ from explorer.search.schema import (
     SearchResults,
 )
 from explorer.search.terms import SearchTerms, write_terms
-from explorer.search.twopass import Analysis, analyse, merge_passes, repeats_query
+from explorer.search.twopass import (
+    PASS1_ENTRIES,
+    PASS2_ENTRIES,
+    PASS2_SHARDS,
+    Analysis,
+    analyse,
+    merge_passes,
+    repeats_query,
+)
 from explorer.search.typos import Correction
 from explorer.search.when import Span, mentions
 from explorer.text.lru import LRUCache
@@ -62,6 +69,8 @@ from explorer.text.lru import LRUCache
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
 
 MAX_QUERY_CHARS = 2000
+#: Context shards per entry of a search with no ranking (filters only).
+SHARDS_PER_ENTRY = 3
 
 
 class QueryError(ValueError):
@@ -124,9 +133,9 @@ class _Run:
     spans: list[Span] = field(default_factory=list)
     """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
     fusion: str = "rrf"
-    """`rrf` or `score` (search.fusion, `auto` settled by the vault: score with conversation turns)."""
+    """`rrf` or `score` (experimental.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None
-    """The dense rankings' cosine floor (None: search.dense_threshold)."""
+    """The dense rankings' cosine floor (None: experimental.dense_threshold)."""
     on_stage: Stage | None = None
     """Called after pass 1 and after quality (see SearchPipeline.search)."""
     today: _dt.date = field(default_factory=_dt.date.today)
@@ -176,8 +185,8 @@ class SearchPipeline:
         self.history: list[dict[str, Any]] = []
         self.notices: tuple[str, ...] = tuple(notices or ())
         """What went wrong assembling this pipeline (a component that failed to load); every search repeats it as a warning."""
-        self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.search.cache_size)
-        self._weights = dict(self.settings.search.source_weights)
+        self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.experimental.cache_size)
+        self._weights = dict(self.settings.experimental.source_weights)
         self._retriever = Retriever(index, self.settings, self._weights)
         self._builder = ResultBuilder(self.settings, self._retriever.dates)
         self.today: Callable[[], _dt.date] = _dt.date.today
@@ -313,7 +322,7 @@ class SearchPipeline:
 
     def _people(self, run: _Run) -> None:
         """Agent memory: the people the query names (their notes weigh `owner_weight` more) and the dialog."""
-        s = self.settings.search
+        s = self.settings.experimental
         owners, run.dialog = self._memory.get(run.snap)
         run.fusion = s.fusion if s.fusion != "auto" else ("score" if run.dialog.neighbours else "rrf")
         if run.fusion == "score":
@@ -343,7 +352,7 @@ class SearchPipeline:
 
     def _first_pass(self, run: _Run) -> SearchResults:
         """2-4. Retrieve per term, fuse, aggregate to notes and build pass 1's results (knowledge first)."""
-        s, terms, parsed = self.settings.search, run.terms, run.parsed
+        s, terms, parsed = self.settings.experimental, run.terms, run.parsed
         assert terms is not None
         snap = run.snap
         run.allowed = self._retriever.allowed(snap, parsed)
@@ -370,9 +379,9 @@ class SearchPipeline:
                 )
             with run.timed("fusion"):
                 entries = self._fuse(rankings, 1, run)
-        ke1 = max(s.pass1_entries, run.k) if run.two_pass else run.k
+        ke1 = max(PASS1_ENTRIES, run.k) if run.two_pass else run.k
         if run.rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
-            ke1 = max(ke1, self.settings.rerank.pass1_candidates)
+            ke1 = max(ke1, s.rerank_pass1_candidates)
         pass1 = entries[:ke1]
         results = [self._builder.result(snap, e, parsed, kc=s.pass1_shards, qvec=run.qvec) for e in pass1]
         passes = [
@@ -423,7 +432,7 @@ class SearchPipeline:
         knowledge shards (ranks counted among those alone); the full rankings are returned for
         pass 1 otherwise.
         """
-        s = self.settings.search
+        s = self.settings.experimental
         if not s.knowledge_first:
             return None, [], ["all"]
         assert run.terms is not None
@@ -450,7 +459,7 @@ class SearchPipeline:
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
             kb_results = [
                 self._builder.result(run.snap, e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
-                for e in kb_entries[: s.pass1_entries]
+                for e in kb_entries[:PASS1_ENTRIES]
             ]
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
@@ -460,7 +469,7 @@ class SearchPipeline:
             )
             if (
                 kb_quality.score >= SUFFICIENT
-                and kb_quality.factors["relevant_count"] >= min(run.k, s.pass1_entries)
+                and kb_quality.factors["relevant_count"] >= min(run.k, PASS1_ENTRIES)
                 and not named_elsewhere
             ):
                 run.early = True
@@ -479,9 +488,14 @@ class SearchPipeline:
             with run.timed("analysis"):
                 # The analyser sees pass 1's page (ke), not the k results asked for: the number of
                 # results requested must not change the refinement, hence the top 10.
-                page = replace(out, results=out.results[: self.settings.search.pass1_entries])
+                page = replace(out, results=out.results[:PASS1_ENTRIES])
                 analysis = run.analysis = analyse(
-                    self.analyser, self.settings.search.analyser, run.parsed.text, page, run.snap, run.budget
+                    self.analyser,
+                    self.settings.experimental.analyser,
+                    run.parsed.text,
+                    page,
+                    run.snap,
+                    run.budget,
                 )
             out.analysis = AnalysisInfo(
                 analysis.decision,
@@ -504,8 +518,7 @@ class SearchPipeline:
         run.check()
 
     def _second_pass(self, run: _Run, out: SearchResults, refined: str) -> None:
-        """Pass 2 on the refined query (ke=pass2_entries, kc=pass2_shards), merged below pass 1."""
-        s = self.settings.search
+        """Pass 2 on the refined query (ke=PASS2_ENTRIES, kc=PASS2_SHARDS), merged below pass 1."""
         t = time.perf_counter()
         terms2 = self._terms_for(run, refined)
         out.warnings.extend(f"pass 2: {w}" for w in terms2.warnings)
@@ -527,14 +540,14 @@ class SearchPipeline:
         )
         entries2 = self._fuse(rankings2, 2, run)
         found2 = [
-            self._builder.result(snap, e, run.parsed, kc=s.pass2_shards, qvec=run.qvec)
-            for e in entries2[: s.pass2_entries]
+            self._builder.result(snap, e, run.parsed, kc=PASS2_SHARDS, qvec=run.qvec)
+            for e in entries2[:PASS2_ENTRIES]
         ]
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
         # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
         # merged top does not depend on how many results were asked for.
-        page, rest = out.results[: s.pass1_entries], out.results[s.pass1_entries :]
+        page, rest = out.results[:PASS1_ENTRIES], out.results[PASS1_ENTRIES:]
         merged, added = merge_passes(page, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
         in_merged = {r.document_path for r in merged}
         out.results = merged + [r for r in rest if r.document_path not in in_merged]
@@ -544,8 +557,8 @@ class SearchPipeline:
                 2,
                 refined,
                 tuple(terms2.all_terms),
-                s.pass2_entries,
-                s.pass2_shards,
+                PASS2_ENTRIES,
+                PASS2_SHARDS,
                 len(found2),
                 added,
                 (time.perf_counter() - t) * 1000,
@@ -604,7 +617,7 @@ class SearchPipeline:
             snap = run.snap
             owners = self._memory.get(snap)[0]
             rankings = out.trace.rankings
-            if run.named and run.fusion == "score" and self.settings.search.dialog_words > 0:
+            if run.named and run.fusion == "score" and self.settings.experimental.dialog_words > 0:
                 # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
                 assert run.terms is not None
                 rankings = [
@@ -669,11 +682,7 @@ class SearchPipeline:
         for path in paths[:k]:
             ids = [n for n in snap.shard_ids(path) if n in allowed]
             fused = [Fused(n, 0.0, (), 0) for n in ids]
-            results.append(
-                self._builder.result(
-                    snap, Entry(path, fused, 1), parsed, kc=self.settings.search.shards_per_entry
-                )
-            )
+            results.append(self._builder.result(snap, Entry(path, fused, 1), parsed, kc=SHARDS_PER_ENTRY))
         stats = self._builder.stats(snap, False)
         out = SearchResults(
             query=parsed.raw,
@@ -703,38 +712,32 @@ class SearchPipeline:
             run.on_stage(name, out)
 
     def _terms_for(self, run: _Run, text: str) -> SearchTerms:
-        s = self.settings.search
-        idf = run.snap.idf()
         return write_terms(
             text,
             self.term_writer,
-            lambda token: idf.get(token, 0.0),
-            s.keyword_terms,
-            s.max_terms,
+            self.settings.search.max_terms,
             run.budget,
             snapshot=run.snap,
         )
 
     def _fuse(self, rankings: list[Ranking], pass_: int, run: _Run, dialog: bool = True) -> list[Entry]:
-        """Weighted RRF (or score fusion) over `rankings`, turns lifted by their neighbours, aggregated to notes."""
-        s = self.settings.search
+        """Weighted RRF (or score fusion) over `rankings`, turns lifted by date, aggregated to notes."""
+        s = self.settings.experimental
         snap = run.snap
         weight = run.weight or source_weights(snap, self._weights)
         if run.fusion == "score":
             fused = score_fusion(rankings, COS_FLOOR, weight)
         else:
             fused = rrf(rankings, s.rrf_k, weight)
-        if dialog and run.dialog is not None:
-            fused = spread_to_neighbours(fused, snap, run.dialog, s.neighbour_weight)
-            if run.fusion == "score":
-                fused = lift_by_date(fused, snap, run.dialog, run.spans, s.date_weight, s.date_after_days)
+        if dialog and run.dialog is not None and run.fusion == "score":
+            fused = lift_by_date(fused, snap, run.dialog, run.spans, s.date_weight)
         shards = snap.shards
 
         def path_of(node_id: str) -> str | None:
             shard = shards.get(node_id)
             return shard.path if shard is not None else None
 
-        entries = aggregate(fused, path_of, pass_, s.second_shard_weight, run.fusion)
+        entries = aggregate(fused, path_of, pass_, run.fusion)
         return self._prefer_recent(entries, run)
 
     def _half_life(self, run: _Run) -> float:
@@ -756,7 +759,7 @@ class SearchPipeline:
                 found[0] if found is not None else None,
                 run.today,
                 half_life,
-                self.settings.search.recency_weight,
+                self.settings.experimental.recency_weight,
             )
         return sorted(entries, key=lambda e: -e.score)
 

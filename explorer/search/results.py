@@ -55,14 +55,13 @@ class ResultBuilder:
         explanation = None
         if best is not None:
             explanation = Explanation(
-                rrf_k=self.settings.search.rrf_k,
+                rrf_k=self.settings.experimental.rrf_k,
                 best_node_id=best.node_id,
                 contributions=best.contributions,
                 fused_score=best.score,
                 source_weight=best.contributions[0].source_weight if best.contributions else 1.0,
                 pass_=entry.pass_,
                 shards_matched=len(entry.fused),
-                **_second(entry),
                 fusion=entry.fusion,
                 recency=entry.recency,
             )
@@ -164,16 +163,3 @@ def make_context_shard(
         score=score,
         pass_=pass_,
     )
-
-
-def _second(entry) -> dict:
-    """The explanation's fields for the second shard that counted in the note's score."""
-    if entry.second_weight <= 0 or len(entry.fused) < 2:
-        return {}
-    second = entry.fused[1]
-    return {
-        "second_node_id": second.node_id,
-        "second_score": second.score,
-        "second_weight": entry.second_weight,
-        "note_score": entry.score,
-    }

@@ -19,6 +19,16 @@ from explorer.search.terms import SearchTerms
 from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.text.tokenize import tokenize
 
+#: Turns away a turn's BM25 document reaches for its neighbours' words, the share
+#: (`experimental.dialog_words`) multiplied at each step: 2 = the adjacent turns at 0.5, the next at 0.25.
+DIALOG_REACH = 2
+#: Weight of the feedback passages' mean vector added to the query vector.
+FEEDBACK_BETA = 1.0
+#: Weight of the dense feedback ranking.
+FEEDBACK_WEIGHT = 1.0
+#: Weight of the ranking of passages that contain a query's quoted phrases exactly.
+PHRASE_WEIGHT = 1.0
+
 
 def source_weights(snap: Snapshot, weights: dict[str, float]) -> Callable[[str], float]:
     """w_source(node_id): the weight of the shard's source type (1.0 for unknown shards and types)."""
@@ -145,12 +155,12 @@ class Retriever:
         `phrases` are evidence, not a filter: the shards containing them all form one more
         ranking (retriever `phrase`, in BM25 order), and the phrase's words are searched anyway,
         so a passage worded slightly differently still ranks. `threshold` is the dense rankings'
-        cosine floor (default `search.dense_threshold`); `feedback` False leaves the feedback ranking out.
+        cosine floor (default `experimental.dense_threshold`); `feedback` False leaves the feedback ranking out.
         `dialog` reads conversation turns in their dialog: a turn's BM25 document also holds its
-        adjacent turns' words at `search.dialog_words`, and its cosine is the better of its own
-        vector's and its dialog-context vector's (`search.dialog_vectors`; explorer.index.dialog).
+        adjacent turns' words at `experimental.dialog_words`, and its cosine is the better of its own
+        vector's and its dialog-context vector's (explorer.index.dialog).
         """
-        s = self.settings.search
+        s = self.settings.experimental
         floor = s.dense_threshold if threshold is None else threshold
         depth = max(depth or 0, s.candidates)
         fetch = self._shard_depth(snap, depth)
@@ -158,9 +168,7 @@ class Retriever:
         t0 = time.perf_counter()
         restriction = snap.restrict(allowed) if allowed is not None else None
         pairs = (
-            self._dialog_pairs(snap, s.dialog_words, s.dialog_reach)
-            if dialog and s.dialog_words > 0
-            else None
+            self._dialog_pairs(snap, s.dialog_words, DIALOG_REACH) if dialog and s.dialog_words > 0 else None
         )
         for i, term in enumerate(terms.all_terms):
             tw = s.query_weight if i == 0 else s.term_weight
@@ -200,7 +208,7 @@ class Retriever:
                 hits = snap.vector_top(matrix, fetch, floor, restriction)
                 in_context = (
                     snap.vector_top(matrix, fetch, floor, restriction, context=True)
-                    if dialog and s.dialog_vectors and snap.has_vectors(context=True)
+                    if dialog and snap.has_vectors(context=True)
                     else None
                 )
                 for j, (term, items) in enumerate(zip(embedded, hits)):
@@ -252,11 +260,11 @@ class Retriever:
 
         Rocchio feedback on the embeddings: the vectors of the top `feedback_shards` fused shards
         that are semantic matches of the query (in its dense ranking, so above the cosine floor;
-        one per note) are averaged, added to the query vector with weight `feedback_beta`, and
+        one per note) are averaged, added to the query vector with weight `FEEDBACK_BETA`, and
         the normalised sum searches the matrix like a query (same cosine floor, same depth). The
         ranking's `sources` name the shards it was built from.
         """
-        s = self.settings.search
+        s = self.settings.experimental
         semantic = {nid for r in rankings if r.retriever == "dense" and r.term == query for nid, _ in r.items}
         seen: set[str] = set()
         used: list[str] = []
@@ -278,19 +286,13 @@ class Retriever:
                 break
         if not vecs:
             return None
-        moved = np.asarray(qvec, dtype=np.float32) + s.feedback_beta * np.mean(vecs, axis=0)
+        moved = np.asarray(qvec, dtype=np.float32) + FEEDBACK_BETA * np.mean(vecs, axis=0)
         norm = float(np.linalg.norm(moved))
         if norm == 0.0:
             return None
         row = (moved / norm).reshape(1, -1).astype(np.float32)
         items = self._note_depth(snap, lambda n: snap.vector_top(row, n, floor, restriction)[0], fetch, depth)
-        if s.feedback_list == "leave_one_out":
-            items = _leave_one_out(
-                items, used, vecs, np.asarray(qvec, dtype=np.float32), s.feedback_beta, floor
-            )
-        elif s.feedback_list == "new":
-            items = [it for it in items if it[0] not in semantic]
-        return Ranking(query, "feedback", s.feedback_weight, s.query_weight, tuple(items), tuple(used))
+        return Ranking(query, "feedback", FEEDBACK_WEIGHT, s.query_weight, tuple(items), tuple(used))
 
     def _phrase_ranking(
         self,
@@ -311,9 +313,9 @@ class Retriever:
         ]
         order = {nid: i for r in rankings[:1] if r.retriever == "bm25" for i, (nid, _) in enumerate(r.items)}
         hits.sort(key=lambda nid: (order.get(nid, len(order)), nid))
-        s = self.settings.search
+        s = self.settings.experimental
         return Ranking(
-            query, "phrase", s.phrase_weight, s.query_weight, tuple((nid, 1.0) for nid in hits[:depth])
+            query, "phrase", PHRASE_WEIGHT, s.query_weight, tuple((nid, 1.0) for nid in hits[:depth])
         )
 
     def corrections(self, snap: Snapshot, text: str) -> list[Correction]:
@@ -340,7 +342,7 @@ class Retriever:
         troubleshooting), else the best one in the fused BM25 and dense rankings so far, else its
         first shard.
         """
-        s = self.settings.search
+        s = self.settings.experimental
         toks = tokenize(query)
         if corrections:
             toks = corrected_tokens(toks, corrections)
@@ -445,7 +447,7 @@ class Retriever:
         self, snap: Snapshot, term: str, allowed: set[str] | None, corrections: list[Correction] | None = None
     ) -> Ranking:
         """The plain BM25 ranking of `term` (each turn's own words, whatever `dialog` did to the fused one)."""
-        s = self.settings.search
+        s = self.settings.experimental
         toks = tokenize(term)
         if corrections:
             toks = corrected_tokens(toks, corrections)
@@ -513,33 +515,6 @@ class Retriever:
                 return items
             n *= 4
             items = fetch(n)
-
-
-def _leave_one_out(
-    items: list[tuple[str, float]],
-    used: list[str],
-    vecs: list[np.ndarray],
-    qvec: np.ndarray,
-    beta: float,
-    floor: float,
-) -> list[tuple[str, float]]:
-    """The feedback ranking with each source passage scored by the query plus the *other*
-    sources' mean (the query alone when it is the only one), not by a vector that contains its
-    own: re-placed by that score, dropped under the cosine floor. Other passages keep their
-    place and score."""
-    scores = dict(items)
-    for i, node_id in enumerate(used):
-        others = [v for j, v in enumerate(vecs) if j != i]
-        moved = qvec + beta * np.mean(others, axis=0) if others else qvec
-        norm = float(np.linalg.norm(moved))
-        cos = float(np.dot(moved, vecs[i]) / norm) if norm > 0 else 0.0
-        if cos >= floor:
-            scores[node_id] = cos
-        else:
-            scores.pop(node_id, None)
-    # Sorted as the dense scan sorts (score, then the order it gave); a re-placed source goes by score.
-    order = {node_id: i for i, (node_id, _) in enumerate(items)}
-    return sorted(scores.items(), key=lambda kv: (-kv[1], order.get(kv[0], len(order)), kv[0]))
 
 
 def _has_tag(tags: tuple[str, ...], wanted: str) -> bool:

@@ -62,9 +62,9 @@ MAX_CHARS = 600
 #: need: the name ranking (the mentions above list named notes), the knowledge-first retrieval,
 #: and all but one context shard per result (the list shows none; the ranking is the same).
 RELATED_SETTINGS: dict[str, Any] = {
-    "search.name_weight": 0.0,
-    "search.knowledge_first": False,
-    "search.pass1_shards": 1,
+    "experimental.name_weight": 0.0,
+    "experimental.knowledge_first": False,
+    "experimental.pass1_shards": 1,
 }
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")

@@ -1,15 +1,12 @@
-"""Search terms: the query itself plus 3-5 terms, written by keyword extraction (offline) or an LLM."""
+"""Search terms: the query itself, plus up to 5 terms when an LLM writes them."""
 
 from __future__ import annotations
 
 import inspect
-import itertools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
-
-from explorer.text.tokenize import fold_word, is_stopword
 
 MAX_TERMS = 5
 TRUNCATE_ABOVE = 10
@@ -78,36 +75,15 @@ class TermWriter(Protocol):
     def __call__(self, query: str) -> SearchTerms: ...
 
 
-def keyword_terms(
-    query: str, idf: Callable[[str], float] | None = None, max_terms: int = MAX_TERMS
-) -> SearchTerms:
-    """Offline term writer: significant words and adjacent pairs of the query.
+def offline_terms(query: str) -> SearchTerms:
+    """Offline terms: the query alone, with the flags its cue words raise (follow-up phrases; shopping, plans).
 
-    Words are ranked by idf when `idf` is given (rarer first), stop-words dropped. Terms are the
-    query's content-word bigrams, then its rarest single words, up to `max_terms`, never the
-    query itself again. Flags come from cue words (follow-up pronouns; shopping, plans).
+    Without an LLM no terms are written besides the query: keyword-extracted ones lowered the
+    benchmarks (BENCHMARKS.md).
     """
-    words = list(_WORD.findall(query))
-    content = [w for w in words if not is_stopword(w) and len(w) > 1]
-    terms: list[str] = []
-    seen: set[str] = {_norm(query)}
-
-    def add(term: str) -> None:
-        key = _norm(term)
-        if key and key not in seen and len(terms) < max_terms:
-            seen.add(key)
-            terms.append(term)
-
-    if len(content) >= 3:
-        for a, b in itertools.pairwise(content):
-            add(f"{a} {b}")
-    ranked = sorted(dict.fromkeys(content), key=lambda w: -(idf(fold_word(w)) if idf else len(w)))
-    if len(content) >= 2:
-        for w in ranked[:3]:
-            add(w)
     return SearchTerms(
         query=query.strip(),
-        terms=tuple(terms[:max_terms]),
+        terms=(),
         source="keywords",
         include_preferences=bool(_PREFERENCE.search(query)),
         include_n_minus_1=bool(_FOLLOW_UP.search(query)),
@@ -154,20 +130,14 @@ def clamp_terms(terms: list[str]) -> tuple[list[str], list[str]]:
     return cleaned, warnings
 
 
-def _norm(term: str) -> str:
-    return " ".join(fold_word(w) for w in _WORD.findall(term))
-
-
 def write_terms(
     text: str,
     writer: Callable[..., SearchTerms] | None,
-    idf: Callable[[str], float],
-    keyword_count: int,
     max_terms: int,
     budget: Any = None,
     snapshot: Any = None,
 ) -> SearchTerms:
-    """The terms stage: `writer` (an LLM) when given, keyword extraction otherwise or when it fails.
+    """The terms stage: `writer` (an LLM) when given, the query alone otherwise or when it fails.
 
     The terms are then cleaned and cut to `max_terms`; every warning is kept on the result.
     """
@@ -176,11 +146,11 @@ def write_terms(
             terms = call_with_budget(writer, budget, text, snapshot=snapshot)
         except Exception as exc:  # noqa: BLE001 - any writer failure falls back to keywords
             terms = replace(
-                keyword_terms(text, idf, keyword_count),
+                offline_terms(text),
                 warnings=(f"term writer failed ({exc}); keyword terms used",),
             )
     else:
-        terms = keyword_terms(text, idf, keyword_count)
+        terms = offline_terms(text)
     cleaned, warns = clamp_terms(list(terms.terms))
     return replace(terms, terms=tuple(cleaned[:max_terms]), warnings=tuple(terms.warnings) + tuple(warns))
 

@@ -16,6 +16,12 @@ from explorer.text.tokenize import is_stopword, tokenize_spans
 if TYPE_CHECKING:
     from explorer.index.backend import Snapshot
 
+#: Pass 1 keeps this many entries (ke) for the analysis; pass 2's entries merge into that page.
+PASS1_ENTRIES = 10
+#: Pass 2: entries (ke) and context shards per entry (kc) of the refined query.
+PASS2_ENTRIES = 5
+PASS2_SHARDS = 2
+
 #: Pseudo-relevance feedback: terms are drawn from at most this many relevant top results.
 FEEDBACK_DOCS = 3
 #: Only results among this many first ones can give feedback.

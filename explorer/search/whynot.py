@@ -73,7 +73,7 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
                 reason = f" ({skipped} is not indexed: {why})"
                 break
         return WhyNotReport(name, None, (), f"No indexed note matches “{name}”{reason}.")
-    settings = index.settings.search
+    settings = index.settings.experimental
     shard_ids = set(index.shard_ids(path))
     rows: list[StageRow] = []
     rankings: list[Ranking] = results.trace.rankings
@@ -287,11 +287,11 @@ def rank_of(results: SearchResults, path: str) -> int | None:
     return next((i for i, r in enumerate(results.results, 1) if r.document_path == path), None)
 
 
-def with_search(settings: Any, **changes: Any) -> Any:
-    """`settings` with `search` settings changed (frozen dataclasses: a new object)."""
+def with_tuning(settings: Any, **changes: Any) -> Any:
+    """`settings` with `experimental` tuning values changed (frozen dataclasses: a new object)."""
     from dataclasses import replace
 
-    return replace(settings, search=replace(settings.search, **changes))
+    return replace(settings, experimental=replace(settings.experimental, **changes))
 
 
 def variant(pipeline: Any, settings: Any) -> Any:
@@ -411,12 +411,12 @@ def prove(
                     "floor",
                     f"{lowered:.2f}",
                     f"with the floor at {lowered:.2f}",
-                    pipe=variant(pipeline, with_search(settings, dense_threshold=lowered)),
+                    pipe=variant(pipeline, with_tuning(settings, dense_threshold=lowered)),
                 )
 
     # Candidate depth: the note's place in the query's BM25 (and dense) ranking of notes.
     if text and not excluded:
-        depth = settings.search.candidates
+        depth = settings.experimental.candidates
         places = _note_places(index, path, text, qvec, _dense_floor(index, settings))
         past = {who: place for who, place in places.items() if place > depth}
         for who, place in sorted(past.items()):
@@ -429,7 +429,7 @@ def prove(
                 "depth",
                 str(deeper),
                 f"with a candidate depth of {deeper}",
-                pipe=variant(pipeline, with_search(settings, candidates=deeper)),
+                pipe=variant(pipeline, with_tuning(settings, candidates=deeper)),
             )
 
     # Reranking moved it out.
@@ -593,9 +593,9 @@ def _best_cosine(index: Any, shard_ids: tuple[str, ...], qvec: Any) -> float | N
 
 
 def _dense_floor(index: Any, settings: Any) -> float:
-    """The cosine floor the dense rankings used: `search.dense_threshold`, or under score fusion
+    """The cosine floor the dense rankings used: `experimental.dense_threshold`, or under score fusion
     (conversation vaults) the floor of unrelated texts when that is lower (as the pipeline does)."""
-    s = settings.search
+    s = settings.experimental
     score = s.fusion == "score" or (s.fusion == "auto" and bool(getattr(index, "neighbours", None)))
     return min(s.dense_threshold, COS_FLOOR) if score else s.dense_threshold
 

@@ -5,9 +5,9 @@ The note's text is the pages' text one after another, each page after a marker l
 the page's node_id `file.pdf#page=N` from it (the form Obsidian opens). A PDF is never parsed as
 Markdown: it has no headings, links or tags.
 
-Limits: a file over `vault.max_pdf_bytes` is not opened; at most `vault.max_pdf_pages` pages are
+Limits: a file over `vault.max_pdf_bytes` is not opened; at most `MAX_PDF_PAGES` pages are
 read, and no more once their text reaches `vault.max_note_bytes` characters (a note's limit;
-one page keeps at most MAX_PAGE_CHARS); the time budget `vault.pdf_seconds` is checked between pages, and the pages read by then
+one page keeps at most MAX_PAGE_CHARS); the time budget `PDF_SECONDS` is checked between pages, and the pages read by then
 are kept (a warning says what was left out). One page is bounded by pypdf's own limits
 (decompressed stream size, parsing work, page-tree entries): BENCHMARKS.md measures the worst
 page of the hostile samples, and what reading every PDF in a child process would cost instead.
@@ -26,6 +26,11 @@ from explorer.vault.model import Block, Note
 
 if TYPE_CHECKING:
     from explorer.config import VaultSettings
+
+#: Pages read from one PDF; the rest of a longer one is left out with a recorded reason.
+MAX_PDF_PAGES = 2000
+#: Seconds one PDF may take to read, checked between pages: the pages read by then are kept.
+PDF_SECONDS = 20.0
 
 #: The line before each page's text in a PDF note (shown in the note view; not part of any shard).
 PAGE_MARKER = "── page {n} ──"
@@ -84,14 +89,14 @@ def read_pdf(
             total = len(reader.pages)
             pages: list[str] = []
             warnings: list[str] = []
-            budget = settings.pdf_seconds
+            budget, max_pages = PDF_SECONDS, MAX_PDF_PAGES
             failed = ""
             chars = 0
-            for i in range(min(total, settings.max_pdf_pages)):
+            for i in range(min(total, max_pages)):
                 if i and clock() - started > budget:  # the first page is always read
                     warnings.append(
                         f"truncated: only the first {i:,} of {total:,} pages were read within "
-                        f"{budget:g} s (setting vault.pdf_seconds)"
+                        f"{budget:g} s (the limit per PDF)"
                     )
                     break
                 try:
@@ -118,10 +123,10 @@ def read_pdf(
                     )
                     break
             else:
-                if total > settings.max_pdf_pages:
+                if total > max_pages:
                     warnings.append(
-                        f"truncated: only the first {settings.max_pdf_pages:,} of {total:,} pages are "
-                        "indexed (setting vault.max_pdf_pages)"
+                        f"truncated: only the first {max_pages:,} of {total:,} pages are "
+                        "indexed (the limit per PDF)"
                     )
     except FileNotDecryptedError:
         return None, "encrypted PDF (needs a password)", []

@@ -398,7 +398,7 @@ def turn_metadata(abspath: Path) -> dict[str, Any]:
 def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str]:
     """Read and parse one note; (None, reason) when it must be skipped.
 
-    A note with far more sections than `settings.max_note_shards` allows is cut before parsing
+    A note with far more sections than `MAX_NOTE_SHARDS` allows is cut before parsing
     (at the heading that starts the first section past twice that limit) with the cut recorded
     in its warnings, so a note of 200,000 short sections costs what its indexed part costs.
     """
@@ -421,14 +421,17 @@ def load_note(file: NoteFile, settings: VaultSettings) -> tuple[Note | None, str
 
         return load_canvas(file.path, text, kind)
     meta = turn_metadata(file.abspath) if kind == "turn_summary" else {}
-    cut = section_cut(text, 2 * settings.max_note_shards)
+    from explorer.vault import shard  # read when used: a test may lower the limit
+
+    limit = shard.MAX_NOTE_SHARDS
+    cut = section_cut(text, 2 * limit)
     if cut is None:
         return parse_note(file.path, text, kind, meta), ""
     note = parse_note(file.path, text[:cut], kind, meta)
     sections = len(_HEADING_LINE.findall(text))
     warning = (
         f"truncated: {sections:,} sections; only the first {cut:,} of {len(text):,} characters are indexed "
-        f"(setting vault.max_note_shards = {settings.max_note_shards:,})"
+        f"(the limit of {limit:,} shards per note)"
     )
     return replace(note, warnings=(*note.warnings, warning)), ""
 

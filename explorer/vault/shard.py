@@ -39,7 +39,15 @@ class _Section:
     end: int
 
 
-def make_shards(note: Note, max_tokens: int = 200, overlap: int = 30) -> list[Shard]:
+#: Size cap of a shard in estimated word pieces (the embedding model's window is 256).
+SHARD_TOKENS = 200
+#: Estimated word pieces shared by consecutive pieces of a long section.
+SHARD_OVERLAP = 30
+#: Shards one note may contribute; the rest of a longer note is left out with a recorded reason.
+MAX_NOTE_SHARDS = 2000
+
+
+def make_shards(note: Note, max_tokens: int = SHARD_TOKENS, overlap: int = SHARD_OVERLAP) -> list[Shard]:
     """Cut `note` into shards; `note.text[s.start:s.end] == s.text` for each.
 
     Sections run from one heading to the next; a heading with no text of its own (directly
@@ -189,19 +197,20 @@ def link_heading(text: str) -> str:
     return " ".join(_LINK_BREAKERS.sub(" ", text).split())
 
 
-def cap_shards(note: Note, shards: list[Shard], limit: int) -> tuple[Note, list[Shard]]:
-    """Keep the first `limit` shards of a note; a cut is recorded in the note's warnings.
+def cap_shards(note: Note, shards: list[Shard], limit: int | None = None) -> tuple[Note, list[Shard]]:
+    """Keep the first `limit` shards of a note (default MAX_NOTE_SHARDS); a cut is recorded in the note's warnings.
 
     One note (a log of 200,000 short sections, a pasted dump) must not fill the index or the
     embedding queue on its own; the part kept is searchable, the note says what was left out.
     """
+    limit = MAX_NOTE_SHARDS if limit is None else limit
     if limit <= 0 or len(shards) <= limit:
         return note, shards
     kept = shards[:limit]
     if not any(w.startswith("truncated") for w in note.warnings):
         reason = (
             f"truncated: only the first {limit:,} of {len(shards):,} shards are indexed, up to character "
-            f"{kept[-1].end:,} of {len(note.text):,} (setting vault.max_note_shards)"
+            f"{kept[-1].end:,} of {len(note.text):,} (the limit per note)"
         )
         note = replace(note, warnings=(*note.warnings, reason))
     return note, kept

@@ -111,7 +111,6 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         """Fit the layout to the terminal; show the opening state."""
         try:
-            self.query_one(ContextPane).default_chars = self.explorer.settings.ui.context_chars
             self._fit(self.app.size.width)
             if self.explorer.index is None:
                 self.query_one(ResultsSummary).message("Opening the index… (you can type already)", "warning")
@@ -178,7 +177,7 @@ class MainScreen(Screen):
         if self._debounce is not None:
             self._debounce.stop()
         self._focus_results = False
-        delay = self.explorer.settings.ui.debounce_ms / 1000
+        delay = self.explorer.settings.experimental.typing_debounce_ms / 1000
         self._debounce = self.set_timer(delay, lambda: self.run_search(event.value))
 
     @on(Input.Submitted, "#search")

@@ -23,6 +23,10 @@ from explorer.tui.widgets.steady import steady_update
 WINDOW_STEPS = (150, 300, 600, 1200, 2400, 5000, 10000, 20000)
 
 
+#: Characters each side of the cursor the pane shows before it is widened or narrowed.
+CONTEXT_CHARS = 600
+
+
 @dataclass(frozen=True, slots=True)
 class ContextState:
     """What the pane shows: which note, where, how wide."""
@@ -122,7 +126,7 @@ class ContextPane(Vertical):
         self.state: ContextState | None = None
         self.window: ContextWindow | None = None
         self.node_id = ""
-        self.default_chars = 600
+        self.default_chars = CONTEXT_CHARS
         self._shown_key: tuple | None = None
 
     def compose(self) -> ComposeResult:
