@@ -6,7 +6,7 @@ rest of Explorer calls:
 - `IndexReader` (explorer.index.reader): the live tables, BM25 index and vectors, their lock and
   version, copy-on-write snapshots, and the read methods;
 - `IndexWriter` (explorer.index.writer): opening, scanning the vault, applying change batches;
-  with its `VectorWriter` (explorer.index.vectors) putting vectors in from the cache and the model;
+  with its `VectorWriter` (explorer.index.vector_writer) putting vectors in from the cache and the model;
 - `StoreKeeper` (explorer.index.keeper): the store, and what happens when writes fail;
 - `ModelHost` (explorer.index.model_host): the embedding model, its `ModelState`, the one
   embedding loop;

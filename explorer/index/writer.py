@@ -28,7 +28,7 @@ from explorer.index.lexical import BM25Index
 from explorer.index.model_host import ModelHost
 from explorer.index.reader import IndexReader
 from explorer.index.store import FileState, NoteRecord, StoreError, describe
-from explorer.index.vectors import VectorWriter
+from explorer.index.vector_writer import VectorWriter
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import NoteFile, is_ignored, load_note, path_refused, scan_vault, with_sidecar

@@ -27,6 +27,7 @@ from explorer.config import Settings
 from explorer.index.backend import IndexBackend, ModelState, Snapshot
 from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
+from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import (
@@ -187,11 +188,12 @@ class SearchPipeline:
         """What went wrong assembling this pipeline (a component that failed to load); every search repeats it as a warning."""
         self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.experimental.cache_size)
         self._weights = dict(self.settings.experimental.source_weights)
-        self._retriever = Retriever(index, self.settings, self._weights)
+        changes = NoteChanges()
+        self._retriever = Retriever(index, self.settings, self._weights, changes)
         self._builder = ResultBuilder(self.settings, self._retriever.dates)
         self.today: Callable[[], _dt.date] = _dt.date.today
         """Today's date, against which relative dates (`after:last week`) and recency are read."""
-        self._memory = MemoryCache()
+        self._memory = MemoryCache(changes)
 
     # -- public -----------------------------------------------------------------------------
     def prepare(self) -> None:
