@@ -151,8 +151,7 @@ def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, 
         ix.refresh()
         assert {s.path for s in ix.pending()} == {turn[1], turn[2], turn[3]}
         assert ix.embed_pending() == 4
-        context = ix._context_text(ix.shards_by_path[turn[3]][0])  # noqa: SLF001 - no public reader yet
-        assert "long walks" in context
+        assert "long walks" in ix.dialog.text(ix.shards_by_path[turn[3]][0], ix.shards, ix.shards_by_path)
         # A removed turn leaves its neighbours without it.
         (vault / turn[8]).unlink()
         ix.refresh()

@@ -320,9 +320,9 @@ def test_dense_search_equals_a_brute_force_reference_on_every_path() -> None:
 
 
 def test_an_interrupted_first_index_resumes_where_it_stopped(tmp_path: Path, monkeypatch) -> None:
-    from explorer.index import vault_index
+    from explorer.index import writer
 
-    monkeypatch.setattr(vault_index, "COMMIT_EVERY", 10)
+    monkeypatch.setattr(writer, "COMMIT_EVERY", 10)
     root = _vault(tmp_path, n=35)
 
     def stop_at_25(stage: str, done: int, total: int) -> None:
@@ -421,7 +421,7 @@ def test_notes_parsed_under_older_rules_are_read_again_with_their_vectors_kept(
     tmp_path: Path, monkeypatch
 ) -> None:
     """A parser or sharder change reaches notes whose files did not change; no vector is lost."""
-    import explorer.index.vault_index as vi
+    import explorer.index.writer as vi
 
     root = _vault(tmp_path)
     real = vi.make_shards

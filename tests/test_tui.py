@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import SIZE, make_app, option_text, quiet_settings, search, settle, sync, wait_for
 from explorer.config import Settings
 from explorer.text.files import write_atomic
@@ -496,26 +498,21 @@ async def test_writing_mode_related_notes_save_and_search(tui_vault: Path, embed
 
 @sync
 async def test_model_loads_in_background_and_results_upgrade(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Until the model is ready the status says lexical (model loading) and so do the results; then they turn hybrid."""
+    from explorer.index import model_host
     from explorer.index.vault_index import VaultIndex
 
     gate = threading.Event()
 
-    class SlowModelIndex(VaultIndex):
-        """The real index; loading the model waits for the test's signal."""
+    def slow_load(*_args, **_kwargs):
+        """Loading the model waits for the test's signal."""
+        gate.wait(20)
+        return embedder
 
-        def embedder(self, progress=None):
-            if self._embedder is None:
-                self.model_state = "loading"
-                gate.wait(20)
-                self._embedder = embedder
-                self.runtime = embedder.runtime
-                self.model_state = "ready"
-            return self._embedder
-
-    index = SlowModelIndex(tui_vault, quiet_settings())
+    monkeypatch.setattr(model_host, "load_embedder", slow_load)
+    index = VaultIndex(tui_vault, quiet_settings())
     index.open()
     states: list[str] = []
     app = make_app(tui_vault, None, tmp_path, index=index)

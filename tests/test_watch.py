@@ -260,7 +260,7 @@ def test_chmod_while_closed_is_retried_on_open(tmp_path: Path, monkeypatch: pyte
 
 
 def test_half_written_file_is_read_again_when_it_settles(watched, monkeypatch: pytest.MonkeyPatch) -> None:
-    from explorer.index import vault_index as vi
+    from explorer.index import writer as vi
 
     real_load = vi.load_note
     raced = threading.Event()

@@ -34,7 +34,9 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     cached = index.stats().embedded
     embedded = 0
     if settings.index.embeddings:
-        embedded = index.embed_pending(progress=bar.update if bar else None)
+        embedded = index.embed_pending(
+            progress=lambda stage, done, total: bar.update(stage, done, total, eta=index.model.eta())
+        )
         if bar:
             bar.done()
     st = index.stats()
@@ -198,8 +200,9 @@ def _print_coverage(cov: dict) -> None:
 class _ProgressBar:
     """Progress on stderr: a bar redrawn in place on a terminal, plain lines (every 10 % or 30 s) when piped.
 
-    Both show counts, the rate and, once there is a rate, the time left. Piped, a stage that ends
-    within QUIET_S prints nothing (a short run's stderr stays its messages only).
+    Both show counts, the rate and, once there is a rate, the time left: the one the caller
+    passes (embedding: by text volume, since the shortest texts go first), else by count. Piped,
+    a stage that ends within QUIET_S prints nothing (a short run's stderr stays its messages only).
     """
 
     QUIET_S = 2.0
@@ -211,21 +214,24 @@ class _ProgressBar:
         self._start: dict[str, tuple[float, int]] = {}
         self._printed_tenth = -1
 
-    def line(self, stage: str, done: int, total: int, now: float) -> str:
-        """The progress text: stage, counts, percent, rate and ETA."""
+    def line(self, stage: str, done: int, total: int, now: float, eta: float | None = None) -> str:
+        """The progress text: stage, counts, percent, rate and ETA (`eta`, else from the count rate)."""
         t0, d0 = self._start.setdefault(stage, (now, done))
         pct = 100 * done / total if total else 100.0
         text = f"{stage} {done}/{total} ({pct:.0f}%)"
         elapsed = now - t0
         if elapsed > 0.5 and done > d0:
             rate = (done - d0) / elapsed
-            text += f" {rate:.1f}/s" + (f", {format_eta((total - done) / rate)} left" if done < total else "")
+            left = eta if eta is not None else (total - done) / rate
+            text += f" {rate:.1f}/s" + (f", {format_eta(left)} left" if done < total else "")
         return text
 
-    def update(self, stage: str, done: int, total: int, now: float | None = None) -> None:
-        """Report `done` of `total` items of `stage` (`now`: a monotonic time, for tests)."""
+    def update(
+        self, stage: str, done: int, total: int, now: float | None = None, eta: float | None = None
+    ) -> None:
+        """Report `done` of `total` items of `stage` (`now`: a monotonic time, for tests; `eta`: seconds left)."""
         now = time.monotonic() if now is None else now
-        text = self.line(stage, done, total, now)
+        text = self.line(stage, done, total, now, eta)
         if not self.tty:
             tenth = int(10 * done / total) if total else 10
             if now - self._start[stage][0] < self.QUIET_S:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from explorer.config import Settings
 from explorer.engine.build import Progress, make_pipeline, new_index
+from explorer.index.backend import ModelState
 
 if TYPE_CHECKING:
     from explorer.engine.server import SearchServer
@@ -169,7 +170,7 @@ class EmbeddingLoop:
     def _load(self) -> bool:
         """Load the model; False (and the state said) when there is none to load."""
         index = self.index
-        if index.model_state != MODEL_READY:
+        if index.model_state is not ModelState.READY:
             self._call(self.hooks.on_model, MODEL_LOADING, "")
         try:
             emb = index.embedder()
@@ -177,7 +178,7 @@ class EmbeddingLoop:
             self._call(self.hooks.on_model, MODEL_UNAVAILABLE, f"{type(exc).__name__}: {exc}")
             return False
         if emb is None:
-            off = index.model_state == MODEL_OFF
+            off = index.model_state is ModelState.OFF
             self._call(self.hooks.on_model, MODEL_OFF if off else MODEL_UNAVAILABLE, index.model_error)
             return False
         return True

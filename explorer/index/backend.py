@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "Encoder",
     "Hit",
     "IndexBackend",
+    "ModelState",
     "Restriction",
     "Scope",
     "ScopeError",
@@ -54,6 +56,26 @@ __all__ = [
 
 Hit = tuple[str, float]
 """One ranked shard: (node_id, raw score) - a BM25 score, or a cosine for vector rankings."""
+
+
+class ModelState(StrEnum):
+    """Where an index's embedding model stands. Its value is the word `stats`, `--json` and the status bar show."""
+
+    OFF = "off"
+    """Embeddings are turned off (`index.embeddings = false`): searches are BM25-only by choice."""
+    NOT_LOADED = "not loaded"
+    """Not loaded yet: it loads on first use (a query vector, the embedding loop)."""
+    LOADING = "loading"
+    """Loading now (in the background while the index opens, or on first use)."""
+    READY = "ready"
+    """Loaded: queries and shards can be embedded."""
+    UNAVAILABLE = "unavailable"
+    """No model could be loaded; the index's `model_error` says why. Searches are BM25-only."""
+
+    @property
+    def usable(self) -> bool:
+        """Whether vectors can be made now or later (not off, not unavailable)."""
+        return self not in (ModelState.OFF, ModelState.UNAVAILABLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,10 +288,16 @@ class IndexBackend(Protocol):
     """An index a search can read: snapshots, the embedding model's state, the settings it was built with."""
 
     settings: Settings
-    model_state: str
-    """`ready`, `loading`, `not loaded`, `off` or `unavailable`."""
-    runtime: str
-    """The embedding runtime (empty before the model loads)."""
+
+    @property
+    def model_state(self) -> ModelState:
+        """Where the embedding model stands (`ModelState.READY` once queries can be embedded)."""
+        ...
+
+    @property
+    def runtime(self) -> str:
+        """The embedding runtime (empty before the model loads)."""
+        ...
 
     @property
     def version(self) -> int:

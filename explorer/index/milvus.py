@@ -369,8 +369,7 @@ class MilvusIndex(VaultIndex):
         self.sync()  # a command fails here, naming the URI, when the engine cannot serve
         return report
 
-    def _apply(self, *args: Any, **kwargs: Any) -> None:
-        super()._apply(*args, **kwargs)
+    def _batch_applied(self) -> None:
         self._sync_soft()
 
     def embed_pending(self, *args: Any, **kwargs: Any) -> int:
@@ -417,16 +416,16 @@ class MilvusIndex(VaultIndex):
             return 0
         if not found:
             return 0
-        self._save(lambda: self.store.put_vectors(self.model_id, found))
+        self.keeper.save(lambda: self.store.put_vectors(self.model_id, found))
         given = 0
         with self.lock:
-            self._own("dense")
+            self.reader.own("dense")
             for s in list(self.shards.values()):
                 vec = found.get(s.hash)
                 if vec is not None and s.node_id not in self.dense:
                     self.dense.set(s.node_id, vec)
                     given += 1
-            self.version += 1
+            self.reader.version += 1
         self.borrowed += given
         return given
 
@@ -522,7 +521,7 @@ class MilvusIndex(VaultIndex):
 
     def _row(self, s: Any) -> dict[str, Any]:
         note = self.notes.get(s.path)
-        state = self._states.get(s.path)
+        state = self.reader.states.get(s.path)
         vec = self.dense.vector(s.node_id)
         has = vec is not None
         if not has:
@@ -598,20 +597,7 @@ class MilvusIndex(VaultIndex):
         return found
 
     def snapshot(self) -> MilvusSnapshot:
-        with self.lock:
-            self._shared = {"tables", "bm25", "dense", "context"}
-            self._pins += 1
-            return MilvusSnapshot(
-                self,
-                self.version,
-                self.notes,
-                self.shards,
-                self.shards_by_path,
-                self.neighbours,
-                self.bm25,
-                self.dense,
-                self.context,
-            )
+        return self.reader.snapshot(MilvusSnapshot, self)
 
     def close(self, exiting: bool = False) -> None:
         self._closing.set()

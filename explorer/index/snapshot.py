@@ -33,7 +33,7 @@ class LocalSnapshot:
     """A `VaultIndex` at one version (explorer.index.backend.Snapshot).
 
     It holds the objects the index had when it was taken; the index forks an object before its
-    first change after that (`VaultIndex._own`), so these stay as they were without being copied
+    first change after that (`IndexReader.own`, explorer.index.reader), so these stay as they were without being copied
     here. Reads take no lock.
     """
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from explorer.config import Settings
-from explorer.index.backend import IndexBackend, Scope, ScopeError, Snapshot
+from explorer.index.backend import IndexBackend, ModelState, Scope, ScopeError, Snapshot
 from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.changes import NoteChanges
@@ -308,7 +308,7 @@ class SearchPipeline:
             snap=snap,
             parsed=parsed,
             k=k or s.top_k,
-            use_dense=dense and self.index.model_state != "off",
+            use_dense=dense and self.index.model_state is not ModelState.OFF,
             two_pass=s.two_pass if two_pass is None else two_pass,
             rerank=(self.settings.rerank.enabled and has_reranker)
             if rerank is None
@@ -702,7 +702,7 @@ class SearchPipeline:
         analysis = run.analysis
         out.mode = SearchMode(
             dense=run.qvecs is not None,
-            model_state=self.index.model_state,
+            model_state=self.index.model_state.value,
             runtime=self.index.runtime,
             terms=run.terms.source,
             analyser=analysis.analyser if analysis else None,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.index.backend import ModelState
 from explorer.search.quality import COS_FLOOR
 from explorer.search.query import parse_query
 from explorer.search.schema import Ranking, SearchResults
@@ -389,7 +390,11 @@ def prove(
     excluded = any(f.startswith("left out by") for f in facts)
 
     # The dense floor: the best passage's cosine to the query, under the floor.
-    qvec = index.encode_query(text) if text and index.model_state == "ready" and today.mode.dense else None
+    qvec = (
+        index.encode_query(text)
+        if text and index.model_state is ModelState.READY and today.mode.dense
+        else None
+    )
     if qvec is not None and not excluded:
         best = _best_cosine(index, shard_ids, qvec)
         floor = _dense_floor(index, settings)

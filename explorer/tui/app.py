@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState
 
 from explorer.config import Settings
 from explorer.engine import Session, SessionHooks
+from explorer.index.backend import ModelState as Model
 from explorer.tui import keys
 from explorer.tui.messages import (
     BackToSearch,
@@ -269,7 +270,7 @@ class ExplorerApp(App[int]):
         self.session.start(watch=self._watch, embed=self._load_model, serve=self._watch)
         if not self.settings.index.embeddings:
             self.status = replace(self.status, model="off")
-        elif not self._load_model and self.index.model_state == "ready":
+        elif not self._load_model and self.index.model_state is Model.READY:
             self.status = replace(self.status, model="ready", runtime=self.index.runtime)
 
     def _show_notices(self) -> None:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from explorer.index.backend import ModelState
 from explorer.search.rerank.base import (
     Cancelled,
     CostModel,
@@ -113,7 +114,7 @@ def build_reranker(index: IndexBackend, settings: Settings, llm: Any = None) -> 
             pass2_candidates=0,
         )
         return MultiPassReranker(
-            LLMBackend(llm), single, gate=quality_gate(lambda: index.model_state == "ready")
+            LLMBackend(llm), single, gate=quality_gate(lambda: index.model_state is ModelState.READY)
         )
     if wants_llm:
         notes.append("LLM rerank asked for but no LLM is configured: local reranker used")
