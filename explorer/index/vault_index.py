@@ -678,6 +678,22 @@ class VaultIndex:
         if paths is None:
             self._all_loaded = True
 
+    def supply_records(self, waiting: list[Pending]) -> None:
+        """Fill lazily opened notes from their stored records in one query (no index lock: a search's
+        read). A record whose stored hash is not the one the note was opened with is left out, so a
+        note never takes another version's text; what is left loads on first use as before."""
+        store = self.store
+        if store is None or not waiting:
+            return
+        try:
+            records = store.load_records({p.path: p.hash for p in waiting})
+        except Exception:  # noqa: BLE001 - a store fault, or a store closed since: first use reads it
+            return
+        for p in waiting:
+            got = records.get(p.path)
+            if got is not None:
+                p.supply(*got)
+
     def load_all_notes(self) -> None:
         """Make every lazily opened note whole now, in one pass over the store: for a reader about to
         read every note's text (one read per note would cost a query each)."""
