@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from watchdog.events import (
     DirAttribEvent,
@@ -70,6 +70,13 @@ STOPPED = "stopped"
 
 _SYNC_PREFIX = "watch-sync-"
 _SIDECAR = "metadata.json"
+
+
+class Pausable(Protocol):
+    """An embedding loop the watcher pauses while it opens the store again."""
+
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +190,9 @@ class VaultWatcher:
         poll_interval: Seconds between health checks of the vault folder and the observer, and
             between polls while the vault is missing.
         use_polling: Use watchdog's polling observer instead of the native one.
+        embedding: An embedding loop running outside the watcher (an engine session's), paused
+            like the watcher's own while the store is opened again (its `pause()` returns once
+            no vector is being written; `resume()` lets it go on).
     """
 
     def __init__(
@@ -199,6 +209,7 @@ class VaultWatcher:
         max_latency_ms: int | None = None,
         poll_interval: float = 0.5,
         use_polling: bool = False,
+        embedding: Pausable | None = None,
     ) -> None:
         self.index = index
         self.settings = settings or index.settings
@@ -215,6 +226,7 @@ class VaultWatcher:
         self.max_latency = max(self.debounce, cap / 1000)
         self.poll_interval = poll_interval
         self.use_polling = use_polling
+        self.embedding = embedding
         self.state = STOPPED
         self.observer_kind = ""
         """'native' or 'polling' once armed."""
@@ -573,6 +585,8 @@ class VaultWatcher:
             self._cond.notify_all()
 
     def _pause_embedding(self) -> None:
+        if self.embedding is not None:
+            self.embedding.pause()
         with self._cond:
             self._embed_pause = True
         # Wait for a running embed_pending to stop at its next chunk boundary.
@@ -585,6 +599,8 @@ class VaultWatcher:
             if self.embed:
                 self._embed_wanted = True
             self._cond.notify_all()
+        if self.embedding is not None:
+            self.embedding.resume()
 
     def _embed_loop(self) -> None:
         while True:

@@ -97,17 +97,18 @@ class Retriever:
 
     def allowed(self, snap: Snapshot, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
+        # An exclusion with no word in it (`---`, `-!`) excludes nothing: it must not cost a scan of every shard.
+        excluded_tokens = [t for t in (tokenize(x) for x in parsed.excluded) if t]
         if not (
             parsed.tags
             or parsed.paths
             or parsed.files
             or parsed.sections
-            or parsed.excluded
+            or excluded_tokens
             or parsed.has_note_filters
         ):
             return None
         out = set()
-        excluded_tokens = [tokenize(x) for x in parsed.excluded]
         # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
         banned: set[str] = set()
         passing = self.dates.passing(parsed)  # [property:value], after:/before:/on: (None: none given)
