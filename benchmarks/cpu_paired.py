@@ -60,7 +60,7 @@ queries = json.loads(sys.argv[3])
 rounds = int(sys.argv[4])
 times = []
 for _ in range(rounds):
-    p._cache.clear()  # noqa: SLF001 - measure searches, not cache hits
+    p.clear_cache()  # measure searches, not cache hits
     for q in queries:
         t = time.thread_time()
         p.search(q, record=False)

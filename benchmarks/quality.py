@@ -642,6 +642,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ablations": ablation_out,
             "scorer": args.scorer,
             "ranx_vs_builtin_max_abs_diff": cross_check,
+            # an engine backend's calls by kind over the whole run (explorer.index.milvus.Engine)
+            "engine_calls": dict(getattr(getattr(index, "engine", None), "calls", {}) or {}),
             "machine": machine(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "wall_s": round(time.perf_counter() - t_all, 1),

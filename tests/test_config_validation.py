@@ -159,8 +159,8 @@ def test_cli_refuses_a_bad_config_and_warns_about_a_typo(tmp_path: Path) -> None
 
 
 def test_the_app_shows_settings_warnings(tmp_path: Path) -> None:
+    from conftest import make_app, settle, sync
     from test_terminal_safety import shown, visible_text
-    from test_tui import make_app, settle, sync
 
     vault = write_notes(tmp_path / "v", {"a.md": "# A\n\nkites\n"})
     path = write_config(vault, "[search]\ntop_kk = 3\n")

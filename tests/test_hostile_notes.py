@@ -184,8 +184,8 @@ def test_random_bytes_and_yaml_never_abort_a_batch(tmp_path_factory, raw, docs, 
 
 def test_app_lists_skipped_and_warned_files(tmp_path: Path) -> None:
     """The app says, once the index is open, which files were left out or only partly read, and why."""
+    from conftest import make_app, quiet_settings, settle, sync
     from test_terminal_safety import shown, visible_text
-    from test_tui import make_app, quiet_settings, settle, sync
 
     vault = write_notes(
         tmp_path / "vault", {**NEIGHBOURS, "date.md": "---\ncreated: 2024-13-45\n---\nbody\n"}

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_notes
+from conftest import SIZE, make_app, search, settle, sync, write_notes
 from explorer.cli import main
 from explorer.index.judgments import append_judgment, load_judgments, make_judgment
 from explorer.tui.widgets.results import ResultsList
-from test_tui import SIZE, make_app, search, settle, sync
 
 NOTES = {
     "Pets/hamster.md": "# Hamster\n\nA Syrian hamster needs a 30 cm wheel and deep bedding.\n",

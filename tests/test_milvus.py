@@ -371,10 +371,18 @@ def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(
         second.close()
 
 
-def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
-    """Two real `explorer watch` processes, one Milvus Lite server process: nothing lost, no shard twice."""
+def test_two_watchers_and_an_mcp_writer_share_one_collection(tmp_path: Path) -> None:
+    """Two real `explorer watch` processes and an `explorer mcp --allow-write` (driven by the MCP SDK
+    client) write three vaults into one Milvus Lite server process at once: nothing lost, no shard
+    twice; the MCP writer's next search sees what `remember` wrote (read-your-writes: the rows are
+    flushed before `remember` returns and searches read at consistency level Strong), and its
+    `vault:*` search sees the watchers' notes."""
     if not MILVUS_LITE.exists():
         pytest.skip("milvus-lite server is not installed")
+    import asyncio
+    import threading
+
+    from mcp import Client, StdioServerParameters
     from pymilvus import MilvusClient
 
     from explorer.index.vault_index import VaultIndex
@@ -384,23 +392,79 @@ def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
     procs: list[subprocess.Popen] = []
     vaults = {
         name: write_notes(tmp_path / name, {"start.md": f"# Start\n\n{name} begins.\n"})
-        for name in ("ann", "ben")
+        for name in ("ann", "ben", "cat")
     }
+
+    def env_for(name: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "EXPLORER_INDEX_BACKEND": "milvus",
+            "EXPLORER_INDEX_MILVUS_URI": server.uri,
+            "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / f"cache-{name}"),
+            "EXPLORER_INDEX_EMBEDDINGS": "false",
+            "EXPLORER_EXPERIMENTAL_WATCH_DEBOUNCE_MS": "50",
+        }
+
+    def watchers_write() -> None:  # both watched vaults change at once: new notes, an edit, a delete
+        for i in range(12):
+            for name in ("ann", "ben"):
+                write_notes(
+                    vaults[name],
+                    {f"n{i}.md": f"# Note {i}\n\n{name} writes item {i}.\n\n## More\n\nSection {i}.\n"},
+                )
+            time.sleep(0.02)
+        for name in ("ann", "ben"):
+            write_notes(vaults[name], {"n3.md": f"# Note 3\n\n{name} changed item 3.\n"})
+            (vaults[name] / "n5.md").unlink()
+
+    async def agent() -> list[str]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "explorer", "mcp", str(vaults["cat"]), "--allow-write", "--user", "cat"],
+            env=env_for("cat"),
+            cwd=str(vaults["cat"]),
+        )
+        written = []
+        async with Client(params) as client:
+            writer = threading.Thread(target=watchers_write)
+            writer.start()
+            for i in range(6):
+                word = f"zebra{i}quill"
+                got = await client.call_tool(
+                    "remember", {"text": f"Cat noted {word} today.", "title": f"M{i}"}
+                )
+                assert not got.is_error, got.content
+                written.append(json.loads(got.content[0].text)["path"])
+                found = json.loads(
+                    (await client.call_tool("search", {"query": word, "mode": "lexical", "k": 3}))
+                    .content[0]
+                    .text
+                )
+                assert (
+                    found["results"] and found["results"][0]["document_path"] == written[-1]
+                )  # read-your-writes
+            writer.join()
+            end = time.monotonic() + 40
+            while True:  # the watchers' notes, through the team search
+                team = json.loads(
+                    (await client.call_tool("search", {"query": "changed item 3 vault:*", "mode": "lexical"}))
+                    .content[0]
+                    .text
+                )
+                paths = {r["document_path"] for r in team["results"]}
+                if {"vault:ann/n3.md", "vault:ben/n3.md"} <= paths:
+                    break
+                assert time.monotonic() < end, paths
+                await asyncio.sleep(0.5)
+        return written
+
     try:
-        for name, vault in vaults.items():
-            env = {
-                **os.environ,
-                "PYTHONPATH": str(REPO),
-                "EXPLORER_INDEX_BACKEND": "milvus",
-                "EXPLORER_INDEX_MILVUS_URI": server.uri,
-                "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / f"cache-{name}"),
-                "EXPLORER_INDEX_EMBEDDINGS": "false",
-                "EXPLORER_INDEX_DEBOUNCE_MS": "50",
-            }
+        for name in ("ann", "ben"):
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "explorer", "watch", str(vault)],
-                    env=env,
+                    [sys.executable, "-m", "explorer", "watch", str(vaults[name])],
+                    env=env_for(name),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     text=True,
@@ -412,15 +476,8 @@ def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
             while "watching" not in line and time.monotonic() < end:
                 line = p.stdout.readline()
                 assert line, "watch exited"
-        for i in range(12):  # both vaults change at once: new notes, an edit, a delete
-            for name, vault in vaults.items():
-                write_notes(
-                    vault, {f"n{i}.md": f"# Note {i}\n\n{name} writes item {i}.\n\n## More\n\nSection {i}.\n"}
-                )
-            time.sleep(0.02)
-        for name, vault in vaults.items():
-            write_notes(vault, {"n3.md": f"# Note 3\n\n{name} changed item 3.\n"})
-            (vault / "n5.md").unlink()
+        written = asyncio.run(asyncio.wait_for(agent(), timeout=240))
+        assert len(set(written)) == 6
         client = MilvusClient(server.uri)
 
         def rows(vault_name: str) -> list[str]:
@@ -448,6 +505,7 @@ def test_two_watch_processes_write_one_collection(tmp_path: Path) -> None:
             local.open()
             want[name] = sorted(local.shards)
             local.close()
+        assert all(any(n.startswith(w) for n in want["cat"]) for w in written)
         assert wait_until(lambda: all(sorted(rows(n)) == want[n] for n in vaults), 40), {
             n: rows(n) for n in vaults
         }
@@ -478,8 +536,8 @@ def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path
         pytest.skip("milvus-lite server is not installed")
     import asyncio
 
+    from conftest import SIZE, make_app, quiet_settings, search, settle, wait_for
     from explorer.tui.widgets.results import ResultsSummary
-    from test_tui import SIZE, make_app, quiet_settings, search, settle, wait_for
 
     server = LiteServer(tmp_path / "engine")
     server.start()
@@ -510,3 +568,104 @@ def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path
         asyncio.run(run())
     finally:
         server.stop()
+
+
+def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str, embedder) -> None:
+    """`vault:name` / `vault:*` reach other vaults of the collection; their notes work in results,
+    context windows, the note view and `get_context`; the filters apply to their rows too."""
+    from explorer.index.targets import context_for
+
+    a = write_notes(tmp_path / "a", NOTES)
+    b = write_notes(
+        tmp_path / "b",
+        {
+            "sky/eclipse.md": "# Eclipse\n\nThe moon hides the sun.\n\n## Corona\n\nDuring totality the corona "
+            "glows around the black disc.\n#space/sun\n",
+            "garden/beans.md": "# Beans\n\nRunner beans climb the poles.\n",
+        },
+    )
+    alice = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
+    bob = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), embedder)
+    try:
+        pipe = make_pipeline(alice, alice.settings)
+
+        def paths(query: str) -> list[str]:
+            return [r.document_path for r in pipe.search(query, record=False).results]
+
+        assert not any(
+            p.startswith("vault:") for p in paths("corona during totality")
+        )  # own vault by default
+        team = pipe.search("corona during totality vault:*", record=False)
+        top = team.results[0]
+        assert (
+            top.document_path == "vault:bob/sky/eclipse.md"
+            and top.node_id == "vault:bob/sky/eclipse.md#Corona"
+        )
+        assert "corona" in top.context_shards[0].text.lower()
+        assert set(paths("black hole vault:*")) >= {"astro/holes.md"}
+        assert all(p.startswith("vault:bob/") for p in paths("moon vault:bob"))
+        assert paths("moon vault:bob")[0] == "vault:bob/sky/eclipse.md"
+        nobody = pipe.search("moon vault:nobody", record=False)
+        assert not nobody.results and any("no vault 'nobody'" in w for w in nobody.warnings)
+        # filters on the other vault's rows: a parent tag covers its children, -word leaves a note out
+        assert paths("moon vault:bob tag:space") == ["vault:bob/sky/eclipse.md"]
+        assert "vault:bob/sky/eclipse.md" not in paths("moon vault:bob -corona")
+        assert "vault:bob/garden/beans.md" not in paths("beans moon vault:* path:sky")
+        # the note view and get_context read the other vault's note from the collection
+        note = alice.note("vault:bob/sky/eclipse.md")
+        assert note is not None and note.title == "Eclipse" and "glows around the black disc" in note.text
+        window = context_for(alice, "vault:bob/sky/eclipse.md#Corona", None, 0, 40)
+        assert window.text.startswith("During totality") or "totality" in window.text
+        assert alice.note("vault:bob/nothing.md") is None
+        # bob's change reaches alice's next team search (bob's sync flushes; searches read Strong)
+        write_notes(b, {"garden/beans.md": "# Beans\n\nRunner beans climb the hazel poles by June.\n"})
+        bob.refresh(paths=["garden/beans.md"], reread=True)
+        assert paths("hazel poles vault:bob")[0] == "vault:bob/garden/beans.md"
+    finally:
+        alice.close()
+        bob.close()
+
+
+def test_a_refused_token_is_one_line_naming_the_uri(tmp_path: Path) -> None:
+    """A gRPC server on 127.0.0.1 that refuses every call as UNAUTHENTICATED, as Milvus does a wrong
+    token (Milvus Lite has no authentication): one line naming the URI, exit non-zero, no secret."""
+    from concurrent import futures
+
+    import grpc
+
+    class Refuse(grpc.GenericRpcHandler):
+        def service(self, details):
+            def deny(request, context):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "auth check failure, please check token")
+
+            return grpc.unary_unary_rpc_method_handler(deny)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((Refuse(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    vault = write_notes(tmp_path / "vault", NOTES)
+    try:
+        for command in (["search", str(vault), "black"], ["stats", str(vault)]):
+            out = subprocess.run(
+                [sys.executable, "-m", "explorer", *command],
+                env={
+                    **os.environ,
+                    "PYTHONPATH": str(REPO),
+                    "EXPLORER_INDEX_BACKEND": "milvus",
+                    "EXPLORER_INDEX_MILVUS_URI": f"http://127.0.0.1:{port}",
+                    "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
+                    "EXPLORER_INDEX_EMBEDDINGS": "false",
+                    "EXPLORER_MILVUS_TOKEN": "root:wr0ng-s3cret",
+                },
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert out.returncode != 0
+            lines = [line for line in out.stderr.splitlines() if line.strip()]
+            assert len(lines) == 1, out.stderr
+            assert f"http://127.0.0.1:{port}" in lines[0] and "the token was refused" in lines[0]
+            assert "wr0ng" not in out.stderr + out.stdout
+    finally:
+        server.stop(0)

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from conftest import write_notes
+from conftest import SIZE, make_app, search, settle, sync, wait_for, write_notes
 from explorer.cli import main
 from explorer.vault.external import (
     OpenError,
@@ -22,7 +22,6 @@ from explorer.vault.external import (
     vault_file,
     wikilink,
 )
-from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 ODD_NAMES = ["Sub dir/a note.md", "C# & F#/tips #1?.md", "日記/über café.md", "-rf --help.md", "x+y=z;%20.md"]
 
@@ -121,7 +120,9 @@ def recorder(folder: Path, name: str, code: int = 0) -> tuple[Path, Path]:
     script = folder / name
     script.write_text(
         f"#!{sys.executable}\nimport json, sys\n"
-        f"open({str(log)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit({code})\n",
+        # Written under another name, then renamed: a test waiting for the file never reads it half written.
+        f"open({str(log)!r} + '.part', 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"import os; os.replace({str(log)!r} + '.part', {str(log)!r})\nsys.exit({code})\n",
         encoding="utf-8",
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -275,7 +276,7 @@ async def test_app_says_when_no_editor_is_set(tui_vault: Path, embedder, tmp_pat
         await search(app, pilot, "hamster cage")
         await pilot.press("ctrl+g")
         await settle(app, pilot)
-        assert any("set $EDITOR" in n.message for n in app._notifications)
+        assert any("set $EDITOR" in n.message for n in app._notifications)  # noqa: SLF001 - Textual keeps toasts private
 
 
 def test_a_pdf_or_canvas_opens_at_its_start_in_the_editor(tmp_path: Path) -> None:

@@ -15,9 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import REPO, write_notes
+from conftest import REPO, make_app, quiet_settings, search, settle, sync, wait_for, write_notes
 from explorer.text.safe import SafeStream, is_safe, safe_json, safe_text
-from test_tui import make_app, quiet_settings, search, settle, sync, wait_for
 
 ESC = "\x1b"
 # What a note may try: clear the screen, retitle the window, write the clipboard (OSC 52), a C1 CSI,
@@ -200,7 +199,7 @@ def test_cli_on_a_terminal_keeps_colour_and_escapes_the_rest(evil_vault: Path) -
 # -- the app ------------------------------------------------------------------------------------
 def screen_output(app) -> str:
     """What the app writes to the terminal for a full redraw of the current screen (toasts included)."""
-    update = app.screen._compositor.render_update(full=True)
+    update = app.screen._compositor.render_update(full=True)  # noqa: SLF001 - the terminal's bytes
     return update.render_segments(app.console)
 
 

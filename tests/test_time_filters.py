@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_notes
+from conftest import SIZE, make_app, option_text, search, wait_for, write_notes
 from explorer.config import Settings
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.query import parse_query
 from explorer.text.dates import DateError, note_date, parse_period
-from test_tui import SIZE, make_app, option_text, search, wait_for
 
 TODAY = dt.date(2023, 5, 10)  # a Wednesday
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import threading
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from conftest import SIZE, make_app, option_text, quiet_settings, search, settle, sync, wait_for
 from explorer.config import Settings
-from explorer.search.schema import SearchResults
 from explorer.text.files import write_atomic
-from explorer.tui.app import ExplorerApp
 from explorer.tui.messages import ModelState, SearchFinished
 from explorer.tui.screens.help import HelpScreen
 from explorer.tui.screens.main import MainScreen
@@ -34,87 +31,6 @@ from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.tui.widgets.vault_tree import VaultTree
 from explorer.tui.widgets.why_pane import FitTable, WhyPane
-
-SIZE = (120, 40)
-
-
-def sync(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
-    """Run an async test in its own event loop (no asyncio plugin needed)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
-def quiet_settings(**overrides: Any) -> Settings:
-    """Deterministic settings: reranking (time-budgeted) off unless asked for."""
-    return Settings().with_overrides({"rerank.enabled": False, **overrides})
-
-
-def make_app(vault: Path, embedder: Any, tmp_path: Path, **kwargs: Any) -> ExplorerApp:
-    """The app as the tests build it: no watcher, shipped themes only, a private state file."""
-    kwargs.setdefault("settings", quiet_settings())
-    kwargs.setdefault("state_path", tmp_path / "state.json")
-    kwargs.setdefault("theme_dirs", [SHIPPED_THEMES_DIR])
-    kwargs.setdefault("watch", False)
-    return ExplorerApp(vault, kwargs.pop("settings"), embedder=embedder, **kwargs)
-
-
-async def settle(app: ExplorerApp, pilot: Any, rounds: int = 3) -> None:
-    """Let timers fire and every worker finish, a few times over (workers start workers)."""
-    from textual.worker import WorkerFailed
-
-    for _ in range(rounds):
-        await pilot.pause(0.05)
-        try:
-            await app.workers.wait_for_complete()
-        except WorkerFailed:
-            pass  # the app reports worker errors itself; tests assert on that
-    await pilot.pause()
-
-
-async def wait_for(pilot: Any, predicate, timeout: float = 60.0) -> None:
-    """Pause until `predicate()` holds (fails the test after `timeout` seconds: a bound for a stuck
-    app, generous because a loaded machine can take tens of seconds to index and load the model)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await pilot.pause(0.05)
-
-
-async def search(app: ExplorerApp, pilot: Any, query: str, typing: bool = False) -> SearchResults:
-    """Put `query` in the search box (typed key by key with `typing`) and wait for the final results."""
-    box = app.main_screen.query_one(SearchBox)
-    box.focus()
-    if typing:
-        box.value = ""
-        await pilot.press(*query)
-    else:
-        box.value = query
-    await pilot.pause(0.25)
-    screen = app.main_screen
-    if not query.startswith("/"):
-        # On a loaded machine the debounce timer can fire late: wait for this query's final results.
-        await wait_for(
-            pilot,
-            lambda: (
-                screen.results is not None and screen.results.query == query and screen.stage != "lexical"
-            ),
-            timeout=60.0,
-        )
-    await settle(app, pilot)
-    assert screen.results is not None
-    return screen.results
-
-
-def option_text(results_list: ResultsList, i: int = 0) -> str:
-    """The plain text of the i-th result's prompt."""
-    option = results_list.get_option(f"r{i + 1}")
-    return str(option.prompt)
 
 
 # -- start-up ----------------------------------------------------------------------------------

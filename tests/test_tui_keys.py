@@ -12,6 +12,7 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, OptionList, TextArea
 
+from conftest import SIZE, make_app, search, settle, sync, wait_for
 from explorer.tui import keys
 from explorer.tui.messages import EditNote, OpenNote
 from explorer.tui.screens.main import MainScreen
@@ -20,7 +21,6 @@ from explorer.tui.screens.writer import WriterScreen
 from explorer.tui.widgets.results import ResultsList
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
-from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 NOT_PRINTABLE = {
     "escape",

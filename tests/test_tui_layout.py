@@ -8,7 +8,7 @@ from typing import Any
 from rich.cells import cell_len
 from textual.widgets import TabbedContent
 
-from conftest import write_notes
+from conftest import make_app, quiet_settings, search, settle, sync, wait_for, write_notes
 from explorer.tui.app import palette_help
 from explorer.tui.messages import OpenNote
 from explorer.tui.safe import screen_text
@@ -19,7 +19,6 @@ from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import ResultsList, ResultsSummary
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
-from test_tui import make_app, quiet_settings, search, settle, sync, wait_for
 
 EXTRA = {
     "Lang/日本語の勉強.md": (

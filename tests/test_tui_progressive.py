@@ -7,15 +7,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from conftest import SIZE, make_app, quiet_settings, search, settle, sync, wait_for
 from explorer.engine import make_pipeline
-from explorer.tui.messages import ModelState, SearchFinished
+from explorer.tui.messages import ModelState, ResultsShown, SearchFinished
 from explorer.tui.widgets.results import ResultsSummary
 from explorer.tui.widgets.search_box import SearchBox
-from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 
 class GatedFull:
-    """The real pipeline; while `gate` is clear, full (non-lexical) searches wait for it."""
+    """The real pipeline; while `gate` is clear, a search waits after reporting its lexical stage."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -23,27 +23,26 @@ class GatedFull:
         self.gate.set()
         self.waiting = threading.Event()
 
-    def search(self, query: str, *args: Any, dense: bool = True, two_pass: bool = True, **kwargs: Any):
-        if two_pass and not self.gate.is_set():
-            self.waiting.set()
-            while not self.gate.wait(0.01):
-                cancelled = kwargs.get("cancelled")
-                if cancelled and cancelled():
-                    break
-        return self.inner.search(query, *args, dense=dense, two_pass=two_pass, **kwargs)
+    def search(self, query: str, *args: Any, on_stage: Any = None, **kwargs: Any):
+        cancelled = kwargs.get("cancelled")
+
+        def stage(name: str, results: Any) -> None:
+            if on_stage is not None:
+                on_stage(name, results)
+            if name == "lexical" and not self.gate.is_set():
+                self.waiting.set()
+                while not self.gate.wait(0.01):
+                    if cancelled and cancelled():
+                        break
+
+        return self.inner.search(query, *args, on_stage=stage, **kwargs)
 
 
-def spy_renders(screen: Any) -> list[str]:
-    """Record the stage of every results render of the main screen."""
-    shown: list[str] = []
-    real = screen._show_results
-
-    def show(message: SearchFinished) -> None:
-        shown.append(message.stage)
-        real(message)
-
-    screen._show_results = show
-    return shown
+def shown_stages(seen: list[Any]) -> list[str]:
+    """The stages the main screen drew, from the messages it posted (each once, though it is seen
+    again as it bubbles up to the app)."""
+    shown = {id(m): m for m in seen if isinstance(m, ResultsShown)}
+    return [m.stage for m in shown.values()]
 
 
 @sync
@@ -54,17 +53,15 @@ async def test_a_full_stage_close_behind_is_the_only_render(
     import explorer.tui.screens.main as main_screen
 
     monkeypatch.setattr(main_screen, "LEXICAL_HOLD_S", 30.0)  # "close behind" on any machine
-    seen: list[str] = []
+    seen: list[Any] = []
     app = make_app(tui_vault, embedder, tmp_path)
-    async with app.run_test(
-        size=SIZE, message_hook=lambda m: seen.append(m.stage) if isinstance(m, SearchFinished) else None
-    ) as pilot:
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await settle(app, pilot)
-        shown = spy_renders(app.main_screen)
+        seen.clear()
         await search(app, pilot, "hamster cage")
         await settle(app, pilot)
-        assert seen == ["lexical", "full"]
-        assert shown == ["full"]
+        assert [m.stage for m in seen if isinstance(m, SearchFinished)] == ["lexical", "full"]
+        assert shown_stages(seen) == ["full"]
 
 
 @sync
@@ -79,8 +76,9 @@ async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(
         gated.append(GatedFull(make_pipeline(index, settings)))
         return gated[-1]
 
+    seen: list[Any] = []
     app = make_app(tui_vault, embedder, tmp_path, pipeline_factory=factory)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await settle(app, pilot)
         screen = app.main_screen
         pipe = gated[0]
@@ -95,17 +93,19 @@ async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(
         await wait_for(pilot, lambda: screen.stage == "full")
         full = screen.results
         assert full.mode.dense
-        # The same query again (as after an index change): the lexical stage must not replace it.
+        # An index change searches the same query again: its lexical stage must not replace the list.
         pipe.gate.clear()
         pipe.waiting.clear()
-        shown = spy_renders(screen)
-        screen.run_search("hamster cage")
+        seen.clear()
+        (tui_vault / "Inbox" / "new idea.md").parent.mkdir(exist_ok=True)
+        (tui_vault / "Inbox" / "new idea.md").write_text("# New idea\n\nA kite.\n", encoding="utf-8")
+        app.refresh_index(["Inbox/new idea.md"])
         assert await asyncio.to_thread(pipe.waiting.wait, 10)
         await pilot.pause(0.4)
-        assert screen.results is full and screen.stage == "full" and shown == []
+        assert screen.results is full and screen.stage == "full" and shown_stages(seen) == []
         pipe.gate.set()
         await wait_for(pilot, lambda: screen.results is not full)
-        assert shown == ["full"] and screen.results.mode.dense
+        assert shown_stages(seen) == ["full"] and screen.results.mode.dense
 
 
 @sync
@@ -132,7 +132,7 @@ async def test_rows_built_in_the_search_worker_draw_the_same_list(
 ) -> None:
     """The results rows the search worker builds are the rows the list would build itself, and rows
     built for another layout (two-line) or other highlighted words are not used."""
-    from explorer.tui.screens.main import highlight_terms
+    from explorer.tui.searching import highlight_terms
     from explorer.tui.widgets.results import ResultsList, RowLayout, prepare_rows
 
     app = make_app(tui_vault, embedder, tmp_path)
@@ -201,3 +201,80 @@ async def test_context_pane_follows_an_edit_of_the_shown_note(
         assert await asyncio.to_thread(app.watcher.wait_idle, 10)
         await wait_for(pilot, lambda: pane.window is not None and "Q" * len(word) in pane.window.text)
         assert pane.state.path == path == screen.selected.document_path
+
+
+@sync
+async def test_one_term_writer_call_per_query(tui_vault: Path, embedder, tmp_path: Path) -> None:
+    """With an LLM term writer, a query's lexical stage and its hybrid result come from one search:
+    the endpoint (a real HTTP server on 127.0.0.1) is asked for terms once per query, also when
+    it fails (a failed reply is not cached, so a second search would ask again)."""
+    from explorer.search.llm import TERMS_SYSTEM
+    from llm_server import FakeLLMServer, error, prompt_of, text
+
+    def answer(request: dict[str, Any]):
+        if request["messages"][0]["content"] == TERMS_SYSTEM:
+            return error(500)
+        return text("SUFFICIENT")
+
+    seen: list[Any] = []
+    with FakeLLMServer(answer) as server:
+        settings = quiet_settings(
+            **{"llm.base_url": server.base_url, "llm.model": "fake-model", "llm.timeout_s": 5.0}
+        )
+        app = make_app(tui_vault, embedder, tmp_path, settings=settings)
+        async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+            await wait_for(pilot, lambda: app.status.index == "ready" and app.status.model == "ready")
+            await settle(app, pilot)
+            seen.clear()
+            results = await search(app, pilot, "hamster cage")
+            await settle(app, pilot)
+        asked = [r for r in server.requests if r["messages"][0]["content"] == TERMS_SYSTEM]
+        assert len(asked) == 1 and "hamster cage" in prompt_of(asked[0])
+    stages = {id(m): m for m in seen if isinstance(m, SearchFinished)}.values()
+    assert [m.stage for m in stages] == ["lexical", "full"]
+    assert all(m.results.mode.terms == "llm->keywords" for m in stages)
+    assert results.mode.dense and not next(iter(stages)).results.mode.dense
+
+
+def test_lexical_stage_is_the_lexical_search(sample_pipeline) -> None:
+    """The lexical stage a search reports is what a BM25-only, one-pass search of the query gives."""
+    stages: list[tuple[str, Any]] = []
+    full = sample_pipeline.search(
+        "hamster cage bedding", on_stage=lambda n, r: stages.append((n, r)), lexical_stage=True, record=False
+    )
+    lexical = sample_pipeline.search("hamster cage bedding", dense=False, two_pass=False, rerank=False)
+    assert [n for n, _ in stages] == ["lexical", "pass1", "quality"]
+    staged = stages[0][1]
+    assert [(r.document_path, round(r.score, 9)) for r in staged.results] == [
+        (r.document_path, round(r.score, 9)) for r in lexical.results
+    ]
+    assert not staged.mode.dense and full.mode.dense
+    assert staged.quality.level == lexical.quality.level
+
+
+@sync
+async def test_context_pane_draws_the_window_the_search_worker_built(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """The pane's first window of a result (its matches in the whole note, the window, its embeds) is
+    the one built in the search's worker thread with the results, not computed again on the UI thread;
+    another result, or another window size, is computed for itself."""
+    from explorer.tui.widgets.context_pane import ContextPane
+
+    seen: list[Any] = []
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: app.status.index == "ready" and app.status.model == "ready")
+        results = await search(app, pilot, "hamster cage")
+        screen = app.main_screen
+        pane = screen.query_one(ContextPane)
+        final = [m for m in seen if isinstance(m, SearchFinished) and m.results is results][-1]
+        ready = final.context
+        assert ready is not None and ready.path == results.results[0].document_path
+        await wait_for(pilot, lambda: pane.window is not None and pane.state.path == ready.path)
+        assert pane.window is ready.window and pane.matches is ready.matches
+        assert ready.window.highlights and ready.matches
+        screen.query_one("#results").focus()
+        await pilot.press("down")
+        await wait_for(pilot, lambda: pane.state is not None and pane.state.path != ready.path)
+        assert pane.window is not ready.window and pane.window.path == results.results[1].document_path

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from conftest import make_app, search, settle, sync, wait_for
 from explorer.engine import make_pipeline
 from explorer.tui.messages import EditNote, OpenNote
-from test_tui import make_app, search, settle, sync, wait_for
 
 SIZE = (120, 40)
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from textual.widgets import Markdown, OptionList
 
+from conftest import SIZE, make_app, search, settle, sync, wait_for
 from explorer.tui.messages import OpenNote
 from explorer.tui.screens.note import NoteScreen, Place
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.long_text import LongText
 from pdfs import text_pdf
-from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 
 @sync

@@ -7,6 +7,8 @@ from pathlib import Path
 from textual.widgets import Markdown, TabbedContent, Tree
 
 from benchmarks.note_open import make_note
+from conftest import SIZE, make_app, search, settle, sync, wait_for
+from explorer.index.transclusion import embeds_in
 from explorer.tui.messages import OpenNote
 from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import FIRST_SCREEN_CHARS, PLAIN_VIEW_CHARS, NoteScreen
@@ -14,7 +16,6 @@ from explorer.tui.widgets.long_text import LongText
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
 from explorer.tui.widgets.why_pane import WhyPane
-from test_tui import SIZE, make_app, search, settle, sync, wait_for
 
 
 @sync
@@ -62,6 +63,42 @@ async def test_long_notes_open_plain_or_in_two_steps(tui_vault: Path, embedder, 
         assert shown == ["partial"] or shown == ["markdown"]  # the rest may be in by the first look
         assert "rendering" not in str(app.screen.query_one("#note-title").content)
         assert md.source.rstrip().endswith(mid.rstrip()[-40:])
+
+
+@sync
+async def test_long_note_with_an_embed_comes_in_parts_to_the_whole(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """A 60 KB Markdown note with an embed: its first screen shows its start with the embed boxed
+    (resolved off the UI thread), the rest comes a part per frame, and the view ends with the whole
+    note's Markdown, nothing lost or doubled; a key typed then goes back to the search box."""
+    from explorer.tui.safe import screen_text
+    from explorer.tui.text import note_markdown
+
+    long = make_note(60).replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/embeds.md").write_text(long, encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/embeds.md"])
+        await settle(app, pilot)
+        app.post_message(OpenNote("Long/embeds.md"))
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
+        screen = app.screen
+        md = screen.query_one("#note-md", Markdown)
+        first = md.source
+        assert "embedded from Pets/hamster-cages-and-bedding.md" in first
+        await wait_for(pilot, lambda: screen.view == "markdown")
+        index = app.index
+        assert md.source == screen_text(
+            note_markdown(index.note("Long/embeds.md"), embeds_in(index, "Long/embeds.md"), index.note)
+        )
+        await pilot.press("q")
+        await settle(app, pilot)
+        assert isinstance(app.screen, MainScreen) and app.main_screen.query_one(SearchBox).value == "q"
 
 
 @sync

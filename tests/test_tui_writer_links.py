@@ -7,9 +7,9 @@ from pathlib import Path
 
 from textual.widgets import OptionList, TextArea
 
+from conftest import SIZE, make_app, settle, sync, wait_for
 from explorer.tui.messages import EditNote
 from explorer.tui.screens.writer import WriterScreen
-from test_tui import SIZE, make_app, settle, sync, wait_for
 
 PATH = "Garden/composting.md"
 

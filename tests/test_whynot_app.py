@@ -6,8 +6,8 @@ from pathlib import Path
 
 from textual.widgets import Input
 
+from conftest import make_app, search, settle, sync, wait_for
 from explorer.tui.widgets.why_pane import WhyPane
-from test_tui import make_app, search, settle, sync, wait_for
 
 
 def _inside(inner, outer) -> bool:

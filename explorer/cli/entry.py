@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "query",
         nargs="+",
-        help='the query; filters: tag: path: file: section: "phrase" -word [property:value] after: before: on: recent:',
+        help='the query; filters: tag: path: file: section: "phrase" -word [property:value] after: before: on: recent: vault:',
     )
     _add_common(p)
     p.add_argument("-k", type=int, default=None, help="number of results (default 15)")

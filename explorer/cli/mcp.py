@@ -59,6 +59,8 @@ Args:
   query: natural language or keywords, with optional Obsidian-style operators:
     tag:name  path:folder  file:name  section:heading  "exact phrase"  -excluded
     [property:value]  [property]  after:DATE  before:DATE  on:DATE  recent:30d
+    vault:NAME  vault:*  (a team memory on Milvus: other vaults of the collection; their notes
+    come back as vault:NAME/PATH, which get_context reads)
     e.g. 'hamster wheel size', 'tag:pets "cage size"', 'espresso path:Coffee -cold',
     '[status:draft] budget', 'what did Alice decide on:"7 May 2023"'.
   k: number of results, 1-50 (default 10).

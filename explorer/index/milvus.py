@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import methodcaller
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,10 +37,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from explorer.index.backend import Hit, Restriction
+from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
 from explorer.index.lexical import BM25_B, BM25_K1
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.vault_index import VaultIndex
+from explorer.text.tokenize import tokenize
+from explorer.vault.model import Note, Shard, Tag
 
 if TYPE_CHECKING:
     from explorer.config import Settings
@@ -148,6 +152,8 @@ class Engine:
         self._client: Any = None
         self._ready = False
         self._lock = threading.RLock()
+        self.calls: dict[str, int] = {}
+        """Engine calls made, by kind (search, read, insert, ...): what a benchmark counts per search."""
 
     @property
     def label(self) -> str:
@@ -157,7 +163,9 @@ class Engine:
     def fail(self, what: str, exc: BaseException | None = None) -> BackendError:
         detail = ""
         if exc is not None:
-            text = str(getattr(exc, "message", "") or exc).strip().splitlines()
+            details = getattr(exc, "details", None)  # a gRPC status: its own words
+            said = details() if callable(details) else getattr(exc, "message", "")
+            text = str(said or exc).strip().splitlines()
             detail = f" ({text[0][:160] if text else type(exc).__name__})"
         return BackendError(f"milvus at {self.label}: {what}{detail}")
 
@@ -186,7 +194,7 @@ class Engine:
                 self._client = MilvusClient(uri=self.uri, token=self._token, timeout=self.timeout)
             except Exception as exc:  # noqa: BLE001 - every connection fault is one line
                 self._client = None
-                raise self.fail(self._why(exc), exc) from None
+                raise self.fail(*self._why(exc)) from None
             try:
                 self._prepare(self._client)
             except BackendError:
@@ -194,16 +202,35 @@ class Engine:
                 raise
             except Exception as exc:  # noqa: BLE001
                 self.close()
-                raise self.fail(self._why(exc), exc) from None
+                raise self.fail(*self._why(exc)) from None
             self._ready = True
             return self._client
 
     @staticmethod
-    def _why(exc: BaseException) -> str:
-        text = str(exc).lower()
-        if "auth" in text or "token" in text or "permission" in text or "credential" in text:
-            return "the token was refused (set EXPLORER_MILVUS_TOKEN)"
-        return "unreachable"
+    def _why(exc: BaseException) -> tuple[str, BaseException]:
+        """What a fault means for the user: a refused token or an engine that cannot be reached.
+
+        The client reports a refused token at connection as a failed connection whose cause is
+        the server's gRPC status (UNAUTHENTICATED / PERMISSION_DENIED): the causes are read too.
+        Returns (the reason, the fault whose words complete the line).
+        """
+        seen: BaseException | None = exc
+        for _ in range(8):
+            if seen is None:
+                break
+            code = getattr(seen, "code", None)
+            if callable(code):
+                try:
+                    code = code()
+                except Exception:  # noqa: BLE001 - a status we cannot read says nothing
+                    code = None
+            text = str(seen).lower()
+            if getattr(code, "name", "") in ("UNAUTHENTICATED", "PERMISSION_DENIED") or any(
+                w in text for w in ("auth", "token", "permission", "credential")
+            ):
+                return f"the token was refused (set {TOKEN_ENV})", seen
+            seen = seen.__cause__ or seen.__context__
+        return "unreachable", exc
 
     def _prepare(self, client: Any) -> None:
         if not client.has_collection(self.collection):
@@ -276,6 +303,7 @@ class Engine:
     def call(self, what: str, fn: Callable[[Any], Any]) -> Any:
         """`fn(client)`, every engine fault turned into one `BackendError` line (and a reconnect next time)."""
         client = self.client()
+        self.calls[what] = self.calls.get(what, 0) + 1
         try:
             return fn(client)
         except BackendError:
@@ -287,7 +315,8 @@ class Engine:
                     self._ready = False  # created again on the next call
                 raise self.fail(f"collection {self.collection!r} is missing", exc) from None
             self.close()
-            raise self.fail(f"{what} failed: {self._why(exc)}", exc) from None
+            why, cause = self._why(exc)
+            raise self.fail(f"{what} failed: {why}", cause) from None
 
     def close(self) -> None:
         with self._lock:
@@ -313,7 +342,6 @@ class MilvusIndex(VaultIndex):
     ) -> None:
         super().__init__(root, settings, embedder=embedder, on_message=on_message)
         ix = self.settings.index
-        self.vault_name = ix.vault_name or self.root.name
         self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
         self._pushed: dict[str, tuple[str, bool]] | None = None
         """node_id -> (content hash, has a vector) of this vault's rows in the collection, as last known."""
@@ -326,6 +354,8 @@ class MilvusIndex(VaultIndex):
         self.retry_seconds = 1.0
         self._opened = False
         self.borrowed = 0
+        self._foreign: dict[tuple[str, str], tuple[float, tuple[Note, list[Shard]] | None]] = {}
+        self._foreign_lock = threading.Lock()
         """Shards given a vector another writer of the collection had already computed."""
 
     @property
@@ -498,7 +528,7 @@ class MilvusIndex(VaultIndex):
         if not has:
             vec = np.zeros(DIM, dtype=np.float32)
             vec[0] = 1.0  # a placeholder the `has_vector` filter keeps out of every vector search
-        tags = sorted({t.name.lower() for t in note.tags})[:256] if note is not None else []
+        tags = tag_ancestors({t.name.lower() for t in note.tags})[:256] if note is not None else []
         return {
             "pk": shard_pk(self.vault_name, s.node_id),
             "node_id": _clip(s.node_id, 4000),
@@ -524,6 +554,49 @@ class MilvusIndex(VaultIndex):
         }
 
     # -- reads --------------------------------------------------------------------------------
+    def note(self, path: str) -> Note | None:
+        """The note at `path`; another vault's (`vault:NAME/PATH`, as a team search names it) is read from the collection."""
+        found = super().note(path)
+        if found is None and path.startswith(FOREIGN):
+            other = self.foreign_note(path)
+            return other[0] if other is not None else None
+        return found
+
+    def foreign_note(self, target: str) -> tuple[Note, list[Shard]] | None:
+        """Another vault's note (and its shards) named by a `vault:NAME/PATH[#...]` path or node_id, or None.
+
+        Read from the collection, at most once per second for the same note (the note view and
+        the context pane ask for it on every redraw); an engine fault reads as None.
+        """
+        vault, _, rest = target[len(FOREIGN) :].partition("/")
+        path = rest.partition("#")[0]
+        if not vault or not path:
+            return None
+        now = time.monotonic()
+        with self._foreign_lock:
+            kept = self._foreign.get((vault, path))
+            if kept is not None and now - kept[0] < 1.0:
+                return kept[1]
+        expr = f"vault == {_quote(vault)} and path == {_quote(path)}"
+        try:
+            rows = self.engine.call(
+                "read",
+                lambda c: c.query(
+                    self.engine.collection, filter=expr, output_fields=_ROW_FIELDS, limit=MAX_LIMIT
+                ),
+            )
+        except BackendError:
+            return None
+        found = None
+        if rows:
+            note, shards, _tokens = foreign_note(vault, path, rows)
+            found = (note, shards)
+        with self._foreign_lock:
+            if len(self._foreign) > 64:
+                self._foreign.clear()
+            self._foreign[(vault, path)] = (now, found)
+        return found
+
     def snapshot(self) -> MilvusSnapshot:
         with self.lock:
             self._shared = {"tables", "bm25", "dense", "context"}
@@ -576,6 +649,30 @@ class MilvusSnapshot(LocalSnapshot):
             parts.append(expr)
         return " and ".join(parts)
 
+    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+        """This view over the vaults `scope` names (`TeamSnapshot`)."""
+        ix = self._index
+        own = ix.vault_name
+        if not scope.everything and set(scope.vaults) == {own}:
+            return self, "", True
+        missing = []
+        for name in scope.vaults:
+            if name in (own, ALL_VAULTS):
+                continue
+            expr = f"vault == {_quote(name)}"
+            rows = ix.engine.call(
+                "read",
+                methodcaller("query", ix.engine.collection, filter=expr, output_fields=["pk"], limit=1),
+            )
+            if not rows:
+                missing.append(name)
+        note = (
+            f"no vault {', '.join(repr(m) for m in missing)} in the collection {ix.engine.collection!r}"
+            if missing
+            else ""
+        )
+        return TeamSnapshot(self, scope), note, scope.everything or own in scope.vaults
+
     def _current(self, row: dict[str, Any]) -> str | None:
         entity = row.get("entity", row)
         nid = entity.get("node_id")
@@ -585,17 +682,25 @@ class MilvusSnapshot(LocalSnapshot):
         return nid
 
     def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
-        if not tokens or k <= 0 or (allowed is not None and not allowed.node_ids):
-            return []
+        return self.bm25_top_many([tokens], k, allowed)[0]
+
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """Every token list's BM25 ranking from one engine search (one query text per list)."""
+        out: list[list[Hit]] = [[] for _ in queries]
+        asked = [i for i, toks in enumerate(queries) if toks]
+        if not asked or k <= 0 or (allowed is not None and not allowed.node_ids):
+            return out
         ix = self._index
-        query = engine_terms(tokens)
+        data = [engine_terms(queries[i]) for i in asked]
         expr = self._filter(allowed)
         limit = min(k, MAX_LIMIT)
         res = ix.engine.call(
             "search",
             lambda c: c.search(
                 ix.engine.collection,
-                data=[query],
+                data=data,
                 anns_field="sparse",
                 limit=limit,
                 filter=expr,
@@ -607,12 +712,15 @@ class MilvusSnapshot(LocalSnapshot):
                 consistency_level="Strong",
             ),
         )
-        ids = [nid for nid in (self._current(r) for r in res[0]) if nid is not None]
-        scores = self._bm25.get_scores(tokens, keys=ids)
-        # Every row the engine returns holds a query token, as every document the local ranking lists.
-        hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
-        hits.sort(key=lambda h: (-h[1], h[0]))
-        return hits[:k]
+        for i, rows in zip(asked, res, strict=True):
+            tokens = queries[i]
+            ids = [nid for nid in (self._current(r) for r in rows) if nid is not None]
+            scores = self._bm25.get_scores(tokens, keys=ids)
+            # Every row the engine returns holds a query token, as every document the local ranking lists.
+            hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out[i] = hits[:k]
+        return out
 
     def vector_top(
         self,
@@ -663,3 +771,397 @@ def wait_until(check: Callable[[], bool], seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return check()
+
+
+FOREIGN = "vault:"
+"""Another vault's notes are known in a team search as `vault:NAME/PATH` (node_ids alike)."""
+_ROW_FIELDS = [
+    "node_id",
+    "vault",
+    "path",
+    "ordinal",
+    "start",
+    "end",
+    "heading_path",
+    "tags",
+    "mtime",
+    "text",
+    "content_hash",
+    "source_type",
+    "terms",
+]
+
+
+def foreign_key(vault: str, key: str) -> str:
+    """How a path or node_id of another vault is named in a team search."""
+    return f"{FOREIGN}{vault}/{key}"
+
+
+def decode_terms(terms: str) -> Counter[str]:
+    """The Explorer tokens of an analysed `terms` field with their counts (the inverse of `engine_terms`)."""
+    out: Counter[str] = Counter()
+    for word in terms.split():
+        if word.startswith("q_"):
+            try:
+                out[bytes.fromhex(word[2:]).decode("utf-8")] += 1
+            except ValueError:
+                continue
+        else:
+            out[word] += 1
+    return out
+
+
+def tag_ancestors(tags: Iterable[str]) -> list[str]:
+    """Tags with every parent of a nested tag (`a/b/c` also gives `a/b` and `a`), so `tag:a` covers its children."""
+    out: dict[str, None] = {}
+    for tag in tags:
+        parts = tag.split("/")
+        for i in range(1, len(parts) + 1):
+            out.setdefault("/".join(parts[:i]), None)
+    return sorted(out)
+
+
+def foreign_note(
+    vault: str, path: str, rows: list[dict[str, Any]]
+) -> tuple[Note, list[Shard], dict[str, Counter[str]]]:
+    """Another vault's note from its rows: (the note, its shards in order, their tokens), named `vault:NAME/...`.
+
+    The note's text is its shards' texts at their offsets (what no shard holds, such as
+    frontmatter, is left out); its title is its first heading or file name, its tags the rows'.
+    """
+    rows = sorted(rows, key=lambda r: (int(r["ordinal"]), int(r["start"])))
+    key = foreign_key(vault, path)
+    text = ""
+    shards: list[Shard] = []
+    tokens: dict[str, Counter[str]] = {}
+    for r in rows:
+        start, piece = int(r["start"]), str(r["text"])
+        if start >= len(text):
+            text += "\n" * (start - len(text)) + piece
+        elif start + len(piece) > len(text):
+            text = text[:start] + piece
+        nid = foreign_key(vault, str(r["node_id"]))
+        shards.append(
+            Shard(
+                node_id=nid,
+                path=key,
+                ordinal=int(r["ordinal"]),
+                start=start,
+                end=int(r["end"]),
+                heading_path=tuple(h for h in str(r["heading_path"]).split(" > ") if h),
+                text=piece,
+                search_text=piece,
+                hash=str(r["content_hash"]),
+                source_type=str(r["source_type"]) or "note",
+            )
+        )
+        tokens[nid] = decode_terms(str(r.get("terms") or ""))
+    stem = path.rsplit("/", 1)[-1]
+    stem = stem[:-3] if stem.lower().endswith(".md") else stem
+    first = shards[0]
+    note = Note(
+        path=key,
+        text=text,
+        title=first.heading_path[0] if first.heading_path else stem,
+        frontmatter={},
+        body_start=0,
+        headings=(),
+        links=(),
+        tags=tuple(Tag(t, 0, 0) for t in rows[0].get("tags") or ()),
+        blocks=(),
+        source_type=first.source_type,
+        metadata={"vault": vault, "mtime": int(rows[0].get("mtime") or 0)},
+    )
+    return note, shards, tokens
+
+
+class _Overlay(Mapping[str, Any]):
+    """This vault's table with other vaults' entries (fetched during one team search) after it."""
+
+    __slots__ = ("_base", "_more")
+
+    def __init__(self, base: Mapping[str, Any], more: dict[str, Any]) -> None:
+        self._base, self._more = base, more
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._base[key]
+        except KeyError:
+            return self._more[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._base.get(key)
+        return self._more.get(key, default) if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._base or key in self._more
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._base
+        yield from self._more
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._more)
+
+
+class TeamSnapshot(MilvusSnapshot):
+    """A `MilvusSnapshot` over several vaults of the collection (`vault:name`, `vault:*`).
+
+    This vault's shards are read as in `MilvusSnapshot`. Another vault's rows come from the
+    collection: a note any ranking returns is read whole (all its rows, once per search) and
+    joins `notes` and `shards` as `vault:NAME/PATH`, so results, context windows and the note
+    view work for it; later rows of another content hash are left out (one version per search).
+    Rankings score every vault alike: BM25 with this vault's statistics (see `_scores`), the
+    engine's cosines. `tag:` is an engine expression on the other vaults' rows; `path:`,
+    `file:`, `section:` and `-word` are checked on the rows the engine returns; dates and
+    properties apply to this vault's notes only.
+    """
+
+    __slots__ = ("_engine_expr", "_more_notes", "_more_paths", "_more_shards", "_more_tokens", "_scope")
+
+    def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
+        super().__init__(
+            base._owner,
+            base.version,
+            base.notes,  # type: ignore[arg-type]
+            base.shards,  # type: ignore[arg-type]
+            base._by_path,
+            base.neighbours,  # type: ignore[arg-type]
+            base._bm25,
+            base._dense,
+            base._context,
+        )
+        self._released = True  # the base view holds the pin and releases it
+        self._scope = scope
+        self._more_notes: dict[str, Note] = {}
+        self._more_shards: dict[str, Shard] = {}
+        self._more_paths: dict[str, list[str]] = {}
+        self._more_tokens: dict[str, Counter[str]] = {}
+        self.notes = _Overlay(base.notes, self._more_notes)
+        self.shards = _Overlay(base.shards, self._more_shards)
+        self._by_path = _Overlay(base._by_path, self._more_paths)  # type: ignore[assignment]
+        self._engine_expr = self._scope_expr()
+
+    # -- filters ------------------------------------------------------------------------------
+    def _scope_expr(self) -> tuple[str, str]:
+        """(this vault's part, the other vaults' part) of the engine filter ("" when not covered)."""
+        sc, own = self._scope, self._index.vault_name
+        mine = f"vault == {_quote(own)}" if sc.everything or own in sc.vaults else ""
+        others = [v for v in sc.vaults if v not in (own, ALL_VAULTS)]
+        if sc.everything:
+            theirs = f"vault != {_quote(own)}"
+        elif others:
+            theirs = f"vault in [{', '.join(_quote(v) for v in others)}]"
+        else:
+            theirs = ""
+        if theirs:
+            theirs = " and ".join([theirs, *(f"array_contains(tags, {_quote(t)})" for t in sc.tags)])
+        return mine, theirs
+
+    def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
+        mine, theirs = self._engine_expr
+        if mine and allowed is not None:
+            expr = allowed.prepared.get("milvus")
+            if expr is None:
+                own = self._index.vault_name
+                pks = ", ".join(_quote(shard_pk(own, n)) for n in sorted(allowed.node_ids))
+                expr = allowed.prepared["milvus"] = f"pk in [{pks}]"
+            mine = f"{mine} and {expr}"
+        scope = " or ".join(f"({p})" for p in (mine, theirs) if p)
+        return f"({scope}) and {extra}" if extra else scope
+
+    def _passes(self, shard: Shard, note: Note | None) -> bool:
+        """Another vault's shard under the query's path:, file:, section: and -word filters."""
+        sc = self._scope
+        low = shard.path.lower()
+        if sc.paths and not all(p.lower() in low for p in sc.paths):
+            return False
+        if sc.files and not all(f.lower() in low.rsplit("/", 1)[-1] for f in sc.files):
+            return False
+        if sc.sections and not all(
+            any(x.lower() in h.lower() for h in shard.heading_path) for x in sc.sections
+        ):
+            return False
+        if sc.excluded and note is not None:
+            for nid in self._more_paths.get(note.path, ()):
+                toks = self._more_tokens.get(nid, Counter())
+                if any(ex and all(t in toks for t in tokenize(ex)) for ex in sc.excluded):
+                    return False
+        return True
+
+    # -- other vaults' rows -------------------------------------------------------------------
+    def _rows(self, rows: Iterable[dict[str, Any]]) -> list[tuple[str, float]]:
+        """(node_id, engine score) of the rows this view reads, this vault's and the others' alike."""
+        own = self._index.vault_name
+        rows = [r.get("entity", r) | {"distance": r.get("distance", 0.0)} for r in rows]
+        self._load(
+            {(r["vault"], r["path"]) for r in rows if r.get("vault") != own}
+            - {(v, p) for v, p in self._loaded()}
+        )
+        out = []
+        for r in rows:
+            if r.get("vault") == own:
+                nid = self._current(r)
+            else:
+                nid = foreign_key(r["vault"], r["node_id"])
+                shard = self._more_shards.get(nid)
+                if shard is None or shard.hash != r.get("content_hash"):
+                    continue
+                if not self._passes(shard, self._more_notes.get(shard.path)):
+                    continue
+            if nid is not None:
+                out.append((nid, float(r["distance"])))
+        return out
+
+    def _loaded(self) -> Iterator[tuple[str, str]]:
+        for key in self._more_notes:
+            vault, _, path = key[len(FOREIGN) :].partition("/")
+            yield vault, path
+
+    def _load(self, wanted: set[tuple[str, str]]) -> None:
+        """Read the notes of other vaults named in `wanted` whole (one query per vault and 100 notes)."""
+        by_vault: dict[str, list[str]] = {}
+        for vault, path in wanted:
+            by_vault.setdefault(vault, []).append(path)
+        ix = self._index
+        for vault, paths in sorted(by_vault.items()):
+            paths.sort()
+            for i in range(0, len(paths), 100):
+                part = paths[i : i + 100]
+                expr = f"vault == {_quote(vault)} and path in [{', '.join(_quote(p) for p in part)}]"
+                rows = ix.engine.call(
+                    "read",
+                    methodcaller(
+                        "query", ix.engine.collection, filter=expr, output_fields=_ROW_FIELDS, limit=MAX_LIMIT
+                    ),
+                )
+                notes: dict[str, list[dict[str, Any]]] = {}
+                for r in rows:
+                    notes.setdefault(r["path"], []).append(r)
+                for path, parts in notes.items():
+                    self._add_note(vault, path, parts)
+
+    def _add_note(self, vault: str, path: str, rows: list[dict[str, Any]]) -> None:
+        note, shards, tokens = foreign_note(vault, path, rows)
+        for sh in shards:
+            self._more_shards[sh.node_id] = sh
+        self._more_tokens.update(tokens)
+        self._more_paths[note.path] = [sh.node_id for sh in shards]
+        self._more_notes[note.path] = note
+
+    # -- reads --------------------------------------------------------------------------------
+    def tokens(self, node_id: str) -> Collection[str]:
+        more = self._more_tokens.get(node_id)
+        return more.keys() if more is not None else super().tokens(node_id)
+
+    def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
+        """BM25 of this vault's and other vaults' candidates alike, with this vault's statistics.
+
+        Milvus Lite keeps BM25 statistics per segment (a word in 1 of 515 rows, alone in a
+        3-row segment of another vault, scored 0.9 there against 6.3 for common words in a
+        big one), so the engine's scores of two vaults do not compare. Every candidate is
+        scored with this view's idf, average length, k1 and b instead; a word this vault
+        lacks counts as a word of no document here.
+        """
+        own = [n for n in ids if n not in self._more_tokens]
+        out = self._bm25.get_scores(tokens, keys=own) if own else {}
+        bm = self._bm25
+        idf, avgdl, n = bm.idf(), bm.avgdl or 1.0, len(bm)
+        unseen = math.log(n + 0.5) - math.log(0.5)
+        for nid in ids:
+            counts = self._more_tokens.get(nid)
+            if counts is None:
+                continue
+            dl = sum(counts.values())
+            score = 0.0
+            for t in tokens:
+                tf = counts.get(t, 0)
+                if tf:
+                    known = idf.get(t)
+                    w = unseen if known is None else known
+                    score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
+            out[nid] = score
+        return out
+
+    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
+
+    def bm25_top_spread(
+        self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
+    ) -> list[Hit]:
+        # Turns read with their neighbours' words are this vault's alone: a team search ranks
+        # every vault's own words, so that the vaults compare.
+        return self.bm25_top(tokens, k, allowed)
+
+    def vector(self, node_id: str) -> np.ndarray | None:
+        return None if node_id in self._more_shards else super().vector(node_id)
+
+    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+        return MilvusSnapshot.widen(self, scope)
+
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        out: list[list[Hit]] = [[] for _ in queries]
+        asked = [i for i, toks in enumerate(queries) if toks]
+        if not asked or k <= 0:
+            return out
+        ix = self._index
+        data = [engine_terms(queries[i]) for i in asked]
+        expr = self._filter(allowed)
+        res = ix.engine.call(
+            "search",
+            lambda c: c.search(
+                ix.engine.collection,
+                data=data,
+                anns_field="sparse",
+                limit=min(k, MAX_LIMIT),
+                filter=expr,
+                search_params={
+                    "metric_type": "BM25",
+                    "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B},
+                },
+                output_fields=["node_id", "content_hash", "vault", "path"],
+                consistency_level="Strong",
+            ),
+        )
+        for i, rows in zip(asked, res, strict=True):
+            ids = [nid for nid, _ in self._rows(rows)]
+            scores = self._scores(queries[i], ids)
+            hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out[i] = hits[:k]
+        return out
+
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
+        q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        if context or not len(q) or k <= 0:
+            return [[] for _ in range(len(q))]
+        ix = self._index
+        expr = self._filter(allowed, "has_vector == true")
+        res = ix.engine.call(
+            "search",
+            lambda c: c.search(
+                ix.engine.collection,
+                data=[row.tolist() for row in q],
+                anns_field="vector",
+                limit=min(k, MAX_LIMIT),
+                filter=expr,
+                search_params={"metric_type": "COSINE"},
+                output_fields=["node_id", "content_hash", "vault", "path"],
+                consistency_level="Strong",
+            ),
+        )
+        out: list[list[Hit]] = []
+        for rows in res:
+            hits = [(nid, score) for nid, score in self._rows(rows) if score >= floor]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out.append(hits)
+        return out

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from explorer.index.backend import Hit, Restriction, SnapshotCounts, Spread
+from explorer.index.backend import Hit, Restriction, Scope, ScopeError, SnapshotCounts, Spread
 from explorer.index.dense import DenseIndex
 from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 class _Owner(Protocol):
     """The index a snapshot was taken of (explorer.index.vault_index.VaultIndex)."""
+
+    @property
+    def vault_name(self) -> str: ...
 
     def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph: ...
 
@@ -123,6 +126,11 @@ class LocalSnapshot:
     def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
         return self._bm25.top(tokens, k, self._mask(allowed, "bm25"))
 
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        return [self.bm25_top(tokens, k, allowed) for tokens in queries]
+
     def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
         arrays = self._bm25.spread_pairs(triples)
         return Spread(self.version, len(arrays[0]), arrays)
@@ -167,6 +175,17 @@ class LocalSnapshot:
         if mask is None:
             mask = allowed.prepared[key] = index.mask(allowed.node_ids)
         return mask
+
+    def widen(self, scope: Scope) -> tuple[LocalSnapshot, str, bool]:
+        """The local backend holds one vault: its own name or `*` searches it, another name is an error."""
+        own = self._owner.vault_name
+        others = [v for v in scope.vaults if not scope.everything and v != own]
+        if others:
+            raise ScopeError(
+                f"vault:{others[0]}: this index holds one vault, {own!r}; searching other vaults needs "
+                "a shared Milvus collection (index.backend = milvus)"
+            )
+        return self, f"vault: the local index holds one vault, {own!r}: it is the one searched", True
 
     # -- lifetime -----------------------------------------------------------------------------
     def release(self) -> None:

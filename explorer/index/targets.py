@@ -154,15 +154,7 @@ def resolve_note(index: VaultIndex, name: str) -> str | None:
     A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
     Obsidian link target does (path suffix, file stem or alias, case-insensitively).
     """
-    name = name.strip().replace("\\", "/").lstrip("/")
-    if not name:
-        return None
-    if name in index.notes:
-        return name
-    if f"{name}.md" in index.notes:
-        return f"{name}.md"
-    resolved = index.links().resolve(name)
-    return resolved if resolved is not None and resolved in index.notes else None
+    return index.resolve_note(name)
 
 
 def _note_path(index: VaultIndex, name: str) -> str:
@@ -207,6 +199,13 @@ def context_for(
             raise ContextError(f"{name} must be a whole number of 0 or more, got {value!r}")
     if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)):
         raise ContextError(f"cursor must be a whole number, got {cursor!r}")
+    foreign = getattr(
+        index, "foreign_note", None
+    )  # another vault of a shared collection (explorer.index.milvus)
+    if foreign is not None and target.strip().startswith("vault:") and target.strip() not in index.shards:
+        return _foreign_context(
+            foreign, target.strip(), cursor, chars_before, chars_after, words, phrases, clamp
+        )
     with index.lock:
         found = resolve_target(index, target)
         note = index.notes[found.path]
@@ -232,3 +231,38 @@ def context_for(
             path=found.path,
             node_id=shard.node_id if shard else "",
         )
+
+
+def _foreign_context(
+    foreign,
+    target: str,
+    cursor: int | None,
+    chars_before: int,
+    chars_after: int,
+    words: Sequence[str],
+    phrases: Sequence[str],
+    clamp: bool,
+) -> ContextWindow:
+    """`context_for` on another vault's note, read from the shared collection (`vault:NAME/PATH[#...]`)."""
+    found = foreign(target)
+    if found is None:
+        raise NoteNotFound(f"no note {target!r} in the shared collection")
+    note, shards = found
+    n = len(note.text)
+    named = next((s for s in shards if s.node_id == target), None)
+    if cursor is None:
+        cursor = named.start if named is not None else 0
+    elif not clamp and not 0 <= cursor <= n:
+        raise CursorOutOfRange(f"cursor {cursor} is outside 0..{n} in {note.path}")
+    at = min(max(cursor, 0), n)
+    shard = next((s for s in shards if s.start <= at < s.end), None)
+    return get_context_at_cursor(
+        note.text,
+        cursor,
+        chars_before,
+        chars_after,
+        words,
+        phrases,
+        path=note.path,
+        node_id=shard.node_id if shard else "",
+    )

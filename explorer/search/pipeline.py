@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from explorer.config import Settings
-from explorer.index.backend import IndexBackend, Snapshot
+from explorer.index.backend import IndexBackend, Scope, ScopeError, Snapshot
 from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.changes import NoteChanges
@@ -120,6 +120,8 @@ class _Run:
     qvecs: dict[str, np.ndarray] | None = None
     qvec: np.ndarray | None = None
     allowed: set[str] | None = None
+    own_vault: bool = True
+    """False when `vault:` names only other vaults."""
     early: bool = False
     analysis: Analysis | None = None
     corrections: list[Correction] = field(default_factory=list)
@@ -203,6 +205,11 @@ class SearchPipeline:
             self._retriever.prepare(snap)
             self._memory.get(snap)
 
+    def clear_cache(self) -> None:
+        """Forget the remembered answers, so the next searches run in full (a benchmark measures
+        searches, not cache hits)."""
+        self._cache.clear()
+
     def search(
         self,
         query: str,
@@ -214,16 +221,22 @@ class SearchPipeline:
         cancelled: Callable[[], bool] | None = None,
         record: bool = True,
         on_stage: Stage | None = None,
+        lexical_stage: bool = False,
     ) -> SearchResults:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
 
         The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
         this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`). With
-        `record` False the search is left out of the history the diminishing-returns advice reads.
+        `lexical_stage`, it is first called with `"lexical"`: the results of BM25 alone in one pass,
+        from the same search terms, before the query is embedded (a first answer to show while the
+        rest runs; not when the search itself is no more than that). With
+        `record` False, the search is left out of the history the diminishing-returns advice reads.
         """
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
+            if run.parsed.vaults:
+                self._widen(run)
             key = (
                 run.parsed.raw,
                 run.k,
@@ -234,13 +247,16 @@ class SearchPipeline:
                 self.index.model_state,
                 run.today,
             )
-            hit = self._cached(key, run, record)
+            # Other vaults change without this index's version: a team search is never answered from the cache.
+            hit = None if run.parsed.vaults else self._cached(key, run, record)
             if hit is not None:
                 return hit
             if not run.parsed.text:
                 return self._browse(run)
             self._write_terms(run)
             self._people(run)
+            if lexical_stage and (run.use_dense or run.two_pass or run.rerank):
+                self._stage(run, "lexical", self._lexical(run))
             self._embed_query(run)
             out = self._first_pass(run)
             self._stage(run, "pass1", out)
@@ -304,6 +320,20 @@ class SearchPipeline:
             today=today,
         )
 
+    def _widen(self, run: _Run) -> None:
+        """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such)."""
+        p = run.parsed
+        scope = Scope(p.vaults, p.tags, p.paths, p.files, p.sections, p.excluded)
+        base = run.snap
+        try:
+            run.snap, note, run.own_vault = base.widen(scope)
+        except ScopeError as exc:
+            raise QueryError(str(exc)) from None
+        if note:
+            run.warnings.append(note)
+        if run.snap is not base and p.has_note_filters:
+            run.warnings.append("dates and [property] filters apply to this vault's notes only")
+
     def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
         hit = self._cache.get(key)
@@ -357,7 +387,8 @@ class SearchPipeline:
         s, terms, parsed = self.settings.experimental, run.terms, run.parsed
         assert terms is not None
         snap = run.snap
-        run.allowed = self._retriever.allowed(snap, parsed)
+        # `vault:other` alone: this vault's shards are left out of every ranking.
+        run.allowed = self._retriever.allowed(snap, parsed) if run.own_vault else set()
         run.corrections = self._retriever.corrections(snap, parsed.text)
         version = snap.version
         stats = self._builder.stats(snap, run.qvecs is not None)
@@ -637,6 +668,31 @@ class SearchPipeline:
                 conversation=run.fusion == "score",
             )
         out.stats.final_results = len(out.results)
+
+    def _lexical(self, run: _Run) -> SearchResults:
+        """Pass 1 with BM25 alone (no vectors, no pass 2, no rerank), from the search's own terms."""
+        lex = replace(
+            run,
+            use_dense=False,
+            two_pass=False,
+            rerank=False,
+            timings=dict(run.timings),
+            warnings=list(run.warnings),
+        )
+        out = self._first_pass(lex)
+        self._always_include(lex, out)
+        self._rerank(lex, out)
+        self._assess(lex, out)
+        assert lex.terms is not None
+        out.mode = SearchMode(
+            model_state=self.index.model_state,
+            runtime=self.index.runtime,
+            terms=lex.terms.source,
+            llm_tokens=lex.budget.used,
+        )
+        lex.timings["total"] = (time.perf_counter() - run.started) * 1000
+        out.timings_ms = lex.timings
+        return out
 
     def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
         """Mode and timings; record the search in the history and keep it in the cache."""

@@ -12,7 +12,7 @@ from explorer.text.dates import DateError, Period, parse_period
 
 # A token is a quoted phrase (possibly prefixed by an operator or -), or a run of non-space characters.
 _TOKEN = re.compile(r'(-?)(?:(\w+):)?"([^"]*)"|(\S+)')
-OPERATORS = ("tag", "path", "file", "section")
+OPERATORS = ("tag", "path", "file", "section", "vault")
 _REFERENCE = re.compile(r"\[\[([^\]|#]+)(?:[#|][^\]]*)?\]\]")
 # Obsidian's property search: `[name]`, `[name:value]`, `-[name:value]`, standing as a word of its own.
 _PROPERTY = re.compile(r'(?<!\S)(-?)\[([^\[\]:"]+)(?::([^\[\]]*))?\](?!\w)')
@@ -106,6 +106,8 @@ class ParsedQuery:
     """Substrings the shard's heading path must contain."""
     references: tuple[str, ...] = ()
     """Notes named as `[[link]]` in the query: always included, not searched as text."""
+    vaults: tuple[str, ...] = ()
+    """`vault:name` / `vault:*`: the vaults of a shared collection the search covers (empty: the caller's own)."""
     properties: tuple[PropertyFilter, ...] = ()
     """`[property]` / `[property:value]` filters on the note's frontmatter."""
     after: tuple[Period, ...] = ()
@@ -148,6 +150,8 @@ class ParsedQuery:
                 extra[name] = [p.to_dict() for p in periods]
         if self.recent is not None:
             extra["recent_days"] = self.recent
+        if self.vaults:
+            extra["vaults"] = list(self.vaults)
         return {
             "phrases": list(self.phrases),
             "excluded": list(self.excluded),
@@ -234,6 +238,7 @@ def parse_query(raw: str, today: _dt.date | None = None) -> ParsedQuery:
         files=tuple(found["file"]),
         sections=tuple(found["section"]),
         references=references,
+        vaults=tuple(dict.fromkeys(found["vault"])),
         properties=tuple(properties),
         after=tuple(periods["after"]),
         before=tuple(periods["before"]),

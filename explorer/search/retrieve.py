@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -216,29 +217,31 @@ class Retriever:
         pairs = (
             self._dialog_pairs(snap, s.dialog_words, DIALOG_REACH) if dialog and s.dialog_words > 0 else None
         )
+        lexical: list[tuple[str, float, list[str]]] = []
         for i, term in enumerate(terms.all_terms):
-            tw = s.query_weight if i == 0 else s.term_weight
             if i and s.term_retrievers == "dense":
                 continue
             toks = tokenize(term)
             if corrections:
                 toks = corrected_tokens(toks, corrections)
-            if pairs is not None and pairs.pairs:
-                items = (
-                    self._note_depth(
-                        snap,
-                        lambda n: snap.bm25_top_spread(toks, n, pairs, restriction),  # noqa: B023 - called at once
-                        fetch,
-                        depth,
-                    )
-                    if toks
-                    else []
+            lexical.append((term, s.query_weight if i == 0 else s.term_weight, toks))
+        spread = pairs is not None and pairs.pairs
+        # Every term's first fetch in one call (an engine backend answers them in one round trip).
+        firsts = iter(
+            () if spread else snap.bm25_top_many([t for _, _, t in lexical if t], fetch, restriction)
+        )
+        for term, tw, toks in lexical:
+            if not toks:
+                rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, ()))
+                continue
+            if spread:
+                assert pairs is not None
+                items = self._note_depth(
+                    snap, partial(snap.bm25_top_spread, toks, spread=pairs, allowed=restriction), fetch, depth
                 )
             else:
-                items = (
-                    self._note_depth(snap, lambda n: snap.bm25_top(toks, n, restriction), fetch, depth)  # noqa: B023 - called at once
-                    if toks
-                    else []
+                items = self._note_depth(
+                    snap, partial(snap.bm25_top, toks, allowed=restriction), fetch, depth, next(firsts)
                 )
             rankings.append(Ranking(term, "bm25", s.bm25_weight, tw, tuple(items)))
         timings[prefix + "bm25"] = timings.get(prefix + "bm25", 0.0) + (time.perf_counter() - t0) * 1000

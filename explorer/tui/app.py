@@ -14,7 +14,7 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.css.query import NoMatches
+from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -23,13 +23,20 @@ from explorer.config import Settings
 from explorer.engine import Session, SessionHooks
 from explorer.tui import keys
 from explorer.tui.messages import (
+    BackToSearch,
     EditNote,
     IndexFailed,
+    IndexOpened,
     IndexProgress,
     IndexReady,
+    IndexUnavailable,
     IndexUpdated,
+    ModelReady,
     ModelState,
     OpenNote,
+    QuerySubmitted,
+    ResultsShown,
+    VaultChanged,
     WatcherState,
 )
 from explorer.tui.safe import screen_text
@@ -214,9 +221,9 @@ class ExplorerApp(App[int]):
         else:
             self.call_from_thread(self.notify, message, severity="warning", timeout=8)
 
-    def remember_query(self, query: str) -> None:
+    def on_query_submitted(self, message: QuerySubmitted) -> None:
         """Keep a submitted query in the history file."""
-        self.ui_state.add_query(self.vault, query)
+        self.ui_state.add_query(self.vault, message.query)
         self._save_state()
 
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
@@ -253,7 +260,7 @@ class ExplorerApp(App[int]):
         self.log.info(f"index ready: {message.summary}")
         st = message.stats or self.index.stats()
         self.status = replace(self.status, index="ready", notes=st.notes, shards=st.shards, stage="")
-        self._to_main("index_ready", message.titles)
+        self._tell(self.main_screen, IndexOpened(message.titles))
         settle_heap()
         self._show_notices()
         self._report_problem_files()
@@ -291,17 +298,12 @@ class ExplorerApp(App[int]):
         self._show_notices()
         self.notify(message.error, title="Index", severity="error", timeout=15)
         if self.index is None:
-            self._to_main("index_failed", message.error)
+            self._tell(self.main_screen, IndexUnavailable(message.error))
 
-    def _to_main(self, method: str, *args: Any) -> None:
-        """Tell the main screen something, unless it is gone (late worker messages at shutdown)."""
-        if not self.main_screen.is_mounted:
-            return
-        try:
-            getattr(self.main_screen, method)(*args)
-        except NoMatches:
-            if self.main_screen.children:
-                raise
+    def _tell(self, screen: Screen, message: Message) -> None:
+        """Post `message` to `screen`, unless it is gone (late worker messages at shutdown)."""
+        if screen.is_mounted:
+            screen.post_message(message)
 
     # -- the model ----------------------------------------------------------------------------
     def on_model_state(self, message: ModelState) -> None:
@@ -323,7 +325,7 @@ class ExplorerApp(App[int]):
         if (message.state in ("ready", "embedding") and was not in ("ready", "embedding")) or (
             message.state == "ready" and was == "embedding"
         ):
-            self._to_main("model_ready")
+            self._tell(self.main_screen, ModelReady(message.state))
 
     # -- keeping the index current ---------------------------------------------------------
     def reindex_now(self, paths: Iterable[str]) -> None:
@@ -359,13 +361,9 @@ class ExplorerApp(App[int]):
             return
         st = message.stats or self.index.stats()
         self.status = replace(self.status, notes=st.notes, shards=st.shards, index="ready")
-        self._to_main("index_changed", message.paths, message.titles)
         settle_heap()
-        for screen in self.screen_stack:
-            if isinstance(screen, NoteScreen) and screen.is_mounted and screen.place.path in message.paths:
-                screen.run_worker(
-                    screen.show_place(screen.place), exclusive=True, group="note-nav", exit_on_error=False
-                )
+        for screen in [self.main_screen, *(s for s in self.screen_stack if s is not self.main_screen)]:
+            self._tell(screen, VaultChanged(message.paths, message.titles))
 
     def _session_batch(self, report: Any) -> None:
         """Session thread: a batch of changes was applied to the index (by the watcher or `reindex_now`)."""
@@ -401,9 +399,12 @@ class ExplorerApp(App[int]):
         self.status = replace(self.status, watcher=message.state)
 
     # -- searches and navigation -------------------------------------------------------
-    def searched(self, results: Any) -> None:
+    def on_results_shown(self, message: ResultsShown) -> None:
         """A search finished: show its timings in the status bar."""
+        if not message.final:
+            return
         settle_heap()
+        results = message.results
         stages = results.stage_ms
         slow = max(stages, key=lambda kv: kv[1]) if stages else None
         text = f"{results.total_ms:.0f} ms" + (f" ({slow[0]} {slow[1]:.0f})" if slow else "")
@@ -429,15 +430,15 @@ class ExplorerApp(App[int]):
             return
         self.push_screen(WriterScreen(message.path, message.cursor))
 
-    def back_to_search(self, typed: str = "") -> None:
-        """Close the note view and the writer (whatever is stacked over the search screen) and focus the search box.
-
-        Args:
-            typed: Text that replaces the query (a key typed in the note view); '' selects the query.
-        """
+    def on_back_to_search(self, message: BackToSearch) -> None:
+        """Close the note view and the writer (whatever is stacked over the search screen) and focus
+        the search box, its query replaced by text typed in a view (typed on when `more`)."""
         while len(self.screen_stack) > 1 and self.screen is not self.main_screen:
             self.pop_screen()
-        self.main_screen.focus_search(typed)
+        if message.more:
+            self.main_screen.type_into_search(message.typed)
+        else:
+            self.main_screen.focus_search(message.typed)
 
     def action_help(self) -> None:
         """Show the keys of the current screen."""

@@ -101,6 +101,8 @@ class SearchFinished(Message, bubble=False):
     """False when a later stage of the same search is still coming."""
     rows: Any = None
     """The results list's rows built in the search worker (`PreparedRows`), or None."""
+    context: Any = None
+    """The context pane's window of the first result, built in the worker for a final stage (`PreparedContext`), or None."""
 
 
 @dataclass
@@ -147,3 +149,69 @@ class RelatedFound(Message, bubble=False):
     """The text that was searched."""
     suggestions: Suggestions
     """Mentions, related and linked notes (explorer.search.suggest)."""
+
+
+# -- what the app tells its screens (posted to a screen; they do not bubble back) -------------------
+@dataclass
+class IndexOpened(Message, bubble=False):
+    """The index is open and searchable: fill the tree, run a query typed meanwhile."""
+
+    titles: dict[str, str] | None = None
+    """Every note's title by path (None: read them from the index)."""
+
+
+@dataclass
+class IndexUnavailable(Message, bubble=False):
+    """The index could not be opened: searching is not possible."""
+
+    error: str
+    """Why."""
+
+
+@dataclass
+class ModelReady(Message, bubble=False):
+    """Embeddings became available, or every vector is in: results computed before can upgrade."""
+
+    state: str
+    """The model state now (`ready` or `embedding`)."""
+
+
+@dataclass
+class VaultChanged(Message, bubble=False):
+    """A batch of file changes was applied to the index: views of those notes and the results follow."""
+
+    paths: tuple[str, ...]
+    """Vault-relative paths added, changed or removed."""
+    titles: dict[str, str] | None = None
+    """Every note's title by path after the batch."""
+
+
+# -- what screens tell the app -------------------------------------------------------------------
+@dataclass
+class QuerySubmitted(Message):
+    """A query was submitted (Enter): the app keeps it in the history file."""
+
+    query: str
+    """The query as typed."""
+
+
+@dataclass
+class ResultsShown(Message):
+    """The main screen drew a search's results (any stage); a final one sets the status bar's timings."""
+
+    results: SearchResults
+    """What is shown."""
+    stage: str
+    """`lexical`, `full` or `classic`."""
+    final: bool
+    """No later stage of this search is coming."""
+
+
+@dataclass
+class BackToSearch(Message):
+    """Close the views stacked over the search screen and focus the search box."""
+
+    typed: str = ""
+    """Text typed in a view that starts the query ('' selects the query)."""
+    more: bool = False
+    """`typed` follows text already sent this way (typed on, not a new query)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -14,22 +14,31 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from explorer.index.windows import query_words
-from explorer.search.query import parse_query
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.tui import keys, launch
-from explorer.tui.messages import EditNote, OpenNote, SearchFailed, SearchFinished
+from explorer.tui.host import Host
+from explorer.tui.marks import missing_marked, save_mark
+from explorer.tui.messages import (
+    EditNote,
+    IndexOpened,
+    IndexUnavailable,
+    ModelReady,
+    OpenNote,
+    QuerySubmitted,
+    ResultsShown,
+    SearchFailed,
+    SearchFinished,
+    VaultChanged,
+)
+from explorer.tui.searching import SearchJob, highlight_terms, search_in_thread
 from explorer.tui.text import note_titles, split_mode
-from explorer.tui.widgets.context_pane import ContextPane
+from explorer.tui.widgets.context_pane import ContextPane, PreparedContext
 from explorer.tui.widgets.footer import KeyFooter
-from explorer.tui.widgets.results import ResultsList, ResultsSummary, RowLayout, prepare_rows
+from explorer.tui.widgets.results import ResultsList, ResultsSummary, RowLayout
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.tui.widgets.vault_tree import VaultTree
 from explorer.tui.widgets.why_pane import WhyPane
-
-if TYPE_CHECKING:
-    from explorer.tui.app import ExplorerApp
 
 #: How long a lexical first stage waits for the full stage of the same search before it is shown
 #: (when the full stage comes sooner, only it is drawn: one calm update instead of two).
@@ -44,17 +53,13 @@ TREE_MIN_WIDTH = 140
 #: Below this many columns the results and the panes stack, and results are two lines each.
 COMPACT_WIDTH = 100
 
+#: Actions on the selected result (greyed while nothing is selected).
+RESULT_ACTIONS = frozenset(
+    "widen match shard copy_node_id copy_link open_obsidian open_editor open_at_cursor edit".split()
+)
+
 #: Stages by rank: a stage never replaces a higher one of the same query.
 STAGE_RANK = {"lexical": 1, "full": 2, "classic": 2}
-
-
-def highlight_terms(mode: str, text: str) -> tuple[list[str], list[str]]:
-    """The words and phrases to highlight for a query `text` searched in `mode` (a classic tool's
-    name, or '' for the pipeline)."""
-    parsed = parse_query(text)
-    words = query_words(parsed.text) if parsed.text else []
-    phrases = list(parsed.phrases) or ([text] if mode == "phrase" else [])
-    return words, phrases
 
 
 class MainScreen(Screen):
@@ -70,13 +75,13 @@ class MainScreen(Screen):
         self._seq = 0
         self._debounce: Timer | None = None
         self._had_selection = False
-        self._pending: tuple[str, bool] | None = None
         self._held: SearchFinished | None = None
         self._focus_results = False
         self._hold_timer: Timer | None = None
         self._context_pending_since = 0.0
         self._tree_choice: bool | None = None
         self._started_model = ""
+        self._prepared: PreparedContext | None = None
         self.results_model = ""
         """The model state when the shown results were computed (they upgrade once it is `ready`)."""
         self.shown_query = ""
@@ -88,9 +93,9 @@ class MainScreen(Screen):
         self.phrases: list[str] = []
 
     @property
-    def explorer(self) -> ExplorerApp:
-        """The app, typed."""
-        return self.app  # type: ignore[return-value]
+    def explorer(self) -> Host:
+        """The app, as screens see it."""
+        return cast(Host, self.app)
 
     def compose(self) -> ComposeResult:
         """Search box, summary, then tree | results | panes, status bar and footer."""
@@ -136,39 +141,36 @@ class MainScreen(Screen):
         self.query_one(ResultsSummary).set_class(width >= COMPACT_WIDTH, "-roomy")
         self.query_one(Footer).compact = width < COMPACT_WIDTH
 
-    # -- index lifecycle (called by the app) ------------------------------------------------
-    def index_ready(self, titles: dict[str, str] | None = None) -> None:
+    # -- what the app tells (index lifecycle) ------------------------------------------------
+    def on_index_opened(self, message: IndexOpened) -> None:
         """The index opened: fill the tree, run any query typed meanwhile."""
-        self._fill_tree(titles)
+        self._fill_tree(message.titles)
         box = self.query_one(SearchBox)
-        summary = self.query_one(ResultsSummary)
         if box.value.strip():
             self.run_search(box.value)
         else:
-            summary.message("Type to search.")
+            self.query_one(ResultsSummary).message("Type to search.")
 
-    def index_failed(self, error: str) -> None:
+    def on_index_unavailable(self, message: IndexUnavailable) -> None:
         """The index could not be opened: say so where results would be."""
-        self.query_one(ResultsSummary).message(f"{error} — searching is not possible.", "error")
+        self.query_one(ResultsSummary).message(f"{message.error} — searching is not possible.", "error")
 
-    def model_ready(self) -> None:
+    def on_model_ready(self, message: ModelReady) -> None:
         """Embeddings became available (or every vector is in): upgrade the shown results in place."""
-        if self.query_text and self.results is not None and self.results_model != self.explorer.status.model:
+        if self.query_text and self.results is not None and self.results_model != message.state:
             self.run_search(self.query_text)
 
-    def index_changed(self, paths: tuple[str, ...], titles: dict[str, str] | None = None) -> None:
+    def on_vault_changed(self, message: VaultChanged) -> None:
         """Files changed: refresh the tree and the current results."""
-        self._fill_tree(titles)
+        self._fill_tree(message.titles)
         if self.query_text:
             self.run_search(self.query_text)
 
     def _fill_tree(self, titles: dict[str, str] | None) -> None:
-        if titles is None:
-            titles = note_titles(self.explorer.index)
-        if titles is None:
-            return
-        self.query_one(VaultTree).set_notes(titles)
-        self.query_one(WhyPane).set_suggestions(sorted(titles) + sorted(set(titles.values())))
+        titles = titles if titles is not None else note_titles(self.explorer.index)
+        if titles is not None:
+            self.query_one(VaultTree).set_notes(titles)
+            self.query_one(WhyPane).set_suggestions(sorted(titles) + sorted(set(titles.values())))
 
     # -- searching --------------------------------------------------------------------
     @on(Input.Changed, "#search")
@@ -188,18 +190,17 @@ class MainScreen(Screen):
         query = event.value.strip()
         if query:
             self.query_one(SearchBox).remember(query)
-            self.explorer.remember_query(query)
+            self.post_message(QuerySubmitted(query))
         self.run_search(event.value, record=True)
         results = self.query_one(ResultsList)
+        self._focus_results = not results.option_count  # then when this search's results come
         if results.option_count:
             results.focus()
-        else:
-            self._focus_results = True  # when this search's results come
 
     def on_search_box_mode_changed(self, event: SearchBox.ModeChanged) -> None:
         """The mode toggle moved: search again in the new mode."""
-        if self.query_one(SearchBox).value.strip():
-            self.run_search(self.query_one(SearchBox).value)
+        if event.control.value.strip():
+            self.run_search(event.control.value)
 
     def on_search_box_leave_down(self, event: SearchBox.LeaveDown) -> None:
         """Down past the newest query: go to the results."""
@@ -221,83 +222,18 @@ class MainScreen(Screen):
             summary.message("Type to search." if not query else "Type words after the mode prefix.")
             return
         if self.explorer.index is None or self.explorer.pipeline is None:
-            self._pending = (query, record)
             summary.message("Opening the index… your search runs when it is ready.", "warning")
             return
-        self.query_text = query
-        status = self.explorer.status
-        self._started_model = status.model
-        self._search(
-            self._seq, query, mode, text, status.hybrid, record, self.query_one(ResultsList).row_layout()
-        )
+        self.query_text, self._started_model = query, self.explorer.status.model
+        layout = (self.query_one(ResultsList).row_layout(), self.query_one(ContextPane).chars)
+        self._search(self._seq, query, SearchJob(mode, text, self.explorer.status.hybrid, record), *layout)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def _search(
-        self, seq: int, query: str, mode: str, text: str, hybrid: bool, record: bool, layout: RowLayout
-    ) -> None:
-        """Progressive search in a thread: lexical first, then the full pipeline; stale runs stop early.
-
-        Each stage's result rows are built here too (`prepare_rows`), so the UI thread only draws them."""
-        from explorer.search.classic import ClassicUnavailable, allowed_shards, classic_results
-        from explorer.search.pipeline import QueryError, SearchCancelled
-
-        worker = get_current_worker()
-
-        def cancelled() -> bool:
-            return worker.is_cancelled
-
-        words, phrases = highlight_terms(mode, text)
-
-        def finished(results: SearchResults, stage: str, final: bool = True) -> None:
-            rows = prepare_rows(results, words, phrases, layout)
-            if not cancelled():
-                self.post_message(SearchFinished(seq, query, results, stage, final, rows))
-
-        app = self.explorer
-        pipeline = app.pipeline
-        try:
-            if mode:
-                parsed = parse_query(text)
-                if parsed.text or not parsed.has_filters:
-                    # Filters (path:, tag:, …) narrow the tool's hits instead of being searched as words.
-                    allowed = allowed_shards(app.index, app.settings, text) if parsed.has_filters else None
-                    asked = parsed.text if parsed.has_filters else text
-                    results = classic_results(
-                        app.index,
-                        mode,
-                        asked,
-                        k=app.settings.search.top_k,
-                        cancelled=cancelled,
-                        allowed=allowed,
-                    )
-                    if not cancelled():
-                        finished(results, "classic")
-                    return
-                # Only filters: list the notes they allow, as the pipeline does.
-            lexical = pipeline.search(
-                text, dense=False, two_pass=False, rerank=False, cancelled=cancelled, record=False
-            )
-            if cancelled():
-                return
-            finished(lexical, "lexical", final=False)
-            if hybrid:
-                full = pipeline.search(text, cancelled=cancelled, record=record)
-            else:
-                full = pipeline.search(text, dense=False, rerank=False, cancelled=cancelled, record=record)
-            if not cancelled():
-                finished(full, "full")
-        except SearchCancelled:
-            return
-        except (QueryError, ClassicUnavailable) as exc:
-            self.post_message(SearchFailed(seq, query, str(exc)))
-        except (
-            OSError
-        ) as exc:  # the index could not serve (an engine backend unreachable): keep what is shown
-            self.post_message(
-                SearchFailed(seq, query, f"{exc}; the results shown are the last ones", keep=True)
-            )
-        except Exception as exc:  # noqa: BLE001 - a failing stage is reported, the app lives on
-            self.post_message(SearchFailed(seq, query, f"search failed: {type(exc).__name__}: {exc}"))
+    def _search(self, seq: int, query: str, job: SearchJob, rows: RowLayout, chars: int) -> None:
+        """Progressive search in a thread (explorer.tui.searching.search_in_thread); stale runs stop early."""
+        app, layout = self.explorer, (rows, chars)
+        system = (app.pipeline, app.index, app.settings)
+        search_in_thread(job, seq, query, layout, system, self.post_message, get_current_worker())
 
     def on_search_finished(self, message: SearchFinished) -> None:
         """Show results unless a newer search has started; stages only ever go up for one query.
@@ -311,8 +247,7 @@ class MainScreen(Screen):
             return
         if self._hold_timer is not None:
             self._hold_timer.stop()
-            self._hold_timer = None
-        self._held = None
+        self._held, self._hold_timer = None, None
         if message.stage == "lexical" and not message.final:
             if self.shown_query == message.query and STAGE_RANK.get(self.stage, 0) > STAGE_RANK["lexical"]:
                 return
@@ -332,7 +267,7 @@ class MainScreen(Screen):
         previous = results_list.selected
         if previous is not None and results_list.results and previous is results_list.results[0]:
             previous = None  # the automatic first highlight is no choice to keep
-        self.results = results
+        self.results, self._prepared = results, message.context
         self.stage = message.stage
         self.shown_query = message.query
         self.results_model = self._started_model
@@ -350,8 +285,7 @@ class MainScreen(Screen):
             self._focus_results = False
             if self.focused is self.query_one(SearchBox):
                 self.query_one(ResultsList).focus()
-        if message.final:
-            self.explorer.searched(results)
+        self.post_message(ResultsShown(results, message.stage, message.final))
 
     def on_search_failed(self, message: SearchFailed) -> None:
         """Say why the search could not run."""
@@ -408,7 +342,7 @@ class MainScreen(Screen):
     def _show_selected(self) -> None:
         res = self.selected
         index = self.explorer.index
-        self.query_one(ContextPane).show(index, res, self.words, self.phrases)
+        self.query_one(ContextPane).show(index, res, self.words, self.phrases, self._prepared)
         why_visible = self.query_one(TabbedContent).active == "tab-why"
         why = self.query_one(WhyPane)
         why.pipeline = self.explorer.pipeline
@@ -431,23 +365,11 @@ class MainScreen(Screen):
 
     def focus_search(self, typed: str = "") -> None:
         """Focus the search box with its query selected, or replaced by `typed` when given."""
-        box = self.query_one(SearchBox)
-        box.remember_draft()
-        if typed:
-            box.value = typed
-            box.cursor_position = len(box.value)
-        else:
-            box.select_all()
-        self.set_focus(box)
+        self.set_focus(self.query_one(SearchBox).begin(typed))
 
     def type_into_search(self, text: str) -> None:
         """Type `text` into the search box as its keys would (a selection is replaced)."""
-        box = self.query_one(SearchBox)
-        selection = box.selection
-        if selection.is_empty:
-            box.insert_text_at_cursor(text)
-        else:
-            box.replace(text, *selection)
+        self.query_one(SearchBox).type_text(text)
 
     def on_key(self, event: events.Key) -> None:
         """Printable keys are text: from any non-text widget they type into the search box (or the tree filter)."""
@@ -460,11 +382,8 @@ class MainScreen(Screen):
             return
         else:
             tree = self.query_one(VaultTree)
-            target = (
-                tree.filter_box
-                if focused is not None and tree in focused.ancestors
-                else self.query_one(SearchBox)
-            )
+            in_tree = focused is not None and tree in focused.ancestors
+            target = tree.filter_box if in_tree else self.query_one(SearchBox)
         event.stop()
         event.prevent_default()
         target.cursor_position = len(target.value)
@@ -491,39 +410,22 @@ class MainScreen(Screen):
         self.query_one(TabbedContent).active = "tab-why"
         box = self.query_one("#why-not", Input)
         index = self.explorer.index
-        if index is not None and self.query_text and not box.value:
-            from explorer.index.judgments import marked_relevant
-
-            shown = {r.document_path for r in self.results.results} if self.results is not None else set()
-            missing = [p for p in marked_relevant(index.cache_dir, self.query_text) if p not in shown]
-            if missing:
-                box.value = missing[0]
-                self.notify(
-                    f"{len(missing)} note(s) you marked relevant for this query are not in the results"
-                )
+        missing = missing_marked(index, self.query_text, self.results) if index and self.query_text else []
+        if missing and not box.value:
+            box.value = missing[0]
+            self.notify(f"{len(missing)} note(s) you marked relevant for this query are not in the results")
         box.focus()
         # The tab switch lays the pane out after this call: bring the box into view then (80x24 hid it).
         self.call_after_refresh(box.scroll_visible, animate=False)
 
     def action_mark(self, mark: str) -> None:
         """F8 / F9: mark the selected result relevant / not relevant for the current query."""
-        from explorer.index.judgments import append_judgment, make_judgment
-
         res, index = self.selected, self.explorer.index
         if res is None or index is None or not self.query_text:
             self.notify("Select a result of a search to mark it.", severity="warning")
             return
-        try:
-            append_judgment(
-                index.cache_dir,
-                make_judgment(self.query_text, res.node_id, res.document_path, mark, index.version),
-            )
-        except (OSError, ValueError) as exc:
-            self.notify(f"Could not save the mark: {exc}", severity="error", markup=False)
-            return
-        word = "relevant" if mark == "relevant" else "not relevant"
-
-        self.notify(f"Marked {word}: {res.document_path}", markup=False)
+        said, severity = save_mark(index, self.query_text, res, mark)
+        self.notify(said, severity=severity)  # type: ignore[arg-type]
 
     def action_widen(self, step: int) -> None:
         """Widen (1) or narrow (-1) the context window."""
@@ -549,12 +451,7 @@ class MainScreen(Screen):
 
     def _target(self) -> tuple[str, int | None, str] | None:
         """(path, cursor, node_id) of the context cursor, else of the selected result; None when nothing is selected."""
-        pane = self.query_one(ContextPane)
-        if pane.state is not None:
-            return pane.state.path, pane.state.cursor, pane.node_id or pane.state.path
-        if self.selected is not None:
-            return self.selected.document_path, None, self.selected.node_id
-        return None
+        return self.query_one(ContextPane).target(self.selected)
 
     def action_copy_link(self) -> None:
         """Copy the node_id under the context cursor as an Obsidian [[link]]."""
@@ -579,34 +476,20 @@ class MainScreen(Screen):
 
     def action_open_at_cursor(self) -> None:
         """Open the whole note at the context cursor."""
-        pane = self.query_one(ContextPane)
-        if pane.state is not None:
-            self.post_message(OpenNote(pane.state.path, pane.state.cursor))
-        elif self.selected is not None:
-            self.post_message(OpenNote(self.selected.document_path))
+        target = self._target()
+        if target is not None:
+            self.post_message(OpenNote(target[0], target[1]))
 
     def action_edit(self) -> None:
         """Open the selected note in writing mode."""
-        pane = self.query_one(ContextPane)
-        if pane.state is not None:
-            self.post_message(EditNote(pane.state.path, pane.state.cursor))
-        elif self.selected is not None:
-            self.post_message(EditNote(self.selected.document_path))
+        target = self._target()
+        if target is not None:
+            self.post_message(EditNote(target[0], target[1]))
         else:
             self.notify("Select a result (or a note in the tree, F2) to write in.", timeout=3)
 
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         """Result-bound actions are disabled (greyed) while nothing is selected."""
-        if action in (
-            "widen",
-            "match",
-            "shard",
-            "copy_node_id",
-            "copy_link",
-            "open_obsidian",
-            "open_editor",
-            "open_at_cursor",
-            "edit",
-        ):
+        if action in RESULT_ACTIONS:
             return True if self.selected is not None else None
         return True

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, cast
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -17,27 +18,29 @@ from textual.widgets.option_list import Option
 
 from explorer.index.transclusion import embeds_in
 from explorer.tui import keys, launch
-from explorer.tui.messages import EditNote
+from explorer.tui.host import Host
+from explorer.tui.messages import BackToSearch, EditNote, VaultChanged
 from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_href, property_rows
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.long_text import LongText
 from explorer.tui.widgets.status_bar import StatusBar
+from explorer.vault.model import Note
 from explorer.vault.parse import markdown_link_target
 from explorer.vault.pdf import is_pdf
 from explorer.vault.shard import link_heading
-
-if TYPE_CHECKING:
-    from explorer.tui.app import ExplorerApp
-
 
 #: Notes longer than this (characters) open in a plain text view: rendering Markdown costs
 #: about 40 ms per KB, the plain view (`LongText`) draws only the rows on screen.
 PLAIN_VIEW_CHARS = 64_000
 
-#: Longer Markdown notes show this much first; the rest is appended after the first frame.
-FIRST_SCREEN_CHARS = 12_000
+#: Longer Markdown notes show about this much first (a screenful at 160 columns); the rest is
+#: appended after the first frame, REST_CHUNK_CHARS at a time (each a frame of its own, so keys
+#: typed meanwhile are answered between them). Textual's Markdown widget mounts a widget per block:
+#: a note's first screen costs what its first part holds (BENCHMARKS.md, note view).
+FIRST_SCREEN_CHARS = 4_000
+REST_CHUNK_CHARS = 12_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +60,9 @@ def _heading_key(text: str) -> str:
     return link_heading(text).casefold()
 
 
-def _first_screen_cut(source: str) -> int:
-    """Where to split a long Markdown source for a first screen: a blank line outside code fences near FIRST_SCREEN_CHARS."""
+def _first_screen_cut(source: str, chars: int = FIRST_SCREEN_CHARS, start: int = 0) -> int:
+    """Where to split a long Markdown source after `start` for a part of about `chars`: a blank line
+    outside code fences (fences are counted from the top)."""
     pos = 0
     fence = False
     cut = 0
@@ -67,11 +71,26 @@ def _first_screen_cut(source: str) -> int:
         if stripped.startswith(("```", "~~~")):
             fence = not fence
         pos += len(line)
-        if not fence and not stripped and pos >= FIRST_SCREEN_CHARS // 2:
+        if pos > start and not fence and not stripped and pos >= start + chars // 2:
             cut = pos
-            if pos >= FIRST_SCREEN_CHARS:
+            if pos >= start + chars:
                 break
     return cut or len(source)
+
+
+def _parts(source: str, first: int) -> list[str]:
+    """`source` cut after its first `first` characters, the rest in pieces of about REST_CHUNK_CHARS."""
+    parts, pos = [source[:first]], first
+    while pos < len(source):
+        cut = _first_screen_cut(source, REST_CHUNK_CHARS, pos)
+        parts.append(source[pos:cut])
+        pos = cut
+    return parts
+
+
+def _rendered(index: Any, note: Note) -> NoteSource:
+    """The note as the view's Markdown, its embeds expanded (`explorer.index.transclusion`)."""
+    return note_source(note, embeds_in(index, note.path), index.note)
 
 
 class NoteScreen(Screen):
@@ -92,13 +111,15 @@ class NoteScreen(Screen):
         self.first_screen_s: float | None = None
         """Seconds from the start of the last `show_place` to its first frame with the note on screen."""
         self._leaving = False
+        self._showing = 0
+        """Counts `show_place` calls: work of an earlier one stops when a later one started."""
         self._source = NoteSource("")
         """The Markdown shown and where the raw lines went (embed boxes push lines down)."""
 
     @property
-    def explorer(self) -> ExplorerApp:
-        """The app, typed."""
-        return self.app  # type: ignore[return-value]
+    def explorer(self) -> Host:
+        """The app, as screens see it."""
+        return cast(Host, self.app)
 
     @property
     def place(self) -> Place:
@@ -151,7 +172,7 @@ class NoteScreen(Screen):
     def action_close(self) -> None:
         """Back to the search box."""
         self._leaving = True
-        self.explorer.back_to_search()
+        self.post_message(BackToSearch())
 
     def on_key(self, event: events.Key) -> None:
         """A printable key is the start of a new search: back to the search box with it.
@@ -162,11 +183,15 @@ class NoteScreen(Screen):
         if keys.is_text_key(event, self.focused):
             event.stop()
             event.prevent_default()
-            if self._leaving:
-                self.explorer.main_screen.type_into_search(event.character or "")
-            else:
-                self._leaving = True
-                self.explorer.back_to_search(event.character or "")
+            self.post_message(BackToSearch(event.character or "", more=self._leaving))
+            self._leaving = True
+
+    def on_vault_changed(self, message: VaultChanged) -> None:
+        """The shown note changed on disk: show it again as it is now."""
+        if self.place.path in message.paths:
+            self.run_worker(
+                self.show_place(self.place), exclusive=True, group="note-nav", exit_on_error=False
+            )
 
     def action_edit(self) -> None:
         """Write in this note."""
@@ -219,6 +244,8 @@ class NoteScreen(Screen):
         """
         started = time.perf_counter()
         self.first_screen_s = None
+        self._showing += 1
+        showing = self._showing
         index = self.explorer.index
         note = index.note(place.path) if index is not None else None
         title = self.query_one("#note-title", Static)
@@ -251,17 +278,25 @@ class NoteScreen(Screen):
             return
         self._use_plain(False)
         self._show_properties(note)
-        rendered = note_source(note, embeds_in(index, note.path), index.note)
+        if any(link.embed for link in note.links):
+            # Embeds name other notes: resolving them reads the index (its lock too) - not on the UI thread.
+            rendered = await asyncio.to_thread(_rendered, index, note)
+            if showing != self._showing:
+                return  # another place was asked for meanwhile
+        else:
+            rendered = note_source(note)
         self._source = rendered
         source = screen_text(rendered.text)
         line = rendered.line(self._place_line(note, place))
         cut = _first_screen_cut(source) if len(source) > FIRST_SCREEN_CHARS else len(source)
-        if cut < len(source) and source.count("\n", 0, cut) > line + 40:
+        if cut < len(source) and source.count("\n", 0, cut) > line + 5:
             self.view = "partial"
             self._title(note, "rendering…")
-            await md.update(source[:cut])
+            parts = _parts(source, cut)
+            await md.update(parts[0])
             self._first_frame(started)
-            self.call_after_refresh(self._render_rest, note, place, source[cut:])
+            self._scroll_to_place(note, place)
+            self.call_after_refresh(self._render_rest, note, showing, parts[1:])
         else:
             self.view = "markdown"
             self._title(note)
@@ -270,11 +305,15 @@ class NoteScreen(Screen):
             self._scroll_to_place(note, place)
         self.call_after_refresh(self._fill_side, note)
 
-    async def _render_rest(self, note, place: Place, rest: str) -> None:
-        """Append the rest of a long note once its start is on screen."""
-        if self.place != place:
+    async def _render_rest(self, note, showing: int, rest: list[str]) -> None:
+        """Append the rest of a long note once its start is on screen, a part per frame (unless
+        another note or place was shown meanwhile)."""
+        if showing != self._showing:
             return
-        await self.query_one("#note-md", Markdown).append(rest)
+        await self.query_one("#note-md", Markdown).append(rest[0])
+        if rest[1:]:
+            self.call_after_refresh(self._render_rest, note, showing, rest[1:])
+            return
         self.view = "markdown"
         self._title(note)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import stat
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -28,15 +28,13 @@ from explorer.text.cells import clip
 from explorer.text.files import write_atomic
 from explorer.text.safe import has_controls
 from explorer.tui import keys
-from explorer.tui.messages import OpenNote, RelatedFound
+from explorer.tui.host import Host
+from explorer.tui.messages import BackToSearch, OpenNote, RelatedFound
 from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.tui.text import body_start, read_note_file
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
-
-if TYPE_CHECKING:
-    from explorer.tui.app import ExplorerApp
 
 RELATED_K = 8
 #: Quiet time after a keystroke or cursor move before the list is asked for (see BENCHMARKS.md, link suggestions).
@@ -69,9 +67,9 @@ class WriterScreen(Screen):
         """Why the note could not be read ('' when it was): then nothing is ever written."""
 
     @property
-    def explorer(self) -> ExplorerApp:
-        """The app, typed."""
-        return self.app  # type: ignore[return-value]
+    def explorer(self) -> Host:
+        """The app, as screens see it."""
+        return cast(Host, self.app)
 
     @property
     def dirty(self) -> bool:
@@ -303,7 +301,7 @@ class WriterScreen(Screen):
         app = self.explorer
         file = app.vault / self.path
         if not file.exists():
-            app.call_from_thread(
+            self.app.call_from_thread(
                 self.notify,
                 f"{self.path} was deleted meanwhile: saved again with its original permissions.",
                 severity="warning",
@@ -314,7 +312,7 @@ class WriterScreen(Screen):
         except OSError as exc:
             self.app.call_from_thread(self.notify, f"Save failed: {exc}", severity="error")
             return
-        app.call_from_thread(self._saved, text)
+        self.app.call_from_thread(self._saved, text)
         app.refresh_index([self.path], wait=True)
 
     def _saved(self, text: str) -> None:
@@ -331,7 +329,7 @@ class WriterScreen(Screen):
                 "Unsaved changes: ctrl+s saves, Escape again discards them.", severity="warning", timeout=4
             )
             return
-        self.explorer.back_to_search()
+        self.post_message(BackToSearch())
 
     def action_document(self, direction: int, select: bool = False) -> None:
         """Cursor to the start (-1) or end (1) of the note, extending the selection with `select`."""

@@ -43,6 +43,64 @@ class ContextState:
     """Index of the current match among the note's matches (-1: none selected)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedContext:
+    """A result's first window as the pane shows it, computed off the UI thread (in the search's worker)."""
+
+    path: str
+    """The note."""
+    cursor: int
+    """The window's centre: the result's first context shard's cursor."""
+    chars: int
+    """Characters each side of the cursor."""
+    words: tuple[str, ...]
+    """The query's words it highlights."""
+    phrases: tuple[str, ...]
+    """The query's phrases it highlights."""
+    text: str
+    """The note's text it was computed on."""
+    matches: tuple[Highlight, ...]
+    """Every match in the whole note."""
+    window: ContextWindow
+    """The window around `cursor`: the node_id of its shard, its highlights, its embeds expanded."""
+
+
+def context_window(
+    index: Any, text: str, path: str, cursor: int, chars: int, words: Sequence[str], phrases: Sequence[str]
+) -> ContextWindow:
+    """The pane's window of `text` (the note at `path`) around `cursor`, its embeds expanded."""
+    shard = index.shard_at(path, cursor) if index is not None else None
+    node_id = shard.node_id if shard is not None else path
+    win = get_context_at_cursor(
+        text, cursor, chars, chars, words=words, phrases=phrases, path=path, node_id=node_id
+    )
+    return with_embeds(index, win) if index is not None else win
+
+
+def prepare_context(
+    index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str], chars: int
+) -> PreparedContext | None:
+    """What the pane will show first for `result` (None when its note is not in the index).
+
+    Called in the search's worker thread for the result the list highlights first, so the UI thread
+    neither scans the whole note for matches nor resolves embeds when it draws the pane."""
+    note = index.note(result.document_path) if result is not None and index is not None else None
+    if result is None or note is None:
+        return None
+    cursor = result.context_shards[0].cursor if result.context_shards else 0
+    words, phrases = tuple(words), tuple(phrases)
+    return PreparedContext(
+        result.document_path,
+        cursor,
+        chars,
+        words,
+        phrases,
+        note.text,
+        highlight_spans(note.text, words, phrases),
+        context_window(index, note.text, result.document_path, cursor, chars, words, phrases),
+    )
+
+
 def embed_box(embed: Embed, words: Sequence[str] = (), phrases: Sequence[str] = ()) -> Content:
     """An expanded embed as a marked box (its source node_id on top, the query's words highlighted,
     nested embeds boxed inside), or one marked line for an embed that is not expanded. Terminal-safe."""
@@ -128,6 +186,7 @@ class ContextPane(Vertical):
         self.node_id = ""
         self.default_chars = CONTEXT_CHARS
         self._shown_key: tuple | None = None
+        self._prepared: PreparedContext | None = None
 
     def compose(self) -> ComposeResult:
         """Header (node_id, path, position) and body (the window)."""
@@ -136,15 +195,26 @@ class ContextPane(Vertical):
             yield Static(id="ctx-body")
 
     # -- what to show ---------------------------------------------------------------
+    @property
+    def chars(self) -> int:
+        """Characters each side of the cursor the window shows (its size is kept from result to result)."""
+        return self.state.chars if self.state else self.default_chars
+
     def show(
-        self, index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str] = ()
+        self,
+        index: Any,
+        result: SearchResult | None,
+        words: Sequence[str],
+        phrases: Sequence[str] = (),
+        prepared: PreparedContext | None = None,
     ) -> None:
-        """Show `result` around its best shard (keeps the window size)."""
+        """Show `result` around its best shard (keeps the window size); `prepared` is used when it is
+        this result's window at this size and note text."""
         previous = (self._shown_key, self._shards())
         self.index = index
         self.result = result
         note = index.note(result.document_path) if result is not None and index is not None else None
-        if note is None or result is None:
+        if result is None or note is None:
             self._shown_key = None
             self.state = None
             self.window = None
@@ -165,10 +235,26 @@ class ContextPane(Vertical):
         self._shown_key = key
         self.text = note.text
         self.words, self.phrases = tuple(words), tuple(phrases)
-        self.matches = highlight_spans(self.text, self.words, self.phrases)
-        chars = self.state.chars if self.state else self.default_chars
+        chars = self.chars
+        fits = prepared is not None and (
+            (prepared.path, prepared.cursor, prepared.chars, prepared.words, prepared.phrases)
+            == (result.document_path, cursor, chars, self.words, self.phrases)
+            and prepared.text is note.text
+        )
+        self._prepared = prepared if fits else None
+        self.matches = (
+            prepared.matches if prepared is not None and fits else highlight_spans(note.text, words, phrases)
+        )
         self.state = ContextState(result.document_path, cursor, chars, 0, self._match_at(cursor))
         self._render_window(scroll_home=True)
+
+    def target(self, selected: SearchResult | None) -> tuple[str, int | None, str] | None:
+        """(path, cursor, node_id) of the window's cursor, else of `selected` (no cursor); None when neither."""
+        if self.state is not None:
+            return self.state.path, self.state.cursor, self.node_id or self.state.path
+        if selected is not None:
+            return selected.document_path, None, selected.node_id
+        return None
 
     def _match_at(self, cursor: int) -> int:
         for i, h in enumerate(self.matches):
@@ -185,13 +271,13 @@ class ContextPane(Vertical):
     # -- actions (the screen binds the keys) -------------------------------------------
     def widen(self, step: int = 1) -> None:
         """Grow (step > 0) or shrink (step < 0) the window."""
-        state = self.state
-        if state is None:
+        st = self.state
+        if st is None:
             return
         sizes = WINDOW_STEPS
-        i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - state.chars))
+        i = min(range(len(sizes)), key=lambda j: abs(sizes[j] - st.chars))
         i = max(0, min(len(sizes) - 1, i + step))
-        self.state = ContextState(state.path, state.cursor, sizes[i], state.shard, state.match)
+        self.state = ContextState(st.path, st.cursor, sizes[i], st.shard, st.match)
         self._render_window()
 
     def step_match(self, step: int) -> None:
@@ -236,18 +322,14 @@ class ContextPane(Vertical):
         st = self.state
         if st is None:
             return
-        shard = self.index.shard_at(st.path, st.cursor) if self.index is not None else None
-        self.node_id = shard.node_id if shard is not None else st.path
-        win = get_context_at_cursor(
-            self.text,
-            st.cursor,
-            st.chars,
-            st.chars,
-            words=self.words,
-            phrases=self.phrases,
-            path=st.path,
-            node_id=self.node_id,
-        )
+        ready = self._prepared
+        if ready is not None and (ready.path, ready.cursor, ready.chars) == (st.path, st.cursor, st.chars):
+            win = ready.window
+        else:
+            win = context_window(
+                self.index, self.text, st.path, st.cursor, st.chars, self.words, self.phrases
+            )
+        self.node_id = win.node_id
         self.window = win
         shards = self._shards()
         pos = [f"shard {st.shard + 1}/{max(len(shards), 1)}"]
@@ -263,9 +345,6 @@ class ContextPane(Vertical):
             where += ["  ", (st.path, "$text-accent")]
         head = Content.assemble(*where, "\n", (" · ".join(pos), "$text-muted"))
         steady_update(self.query_one("#ctx-head", Static), safe_content(head))
-        if self.index is not None:
-            win = with_embeds(self.index, win)
-            self.window = win
         body = Content(win.text)
         current = self.matches[st.match] if 0 <= st.match < len(self.matches) else None
         for h in win.highlights:

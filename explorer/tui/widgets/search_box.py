@@ -99,6 +99,25 @@ class SearchBox(SafeInput):
         if self.value.strip() and (not self.history or self.history[-1] != self.value.strip()):
             self.remember(self.value)
 
+    def begin(self, typed: str = "") -> SearchBox:
+        """Start a new query: the current one selected (typing replaces it), or replaced by `typed`;
+        the draft is kept in the history. Returns the box, to focus."""
+        self.remember_draft()
+        if typed:
+            self.value = typed
+            self.cursor_position = len(self.value)
+        else:
+            self.select_all()
+        return self
+
+    def type_text(self, text: str) -> None:
+        """Type `text` as its keys would (a selection is replaced)."""
+        selection = self.selection
+        if selection.is_empty:
+            self.insert_text_at_cursor(text)
+        else:
+            self.replace(text, *selection)
+
     def action_history(self, step: int) -> None:
         """Walk the query history: -1 older, +1 newer (past the newest: back to the draft, then down)."""
         if not self.history:
