@@ -1,6 +1,6 @@
 """Search CPU time, paired: the pipeline of this tree against a baseline source tree, in alternating processes.
 
-Run with ``python -m benchmarks.cpu_paired --baseline DIR [--vault DIR] [--pairs 4] [--dense]``.
+Run with ``python -m benchmarks.cpu_paired --baseline DIR [--vault DIR] [--pairs 4] [--dense] [--warm]``.
 
 On a shared machine wall times of one search swing by 2x between runs; the CPU time of the
 searching thread (`time.thread_time`) moves far less, so it shows a per-search overhead of a few
@@ -8,6 +8,11 @@ percent that `benchmarks.speed_paired` cannot. Each process opens a copy of the 
 sample_vault), and answers the same queries 15 times with the result cache cleared; the figure
 is the median CPU ms per search. The trees alternate; read the ratio of each pair.
 The model's own threads (ONNX) are not counted: `--dense` measures everything around them.
+
+`--warm` measures the searches right after a warm open instead: each tree indexes its own copy
+of the vault once (not timed), then each process opens the stored index and answers each of
+`--queries` word queries (`benchmarks.speed.make_queries`) once, so the notes a search shows are
+read from the store as a freshly started app or CLI reads them.
 """
 
 from __future__ import annotations
@@ -52,9 +57,12 @@ if dense:
     index.embed_pending()
 p = make_pipeline(index, s)
 queries = json.loads(sys.argv[3])
+rounds = int(sys.argv[4])
 times = []
-for _ in range(15):
-    p.clear_cache()  # measure searches, not cache hits
+# measure searches, not cache hits (a baseline tree older than clear_cache empties its cache itself)
+clear = p.clear_cache if hasattr(p, "clear_cache") else vars(p)["_cache"].clear
+for _ in range(rounds):
+    clear()
     for q in queries:
         t = time.thread_time()
         p.search(q, record=False)
@@ -64,10 +72,10 @@ print(json.dumps({"median_cpu_ms": statistics.median(times), "mean_cpu_ms": stat
 """
 
 
-def _run(tree: Path, vault: Path, dense: bool) -> float:
+def _run(tree: Path, vault: Path, dense: bool, queries: list[str] = QUERIES, rounds: int = 15) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(vault), "1" if dense else "0", json.dumps(QUERIES)],
+        [sys.executable, "-c", CHILD, str(vault), "1" if dense else "0", json.dumps(queries), str(rounds)],
         capture_output=True,
         text=True,
         env=env,
@@ -89,16 +97,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--dense", action="store_true", help="hybrid search (the model embeds the vault once)"
     )
+    parser.add_argument(
+        "--warm", action="store_true", help="search once per query right after a warm open of a stored index"
+    )
+    parser.add_argument("--queries", type=int, default=60, help="word queries per process with --warm")
     args = parser.parse_args(argv)
+    trees = {"baseline": args.baseline, "new": REPO}
+    queries, rounds = QUERIES, 15
+    if args.warm:
+        from benchmarks.speed import make_queries, vocabulary
+
+        queries, rounds = make_queries(vocabulary(), args.queries), 1
     with tempfile.TemporaryDirectory(prefix="explorer-cpu-") as tmp:
-        vault = Path(tmp) / "vault"
-        shutil.copytree(args.vault, vault, ignore=shutil.ignore_patterns(".explorer"))
+        vaults = {}
+        for name in trees:
+            # With --warm each tree keeps its own stored index (the store layouts of two trees may differ).
+            vaults[name] = Path(tmp) / (f"vault-{name}" if args.warm else "vault")
+            if not vaults[name].exists():
+                shutil.copytree(args.vault, vaults[name], ignore=shutil.ignore_patterns(".explorer"))
+            if args.warm:
+                _run(trees[name], vaults[name], args.dense, queries[:1], 1)  # builds the store: not counted
         pairs = []
         for i in range(args.pairs):
             order = ("baseline", "new") if i % 2 == 0 else ("new", "baseline")
-            got = {
-                name: _run(args.baseline if name == "baseline" else REPO, vault, args.dense) for name in order
-            }
+            got = {name: _run(trees[name], vaults[name], args.dense, queries, rounds) for name in order}
             pairs.append(got)
             log(
                 f"pair {i + 1}: baseline {got['baseline']:.3f} ms, new {got['new']:.3f} ms, "
@@ -109,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dumps(
             {
                 "dense": args.dense,
+                "warm": args.warm,
                 "pairs": pairs,
                 "median_ratio": round(statistics.median(ratios), 3),
                 "load_average": machine().get("load_average"),

@@ -19,7 +19,7 @@ search that ranks several terms under the same filters prepares it once.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -181,6 +181,11 @@ class Snapshot(Protocol):
     @property
     def neighbours(self) -> Mapping[str, tuple[str, ...]]:
         """Conversation turn path -> the paths of its adjacent turns (empty outside conversation vaults)."""
+        ...
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Make the texts of these notes and their shards ready in one read, before a search reads
+        them one note at a time (a backend that holds every text already does nothing)."""
         ...
 
     def shard_ids(self, path: str) -> Sequence[str]:

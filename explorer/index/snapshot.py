@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Protocol
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from explorer.index.backend import Hit, Restriction, Scope, ScopeError, SnapshotCounts, Spread
 from explorer.index.dense import DenseIndex
+from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
 from explorer.index.store import name_tokens
 from explorer.vault.model import Note, Shard
@@ -27,6 +28,8 @@ class _Owner(Protocol):
     def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph: ...
 
     def _unpin(self) -> None: ...
+
+    def supply_records(self, waiting: list[Pending]) -> None: ...
 
 
 class LocalSnapshot:
@@ -80,6 +83,15 @@ class LocalSnapshot:
         self._released = False
 
     # -- notes and shards -------------------------------------------------------------------
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Read the texts of these notes (and their shards) in one store query, where they were
+        opened lazily and are not whole yet; the notes of this view only, at the content hash they
+        were opened with."""
+        notes = self.notes
+        waiting = [p for p in (pending_of(notes.get(path)) for path in dict.fromkeys(paths)) if p is not None]
+        if waiting:
+            self._owner.supply_records(waiting)
+
     def shard_ids(self, path: str) -> Sequence[str]:
         return self._by_path.get(path, ())
 

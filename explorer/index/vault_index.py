@@ -222,6 +222,22 @@ class VaultIndex:
         """Drop cached vectors that no current shard uses (of the current model); returns how many."""
         return self.writer.vectors.prune_vectors()
 
+    def supply_records(self, waiting: list[Pending]) -> None:
+        """Fill lazily opened notes from their stored records in one query (no index lock: a search's
+        read). A record whose stored hash is not the one the note was opened with is left out, so a
+        note never takes another version's text; what is left loads on first use as before."""
+        store = self.store
+        if store is None or not waiting:
+            return
+        try:
+            records = store.load_records({p.path: p.hash for p in waiting})
+        except Exception:  # noqa: BLE001 - a store fault, or a store closed since: first use reads it
+            return
+        for p in waiting:
+            got = records.get(p.path)
+            if got is not None:
+                p.supply(*got)
+
     def load_all_notes(self) -> None:
         """Make every lazily opened note whole now, in one pass over the store."""
         self.writer.load_all_notes()

@@ -416,7 +416,7 @@ class SearchPipeline:
         if run.rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
             ke1 = max(ke1, s.rerank_pass1_candidates)
         pass1 = entries[:ke1]
-        results = [self._builder.result(snap, e, parsed, kc=s.pass1_shards, qvec=run.qvec) for e in pass1]
+        results = self._builder.results(snap, pass1, parsed, kc=s.pass1_shards, qvec=run.qvec)
         passes = [
             PassInfo(
                 1,
@@ -490,10 +490,9 @@ class SearchPipeline:
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
-            kb_results = [
-                self._builder.result(run.snap, e, run.parsed, kc=s.pass1_shards, qvec=run.qvec)
-                for e in kb_entries[:PASS1_ENTRIES]
-            ]
+            kb_results = self._builder.results(
+                run.snap, kb_entries[:PASS1_ENTRIES], run.parsed, kc=s.pass1_shards, qvec=run.qvec
+            )
             kb_quality = assess(kb_results, run.qvecs is not None)
             # The page is full when as many relevant knowledge notes as pass 1 would show were found.
             # A query that names a note outside the knowledge notes searches everything.
@@ -572,10 +571,9 @@ class SearchPipeline:
             dialog=run.fusion == "score",
         )
         entries2 = self._fuse(rankings2, 2, run)
-        found2 = [
-            self._builder.result(snap, e, run.parsed, kc=PASS2_SHARDS, qvec=run.qvec)
-            for e in entries2[:PASS2_ENTRIES]
-        ]
+        found2 = self._builder.results(
+            snap, entries2[:PASS2_ENTRIES], run.parsed, kc=PASS2_SHARDS, qvec=run.qvec
+        )
         top1 = max((r.rrf_score for r in out.results), default=0.0)
         top2 = max((r.rrf_score for r in found2), default=0.0)
         # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
@@ -736,6 +734,7 @@ class SearchPipeline:
             dates = self._retriever.dates
             paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
         results = []
+        snap.prefetch(paths[:k])
         for path in paths[:k]:
             ids = [n for n in snap.shard_ids(path) if n in allowed]
             fused = [Fused(n, 0.0, (), 0) for n in ids]

@@ -27,6 +27,18 @@ class ResultBuilder:
         self.dates = dates
         """Each note's date and properties (read from the index itself, per version)."""
 
+    def results(
+        self,
+        snap: Snapshot,
+        entries: Sequence[Entry],
+        parsed: ParsedQuery,
+        kc: int,
+        qvec: np.ndarray | None = None,
+    ) -> list[SearchResult]:
+        """`result` of each entry, the texts of their notes read first in one go (`Snapshot.prefetch`)."""
+        snap.prefetch(e.path for e in entries)
+        return [self.result(snap, e, parsed, kc, qvec) for e in entries]
+
     def result(
         self, snap: Snapshot, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None
     ) -> SearchResult:
