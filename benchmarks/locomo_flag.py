@@ -22,7 +22,6 @@ ones as possible, chosen on four conversations and scored on the fifth.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from collections.abc import Sequence
@@ -61,13 +60,13 @@ def features(records: list[dict[str, Any]], data: Path) -> None:
         if len(named) != 1 or not asked:
             continue
 
-        def idf(w: str) -> float:
+        def idf(w: str, n: int = n, df: dict[str, int] = df) -> float:
             return token_idf(n, df.get(w, 0))
 
         cands = [c[0] for c in r.get("candidates", [])]
         scores = [c[1] for c in r.get("candidates", [])]
         f: dict[str, float] = {}
-        for k in (3, 5, 10, 100):
+        for k in (3, 5, 10, 20, 50, 100):
             mine = [d for d in cands if speaker.get(d) == named[0]][:k]
             other = [d for d in cands if speaker.get(d) not in (None, named[0])][:k]
             f[f"named_cov_{k}"] = max((coverage(asked, toks[d], idf) for d in mine), default=0.0)
@@ -138,7 +137,19 @@ def study(records: list[dict[str, Any]]) -> dict[str, Any]:
     run("recorded", [(w, e, k) for w in weights for e in leads for k in weaks], base)
 
     # The same form on features of k results each side.
-    for kn, ko in ((3, 5), (3, 10), (5, 10), (10, 10), (3, 100), (10, 100), (100, 100)):
+    for kn, ko in (
+        (3, 5),
+        (3, 10),
+        (5, 10),
+        (10, 10),
+        (3, 100),
+        (5, 100),
+        (10, 20),
+        (10, 50),
+        (10, 100),
+        (20, 100),
+        (100, 100),
+    ):
 
         def form(r: dict[str, Any], c: tuple[float, float, float], kn: int = kn, ko: int = ko) -> bool:
             w, lead, weak = c
@@ -181,6 +192,43 @@ def study(records: list[dict[str, Any]]) -> dict[str, Any]:
             for m in (0.0, 0.01, 0.02, 0.05)
         ],
         margin,
+    )
+
+    def with_match(r: dict[str, Any], c: tuple[float, float, float, float]) -> bool:
+        w, lead, weak, v = c
+        if not r.get("named", True):
+            return part(r, "matched") < TURN_MEDIUM
+        value = part(r, "named_coverage") - w * part(r, "other_coverage") + v * (part(r, "named_match") - 0.5)
+        return value < lead or part(r, "matched") < weak
+
+    run(
+        "named_lead + v * (named_match - 0.5)",
+        [
+            (w, e, k, v)
+            for w in (0.6, 0.8, 1.0)
+            for e in leads
+            for k in weaks
+            for v in (0.0, 0.1, 0.2, 0.3, 0.5)
+        ],
+        with_match,
+    )
+
+    def rare_none(r: dict[str, Any], c: tuple[float, float, float, float]) -> bool:
+        w, lead, weak, x = c
+        f = r.get("feat")
+        extra = bool(f is not None and not f["rare_named"] and not f["rare_other"] and part(r, "matched") < x)
+        return base(r, (w, lead, weak)) or extra
+
+    run(
+        "recorded + rarest word in nobody's results",
+        [
+            (w, e, k, x)
+            for w in (0.6, 0.8, 1.0)
+            for e in leads
+            for k in weaks
+            for x in (0.0, 0.3, 0.4, 0.5, 0.6)
+        ],
+        rare_none,
     )
     return report
 
