@@ -26,7 +26,9 @@ the in-sample one (the grid's best on all paragraphs).
 
 **Latency.** On the 10k-note vault of benchmarks.speed (stand-in vectors, real query model), a
 person types at the end of a paragraph: one word is added, then the list is asked for, as the
-writer does after a pause. Timed: the suggestion call (mentions + one hybrid pass) and, paired in
+writer does after a pause; eight words go into one paragraph before the next is picked (the CPU
+time of the first word's call, when none of the paragraph's sentences has a vector kept, is
+reported on its own). Timed: the suggestion call (mentions + one hybrid pass) and, paired in
 the same loop (alternating which runs first), the former related-only call; reported as median
 and p95, and the time from the pause to the list: ``RELATED_DELAY`` + the mentions (the named
 notes show then) and ``RELATED_DELAY`` + the whole call (the list complete). No search is answered
@@ -61,6 +63,8 @@ from benchmarks.common import (
 
 K = 5
 FOLDS = 5
+#: Latency: words typed at the end of one paragraph before moving to another.
+WORDS_PER_PARAGRAPH = 8
 GRID_SENTENCE = (1.0, 1.5, 2.0, 3.0, 5.0)
 GRID_FUZZY = (0.5, 0.8, 1.0)
 GRID_SCOPE = ("paragraph", "sentence", "both")
@@ -165,7 +169,9 @@ def bm25_top(index: Any, query: str, own: str, k: int = K) -> list[str]:
     return paths
 
 
-def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any]:
+def quality(
+    vault: Path, cache: Path, scope: str | None = None, sentence_vectors: bool | None = None
+) -> dict[str, Any]:
     """All rows of the quality table for one vault."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
@@ -175,7 +181,11 @@ def quality(vault: Path, cache: Path, scope: str | None = None) -> dict[str, Any
     base = make_pipeline(index, settings)
     pipeline = MemoPipeline(base)
     todo = cases(index)
-    sug = LinkSuggester(base)
+    sug = (
+        LinkSuggester(base)
+        if sentence_vectors is None
+        else LinkSuggester(base, sentence_vectors=sentence_vectors)
+    )
     scopes = GRID_SCOPE if scope is None else (scope,)
     sug.related = MemoPipeline(sug.related)
     log(f"{vault.name}: {len(todo)} links in {len({(c['note'], c['paragraph']) for c in todo})} paragraphs")
@@ -304,16 +314,22 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     mention_ms: list[float] = []
     new_cpu: list[float] = []  # CPU time of this process: what the call costs whatever the other processes do
     old_cpu: list[float] = []
+    cold_cpu: list[float] = []  # the first word typed in a paragraph (no sentence of it has a vector yet)
+    text, cursor, path = "", 0, ""
     for i in range(edits + 5):
-        path = rng.choice(paths)
-        note = index.note(path)
-        text = note.text if note is not None else ""
-        paras = _paragraphs(text, note.body_start if note is not None else 0)
-        if not paras:
-            continue
-        _lo, hi = rng.choice(paras)
-        text = text[:hi] + " " + " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))) + text[hi:]
-        cursor = hi + 1
+        if i % WORDS_PER_PARAGRAPH == 0:
+            # A person moves to another paragraph and types WORDS_PER_PARAGRAPH words at its end.
+            while True:
+                path = rng.choice(paths)
+                note = index.note(path)
+                text = note.text if note is not None else ""
+                paras = _paragraphs(text, note.body_start if note is not None else 0)
+                if paras:
+                    break
+            _lo, cursor = rng.choice(paras)
+        add = " " + rng.choice(words)
+        text = text[:cursor] + add + text[cursor:]
+        cursor += len(add)
         first = i % 2 == 0  # alternate which call runs first, so neither always meets a warm cache
         for which in ("new", "old") if first else ("old", "new"):
             t = time.perf_counter()
@@ -325,6 +341,8 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
                     new_ms.append(took)
                     new_cpu.append((time.process_time() - c) * 1000)
                     mention_ms.append(res.timings_ms["mentions"])
+                    if i % WORDS_PER_PARAGRAPH == 0:
+                        cold_cpu.append(new_cpu[-1])
             else:
                 start, end = paragraph_bounds(text, cursor)
                 pipeline.search(plain_query(text[start:end]), k=9, two_pass=False, rerank=False, record=False)
@@ -343,6 +361,7 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
         "former_call_ms": summary(old_ms),
         "ratio_median": round(statistics.median(ratios), 3) if ratios else None,
         "suggest_cpu_ms": summary(new_cpu),
+        "suggest_cpu_first_word_ms": summary(cold_cpu),
         "former_call_cpu_ms": summary(old_cpu),
         "related_delay_ms": delay_ms,
         "pause_to_list_ms": {
@@ -373,7 +392,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
-    parser.add_argument("--no-generated", action="store_true", help="skip the generated vault")
+    parser.add_argument("--no-generated", action="store_true", help="skip the generated vaults")
+    parser.add_argument(
+        "--links",
+        choices=("random", "text", "both"),
+        default="both",
+        help="which generated vaults: random links, links that follow the text, or both (default)",
+    )
     parser.add_argument("--latency", action="store_true", help="measure the latency at --size notes instead")
     parser.add_argument("--size", type=int, default=10_000, help="notes of the latency vault")
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
@@ -381,6 +406,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scope",
         choices=("paragraph", "sentence", "both"),
         help="only this related-search scope (default: the grid of all three)",
+    )
+    parser.add_argument(
+        "--whole-text-vectors",
+        action="store_true",
+        help="the related search embeds its whole query at each call (not sentence by sentence)",
     )
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     args = parser.parse_args(argv)
@@ -416,15 +446,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(
             f"CPU time per call (this process, all its threads): suggest {res['suggest_cpu_ms']['median']} / "
-            f"{res['suggest_cpu_ms']['p95']} ms, former call {res['former_call_cpu_ms']['median']} / "
+            f"{res['suggest_cpu_ms']['p95']} ms (first word in a paragraph "
+            f"{res['suggest_cpu_first_word_ms'].get('median')} / {res['suggest_cpu_first_word_ms'].get('p95')}), "
+            f"former call {res['former_call_cpu_ms']['median']} / "
             f"{res['former_call_cpu_ms']['p95']} ms (median / p95)"
         )
     else:
         vaults: list[tuple[str, Path]] = []
         if not args.no_generated:
-            generated = work / f"obsidian-vault-{args.seed}"
-            obsidian_vault.write(generated, args.seed)
-            vaults.append((f"generated (seed {args.seed})", generated))
+            for style in obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,):
+                generated = work / f"obsidian-vault-{args.seed}-{style}"
+                obsidian_vault.write(generated, args.seed, links=style)
+                vaults.append((f"generated, {style} links (seed {args.seed})", generated))
         vaults.extend((v.name, v.resolve()) for v in args.vaults)
         table = []
         for name, vault in vaults:
@@ -432,6 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 vault,
                 work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}",
                 args.scope,
+                False if args.whole_text_vectors else None,
             )
             report[name] = res
             for row, rates in res["rows"].items():

@@ -7,6 +7,17 @@ content); about 40 % carry frontmatter `aliases` (abbreviations, short names, fi
 Bodies are sentences from the note's topic that link to related notes by name (`[[Name]]`,
 sometimes `[text](Name.md)`), so a note's name also appears in the notes around it, and maps of
 content link to dozens of notes: the hard case for finding a note by its name.
+
+Two ways of linking (`links=`):
+
+- `random` (the default, what the other benchmarks read): a sentence about the note's own topic
+  ends with a link to a note picked uniformly from the whole vault, so nothing in the text around
+  a link points to its note.
+- `text`: links follow the text, as a person writes them. Every note has words of its own (a
+  subject's words, shared by its facet notes, plus a few of each note's) and its sentences lean on
+  them; a sentence that links to a note is written about that note: some of its words come from
+  the linked note's own words, and the link stands inside the sentence (`... as in [[Name]] ...`),
+  at its start or at its end. The linked note is one of the same topic more often than not.
 """
 
 from __future__ import annotations
@@ -378,8 +389,14 @@ class GenNote:
     """The file's content."""
 
 
-def generate(seed: int = 7, facets_per_subject: int = 2) -> list[GenNote]:
-    """The notes of the vault (about 300), reproducible from `seed`."""
+#: Link styles of `generate`.
+LINK_STYLES = ("random", "text")
+
+
+def generate(seed: int = 7, facets_per_subject: int = 2, links: str = "random") -> list[GenNote]:
+    """The notes of the vault (about 300), reproducible from `seed`; `links` as the module says."""
+    if links not in LINK_STYLES:
+        raise ValueError(f"links must be one of {LINK_STYLES}, not {links!r}")
     rng = random.Random(seed)
     plans: list[tuple[str, str, tuple[str, ...], list[str]]] = []  # folder, name, aliases, words
     taken: set[str] = set()
@@ -426,9 +443,13 @@ def generate(seed: int = 7, facets_per_subject: int = 2) -> list[GenNote]:
             plan("Meetings", f"{day} 1-1 with {who}", (), every_word)
 
     names = [p[1] for p in plans]
+    own = _own_words(random.Random(f"{seed}/own"), plans) if links == "text" else {}
     notes: list[GenNote] = []
     for folder, name, aliases, words in plans:
-        body = _body(rng, name, words, names, hub=name.endswith(" MOC"), folder=folder, all_plans=plans)
+        if links == "text":
+            body = _text_body(rng, name, folder, words, own, plans)
+        else:
+            body = _body(rng, name, words, names, hub=name.endswith(" MOC"), folder=folder, all_plans=plans)
         fm = ["---", f"tags: [{folder.lower()}]"]
         if aliases:
             fm.append("aliases:")
@@ -481,9 +502,89 @@ def _body(
     return "\n\n".join(sections) + "\n"
 
 
-def write(vault: Path, seed: int = 7) -> list[GenNote]:
+def _own_words(
+    rng: random.Random, plans: list[tuple[str, str, tuple[str, ...], list[str]]]
+) -> dict[str, list[str]]:
+    """Each note's own words: its subject's (shared by the subject's facet notes) and a few of its own."""
+    subject_words: dict[str, list[str]] = {}
+    out: dict[str, list[str]] = {}
+    subjects = {s: t for t, spec in TOPICS.items() for s in spec["subjects"]}
+    for _folder, name, _aliases, words in plans:
+        subject = next((s for s in subjects if name == s or name.startswith(s + " ")), None)
+        if subject is not None and subject not in subject_words:
+            subject_words[subject] = rng.sample(words, 4)
+        base = subject_words.get(subject, []) if subject is not None else []
+        mine = rng.sample([w for w in words if w not in base], 6 - len(base) if base else 5)
+        out[name] = base + mine
+    return out
+
+
+def _text_body(
+    rng: random.Random,
+    name: str,
+    folder: str,
+    words: list[str],
+    own: dict[str, list[str]],
+    plans: list[tuple[str, str, tuple[str, ...], list[str]]],
+) -> str:
+    """A body whose links follow the text (see the module's `text` links)."""
+    mine = own[name]
+    same = [p[1] for p in plans if p[0] == folder and p[1] != name]
+    others = [p[1] for p in plans if p[1] != name]
+    topic_words = {p[1]: p[3] for p in plans}
+
+    def about(focus: list[str], n: int, vocabulary: list[str]) -> list[str]:
+        # Half or more of a sentence's words are the note's own, the rest its topic's.
+        k = min(len(focus), max(2, (n + 1) // 2))
+        picked = rng.sample(focus, k)
+        rest = [w for w in vocabulary if w not in picked]
+        return picked + rng.sample(rest, n - k)
+
+    def link(target: str) -> str:
+        if rng.random() < 0.7:
+            return f"[[{target}]]"
+        return f"[{target.lower()}]({target.replace(' ', '%20')}.md)"
+
+    if name.endswith(" MOC"):
+        lines = [f"Everything about {folder.lower()} in one place.", ""]
+        lines += [f"- {link(m)} — {' '.join(rng.sample(own[m], 3))}" for m in same]
+        return "\n".join(lines) + "\n"
+    sections = []
+    for s in range(rng.randint(1, 3)):
+        sents = []
+        for _ in range(rng.randint(2, 5)):
+            n = rng.randint(5, 9)
+            if rng.random() < 0.35:
+                target = rng.choice(same if same and rng.random() < 0.6 else others)
+                theirs = about(own[target], n, topic_words[target])
+                rng.shuffle(theirs)
+                cut = rng.randint(2, len(theirs) - 2)
+                form = rng.random()
+                if form < 0.4:
+                    sent = f"{rng.choice(FILLER)} {' '.join(theirs[:cut])}, as in {link(target)}, {' '.join(theirs[cut:])}."
+                elif form < 0.7:
+                    sent = f"{rng.choice(FILLER)} {' '.join(theirs)} (see {link(target)})."
+                else:
+                    sent = f"{link(target)}: {' '.join(theirs)}."
+            else:
+                ws = about(mine, n, words)
+                rng.shuffle(ws)
+                sent = f"{rng.choice(FILLER)} {' '.join(ws)}."
+            if rng.random() < 0.15:
+                sent += f" {name.split(' - ')[-1]} again."
+            sents.append(sent)
+        head = (
+            f"## {rng.choice(['Notes', 'Details', 'Open questions', 'Log', 'Summary', 'Steps'])}\n\n"
+            if s
+            else ""
+        )
+        sections.append(head + " ".join(sents))
+    return "\n\n".join(sections) + "\n"
+
+
+def write(vault: Path, seed: int = 7, links: str = "random") -> list[GenNote]:
     """Write the vault under `vault` (only files whose content differs); returns its notes."""
-    notes = generate(seed)
+    notes = generate(seed, links=links)
     vault.mkdir(parents=True, exist_ok=True)
     wanted = set()
     for note in notes:

@@ -1,6 +1,6 @@
 """One-shot `explorer search --json` as a person runs it: a new process per query, whole process timed.
 
-Run with ``python -m benchmarks.oneshot --vault V [--runs 9] [--baseline DIR] [--served]``.
+Run with ``python -m benchmarks.oneshot --vault V [--runs 9] [--baseline DIR] [--served] [--text]``.
 
 Each run starts ``python -m explorer search QUERY --json`` and times it from start to exit (its
 interpreter start-up, imports, index open, model load and search included). Every run asks a
@@ -41,7 +41,10 @@ from benchmarks.common import (
 PING = r"""
 import sys
 from pathlib import Path
-from explorer.engine import ask
+try:
+    from explorer.engine.server import ask
+except ImportError:  # a tree from before the engine package
+    from explorer.engine import ask
 sys.exit(0 if ask(Path(sys.argv[1]), {"op": "ping"}) else 1)
 """
 
@@ -77,7 +80,7 @@ def _cpu_children() -> float:
 
 
 def _one(
-    src: Path, vault: Path, query: str, served: bool, cache: Path | None = None
+    src: Path, vault: Path, query: str, served: bool, cache: Path | None = None, text: bool = False
 ) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, bytes printed) of one `explorer search` process.
 
@@ -85,7 +88,9 @@ def _one(
     serving process, still running, is not in it. On a shared machine it moves less than the wall
     time, which includes waiting for a core.
     """
-    cmd = [sys.executable, "-m", "explorer", "search", query, "--json", "--vault", str(vault)]
+    cmd = [sys.executable, "-m", "explorer", "search", query, "--vault", str(vault)]
+    if not text:
+        cmd.append("--json")
     if not served:
         cmd.append("--local")
     if cache is not None:
@@ -120,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="the baseline searches this index folder, the new tree the vault's own (different store schemas)",
     )
+    parser.add_argument("--text", action="store_true", help="the plain-text output instead of --json")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
@@ -139,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             server = _serve(src, vault, args.warm)
             try:
                 for i in range(args.runs + 1):
-                    wall, cpu, size = _one(src, vault, queries[i * len(trees) + j], True)
+                    wall, cpu, size = _one(src, vault, queries[i * len(trees) + j], True, text=args.text)
                     if i:  # the first run warms the page cache of the command's own files
                         walls[name].append(wall)
                         cpus[name].append(cpu)
@@ -153,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             order = list(trees) if i % 2 == 0 else list(reversed(trees))
             for j, name in enumerate(order):
                 cache = args.baseline_cache.resolve() if name == "baseline" and args.baseline_cache else None
-                wall, cpu, size = _one(trees[name], vault, queries[i * len(trees) + j], False, cache)
+                wall, cpu, size = _one(
+                    trees[name], vault, queries[i * len(trees) + j], False, cache, text=args.text
+                )
                 if i:
                     walls[name].append(wall)
                     cpus[name].append(cpu)
@@ -163,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "oneshot",
         "vault": str(vault),
         "served": args.served,
+        "output": "text" if args.text else "json",
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "load_average": os.getloadavg(),
@@ -182,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "min": round(min(ratios), 3),
                 "max": round(max(ratios), 3),
             }
-    suffix = f"-{args.tag}" if args.tag else ""
+    suffix = ("-text" if args.text else "") + (f"-{args.tag}" if args.tag else "")
     write_json(args.out / f"oneshot-{'served' if args.served else 'local'}-{vault.name}{suffix}.json", report)
     print(
         markdown_table(

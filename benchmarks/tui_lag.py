@@ -12,6 +12,12 @@ idle after each key, which hides stalls), and each waits for its final results b
 Reported per phase (opening, typing, idle): ticks, median / p99 / max gap and the count of gaps
 over 100 ms (a visible stall); for the typing phase also the echo latency of each key (from the key
 event sent to the search box holding the typed text).
+
+With ``--writer N`` a writing phase follows: a note opens in writing mode and N words are typed
+key by key at its end (the same cadence, a new paragraph every ten words), each followed by a
+pause. Reported beside the phase's gaps and key echo (from the key sent to the editor holding the
+text): the time from the word's last key to the link suggestions for the paragraph with that word
+on screen (the writer's list updated: named notes, and the whole list), median and p95.
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ async def _wait(pilot: Any, predicate: Any, timeout: float) -> bool:
 
 
 class Echo:
-    """Echo latency of typed keys: from sending a key to the search box's `Changed` with that text."""
+    """Echo latency of typed keys: from sending a key to the search box's (or the editor's) `Changed` with that text."""
 
     def __init__(self) -> None:
         self.sent: dict[str, float] = {}
@@ -88,10 +94,15 @@ class Echo:
         self.sent[value] = time.perf_counter()
 
     def hook(self, message: Any) -> None:
-        from textual.widgets import Input
+        from textual.widgets import Input, TextArea
 
+        value = None
         if isinstance(message, Input.Changed) and message.input.id == "search":
-            t = self.sent.pop(message.value, None)
+            value = message.value
+        elif isinstance(message, TextArea.Changed):
+            value = message.text_area.text
+        if value is not None:
+            t = self.sent.pop(value, None)
             if t is not None:
                 self.latencies.append((time.perf_counter() - t) * 1000)
 
@@ -110,12 +121,105 @@ def type_key(app: Any, char: str) -> None:
     """Send one typed character to the app as its terminal driver would (no waiting)."""
     from textual import events
 
-    event = events.Key("space" if char == " " else char, char)
+    key = {" ": "space", "\n": "enter"}.get(char, char)
+    event = events.Key(key, "\r" if char == "\n" else char)
     event.set_sender(app)
     app._driver.send_message(event)
 
 
-async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) -> dict[str, Any]:
+class Shown:
+    """When the writer's list was updated, and with what (a spy on `WriterScreen.on_related_found`)."""
+
+    def __init__(self) -> None:
+        from explorer.tui.screens.writer import WriterScreen
+
+        self.updates: list[tuple[float, str, bool]] = []
+        """(time, the paragraph searched, whole list) of every list shown."""
+        self._cls = WriterScreen
+        self._orig = WriterScreen.on_related_found
+        spy = self
+
+        def on_related_found(screen: Any, message: Any) -> None:
+            spy._orig(screen, message)
+            if message.seq == screen._seq:
+                spy.updates.append(
+                    (time.perf_counter(), message.paragraph, message.suggestions.results is not None)
+                )
+
+        WriterScreen.on_related_found = on_related_found  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._cls.on_related_found = self._orig  # type: ignore[method-assign]
+
+    def after(self, t: float, word: str, whole: bool) -> float | None:
+        """ms from `t` to the first list shown after it for a paragraph ending in `word` (the whole list
+        when `whole`), None when there was none."""
+        for at, paragraph, complete in self.updates:
+            if at > t and paragraph.endswith(word) and (complete or not whole):
+                return (at - t) * 1000
+        return None
+
+
+async def write_words(
+    app: Any, pilot: Any, words: Sequence[str], key_gap_s: float, echo: Echo, pause_s: float = 0.6
+) -> dict[str, Any]:
+    """Open a note in writing mode and type `words` at its end; the list's latency after each word."""
+    from textual.widgets import TextArea
+
+    from explorer.tui.messages import EditNote
+    from explorer.tui.screens.writer import WriterScreen
+
+    path = sorted(app.index.note_titles())[0]
+    app.post_message(EditNote(path))
+    await _wait(pilot, lambda: isinstance(app.screen, WriterScreen), 30)
+    screen = app.screen
+    editor = screen.query_one(TextArea)
+    await pilot.pause(1.0)
+    editor.move_cursor(editor.document.end)
+    shown = Shown()
+    named: list[float | None] = []
+    whole: list[float | None] = []
+    try:
+        for n, word in enumerate(words):
+            typed = ("\n\n" if n % 10 == 0 else " ") + word
+            for ch in typed:
+                echo.expect(editor.text + ch)
+                type_key(app, ch)
+                await asyncio.sleep(key_gap_s)
+            t = time.perf_counter() - key_gap_s  # since the last key
+            await _wait(pilot, lambda t=t, word=word: shown.after(t, word, True) is not None, 10)
+            named.append(shown.after(t, word, False))
+            whole.append(shown.after(t, word, True))
+            await pilot.pause(pause_s)
+    finally:
+        shown.close()
+    return {
+        "note": path,
+        "words": len(words),
+        "list_after_last_key_ms": _summary(whole),
+        "first_update_after_last_key_ms": _summary(named),
+        "missing": sum(x is None for x in whole),
+    }
+
+
+def _summary(values: Sequence[float | None]) -> dict[str, Any]:
+    got = [v for v in values if v is not None]
+    if not got:
+        return {}
+    return {
+        "n": len(got),
+        "median": round(statistics.median(got), 1),
+        "p95": round(percentile(got, 95), 1),
+        "max": round(max(got), 1),
+    }
+
+
+async def measure(
+    vault: Path,
+    queries: Sequence[str],
+    key_gap_s: float = 0.08,
+    writer_words: Sequence[str] = (),
+) -> dict[str, Any]:
     """Run the app on `vault`, open, type `queries`; the ticker's report plus open timings."""
     from explorer.config import load_settings
     from explorer.tui.app import ExplorerApp
@@ -159,8 +263,14 @@ async def measure(vault: Path, queries: Sequence[str], key_gap_s: float = 0.08) 
             ticker.phase = "idle"
             await pilot.pause(2.0)
             out["mode"] = screen.results.mode.to_dict() if screen.results is not None else {}
+            if writer_words:
+                out["echo_search_box"] = echo.report()
+                echo.latencies.clear()
+                ticker.phase = "writing"
+                out["writer"] = await write_words(app, pilot, writer_words, key_gap_s, echo)
+                out["writer"]["echo"] = echo.report()
     out["phases"] = ticker.report()
-    out["echo"] = echo.report()
+    out["echo"] = out.pop("echo_search_box", None) or echo.report()
     return out
 
 
@@ -170,6 +280,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=12)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
+    parser.add_argument(
+        "--writer",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then type N words in writing mode (0: no writing phase)",
+    )
+    parser.add_argument("--skip-search", action="store_true", help="type no search queries (with --writer)")
+    parser.add_argument(
+        "--writer-delay",
+        type=float,
+        help="the writer's quiet time before it asks for suggestions, s (default: the shipped RELATED_DELAY)",
+    )
     parser.add_argument(
         "--no-embedding",
         action="store_true",
@@ -192,9 +315,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = [q for q in make_queries(vocabulary(), args.queries * 3) if 2 <= len(q.split()) <= 4][
         : args.queries
     ]
-    log(f"typing {len(queries)} queries into the app on {args.vault}")
-    report = asyncio.run(measure(args.vault, queries))
+    if args.skip_search:
+        queries = []
+    if args.writer_delay is not None:
+        from explorer.tui.screens import writer
+
+        writer.RELATED_DELAY = args.writer_delay
+    import random
+
+    rng = random.Random(3)
+    writer_words = [rng.choice(vocabulary()[100:5000]) for _ in range(args.writer)]
+    log(f"typing {len(queries)} queries and {len(writer_words)} words into the app on {args.vault}")
+    report = asyncio.run(measure(args.vault, queries, writer_words=writer_words))
     report["machine"] = machine()
+    from explorer.tui.screens.writer import RELATED_DELAY
+
+    report["writer_delay_s"] = RELATED_DELAY
     report["no_embedding"] = args.no_embedding
     rows = [
         [
@@ -219,6 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"index ready {report.get('index_ready_s')} s, model ready {report.get('model_ready_s')} s; "
         f"results after the last key (ms): {report.get('results_after_last_key_ms')}"
     )
+    if "writer" in report:
+        w = report["writer"]
+        print(
+            f"writing mode, {w['words']} words: link suggestions after the word's last key (ms) "
+            f"{w['list_after_last_key_ms']}, first update {w['first_update_after_last_key_ms']}, "
+            f"none shown {w['missing']}; key echo in the editor (ms) {w['echo']}"
+        )
     name = f"tui-lag{'-' + args.tag if args.tag else ''}.json"
     write_json(args.out / name, report)
     log(f"wrote {args.out / name}")

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, write_notes
 from explorer.config import load_settings
-from explorer.engine import SearchServer, ask, settings_key, socket_path
+from explorer.engine.server import SearchServer, ask, settings_key, socket_path
 from explorer.index.vault_index import VaultIndex
 
 FLAGS = {"index.embeddings": False}
@@ -97,9 +97,15 @@ def test_a_running_index_answers_the_command_line_and_sees_every_saved_change(
             "search", "zeppelins", "--vault", str(root), "--json", "--no-embeddings", runtime=runtime
         )
         assert Counting.answered == 2 and _results(served.stdout)[0][0].startswith("fresh.md")
-        # Plain output too, when the server can render it; otherwise the command answers itself.
+        # Plain output too: the command rebuilds the served results and prints them itself, as it
+        # prints its own (the timings line aside).
         plain = _cli("search", "zeppelins", "--vault", str(root), "--no-embeddings", runtime=runtime)
-        assert plain.returncode == 0 and "fresh.md" in plain.stdout
+        assert plain.returncode == 0 and Counting.answered == 3
+        local = _cli(
+            "search", "zeppelins", "--vault", str(root), "--no-embeddings", "--local", runtime=runtime
+        )
+        assert plain.stdout.splitlines()[:-1] == local.stdout.splitlines()[:-1]
+        assert "fresh.md" in plain.stdout
         # Other settings: not this server's business; the command answers itself, correctly.
         other = _cli(
             "search",
@@ -112,7 +118,7 @@ def test_a_running_index_answers_the_command_line_and_sees_every_saved_change(
             "search.top_k=3",
             runtime=runtime,
         )
-        assert Counting.answered == 2 and _results(other.stdout)[0][0].startswith("fresh.md")
+        assert Counting.answered == 3 and _results(other.stdout)[0][0].startswith("fresh.md")
         assert ask(root, {"op": "search", "query": "kites", "settings": "nope"}) is None
         assert ask(root, {"op": "search", "query": "kites", "settings": settings_key(settings), "k": 2})[
             "results"

@@ -258,7 +258,7 @@ def test_kill_during_write_leaves_a_store_that_opens(tmp_path: Path) -> None:
 
 def test_store_schema_version_is_recorded(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    row = store._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    row = store.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
     assert row[0] == str(store_mod.SCHEMA_VERSION)
     store.close()
 
@@ -383,8 +383,8 @@ def test_vector_file_checked_whole_once_until_it_changes(tmp_path: Path) -> None
     hashes = list(vecs)[::-1]
     found, mat = store.get_matrix("m", hashes)  # checks every row, then stamps the file
     assert found == hashes and np.array_equal(mat, np.stack([vecs[h] for h in hashes]))
-    file = store._vector_file("m")[0]
-    assert store._checked(file) == store._file_stamp(file)
+    file = store.vectors.vector_file("m")[0]
+    assert store.checked(file) == store.file_stamp(file)
     again, mat2 = store.get_matrix("m", hashes)  # the stamped file: no CRC pass, same answer
     assert again == found and np.array_equal(mat2, mat)
     with open(tmp_path / "ix" / file, "r+b") as fh:  # damage one row: the file's stamp no longer matches

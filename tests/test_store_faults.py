@@ -277,8 +277,8 @@ def test_damage_met_by_a_running_index_is_rebuilt_from_memory(tmp_path: Path) ->
     ix = VaultIndex(root, LEXICAL, on_message=messages.append)
     ix.open()
     db = root / ".explorer" / "index.sqlite"
-    ix.store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    ix.store._conn.execute("PRAGMA cache_size=0")  # read the damaged pages, not a cached copy
+    ix.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    ix.store.conn.execute("PRAGMA cache_size=0")  # read the damaged pages, not a cached copy
     _damage_middle(db, every=1)
     (root / "n5.md").write_text("# Note 5\n\nnow about gliders\n", encoding="utf-8")
     (root / "n9.md").unlink()

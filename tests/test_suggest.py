@@ -154,3 +154,73 @@ def test_an_alias_with_control_characters_is_never_matched_or_linked(suggester: 
     assert [s.path for s in found.items if s.kind == "mention"] == ["Hostile/plain name.md"]
     assert all("\x1b" not in s.link for s in found.items)
     assert not any("\x1b" in m.name for m in found.mentions)
+
+
+def test_tags_dashes_and_colons_in_the_paragraph_are_words_not_filters(suggester: LinkSuggester) -> None:
+    # `#baking` would be read as a tag filter (no note has it: an empty list), `---` as an exclusion,
+    # `starter:` as an operator; in a paragraph being written they are words.
+    text = "--- #baking starter: feed the levain flour and water every morning, then bake the loaf"
+    found = _at_end(suggester, text)
+    assert found.results is not None and not found.results.filters
+    assert "Cooking/Sourdough starter.md" in [s.path for s in found.items][:3]
+
+
+def test_the_paragraph_never_grows_into_the_frontmatter(suggester: LinkSuggester) -> None:
+    text = "---\naliases: [Kubernetes notes]\ntags: [ops]\n---\n# Today\n\nShort start"
+    start, end = paragraph_bounds(text, len(text))
+    assert text[start:end] == "# Today\n\nShort start"
+    found = _at_end(suggester, text)
+    assert "aliases" not in found.query and "Kubernetes" not in found.query
+    # With the cursor in the frontmatter, the frontmatter is the paragraph.
+    start, _ = paragraph_bounds(text, 5)
+    assert start == 0
+
+
+def test_sentence_vectors_match_the_whole_text_and_embed_only_new_sentences(embedder) -> None:
+    import numpy as np
+
+    from explorer.search.suggest import SentenceVectors
+
+    calls: list[list[str]] = []
+
+    class Counting:
+        model_id, dim, runtime = embedder.model_id, embedder.dim, embedder.runtime
+
+        def encode(self, texts, batch_size=32):
+            calls.append(list(texts))
+            return embedder.encode(texts, batch_size)
+
+    vectors = SentenceVectors(Counting())
+    para = "Feed the starter flour and water every morning. The levain doubles in six hours."
+    one = vectors.encode([para])[0]
+    whole = embedder.encode([para])[0]
+    assert abs(float(np.linalg.norm(one)) - 1.0) < 1e-5
+    assert float(one @ whole) > 0.9  # the mean of its sentences points where the paragraph does
+    calls.clear()
+    vectors.encode([para + " Then bake"])
+    assert calls == [["Then bake"]]
+
+
+def test_a_long_paragraph_is_cut_at_sentence_boundaries_that_stay_put_while_typing() -> None:
+    text = " ".join(f"Sentence number {i} has a few words in it." for i in range(40))
+    starts = set()
+    for typed in ("", " more", " more words", " more words typed"):
+        t = text + typed
+        start, end = paragraph_bounds(t, len(t))
+        assert end - start <= 600 and end == len(t)
+        assert t[start:].startswith("Sentence number")  # a whole sentence, not a fragment
+        starts.add(start)
+    # The window drops a whole sentence at a time (here at most once for 17 typed characters),
+    # rather than a character at a time.
+    assert len(starts) <= 2
+    # Typing in the middle: both cuts fall after a full stop.
+    middle = len(text) // 2
+    start, end = paragraph_bounds(text, middle)
+    assert text[start:].startswith("Sentence number") and text[:end].endswith(".")
+
+
+def test_an_exclusion_without_a_word_excludes_nothing(suggester: LinkSuggester) -> None:
+    pipeline = suggester.pipeline
+    plain = pipeline.search("starter flour water", record=False)
+    dashed = pipeline.search("starter flour water ---", record=False)
+    assert [r.document_path for r in dashed.results] == [r.document_path for r in plain.results]

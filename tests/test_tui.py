@@ -573,8 +573,9 @@ async def test_writing_mode_related_notes_save_and_search(tui_vault: Path, embed
         assert isinstance(app.screen, MainScreen)
         results = await search(app, pilot, "zorblax")
         assert results.results and results.results[0].document_path == path
+        # The session's embedding loop embeds the saved note's new shards in its own thread.
+        await wait_for(pilot, lambda: not app.index.pending())
         await wait_for(pilot, lambda: app.status.model == "ready")
-        assert not app.index.pending()
 
 
 @sync

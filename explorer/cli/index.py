@@ -277,11 +277,15 @@ def format_batch(report: BatchReport) -> str:
 
 
 def cmd_watch(vault: Path, settings: Settings) -> int:
-    """`explorer watch`: keep the index of `vault` current headless, one log line per batch; Ctrl-C exits 0."""
+    """`explorer watch`: keep the index of `vault` current headless, one log line per batch; Ctrl-C exits 0.
+
+    Runs an engine session: the watcher, the embedding loop and the search server that answers
+    one-shot `explorer search` of this vault while it runs.
+    """
     import signal
 
-    from explorer.engine import new_index
-    from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
+    from explorer.engine import Session, SessionHooks
+    from explorer.index.watch import VAULT_MISSING, WATCHING
 
     def out(line: str) -> None:
         print(safe_text(line), flush=True)
@@ -289,49 +293,34 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     def err(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')}  error: {safe_text(line)}", file=sys.stderr, flush=True)
 
-    index = new_index(
-        vault, settings, on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True)
-    )
-    stop = threading.Event()
-    watcher = VaultWatcher(
-        index,
-        settings,
-        embed=settings.index.embeddings,
+    hooks = SessionHooks(
         on_batch=lambda r: out(format_batch(r)),
-        on_state=lambda s: out(
+        on_watcher=lambda s: out(
             f"{time.strftime('%H:%M:%S')}  {s}" + (f" {vault}" if s in (WATCHING, VAULT_MISSING) else "")
         ),
         on_error=err,
         on_embedded=lambda n: out(f"{time.strftime('%H:%M:%S')}  embedded {n} shard{'s' if n != 1 else ''}"),
     )
+    session = Session(
+        vault,
+        settings,
+        hooks=hooks,
+        on_message=lambda m: print(f"explorer: {safe_text(m)}", file=sys.stderr, flush=True),
+    )
+    stop = threading.Event()
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    from explorer.cli.render import print_results
-    from explorer.engine import serve
-
-    server = None
     try:
-        watcher.start()
-        # One-shot `explorer search` of this vault is answered by this process while it runs.
-        server = serve(
-            vault,
-            index,
-            settings,
-            watcher=watcher,
-            render=lambda results, explain, color, out: print_results(
-                results, explain=explain, color=color, out=out
-            ),
-        )
+        # The watcher's first batch opens the index (reconciling what changed while nothing watched).
+        session.open(defer=True)
+        session.start(watch=True, embed=settings.index.embeddings, serve=True)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
-        if server is not None:
-            server.stop()
-        watcher.stop()
-        index.close()
+        session.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0

@@ -190,61 +190,47 @@ class MemoryService:
         watch: bool = True,
         on_message: Callable[[str], None] | None = None,
     ) -> None:
-        from explorer.engine import open_index
+        from explorer.engine import Session, SessionHooks
 
         self.vault = Path(vault).resolve()
         self.settings = settings
         self.allow_write = allow_write
         self.user = user
         self._say = on_message or (lambda _m: None)
-        self.index, _ = open_index(self.vault, settings, on_message=self._say)
-        self.updated_at = time.time()
-        self.pipeline = _make_pipeline(self.index, settings)
-        self._write_lock = threading.Lock()
-        self._closing = threading.Event()
-        self._embedding: threading.Thread | None = None
-        self.watcher = None
-        if watch:
-            from explorer.index.watch import VaultWatcher
-
-            self.watcher = VaultWatcher(
-                self.index,
-                settings,
-                embed=settings.index.embeddings,
-                on_batch=self._on_batch,
-                on_embedded=lambda _n: self._touch(),
-                on_error=lambda m: self._say(f"watcher: {m}"),
-            )
-            self.watcher.start()
-        elif settings.index.embeddings:
-            self._embedding = threading.Thread(target=self._embed, name="explorer-mcp-embed", daemon=True)
-            self._embedding.start()
-        # One-shot `explorer search` of this vault is answered by this process while it serves.
-        from explorer.cli.render import print_results
-        from explorer.engine import serve
-
-        self._server = serve(
+        self.session = Session(
             self.vault,
-            self.index,
             settings,
-            watcher=self.watcher,
-            render=lambda results, explain, color, out: print_results(
-                results, explain=explain, color=color, out=out
-            ),
+            hooks=SessionHooks(on_error=self._on_error),
+            on_message=self._say,
         )
+        self.session.open()
+        self._write_lock = threading.Lock()
+        # The watcher keeps the index live; one-shot `explorer search` of this vault is answered
+        # by this process while it serves.
+        self.session.start(watch=watch, embed=settings.index.embeddings, serve=True)
 
-    def _embed(self) -> None:
-        try:
-            self.index.embed_pending(cancelled=self._closing.is_set)
-            self._touch()
-        except Exception as exc:  # noqa: BLE001 - the server lives on BM25 only
-            self._say(f"embedding failed: {exc}")
+    @property
+    def index(self) -> Any:
+        """The session's open index."""
+        return self.session.index
 
-    def _on_batch(self, _report: Any) -> None:
-        self._touch()
+    @property
+    def pipeline(self) -> Any:
+        """The session's pipeline."""
+        return self.session.pipeline
 
-    def _touch(self) -> None:
-        self.updated_at = time.time()
+    @property
+    def watcher(self) -> Any:
+        """The session's watcher (None with watching off)."""
+        return self.session.watcher
+
+    @property
+    def updated_at(self) -> float:
+        """When the index last changed."""
+        return self.session.updated_at
+
+    def _on_error(self, message: str) -> None:
+        self._say(message if message.startswith("embedding") else f"watcher: {message}")
 
     def close(self) -> None:
         """Stop serving, the watcher and the background embedding; close the index.
@@ -252,14 +238,7 @@ class MemoryService:
         Every thread that may be inside the model's runtime has ended when this returns: one
         still running there at interpreter exit aborts the process.
         """
-        self._closing.set()
-        if self._embedding is not None:
-            self._embedding.join()  # cancelled between model batches
-        if self._server is not None:
-            self._server.stop()
-        if self.watcher is not None:
-            self.watcher.stop()
-        self.index.close()
+        self.session.close()
 
     # -- freshness ----------------------------------------------------------------------
     def freshness(self) -> dict[str, Any]:
@@ -518,8 +497,7 @@ class MemoryService:
                 rel = self._write_turn(who, text, title, words, now)
             else:
                 rel = self._write_knowledge(who, text, title, now)
-            self.index.refresh(paths=[rel], reread=True)
-            self._touch()
+            self.session.refresh(paths=[rel], reread=True)
         shards = self.index.shards_by_path.get(rel, [])
         return {
             "path": rel,
@@ -666,12 +644,6 @@ def _atomic_write(path: Path, content: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _make_pipeline(index: Any, settings: Settings) -> Any:
-    from explorer.engine import make_pipeline
-
-    return make_pipeline(index, settings)
 
 
 # -- the MCP server ----------------------------------------------------------------------------

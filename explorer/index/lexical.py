@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -13,6 +15,80 @@ import numpy as np
 BM25_K1 = 1.5
 BM25_B = 0.75
 BM25_EPSILON = 0.25
+
+
+class Vocabulary:
+    """The terms an index's idf tables have held, in the order they first did (shared by its later versions).
+
+    Append-only: a term that becomes live again may be listed twice, and a listed term may no
+    longer be live (ask the idf table). Lets a reader that keeps something per term (the typo
+    speller's word list) follow an index from one version to the next without reading its whole
+    vocabulary again.
+    """
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: list[str]) -> None:
+        self.terms = terms
+        """Every term listed so far."""
+
+
+class IdfTable(Mapping[str, float]):
+    """Term -> idf of one version of a `BM25Index`, computed per term when first asked.
+
+    The same values as a table of every term (`BM25Okapi`'s idf, negative idf floored at
+    `epsilon * mean idf`): the mean comes from the count of terms per document frequency, which
+    the index keeps up to date as documents change, so a new version costs work for the terms
+    that changed, not for the whole vocabulary. Valid while its index is unchanged (a snapshot's
+    index is: the writer forks before changing it).
+    """
+
+    def __init__(self, index: BM25Index, n: int, eps: float, size: int, vocabulary: Vocabulary) -> None:
+        self._index = index
+        self._n = n
+        self._eps = eps
+        self._size = size
+        self._values: dict[str, float] = {}
+        self._complete = False
+        self.vocabulary = vocabulary
+        """The terms of this index's tables so far (explorer.index.lexical.Vocabulary)."""
+
+    def get(self, term: str, default: float | None = None) -> float | None:  # type: ignore[override]
+        value = self._values.get(term)
+        if value is not None or self._complete:
+            return default if value is None else value
+        df = self._index._live_df(term)
+        if df <= 0:
+            return default
+        raw = float(np.log(np.float64(self._n - df + 0.5)) - np.log(np.float64(df + 0.5)))
+        value = self._values[term] = self._eps if raw < 0 else raw
+        return value
+
+    def __getitem__(self, term: str) -> float:
+        value = self.get(term)
+        if value is None:
+            raise KeyError(term)
+        return value
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self.get(term) is not None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._complete:
+            self._fill()
+        return iter(self._values)
+
+    def _fill(self, terms: list[str] | None = None, values: list[float] | None = None) -> None:
+        """Compute every term's idf (in the order of the index's vocabulary)."""
+        if terms is None or values is None:
+            terms, df = self._index._document_frequencies()
+            raw = np.log(self._n - df + 0.5) - np.log(df + 0.5)
+            values = np.where(raw < 0, self._eps, raw).tolist()
+        self._values = dict(zip(terms, values))
+        self._complete = True
 
 
 class BM25Index:
@@ -36,7 +112,14 @@ class BM25Index:
         self._doc_terms: list[dict[str, int] | None] = []
         self._postings: dict[str, dict[int, int]] = {}
         self._total_len = 0
-        self._idf: dict[str, float] | None = None
+        self._idf: IdfTable | None = None
+        self._df_hist: dict[int, int] | None = None
+        """Live terms per document frequency, kept once an idf table was built (None before)."""
+        self._df_moved: dict[str, int] = {}
+        """Net change of each term's document frequency since `_df_hist` was last brought up to date."""
+        self._vocabulary: Vocabulary | None = None
+        self._idf_lock = threading.Lock()
+        """Held while a new idf table is made (searches of one snapshot may ask at once)."""
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         # The base segment: documents loaded as arrays (slots 0..base_n-1), see `load_base`.
         self._base_n = 0
@@ -68,6 +151,10 @@ class BM25Index:
         twin._postings = dict(self._postings)
         twin._total_len = self._total_len
         twin._idf = self._idf
+        twin._df_hist = dict(self._df_hist) if self._df_hist is not None else None
+        twin._df_moved = dict(self._df_moved)
+        twin._vocabulary = self._vocabulary
+        twin._idf_lock = threading.Lock()
         twin._arrays = dict(self._arrays)
         twin._base_n = self._base_n
         twin._base_vocab = self._base_vocab
@@ -132,6 +219,10 @@ class BM25Index:
         if self._arrays:
             for term in counts:
                 self._arrays.pop(term, None)
+        if self._df_hist is not None:
+            moved = self._df_moved
+            for term in counts:
+                moved[term] = moved.get(term, 0) + 1
         self._idf = None
 
     def remove(self, key: str) -> bool:
@@ -153,6 +244,10 @@ class BM25Index:
                 if not posting:
                     del self._postings[term]
             self._arrays.pop(term, None)
+        if self._df_hist is not None:
+            moved = self._df_moved
+            for term in counts:
+                moved[term] = moved.get(term, 0) - 1
         self._total_len -= int(self._doc_len[slot])
         self._doc_len[slot] = 0
         self._key_of[slot] = None
@@ -168,17 +263,69 @@ class BM25Index:
         n = len(self._slot_of)
         return self._total_len / n if n else 0.0
 
-    def idf(self) -> dict[str, float]:
-        """Term -> idf, as BM25Okapi computes it (recomputed only after a change)."""
-        if self._idf is None:
-            n = len(self._slot_of)
+    def idf(self) -> IdfTable:
+        """Term -> idf, as BM25Okapi computes it (a new table only after a change).
+
+        The first table reads every term's document frequency; later ones bring the count of
+        terms per document frequency up to date with the terms documents added or removed since,
+        and compute a term's idf when it is asked for.
+        """
+        table = self._idf
+        if table is not None:
+            return table
+        with self._idf_lock:
+            if self._idf is None:
+                self._idf = self._new_idf()
+            return self._idf
+
+    def _new_idf(self) -> IdfTable:
+        """A new idf table (the caller holds `_idf_lock`)."""
+        n = len(self._slot_of)
+        if self._df_hist is None:
             terms, df = self._document_frequencies()
-            idf = np.log(n - df + 0.5) - np.log(df + 0.5)
-            if len(idf):
-                eps = self.epsilon * (float(idf.sum()) / len(idf))
-                idf = np.where(idf < 0, eps, idf)
-            self._idf = dict(zip(terms, idf.tolist()))
-        return self._idf
+            raw = np.log(n - df + 0.5) - np.log(df + 0.5)
+            eps = self.epsilon * (float(raw.sum()) / len(raw)) if len(raw) else 0.0
+            found, counts = np.unique(df.astype(np.int64), return_counts=True)
+            self._df_hist = dict(zip(found.tolist(), counts.tolist()))
+            self._df_moved = {}
+            self._vocabulary = Vocabulary(list(terms))
+            table = IdfTable(self, n, eps, len(terms), self._vocabulary)
+            table._fill(terms, np.where(raw < 0, eps, raw).tolist())
+            return table
+        size, eps = self._settle_frequencies(n)
+        assert self._vocabulary is not None
+        return IdfTable(self, n, eps, size, self._vocabulary)
+
+    def _settle_frequencies(self, n: int) -> tuple[int, float]:
+        """Bring `_df_hist` up to date with `_df_moved`; (live terms, the idf floor) for `n` documents."""
+        hist = self._df_hist
+        assert hist is not None and self._vocabulary is not None
+        appeared = []
+        for term, delta in self._df_moved.items():
+            if not delta:
+                continue
+            new = self._live_df(term)
+            old = new - delta
+            if old > 0:
+                left = hist[old] - 1
+                if left:
+                    hist[old] = left
+                else:
+                    del hist[old]
+            else:
+                appeared.append(term)
+            if new > 0:
+                hist[new] = hist.get(new, 0) + 1
+        self._df_moved = {}
+        if appeared:
+            self._vocabulary.terms.extend(appeared)
+        if not hist:
+            return 0, 0.0
+        df = np.fromiter(hist.keys(), dtype=np.float64, count=len(hist))
+        count = np.fromiter(hist.values(), dtype=np.float64, count=len(hist))
+        size = int(count.sum())
+        raw = np.log(n - df + 0.5) - np.log(df + 0.5)
+        return size, self.epsilon * (float((raw * count).sum()) / size)
 
     def _document_frequencies(self) -> tuple[list[str], np.ndarray]:
         """Every term with at least one live document, and its document frequency."""
@@ -208,6 +355,18 @@ class BM25Index:
         base_terms = self._base_terms
         terms = [base_terms[i] for i in keep.tolist()] + extra_terms
         return terms, np.concatenate([df[keep], np.asarray(extra_df, dtype=np.float64)])
+
+    def _live_df(self, term: str) -> int:
+        """`doc_freq` without building the term's posting arrays."""
+        df = len(self._postings.get(term, ()))
+        tid = self._base_vocab.get(term) if self._base_n else None
+        if tid is not None:
+            ptr = self._base["post_ptr"]
+            lo, hi = int(ptr[tid]), int(ptr[tid + 1])
+            df += hi - lo
+            if self._base_ndead and hi > lo:
+                df -= int(np.count_nonzero(self._base_dead[self._base["post_doc"][lo:hi]]))
+        return df
 
     def doc_freq(self, term: str) -> int:
         """Number of live documents containing `term`."""
@@ -265,6 +424,8 @@ class BM25Index:
         self._doc_len[:n] = arrays["doc_len"]
         self._total_len = int(arrays["doc_len"].sum())
         self._idf = None
+        self._df_hist = None
+        self._df_moved = {}
         self._arrays = {}
 
     def export(self, keys: list[str]) -> tuple[list[str], dict[str, np.ndarray]]:
@@ -287,21 +448,31 @@ class BM25Index:
             term_parts.append(t[keep])
             doc_parts.append(new_id[docs[keep]])
             tf_parts.append(np.asarray(b["post_tf"])[keep].astype(np.int64))
+        # Documents added since the segment (or all, in an index built in memory), in `keys` order:
+        # their terms are numbered in order of first appearance, in C loops over the count dicts.
         base_n = self._base_n
-        for slot in slots.tolist():
-            if slot < base_n and not self._base_dead[slot]:
-                continue
-            counts = self._doc_terms[slot] or {}
-            ids = []
-            for term in counts:
-                tid = term_id.get(term)
-                if tid is None:
-                    tid = term_id[term] = len(vocab)
-                    vocab.append(term)
-                ids.append(tid)
-            term_parts.append(np.asarray(ids, dtype=np.int64))
-            doc_parts.append(np.full(len(ids), new_id[slot], dtype=np.int64))
-            tf_parts.append(np.fromiter(counts.values(), dtype=np.int64, count=len(ids)))
+        own = [s for s in slots.tolist() if not (s < base_n and not self._base_dead[s])]
+        docs_terms = [self._doc_terms[s] or {} for s in own]
+        if docs_terms:
+            first_seen = dict.fromkeys(itertools.chain(vocab, itertools.chain.from_iterable(docs_terms)))
+            for term in itertools.islice(first_seen, len(vocab), None):
+                term_id[term] = len(vocab)
+                vocab.append(term)
+            lengths = np.fromiter(map(len, docs_terms), dtype=np.int64, count=len(docs_terms))
+            total = int(lengths.sum())
+            term_parts.append(
+                np.fromiter(
+                    map(term_id.__getitem__, itertools.chain.from_iterable(docs_terms)),
+                    dtype=np.int64,
+                    count=total,
+                )
+            )
+            doc_parts.append(np.repeat(new_id[np.asarray(own, dtype=np.int64)], lengths))
+            tf_parts.append(
+                np.fromiter(
+                    itertools.chain.from_iterable(c.values() for c in docs_terms), dtype=np.int64, count=total
+                )
+            )
         terms = np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int64)
         docs = np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64)
         tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.int64)
@@ -311,8 +482,10 @@ class BM25Index:
         remap = np.cumsum(used) - 1
         vocab = [w for w, u in zip(vocab, used.tolist()) if u]
         terms = remap[terms]
-        by_term = np.lexsort((docs, terms))
-        by_doc = np.lexsort((terms, docs))
+        # Each (term, document) pair occurs once, so one sort of a combined key orders them as a
+        # lexsort of the two would (and costs half as much).
+        by_term = np.argsort(terms * max(d, 1) + docs)
+        by_doc = np.argsort(docs * max(len(vocab), 1) + terms)
         v = len(vocab)
         arrays: dict[str, np.ndarray] = {
             "doc_len": self._doc_len[slots].astype(np.int64),

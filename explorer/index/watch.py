@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from watchdog.events import (
     DirAttribEvent,
@@ -30,6 +30,7 @@ from watchdog.events import (
 )
 
 from explorer.config import Settings, VaultSettings
+from explorer.index.debounce import Debouncer
 from explorer.vault.scan import is_ignored, with_sidecar
 
 if TYPE_CHECKING:
@@ -69,6 +70,13 @@ STOPPED = "stopped"
 
 _SYNC_PREFIX = "watch-sync-"
 _SIDECAR = "metadata.json"
+
+
+class Pausable(Protocol):
+    """An embedding loop the watcher pauses while it opens the store again."""
+
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +159,7 @@ class VaultWatcher:
     Three threads cooperate. The watchdog observer's callback only records each event (kind and
     vault-relative paths) under a condition variable. The watcher thread waits for a burst to go
     quiet for `debounce_ms` (or for `max_latency_ms` since its first event, so an endless stream
-    still flushes), turns the burst into a set of paths (a folder move or delete becomes every
+    still flushes: `explorer.index.debounce.Debouncer`), turns the burst into a set of paths (a folder move or delete becomes every
     note the index knows under it, a new folder is walked) and applies it with
     `VaultIndex.refresh(paths=..., reread=True)`. Events that arrive while a batch is applied
     wait for the next batch, and a file that changed again between the indexer's stat and read
@@ -182,6 +190,9 @@ class VaultWatcher:
         poll_interval: Seconds between health checks of the vault folder and the observer, and
             between polls while the vault is missing.
         use_polling: Use watchdog's polling observer instead of the native one.
+        embedding: An embedding loop running outside the watcher (an engine session's), paused
+            like the watcher's own while the store is opened again (its `pause()` returns once
+            no vector is being written; `resume()` lets it go on).
     """
 
     def __init__(
@@ -198,6 +209,7 @@ class VaultWatcher:
         max_latency_ms: int | None = None,
         poll_interval: float = 0.5,
         use_polling: bool = False,
+        embedding: Pausable | None = None,
     ) -> None:
         self.index = index
         self.settings = settings or index.settings
@@ -214,6 +226,7 @@ class VaultWatcher:
         self.max_latency = max(self.debounce, cap / 1000)
         self.poll_interval = poll_interval
         self.use_polling = use_polling
+        self.embedding = embedding
         self.state = STOPPED
         self.observer_kind = ""
         """'native' or 'polling' once armed."""
@@ -225,11 +238,8 @@ class VaultWatcher:
         """Full rescans asked for after events were lost (kernel queue overflow)."""
 
         self._cond = threading.Condition()
-        self._events: list[RawEvent] = []
-        self._first_event = 0.0
-        self._last_event = 0.0
-        self._full = False
-        self._busy = False
+        self._batches: Debouncer[RawEvent] = Debouncer(self.debounce, self.max_latency, self._cond)
+        """Raw events until their burst goes quiet (shares `_cond` with the rest of the watcher's state)."""
         self._stopping = False
         self._sync_seen: set[str] = set()
         self._sync_counter = 0
@@ -254,9 +264,7 @@ class VaultWatcher:
         if self._thread is not None:
             raise RuntimeError("watcher already started")
         self._set_state(STARTING)
-        with self._cond:
-            self._full = True
-            self._first_event = self._last_event = time.monotonic() - self.max_latency
+        self._batches.full_now()
         armed = self._arm()
         _OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name="explorer-watch", daemon=True)
@@ -265,9 +273,7 @@ class VaultWatcher:
             self._embed_thread = threading.Thread(target=self._embed_loop, name="explorer-embed", daemon=True)
             self._embed_thread.start()
         if not armed:
-            with self._cond:
-                self._events.append(RawEvent("deleted", True, ""))
-                self._cond.notify_all()
+            self._batches.push(RawEvent("deleted", True, ""))
 
     def stop(self, timeout: float | None = 10.0) -> None:
         """Stop observing and join the threads (the embedding one however long its model batch takes).
@@ -322,7 +328,7 @@ class VaultWatcher:
                 # No marker possible: settle for a quiet period longer than the event pipeline's
                 # delay (a polling observer sees a change only at its next snapshot).
                 quiet = max(self.debounce, 0.1) + (1.5 if self.observer_kind == "polling" else 0.6)
-                while time.monotonic() - max(self._last_event, called) < quiet:
+                while time.monotonic() - max(self._batches.last_event, called) < quiet:
                     if not remaining() or self._stopping:
                         return False
                     self._cond.wait(min(remaining(), quiet))
@@ -330,7 +336,7 @@ class VaultWatcher:
             def idle() -> bool:
                 if self._stopping or self.state == VAULT_MISSING:
                     return True
-                done = not self._events and not self._full and not self._busy
+                done = self._batches.idle()
                 if done and embeddings and self.embed:
                     done = not self._embed_wanted and not self._embed_running
                 return done
@@ -431,25 +437,14 @@ class VaultWatcher:
 
     def request_full_refresh(self, reason: str = "") -> None:
         """Reconcile the whole vault with the index at the next batch (events may have been lost)."""
-        now = time.monotonic()
         with self._cond:
-            if not self._events and not self._full:
-                self._first_event = now
-            self._full = True
-            self._last_event = now
+            self._batches.push_full()
             self.full_requests += 1
-            self._cond.notify_all()
         if reason:
             self._call(self.on_error, f"{reason}: rescanning the vault")
 
     def _push(self, raw: RawEvent) -> None:
-        now = time.monotonic()
-        with self._cond:
-            if not self._events and not self._full:
-                self._first_event = now
-            self._events.append(raw)
-            self._last_event = now
-            self._cond.notify_all()
+        self._batches.push(raw)
 
     def _rel(self, path: bytes | str) -> str | None:
         p = os.fsdecode(path)
@@ -476,21 +471,9 @@ class VaultWatcher:
                     f"change batch failed, retrying in {self._backoff:.0f} s: {type(exc).__name__}: {exc}"
                 )
                 logger.debug("change batch failed", exc_info=True)
-                self._retry_later(events, full)
+                self._batches.put_back(events, full, self._backoff)  # due after the backoff
             finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
-
-    def _retry_later(self, events: list[RawEvent], full: bool) -> None:
-        """Put a failed batch back, due after the current backoff (new events bring it forward)."""
-        with self._cond:
-            due = time.monotonic() + self._backoff
-            self._events[:0] = events
-            self._full = self._full or full
-            self._last_event = max(self._last_event, due - self.debounce)
-            self._first_event = due - self.max_latency
-            self._cond.notify_all()
+                self._batches.finished()
 
     def _next_batch(self) -> tuple[list[RawEvent], bool] | None:
         """Wait for a quiet burst (or the latency cap) and take it; None when stopping.
@@ -499,30 +482,15 @@ class VaultWatcher:
         `poll_interval` seconds.
         """
         while True:
-            check_at = time.monotonic() + self.poll_interval
-            with self._cond:
-                while True:
-                    if self._stopping:
-                        return None
-                    now = time.monotonic()
-                    if self._events or self._full:
-                        due = min(self._last_event + self.debounce, self._first_event + self.max_latency)
-                        if now >= due:
-                            events, self._events = self._events, []
-                            full, self._full = self._full, False
-                            self._busy = True
-                            return events, full
-                        self._cond.wait(due - now)
-                    elif now >= check_at:
-                        break
-                    else:
-                        self._cond.wait(check_at - now)
+            taken = self._batches.wait(time.monotonic() + self.poll_interval, lambda: self._stopping)
+            if taken is not None or self._stopping:
+                return taken
             # Outside the lock: the observer callback must never wait on disk access.
             if self.state == WATCHING and not self._healthy():
                 self._push(RawEvent("deleted", True, ""))
 
     def _handle(self, events: list[RawEvent], full: bool) -> None:
-        changes = self._expand(events)
+        changes = expand_events(events, self.root, self.settings.vault, self.index)
         if (changes.root_gone or self.state != STARTING) and not self._healthy():
             if not self._recover():
                 return
@@ -550,76 +518,6 @@ class VaultWatcher:
             self._set_state(WATCHING)
         if self.embed and (report.shards_added or full):
             self._want_embedding()
-
-    def _expand(self, events: list[RawEvent]) -> ChangeSet:
-        """Turn raw events into paths to re-read (folders become the notes under them)."""
-        vault = self.settings.vault
-        paths: set[str] = set()
-        full = root_gone = False
-
-        def add_file(p: str | None) -> None:
-            note = _note_path(p, vault)
-            if note is not None:
-                paths.add(note)
-
-        for ev in events:
-            if ev.kind == "recheck":
-                add_file(ev.src)
-                continue
-            if not ev.is_dir:
-                add_file(ev.src)
-                add_file(ev.dest)
-                continue
-            if ev.src == "":
-                if ev.kind in ("deleted", "moved"):
-                    root_gone = True
-                elif ev.kind == "attrib":
-                    full = True
-                continue
-            if ev.kind == "attrib" and ev.src is not None:
-                # Folder permissions decide what can be read below it. A readable folder is
-                # rescanned; an unreadable one needs the full scan that records it as skipped.
-                prefix = ev.src + "/"
-                folder_skip = any(k == ev.src or k.startswith(prefix) for k in list(self.index.skipped))
-                if os.access(self.root / ev.src, os.R_OK | os.X_OK) and not folder_skip:
-                    paths.update(self.index.paths_under(ev.src))
-                    paths.update(self._walk(ev.src))
-                else:
-                    full = True
-                continue
-            if ev.src is not None and ev.kind in ("deleted", "moved", "created"):
-                paths.update(self.index.paths_under(ev.src))
-            if ev.kind == "created" and ev.src is not None:
-                paths.update(self._walk(ev.src))
-            if ev.kind == "moved" and ev.dest is not None:
-                paths.update(self.index.paths_under(ev.dest))
-                paths.update(self._walk(ev.dest))
-        return ChangeSet(frozenset(paths), full, root_gone)
-
-    def _walk(self, folder: str) -> list[str]:
-        """Note paths below a vault-relative folder, by the vault's ignore rules."""
-        vault = self.settings.vault
-        if is_ignored(folder, vault, is_dir=True):
-            return []
-        out: list[str] = []
-        seen: set[tuple[int, int]] = set()
-        for dirpath, dirnames, filenames in os.walk(self.root / folder, followlinks=vault.follow_symlinks):
-            try:
-                st = os.stat(dirpath)
-                key = (st.st_dev, st.st_ino)
-            except OSError:
-                dirnames[:] = []
-                continue
-            if key in seen:
-                dirnames[:] = []
-                continue
-            seen.add(key)
-            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
-            dirnames[:] = [d for d in dirnames if not is_ignored(f"{rel_dir}/{d}", vault, is_dir=True)]
-            out.extend(
-                f"{rel_dir}/{name}" for name in filenames if not is_ignored(f"{rel_dir}/{name}", vault)
-            )
-        return out
 
     def _recheck(self, paths: frozenset[str]) -> None:
         """Schedule again each file that changed after the indexer's stat (caught half-written)."""
@@ -663,15 +561,14 @@ class VaultWatcher:
         Returns False when the watcher was stopped meanwhile.
         """
         self._disarm()
-        with self._cond:
-            self._events.clear()
+        self._batches.clear()
         self._set_state(VAULT_MISSING)
         while True:
             with self._cond:
                 if self._stopping:
                     return False
                 # Events of the dead tree are meaningless; the full refresh below covers them.
-                self._events.clear()
+                self._batches.clear()
             if self.root.is_dir() and self._arm():
                 break
             with self._cond:
@@ -688,6 +585,8 @@ class VaultWatcher:
             self._cond.notify_all()
 
     def _pause_embedding(self) -> None:
+        if self.embedding is not None:
+            self.embedding.pause()
         with self._cond:
             self._embed_pause = True
         # Wait for a running embed_pending to stop at its next chunk boundary.
@@ -700,6 +599,8 @@ class VaultWatcher:
             if self.embed:
                 self._embed_wanted = True
             self._cond.notify_all()
+        if self.embedding is not None:
+            self.embedding.resume()
 
     def _embed_loop(self) -> None:
         while True:
@@ -753,6 +654,74 @@ class _Recorder(FileSystemEventHandler):
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         self._watcher._record(event)
+
+
+def expand_events(events: list[RawEvent], root: Path, vault: VaultSettings, index: VaultIndex) -> ChangeSet:
+    """Turn raw events into paths to re-read (folders become the notes under them, as `index` and the disk know them)."""
+    paths: set[str] = set()
+    full = root_gone = False
+
+    def add_file(p: str | None) -> None:
+        note = _note_path(p, vault)
+        if note is not None:
+            paths.add(note)
+
+    for ev in events:
+        if ev.kind == "recheck":
+            add_file(ev.src)
+            continue
+        if not ev.is_dir:
+            add_file(ev.src)
+            add_file(ev.dest)
+            continue
+        if ev.src == "":
+            if ev.kind in ("deleted", "moved"):
+                root_gone = True
+            elif ev.kind == "attrib":
+                full = True
+            continue
+        if ev.kind == "attrib" and ev.src is not None:
+            # Folder permissions decide what can be read below it. A readable folder is
+            # rescanned; an unreadable one needs the full scan that records it as skipped.
+            prefix = ev.src + "/"
+            folder_skip = any(k == ev.src or k.startswith(prefix) for k in list(index.skipped))
+            if os.access(root / ev.src, os.R_OK | os.X_OK) and not folder_skip:
+                paths.update(index.paths_under(ev.src))
+                paths.update(walk_notes(root, ev.src, vault))
+            else:
+                full = True
+            continue
+        if ev.src is not None and ev.kind in ("deleted", "moved", "created"):
+            paths.update(index.paths_under(ev.src))
+        if ev.kind == "created" and ev.src is not None:
+            paths.update(walk_notes(root, ev.src, vault))
+        if ev.kind == "moved" and ev.dest is not None:
+            paths.update(index.paths_under(ev.dest))
+            paths.update(walk_notes(root, ev.dest, vault))
+    return ChangeSet(frozenset(paths), full, root_gone)
+
+
+def walk_notes(root: Path, folder: str, vault: VaultSettings) -> list[str]:
+    """Note paths below a vault-relative folder, by the vault's ignore rules."""
+    if is_ignored(folder, vault, is_dir=True):
+        return []
+    out: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root / folder, followlinks=vault.follow_symlinks):
+        try:
+            st = os.stat(dirpath)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            dirnames[:] = []
+            continue
+        if key in seen:
+            dirnames[:] = []
+            continue
+        seen.add(key)
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        dirnames[:] = [d for d in dirnames if not is_ignored(f"{rel_dir}/{d}", vault, is_dir=True)]
+        out.extend(f"{rel_dir}/{name}" for name in filenames if not is_ignored(f"{rel_dir}/{name}", vault))
+    return out
 
 
 def _note_path(rel: str | None, vault: VaultSettings) -> str | None:

@@ -20,6 +20,7 @@ from datetime import date
 from typing import Any
 
 from explorer.index.backend import Snapshot
+from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Fused
 from explorer.search.quality import coverage, token_idf
 from explorer.search.schema import Contribution, SearchResult
@@ -56,16 +57,50 @@ class Owners:
         self.words: dict[str, tuple[str, ...]] = {}
         self.owner_of: dict[str, str] = {}
         for path, note in notes.items():
-            owner = note_owner(note)
-            if owner is None:
-                continue
-            key = owner.casefold()
-            words = name_words(owner)
-            if not words or len("".join(words)) < MIN_NAME_CHARS:
-                continue
-            self.paths.setdefault(key, set()).add(path)
-            self.words[key] = words
-            self.owner_of[path] = key
+            self._add(path, note)
+
+    def _add(self, path: str, note: Any) -> None:
+        owner = note_owner(note)
+        if owner is None:
+            return
+        key = owner.casefold()
+        words = name_words(owner)
+        if not words or len("".join(words)) < MIN_NAME_CHARS:
+            return
+        self.paths.setdefault(key, set()).add(path)
+        self.words[key] = words
+        self.owner_of[path] = key
+
+    def updated(self, notes: Mapping[str, Any], changed: Iterable[str]) -> Owners:
+        """The owners of `notes`, given that only the notes at `changed` differ from those this was built from.
+
+        A new object (searches of the older version may still read this one); its tables are
+        copied, not rebuilt, so the cost follows the owned notes and the changed ones.
+        """
+        out = Owners({})
+        out.paths = dict(self.paths)
+        out.words = dict(self.words)
+        out.owner_of = dict(self.owner_of)
+        copied: set[str] = set()
+        for path in changed:
+            key = out.owner_of.pop(path, None)
+            if key is not None:
+                if key not in copied:
+                    out.paths[key] = set(out.paths[key])
+                    copied.add(key)
+                out.paths[key].discard(path)
+                if not out.paths[key]:
+                    del out.paths[key]
+                    del out.words[key]
+            note = notes.get(path)
+            if note is not None:
+                owner = note_owner(note)
+                new_key = owner.casefold() if owner is not None else None
+                if new_key is not None and new_key in out.paths and new_key not in copied:
+                    out.paths[new_key] = set(out.paths[new_key])
+                    copied.add(new_key)
+                out._add(path, note)
+        return out
 
     def named(self, query: str) -> list[str]:
         """Owners (folded names) all of whose name words occur in `query`, when they are not every owner."""
@@ -121,20 +156,34 @@ class Dialog:
 
 
 class MemoryCache:
-    """`Owners` and `Dialog` of the current index version, rebuilt when the version changes (thread-safe)."""
+    """`Owners` and `Dialog` of the current index version, brought up to date when the version changes
+    (thread-safe): from the notes that changed since the last version (`changes`), or rebuilt."""
 
-    def __init__(self) -> None:
+    def __init__(self, changes: NoteChanges | None = None) -> None:
         self._lock = threading.Lock()
+        self._changes = changes or NoteChanges()
         self._version = -1
         self._owners = Owners({})
         self._dialog = Dialog({})
+        self._neighbours: object = None
 
     def get(self, snap: Snapshot) -> tuple[Owners, Dialog]:
-        """Those of the snapshot's version (rebuilt when the last one asked for was another)."""
+        """Those of the snapshot's version (updated when the last one asked for was another)."""
         with self._lock:
             if self._version != snap.version:
-                self._owners = Owners(snap.notes)
-                self._dialog = Dialog(snap.neighbours, snap.notes)
+                changed = self._changes.since(snap, self._version if self._version >= 0 else None)
+                if changed is None:
+                    self._owners = Owners(snap.notes)
+                elif changed:
+                    self._owners = self._owners.updated(snap.notes, changed)
+                neighbours = snap.neighbours
+                if (
+                    changed is None
+                    or neighbours is not self._neighbours
+                    or any(p in self._dialog.neighbours for p in changed)
+                ):
+                    self._dialog = Dialog(neighbours, snap.notes)
+                    self._neighbours = neighbours
                 self._version = snap.version
             return self._owners, self._dialog
 

@@ -43,13 +43,38 @@ class NameIndex:
         self._postings: dict[str, set[str]] = {}
         self._version = -1
 
-    def refresh(self, notes: Mapping[str, Note], version: int, names_of: NamesOf) -> None:
-        """Bring the name table up to date with `notes` (cheap when nothing changed); `names_of` gives a note's names."""
+    @property
+    def version(self) -> int:
+        """The index version the table holds (-1 before the first refresh)."""
+        return self._version
+
+    def refresh(
+        self,
+        notes: Mapping[str, Note],
+        version: int,
+        names_of: NamesOf,
+        changed: Iterable[str] | None = None,
+    ) -> None:
+        """Bring the name table up to date with `notes` (cheap when nothing changed); `names_of` gives a note's names.
+
+        `changed`, when known, holds every path whose note differs from the version the table
+        holds; only those are looked at. Otherwise every note is compared with the one the table has.
+        """
         if version == self._version:
             return
         if not self._notes:  # the first build: nothing to drop
             for path, note in notes.items():
                 self._add(path, note, names_of)
+            self._version = version
+            return
+        if changed is not None:
+            for path in changed:
+                now = notes.get(path)
+                if now is None:
+                    self._drop(path)
+                elif self._notes.get(path) is not now:
+                    self._drop(path)
+                    self._add(path, now, names_of)
             self._version = version
             return
         for path in [p for p in self._notes if p not in notes]:

@@ -27,6 +27,7 @@ from explorer.config import Settings
 from explorer.index.backend import IndexBackend, Snapshot
 from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
+from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
 from explorer.search.memory import (
@@ -187,11 +188,12 @@ class SearchPipeline:
         """What went wrong assembling this pipeline (a component that failed to load); every search repeats it as a warning."""
         self._cache: LRUCache[tuple, SearchResults] = LRUCache(self.settings.experimental.cache_size)
         self._weights = dict(self.settings.experimental.source_weights)
-        self._retriever = Retriever(index, self.settings, self._weights)
+        changes = NoteChanges()
+        self._retriever = Retriever(index, self.settings, self._weights, changes)
         self._builder = ResultBuilder(self.settings, self._retriever.dates)
         self.today: Callable[[], _dt.date] = _dt.date.today
         """Today's date, against which relative dates (`after:last week`) and recency are read."""
-        self._memory = MemoryCache()
+        self._memory = MemoryCache(changes)
 
     # -- public -----------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -216,7 +218,8 @@ class SearchPipeline:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
 
         The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
-        this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`).
+        this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`). With
+        `record` False the search is left out of the history the diminishing-returns advice reads.
         """
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
@@ -309,8 +312,7 @@ class SearchPipeline:
         ms = (time.perf_counter() - run.started) * 1000
         out = replace(hit, timings_ms={"cache": ms, "total": (time.perf_counter() - run.started) * 1000})
         out.mode = replace(out.mode, cached=True)
-        if record:
-            self._record(out)
+        self._record(out, record)
         return out
 
     def _write_terms(self, run: _Run) -> None:
@@ -654,8 +656,7 @@ class SearchPipeline:
         )
         run.timings["total"] = (time.perf_counter() - run.started) * 1000
         out.timings_ms = run.timings
-        if record:
-            self._record(out)
+        self._record(out, record)
         # A search that fell back from the LLM is not kept: the next one may reach it again.
         fell_back = (
             "->" in run.terms.source
@@ -763,10 +764,17 @@ class SearchPipeline:
             )
         return sorted(entries, key=lambda e: -e.score)
 
-    def _record(self, out: SearchResults) -> None:
+    def _record(self, out: SearchResults, history: bool = True) -> None:
+        """Count pass 1's matches; with `history`, keep the search in the history and advise from it.
+
+        A search not kept in the history (a served one-shot search, an explanation) gets the
+        advisory a first search would: none.
+        """
         rankings = out.trace.rankings
         out.stats.bm25_matches = len({n for r in rankings if r.retriever == "bm25" for n, _ in r.items})
         out.stats.embedding_matches = len({n for r in rankings if r.retriever == "dense" for n, _ in r.items})
+        if not history:
+            return
         searched = [r for r in out.results if r.source == "search"]
         ids = [r.document_path for r in searched]
         top = max((r.relevance for r in searched[:3]), default=0.0)

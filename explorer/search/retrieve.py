@@ -10,6 +10,7 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import IndexBackend, Restriction, Snapshot, Spread
+from explorer.search.changes import NoteChanges
 from explorer.search.fusion import rrf
 from explorer.search.names import NameIndex
 from explorer.search.notefilters import NoteDates
@@ -50,11 +51,21 @@ class Retriever:
     keyed by the snapshot version they were built from; searches in several threads share them.
     """
 
-    def __init__(self, index: IndexBackend, settings: Settings, source_weights: dict[str, float]) -> None:
+    def __init__(
+        self,
+        index: IndexBackend,
+        settings: Settings,
+        source_weights: dict[str, float],
+        changes: NoteChanges | None = None,
+    ) -> None:
         self.index = index
         self.settings = settings
         self.weights = source_weights
+        self._changes = changes or NoteChanges()
+        """Notes changed between versions, so the tables below update only those."""
         self._facts_cache: tuple[int, set[str]] = (-1, set())
+        self._facts_by_path: dict[str, tuple[str, ...]] = {}
+        self._facts_lock = threading.Lock()
         self._pairs_cache: tuple[tuple[int, float, int] | None, Spread | None] = (None, None)
         self._names = NameIndex()
         self._headings_cache: tuple[int, dict[str, frozenset[str]]] = (-1, {})
@@ -66,8 +77,15 @@ class Retriever:
     def prepare(self, snap: Snapshot) -> None:
         """Build the tables a query reads for the snapshot's version: the name table and the idf."""
         with self._tables:
-            self._names.refresh(snap.notes, snap.version, snap.name_tokens)
+            self._refresh_names(snap)
         snap.idf()
+
+    def _refresh_names(self, snap: Snapshot) -> None:
+        """Bring the name table to the snapshot's version (the caller holds `_tables`)."""
+        if self._names.version == snap.version:
+            return
+        changed = self._changes.since(snap, self._names.version if self._names.version >= 0 else None)
+        self._names.refresh(snap.notes, snap.version, snap.name_tokens, changed)
 
     def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
         """Query vectors by text, or None when no embedding model is available."""
@@ -79,17 +97,18 @@ class Retriever:
 
     def allowed(self, snap: Snapshot, parsed: ParsedQuery) -> set[str] | None:
         """node_ids of the shards the query's filters allow (None: no filter, everything is allowed)."""
+        # An exclusion with no word in it (`---`, `-!`) excludes nothing: it must not cost a scan of every shard.
+        excluded_tokens = [t for t in (tokenize(x) for x in parsed.excluded) if t]
         if not (
             parsed.tags
             or parsed.paths
             or parsed.files
             or parsed.sections
-            or parsed.excluded
+            or excluded_tokens
             or parsed.has_note_filters
         ):
             return None
         out = set()
-        excluded_tokens = [tokenize(x) for x in parsed.excluded]
         # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
         banned: set[str] = set()
         passing = self.dates.passing(parsed)  # [property:value], after:/before:/on: (None: none given)
@@ -126,12 +145,39 @@ class Retriever:
         return out
 
     def facts(self, snap: Snapshot) -> set[str]:
-        """node_ids of knowledge shards, cached per index version."""
+        """node_ids of knowledge shards, per index version (updated from the notes that changed)."""
         cached = self._facts_cache
-        if cached[0] != snap.version:
-            cached = (snap.version, {nid for nid, sh in snap.shards.items() if sh.source_type == "fact"})
-            self._facts_cache = cached
-        return cached[1]
+        if cached[0] == snap.version:
+            return cached[1]
+        with self._facts_lock:
+            cached = self._facts_cache
+            if cached[0] == snap.version:
+                return cached[1]
+            changed = self._changes.since(snap, cached[0] if cached[0] >= 0 else None)
+            if changed is None:
+                by_path: dict[str, list[str]] = {}
+                for nid, sh in snap.shards.items():
+                    if sh.source_type == "fact":
+                        by_path.setdefault(sh.path, []).append(nid)
+                self._facts_by_path = {p: tuple(ids) for p, ids in by_path.items()}
+                facts = {nid for ids in self._facts_by_path.values() for nid in ids}
+            elif not changed:
+                facts = cached[1]
+            else:
+                facts = set(cached[1])
+                by_path_now = self._facts_by_path
+                for path in changed:
+                    facts.difference_update(by_path_now.pop(path, ()))
+                    ids = tuple(
+                        nid
+                        for nid in snap.shard_ids(path)
+                        if (found := snap.shards.get(nid)) is not None and found.source_type == "fact"
+                    )
+                    if ids:
+                        by_path_now[path] = ids
+                        facts.update(ids)
+            self._facts_cache = (snap.version, facts)
+            return facts
 
     def rankings(
         self,
@@ -357,7 +403,7 @@ class Retriever:
 
         idf = snap.idf()
         with self._tables:
-            self._names.refresh(snap.notes, snap.version, snap.name_tokens)
+            self._refresh_names(snap)
             found = self._names.search(
                 toks,
                 lambda t: idf.get(t, 0.0),

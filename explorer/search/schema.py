@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from explorer.vault.model import Highlight  # part of the results schema
 
@@ -50,6 +51,74 @@ def _json_value(value: Any) -> Any:
         return [_json_value(item) for item in value]
     if isinstance(value, dict):
         return {key: _json_value(item) for key, item in value.items()}
+    return value
+
+
+R = TypeVar("R")
+
+
+def from_dict(kind: type[R], data: dict[str, Any]) -> R:
+    """A schema record rebuilt from its JSON form: the inverse of `to_dict`.
+
+    Each field is read from its key (`pass` for `pass_`); a missing key keeps the field's default,
+    an INTERNAL field is never read. Values follow the field's annotation: a record from a dict, a
+    tuple or list from a list, the values of a dict converted; anything else is taken as it is.
+
+    Args:
+        kind: The record class.
+        data: Its JSON form (as `json.loads` returns it).
+
+    Raises:
+        ValueError: `data` does not have the record's shape.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"{kind.__name__}: expected an object, got {type(data).__name__}")
+    hints = _hints(kind)
+    values: dict[str, Any] = {}
+    for f in fields(kind):  # type: ignore[arg-type]
+        key = f.name.rstrip("_")
+        if f.metadata.get("json") == "internal" or key not in data:
+            continue
+        values[f.name] = _from_json(hints[f.name], data[key])
+    try:
+        return kind(**values)
+    except TypeError as exc:  # a required key missing
+        raise ValueError(f"{kind.__name__}: {exc}") from None
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(kind: type) -> dict[str, Any]:
+    """The resolved field annotations of a record class (cached)."""
+    hints = _HINTS.get(kind)
+    if hints is None:
+        hints = _HINTS[kind] = get_type_hints(kind)
+    return hints
+
+
+def _from_json(annotation: Any, value: Any) -> Any:
+    """A JSON value as the annotated type: records from dicts, tuples and lists from lists."""
+    if value is None:
+        return None
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Union or origin is types.UnionType:
+        options = [a for a in args if a is not type(None)]
+        for option in options:
+            if isinstance(option, type) and is_dataclass(option) and isinstance(value, dict):
+                return from_dict(option, value)
+        return _from_json(options[0], value) if len(options) == 1 else value
+    if isinstance(annotation, type) and is_dataclass(annotation):
+        return from_dict(annotation, value)
+    if origin is tuple and isinstance(value, list):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_json(args[0], item) for item in value)
+        return tuple(_from_json(a, item) for a, item in zip(args, value))
+    if origin is list and isinstance(value, list):
+        return [_from_json(args[0], item) for item in value] if args else list(value)
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        return {key: _from_json(args[1], item) for key, item in value.items()}
     return value
 
 
@@ -502,7 +571,8 @@ class SearchResults:
     include_n_minus_1: bool = False
     corrections: list[dict[str, Any]] = field(default_factory=list)
     """Query words found nowhere in the vault and the vault words searched instead."""
-    trace: SearchTrace = field(default_factory=SearchTrace, repr=False, metadata=INTERNAL)
+    trace: SearchTrace = field(default_factory=SearchTrace, repr=False, compare=False, metadata=INTERNAL)
+    """What the stages saw (not in the JSON form, so not in a rebuilt copy, and not compared)."""
 
     @property
     def total_ms(self) -> float:
@@ -529,6 +599,23 @@ class SearchResults:
             d["rerank"] = {}
         d["timings_ms"] = {k: round(v, 3) for k, v in self.timings_ms.items()}
         return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchResults:
+        """The results rebuilt from their JSON form (`to_dict`), e.g. an answer served by another process.
+
+        `from_dict(r.to_dict())` equals `r` but for what the JSON form leaves out: the trace, and
+        timings closer than the microsecond. An empty `analysis` or `rerank` is None again; the
+        passages listed after the results are read from the results themselves.
+
+        Raises:
+            ValueError: `data` is not a SearchResults JSON form.
+        """
+        data = dict(data)
+        for key in ("analysis", "rerank"):
+            if data.get(key) == {}:
+                data[key] = None
+        return from_dict(cls, data)
 
 
 #: Key orders of the JSON forms that differ from the order of the fields.

@@ -14,9 +14,11 @@ answer is built in three steps:
    mention nearest the cursor. Every unlinked mention comes before any related note.
 3. **Related notes.** The hybrid pipeline (one pass, no rerank, keyword terms, `RELATED_SETTINGS`)
    fills the rest of the list. It reads the sentence at the cursor followed by the whole paragraph
-   (`QUERY_SCOPE`), so the sentence's words count twice. A note the paragraph already links to is
-   kept where it ranks but marked `linked`; linked notes that did not rank are added at the end
-   while there is room.
+   (`QUERY_SCOPE`), so the sentence's words count twice. That text is read as words only
+   (`plain_query`: no `#tag`, `-word` or `name:` filters), and it is embedded sentence by sentence,
+   each sentence's vector kept (`SentenceVectors`): while a person types, only the sentence at the
+   cursor is embedded again. A note the paragraph already links to is kept where it ranks but
+   marked `linked`; linked notes that did not rank are added at the end while there is room.
 
 Nothing here writes a file: `Suggestion.link` and `Mention` give the text and the span an editor
 replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from the link target).
@@ -31,9 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 from rapidfuzz.distance import OSA
 
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.text.lru import LRUCache
 from explorer.text.safe import has_controls
 from explorer.text.tokenize import is_stopword, tokenize_spans
 from explorer.vault.model import Note
@@ -67,11 +71,20 @@ RELATED_SETTINGS: dict[str, Any] = {
     "experimental.pass1_shards": 1,
 }
 
+#: The related search embeds the paragraph sentence by sentence, keeping each sentence's vector
+#: (see `SentenceVectors`); False embeds the whole query text at every call.
+SENTENCE_VECTORS = True
+#: Sentence vectors kept (a few paragraphs' worth).
+SENTENCE_CACHE = 512
+
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
-_FILTERISH = re.compile(r"[\"\[\]|]|(?<!\w)-(?=\w)|(?<=\w):(?=\S)")
+# What the query syntax would read as a filter: quotes, brackets, `#tag`, `-word` (and `---`), `name:value`.
+_FILTERISH = re.compile(r"[\"\[\]|#]|(?<!\w)-+|(?<=\w):")
+_FRONTMATTER = re.compile(r"---[ \t]*\r?\n(?:.*?\n)??(?:---|\.\.\.)[ \t]*(?:\r?\n|$)", re.DOTALL)
 _BREAK = re.compile(r"[.!?;\n]")
+_SENTENCE_GAP = re.compile(r"(?<=[.!?;])\s+")
 
 
 def plain_query(text: str) -> str:
@@ -79,22 +92,45 @@ def plain_query(text: str) -> str:
     return " ".join(_FILTERISH.sub(" ", text).split())
 
 
+def frontmatter_end(text: str) -> int:
+    """Offset just past a leading YAML frontmatter block (0 when the text has none)."""
+    m = _FRONTMATTER.match(text)
+    return m.end() if m else 0
+
+
 def paragraph_bounds(
     text: str, index: int, min_words: int = MIN_WORDS, max_chars: int = MAX_CHARS
 ) -> tuple[int, int]:
     """(start, end) of the paragraph (blank-line separated) around `index`, grown backwards while
-    it is short, cut to `max_chars` around the cursor."""
+    it is short (never into the frontmatter when the cursor is below it), cut to `max_chars` around
+    the cursor."""
     index = max(0, min(index, len(text)))
-    start = text.rfind("\n\n", 0, index)
-    start = 0 if start == -1 else start + 2
+    floor = frontmatter_end(text) if text.startswith("---") else 0
+    if index < floor:
+        floor = 0
+    start = text.rfind("\n\n", floor, index)
+    start = floor if start == -1 else start + 2
     end = text.find("\n\n", index)
     end = len(text) if end == -1 else end
-    while len(text[start:end].split()) < min_words and start > 0:
-        prev = text.rfind("\n\n", 0, max(0, start - 2))
-        start = 0 if prev == -1 else prev + 2
+    while len(text[start:end].split()) < min_words and start > floor:
+        prev = text.rfind("\n\n", floor, max(floor, start - 2))
+        start = floor if prev == -1 else prev + 2
     if end - start > max_chars:
         lo = max(0, min(index - start - max_chars // 2, end - start - max_chars))
+        cut_start, cut_end = start + lo > start, start + lo + max_chars < end
         start, end = start + lo, start + lo + max_chars
+        # A cut falls on a sentence boundary where there is one between it and the cursor, so the
+        # window's sentences stay the same while a person types (each keeps its vector).
+        if cut_start:
+            m = _SENTENCE_END.search(text, start, index)
+            if m is not None:
+                start = m.end()
+                while start < index and text[start].isspace():
+                    start += 1
+        if cut_end:
+            ends = [m.end() for m in _SENTENCE_END.finditer(text, index, end)]
+            if ends:
+                end = ends[-1]
     return start, end
 
 
@@ -396,6 +432,67 @@ def _link(target: str, typed: str, path: str) -> str:
     return f"[[{target}|{typed}]]"
 
 
+class SentenceVectors:
+    """An embedder that answers a text from the vectors of its sentences, each embedded once.
+
+    While a person types, only the sentence at the cursor changes: its vector is the only one
+    computed again (a sentence costs a fraction of a paragraph: the model's cost grows with the
+    length of what it reads). A text's vector is the mean of its sentences' vectors, each weighed by
+    its word count, normalised; a sentence that stands twice in the text (the sentence at the
+    cursor, then the paragraph) counts twice.
+    """
+
+    def __init__(self, embedder: Any, capacity: int = SENTENCE_CACHE) -> None:
+        self.embedder = embedder
+        """The model's embedder (the index's)."""
+        self.model_id: str = embedder.model_id
+        self.dim: int = embedder.dim
+        self.runtime: str = embedder.runtime
+        self._kept: LRUCache[str, np.ndarray] = LRUCache(capacity)
+
+    def encode(self, texts: Any, batch_size: int = 32) -> np.ndarray:
+        """L2-normalised float32 vectors of `texts`, one row each (as the embedder's `encode`)."""
+        pieces = [[p for p in _SENTENCE_GAP.split(t.strip()) if p] or [t] for t in texts]
+        vec: dict[str, np.ndarray] = {}
+        todo: list[str] = []
+        for p in dict.fromkeys(p for ps in pieces for p in ps):
+            kept = self._kept.get(p)
+            if kept is None:
+                todo.append(p)
+            else:
+                vec[p] = kept
+        if todo:
+            for p, v in zip(todo, self.embedder.encode(todo, batch_size)):
+                vec[p] = np.asarray(v, dtype=np.float32)
+                self._kept.put(p, vec[p])
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, ps in enumerate(pieces):
+            acc = sum((max(1, len(p.split())) * vec[p] for p in ps), np.zeros(self.dim, dtype=np.float32))
+            out[i] = acc / max(float(np.linalg.norm(acc)), 1e-12)
+        return out
+
+
+class _SentenceIndex:
+    """The index as the related search reads it: the same in everything but its embedder (`SentenceVectors`)."""
+
+    def __init__(self, index: Any) -> None:
+        self._index = index
+        self._model: Any = None
+        self._vectors: SentenceVectors | None = None
+
+    def embedder(self) -> SentenceVectors | None:
+        """The index's embedder behind a sentence cache (a new cache when the model changed)."""
+        emb = self._index.embedder()
+        if emb is None:
+            return None
+        if emb is not self._model or self._vectors is None:
+            self._model, self._vectors = emb, SentenceVectors(emb)
+        return self._vectors
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+
 class LinkSuggester:
     """Link suggestions for a paragraph being written, over one search pipeline."""
 
@@ -405,13 +502,15 @@ class LinkSuggester:
         sentence_weight: float = SENTENCE_WEIGHT,
         fuzzy_factor: float = FUZZY_FACTOR,
         scope: str = QUERY_SCOPE,
+        sentence_vectors: bool = SENTENCE_VECTORS,
     ) -> None:
         from explorer.search.pipeline import SearchPipeline
 
         self.pipeline = pipeline
         """The app's pipeline (its index is the one read)."""
         self.related = SearchPipeline(
-            pipeline.index, pipeline.settings.with_overrides(RELATED_SETTINGS, origin="link suggestions")
+            _SentenceIndex(pipeline.index) if sentence_vectors else pipeline.index,
+            pipeline.settings.with_overrides(RELATED_SETTINGS, origin="link suggestions"),
         )
         """The pipeline of the related search: the app's settings with `RELATED_SETTINGS`, keyword terms (no LLM)."""
         self.sentence_weight = sentence_weight

@@ -11,7 +11,7 @@ as typed, since a typo can change what the stemmer strips (`brewin` stems to its
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import process
@@ -20,6 +20,8 @@ from rapidfuzz.distance import Levenshtein
 from explorer.text.tokenize import fold_word, is_stopword
 
 MAX_CANDIDATES = 2
+#: Closest vocabulary words looked at per query word (by distance, then vocabulary order).
+EXTRACT_LIMIT = 50
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
 
 
@@ -44,11 +46,26 @@ def max_edits(word: str) -> int:
 
 
 class Speller:
-    """Finds corrections against one vocabulary (rebuilt when the vocabulary object changes)."""
+    """Finds corrections against one vocabulary (its word list follows the vocabulary when it changes).
+
+    An idf table that carries a `vocabulary` (an append-only `terms` list shared by the versions
+    of one index: the local backend's) is followed by reading only the terms added since the last
+    version seen; any other mapping is read whole when it is another object than the last.
+    Candidates that are no longer in the vocabulary are left out.
+
+    The words are kept by length, so a word is compared only with those whose length is within
+    its edit distance (no other can be close enough); the best `EXTRACT_LIMIT` of those, by
+    distance and then by their order in the vocabulary, are the ones a scan of the whole list
+    would keep.
+    """
 
     def __init__(self) -> None:
         self._source: object | None = None
-        self._terms: list[str] = []
+        self._count = 0
+        self._by_length: dict[int, tuple[list[str], list[int]]] = {}
+        """Length -> (words of that length, each one's position in the whole word list)."""
+        self._lineage: object | None = None
+        self._seen = 0
 
     def corrections(
         self, text: str, vocabulary: Mapping[str, float], doc_freq: Callable[[str], int]
@@ -72,17 +89,55 @@ class Speller:
                 out.append(Correction(word, token, tuple(best[:MAX_CANDIDATES]), dist))
         return out
 
+    def _follow(self, vocabulary: Mapping[str, float]) -> None:
+        """Bring the word list up to date with `vocabulary`."""
+        if vocabulary is self._source:
+            return
+        lineage = getattr(vocabulary, "vocabulary", None)
+        terms = getattr(lineage, "terms", None)
+        listed = len(terms) if isinstance(terms, list) else 0
+        if isinstance(terms, list) and lineage is self._lineage and listed >= self._seen:
+            self._add_words(terms[self._seen : listed])
+        else:
+            self._count = 0
+            self._by_length = {}
+            self._add_words(vocabulary)
+        self._lineage = lineage if isinstance(terms, list) else None
+        self._seen = listed
+        self._source = vocabulary
+
+    def _add_words(self, words: Iterable[str]) -> None:
+        by_length = self._by_length
+        n = self._count
+        for word in words:
+            if not word.isalpha():
+                continue
+            bucket = by_length.get(len(word))
+            if bucket is None:
+                bucket = by_length[len(word)] = ([], [])
+            bucket[0].append(word)
+            bucket[1].append(n)
+            n += 1
+        self._count = n
+
     def _closest(self, forms: Sequence[str], edits: int, vocabulary: Mapping[str, float]) -> dict[str, int]:
-        if vocabulary is not self._source:
-            self._terms = [t for t in vocabulary if t.isalpha()]
-            self._source = vocabulary
+        self._follow(vocabulary)
         found: dict[str, int] = {}
         for form in dict.fromkeys(forms):
-            for term, dist, _ in process.extract(
-                form, self._terms, scorer=Levenshtein.distance, score_cutoff=edits, limit=50
-            ):
-                if len(term) >= 3:
-                    found[term] = min(int(dist), found.get(term, edits + 1))
+            hits: list[tuple[int, int, str]] = []
+            for length in range(max(1, len(form) - edits), len(form) + edits + 1):
+                bucket = self._by_length.get(length)
+                if bucket is None:
+                    continue
+                words, position = bucket
+                for term, dist, i in process.extract(
+                    form, words, scorer=Levenshtein.distance, score_cutoff=edits, limit=None
+                ):
+                    hits.append((int(dist), position[i], term))
+            hits.sort()
+            for dist, _pos, term in hits[:EXTRACT_LIMIT]:
+                if len(term) >= 3 and term in vocabulary:
+                    found[term] = min(dist, found.get(term, edits + 1))
         return found
 
 

@@ -1,4 +1,4 @@
-"""The Textual app: a thin App over the main screen; the index, model and watcher live in thread workers."""
+"""The Textual app: a thin App over the main screen; its engine session holds the index, model, watcher and server."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
 from explorer.config import Settings
+from explorer.engine import Session, SessionHooks
 from explorer.tui import keys
 from explorer.tui.messages import (
     EditNote,
@@ -62,9 +63,10 @@ def settle_heap() -> None:
 class ExplorerApp(App[int]):
     """Explore one vault: live hybrid search, context, explanations, notes, writing.
 
-    The first frame is drawn before anything heavy happens: the index opens in a thread worker
-    (then lexical search works), the embedding model loads and embeds in another (then results
-    upgrade to hybrid), and every search runs in an exclusive thread worker.
+    The first frame is drawn before anything heavy happens: the engine session (explorer.engine)
+    opens the index in a thread worker (then lexical search works), then runs the watcher, the
+    embedding loop (then results upgrade to hybrid) and the search server for `explorer search`;
+    every search runs in an exclusive thread worker.
     """
 
     CSS_PATH = "explorer.tcss"
@@ -110,9 +112,22 @@ class ExplorerApp(App[int]):
         self.settings = settings or Settings()
         self.index: Any = None
         self.pipeline: Any = None
-        self._given_index = index
-        self._embedder = embedder
-        self._pipeline_factory = pipeline_factory
+        self.session = Session(
+            self.vault,
+            self.settings,
+            index=index,
+            embedder=embedder,
+            pipeline_factory=pipeline_factory,
+            on_message=self.notify_any_thread,
+            hooks=SessionHooks(
+                on_batch=self._session_batch,
+                on_watcher=self._watch_state,
+                on_model=lambda state, detail: self.post_message(ModelState(state, detail)),
+                on_progress=self._progress,
+                on_error=self._session_error,
+            ),
+        )
+        """The engine session: index, pipeline, watcher, embedding loop and search server."""
         self.state_path = state_path
         self.ui_state: UIState = load_state(state_path)
         self.theme_dirs = (
@@ -121,9 +136,12 @@ class ExplorerApp(App[int]):
         self.theme_errors: list[str] = []
         self._watch = watch
         self._load_model = load_model
-        self.watcher: Any = None
-        self._server: Any = None
         self.main_screen = MainScreen(history=self.ui_state.queries(self.vault))
+
+    @property
+    def watcher(self) -> Any:
+        """The session's vault watcher (None when not watching)."""
+        return self.session.watcher
 
     def get_default_screen(self) -> Screen:
         """The main (search) screen."""
@@ -203,33 +221,24 @@ class ExplorerApp(App[int]):
 
     @work(thread=True, exclusive=True, group="index", exit_on_error=False)
     def _open_index(self) -> None:
-        """Open (load + refresh) the index and build the pipeline, off the UI thread."""
-        from explorer.engine import make_pipeline, open_index
-
+        """Open (load + refresh) the session's index and build the pipeline, off the UI thread."""
         t0 = time.perf_counter()
-        index = self._given_index
-        try:
-            if index is None:
-                index, report = open_index(
-                    self.vault,
-                    self.settings,
-                    embedder=self._embedder,
-                    on_message=self.notify_any_thread,
-                    progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)),
-                )
-                summary = (
-                    f"{index.note_count()} notes ({len(report.added)} new, {len(report.changed)} changed, "
-                    f"{len(report.removed)} removed)"
-                )
-            else:
-                summary = f"{index.note_count()} notes"
-            pipeline = (self._pipeline_factory or make_pipeline)(index, self.settings)
-        except BaseException:
-            if index is not None and index is not self._given_index:
-                index.close()
-            raise
+        report = self.session.open(progress=self._progress)
+        index = self.session.index
+        assert index is not None
+        summary = f"{index.note_count()} notes"
+        if report is not None:
+            summary += (
+                f" ({len(report.added)} new, {len(report.changed)} changed, {len(report.removed)} removed)"
+            )
         summary += f" in {(time.perf_counter() - t0) * 1000:.0f} ms"
-        self.post_message(IndexReady(index, pipeline, summary, index.stats(), note_titles(index)))
+        self.post_message(
+            IndexReady(index, self.session.pipeline, summary, index.stats(), note_titles(index))
+        )
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        """Any thread: opening or embedding progressed."""
+        self.post_message(IndexProgress(stage, done, total))
 
     def on_index_progress(self, message: IndexProgress) -> None:
         """Show progress in the status bar."""
@@ -248,13 +257,12 @@ class ExplorerApp(App[int]):
         settle_heap()
         self._show_notices()
         self._report_problem_files()
-        if self._watch:
-            self._start_watcher()
-        if self._load_model and self.settings.index.embeddings:
-            self._prepare_model()
-        elif not self.settings.index.embeddings:
+        # The watcher, the embedding loop and, with the watcher, the server answering one-shot
+        # `explorer search` of this vault while the app runs.
+        self.session.start(watch=self._watch, embed=self._load_model, serve=self._watch)
+        if not self.settings.index.embeddings:
             self.status = replace(self.status, model="off")
-        elif self.index.model_state == "ready":
+        elif not self._load_model and self.index.model_state == "ready":
             self.status = replace(self.status, model="ready", runtime=self.index.runtime)
 
     def _show_notices(self) -> None:
@@ -295,29 +303,7 @@ class ExplorerApp(App[int]):
             if self.main_screen.children:
                 raise
 
-    # -- the model --------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="model", exit_on_error=False)
-    def _prepare_model(self) -> None:
-        """Load the embedder, then embed every shard without a vector (cancellable between batches)."""
-        worker = get_current_worker()
-        index = self.index
-        if index.model_state != "ready":
-            self.post_message(ModelState("loading"))
-        emb = index.embedder()
-        if emb is None:
-            self.post_message(
-                ModelState("unavailable" if index.model_state != "off" else "off", index.model_error)
-            )
-            return
-        while index.pending() and not worker.is_cancelled:
-            self.post_message(ModelState("embedding", index.runtime))
-            index.embed_pending(
-                progress=lambda stage, done, total: self.post_message(IndexProgress(stage, done, total)),
-                cancelled=lambda: worker.is_cancelled,
-            )
-        if not worker.is_cancelled:
-            self.post_message(ModelState("ready", index.runtime))
-
+    # -- the model ----------------------------------------------------------------------------
     def on_model_state(self, message: ModelState) -> None:
         """Track the model; upgrade results when it is ready."""
         was = self.status.model
@@ -342,18 +328,18 @@ class ExplorerApp(App[int]):
     # -- keeping the index current ---------------------------------------------------------
     def reindex_now(self, paths: Iterable[str]) -> None:
         """Apply changes of `paths` to the index (call from a worker thread) and tell the UI."""
-        index = self.index
-        if index is None:
+        if self.index is None:
             return
         paths = tuple(paths)
         try:
-            report = index.refresh(paths=list(paths))
+            report = self.session.refresh(paths=paths)
         except Exception as exc:  # noqa: BLE001 - the UI reports it and lives on
             self.post_message(IndexFailed(f"re-indexing {', '.join(paths)} failed: {exc}"))
             return
-        touched = tuple(report.added + report.changed + report.removed)
-        summary = f"{len(report.added)} added, {len(report.changed)} changed, {len(report.removed)} removed"
-        self.post_message(IndexUpdated(touched or paths, summary, index.stats(), note_titles(index)))
+        if not (report.added or report.changed or report.removed):
+            # Nothing changed for the index; the views showing these paths still follow.
+            index = self.index
+            self.post_message(IndexUpdated(paths, "no change", index.stats(), note_titles(index)))
 
     @work(thread=True, group="reindex", exit_on_error=False)
     def reindex(self, paths: list[str]) -> None:
@@ -380,66 +366,31 @@ class ExplorerApp(App[int]):
                 screen.run_worker(
                     screen.show_place(screen.place), exclusive=True, group="note-nav", exit_on_error=False
                 )
-        if st.pending and self._load_model and self.settings.index.embeddings:
-            running = [
-                w
-                for w in self.workers
-                if w.group == "model" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
-            ]
-            if not running:
-                self._prepare_model()
 
-    def _start_watcher(self) -> None:
-        """Start the vault watcher (`explorer.index.watch`) when it is available.
-
-        It applies change batches itself; the app only follows its batches and states. Embedding
-        stays with the app's model worker, which shows progress.
-        """
-        try:
-            from explorer.index.watch import VaultWatcher
-        except ImportError:
-            self.status = replace(self.status, watcher="unavailable")
-            return
-        try:
-            self.watcher = VaultWatcher(
-                self.index,
-                self.settings,
-                embed=False,
-                on_batch=self._watch_batch,
-                on_state=self._watch_state,
-                on_error=self._watch_error,
-            )
-            self.watcher.start()
-        except Exception as exc:  # noqa: BLE001 - watching is optional
-            self.watcher = None
-            self.post_message(WatcherState("error", f"cannot watch the vault: {exc}"))
-            return
-        # One-shot `explorer search` of this vault is answered here while the app runs.
-        from explorer.engine import serve
-
-        self._server = serve(self.vault, self.index, self.settings, watcher=self.watcher)
-
-    def _watch_batch(self, report: Any) -> None:
-        """Watcher thread: a batch of changes was applied to the index."""
+    def _session_batch(self, report: Any) -> None:
+        """Session thread: a batch of changes was applied to the index (by the watcher or `reindex_now`)."""
         paths = tuple(report.added) + tuple(report.changed) + tuple(report.removed)
         if paths:
             index = self.index
             self.post_message(
                 IndexUpdated(
                     paths,
-                    f"watcher: {len(paths)} note(s) changed",
+                    f"{len(paths)} note(s) changed",
                     index.stats() if index is not None else None,
                     note_titles(index),
                 )
             )
 
+    def _session_error(self, error: str) -> None:
+        """Session thread: the watcher or the embedding failed; the session lives on."""
+        if error.startswith("embedding failed"):
+            self.post_message(ModelState("unavailable", error))
+        else:
+            self.post_message(WatcherState("error", error))
+
     def _watch_state(self, state: str) -> None:
         """Watcher thread: its state changed (starting, watching, vault missing, stopped)."""
         self.post_message(WatcherState(state))
-
-    def _watch_error(self, error: str) -> None:
-        """Watcher thread: something failed; it lives on."""
-        self.post_message(WatcherState("error", error))
 
     def on_watcher_state(self, message: WatcherState) -> None:
         """Show the watcher's state."""
@@ -536,19 +487,11 @@ class ExplorerApp(App[int]):
 
     # -- shutdown -----------------------------------------------------------------------
     def on_unmount(self) -> None:
-        """Stop serving and the watcher; close an index the app opened."""
-        if self._server is not None:
-            self._server.stop()
-        if self.watcher is not None:
-            try:
-                self.watcher.stop()
-            except Exception:  # noqa: BLE001 - shutting down
-                pass
-        if self.index is not None and self._given_index is None:
-            try:
-                self.index.close()
-            except Exception:  # noqa: BLE001
-                pass
+        """Close the session: the server, the watcher and the embedding loop stop, an index it opened closes."""
+        try:
+            self.session.close()
+        except Exception:  # noqa: BLE001 - shutting down
+            pass
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Workers run with exit_on_error=False: their errors end up here, as notifications."""
@@ -558,8 +501,6 @@ class ExplorerApp(App[int]):
         group = event.worker.group
         if group == "index":
             self.post_message(IndexFailed(f"Cannot open the index: {error}"))
-        elif group == "model":
-            self.post_message(ModelState("unavailable", str(error)))
         else:
             self.notify(f"{group}: {error}", title="Error", severity="error", timeout=10)
 

@@ -140,10 +140,10 @@ class WriterScreen(Screen):
     def _moved(self, event: TextArea.SelectionChanged) -> None:
         self._schedule()
 
-    def _schedule(self, delay: float = RELATED_DELAY) -> None:
+    def _schedule(self, delay: float | None = None) -> None:
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(delay, self.action_related)
+        self._timer = self.set_timer(RELATED_DELAY if delay is None else delay, self.action_related)
 
     def _link_suggester(self) -> LinkSuggester | None:
         """The suggester over the app's current pipeline (a new one when the pipeline changed)."""

@@ -1,13 +1,17 @@
-"""The one place the system is assembled: settings + index + pipeline (+ its optional LLM and reranker parts)."""
+"""Answering one-shot searches of a vault from a running process over a private Unix socket, as JSON.
+
+The process that keeps a vault's index open (the app, `explorer watch`, `explorer mcp`: an engine
+`Session` with `serve=True`) listens on a socket only this user can reach; `explorer search` asks
+it first (`ask`) and renders the answer itself (`SearchResults.from_dict`), so the served answer
+prints exactly as a search in the command's own process would.
+"""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import socket
 import struct
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,139 +19,19 @@ from typing import TYPE_CHECKING, Any
 from explorer.config import Settings
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import BatchReport, VaultIndex
+    from explorer.index.vault_index import VaultIndex
     from explorer.search.pipeline import SearchPipeline
 
-# The index and pipeline modules (numpy, the model runtime) are imported where they are used, and
-# so are the server's own modules (threading, socketserver), so that a one-shot command asking a
-# running process pays only for this module.
+# The server's own modules (threading, socketserver) and the pipeline are imported where they are
+# used, so that a one-shot command asking a running process pays only for this module.
 
 try:
     from _blake2 import blake2b as _blake2b  # what hashlib.blake2b is, without loading OpenSSL
 except ImportError:  # a Python built without it
     from hashlib import blake2b as _blake2b
 
-Progress = Callable[[str, int, int], object]
-"""A progress hook: (stage, done, total)."""
-
-
-def _to_stderr(message: str) -> None:
-    print(f"explorer: {message}", file=sys.stderr)
-
-
-def new_index(
-    vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None, embedder: Any = None
-) -> VaultIndex:
-    """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr)."""
-    if settings.index.backend == "milvus":
-        from explorer.index.milvus import MilvusIndex
-
-        return MilvusIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
-    from explorer.index.vault_index import VaultIndex
-
-    return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
-
-
-def open_index(
-    vault: Path,
-    settings: Settings,
-    progress: Progress | None = None,
-    on_message: Callable[[str], None] | None = None,
-    embedder: Any = None,
-    load_model: bool = False,
-) -> tuple[VaultIndex, BatchReport]:
-    """Open (load + refresh) the index of `vault`; closed again if opening fails.
-
-    With `load_model`, the embedding model loads in a background thread meanwhile (for a caller
-    that will embed a query right after: the two loads overlap instead of adding up).
-    """
-    index = new_index(vault, settings, on_message, embedder)
-    if load_model:
-        index.load_model_in_background()
-    try:
-        report = index.open(progress=progress)
-    except BaseException:
-        index.close()
-        raise
-    return index, report
-
-
-def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
-    """(term_writer, analyser, reranker) for SearchPipeline; None where the offline default applies.
-
-    Raises ImportError when a configured component's module cannot be loaded (`make_pipeline`
-    turns that into a message instead).
-    """
-    term_writer, analyser, llm = _llm_components(index, settings)
-    return term_writer, analyser, _reranker(index, settings, llm)
-
-
-def _llm_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
-    """(term_writer, analyser, llm client) as configured; Nones without an LLM."""
-    term_writer = analyser = llm = None
-    if settings.llm.configured:
-        from explorer.search.llm import LLMClient, llm_analyser, llm_term_writer
-
-        llm = LLMClient(settings.llm)
-        term_writer = llm_term_writer(llm, index, settings)
-        if settings.experimental.analyser in ("auto", "llm"):
-            analyser = llm_analyser(llm, index, settings)
-    elif settings.experimental.analyser == "llm":
-        # Asked for but not configured: the analyser falls back and names the reason.
-        from explorer.search.llm import LLMClient, llm_analyser
-
-        analyser = llm_analyser(LLMClient(settings.llm), index, settings)
-    return term_writer, analyser, llm
-
-
-def _reranker(index: Any, settings: Settings, llm: Any) -> Any:
-    """The configured reranker, or None with `rerank.backend = "none"`."""
-    if settings.rerank.backend == "none":
-        return None
-    from explorer.search.rerank import build_reranker
-
-    return build_reranker(index, settings, llm)
-
-
-def _failed_import(exc: ImportError) -> str:
-    """What could not be imported, in a few words."""
-    name = getattr(exc, "name", None)
-    detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    return f"{name}: {detail}" if name and name not in detail else detail
-
-
-def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
-    """The SearchPipeline with the configured term writer, analyser and reranker.
-
-    A component whose module fails to load is left out, and the pipeline says so: the message is
-    one of its `notices`, which every search repeats among its warnings (so the CLI, MCP and the
-    app all show it). The pipeline module itself failing to load is an error, never silence.
-    """
-    from explorer.search.pipeline import SearchPipeline
-
-    notices: list[str] = []
-    term_writer = analyser = llm = reranker = None
-    try:
-        term_writer, analyser, llm = _llm_components(index, settings)
-    except ImportError as exc:
-        notices.append(
-            f"the LLM could not be loaded ({_failed_import(exc)}): "
-            "keyword search terms and the heuristic analysis are used"
-        )
-    try:
-        reranker = _reranker(index, settings, llm)
-    except ImportError as exc:
-        notices.append(
-            f"the reranker could not be loaded ({_failed_import(exc)}): results keep their fused order"
-        )
-    return SearchPipeline(
-        index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker, notices=notices
-    )
-
-
-# -- serving one-shot searches to other processes ------------------------------------------------
 #: Version of the request/answer format on the socket.
-PROTOCOL = 1
+PROTOCOL = 2
 _MAX_REQUEST = 1 << 16
 #: Seconds between the serving loop's checks for a stop request (stopping waits for one).
 SERVE_POLL_S = 0.05
@@ -198,7 +82,7 @@ def settings_key(settings: Settings) -> str:
     """A fingerprint of what shapes an answer; a server answers only clients whose settings match."""
     # The code's own location too: two checkouts never answer each other.
     parts = (
-        str(Path(__file__).resolve().parent),
+        str(Path(__file__).resolve().parent.parent),
         settings.vault,
         settings.index,
         settings.search,
@@ -214,16 +98,18 @@ class SearchServer:
 
     The socket file is mode 0600 in a 0700 folder, and each connection's peer must be this user
     (SO_PEERCRED). Before answering, `sync` brings the index up to date with every change saved
-    before the request (read-your-writes): with a watcher it waits for the watcher to have
-    applied them (`VaultWatcher.wait_idle`), otherwise it refreshes from the disk.
+    before the request (read-your-writes): in a session with a watcher it waits for the watcher to
+    have applied them (`VaultWatcher.wait_idle`), otherwise it refreshes from the disk. The answer
+    is the results' JSON form (`SearchResults.to_dict`); the client renders it.
 
     Args:
         vault: The vault root.
         index: Its open index.
         settings: The settings the index runs with (clients with other settings are refused).
         sync: Called before each search; default `index.refresh()`.
-        render: Writes results as plain text (results, explain, color, stream); without it only
-            JSON is served.
+        pipeline: The pipeline to search with (a session's); default one built on first use.
+        load_model: Start loading the embedding model when serving starts (a session's embedding
+            loop loads it instead).
     """
 
     def __init__(
@@ -232,18 +118,19 @@ class SearchServer:
         index: VaultIndex,
         settings: Settings,
         sync: Callable[[], Any] | None = None,
-        render: Callable[[Any, bool, bool, Any], None] | None = None,
+        pipeline: SearchPipeline | None = None,
+        load_model: bool = True,
     ) -> None:
         self.vault = Path(vault).resolve()
         self.index = index
         self.settings = settings
         self.sync = sync or (lambda: index.refresh())
-        self.render = render
+        self.load_model = load_model
         self.path = socket_path(self.vault)
         self.key = settings_key(settings)
         import threading
 
-        self._pipeline: SearchPipeline | None = None
+        self._pipeline: SearchPipeline | None = pipeline
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -311,16 +198,14 @@ class SearchServer:
         A request arriving meanwhile waits for the pipeline (the same lock) instead of building
         another; a failure here is left for that request to meet and report.
         """
-        if self.settings.index.embeddings:
+        if self.load_model and self.settings.index.embeddings:
             self.index.load_model_in_background()
         try:
             with self._lock:
                 if self._stopping.is_set():
                     return
                 self.sync()
-                if self._pipeline is None:
-                    self._pipeline = make_pipeline(self.index, self.settings)
-                self._pipeline.prepare()
+                self._pipeline_now().prepare()
         except Exception:  # noqa: BLE001 - the first search builds it again and reports the error
             pass
 
@@ -374,42 +259,28 @@ class SearchServer:
 
         with self._lock:
             self.sync()
-            if self._pipeline is None:
-                self._pipeline = make_pipeline(self.index, self.settings)
             try:
-                results = self._pipeline.search(
+                results = self._pipeline_now().search(
                     query,
                     k=k,
                     dense=not req.get("lexical"),
                     two_pass=False if req.get("one_pass") else None,
                     rerank=req.get("rerank"),
+                    # Answered as the command's own process would: no history of earlier
+                    # searches (no "you already searched" advice), nothing kept in the app's.
+                    record=False,
                 )
             except QueryError as exc:
                 return {"ok": True, "query_error": str(exc)}
-        if req.get("format") == "text":
-            if self.render is None:
-                return {"ok": False, "error": "no text rendering here"}
-            buf = io.StringIO()
-            self.render(results, bool(req.get("explain")), bool(req.get("color")), buf)
-            return {"ok": True, "text": buf.getvalue()}
         return {"ok": True, "results": results.to_dict()}
 
+    def _pipeline_now(self) -> SearchPipeline:
+        """The pipeline, built on first use (under the server's lock)."""
+        if self._pipeline is None:
+            from explorer.engine.build import make_pipeline
 
-def serve(
-    vault: Path,
-    index: VaultIndex,
-    settings: Settings,
-    watcher: Any = None,
-    render: Callable[[Any, bool, bool, Any], None] | None = None,
-) -> SearchServer | None:
-    """Start answering one-shot searches of `vault` from this process; None when it cannot (another serves it).
-
-    With a watcher, each answer first waits until the watcher applied every change saved before
-    the request; without one, the index is refreshed from the disk.
-    """
-    sync = (lambda: watcher.wait_idle(timeout=10.0)) if watcher is not None else None
-    server = SearchServer(vault, index, settings, sync=sync, render=render)
-    return server if server.start() else None
+            self._pipeline = make_pipeline(self.index, self.settings)
+        return self._pipeline
 
 
 def ask(vault: Path, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:

@@ -1,0 +1,134 @@
+"""Building the parts: settings + index + pipeline (+ its optional LLM and reranker parts)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from explorer.config import Settings
+
+if TYPE_CHECKING:
+    from explorer.index.vault_index import BatchReport, VaultIndex
+    from explorer.search.pipeline import SearchPipeline
+
+# The index and pipeline modules (numpy, the model runtime) are imported where they are used, so
+# that a one-shot command asking a running process pays only for this package.
+
+Progress = Callable[[str, int, int], object]
+"""A progress hook: (stage, done, total)."""
+
+
+def _to_stderr(message: str) -> None:
+    print(f"explorer: {message}", file=sys.stderr)
+
+
+def new_index(
+    vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None, embedder: Any = None
+) -> VaultIndex:
+    """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr)."""
+    if settings.index.backend == "milvus":
+        from explorer.index.milvus import MilvusIndex
+
+        return MilvusIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
+    from explorer.index.vault_index import VaultIndex
+
+    return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
+
+
+def open_index(
+    vault: Path,
+    settings: Settings,
+    progress: Progress | None = None,
+    on_message: Callable[[str], None] | None = None,
+    embedder: Any = None,
+    load_model: bool = False,
+) -> tuple[VaultIndex, BatchReport]:
+    """Open (load + refresh) the index of `vault`; closed again if opening fails.
+
+    With `load_model`, the embedding model loads in a background thread meanwhile (for a caller
+    that will embed a query right after: the two loads overlap instead of adding up).
+    """
+    index = new_index(vault, settings, on_message, embedder)
+    if load_model:
+        index.load_model_in_background()
+    try:
+        report = index.open(progress=progress)
+    except BaseException:
+        index.close()
+        raise
+    return index, report
+
+
+def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
+    """(term_writer, analyser, reranker) for SearchPipeline; None where the offline default applies.
+
+    Raises ImportError when a configured component's module cannot be loaded (`make_pipeline`
+    turns that into a message instead).
+    """
+    term_writer, analyser, llm = _llm_components(index, settings)
+    return term_writer, analyser, _reranker(index, settings, llm)
+
+
+def _llm_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
+    """(term_writer, analyser, llm client) as configured; Nones without an LLM."""
+    term_writer = analyser = llm = None
+    if settings.llm.configured:
+        from explorer.search.llm import LLMClient, llm_analyser, llm_term_writer
+
+        llm = LLMClient(settings.llm)
+        term_writer = llm_term_writer(llm, index, settings)
+        if settings.experimental.analyser in ("auto", "llm"):
+            analyser = llm_analyser(llm, index, settings)
+    elif settings.experimental.analyser == "llm":
+        # Asked for but not configured: the analyser falls back and names the reason.
+        from explorer.search.llm import LLMClient, llm_analyser
+
+        analyser = llm_analyser(LLMClient(settings.llm), index, settings)
+    return term_writer, analyser, llm
+
+
+def _reranker(index: Any, settings: Settings, llm: Any) -> Any:
+    """The configured reranker, or None with `rerank.backend = "none"`."""
+    if settings.rerank.backend == "none":
+        return None
+    from explorer.search.rerank import build_reranker
+
+    return build_reranker(index, settings, llm)
+
+
+def _failed_import(exc: ImportError) -> str:
+    """What could not be imported, in a few words."""
+    name = getattr(exc, "name", None)
+    detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return f"{name}: {detail}" if name and name not in detail else detail
+
+
+def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
+    """The SearchPipeline with the configured term writer, analyser and reranker.
+
+    A component whose module fails to load is left out, and the pipeline says so: the message is
+    one of its `notices`, which every search repeats among its warnings (so the CLI, MCP and the
+    app all show it). The pipeline module itself failing to load is an error, never silence.
+    """
+    from explorer.search.pipeline import SearchPipeline
+
+    notices: list[str] = []
+    term_writer = analyser = llm = reranker = None
+    try:
+        term_writer, analyser, llm = _llm_components(index, settings)
+    except ImportError as exc:
+        notices.append(
+            f"the LLM could not be loaded ({_failed_import(exc)}): "
+            "keyword search terms and the heuristic analysis are used"
+        )
+    try:
+        reranker = _reranker(index, settings, llm)
+    except ImportError as exc:
+        notices.append(
+            f"the reranker could not be loaded ({_failed_import(exc)}): results keep their fused order"
+        )
+    return SearchPipeline(
+        index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker, notices=notices
+    )
