@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lambda: OnnxEmbedder(model_dir, cache_dir, progress=messages.append, threads=args.threads)
     )
     assert isinstance(onnx, OnnxEmbedder)
-    tokens = [len(enc.ids) for enc in onnx._tokenizer.encode_batch(texts)]
+    tokens = onnx.token_lengths(texts)
     onnx_rate, onnx_vectors = _throughput(onnx, texts, args.repeats)
     onnx_query = _query_latency(onnx)
 

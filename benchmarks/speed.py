@@ -479,7 +479,7 @@ def worker(
     res["rss_end_mb"] = current_rss_mb()
     if profile_dir is not None:
         sample = queries[:60]
-        pipeline._cache.clear()  # noqa: SLF001 - profile real work, not cache hits
+        pipeline.clear_cache()  # profile real work, not cache hits
         _profile(
             lambda: [pipeline.search(q + " x", two_pass=False, rerank=False) for q in sample],
             profile_dir / f"speed-profile-{size}-keystroke.txt",
@@ -578,9 +578,7 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
         texts = [by_hash[h].search_text for h in sorted(chosen_hashes)]
         emb = index.embedder()
         emb.encode(texts[:16])
-        tokens = (
-            [len(e.ids) for e in emb._tokenizer.encode_batch(texts)] if hasattr(emb, "_tokenizer") else []
-        )
+        tokens = emb.token_lengths(texts) if hasattr(emb, "token_lengths") else []
         indexer, onnx = [], []
         for _ in range(repeats):
             with index.lock:

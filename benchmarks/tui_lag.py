@@ -124,7 +124,7 @@ def type_key(app: Any, char: str) -> None:
     key = {" ": "space", "\n": "enter"}.get(char, char)
     event = events.Key(key, "\r" if char == "\n" else char)
     event.set_sender(app)
-    app._driver.send_message(event)
+    app._driver.send_message(event)  # noqa: SLF001 - as the terminal driver delivers a key
 
 
 class Shown:
@@ -141,7 +141,7 @@ class Shown:
 
         def on_related_found(screen: Any, message: Any) -> None:
             spy._orig(screen, message)
-            if message.seq == screen._seq:
+            if message.seq == screen._seq:  # noqa: SLF001 - the screen drops stale answers by it
                 spy.updates.append(
                     (time.perf_counter(), message.paragraph, message.suggestions.results is not None)
                 )

@@ -344,10 +344,10 @@ def test_check_stamp_skips_the_hash_only_while_the_file_is_unchanged(
     onnx_path = folder / "model.onnx"
 
     # A file changed just before its check is hashed again next time (the check may have raced it).
-    assert embed_artefact._read_verified(folder)[0].data is not None
-    assert embed_artefact._read_verified(folder)[0].data is not None
-    monkeypatch.setattr(embed_artefact, "_STAMP_MARGIN_NS", 0)  # now the last check counts
-    vouched, _ = embed_artefact._read_verified(folder)
+    assert embed_artefact.read_verified(folder)[0].data is not None
+    assert embed_artefact.read_verified(folder)[0].data is not None
+    monkeypatch.setattr(embed_artefact, "STAMP_MARGIN_NS", 0)  # now the last check counts
+    vouched, _ = embed_artefact.read_verified(folder)
     assert vouched.data is None and vouched.path == onnx_path
 
     # Loaded from the path, the model gives the very same vectors.
@@ -356,7 +356,7 @@ def test_check_stamp_skips_the_hash_only_while_the_file_is_unchanged(
 
     # Rewritten in place with its size and mtime restored: the stamp no longer vouches for it.
     _flip_bytes(onnx_path)
-    artefact, reason = embed_artefact._read_verified(folder)
+    artefact, reason = embed_artefact.read_verified(folder)
     assert artefact is None and "sha256" in reason
 
 

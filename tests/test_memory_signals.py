@@ -121,7 +121,7 @@ def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, 
     assert ix.embed_pending() == 7 + 6  # own texts, and the context texts of the 6 turns with a neighbour
     assert ix.pending() == []
     turn = {n: f"Users/{'Ana' if n % 2 else 'Ben'}/turns/turn_{n:06d}/context.md" for n in range(1, 9)}
-    in_context = {ix.shards[i].path for i in ix.context._slot_of}
+    in_context = {s.path for node_id, s in ix.shards.items() if node_id in ix.context}
     assert in_context == {turn[n] for n in range(1, 7)}  # turn 7 is alone in session 3
     comet = ix.shards_by_path[turn[3]][0]
     own, ctx = ix.dense.vector(comet), ix.context.vector(comet)
@@ -151,7 +151,8 @@ def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, 
         ix.refresh()
         assert {s.path for s in ix.pending()} == {turn[1], turn[2], turn[3]}
         assert ix.embed_pending() == 4
-        assert "long walks" in ix._context_text(ix.shards_by_path[turn[3]][0])
+        context = ix._context_text(ix.shards_by_path[turn[3]][0])  # noqa: SLF001 - no public reader yet
+        assert "long walks" in context
         # A removed turn leaves its neighbours without it.
         (vault / turn[8]).unlink()
         ix.refresh()

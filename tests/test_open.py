@@ -275,7 +275,7 @@ async def test_app_says_when_no_editor_is_set(tui_vault: Path, embedder, tmp_pat
         await search(app, pilot, "hamster cage")
         await pilot.press("ctrl+g")
         await settle(app, pilot)
-        assert any("set $EDITOR" in n.message for n in app._notifications)
+        assert any("set $EDITOR" in n.message for n in app._notifications)  # noqa: SLF001 - Textual keeps toasts private
 
 
 def test_a_pdf_or_canvas_opens_at_its_start_in_the_editor(tmp_path: Path) -> None:

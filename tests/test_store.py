@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -257,10 +258,10 @@ def test_kill_during_write_leaves_a_store_that_opens(tmp_path: Path) -> None:
 
 
 def test_store_schema_version_is_recorded(tmp_path: Path) -> None:
-    store = Store(tmp_path)
-    row = store.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    Store(tmp_path).close()
+    with closing(sqlite3.connect(tmp_path / "index.sqlite")) as db:  # the file as another reader sees it
+        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
     assert row[0] == str(store_mod.SCHEMA_VERSION)
-    store.close()
 
 
 def test_dense_set_many_equals_set() -> None:

@@ -200,7 +200,7 @@ def test_cli_on_a_terminal_keeps_colour_and_escapes_the_rest(evil_vault: Path) -
 # -- the app ------------------------------------------------------------------------------------
 def screen_output(app) -> str:
     """What the app writes to the terminal for a full redraw of the current screen (toasts included)."""
-    update = app.screen._compositor.render_update(full=True)
+    update = app.screen._compositor.render_update(full=True)  # noqa: SLF001 - the terminal's bytes
     return update.render_segments(app.console)
 
 

@@ -25,13 +25,29 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from explorer.config import Settings
     from explorer.vault.links import LinkGraph
-    from explorer.vault.model import Note, Shard
+    from explorer.vault.model import Highlight, Note, Shard
 
-__all__ = ["Encoder", "Hit", "IndexBackend", "Restriction", "Snapshot", "SnapshotCounts", "Spread"]
+__all__ = [
+    "DEFAULTS",
+    "MAX_RESULTS",
+    "MODES",
+    "ClassicHit",
+    "ClassicQueryError",
+    "ClassicResult",
+    "Encoder",
+    "Hit",
+    "IndexBackend",
+    "Restriction",
+    "Snapshot",
+    "SnapshotCounts",
+    "Spread",
+]
 
 Hit = tuple[str, float]
 """One ranked shard: (node_id, raw score) - a BM25 score, or a cosine for vector rankings."""
@@ -219,3 +235,131 @@ class IndexBackend(Protocol):
     def embedder(self) -> Encoder | None:
         """The embedding model (loaded on first use), or None when embeddings are off or unavailable."""
         ...
+
+    def resolve_note(self, name: str) -> str | None:
+        """The indexed note `name` names: a vault path (with or without `.md`), else a link target
+        (path suffix, file stem or alias, case-insensitively); None when it names none."""
+        ...
+
+    def local_copy(self, root: Path, settings: Settings) -> Any:
+        """A new, unopened local index over `root` (a copy of this vault) with this index's model
+        when it is loaded: why-not rehearses an edit of a note in it, never in this index."""
+        ...
+
+    def classic_search(
+        self,
+        mode: str,
+        keywords: Sequence[str] | str,
+        max_results: int | None = None,
+        context_chars: int | None = None,
+        window: int | None = None,
+    ) -> ClassicResult:
+        """One classic cursor tool (`MODES`) over the current notes; None for a parameter means its default.
+
+        Raises:
+            ClassicQueryError: an unknown mode, no usable keyword, or a parameter out of range.
+        """
+        ...
+
+
+# -- the classic cursor tools: what they return ------------------------------------------------
+#: The four tools, by the names the CLI and the TUI use.
+MODES: tuple[str, ...] = ("tfidf", "phrase", "and", "fuzzy")
+#: Default (max_results, context_chars) of each tool.
+DEFAULTS: dict[str, tuple[int, int]] = {
+    "tfidf": (15, 300),
+    "phrase": (10, 4000),
+    "and": (15, 3000),
+    "fuzzy": (15, 300),
+}
+#: The most hits one call returns.
+MAX_RESULTS = 500
+
+
+class ClassicQueryError(ValueError):
+    """A classic search request that cannot run (no keywords, only punctuation, bad parameters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicHit:
+    """One match location found by a classic tool."""
+
+    score: float
+    """Relevance under the stage that found it (higher is better; scales differ between stages)."""
+    path: str
+    """Vault-relative path of the note."""
+    node_id: str
+    """node_id of the shard that contains the cursor ('' when the index has no shards to ask)."""
+    cursor: int
+    """Offset of the match in the note's raw text: `note.text[cursor:cursor + len(match)]` is `match`."""
+    match: str
+    """The matched text as it stands in the note."""
+    keywords: tuple[str, ...]
+    """The keywords (as given) that matched at this location."""
+    terms: tuple[str, ...]
+    """The folded index terms that matched (for fuzzy: the vocabulary words the keywords expanded to)."""
+    title: str
+    """The note's title."""
+    snippet: str
+    """The raw text around the cursor: `note.text[snippet_start:snippet_end]`."""
+    snippet_start: int
+    """Offset of the snippet's first character in the note."""
+    snippet_end: int
+    """Offset past the snippet."""
+    highlights: tuple[Highlight, ...]
+    """Matched spans inside the snippet, as note offsets."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The hit as JSON-ready data."""
+        return {
+            "score": round(self.score, 6),
+            "path": self.path,
+            "node_id": self.node_id,
+            "cursor": self.cursor,
+            "match": self.match,
+            "keywords": list(self.keywords),
+            "terms": list(self.terms),
+            "title": self.title,
+            "snippet": self.snippet,
+            "snippet_start": self.snippet_start,
+            "snippet_end": self.snippet_end,
+            "highlights": [{"start": h.start, "end": h.end, "term": h.term} for h in self.highlights],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicResult:
+    """What one classic tool call returned."""
+
+    mode: str
+    """The tool asked for: tfidf, phrase, and or fuzzy."""
+    stage: str
+    """The stage that answered: tfidf, and, fuzzy, phrase or proximity; 'none' when nothing matched."""
+    keywords: tuple[str, ...]
+    """The keywords used (blank and punctuation-only ones dropped)."""
+    hits: tuple[ClassicHit, ...]
+    """Best first, at most `max_results`."""
+    total: int
+    """Match locations the answering stage found before truncation to `max_results`."""
+    stages_tried: tuple[str, ...]
+    """Every stage run, in order."""
+    warnings: tuple[str, ...] = ()
+    """Adjustments and fallbacks worth telling the user about."""
+    expansions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Fuzzy stage only: each keyword word with the vocabulary words it matched."""
+    index_version: int = 0
+    """Version of the index the search ran against."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
+        return {
+            "mode": self.mode,
+            "stage": self.stage,
+            "keywords": list(self.keywords),
+            "total": self.total,
+            "stages_tried": list(self.stages_tried),
+            "warnings": list(self.warnings),
+            "expansions": {word: list(terms) for word, terms in self.expansions},
+            "index_version": self.index_version,
+            "hits": [h.to_dict() for h in self.hits],
+        }

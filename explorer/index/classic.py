@@ -1,139 +1,58 @@
-"""Classic cursor search tools over raw note text: TF-IDF, boolean AND, fuzzy OR and exact phrase."""
+"""Classic cursor search tools over raw note text: TF-IDF, boolean AND, fuzzy OR and exact phrase.
+
+The tools run on the positional index of explorer/index/positions.py; what they return
+(`ClassicResult`, `ClassicHit`) and their defaults are part of the backend interface
+(explorer/index/backend.py), which is how explorer/search reaches them.
+"""
 
 from __future__ import annotations
 
 import math
 import re
 import threading
-import unicodedata
-from array import array
 from bisect import bisect_left
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import accumulate
 from typing import Any
 
+from explorer.index.backend import (
+    DEFAULTS,
+    MAX_RESULTS,
+    MODES,
+    ClassicHit,
+    ClassicQueryError,
+    ClassicResult,
+)
+from explorer.index.positions import NotePositions, NoteSource, PositionalIndex, plain_word
 from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
-from explorer.vault.model import Highlight, Note, Shard
+from explorer.vault.model import Highlight, Shard
 
-#: The four tools, by the names the CLI and the TUI use.
-MODES: tuple[str, ...] = ("tfidf", "phrase", "and", "fuzzy")
-#: Default (max_results, context_chars) of each tool.
-DEFAULTS: dict[str, tuple[int, int]] = {
-    "tfidf": (15, 300),
-    "phrase": (10, 4000),
-    "and": (15, 3000),
-    "fuzzy": (15, 300),
-}
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_AND_WINDOW",
+    "MAX_KEYWORDS",
+    "MAX_RESULTS",
+    "MAX_SNIPPET_CHARS",
+    "MAX_WINDOW",
+    "MODES",
+    "ClassicHit",
+    "ClassicIndex",
+    "ClassicQueryError",
+    "ClassicResult",
+    "run_mode",
+]
+
 #: Default proximity window of boolean AND, in words.
 DEFAULT_AND_WINDOW = 50
-#: The most hits one call returns.
-MAX_RESULTS = 500
 #: The most keywords one call uses.
 MAX_KEYWORDS = 32
 #: The largest `context_chars` of one hit's snippet (half each side of the cursor).
 MAX_SNIPPET_CHARS = 2 * MAX_CONTEXT_CHARS
 #: The largest proximity window, in words.
 MAX_WINDOW = 5000
-#: The most vocabulary terms one fuzzy keyword word expands to.
-MAX_EXPANSIONS = 50
-#: The least similarity (0..1) a fuzzy match needs.
-FUZZY_MIN_SIMILARITY = 0.35
 
 ShardLookup = Callable[[str, int], "Shard | None"]
-NoteSource = Callable[[], "tuple[int, Mapping[str, Note]]"]
-
-
-class ClassicQueryError(ValueError):
-    """A classic search request that cannot run (no keywords, only punctuation, bad parameters)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClassicHit:
-    """One match location found by a classic tool."""
-
-    score: float
-    """Relevance under the stage that found it (higher is better; scales differ between stages)."""
-    path: str
-    """Vault-relative path of the note."""
-    node_id: str
-    """node_id of the shard that contains the cursor ('' when the index has no shards to ask)."""
-    cursor: int
-    """Offset of the match in the note's raw text: `note.text[cursor:cursor + len(match)]` is `match`."""
-    match: str
-    """The matched text as it stands in the note."""
-    keywords: tuple[str, ...]
-    """The keywords (as given) that matched at this location."""
-    terms: tuple[str, ...]
-    """The folded index terms that matched (for fuzzy: the vocabulary words the keywords expanded to)."""
-    title: str
-    """The note's title."""
-    snippet: str
-    """The raw text around the cursor: `note.text[snippet_start:snippet_end]`."""
-    snippet_start: int
-    """Offset of the snippet's first character in the note."""
-    snippet_end: int
-    """Offset past the snippet."""
-    highlights: tuple[Highlight, ...]
-    """Matched spans inside the snippet, as note offsets."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The hit as JSON-ready data."""
-        return {
-            "score": round(self.score, 6),
-            "path": self.path,
-            "node_id": self.node_id,
-            "cursor": self.cursor,
-            "match": self.match,
-            "keywords": list(self.keywords),
-            "terms": list(self.terms),
-            "title": self.title,
-            "snippet": self.snippet,
-            "snippet_start": self.snippet_start,
-            "snippet_end": self.snippet_end,
-            "highlights": [{"start": h.start, "end": h.end, "term": h.term} for h in self.highlights],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ClassicResult:
-    """What one classic tool call returned."""
-
-    mode: str
-    """The tool asked for: tfidf, phrase, and or fuzzy."""
-    stage: str
-    """The stage that answered: tfidf, and, fuzzy, phrase or proximity; 'none' when nothing matched."""
-    keywords: tuple[str, ...]
-    """The keywords used (blank and punctuation-only ones dropped)."""
-    hits: tuple[ClassicHit, ...]
-    """Best first, at most `max_results`."""
-    total: int
-    """Match locations the answering stage found before truncation to `max_results`."""
-    stages_tried: tuple[str, ...]
-    """Every stage run, in order."""
-    warnings: tuple[str, ...] = ()
-    """Adjustments and fallbacks worth telling the user about."""
-    expansions: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """Fuzzy stage only: each keyword word with the vocabulary words it matched."""
-    index_version: int = 0
-    """Version of the index the search ran against."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-ready data."""
-        return {
-            "mode": self.mode,
-            "stage": self.stage,
-            "keywords": list(self.keywords),
-            "total": self.total,
-            "stages_tried": list(self.stages_tried),
-            "warnings": list(self.warnings),
-            "expansions": {word: list(terms) for word, terms in self.expansions},
-            "index_version": self.index_version,
-            "hits": [h.to_dict() for h in self.hits],
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,43 +63,6 @@ class _Keyword:
     terms: tuple[str, ...]
     raw: tuple[str, ...]
     """Each term's surface word, lower-cased and accent-stripped but not stemmed (for fuzzy)."""
-
-
-_EMPTY = array("i")
-
-
-@dataclass(slots=True)
-class _Doc:
-    """One note's positional index, in flat integer arrays (a few bytes per word)."""
-
-    note: Note
-    ids: array
-    """Term id (of the folded token) at each word position."""
-    starts: array
-    """Character start of each word position."""
-    ends: array
-    """Character end of each word position."""
-    uniq: array
-    """The note's distinct term ids, ascending."""
-    offs: array
-    """Term uniq[k] occurs at word positions order[offs[k]:offs[k + 1]]."""
-    order: array
-    """Word positions grouped by term id, ascending within a group."""
-    surfaces: frozenset[str] | None = None
-    """Distinct words as written, lower-cased and accent-stripped but not stemmed (for fuzzy
-    matching; computed on the first fuzzy search)."""
-
-    def positions(self, tid: int) -> array:
-        """Word positions of a term id, ascending (empty when absent)."""
-        k = bisect_left(self.uniq, tid)
-        if k < len(self.uniq) and self.uniq[k] == tid:
-            return self.order[self.offs[k] : self.offs[k + 1]]
-        return _EMPTY
-
-    def has(self, tid: int) -> bool:
-        """True when the term id occurs in the note."""
-        k = bisect_left(self.uniq, tid)
-        return k < len(self.uniq) and self.uniq[k] == tid
 
 
 # One occurrence of a search unit in a note, as a plain tuple (there can be many per query):
@@ -200,16 +82,8 @@ class _Candidate:
     terms: set[str]
 
 
-class ClassicIndex:
-    """Positional postings of every note's raw text, kept in step with the notes, plus the four tools.
-
-    Each note keeps its folded tokens (the tokenizer of the hybrid index) as term ids with their
-    character spans in the raw text, and its positional postings (term -> word positions) as
-    flat integer arrays searched by bisection; document frequencies are kept across notes.
-    `add_note` / `remove_note` cost work proportional to one note (term ids are never reused,
-    so a term that leaves the vault keeps its id). When built with `source`, every search first
-    brings the index up to date with it: only notes whose object changed are re-tokenized.
-    """
+class ClassicIndex(PositionalIndex):
+    """The four classic tools over a positional index (see `PositionalIndex` for how it is kept)."""
 
     def __init__(
         self,
@@ -224,144 +98,8 @@ class ClassicIndex:
             lock: The lock that guards the notes (share the VaultIndex's so a search sees one batch).
             source: Returns (version, notes) of the owning index; searches sync to it first.
         """
-        self.lock = lock or threading.RLock()
-        self.version = -1
+        super().__init__(lock, source)
         self._shard_at = shard_at
-        self._source = source
-        self._docs: dict[str, _Doc] = {}
-        self._ids: dict[str, int] = {}
-        self._terms: list[str] = []
-        self._df: Counter[int] = Counter()
-        self._sdf: Counter[str] = Counter()
-        self._vocab_dirty = True
-        self._vocab_blob = ""
-        self._vocab_by_len: dict[int, list[str]] = {}
-        self._forms: dict[str, list[str]] = {}
-        self._surfaces_on = False
-
-    # -- updates ---------------------------------------------------------------------------
-    def __len__(self) -> int:
-        with self.lock:
-            self.update()
-            return len(self._docs)
-
-    def __contains__(self, path: object) -> bool:
-        with self.lock:
-            self.update()
-            return path in self._docs
-
-    def add_note(self, note: Note) -> None:
-        """Index a note, replacing any earlier version of the same path."""
-        spans = tokenize_spans(note.text)
-        tokens = [t for t, _, _ in spans]
-        starts = array("i", [s for _, s, _ in spans])
-        ends = array("i", [e for _, _, e in spans])
-        with self.lock:
-            ids, terms = self._ids, self._terms
-            for term in set(tokens):
-                if term not in ids:
-                    ids[term] = len(terms)
-                    terms.append(term)
-            tids = array("i", map(ids.__getitem__, tokens))
-            counts = Counter(tids)
-            uniq = array("i", sorted(counts))
-            offs = array("i", accumulate((counts[u] for u in uniq), initial=0))
-            order = array("i", sorted(range(len(tids)), key=tids.__getitem__))
-            doc = _Doc(note, tids, starts, ends, uniq, offs, order)
-            self.remove_note(note.path)
-            self._docs[note.path] = doc
-            self._df.update(uniq)
-            if self._surfaces_on:
-                self._add_surfaces(doc)
-
-    def _add_surfaces(self, doc: _Doc) -> None:
-        text = doc.note.text
-        doc.surfaces = frozenset(map(_plain, {text[s:e] for s, e in zip(doc.starts, doc.ends)}))
-        for word in doc.surfaces:
-            if self._sdf[word] == 0:
-                self._vocab_dirty = True
-            self._sdf[word] += 1
-
-    def remove_note(self, path: str) -> bool:
-        """Drop a note; False when it was not indexed."""
-        with self.lock:
-            doc = self._docs.pop(path, None)
-            if doc is None:
-                return False
-            _decrement(self._df, doc.uniq)
-            if doc.surfaces is not None and _decrement(self._sdf, doc.surfaces):
-                self._vocab_dirty = True
-            return True
-
-    def sync(self, notes: Mapping[str, Note], version: int) -> tuple[int, int]:
-        """Bring the index in line with `notes`; returns (notes re-indexed, notes dropped).
-
-        A note is re-indexed only when its object differs from the one indexed (a re-parsed note
-        is a new object), so a sync after a one-note batch costs one note plus a dict walk.
-        """
-        with self.lock:
-            gone = [p for p in self._docs if p not in notes]
-            for path in gone:
-                self.remove_note(path)
-            changed = 0
-            for path, note in notes.items():
-                doc = self._docs.get(path)
-                if doc is None or doc.note is not note:
-                    self.add_note(note)
-                    changed += 1
-            self.version = version
-            return changed, len(gone)
-
-    def update(self) -> None:
-        """Sync with the owning index when its version moved (no-op without a source)."""
-        if self._source is None:
-            return
-        with self.lock:
-            version, notes = self._source()
-            if version != self.version:
-                self.sync(notes, version)
-
-    # -- reading ---------------------------------------------------------------------------
-    def paths(self) -> list[str]:
-        """Indexed note paths."""
-        with self.lock:
-            self.update()
-            return sorted(self._docs)
-
-    def note(self, path: str) -> Note | None:
-        """The indexed version of a note."""
-        with self.lock:
-            self.update()
-            doc = self._docs.get(path)
-            return doc.note if doc else None
-
-    def postings(self, path: str) -> dict[str, list[tuple[int, int]]]:
-        """Folded token -> (char start, char end) of each occurrence in the note's raw text."""
-        with self.lock:
-            self.update()
-            doc = self._docs.get(path)
-            if doc is None:
-                return {}
-            return {
-                self._terms[tid]: [
-                    (doc.starts[p], doc.ends[p]) for p in doc.order[doc.offs[k] : doc.offs[k + 1]]
-                ]
-                for k, tid in enumerate(doc.uniq)
-            }
-
-    def df(self, term: str) -> int:
-        """Number of notes that contain the folded term."""
-        with self.lock:
-            self.update()
-            return self._df.get(self._ids.get(term, -1), 0)
-
-    def _tids(self, terms: Iterable[str]) -> tuple[int, ...]:
-        """Term ids of folded terms (-1 for a term no note has ever had)."""
-        return tuple(self._ids.get(t, -1) for t in terms)
-
-    def idf(self, df: int) -> float:
-        """Smoothed inverse document frequency: ln(1 + N / df)."""
-        return math.log(1.0 + len(self._docs) / max(df, 1))
 
     # -- the four tools --------------------------------------------------------------------
     def search_context(
@@ -529,31 +267,6 @@ class ClassicIndex:
             )
 
     # -- stages ----------------------------------------------------------------------------
-    def _unit_occurrences(self, doc: _Doc, tids: tuple[int, ...]) -> list[int]:
-        """Word positions where the terms `tids` stand side by side in `doc`."""
-        lists = [doc.positions(t) for t in tids]
-        if not all(lists):
-            return []
-        if len(tids) == 1:
-            return list(lists[0])
-        j = min(range(len(tids)), key=lambda i: len(lists[i]))
-        out = []
-        n = len(doc.ids)
-        for p0 in lists[j]:
-            p = p0 - j
-            if p >= 0 and p + len(tids) <= n and all(doc.ids[p + i] == t for i, t in enumerate(tids)):
-                out.append(p)
-        return out
-
-    def _candidate_docs(self, tids: Iterable[int], require_all: bool) -> list[_Doc]:
-        wanted = set(tids)
-        if require_all:
-            if -1 in wanted:
-                return []
-            return [d for d in self._docs.values() if all(d.has(t) for t in wanted)]
-        wanted.discard(-1)
-        return [d for d in self._docs.values() if any(d.has(t) for t in wanted)]
-
     def _tfidf(self, kws: list[_Keyword], width: int) -> list[_Candidate]:
         per_doc: dict[str, list[_Occ]] = {}
         df = [0] * len(kws)
@@ -627,7 +340,7 @@ class ClassicIndex:
 
     def _and_score(
         self,
-        doc: _Doc,
+        doc: NotePositions,
         kws: list[_Keyword],
         first: int,
         last: int,
@@ -721,80 +434,9 @@ class ClassicIndex:
                 out.append(self._candidate(doc, top, score, matched, {self._terms[o[4]] for o in group}))
         return out, tuple(expansions)
 
-    def _expand(self, term: str, raw: str) -> dict[str, float]:
-        """Words of the vault (as written, unstemmed) that fuzzily match one keyword word, with their similarity."""
-        found: dict[str, float] = {}
-
-        def offer(v: str, sim: float) -> None:
-            if sim > found.get(v, 0.0):
-                found[v] = sim
-
-        for v in self._forms.get(term, ()):
-            offer(v, 1.0)  # the same word, maybe inflected: it folds to the same term
-        q = raw or term
-        if q in self._sdf:
-            offer(q, 1.0)
-        if len(q) >= 3:
-            # Words containing q (inflections, compounds): scan the joined vocabulary.
-            blob = self._vocab_blob
-            i = blob.find(q)
-            while i != -1:
-                s = blob.rfind("\n", 0, i) + 1
-                e = blob.find("\n", i)
-                v = blob[s:e]
-                if v != q and len(q) / len(v) >= 0.3:
-                    offer(v, 0.9 * len(q) / len(v))
-                i = blob.find(q, e)
-            # Words contained in q, at least half of it (a stem, a part of a compound).
-            for size in range(max(3, (len(q) + 1) // 2), len(q)):
-                for a in range(len(q) - size + 1):
-                    v = q[a : a + size]
-                    if v in self._sdf:
-                        offer(v, 0.8 * size / len(q))
-        # Typos are only looked for when the word is not in the vault as written.
-        limit = (
-            0 if found.get(q) == 1.0 or term in self._forms else 2 if len(q) >= 8 else 1 if len(q) >= 4 else 0
-        )
-        if limit:
-            for n in range(len(q) - limit, len(q) + limit + 1):
-                for v in self._vocab_by_len.get(n, ()):
-                    if v[0] != q[0] and v[-1] != q[-1]:
-                        continue
-                    d = _edit_distance(q, v, limit)
-                    if 0 < d <= limit:
-                        offer(v, 1.0 - d / max(len(q), len(v)))
-        if not found:
-            return {}
-        # Weak matches are noise next to a strong one: keep those at least 60% as similar.
-        floor = max(FUZZY_MIN_SIMILARITY, 0.6 * max(found.values()))
-        ranked = sorted(
-            ((v, sim) for v, sim in found.items() if sim >= floor),
-            key=lambda kv: (-kv[1], -self._sdf.get(kv[0], 0), kv[0]),
-        )
-        return dict(ranked[:MAX_EXPANSIONS])
-
-    def _build_vocab(self) -> None:
-        if not self._surfaces_on:
-            # The words as written are only needed by fuzzy matching: gathered on its first use.
-            self._surfaces_on = True
-            for doc in self._docs.values():
-                self._add_surfaces(doc)
-        if not self._vocab_dirty:
-            return
-        vocab = sorted(self._sdf)
-        self._vocab_blob = "\n" + "\n".join(vocab) + "\n"
-        by_len: dict[int, list[str]] = {}
-        forms: dict[str, list[str]] = {}
-        for v in vocab:
-            by_len.setdefault(len(v), []).append(v)
-            forms.setdefault(fold_word(v), []).append(v)
-        self._vocab_by_len = by_len
-        self._forms = forms
-        self._vocab_dirty = False
-
     # -- hits ------------------------------------------------------------------------------
     def _candidate(
-        self, doc: _Doc, occ: _Occ, score: float, keywords: Iterable[str], terms: set[str]
+        self, doc: NotePositions, occ: _Occ, score: float, keywords: Iterable[str], terms: set[str]
     ) -> _Candidate:
         return _Candidate(
             score, doc.note.path, doc.starts[occ[0]], doc.ends[occ[2] - 1], tuple(keywords), terms
@@ -864,19 +506,6 @@ def run_mode(
     return classic.run(mode, keywords, max_results, context_chars, window)
 
 
-def _decrement(counter: Counter[Any], keys: Iterable[Any]) -> bool:
-    """Count each key down by one, deleting those that reach zero; True when any was deleted."""
-    dropped = False
-    for key in keys:
-        left = counter[key] - 1
-        if left <= 0:
-            del counter[key]
-            dropped = True
-        else:
-            counter[key] = left
-    return dropped
-
-
 def _phrase_regex(kws: list[_Keyword]) -> re.Pattern[str]:
     """The keywords as one phrase: case-insensitive, any whitespace run for each space, whole words at the ends."""
     parts = " ".join(k.text for k in kws).split()
@@ -908,7 +537,7 @@ def _parse_keywords(keywords: Sequence[str] | str, warnings: list[str]) -> list[
         if not spans:
             dropped.append(text)
             continue
-        raw = tuple(_plain(text[s:e]) for _, s, e in spans)
+        raw = tuple(plain_word(text[s:e]) for _, s, e in spans)
         out.append(_Keyword(text, tuple(t for t, _, _ in spans), raw))
     if not out:
         raise ClassicQueryError(
@@ -932,12 +561,6 @@ def _content(kws: list[_Keyword], warnings: list[str], stage: str) -> list[_Keyw
     return kws
 
 
-@lru_cache(maxsize=200_000)
-def _plain(word: str) -> str:
-    w = unicodedata.normalize("NFKD", word.casefold())
-    return "".join(c for c in w if not unicodedata.combining(c)).replace("'", "").replace("’", "")
-
-
 def _cluster(window: int | None, context_chars: int) -> int:
     """Words within which occurrences form one location: the window, else about half a snippet."""
     if window is not None:
@@ -955,25 +578,3 @@ def _clusters(occs: list[_Occ], width: int) -> list[list[_Occ]]:
         else:
             groups.append([o])
     return groups
-
-
-def _edit_distance(a: str, b: str, limit: int) -> int:
-    """Optimal-string-alignment distance of `a` and `b` (adjacent swaps cost 1), or limit + 1 past limit."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        best = i
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                v = min(v, prev2[j - 2] + 1)
-            cur[j] = v
-            best = min(best, v)
-        if best > limit:
-            return limit + 1
-        prev2, prev = prev, cur
-    return prev[-1] if prev[-1] <= limit else limit + 1

@@ -154,15 +154,7 @@ def resolve_note(index: VaultIndex, name: str) -> str | None:
     A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
     Obsidian link target does (path suffix, file stem or alias, case-insensitively).
     """
-    name = name.strip().replace("\\", "/").lstrip("/")
-    if not name:
-        return None
-    if name in index.notes:
-        return name
-    if f"{name}.md" in index.notes:
-        return f"{name}.md"
-    resolved = index.links().resolve(name)
-    return resolved if resolved is not None and resolved in index.notes else None
+    return index.resolve_note(name)
 
 
 def _note_path(index: VaultIndex, name: str) -> str:

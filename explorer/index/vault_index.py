@@ -8,7 +8,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, KeysView, Mapping
+from collections.abc import Callable, Iterable, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +38,7 @@ from explorer.vault.scan import (
 from explorer.vault.shard import cap_shards, make_shards
 
 if TYPE_CHECKING:
+    from explorer.index.backend import ClassicResult
     from explorer.index.classic import ClassicIndex
 
 Progress = Callable[[str, int, int], object]
@@ -1081,6 +1082,38 @@ class VaultIndex:
             self._load_notes()
             self._classic.update()
             return self._classic
+
+    def resolve_note(self, name: str) -> str | None:
+        """The indexed note `name` names, or None (the backend interface's `resolve_note`).
+
+        A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
+        Obsidian link target does (path suffix, file stem or alias, case-insensitively).
+        """
+        name = name.strip().replace("\\", "/").lstrip("/")
+        if not name:
+            return None
+        if name in self.notes:
+            return name
+        if f"{name}.md" in self.notes:
+            return f"{name}.md"
+        resolved = self.links().resolve(name)
+        return resolved if resolved is not None and resolved in self.notes else None
+
+    def local_copy(self, root: Path, settings: Settings) -> VaultIndex:
+        """A new local index over `root` (a copy of this vault) with this index's model when it is
+        loaded; not opened yet (the backend interface's `local_copy`)."""
+        return VaultIndex(root, settings, embedder=self.embedder() if self.model_state == "ready" else None)
+
+    def classic_search(
+        self,
+        mode: str,
+        keywords: Sequence[str] | str,
+        max_results: int | None = None,
+        context_chars: int | None = None,
+        window: int | None = None,
+    ) -> ClassicResult:
+        """One classic cursor tool over the current notes (the backend interface's `classic_search`)."""
+        return self.classic().run(mode, keywords, max_results, context_chars, window)
 
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         """The shard of `path` that contains `cursor` (the nearest one before it otherwise).

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from explorer.config import Settings
+from explorer.index.backend import DEFAULTS, MAX_RESULTS, ClassicQueryError
 from explorer.index.windows import snippet
 from explorer.search.query import parse_query
 from explorer.search.retrieve import Retriever
@@ -18,7 +19,7 @@ _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')
 
 
 class ClassicUnavailable(RuntimeError):
-    """The classic tools cannot run: the module is missing, or the query has no usable keywords."""
+    """The classic tools cannot run this query: it has no usable keywords or a parameter is out of range."""
 
 
 def split_filters(keywords: Sequence[str]) -> tuple[list[str], str]:
@@ -74,16 +75,16 @@ def find(
     Raises:
         ClassicQueryError: bad input (no keyword, an unknown mode, ...).
     """
-    from explorer.index.classic import DEFAULTS, MAX_RESULTS, ClassicQueryError, run_mode
-
     words, filters = split_filters(keywords)
     allowed = allowed_shards(index, settings, filters)
     if allowed is None:
-        return run_mode(index, mode, words if filters else list(keywords), max_results, context_chars, window)
+        return index.classic_search(
+            mode, words if filters else list(keywords), max_results, context_chars, window
+        )
     if not words:
         raise ClassicQueryError("give at least one keyword besides the filters, e.g. cage tag:pets")
     wanted = max_results or DEFAULTS.get(mode, (15, 0))[0]
-    result = run_mode(index, mode, words, min(max(wanted * 20, 300), MAX_RESULTS), context_chars, window)
+    result = index.classic_search(mode, words, min(max(wanted * 20, 300), MAX_RESULTS), context_chars, window)
     kept = []
     for hit in result.hits:
         shard = index.shard_at(hit.path, hit.cursor)  # the passage the hit is in: section: filters count
@@ -115,17 +116,13 @@ def classic_results(
     are left out, as `find` leaves them out.
 
     Raises:
-        ClassicUnavailable: when `explorer.index.classic` is missing or rejects the query.
+        ClassicUnavailable: when the tool rejects the query (no usable keyword, ...).
     """
-    try:
-        from explorer.index.classic import ClassicQueryError, run_mode
-    except ImportError as exc:
-        raise ClassicUnavailable(f"the classic tools are not available in this build ({exc})") from None
     t0 = time.perf_counter()
     keywords = classic_keywords(mode, text)
     try:
-        found = run_mode(
-            index, mode, keywords, max_results=max(k * 3, 30) if allowed is None else max(k * 20, 300)
+        found = index.classic_search(
+            mode, keywords, max_results=max(k * 3, 30) if allowed is None else max(k * 20, 300)
         )
     except ClassicQueryError as exc:
         raise ClassicUnavailable(str(exc)) from None

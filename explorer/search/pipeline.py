@@ -203,6 +203,11 @@ class SearchPipeline:
             self._retriever.prepare(snap)
             self._memory.get(snap)
 
+    def clear_cache(self) -> None:
+        """Forget the remembered answers, so the next searches run in full (a benchmark measures
+        searches, not cache hits)."""
+        self._cache.clear()
+
     def search(
         self,
         query: str,

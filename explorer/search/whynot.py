@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from explorer.index.targets import resolve_note as resolve_indexed_note
 from explorer.search.quality import COS_FLOOR
 from explorer.search.query import parse_query
 from explorer.search.schema import Ranking, SearchResults
@@ -41,12 +40,12 @@ class WhyNotReport:
 
 
 def resolve_note(index: Any, name: str) -> str | None:
-    """The indexed note a user means by `name`: a path or link target (`explorer.index.targets.resolve_note`),
+    """The indexed note a user means by `name`: a path or link target (the index's `resolve_note`),
     else a title, else a unique part of a path or title."""
     name = name.strip().strip("[]").strip()
     if not name:
         return None
-    target = resolve_indexed_note(index, name)
+    target = index.resolve_note(name)
     if target is not None:
         return target
     titles = index.note_titles()
@@ -485,10 +484,7 @@ def rehearse_words(
         if index.cache_dir.is_dir():
             shutil.copytree(index.cache_dir, cache, symlinks=True)
         copy_settings = replace(settings, index=replace(settings.index, cache_dir=str(cache)))
-        embedder = index.embedder() if index.model_state == "ready" else None
-        from explorer.index.vault_index import VaultIndex
-
-        copy = VaultIndex(root, copy_settings, embedder=embedder)
+        copy = index.local_copy(root, copy_settings)
         try:
             copy.open()
             copy.embed_pending()

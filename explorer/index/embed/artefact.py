@@ -92,7 +92,7 @@ def _temp_name(target: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(lock_path: Path, progress: ProgressFn | None) -> Iterator[None]:
+def exclusive_lock(lock_path: Path, progress: ProgressFn | None) -> Iterator[None]:
     """Holds an exclusive ``flock`` on ``lock_path`` (no locking where fcntl is unavailable).
 
     Builders also write under unique temp names and ``os.replace``, so even without a lock two
@@ -126,7 +126,7 @@ def _exclusive_lock(lock_path: Path, progress: ProgressFn | None) -> Iterator[No
 
 
 @dataclass(frozen=True)
-class _Verified:
+class VerifiedArtefact:
     """A verified artefact: its bytes as read and hashed, or, when a fresh check stamp vouches
     for the file, its path (ONNX Runtime then reads the file itself, without a copy in Python)."""
 
@@ -142,7 +142,7 @@ class _Verified:
 
 #: Seconds a file's change time must precede its check for the check to vouch for it (a change
 #: within the file system's timestamp resolution of the check could otherwise go unseen).
-_STAMP_MARGIN_NS = 2_000_000_000
+STAMP_MARGIN_NS = 2_000_000_000
 
 
 def _file_key(st: os.stat_result) -> list[int]:
@@ -166,7 +166,7 @@ def _stamped(artefact_dir: Path, st: os.stat_result, sha: str) -> bool:
         and stamp.get("sha256") == sha
         and stamp.get("file") == _file_key(st)
         and isinstance(stamp.get("checked_ns"), int)
-        and st.st_ctime_ns + _STAMP_MARGIN_NS <= stamp["checked_ns"]
+        and st.st_ctime_ns + STAMP_MARGIN_NS <= stamp["checked_ns"]
     )
 
 
@@ -179,11 +179,11 @@ def _write_stamp(artefact_dir: Path, st: os.stat_result, sha: str) -> None:
         pass
 
 
-def _read_verified(artefact_dir: Path) -> tuple[_Verified | None, str]:
+def read_verified(artefact_dir: Path) -> tuple[VerifiedArtefact | None, str]:
     """Reads ``model.onnx`` and checks it against the manifest.
 
     The file is hashed unless the check stamp of an earlier load vouches for it (same device,
-    inode, size, mtime and ctime, changed at least `_STAMP_MARGIN_NS` before that check); a full
+    inode, size, mtime and ctime, changed at least `STAMP_MARGIN_NS` before that check); a full
     check writes a new stamp.
 
     Args:
@@ -211,7 +211,7 @@ def _read_verified(artefact_dir: Path) -> tuple[_Verified | None, str]:
         with onnx_path.open("rb") as fh:
             st = os.fstat(fh.fileno())
             if st.st_size == expected_size and _stamped(artefact_dir, st, str(manifest.get("sha256"))):
-                return _Verified(data=None, sha256=str(manifest["sha256"]), path=onnx_path), ""
+                return VerifiedArtefact(data=None, sha256=str(manifest["sha256"]), path=onnx_path), ""
             data = fh.read()
     except OSError:
         return None, "is missing its model.onnx file"
@@ -221,7 +221,7 @@ def _read_verified(artefact_dir: Path) -> tuple[_Verified | None, str]:
     if sha != manifest.get("sha256"):
         return None, "is corrupted (sha256 mismatch)"
     _write_stamp(artefact_dir, st, sha)
-    return _Verified(data=data, sha256=sha), ""
+    return VerifiedArtefact(data=data, sha256=sha), ""
 
 
 def _export_onnx(model_dir: Path, config: _ModelConfig, target: Path) -> dict[str, str]:
@@ -338,7 +338,7 @@ def _version_of(module_name: str) -> str:
     return str(getattr(module, "__version__", "unknown"))
 
 
-def _build_artefact(
+def build_artefact(
     model_dir: Path,
     model_id: str,
     config: _ModelConfig,

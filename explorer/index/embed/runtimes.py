@@ -20,11 +20,11 @@ import numpy as np
 from explorer.index.embed.artefact import (
     LOCK_FILENAME,
     ONNX_FILENAME,
-    _build_artefact,
-    _exclusive_lock,
-    _read_verified,
-    _Verified,
+    VerifiedArtefact,
     artefact_dir_for,
+    build_artefact,
+    exclusive_lock,
+    read_verified,
 )
 from explorer.index.embed.base import EmbedderUnavailable, _emit
 from explorer.index.embed.models import _read_model_config, model_id_for_dir
@@ -132,7 +132,7 @@ class OnnxEmbedder:
         options.log_severity_level = 3  # errors only: warnings on stderr would garble a TUI
         return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
-    def _try_session(self, artefact: _Verified) -> tuple[Any | None, str]:
+    def _try_session(self, artefact: VerifiedArtefact) -> tuple[Any | None, str]:
         """Returns ``(session, "")``, or ``(None, reason)`` when onnxruntime rejects the file."""
         try:
             return self._new_session(artefact.source), ""
@@ -141,7 +141,7 @@ class OnnxEmbedder:
 
     def _load_session(self) -> Any:
         """Loads the verified artefact; builds it under the lock when missing or damaged."""
-        artefact, reason = _read_verified(self._artefact_dir)
+        artefact, reason = read_verified(self._artefact_dir)
         rejected_sha = ""
         if artefact is not None:
             session, reason = self._try_session(artefact)
@@ -154,9 +154,9 @@ class OnnxEmbedder:
             self._artefact_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise EmbedderUnavailable(f"cannot create the model cache {self._artefact_dir}: {exc}") from exc
-        with _exclusive_lock(self._artefact_dir / LOCK_FILENAME, self._progress):
+        with exclusive_lock(self._artefact_dir / LOCK_FILENAME, self._progress):
             # Another process may have (re)built it while we waited for the lock.
-            artefact, latest_reason = _read_verified(self._artefact_dir)
+            artefact, latest_reason = read_verified(self._artefact_dir)
             if artefact is not None and artefact.sha256 != rejected_sha:
                 session, latest_reason = self._try_session(artefact)
                 if session is not None:
@@ -166,14 +166,22 @@ class OnnxEmbedder:
             del artefact
             if reason != "missing":
                 _emit(self._progress, f"ONNX model for {self.model_id} {reason}; rebuilding it.")
-            _build_artefact(self.model_dir, self.model_id, self._config, self._artefact_dir, self._progress)
-            built, problem = _read_verified(self._artefact_dir)
+            build_artefact(self.model_dir, self.model_id, self._config, self._artefact_dir, self._progress)
+            built, problem = read_verified(self._artefact_dir)
             if built is None:
                 raise EmbedderUnavailable(f"the freshly built ONNX model {problem}")
             session, problem = self._try_session(built)
             if session is None:
                 raise EmbedderUnavailable(f"the freshly built ONNX model {problem}")
             return session
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens each text is embedded as (special tokens included, after truncation)."""
+        return [len(enc.ids) for enc in self._encodings(texts)]
+
+    def _encodings(self, texts: Sequence[str]) -> list[Any]:
+        items = [text.lower() for text in texts] if self._config.do_lower_case else list(texts)
+        return self._tokenizer.encode_batch(items, add_special_tokens=True)
 
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Embeds texts (see :meth:`Embedder.encode`).
@@ -192,9 +200,8 @@ class OnnxEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not len(texts):
             return out
-        items = [text.lower() for text in texts] if self._config.do_lower_case else list(texts)
-        encodings = self._tokenizer.encode_batch(items, add_special_tokens=True)
-        lengths = np.fromiter((len(enc.ids) for enc in encodings), dtype=np.int64, count=len(items))
+        encodings = self._encodings(texts)
+        lengths = np.fromiter((len(enc.ids) for enc in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")
         wants_types = "token_type_ids" in self._input_names
         for start in range(0, len(order), batch_size):
