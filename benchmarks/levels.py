@@ -155,6 +155,11 @@ def run(
                 "level": res.quality.level,
                 "no_good_match": bool(res.quality.factors.get("no_good_match")),
                 "matched": res.quality.factors.get("matched"),
+                "factors": {
+                    k: v for k, v in res.quality.factors.items() if isinstance(v, (int, float, bool))
+                },
+                "scores": [round(r.score, 6) for r in res.results if r.source == "search"][:10],
+                "relevances": [r.relevance for r in res.results if r.source == "search"][:10],
             }
             records.append(rec)
             fh.write(json.dumps(rec) + "\n")

@@ -142,6 +142,21 @@ def test_the_best_of_the_first_three_leads() -> None:
     assert later.factors["top_relevance"] == 0.2 and later.level == "low"
 
 
+def test_a_first_result_outdone_by_the_next_is_not_high_but_keeps_its_score() -> None:
+    # Same score (the best of the first three is the same entry), only the first result differs:
+    # a later entry more relevant than the first makes the first doubtful, a clear lead sure.
+    clear = assess([_r(0.95), _r(0.3), _r(0.3)], dense=True)
+    doubtful = assess([_r(0.6, bm25=None, dense=None), _r(0.95), _r(0.3)], dense=True)
+    assert clear.factors["first_lead"] == pytest.approx(0.65)
+    assert doubtful.factors["first_lead"] == pytest.approx(-0.35)
+    assert clear.level == "high"
+    assert doubtful.level != "high"
+    assert doubtful.score >= qmod.HIGH  # the score (read by the two-pass analysis) is not lowered
+    # A vault of conversation turns reads the score alone.
+    turns = assess([_r(0.6, bm25=None, dense=None), _r(0.95), _r(0.3)], dense=True, conversation=True)
+    assert turns.factors["level_score"] == turns.score
+
+
 def test_agreement_and_bm25_only() -> None:
     only_dense = assess([_r(0.9, bm25=None, dense=1)], dense=True)
     both = assess([_r(0.9)], dense=True)

@@ -10,11 +10,15 @@ from typing import Any
 from explorer.index.windows import query_words
 from explorer.search.schema import Quality, SearchResult
 
-#: Quality score at or above which results are `high` (notes vaults; chosen leaving one vault out,
-#: BENCHMARKS.md "What the levels mean").
-HIGH = 0.84
-#: Quality score at or above which results are `medium` (below: `low`).
-MEDIUM = 0.48
+#: Level score (the quality score plus LEAD_WEIGHT times the first result's lead) at or above which
+#: results are `high` (notes vaults; BENCHMARKS.md "What the levels mean", "The first result's lead").
+HIGH = 0.85
+#: Level score at or above which results are `medium` (below: `low`).
+MEDIUM = 0.50
+#: Notes vaults: weight of the first result's lead (its relevance less the best of the next TOP_N - 1)
+#: in the level score. A first result that a later one outdoes in relevance is less likely right; one
+#: well clear of the rest more likely (chosen on benchmarks.levels, see BENCHMARKS.md).
+LEAD_WEIGHT = 0.2
 #: The same two levels in a vault of conversation turns, whose score runs lower (a question naming
 #: someone is capped by the evidence about them): chosen leaving one LoCoMo conversation out.
 TURN_HIGH = 0.62
@@ -122,14 +126,17 @@ def assess(
         matched   = 0.6 * top + 0.25 * agreement + 0.15 * support
         evidence  = (named_match + named_coverage) / 2            (1 when nobody is named)
         score     = min(matched, evidence ** 2)
+        lead      = relevance of the first entry less the best relevance of the next TOP_N - 1
+                    (negative when a later entry is more relevant; its relevance with one entry)
+        level score = score + LEAD_WEIGHT * lead in a notes vault, the score in a vault of turns
 
-    Levels: high >= HIGH > medium >= MEDIUM > low, or TURN_HIGH / TURN_MEDIUM in a vault of
-    conversation turns (`conversation`), each chosen so that a wrong first result says high, and
+    Levels: the level score against high >= HIGH > medium >= MEDIUM > low, or TURN_HIGH /
+    TURN_MEDIUM in a vault of conversation turns (`conversation`), each chosen so that a wrong first result says high, and
     a right one low, at most 10 % of the time (README "Quality levels"). One strong entry that both retrievers agree
     on is enough for high (a question one note answers); a long list of weak matches stays low,
     whatever its length. BM25 only, high needs a top entry holding nearly all (about 87 % of
     the IDF weight of) the query's words. Confidence is 1 for an empty list (surely nothing), else grows with the
-    score's distance to the nearest level boundary (0.5 on it, 1 at 0.15 away), times 0.8
+    level score's distance to the nearest level boundary (0.5 on it, 1 at 0.15 away), times 0.8
     when only BM25 ran. Factors also describe the score distribution (spread, gap) that the
     two-pass analyser reads.
 
@@ -181,8 +188,12 @@ def assess(
     gap = ordered[0] - ordered[1] if len(ordered) > 1 else ordered[0]
     relevant = sum(1 for x in window if x >= RELEVANT)
     high, medium = (TURN_HIGH, TURN_MEDIUM) if conversation else (HIGH, MEDIUM)
-    level = "high" if score >= high else "medium" if score >= medium else "low"
-    margin = min(abs(score - high), abs(score - medium))
+    first_lead = rel[0] - max(head[1:]) if len(head) > 1 else rel[0]
+    # The level reads the score and, in a notes vault, how far the first result leads the next ones.
+    # The score itself (what the two-pass analysis and the early return read) is left as it is.
+    judged = score if conversation else score + LEAD_WEIGHT * first_lead
+    level = "high" if judged >= high else "medium" if judged >= medium else "low"
+    margin = min(abs(judged - high), abs(judged - medium))
     confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
     factors = _factors(
         top,
@@ -201,7 +212,13 @@ def assess(
     # With nobody named: the results are weak (level low).
     elsewhere = named and named_lead < LEAD_FLAG
     weak = matched < WEAK if named else level == "low"
-    factors.update(parts, matched=round(matched, 4), no_good_match=weak or elsewhere)
+    factors.update(
+        parts,
+        matched=round(matched, 4),
+        first_lead=round(first_lead, 4),
+        level_score=round(judged, 4),
+        no_good_match=weak or elsewhere,
+    )
     suggestion = _suggestion(level, top, relevant, dense)
     if elsewhere:
         suggestion = (
