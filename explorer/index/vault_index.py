@@ -29,6 +29,7 @@ from explorer.index.dense import DenseIndex
 from explorer.index.dialog_context import DialogContext
 from explorer.index.embed import Embedder
 from explorer.index.keeper import StoreKeeper
+from explorer.index.lazy import Pending
 from explorer.index.lexical import BM25Index
 from explorer.index.model_host import EMBED_BATCH, ModelHost
 from explorer.index.reader import IndexReader, IndexStats
