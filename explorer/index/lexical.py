@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+
+from explorer.index.lexical_segment import document_frequencies, export_segment
 
 #: rank_bm25.BM25Okapi's defaults, fixed by the parity test against it (tests/test_bm25_parity.py):
 #: term-frequency saturation, length normalisation, and the floor of a negative idf as a share of the mean idf.
@@ -329,32 +330,7 @@ class BM25Index:
 
     def _document_frequencies(self) -> tuple[list[str], np.ndarray]:
         """Every term with at least one live document, and its document frequency."""
-        if not self._base_n:
-            terms = list(self._postings)
-            return terms, np.fromiter(
-                (len(self._postings[t]) for t in terms), dtype=np.float64, count=len(terms)
-            )
-        ptr, doc = self._base["post_ptr"], self._base["post_doc"]
-        if self._base_ndead:
-            live = (~self._base_dead[doc]).astype(np.int64)
-            cum = np.concatenate([[0], np.cumsum(live)])
-            df = (cum[ptr[1:]] - cum[ptr[:-1]]).astype(np.float64)
-        else:
-            df = np.diff(ptr).astype(np.float64)
-        extra_terms: list[str] = []
-        extra_df: list[int] = []
-        vocab = self._base_vocab
-        for term, posting in self._postings.items():
-            tid = vocab.get(term)
-            if tid is None:
-                extra_terms.append(term)
-                extra_df.append(len(posting))
-            else:
-                df[tid] += len(posting)
-        keep = np.flatnonzero(df > 0)
-        base_terms = self._base_terms
-        terms = [base_terms[i] for i in keep.tolist()] + extra_terms
-        return terms, np.concatenate([df[keep], np.asarray(extra_df, dtype=np.float64)])
+        return document_frequencies(self)
 
     def _live_df(self, term: str) -> int:
         """`doc_freq` without building the term's posting arrays."""
@@ -430,73 +406,7 @@ class BM25Index:
 
     def export(self, keys: list[str]) -> tuple[list[str], dict[str, np.ndarray]]:
         """(vocab, arrays) of the live documents `keys`, in that order, for `load_base` (a compact segment)."""
-        d = len(keys)
-        slots = np.fromiter((self._slot_of[k] for k in keys), dtype=np.int64, count=d)
-        new_id = np.full(len(self._key_of), -1, dtype=np.int64)
-        new_id[slots] = np.arange(d)
-        term_parts, doc_parts, tf_parts = [], [], []
-        vocab: list[str] = []
-        term_id: dict[str, int] = {}
-        if self._base_n:
-            b = self._base
-            vocab = list(self._base_terms)
-            term_id = dict(self._base_vocab)
-            ptr = b["post_ptr"]
-            t = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
-            docs = np.asarray(b["post_doc"], dtype=np.int64)
-            keep = ~self._base_dead[docs] & (new_id[docs] >= 0)
-            term_parts.append(t[keep])
-            doc_parts.append(new_id[docs[keep]])
-            tf_parts.append(np.asarray(b["post_tf"])[keep].astype(np.int64))
-        # Documents added since the segment (or all, in an index built in memory), in `keys` order:
-        # their terms are numbered in order of first appearance, in C loops over the count dicts.
-        base_n = self._base_n
-        own = [s for s in slots.tolist() if not (s < base_n and not self._base_dead[s])]
-        docs_terms = [self._doc_terms[s] or {} for s in own]
-        if docs_terms:
-            first_seen = dict.fromkeys(itertools.chain(vocab, itertools.chain.from_iterable(docs_terms)))
-            for term in itertools.islice(first_seen, len(vocab), None):
-                term_id[term] = len(vocab)
-                vocab.append(term)
-            lengths = np.fromiter(map(len, docs_terms), dtype=np.int64, count=len(docs_terms))
-            total = int(lengths.sum())
-            term_parts.append(
-                np.fromiter(
-                    map(term_id.__getitem__, itertools.chain.from_iterable(docs_terms)),
-                    dtype=np.int64,
-                    count=total,
-                )
-            )
-            doc_parts.append(np.repeat(new_id[np.asarray(own, dtype=np.int64)], lengths))
-            tf_parts.append(
-                np.fromiter(
-                    itertools.chain.from_iterable(c.values() for c in docs_terms), dtype=np.int64, count=total
-                )
-            )
-        terms = np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int64)
-        docs = np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64)
-        tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.int64)
-        # Drop terms no kept document has, renumbering the rest in their order.
-        used = np.zeros(len(vocab), dtype=bool)
-        used[terms] = True
-        remap = np.cumsum(used) - 1
-        vocab = [w for w, u in zip(vocab, used.tolist()) if u]
-        terms = remap[terms]
-        # Each (term, document) pair occurs once, so one sort of a combined key orders them as a
-        # lexsort of the two would (and costs half as much).
-        by_term = np.argsort(terms * max(d, 1) + docs)
-        by_doc = np.argsort(docs * max(len(vocab), 1) + terms)
-        v = len(vocab)
-        arrays: dict[str, np.ndarray] = {
-            "doc_len": self._doc_len[slots].astype(np.int64),
-            "post_ptr": np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=v))]).astype(np.int64),
-            "post_doc": docs[by_term].astype(np.int32),
-            "post_tf": tfs[by_term].astype(np.int32),
-            "doc_ptr": np.concatenate([[0], np.cumsum(np.bincount(docs, minlength=d))]).astype(np.int64),
-            "fwd_term": terms[by_doc].astype(np.int32),
-            "fwd_tf": tfs[by_doc].astype(np.int32),
-        }
-        return vocab, arrays
+        return export_segment(self, keys)
 
     def doc_len(self, key: str) -> int:
         """Length of document `key` in tokens."""
