@@ -13,6 +13,7 @@ from explorer.config import Settings
 from explorer.index.backend import IndexBackend, Restriction, Snapshot, Spread
 from explorer.search.changes import NoteChanges
 from explorer.search.fusion import rrf
+from explorer.search.namedpart import HeadingWords, named_part
 from explorer.search.names import NameIndex
 from explorer.search.notefilters import NoteDates
 from explorer.search.query import ParsedQuery
@@ -69,7 +70,8 @@ class Retriever:
         self._facts_lock = threading.Lock()
         self._pairs_cache: tuple[tuple[int, float, int] | None, Spread | None] = (None, None)
         self._names = NameIndex()
-        self._headings_cache: tuple[int, dict[str, frozenset[str]]] = (-1, {})
+        self._heading_words = HeadingWords()
+        """The words of each note's headings (explorer.search.namedpart), per index version."""
         self._speller = Speller()
         self._tables = threading.Lock()
         """Held while the name table or the speller is read or rebuilt (they are changed in place)."""
@@ -387,7 +389,7 @@ class Retriever:
         """The name ranking (explorer.search.names): notes whose names the query names.
 
         Each named note is credited through one of its shards: the part of the note the query's
-        other words name (`_named_part`: "Docker setup troubleshooting" credits the section on
+        other words name (`namedpart.named_part`: "Docker setup troubleshooting" credits the section on
         troubleshooting), else the best one in the fused BM25 and dense rankings so far, else its
         first shard.
         """
@@ -423,68 +425,13 @@ class Retriever:
                 best.setdefault(shard.path, f.node_id)
         items = []
         for path, score in found:
-            node_id = self._named_part(snap, path, toks, allowed) or best.get(path) or first_shard(path)
+            part = named_part(
+                snap, path, toks, allowed, self._names.words(path), self._heading_words(snap, path)
+            )
+            node_id = part or best.get(path) or first_shard(path)
             if node_id is not None:
                 items.append((node_id, score))
         return Ranking(query, "name", s.name_weight, s.query_weight, tuple(items)) if items else None
-
-    def _heading_words(self, snap: Snapshot, path: str) -> frozenset[str]:
-        """The words of a note's headings (from its shards' heading paths), as the query's tokens are
-        written; kept per note until the index changes."""
-        version, cache = self._headings_cache
-        if version != snap.version:
-            cache = {}
-            self._headings_cache = (snap.version, cache)
-        hit = cache.get(path)
-        if hit is None:
-            hit = cache[path] = self._read_heading_words(snap, path)
-        return hit
-
-    def _read_heading_words(self, snap: Snapshot, path: str) -> frozenset[str]:
-        words: set[str] = set()
-        seen: set[tuple[str, ...]] = set()
-        for node_id in snap.shard_ids(path):
-            shard = snap.shards.get(node_id)
-            if shard is not None and shard.heading_path and shard.heading_path not in seen:
-                seen.add(shard.heading_path)
-                for heading in shard.heading_path:
-                    words.update(tokenize(heading))
-        return frozenset(words)
-
-    def _named_part(self, snap: Snapshot, path: str, toks: list[str], allowed: set[str] | None) -> str | None:
-        """The section of a named note that the query also names: among the note's shards, the one
-        whose heading path holds the most (IDF-weighted) of the query's words that are in the note's
-        headings and not in its names, then the best BM25 score of the query's other words (first
-        in note order on a tie); None when no such word names a heading of the note.
-
-        A note's first shard carries its name, aliases and tags, so it wins the dense and feedback
-        rankings of any query that names the note; crediting the name there too would leave a
-        section the query also names ("the section on Diet in Hamsters") second in its own note.
-        Words that name no heading ("sleep better at night") leave the credit to the fused order.
-        """
-        names = self._names.words(path)
-        rest = [t for t in dict.fromkeys(toks) if t not in names]
-        heads = self._heading_words(snap, path)
-        wanted = [t for t in rest if t in heads]
-        if not wanted:
-            return None
-        ids = [n for n in snap.shard_ids(path) if allowed is None or n in allowed]
-        if len(ids) < 2:
-            return None
-        idf = snap.idf()
-        overlap: dict[str, float] = {}
-        for node_id in ids:
-            shard = snap.shards.get(node_id)
-            words = {w for h in shard.heading_path for w in tokenize(h)} if shard is not None else set()
-            overlap[node_id] = sum(idf.get(t, 0.0) for t in wanted if t in words)
-        top = max(overlap.values())
-        if top <= 0.0:
-            return None
-        tied = [n for n in ids if overlap[n] == top]
-        if len(tied) == 1:
-            return tied[0]
-        scores = snap.bm25_scores(rest, tied)
-        return max(tied, key=lambda n: scores.get(n, 0.0))
 
     def _shard_depth(self, snap: Snapshot, notes: int) -> int:
         """Shards to fetch so that a ranking usually reaches `notes` distinct notes in one go."""
