@@ -3,7 +3,8 @@
 Each stage lives in its own module; `SearchPipeline.search` runs them in order:
 
     terms (search/terms.py)  ->  query vectors + retrieve (search/retrieve.py)
-      ->  fuse (search/fusion.py) and build results (search/results.py)   [pass 1, knowledge first]
+      ->  fuse (search/fusion.py) and build results (search/results.py)   [pass 1, knowledge first;
+          the passes in search/passes.py]
       ->  analyse and pass 2 (search/twopass.py)  ->  always-include (search/always.py)
       ->  rerank (search/rerank.py)  ->  quality (search/quality.py)
 
@@ -16,9 +17,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,43 +28,18 @@ from explorer.index.backend import IndexBackend, ModelState, Scope, ScopeError, 
 from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.changes import NoteChanges
-from explorer.search.fusion import Entry, Fused, aggregate, rrf, score_fusion
+from explorer.search.fusion import Entry, Fused
 from explorer.search.llm import Budget
-from explorer.search.memory import (
-    Dialog,
-    MemoryCache,
-    lift_by_date,
-    named_coverage,
-    named_match,
-    other_coverage,
-    owner_weights,
-)
-from explorer.search.notefilters import recency_factor
-from explorer.search.quality import COS_FLOOR, OTHERS_N, SUFFICIENT, TOP_N, assess, diminishing_returns
-from explorer.search.query import ParsedQuery, parse_query
+from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
+from explorer.search.passes import Passes, Run, SearchCancelled, Stage
+from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
+from explorer.search.query import parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
-from explorer.search.schema import (
-    AnalysisInfo,
-    PassInfo,
-    Ranking,
-    RerankInfo,
-    SearchMode,
-    SearchResult,
-    SearchResults,
-)
+from explorer.search.schema import AnalysisInfo, RerankInfo, SearchMode, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, write_terms
-from explorer.search.twopass import (
-    PASS1_ENTRIES,
-    PASS2_ENTRIES,
-    PASS2_SHARDS,
-    Analysis,
-    analyse,
-    merge_passes,
-    repeats_query,
-)
-from explorer.search.typos import Correction
-from explorer.search.when import Span, mentions
+from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
+from explorer.search.when import mentions
 from explorer.text.lru import LRUCache
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
@@ -76,10 +51,6 @@ SHARDS_PER_ENTRY = 3
 
 class QueryError(ValueError):
     """The query cannot be searched; the message says why and what to do."""
-
-
-class SearchCancelled(Exception):
-    """A newer search replaced this one."""
 
 
 class Analyser(Protocol):
@@ -96,71 +67,10 @@ class Reranker(Protocol):
     ) -> tuple[list[SearchResult], RerankInfo]: ...
 
 
-Stage = Callable[[str, SearchResults], None]
-"""A hook called after a stage (its name, the results so far), in the searching thread."""
-
-
-@dataclass
-class _Run:
-    """One search in progress: what it was asked and what its stages produced so far."""
-
-    snap: Snapshot
-    """The index as this search reads it, from its first stage to its last."""
-    parsed: ParsedQuery
-    k: int
-    use_dense: bool
-    two_pass: bool
-    rerank: bool
-    cancelled: Callable[[], bool] | None
-    started: float
-    budget: Budget
-    warnings: list[str]
-    timings: dict[str, float] = field(default_factory=dict)
-    terms: SearchTerms | None = None
-    qvecs: dict[str, np.ndarray] | None = None
-    qvec: np.ndarray | None = None
-    allowed: set[str] | None = None
-    own_vault: bool = True
-    """False when `vault:` names only other vaults."""
-    early: bool = False
-    analysis: Analysis | None = None
-    corrections: list[Correction] = field(default_factory=list)
-    named: list[str] = field(default_factory=list)
-    """People of the vault the query names (folded owner names)."""
-    favoured: frozenset[str] = frozenset()
-    """Paths of their notes."""
-    weight: Callable[[str], float] | None = None
-    """The fusion's per-shard weight for this search."""
-    dialog: Dialog | None = None
-    """Adjacent conversation turns of the index version searched."""
-    spans: list[Span] = field(default_factory=list)
-    """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
-    fusion: str = "rrf"
-    """`rrf` or `score` (experimental.fusion, `auto` settled by the vault: score with conversation turns)."""
-    threshold: float | None = None
-    """The dense rankings' cosine floor (None: experimental.dense_threshold)."""
-    on_stage: Stage | None = None
-    """Called after pass 1 and after quality (see SearchPipeline.search)."""
-    today: _dt.date = field(default_factory=_dt.date.today)
-    """The date relative dates and recency were read against."""
-
-    def check(self) -> None:
-        """Raise SearchCancelled when a newer search replaced this one."""
-        if self.cancelled is not None and self.cancelled():
-            raise SearchCancelled()
-
-    @contextmanager
-    def timed(self, stage: str) -> Iterator[None]:
-        """Record the wall time of the block as `timings[stage]` (ms)."""
-        t = time.perf_counter()
-        yield
-        self.timings[stage] = (time.perf_counter() - t) * 1000
-
-
 class SearchPipeline:
     """Answers queries against one index backend, each search against one snapshot of it.
 
-    Steps (each a method below, timed in `timings_ms`, cancellation checked between them):
+    Steps (each a method below or of its `Passes`, timed in `timings_ms`, cancellation checked between them):
       1. parse the query (filters) and write search terms (query + 3-5 terms);
       2. per term, a BM25 ranking and an embedding ranking (cosine >= threshold);
       3. weighted RRF over all rankings, built with its explanation;
@@ -193,6 +103,7 @@ class SearchPipeline:
         changes = NoteChanges()
         self._retriever = Retriever(index, self.settings, self._weights, changes)
         self._builder = ResultBuilder(self.settings, self._retriever.dates)
+        self._passes = Passes(self.settings, self._retriever, self._builder, self._weights, self._terms_for)
         self.today: Callable[[], _dt.date] = _dt.date.today
         """Today's date, against which relative dates (`after:last week`) and recency are read."""
         self._memory = MemoryCache(changes)
@@ -258,7 +169,7 @@ class SearchPipeline:
             if lexical_stage and (run.use_dense or run.two_pass or run.rerank):
                 self._stage(run, "lexical", self._lexical(run))
             self._embed_query(run)
-            out = self._first_pass(run)
+            out = self._passes.first_pass(run)
             self._stage(run, "pass1", out)
             self._analyse_and_refine(run, out)
             self._always_include(run, out)
@@ -290,7 +201,7 @@ class SearchPipeline:
         two_pass: bool | None,
         rerank: bool | None,
         cancelled: Callable[[], bool] | None,
-    ) -> _Run:
+    ) -> Run:
         """Check and parse the query; settle the options of this search."""
         s = self.settings.search
         started = time.perf_counter()
@@ -304,7 +215,7 @@ class SearchPipeline:
         parsed = parse_query(query, today)
         warnings.extend(parsed.warnings)
         has_reranker = self.reranker is not None
-        return _Run(
+        return Run(
             snap=snap,
             parsed=parsed,
             k=k or s.top_k,
@@ -320,7 +231,7 @@ class SearchPipeline:
             today=today,
         )
 
-    def _widen(self, run: _Run) -> None:
+    def _widen(self, run: Run) -> None:
         """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such)."""
         p = run.parsed
         scope = Scope(p.vaults, p.tags, p.paths, p.files, p.sections, p.excluded)
@@ -334,7 +245,7 @@ class SearchPipeline:
         if run.snap is not base and p.has_note_filters:
             run.warnings.append("dates and [property] filters apply to this vault's notes only")
 
-    def _cached(self, key: tuple, run: _Run, record: bool) -> SearchResults | None:
+    def _cached(self, key: tuple, run: Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
         hit = self._cache.get(key)
         if hit is None:
@@ -345,14 +256,14 @@ class SearchPipeline:
         self._record(out, record)
         return out
 
-    def _write_terms(self, run: _Run) -> None:
+    def _write_terms(self, run: Run) -> None:
         """1. The query plus 3-5 search terms (LLM when configured, keywords otherwise)."""
         with run.timed("terms"):
             run.terms = self._terms_for(run, run.parsed.text)
             run.warnings.extend(run.terms.warnings)
         run.check()
 
-    def _people(self, run: _Run) -> None:
+    def _people(self, run: Run) -> None:
         """Agent memory: the people the query names (their notes weigh `owner_weight` more) and the dialog."""
         s = self.settings.experimental
         owners, run.dialog = self._memory.get(run.snap)
@@ -371,7 +282,7 @@ class SearchPipeline:
             source_weights(run.snap, self._weights), run.snap, run.favoured, s.owner_weight
         )
 
-    def _embed_query(self, run: _Run) -> None:
+    def _embed_query(self, run: Run) -> None:
         """The query vectors of every term (none when the model is off or unavailable)."""
         assert run.terms is not None
         if run.use_dense:
@@ -382,133 +293,7 @@ class SearchPipeline:
         run.qvec = run.qvecs.get(run.terms.all_terms[0]) if run.qvecs is not None else None
         run.check()
 
-    def _first_pass(self, run: _Run) -> SearchResults:
-        """2-4. Retrieve per term, fuse, aggregate to notes and build pass 1's results (knowledge first)."""
-        s, terms, parsed = self.settings.experimental, run.terms, run.parsed
-        assert terms is not None
-        snap = run.snap
-        # `vault:other` alone: this vault's shards are left out of every ranking.
-        run.allowed = self._retriever.allowed(snap, parsed) if run.own_vault else set()
-        run.corrections = self._retriever.corrections(snap, parsed.text)
-        version = snap.version
-        stats = self._builder.stats(snap, run.qvecs is not None)
-        entries, rankings, searched = self._knowledge_first(run)
-        run.check()
-        t = time.perf_counter()
-        if entries is None:
-            if not rankings:
-                rankings = self._retriever.rankings(
-                    snap,
-                    terms,
-                    run.qvecs,
-                    run.allowed,
-                    run.timings,
-                    "",
-                    corrections=run.corrections,
-                    phrases=parsed.phrases,
-                    threshold=run.threshold,
-                    feedback=run.fusion != "score",
-                    dialog=run.fusion == "score",
-                )
-            with run.timed("fusion"):
-                entries = self._fuse(rankings, 1, run)
-        ke1 = max(PASS1_ENTRIES, run.k) if run.two_pass else run.k
-        if run.rerank:  # the reranker's gate pass looks past the page; the list is cut to k after it
-            ke1 = max(ke1, s.rerank_pass1_candidates)
-        pass1 = entries[:ke1]
-        results = self._builder.results(snap, pass1, parsed, kc=s.pass1_shards, qvec=run.qvec)
-        passes = [
-            PassInfo(
-                1,
-                parsed.text,
-                tuple(terms.all_terms),
-                ke1,
-                s.pass1_shards,
-                len(entries),
-                len(pass1),
-                (time.perf_counter() - t) * 1000,
-            )
-        ]
-        run.timings["pass1"] = passes[0].ms
-        run.check()
-        out = SearchResults(
-            query=parsed.raw,
-            search_terms_used=terms.all_terms,
-            results=results,
-            stats=stats,
-            passes=passes,
-            warnings=run.warnings,
-            filters=parsed.filters_dict() if parsed.has_filters or parsed.recent is not None else {},
-            early_return=run.early,
-            searched_sources=searched,
-            include_preferences=terms.include_preferences,
-            include_n_minus_1=terms.include_n_minus_1,
-            corrections=[
-                {"word": c.word, "searched": list(c.candidates), "edits": c.distance} for c in run.corrections
-            ],
-        )
-        out.trace.rankings = rankings
-        if parsed.phrases and not any(r.retriever == "phrase" and r.items for r in rankings):
-            quoted = ", ".join(f'"{p}"' for p in parsed.phrases)
-            out.warnings.append(f"no exact match for {quoted}: ranked by its words")
-        out.trace.entries = [(e.path, e.fused[0].score) for e in entries]
-        out.trace.version = version
-        out.stats.named_people = list(run.named)
-        feedback = next((r for r in rankings if r.retriever == "feedback"), None)
-        out.stats.feedback_from = list(feedback.sources) if feedback is not None else []
-        return out
-
-    def _knowledge_first(self, run: _Run) -> tuple[list[Entry] | None, list[Ranking], list[str]]:
-        """When knowledge notes alone fill the page with high quality, stop there (entries, rankings, sources).
-
-        One retrieval serves both: the knowledge rankings are the full rankings restricted to
-        knowledge shards (ranks counted among those alone); the full rankings are returned for
-        pass 1 otherwise.
-        """
-        s = self.settings.experimental
-        if not s.knowledge_first:
-            return None, [], ["all"]
-        assert run.terms is not None
-        with run.timed("knowledge_first"):
-            facts = self._retriever.facts(run.snap)
-            facts = facts if run.allowed is None else facts & run.allowed
-            if not facts:
-                return None, [], ["all"]
-            rankings = self._retriever.rankings(
-                run.snap,
-                run.terms,
-                run.qvecs,
-                run.allowed,
-                run.timings,
-                "",
-                corrections=run.corrections,
-                phrases=run.parsed.phrases,
-                threshold=run.threshold,
-                feedback=run.fusion != "score",
-                dialog=run.fusion == "score",
-            )
-            kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
-            kb_entries = self._fuse(kb_rankings, 1, run, dialog=False)
-            # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
-            kb_results = self._builder.results(
-                run.snap, kb_entries[:PASS1_ENTRIES], run.parsed, kc=s.pass1_shards, qvec=run.qvec
-            )
-            kb_quality = assess(kb_results, run.qvecs is not None)
-            # The page is full when as many relevant knowledge notes as pass 1 would show were found.
-            # A query that names a note outside the knowledge notes searches everything.
-            named_elsewhere = any(
-                r.retriever == "name" and any(nid not in facts for nid, _ in r.items) for r in rankings
-            )
-            if (
-                kb_quality.score >= SUFFICIENT
-                and kb_quality.factors["relevant_count"] >= min(run.k, PASS1_ENTRIES)
-                and not named_elsewhere
-            ):
-                run.early = True
-                return kb_entries, kb_rankings, ["fact"]
-        return None, rankings, ["fact", "all"]
-
-    def _analyse_and_refine(self, run: _Run, out: SearchResults) -> None:
+    def _analyse_and_refine(self, run: Run, out: SearchResults) -> None:
         """5. Two-pass: analyse pass 1 (SUFFICIENT or REFINE: query), then search the refined query and merge."""
         if run.two_pass and run.early:
             out.analysis = AnalysisInfo(
@@ -546,60 +331,10 @@ class SearchPipeline:
                     skipped="pass 2 skipped: the refined query repeats the original (it would repeat pass 1)",
                 )
             elif refined:
-                self._second_pass(run, out, refined)
+                self._passes.second_pass(run, out, refined)
         run.check()
 
-    def _second_pass(self, run: _Run, out: SearchResults, refined: str) -> None:
-        """Pass 2 on the refined query (ke=PASS2_ENTRIES, kc=PASS2_SHARDS), merged below pass 1."""
-        t = time.perf_counter()
-        terms2 = self._terms_for(run, refined)
-        out.warnings.extend(f"pass 2: {w}" for w in terms2.warnings)
-        qvecs2 = self._retriever.encode(terms2.all_terms) if run.qvecs is not None else None
-        run.check()
-        snap = run.snap
-        rankings2 = self._retriever.rankings(
-            snap,
-            terms2,
-            qvecs2,
-            run.allowed,
-            run.timings,
-            "pass2_",
-            corrections=self._retriever.corrections(snap, refined),
-            phrases=run.parsed.phrases,
-            threshold=run.threshold,
-            feedback=run.fusion != "score",
-            dialog=run.fusion == "score",
-        )
-        entries2 = self._fuse(rankings2, 2, run)
-        found2 = self._builder.results(
-            snap, entries2[:PASS2_ENTRIES], run.parsed, kc=PASS2_SHARDS, qvec=run.qvec
-        )
-        top1 = max((r.rrf_score for r in out.results), default=0.0)
-        top2 = max((r.rrf_score for r in found2), default=0.0)
-        # Pass 2 merges into pass 1's page (ke entries); pass-1 entries past the page follow. So the
-        # merged top does not depend on how many results were asked for.
-        page, rest = out.results[:PASS1_ENTRIES], out.results[PASS1_ENTRIES:]
-        merged, added = merge_passes(page, found2, top1 / top2 if top1 > 0 and top2 > 0 else 1.0)
-        in_merged = {r.document_path for r in merged}
-        out.results = merged + [r for r in rest if r.document_path not in in_merged]
-        out.trace.rankings_pass2 = rankings2
-        out.passes.append(
-            PassInfo(
-                2,
-                refined,
-                tuple(terms2.all_terms),
-                PASS2_ENTRIES,
-                PASS2_SHARDS,
-                len(found2),
-                added,
-                (time.perf_counter() - t) * 1000,
-            )
-        )
-        run.timings["pass2"] = out.passes[-1].ms
-        if not added and out.analysis is not None:
-            out.analysis = replace(out.analysis, pass2="pass 2 found no entry pass 1 had not")
-
-    def _always_include(self, run: _Run, out: SearchResults) -> None:
+    def _always_include(self, run: Run, out: SearchResults) -> None:
         """Preferences, the last turn and named notes, appended after the passes (so they stay at the end)."""
         if not self.settings.search.always_include:
             return
@@ -614,7 +349,7 @@ class SearchPipeline:
                 lambda entry: self._builder.result(run.snap, entry, run.parsed, kc=1),
             )
 
-    def _rerank(self, run: _Run, out: SearchResults) -> None:
+    def _rerank(self, run: Run, out: SearchResults) -> None:
         """6. Rerank the searched results (always-include entries keep their place at the end)."""
         if run.rerank and self.reranker is not None:
             with run.timed("rerank"):
@@ -627,7 +362,7 @@ class SearchPipeline:
             out.rerank = RerankInfo(applied=False)
         run.check()
 
-    def _assess(self, run: _Run, out: SearchResults) -> None:
+    def _assess(self, run: Run, out: SearchResults) -> None:
         """7. Cut to k, then the quality of what the search found."""
         searched_results = [r for r in out.results if r.source == "search"][: run.k]
         if run.corrections:
@@ -669,7 +404,7 @@ class SearchPipeline:
             )
         out.stats.final_results = len(out.results)
 
-    def _lexical(self, run: _Run) -> SearchResults:
+    def _lexical(self, run: Run) -> SearchResults:
         """Pass 1 with BM25 alone (no vectors, no pass 2, no rerank), from the search's own terms."""
         lex = replace(
             run,
@@ -679,7 +414,7 @@ class SearchPipeline:
             timings=dict(run.timings),
             warnings=list(run.warnings),
         )
-        out = self._first_pass(lex)
+        out = self._passes.first_pass(lex)
         self._always_include(lex, out)
         self._rerank(lex, out)
         self._assess(lex, out)
@@ -694,7 +429,7 @@ class SearchPipeline:
         out.timings_ms = lex.timings
         return out
 
-    def _finish(self, run: _Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
+    def _finish(self, run: Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
         """Mode and timings; record the search in the history and keep it in the cache."""
         assert run.terms is not None
         analysis = run.analysis
@@ -721,12 +456,12 @@ class SearchPipeline:
             self._cache.put(key, out)
         return out
 
-    def _browse(self, run: _Run) -> SearchResults:
+    def _browse(self, run: Run) -> SearchResults:
         """A filter-only query: the notes the filters allow, in path order (no ranking); newest first under
         a date filter or a recency preference."""
         parsed, k, snap = run.parsed, run.k, run.snap
         allowed = self._retriever.allowed(snap, parsed)
-        timely = bool(parsed.after or parsed.before or parsed.on) or self._half_life(run) > 0
+        timely = bool(parsed.after or parsed.before or parsed.on) or self._passes.half_life(run) > 0
         if allowed is None:  # `recent:` alone lists every note, newest first
             allowed = set(snap.shards) if timely else set()
         paths = sorted({snap.shards[n].path for n in allowed})
@@ -762,12 +497,12 @@ class SearchPipeline:
         return out
 
     # -- helpers -----------------------------------------------------------------------------
-    def _stage(self, run: _Run, name: str, out: SearchResults) -> None:
+    def _stage(self, run: Run, name: str, out: SearchResults) -> None:
         """Tell the caller's hook that stage `name` is done."""
         if run.on_stage is not None:
             run.on_stage(name, out)
 
-    def _terms_for(self, run: _Run, text: str) -> SearchTerms:
+    def _terms_for(self, run: Run, text: str) -> SearchTerms:
         return write_terms(
             text,
             self.term_writer,
@@ -775,49 +510,6 @@ class SearchPipeline:
             run.budget,
             snapshot=run.snap,
         )
-
-    def _fuse(self, rankings: list[Ranking], pass_: int, run: _Run, dialog: bool = True) -> list[Entry]:
-        """Weighted RRF (or score fusion) over `rankings`, turns lifted by date, aggregated to notes."""
-        s = self.settings.experimental
-        snap = run.snap
-        weight = run.weight or source_weights(snap, self._weights)
-        if run.fusion == "score":
-            fused = score_fusion(rankings, COS_FLOOR, weight)
-        else:
-            fused = rrf(rankings, s.rrf_k, weight)
-        if dialog and run.dialog is not None and run.fusion == "score":
-            fused = lift_by_date(fused, snap, run.dialog, run.spans, s.date_weight)
-        shards = snap.shards
-
-        def path_of(node_id: str) -> str | None:
-            shard = shards.get(node_id)
-            return shard.path if shard is not None else None
-
-        entries = aggregate(fused, path_of, pass_, run.fusion)
-        return self._prefer_recent(entries, run)
-
-    def _half_life(self, run: _Run) -> float:
-        """The recency half-life of this search in days (the query's `recent:`, else the setting; 0: off)."""
-        return (
-            run.parsed.recent
-            if run.parsed.recent is not None
-            else self.settings.search.recency_half_life_days
-        )
-
-    def _prefer_recent(self, entries: list[Entry], run: _Run) -> list[Entry]:
-        """Under a recency preference, each entry's score times its recency factor, re-sorted (stable)."""
-        half_life = self._half_life(run)
-        if half_life <= 0:
-            return entries
-        for e in entries:
-            found = self._retriever.dates.get(e.path)
-            e.recency = recency_factor(
-                found[0] if found is not None else None,
-                run.today,
-                half_life,
-                self.settings.experimental.recency_weight,
-            )
-        return sorted(entries, key=lambda e: -e.score)
 
     def _record(self, out: SearchResults, history: bool = True) -> None:
         """Count pass 1's matches; with `history`, keep the search in the history and advise from it.
