@@ -68,6 +68,9 @@ MAX_TERMS = 60_000
 """Bytes of encoded terms kept per shard."""
 MAX_LIMIT = 16_384
 """The largest top-k Milvus accepts."""
+BM25_PARAMS = {"metric_type": "BM25", "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B}}
+"""The engine's BM25 with Explorer's k1 and b (its scores order candidates; they are re-scored here)."""
+COSINE_PARAMS = {"metric_type": "COSINE"}
 UPSERT_BATCH = 500
 FIELDS = (
     "pk",
@@ -667,6 +670,26 @@ class MilvusSnapshot(LocalSnapshot):
             return None
         return nid
 
+    # What each engine row brings back (a team view also reads the row's vault and path).
+    OUTPUT_FIELDS: tuple[str, ...] = ("node_id", "content_hash")
+
+    def _search(self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]) -> Any:
+        """One engine search of `data` on `field` (the BM25 sparse field or the vectors), read at Strong."""
+        engine = self._index.engine
+        return engine.call(
+            "search",
+            lambda c: c.search(
+                engine.collection,
+                data=data,
+                anns_field=field,
+                limit=min(k, MAX_LIMIT),
+                filter=expr,
+                search_params=params,
+                output_fields=list(self.OUTPUT_FIELDS),
+                consistency_level="Strong",
+            ),
+        )
+
     def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
         return self.bm25_top_many([tokens], k, allowed)[0]
 
@@ -678,26 +701,8 @@ class MilvusSnapshot(LocalSnapshot):
         asked = [i for i, toks in enumerate(queries) if toks]
         if not asked or k <= 0 or (allowed is not None and not allowed.node_ids):
             return out
-        ix = self._index
         data = [engine_terms(queries[i]) for i in asked]
-        expr = self._filter(allowed)
-        limit = min(k, MAX_LIMIT)
-        res = ix.engine.call(
-            "search",
-            lambda c: c.search(
-                ix.engine.collection,
-                data=data,
-                anns_field="sparse",
-                limit=limit,
-                filter=expr,
-                search_params={
-                    "metric_type": "BM25",
-                    "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B},
-                },
-                output_fields=["node_id", "content_hash"],
-                consistency_level="Strong",
-            ),
-        )
+        res = self._search("sparse", data, k, self._filter(allowed), BM25_PARAMS)
         for i, rows in zip(asked, res, strict=True):
             tokens = queries[i]
             ids = [nid for nid in (self._current(r) for r in rows) if nid is not None]
@@ -721,21 +726,8 @@ class MilvusSnapshot(LocalSnapshot):
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if not len(q) or k <= 0 or (allowed is not None and not allowed.node_ids):
             return [[] for _ in range(len(q))]
-        ix = self._index
-        expr = self._filter(allowed, "has_vector == true")
-        res = ix.engine.call(
-            "search",
-            lambda c: c.search(
-                ix.engine.collection,
-                data=[row.tolist() for row in q],
-                anns_field="vector",
-                limit=min(k, MAX_LIMIT),
-                filter=expr,
-                search_params={"metric_type": "COSINE"},
-                output_fields=["node_id", "content_hash"],
-                consistency_level="Strong",
-            ),
-        )
+        data = [row.tolist() for row in q]
+        res = self._search("vector", data, k, self._filter(allowed, "has_vector == true"), COSINE_PARAMS)
         out: list[list[Hit]] = []
         for rows in res:
             hits = []
@@ -902,6 +894,8 @@ class TeamSnapshot(MilvusSnapshot):
     `file:`, `section:` and `-word` are checked on the rows the engine returns; dates and
     properties apply to this vault's notes only.
     """
+
+    OUTPUT_FIELDS = ("node_id", "content_hash", "vault", "path")
 
     __slots__ = ("_engine_expr", "_more_notes", "_more_paths", "_more_shards", "_more_tokens", "_scope")
 
@@ -1092,25 +1086,8 @@ class TeamSnapshot(MilvusSnapshot):
         asked = [i for i, toks in enumerate(queries) if toks]
         if not asked or k <= 0:
             return out
-        ix = self._index
         data = [engine_terms(queries[i]) for i in asked]
-        expr = self._filter(allowed)
-        res = ix.engine.call(
-            "search",
-            lambda c: c.search(
-                ix.engine.collection,
-                data=data,
-                anns_field="sparse",
-                limit=min(k, MAX_LIMIT),
-                filter=expr,
-                search_params={
-                    "metric_type": "BM25",
-                    "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B},
-                },
-                output_fields=["node_id", "content_hash", "vault", "path"],
-                consistency_level="Strong",
-            ),
-        )
+        res = self._search("sparse", data, k, self._filter(allowed), BM25_PARAMS)
         for i, rows in zip(asked, res, strict=True):
             ids = [nid for nid, _ in self._rows(rows)]
             scores = self._scores(queries[i], ids)
@@ -1130,21 +1107,8 @@ class TeamSnapshot(MilvusSnapshot):
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if context or not len(q) or k <= 0:
             return [[] for _ in range(len(q))]
-        ix = self._index
-        expr = self._filter(allowed, "has_vector == true")
-        res = ix.engine.call(
-            "search",
-            lambda c: c.search(
-                ix.engine.collection,
-                data=[row.tolist() for row in q],
-                anns_field="vector",
-                limit=min(k, MAX_LIMIT),
-                filter=expr,
-                search_params={"metric_type": "COSINE"},
-                output_fields=["node_id", "content_hash", "vault", "path"],
-                consistency_level="Strong",
-            ),
-        )
+        data = [row.tolist() for row in q]
+        res = self._search("vector", data, k, self._filter(allowed, "has_vector == true"), COSINE_PARAMS)
         out: list[list[Hit]] = []
         for rows in res:
             hits = [(nid, score) for nid, score in self._rows(rows) if score >= floor]
