@@ -116,12 +116,7 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     st = index.stats()
     out: dict[str, Any] = {
         "vault": str(vault),
-        "notes": st.notes,
-        "shards": st.shards,
-        "embedded": st.embedded,
-        "shards_without_vectors": st.pending,
-        "model": st.model_id,
-        "model_state": st.model_state,
+        **st.counts(),
         "skipped": dict(sorted(index.skipped.items())),
         "ignored": dict(sorted(index.ignored.items())),
         "warnings": {p: list(w) for p, w in index.warnings().items()},

@@ -462,12 +462,7 @@ class MemoryService:
         st = self.index.stats()
         return {
             "vault": str(self.vault),
-            "notes": st.notes,
-            "shards": st.shards,
-            "embedded": st.embedded,
-            "shards_without_vectors": st.pending,
-            "model": st.model_id,
-            "model_state": st.model_state,
+            **st.counts(),
             "skipped": dict(sorted(self.index.skipped.items())),
             "read_only": not self.allow_write,
             "index": self.freshness(),

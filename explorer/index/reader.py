@@ -56,6 +56,17 @@ class IndexStats:
     runtime: str
     version: int
 
+    def counts(self) -> dict[str, Any]:
+        """The counts and model of `explorer stats --json` and MCP `stats`, in their order."""
+        return {
+            "notes": self.notes,
+            "shards": self.shards,
+            "embedded": self.embedded,
+            "shards_without_vectors": self.pending,
+            "model": self.model_id,
+            "model_state": self.model_state,
+        }
+
 
 class IndexReader:
     """The tables, BM25 index and vectors of one local index as they are now, and the reads of them."""
