@@ -302,10 +302,12 @@ def install_standin_vectors(
         part = dict(zip(hashes[start : start + chunk], vecs))
         index.store.put_vectors(index.model_id, part)
         vec_of.update(part)
-    with index.lock:
+    reader = index.reader
+    with reader.lock:
+        reader.own("dense")  # a snapshot taken before keeps the vectors it saw
         for s in shards:
-            index.dense.set(s.node_id, vec_of[s.hash])
-        index.version += 1
+            reader.dense.set(s.node_id, vec_of[s.hash])
+        reader.version += 1
     del wv
     return {"shards": len(shards), "distinct": len(hashes), "s": round(time.perf_counter() - t, 2)}
 
