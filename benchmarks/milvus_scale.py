@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="open the Milvus side on a copy of the local cache (no second parse; for large vaults)",
     )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the caches and the engine of an earlier run with the same --out (searches again; sync writes nothing)",
+    )
     args = ap.parse_args(argv)
     offline_environment()
     from explorer.config import Settings
@@ -51,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Settings()
     res: dict = {"machine": machine(), "notes": args.notes}
 
-    for d in ("cache-local", "cache-milvus", "engine"):
+    reuse = args.reuse and all((args.out / d).exists() for d in ("cache-local", "cache-milvus", "engine"))
+    for d in () if reuse else ("cache-local", "cache-milvus", "engine"):
         shutil.rmtree(args.out / d, ignore_errors=True)
     local = VaultIndex(
         vault, replace(base, index=replace(base.index, cache_dir=str(args.out / "cache-local")))
@@ -61,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     res["local_open_s"] = round(time.perf_counter() - t, 2)
     install_standin_vectors(local, wv, vocab)
     res["shards"] = local.stats().shards
-    if args.shared_cache:  # the Milvus side opens on a copy of this cache: parsed notes and vectors
+    if (
+        args.shared_cache and not reuse
+    ):  # the Milvus side opens on a copy of this cache: parsed notes and vectors
         local.close()
         shutil.copytree(args.out / "cache-local", args.out / "cache-milvus")
         local = VaultIndex(
