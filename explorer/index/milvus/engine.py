@@ -33,7 +33,14 @@ MAX_LIMIT = 16_384
 """The largest top-k Milvus accepts."""
 BM25_PARAMS = {"metric_type": "BM25", "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B}}
 """The engine's BM25 with Explorer's k1 and b (its scores order candidates; they are re-scored here)."""
-COSINE_PARAMS = {"metric_type": "COSINE"}
+NLIST = 16
+"""Cells of the IVF_FLAT vector index; every search probes all of them, so it stays exact."""
+VECTOR_INDEX = "IVF_FLAT"
+"""The vector index: IVF_FLAT probed whole gives the exact cosines of FLAT, from vectors normalised
+once when the index is built. Milvus Lite's FLAT normalises every vector of a segment on each
+search and copies the matrix: 6.6x slower at 12k shards (see BENCHMARKS.md). On a cluster, HNSW
+(approximate) is the usual choice: deploy/milvus-standalone/docker-compose.yml."""
+COSINE_PARAMS = {"metric_type": "COSINE", "params": {"nprobe": NLIST}}
 UPSERT_BATCH = 500
 FIELDS = (
     "pk",
@@ -56,6 +63,12 @@ FIELDS = (
     "has_vector",
     "sparse",
 )
+LATER_FIELDS = ("day", "props")
+"""Fields a collection made by an earlier Explorer lacks (it still serves; see `Engine.fields`):
+the note's date as a day number (0: none) and its frontmatter as JSON, which team searches filter
+other vaults' notes by."""
+MAX_PROPS = 16_000
+"""Bytes of frontmatter JSON kept per shard (longer: left out, as a note without properties)."""
 _PLAIN = re.compile(r"[a-z0-9]+")
 
 
@@ -117,9 +130,15 @@ class Engine:
         self.timeout = timeout
         self._client: Any = None
         self._ready = False
+        self.fields: frozenset[str] = frozenset((*FIELDS, *LATER_FIELDS))
+        """The fields the collection has (known once connected): rows hold only these."""
         self._lock = threading.RLock()
         self.calls: dict[str, int] = {}
         """Engine calls made, by kind (search, read, insert, ...): what a benchmark counts per search."""
+
+    def row_fields(self) -> list[str]:
+        """What a read of another vault's note asks for (`ROW_FIELDS` the collection has)."""
+        return [f for f in ROW_FIELDS if f in self.fields]
 
     @property
     def label(self) -> str:
@@ -203,7 +222,33 @@ class Engine:
             self._create(client)
         else:
             self._check(client.describe_collection(self.collection))
+            self._check_index(client)
         client.load_collection(self.collection)
+
+    def _check_index(self, client: Any) -> None:
+        """Give a collection made with the earlier `FLAT` vector index (or none) the current one; its rows stay."""
+        try:
+            desc = client.describe_index(self.collection, "vector") or {}
+        except Exception:  # noqa: BLE001 - no index on the field: create it
+            desc = {}
+        if desc and desc.get("index_type") != "FLAT":
+            return  # the current index, or one chosen for the engine (HNSW on a cluster): kept
+        client.release_collection(self.collection)
+        if desc:
+            client.drop_index(self.collection, "vector")
+        index = client.prepare_index_params()
+        self._vector_index(index)
+        client.create_index(self.collection, index)
+
+    @staticmethod
+    def _vector_index(index: Any) -> None:
+        # The build parameters as one JSON `params` entry: the form every Milvus reads (Milvus Lite only this one).
+        index.add_index(
+            field_name="vector",
+            index_type=VECTOR_INDEX,
+            metric_type="COSINE",
+            params={"params": {"nlist": NLIST}},
+        )
 
     def _check(self, desc: dict[str, Any]) -> None:
         names = {f["name"]: f for f in desc.get("fields", [])}
@@ -214,6 +259,7 @@ class Engine:
                 "name another with index.collection"
             )
         missing = [n for n in FIELDS if n not in names]
+        self.fields = frozenset(n for n in (*FIELDS, *LATER_FIELDS) if n in names)
         if missing:
             raise self.fail(
                 f"collection {self.collection!r} is not an Explorer shard collection "
@@ -235,6 +281,8 @@ class Engine:
             "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256
         )
         schema.add_field("mtime", DataType.INT64)
+        schema.add_field("day", DataType.INT64)
+        schema.add_field("props", DataType.VARCHAR, max_length=MAX_PROPS + 64)
         schema.add_field("ordinal", DataType.INT64)
         schema.add_field("start", DataType.INT64)
         schema.add_field("end", DataType.INT64)
@@ -260,7 +308,7 @@ class Engine:
             )
         )
         index = client.prepare_index_params()
-        index.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
+        self._vector_index(index)
         index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
         client.create_collection(
             self.collection, schema=schema, index_params=index, consistency_level="Strong"
@@ -333,4 +381,6 @@ ROW_FIELDS = [
     "content_hash",
     "source_type",
     "terms",
+    "day",
+    "props",
 ]

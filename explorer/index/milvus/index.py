@@ -10,6 +10,7 @@ writer of the collection has embedded is borrowed, not embedded again (`borrow_v
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -24,9 +25,9 @@ from explorer.index.backend import ALL_VAULTS, Scope
 from explorer.index.milvus.engine import (
     DIM,
     MAX_LIMIT,
+    MAX_PROPS,
     MAX_TERMS,
     MAX_TEXT,
-    ROW_FIELDS,
     TOKEN_ENV,
     UPSERT_BATCH,
     BackendError,
@@ -40,6 +41,7 @@ from explorer.index.milvus.engine import (
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.index.milvus.team import FOREIGN, TeamSnapshot, foreign_note
 from explorer.index.vault_index import VaultIndex
+from explorer.text.dates import note_date
 from explorer.vault.model import Note, Shard
 
 if TYPE_CHECKING:
@@ -62,6 +64,8 @@ class MilvusIndex(VaultIndex):
         super().__init__(root, settings, embedder=embedder, on_message=on_message)
         ix = self.settings.index
         self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
+        self.dense_share = 0.5
+        """The share of a vector search's rows recent searches needed (`MilvusSnapshot._first_fetch`)."""
         self._pushed: dict[str, tuple[str, bool]] | None = None
         """node_id -> (content hash, has a vector) of this vault's rows in the collection, as last known."""
         self._sync_lock = threading.Lock()
@@ -247,7 +251,17 @@ class MilvusIndex(VaultIndex):
             vec = np.zeros(DIM, dtype=np.float32)
             vec[0] = 1.0  # a placeholder the `has_vector` filter keeps out of every vector search
         tags = tag_ancestors({t.name.lower() for t in note.tags})[:256] if note is not None else []
-        return {
+        front = note.frontmatter if note is not None and isinstance(note.frontmatter, dict) else {}
+        meta = note.metadata if note is not None and isinstance(note.metadata, dict) else {}
+        dated = note_date(front, meta, s.path, state.mtime_ns if state is not None else None)
+        day = dated[0].toordinal() if dated is not None else 0
+        try:
+            props = json.dumps(front, default=str, ensure_ascii=False) if front else ""
+        except (ValueError, TypeError, RecursionError):  # a self-referencing YAML value
+            props = ""
+        if len(props.encode("utf-8")) > MAX_PROPS:
+            props = ""  # cut JSON would not parse: read as a note without properties
+        row = {
             "pk": shard_pk(self.vault_name, s.node_id),
             "node_id": clip(s.node_id, 4000),
             "vault": self.vault_name,
@@ -269,7 +283,14 @@ class MilvusIndex(VaultIndex):
             ),
             "vector": np.asarray(vec, dtype=np.float32).tolist(),
             "has_vector": has,
+            "day": day,
+            "props": props,
         }
+        return (
+            row
+            if self.engine.fields.issuperset(row)
+            else {k: v for k, v in row.items() if k in self.engine.fields}
+        )
 
     # -- reads --------------------------------------------------------------------------------
     def note(self, path: str) -> Note | None:
@@ -300,7 +321,10 @@ class MilvusIndex(VaultIndex):
             rows = self.engine.call(
                 "read",
                 lambda c: c.query(
-                    self.engine.collection, filter=expr, output_fields=ROW_FIELDS, limit=MAX_LIMIT
+                    self.engine.collection,
+                    filter=expr,
+                    output_fields=self.engine.row_fields(),
+                    limit=MAX_LIMIT,
                 ),
             )
         except BackendError:

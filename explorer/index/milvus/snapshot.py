@@ -8,6 +8,7 @@ drops rows of another version, and BM25 candidates are scored with this view's s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -30,6 +31,8 @@ class _Owner(Protocol):
     """The index a view was taken of (explorer.index.milvus.index.MilvusIndex)."""
 
     engine: Engine
+    dense_share: float
+    """The share of a vector search's rows the last searches needed (`MilvusSnapshot._first_fetch`)."""
 
     @property
     def vault_name(self) -> str: ...
@@ -168,16 +171,65 @@ class MilvusSnapshot(LocalSnapshot):
         allowed: Restriction | None = None,
         context: bool = False,
     ) -> list[list[Hit]]:
+        """The `k` best shards by cosine (at least `floor`) of each query row.
+
+        The engine's cost grows with the rows it returns, so it is first asked for fewer
+        (`_first_fetch`); a query whose first rows do not settle its ranking (`_settled`) is
+        asked again for all `k`. The cosines are exact, so the first rows are the head of the
+        full answer and the ranking is the same either way.
+        """
         if context:
             return self._context_top(queries, k, floor, allowed)
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if not len(q) or k <= 0 or not self._searchable(allowed):
             return [[] for _ in range(len(q))]
         data = [row.tolist() for row in q]
-        res = self._search("vector", data, k, self._filter(allowed, "has_vector == true"), COSINE_PARAMS)
+        expr = self._filter(allowed, "has_vector == true")
+        first = self._first_fetch(k)
+        res = list(self._search("vector", data, first, expr, COSINE_PARAMS))
+        again = [j for j, rows in enumerate(res) if first < k and not self._settled(rows, first, k, floor)]
+        if again:
+            for j, rows in zip(
+                again, self._search("vector", [data[j] for j in again], k, expr, COSINE_PARAMS)
+            ):
+                res[j] = rows
         out: list[list[Hit]] = []
         for rows in res:
             hits = [(nid, score) for nid, score in self._read(rows) if score >= floor]
             hits.sort(key=lambda h: (-h[1], h[0]))
-            out.append(hits)
+            out.append(hits[:k])
         return out
+
+    # -- how many rows to ask for -------------------------------------------------------------
+    def _notes_for(self, k: int) -> int:
+        """The distinct notes a ranking of `k` shards is meant to reach: the inverse of the search's
+        candidate depth (`explorer.search.retrieve.Retriever._shard_depth`: notes x shards per note
+        x 2 + 16), rounded up, so that a first fetch is never taken as settled too early."""
+        per_note = len(self.shards) / max(1, len(self.notes))
+        return max(1, math.ceil((k - 16) / max(1e-9, 2 * per_note)))
+
+    def _first_fetch(self, k: int) -> int:
+        """Rows to ask for first: the share of `k` recent searches of this vault needed, with a margin."""
+        share = self._index.dense_share
+        return min(k, int(k * min(1.0, share * 1.5)) + 32)
+
+    def _settled(self, rows: Sequence[Any], first: int, k: int, floor: float) -> bool:
+        """Whether the engine's first `first` rows (best first) give the ranking the search reads from
+        `k`: they are all there are, or they reach below the cosine floor (every later row is
+        cut), or they cover the notes a ranking of `k` shards is cut at. Learns the share needed."""
+        need = len(rows)
+        settled = len(rows) < first or (bool(rows) and float(rows[-1].get("distance", 0.0)) < floor)
+        if settled:
+            need = next((i for i, r in enumerate(rows) if float(r.get("distance", 0.0)) < floor), len(rows))
+        else:
+            wanted, seen = self._notes_for(k) + 1, set()
+            for i, (nid, score) in enumerate(self._read(rows)):
+                if score < floor:
+                    break
+                seen.add(self.shards[nid].path)
+                if len(seen) >= wanted:
+                    settled, need = True, i + 1
+                    break
+        share = need / k if settled else 1.0
+        self._index.dense_share = 0.7 * self._index.dense_share + 0.3 * share
+        return settled

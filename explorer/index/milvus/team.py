@@ -6,6 +6,8 @@ rebuilds such a note from its rows (its text from its shards' texts at their off
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
-from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
+from explorer.index.milvus.engine import MAX_LIMIT, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard, Tag
@@ -71,16 +73,42 @@ def foreign_note(
         path=key,
         text=text,
         title=first.heading_path[0] if first.heading_path else stem,
-        frontmatter={},
+        frontmatter=_props(rows[0].get("props")),
         body_start=0,
         headings=(),
         links=(),
         tags=tuple(Tag(t, 0, 0) for t in rows[0].get("tags") or ()),
         blocks=(),
         source_type=first.source_type,
-        metadata={"vault": vault, "mtime": int(rows[0].get("mtime") or 0)},
+        metadata={
+            "vault": vault,
+            "mtime": int(rows[0].get("mtime") or 0),
+            "day": int(rows[0].get("day") or 0),
+        },
     )
     return note, shards, tokens
+
+
+def _props(text: Any) -> dict[str, Any]:
+    """A row's frontmatter JSON as a dict ({} when absent or not an object)."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _day_start(day: int) -> int:
+    """The epoch second (local time) a day number starts at, clamped to what a file time can be."""
+    try:
+        start = _dt.datetime.combine(
+            _dt.date.fromordinal(max(1, min(day, _dt.date.max.toordinal()))), _dt.time()
+        )
+        return max(0, int(start.timestamp()))
+    except (OverflowError, OSError, ValueError):
+        return 0 if day < 719_163 else 2**40  # before / after the epoch (1970-01-01 is day 719,163)
 
 
 class _Overlay(Mapping[str, Any]):
@@ -121,8 +149,9 @@ class TeamSnapshot(MilvusSnapshot):
     view work for it; later rows of another content hash are left out (one version per search).
     Rankings score every vault alike: BM25 with this vault's statistics (see `_scores`), the
     engine's cosines. `tag:` is an engine expression on the other vaults' rows; `path:`,
-    `file:`, `section:` and `-word` are checked on the rows the engine returns; dates and
-    properties apply to this vault's notes only.
+    `file:`, `section:`, `-word` and `[property:value]` (on the note's frontmatter, stored as
+    JSON) are checked on the rows the engine returns; `after:`/`before:`/`on:` are engine
+    expressions on the note's date (`day`, read as the local index reads it).
     """
 
     OUTPUT_FIELDS = ("node_id", "content_hash", "vault", "path")
@@ -165,8 +194,20 @@ class TeamSnapshot(MilvusSnapshot):
         else:
             theirs = ""
         if theirs:
-            theirs = " and ".join([theirs, *(f"array_contains(tags, {quote(t)})" for t in sc.tags)])
+            theirs = " and ".join(
+                [theirs, *(f"array_contains(tags, {quote(t)})" for t in sc.tags), *self._days_expr()]
+            )
         return mine, theirs
+
+    def _days_expr(self) -> list[str]:
+        """after:/before:/on: on other vaults' rows: their notes' dates, or their file times in a
+        collection made before rows held dates (the date a note without a date field has)."""
+        if self._scope.days is None:
+            return []
+        lo, hi = self._scope.days
+        if "day" in self._index.engine.fields:
+            return [f"day >= {max(lo, 1)}", f"day < {hi}"]
+        return [f"mtime >= {_day_start(lo)}", f"mtime < {_day_start(hi)}"]
 
     def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
         mine, theirs = self._engine_expr
@@ -176,9 +217,9 @@ class TeamSnapshot(MilvusSnapshot):
         return f"({scope}) and {extra}" if extra else scope
 
     def _passes(self, shard: Shard, note: Note | None) -> bool:
-        """Another vault's shard under the query's path:, file:, section: and -word filters."""
+        """Another vault's shard under the query's path:, file:, section:, -word and [property] filters."""
         sc = self._scope
-        low = shard.path.lower()
+        low = shard.path.partition("/")[2].lower()  # its path in its vault, as path: reads this vault's
         if sc.paths and not all(p.lower() in low for p in sc.paths):
             return False
         if sc.files and not all(f.lower() in low.rsplit("/", 1)[-1] for f in sc.files):
@@ -186,6 +227,8 @@ class TeamSnapshot(MilvusSnapshot):
         if sc.sections and not all(
             any(x.lower() in h.lower() for h in shard.heading_path) for x in sc.sections
         ):
+            return False
+        if sc.note_passes is not None and not sc.note_passes(note.frontmatter if note is not None else {}):
             return False
         if sc.excluded and note is not None:
             for nid in self._more_paths.get(note.path, ()):
@@ -237,7 +280,11 @@ class TeamSnapshot(MilvusSnapshot):
                 rows = ix.engine.call(
                     "read",
                     methodcaller(
-                        "query", ix.engine.collection, filter=expr, output_fields=ROW_FIELDS, limit=MAX_LIMIT
+                        "query",
+                        ix.engine.collection,
+                        filter=expr,
+                        output_fields=ix.engine.row_fields(),
+                        limit=MAX_LIMIT,
                     ),
                 )
                 notes: dict[str, list[dict[str, Any]]] = {}
@@ -303,6 +350,9 @@ class TeamSnapshot(MilvusSnapshot):
 
     def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
         return MilvusSnapshot.widen(self, scope)
+
+    def _first_fetch(self, k: int) -> int:
+        return k  # the notes of several vaults: no estimate of the rows a ranking needs
 
     def _searchable(self, allowed: Restriction | None) -> bool:
         return True  # a restriction narrows this vault's rows; other vaults' rows stay searchable
