@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--flat-arm",
         action="store_true",
-        help="with --reuse: a third arm on a copy of the earlier run's engine, its vector index left as it was",
+        help="with --reuse: a third arm as the search was before (a copy of the earlier run's engine, its "
+        "vector index left as it was, every vector search asking for all its rows at once)",
     )
     ap.add_argument("--tag", default="", help="suffix of the output file name")
     args = ap.parse_args(argv)
@@ -109,6 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         flat = MilvusIndex(vault, fs)
         flat.engine._check_index = lambda client: None  # type: ignore[method-assign] # noqa: SLF001
+        from explorer.index.milvus import MilvusSnapshot
+
+        class FullFetch(MilvusSnapshot):  # every vector search asks for all its rows at once, as before
+            __slots__ = ()
+
+            def _first_fetch(self, k: int) -> int:
+                return k
+
+        flat.snapshot = lambda: flat.reader.snapshot(FullFetch, flat)  # type: ignore[method-assign, assignment]
         flat.open()
         res["flat_arm_index"] = flat.engine.client().describe_index(flat.engine.collection, "vector")
     remote = MilvusIndex(vault, ms)
