@@ -686,6 +686,48 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         bob.close()
 
 
+def test_a_collection_made_before_the_date_and_property_fields_still_serves(
+    tmp_path: Path, lite_db: str, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection without `day` and `props` (an earlier Explorer's) is written and searched as it is;
+    a team search's dates then read other vaults' file times."""
+    from pymilvus import MilvusClient
+
+    made = MilvusClient.create_schema
+
+    def earlier(*args: object, **kwargs: object) -> object:
+        schema = made(*args, **kwargs)
+        add = schema.add_field
+
+        def add_field(name: str, *a: object, **kw: object) -> object:
+            return schema if name in ("day", "props") else add(name, *a, **kw)
+
+        schema.add_field = add_field
+        return schema
+
+    monkeypatch.setattr(MilvusClient, "create_schema", staticmethod(earlier))
+    a = write_notes(tmp_path / "a", {"one.md": "# One\n\nThe lighthouse keeper logs the storm.\n"})
+    b = write_notes(
+        tmp_path / "b", {"two.md": "---\ndate: 2001-01-01\n---\n# Two\n\nA storm over the harbour.\n"}
+    )
+    alice = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
+    bob = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), embedder)
+    try:
+        assert "day" not in alice.engine.fields and "vector" in alice.engine.fields
+        pipe = make_pipeline(alice, alice.settings)
+        assert (
+            next(r.document_path for r in pipe.search("lighthouse storm", record=False).results) == "one.md"
+        )
+        # bob's note is dated 2001 in its frontmatter, but this collection knows only its file time (today)
+        team = {
+            r.document_path for r in pipe.search("storm harbour vault:bob after:2020", record=False).results
+        }
+        assert team == {"vault:bob/two.md"}
+    finally:
+        alice.close()
+        bob.close()
+
+
 def test_a_refused_token_is_one_line_naming_the_uri(tmp_path: Path) -> None:
     """A gRPC server on 127.0.0.1 that refuses every call as UNAUTHENTICATED, as Milvus does a wrong
     token (Milvus Lite has no authentication): one line naming the URI, exit non-zero, no secret."""

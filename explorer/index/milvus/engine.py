@@ -218,10 +218,11 @@ class Engine:
         return "unreachable", exc
 
     def _prepare(self, client: Any) -> None:
-        if not client.has_collection(self.collection):
+        created = not client.has_collection(self.collection)
+        if created:
             self._create(client)
-        else:
-            self._check(client.describe_collection(self.collection))
+        self._check(client.describe_collection(self.collection))  # also learns the fields it has
+        if not created:
             self._check_index(client)
         client.load_collection(self.collection)
 
