@@ -216,3 +216,65 @@ def test_vectors_read_through_a_snapshot_stay_put_while_shards_are_re_embedded(t
         assert index.dense.rows == rows
     finally:
         index.close()
+
+
+DATED = {
+    "alpha.md": "---\ndate: 2024-01-10\nstatus: draft\n---\n# Alpha\n\nLanterns glow over the harbour.\n",
+    "beta.md": "---\ndate: 2024-03-05\nstatus: draft\n---\n# Beta\n\nPaper lanterns sell at the market.\n",
+    "gamma.md": "---\ndate: 2024-02-01\nstatus: done\n---\n# Gamma\n\nLanterns hang in the garden.\n",
+    "delta.md": "---\ndate: 2024-04-01\nstatus: draft\n---\n# Delta\n\nThe ferry leaves at dawn.\n",
+}
+ALPHA_DONE = "---\ndate: 2023-05-01\nstatus: done\n---\n# Alpha\n\nLanterns glow over the harbour.\n"
+DELTA_LATER = "---\ndate: 2024-06-30\nstatus: draft\n---\n# Delta\n\nThe ferry leaves at dawn.\n"
+
+
+def test_dates_and_properties_a_search_filters_on_are_those_of_its_snapshot(tmp_path: Path) -> None:
+    """`[status:draft]`, `after:` and each result's date come from the search's snapshot: a real
+    watchdog batch that re-dates notes and changes a property between the passes reaches the next
+    search only (delta.md is found by pass 2 alone, so its date is read after the batch landed)."""
+    root = write_notes(tmp_path / "vault", DATED)
+    index = VaultIndex(root, FAST)
+    errors: list[str] = []
+    watcher = VaultWatcher(index, embed=False, on_error=errors.append)
+    watcher.start()
+    try:
+        assert watcher.wait_idle(20), errors
+        pipeline = SearchPipeline(index, FAST, analyser=refine_to("ferry"))
+        query = "lanterns [status:draft] after:2024-01-01"
+        before = index.version
+        applied = threading.Event()
+
+        def change_between_passes(stage: str, _results) -> None:
+            if stage != "pass1":
+                return
+            (root / "alpha.md").write_text(ALPHA_DONE, encoding="utf-8")
+            (root / "delta.md").write_text(DELTA_LATER, encoding="utf-8")
+            if wait_for(
+                lambda: (
+                    (a := index.note("alpha.md")) is not None
+                    and "done" in a.text
+                    and (d := index.note("delta.md")) is not None
+                    and "06-30" in d.text
+                )
+            ):
+                applied.set()
+
+        out = pipeline.search(query, on_stage=change_between_passes)
+        assert applied.is_set(), f"the watcher did not apply the batch while the search waited ({errors})"
+        assert index.version > before and out.stats.index_version == before
+        assert [p.number for p in out.passes] == [1, 2]
+        dates = {r.document_path: r.date for r in out.results}
+        # The dates its snapshot holds, for pass 1's notes and pass 2's alike.
+        assert dates == {"alpha.md": "2024-01-10", "beta.md": "2024-03-05", "delta.md": "2024-04-01"}
+        after = pipeline.search(query)
+        assert after.stats.index_version == index.version
+        dates = {r.document_path: r.date for r in after.results}
+        assert dates == {"beta.md": "2024-03-05", "delta.md": "2024-06-30"}  # alpha: done, and dated before
+        done = pipeline.search("lanterns [status:done]")
+        assert {r.document_path: r.date for r in done.results} == {
+            "alpha.md": "2023-05-01",
+            "gamma.md": "2024-02-01",
+        }
+    finally:
+        watcher.stop()
+        index.close()

@@ -467,7 +467,7 @@ class SearchPipeline:
         paths = sorted({snap.shards[n].path for n in allowed})
         if timely:  # newest first (undated notes last), then by path
             dates = self._retriever.dates
-            paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
+            paths.sort(key=lambda p: -(dates.get(snap, p) or (_dt.date.min,))[0].toordinal())
         results = []
         snap.prefetch(paths[:k])
         for path in paths[:k]:
