@@ -57,7 +57,7 @@ def test_a_batch_landing_between_the_passes_shows_in_the_next_search_only(tmp_pa
     root = write_notes(tmp_path / "vault", NOTES)
     index = VaultIndex(root, FAST)
     errors: list[str] = []
-    watcher = VaultWatcher(index, embed=False, on_error=errors.append)
+    watcher = VaultWatcher(index, on_error=errors.append)
     watcher.start()
     try:
         assert watcher.wait_idle(20), errors
@@ -235,7 +235,7 @@ def test_dates_and_properties_a_search_filters_on_are_those_of_its_snapshot(tmp_
     root = write_notes(tmp_path / "vault", DATED)
     index = VaultIndex(root, FAST)
     errors: list[str] = []
-    watcher = VaultWatcher(index, embed=False, on_error=errors.append)
+    watcher = VaultWatcher(index, on_error=errors.append)
     watcher.start()
     try:
         assert watcher.wait_idle(20), errors
