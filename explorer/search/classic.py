@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from explorer.config import Settings
-from explorer.index.backend import DEFAULTS, MAX_RESULTS, ClassicQueryError, Snapshot
+from explorer.index.backend import DEFAULTS, MAX_RESULTS, ClassicQueryError, IndexBackend, Snapshot
 from explorer.index.windows import snippet
 from explorer.search.query import parse_query
 from explorer.search.retrieve import Retriever
@@ -42,7 +42,7 @@ def split_filters(keywords: Sequence[str]) -> tuple[list[str], str]:
     return words, " ".join(filters)
 
 
-def allowed_shards(index: Any, settings: Settings, filters: str) -> set[str] | None:
+def allowed_shards(index: IndexBackend, settings: Settings, filters: str) -> set[str] | None:
     """node_ids of the shards the filters in `filters` allow, as the search pipeline reads them (None: no filter)."""
     if not filters.strip():
         return None
@@ -50,7 +50,7 @@ def allowed_shards(index: Any, settings: Settings, filters: str) -> set[str] | N
         return Retriever(index, settings, {}).allowed(snap, parse_query(filters))
 
 
-def allowed_paths(index: Any, settings: Settings, filters: str) -> set[str] | None:
+def allowed_paths(index: IndexBackend, settings: Settings, filters: str) -> set[str] | None:
     """The notes the filters in `filters` allow (None: no filter), read from one snapshot."""
     if not filters.strip():
         return None
@@ -77,7 +77,7 @@ def shard_at(snap: Snapshot, path: str, cursor: int) -> Shard | None:
 
 
 def find(
-    index: Any,
+    index: IndexBackend,
     settings: Settings,
     mode: str,
     keywords: Sequence[str],
@@ -123,7 +123,7 @@ def classic_keywords(mode: str, text: str) -> list[str]:
 
 
 def classic_results(
-    index: Any,
+    index: IndexBackend,
     mode: str,
     text: str,
     k: int = 15,

@@ -502,7 +502,7 @@ def _facts(
 
 
 def rehearse_words(
-    index: Any,
+    index: IndexBackend,
     settings: Any,
     make_pipeline: Callable[[Any, Any], Any],
     path: str,
