@@ -278,3 +278,57 @@ def test_dates_and_properties_a_search_filters_on_are_those_of_its_snapshot(tmp_
     finally:
         watcher.stop()
         index.close()
+
+
+RERANKED = {
+    "harbour.md": "# Harbour\n\nLanterns glow over the harbour at night; fishermen light them by hand.\n",
+    "market.md": "# Market\n\nThe market sells paper lanterns and candles for the lantern festival.\n",
+    "festival.md": "# Festival\n\nAt the lantern festival, lanterns float down the river.\n",
+    "garden.md": "# Garden\n\nTomatoes and basil grow in the garden beside the wall.\n",
+}
+
+
+def test_the_reranker_reads_the_search_snapshot(tmp_path: Path, embedder) -> None:
+    """The local reranker scores a note's shards as the search's snapshot holds them: a batch that
+    rewrites a candidate between pass 1 and the reranking changes nothing in this search's scores."""
+    from explorer.search.rerank import build_reranker
+
+    settings = Settings().with_overrides(
+        {"experimental.rerank_pass1_timeout_ms": 0, "experimental.rerank_pass2_timeout_ms": 0}
+    )
+
+    def pipeline_over(root: Path) -> tuple[VaultIndex, SearchPipeline]:
+        index = VaultIndex(root, settings, embedder=embedder)
+        index.open()
+        index.embed_pending()
+        return index, SearchPipeline(index, settings, reranker=build_reranker(index, settings))
+
+    root = write_notes(tmp_path / "vault", RERANKED)
+    index, pipeline = pipeline_over(root)
+    twin, twin_pipeline = pipeline_over(write_notes(tmp_path / "twin", RERANKED))
+    try:
+        changed = threading.Event()
+
+        def rewrite(stage: str, _results) -> None:
+            if stage == "pass1":
+                (root / "festival.md").write_text("# Festival\n\nA quiet walk along the shore.\n")
+                index.refresh(
+                    paths=["festival.md"], reread=True
+                )  # a batch: festival's shard has no vector now
+                changed.set()
+
+        out = pipeline.search("lantern festival", rerank=True, two_pass=False, on_stage=rewrite)
+        same = twin_pipeline.search("lantern festival", rerank=True, two_pass=False)
+        assert changed.is_set() and out.rerank is not None and out.rerank.applied
+        assert paths(out) == paths(same)
+        assert [r.score for r in out.results] == pytest.approx([r.score for r in same.results], rel=1e-5)
+        after = pipeline.search("lantern festival", rerank=True, two_pass=False)
+        assert after.stats.index_version > out.stats.index_version
+        by_path = {r.document_path: r.score for r in after.results}
+        assert (
+            by_path.get("festival.md", 0.0)
+            < dict(zip(paths(same), [r.score for r in same.results]))["festival.md"]
+        )
+    finally:
+        index.close()
+        twin.close()
