@@ -169,6 +169,7 @@ class TeamSnapshot(MilvusSnapshot):
             base._bm25,
             base._dense,
             base._context,
+            states=base._states,
         )
         self._released = True  # the base view holds the pin and releases it
         self._scope = scope
@@ -302,6 +303,13 @@ class TeamSnapshot(MilvusSnapshot):
         self._more_notes[note.path] = note
 
     # -- reads --------------------------------------------------------------------------------
+    def modified(self, path: str) -> int | None:
+        other = self._more_notes.get(path)
+        if other is None:
+            return super().modified(path)
+        seconds = int(other.metadata.get("mtime") or 0) if isinstance(other.metadata, dict) else 0
+        return seconds * 1_000_000_000 if seconds > 0 else None  # its file time, as its vault recorded it
+
     def tokens(self, node_id: str) -> Collection[str]:
         more = self._more_tokens.get(node_id)
         return more.keys() if more is not None else super().tokens(node_id)
