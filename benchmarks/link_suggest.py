@@ -1,6 +1,7 @@
 r"""Link suggestions while writing: are the notes a paragraph links to in the writer's top 5?
 
-Run with ``python -m benchmarks.link_suggest [VAULT ...]`` (quality) and
+Run with ``python -m benchmarks.link_suggest [VAULT ...]`` (quality),
+``python -m benchmarks.link_suggest --diagnose [VAULT ...]`` (what bounds "links removed") and
 ``python -m benchmarks.link_suggest --latency [--size 10000]`` (speed).
 
 **Quality.** On the generated Obsidian vault (benchmarks.obsidian_vault, seeded) and on every
@@ -282,6 +283,67 @@ def _rate(hits: Sequence[int]) -> float | None:
     return round(sum(hits) / len(hits), 4) if hits else None
 
 
+# -- what bounds "links removed" ----------------------------------------------------------------
+def diagnose(vault: Path, cache: Path) -> dict[str, Any]:
+    """For links removed (B): where the linked note ranks in the writer's list, and whether the text
+    around the removed link names it at all (a word of one of its names in the sentence at the
+    cursor, in the paragraph). Read beside recall: a vault whose link sentences rarely hold such a
+    word says less about the linked note than people's text does."""
+    from benchmarks.quality import open_vault_index
+    from explorer.engine import make_pipeline
+    from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
+    from explorer.text.tokenize import tokenize
+
+    index, settings, info = open_vault_index(vault, {"index.cache_dir": str(cache)}, embeddings=True)
+    sug = LinkSuggester(make_pipeline(index, settings))
+    with index.snapshot() as snap:
+        names = {
+            p: frozenset().union(*snap.name_tokens(n)) for p, n in snap.notes.items() if snap.name_tokens(n)
+        }
+    ranks: list[int] = []
+    in_sentence: list[int] = []
+    in_paragraph: list[int] = []
+    for case in cases(index):
+        text, cursor = case["B"]
+        order = [s.path for s in sug.suggest(text, cursor, path=case["note"], k=60).items]
+        ranks.append(order.index(case["target"]) + 1 if case["target"] in order else 0)
+        lo, hi = paragraph_bounds(text, cursor)
+        s_lo, s_hi = sentence_bounds(text, cursor, lo, hi)
+        own = names.get(case["target"], frozenset())
+        in_sentence.append(int(bool(own & set(tokenize(text[s_lo:s_hi])))))
+        in_paragraph.append(int(bool(own & set(tokenize(text[lo:hi])))))
+    index.close()
+    missed = [r for r in ranks if not 1 <= r <= K]
+    buckets = {
+        "6-10": sum(6 <= r <= 10 for r in missed),
+        "11-20": sum(11 <= r <= 20 for r in missed),
+        "21-60": sum(21 <= r <= 60 for r in missed),
+        "not in the first 60": sum(r == 0 for r in missed),
+    }
+    hit = [i for i, r in enumerate(ranks) if 1 <= r <= K]
+    miss = [i for i, r in enumerate(ranks) if not 1 <= r <= K]
+
+    def share(flags: list[int], among: list[int]) -> float | None:
+        return round(sum(flags[i] for i in among) / len(among), 3) if among else None
+
+    return {
+        "links": len(ranks),
+        "recall_at_5_removed": _rate([int(1 <= r <= K) for r in ranks]),
+        "missed_by_rank": buckets,
+        "name_word_in_sentence": {
+            "all": share(in_sentence, list(range(len(ranks)))),
+            "found": share(in_sentence, hit),
+            "missed": share(in_sentence, miss),
+        },
+        "name_word_in_paragraph": {
+            "all": share(in_paragraph, list(range(len(ranks)))),
+            "found": share(in_paragraph, hit),
+            "missed": share(in_paragraph, miss),
+        },
+        "index": info,
+    }
+
+
 # -- latency ------------------------------------------------------------------------------------
 def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     """Time the writer's call after a typed word, at `size` notes, paired with the former call."""
@@ -380,6 +442,18 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     return report
 
 
+def _vaults(args: argparse.Namespace, work: Path) -> list[tuple[str, Path]]:
+    """The generated vaults asked for (written under `work`), then the vaults named on the command line."""
+    vaults: list[tuple[str, Path]] = []
+    if not args.no_generated:
+        for style in obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,):
+            generated = work / f"obsidian-vault-{args.seed}-{style}"
+            obsidian_vault.write(generated, args.seed, links=style)
+            vaults.append((f"generated, {style} links (seed {args.seed})", generated))
+    vaults.extend((v.name, v.resolve()) for v in args.vaults)
+    return vaults
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.link_suggest", description=__doc__.splitlines()[0]
@@ -400,6 +474,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="which generated vaults: random links, links that follow the text, or both (default)",
     )
     parser.add_argument("--latency", action="store_true", help="measure the latency at --size notes instead")
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="links removed: where the linked note ranks, and whether the text around the link names it",
+    )
     parser.add_argument("--size", type=int, default=10_000, help="notes of the latency vault")
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
     parser.add_argument(
@@ -451,14 +530,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"former call {res['former_call_cpu_ms']['median']} / "
             f"{res['former_call_cpu_ms']['p95']} ms (median / p95)"
         )
+    elif args.diagnose:
+        rows = []
+        for name, vault in _vaults(args, work):
+            res = diagnose(
+                vault, work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}"
+            )
+            report[name] = res
+            rows.append(
+                [
+                    name,
+                    res["links"],
+                    pct(res["recall_at_5_removed"]),
+                    " / ".join(f"{k}: {v}" for k, v in res["missed_by_rank"].items()),
+                    " / ".join(pct(res["name_word_in_sentence"][k]) for k in ("all", "found", "missed")),
+                    " / ".join(pct(res["name_word_in_paragraph"][k]) for k in ("all", "found", "missed")),
+                ]
+            )
+        print(
+            markdown_table(
+                [
+                    "vault",
+                    "links",
+                    "recall@5, links removed",
+                    "missed links by the linked note's place",
+                    "a word of its name in the sentence: all / found / missed",
+                    "in the paragraph: all / found / missed",
+                ],
+                rows,
+            )
+        )
     else:
-        vaults: list[tuple[str, Path]] = []
-        if not args.no_generated:
-            for style in obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,):
-                generated = work / f"obsidian-vault-{args.seed}-{style}"
-                obsidian_vault.write(generated, args.seed, links=style)
-                vaults.append((f"generated, {style} links (seed {args.seed})", generated))
-        vaults.extend((v.name, v.resolve()) for v in args.vaults)
+        vaults = _vaults(args, work)
         table = []
         for name, vault in vaults:
             res = quality(
@@ -492,7 +595,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
     path = args.out / (
-        "link_suggest" + ("-latency" if args.latency else "") + (f"-{args.tag}" if args.tag else "") + ".json"
+        "link_suggest"
+        + ("-latency" if args.latency else "-diagnose" if args.diagnose else "")
+        + (f"-{args.tag}" if args.tag else "")
+        + ".json"
     )
     write_json(path, report)
     log(f"wrote {path}")
