@@ -491,9 +491,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the related search embeds its whole query at each call (not sentence by sentence)",
     )
+    parser.add_argument(
+        "--related",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the related search besides RELATED_SETTINGS (e.g. experimental.feedback_shards=0)",
+    )
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     args = parser.parse_args(argv)
     offline_environment()
+    if args.related:
+        import json
+
+        from explorer.search import suggest
+
+        for item in args.related:
+            key, _, value = item.partition("=")
+            suggest.RELATED_SETTINGS[key.strip()] = json.loads(value)
     work = args.out / "link-suggest"
     report: dict[str, Any] = {"machine": machine()}
     if args.latency:
