@@ -32,7 +32,8 @@ time of the first word's call, when none of the paragraph's sentences has a vect
 reported on its own). Timed: the suggestion call (mentions + one hybrid pass) and, paired in
 the same loop (alternating which runs first), the former related-only call; reported as median
 and p95, and the time from the pause to the list: ``RELATED_DELAY`` + the mentions (the named
-notes show then) and ``RELATED_DELAY`` + the whole call (the list complete). No search is answered
+notes show then) and ``RELATED_DELAY`` + the whole call (the list complete); after a key that ends a
+word the writer waits ``WORD_END_DELAY`` instead (reported too). No search is answered
 from the cache of recent searches (every typed word changes the paragraph).
 """
 
@@ -351,7 +352,7 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     from explorer.config import load_settings
     from explorer.engine import make_pipeline, open_index
     from explorer.search.suggest import LinkSuggester, paragraph_bounds, plain_query
-    from explorer.tui.screens.writer import RELATED_DELAY
+    from explorer.tui.screens.writer import RELATED_DELAY, WORD_END_DELAY
 
     vocab = speed.vocabulary()
     vault = speed.ensure_vault(size, out, vocab)
@@ -429,6 +430,11 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
         "pause_to_list_ms": {
             "median": round(delay_ms + statistics.median(new_ms), 1),
             "p95": round(delay_ms + summary(new_ms)["p95"], 1),
+        },
+        "word_end_delay_ms": WORD_END_DELAY * 1000,
+        "word_end_to_list_ms": {
+            "median": round(WORD_END_DELAY * 1000 + statistics.median(new_ms), 1),
+            "p95": round(WORD_END_DELAY * 1000 + summary(new_ms)["p95"], 1),
         },
         "pause_to_named_ms": {
             "median": round(delay_ms + statistics.median(mention_ms), 1),
@@ -523,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "ratio (median)",
                     "pause -> named notes median / p95",
                     "pause -> whole list median / p95",
+                    "after a finished word -> whole list",
                     "load",
                 ],
                 [
@@ -533,6 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         res["ratio_median"],
                         f"{res['pause_to_named_ms']['median']} / {res['pause_to_named_ms']['p95']}",
                         f"{res['pause_to_list_ms']['median']} / {res['pause_to_list_ms']['p95']}",
+                        f"{res['word_end_to_list_ms']['median']} / {res['word_end_to_list_ms']['p95']}",
                         res["load_average"][0],
                     ]
                 ],
