@@ -308,6 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the writer's quiet time before it asks for suggestions, s (default: the shipped RELATED_DELAY)",
     )
     parser.add_argument(
+        "--writer-word-end-delay",
+        type=float,
+        help="the writer's quiet time after a key that ends a word, s (default: the shipped WORD_END_DELAY)",
+    )
+    parser.add_argument(
         "--writer-space-after",
         action="store_true",
         help="in writing mode, type a space after each word before the pause (default: pause after its last letter)",
@@ -340,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from explorer.tui.screens import writer
 
         writer.RELATED_DELAY = args.writer_delay
+    if args.writer_word_end_delay is not None:
+        from explorer.tui.screens import writer
+
+        writer.WORD_END_DELAY = args.writer_word_end_delay
     import random
 
     rng = random.Random(3)
