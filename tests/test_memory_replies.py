@@ -133,3 +133,23 @@ def test_nothing_moves_when_nobody_is_named_or_the_named_person_asks(index: Vaul
 )
 def test_a_turn_asks_when_its_first_paragraph_ends_in_a_question_mark(text: str, expected: bool) -> None:
     assert asks(text) is expected
+
+
+def test_notes_that_are_not_turns_of_a_session_are_left_alone(tmp_path: Path) -> None:
+    notes = {
+        "Users/Ben/questions.md": "Ben: do you play any instruments?\n",
+        "Users/Ben/later.md": "nothing here\n",
+        "Users/Ana/answers.md": "Ana: the clarinet\n",
+        "Users/Ana/more.md": "Ana: the garden and the lake\n",
+    }
+    vault = write_notes(tmp_path / "n", notes)
+    ix = VaultIndex(vault, load_settings(vault, {"index.embeddings": False}))
+    ix.open()
+    try:
+        res = _search(ix, "What instruments does Ana play?")
+        assert res.results
+        assert not any(
+            c.retriever in ("answer", "asks") for r in res.results for c in r.explanation.contributions
+        )
+    finally:
+        ix.close()
