@@ -231,8 +231,10 @@ def report_ideas(records: dict[str, dict[str, Any]], data: Path) -> dict[str, An
             for v in grid
         }
         chosen = choose(qids, lambda q: records[q]["conv"], recall)
+        on = max(grid[1:], key=lambda v: statistics.fmean(recall[v].values()))
         out[name] = {
             "off": cats(recall[grid[0]]),
+            "best_on": {"value": on, **cats(recall[on])},
             "in_sample": {"chosen": chosen["in_sample"], **cats(recall[chosen["in_sample"]])},
             "left_out": cats(chosen["left"]),
             "per_fold": chosen["pick"],
