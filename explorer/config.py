@@ -217,7 +217,7 @@ class ExperimentalSettings:
     """Weight of the notes of a person the query names (explorer.search.memory; 1: off)."""
     date_weight: Annotated[float, Range(0, 10)] = 0.5
     """Share of the best fused score a turn recorded on the day the query names gains (0: off)."""
-    answer_weight: Annotated[float, Range(0, 10)] = 0.5
+    answer_weight: Annotated[float, Range(0, 10)] = 0.4
     """Share of a turn's fused score the next turn gains when it asks a person the query names (0: off)."""
     asking_discount: Annotated[float, Range(0, 1)] = 0.2
     """Share of its fused score such an asking turn loses (the answer is in the reply)."""
