@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -363,6 +363,19 @@ class BM25Index:
             return self._base_doc_terms(slot)
         counts = self._doc_terms[slot]
         return counts if counts is not None else {}
+
+    def tokens(self, key: str) -> Collection[str]:
+        """The distinct terms of document `key` (empty when absent): `terms(key)` without the counts,
+        which for a document of a loaded segment costs a list of its terms instead of a dict."""
+        slot = self._slot_of.get(key)
+        if slot is None:
+            return ()
+        if self._is_base(slot):
+            b = self._base
+            lo, hi = int(b["doc_ptr"][slot]), int(b["doc_ptr"][slot + 1])
+            return list(map(self._base_terms.__getitem__, b["fwd_term"][lo:hi].tolist()))
+        counts = self._doc_terms[slot]
+        return counts.keys() if counts is not None else ()
 
     # -- the base segment -------------------------------------------------------------------
     def _is_base(self, slot: int) -> bool:

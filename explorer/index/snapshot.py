@@ -96,7 +96,7 @@ class LocalSnapshot:
         return self._by_path.get(path, ())
 
     def tokens(self, node_id: str) -> Collection[str]:
-        return self._bm25.terms(node_id).keys()
+        return self._bm25.tokens(node_id)
 
     def links(self) -> LinkGraph:
         return self._owner.links_at(self.version, self.notes)
