@@ -15,7 +15,7 @@ its version while the batch lands, and no search copies anything.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, KeysView, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -243,9 +243,9 @@ class IndexReader:
         with self.lock:
             return sorted(p for p in self.states if p == folder or p.startswith(prefix))
 
-    def tokens(self, node_id: str) -> KeysView[str]:
+    def tokens(self, node_id: str) -> Collection[str]:
         """The distinct BM25 tokens of a shard."""
-        return self.bm25.terms(node_id).keys()
+        return self.bm25.tokens(node_id)
 
     def pending(self) -> list[Shard]:
         """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""
