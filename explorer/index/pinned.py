@@ -76,6 +76,20 @@ class PinnedNames:
         """The note at `path` in the snapshot, or None."""
         return self.notes.get(path)
 
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        """The shard of `path` that contains `cursor` (the nearest one before it otherwise), in the snapshot."""
+        best = first = None
+        for node_id in self.snapshot.shard_ids(path):
+            s = self.shards.get(node_id)
+            if s is None:
+                continue
+            first = first or s
+            if s.start <= cursor < s.end:
+                return s
+            if s.start <= cursor:
+                best = s
+        return best or first
+
     def links(self) -> LinkGraph:
         """The snapshot's wikilink graph (built once per version, outside the index lock)."""
         if self._links is None:
