@@ -19,7 +19,7 @@ search that ranks several terms under the same filters prepares it once.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -112,6 +112,10 @@ class Scope:
     files: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     excluded: tuple[str, ...] = ()
+    days: tuple[int, int] | None = None
+    """[lo, hi): the day numbers (`date.toordinal`) a note's date must fall in (after:, before:, on:)."""
+    note_passes: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False, hash=False)
+    """The query's [property:value] filters, given a note's frontmatter (None: no such filter)."""
 
     @property
     def everything(self) -> bool:
@@ -190,6 +194,11 @@ class Snapshot(Protocol):
 
     def shard_ids(self, path: str) -> Sequence[str]:
         """node_ids of the shards of the note at `path`, in note order (empty when absent)."""
+        ...
+
+    def modified(self, path: str) -> int | None:
+        """The modification time (ns) the index recorded for the note's file at this version, None
+        when it recorded none (a note of another vault): the date of a note that states no other."""
         ...
 
     def tokens(self, node_id: str) -> Collection[str]:
@@ -293,6 +302,13 @@ class IndexBackend(Protocol):
     """An index a search can read: snapshots, the embedding model's state, the settings it was built with."""
 
     settings: Settings
+    root: Path
+    """The vault folder (why-not copies it to rehearse an edit)."""
+
+    @property
+    def cache_dir(self) -> Path:
+        """The folder the index is saved in."""
+        ...
 
     @property
     def model_state(self) -> ModelState:
@@ -315,6 +331,10 @@ class IndexBackend(Protocol):
 
     def embedder(self) -> Encoder | None:
         """The embedding model (loaded on first use), or None when embeddings are off or unavailable."""
+        ...
+
+    def skipped_files(self) -> dict[str, str]:
+        """{path: reason} of the vault's files that are not indexed (a copy)."""
         ...
 
     def resolve_note(self, name: str) -> str | None:

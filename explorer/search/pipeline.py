@@ -31,6 +31,7 @@ from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused
 from explorer.search.llm import Budget
 from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
+from explorer.search.notefilters import day_bounds
 from explorer.search.passes import Passes, Run, SearchCancelled, Stage
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
 from explorer.search.query import parse_query
@@ -63,7 +64,11 @@ class Reranker(Protocol):
     """Reorders fused results (see explorer.search.rerank)."""
 
     def rerank(
-        self, query: str, results: list[SearchResult], query_vector: np.ndarray | None = None
+        self,
+        query: str,
+        results: list[SearchResult],
+        query_vector: np.ndarray | None = None,
+        snapshot: Snapshot | None = None,
     ) -> tuple[list[SearchResult], RerankInfo]: ...
 
 
@@ -234,7 +239,18 @@ class SearchPipeline:
     def _widen(self, run: Run) -> None:
         """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such)."""
         p = run.parsed
-        scope = Scope(p.vaults, p.tags, p.paths, p.files, p.sections, p.excluded)
+        props = p.properties
+        scope = Scope(
+            p.vaults,
+            p.tags,
+            p.paths,
+            p.files,
+            p.sections,
+            p.excluded,
+            day_bounds(p),
+            # Other vaults' notes pass [property:value] as this vault's do (explorer.search.notefilters).
+            (lambda front: all(f.matches(dict(front)) != f.negated for f in props)) if props else None,
+        )
         base = run.snap
         try:
             run.snap, note, run.own_vault = base.widen(scope)
@@ -242,8 +258,6 @@ class SearchPipeline:
             raise QueryError(str(exc)) from None
         if note:
             run.warnings.append(note)
-        if run.snap is not base and p.has_note_filters:
-            run.warnings.append("dates and [property] filters apply to this vault's notes only")
 
     def _cached(self, key: tuple, run: Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
@@ -355,7 +369,9 @@ class SearchPipeline:
             with run.timed("rerank"):
                 searched_part = [r for r in out.results if r.source == "search"]
                 appended = [r for r in out.results if r.source != "search"]
-                reranked, meta = self.reranker.rerank(run.parsed.text, searched_part, query_vector=run.qvec)
+                reranked, meta = self.reranker.rerank(
+                    run.parsed.text, searched_part, query_vector=run.qvec, snapshot=run.snap
+                )
                 out.results = reranked + appended
                 out.rerank = meta
         else:
@@ -467,7 +483,7 @@ class SearchPipeline:
         paths = sorted({snap.shards[n].path for n in allowed})
         if timely:  # newest first (undated notes last), then by path
             dates = self._retriever.dates
-            paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
+            paths.sort(key=lambda p: -(dates.get(snap, p) or (_dt.date.min,))[0].toordinal())
         results = []
         snap.prefetch(paths[:k])
         for path in paths[:k]:
