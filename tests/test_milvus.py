@@ -365,7 +365,10 @@ def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: 
         with pytest.raises(BackendError, match=r"127.0.0.1"):
             make_pipeline(index, index.settings).search("quuxtail")
         server.start()
-        assert wait_until(lambda: index.behind == 0 and not index.engine_fault, 30)
+        assert wait_until(lambda: index.behind == 0 and not index.engine_fault, 120), (
+            index.behind,
+            index.engine_fault,
+        )
         pipe = make_pipeline(index, index.settings)
         assert pipe.search("quuxtail").results[0].document_path == "astro/comet.md"
         assert all(r.document_path != "cook/bread.md" for r in pipe.search("sourdough starter loaf").results)
@@ -549,7 +552,7 @@ def test_two_watchers_and_an_mcp_writer_share_one_collection(tmp_path: Path) -> 
             want[name] = sorted(local.shards)
             local.close()
         assert all(any(n.startswith(w) for n in want["cat"]) for w in written)
-        assert wait_until(lambda: all(sorted(rows(n)) == want[n] for n in vaults), 40), {
+        assert wait_until(lambda: all(sorted(rows(n)) == want[n] for n in vaults), 120), {
             n: rows(n) for n in vaults
         }
         for name in vaults:
