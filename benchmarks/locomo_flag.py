@@ -32,6 +32,7 @@ from benchmarks.locomo import DEFAULT_DATA, load_conversations
 from benchmarks.locomo_loo import ANSWERABLE_FLAG_MAX, _load, _mean, loo
 from explorer.index.windows import query_words
 from explorer.search.quality import TURN_MEDIUM, coverage, token_idf
+from explorer.search.stated import stated_tokens
 from explorer.text.tokenize import tokenize
 
 
@@ -40,6 +41,7 @@ def features(records: list[dict[str, Any]], data: Path) -> None:
     convs = {c.sample_id: c for c in load_conversations(data)}
     for conv in convs.values():
         toks = {t.dia_id: set(tokenize(t.text)) for t in conv.turns}
+        said = {t.dia_id: stated_tokens(t.text) for t in conv.turns}
         speaker = {t.dia_id: t.speaker for t in conv.turns}
         df: dict[str, int] = {}
         for ts in toks.values():
@@ -48,10 +50,10 @@ def features(records: list[dict[str, Any]], data: Path) -> None:
         n = len(toks)
         people = sorted({t.speaker for t in conv.turns})
         name_toks = {p: set(tokenize(p)) for p in people}
-        conv.cache = (toks, speaker, df, n, people, name_toks)  # type: ignore[attr-defined]
+        conv.cache = (toks, said, speaker, df, n, people, name_toks)  # type: ignore[attr-defined]
     for r in records:
         conv = convs[r["conv"]]
-        toks, speaker, df, n, people, name_toks = conv.cache  # type: ignore[attr-defined]
+        toks, said, speaker, df, n, people, name_toks = conv.cache  # type: ignore[attr-defined]
         words = query_words(r["question"])
         named = [p for p in people if name_toks[p] & set(tokenize(r["question"]))]
         names = set().union(*name_toks.values())
@@ -71,6 +73,8 @@ def features(records: list[dict[str, Any]], data: Path) -> None:
             other = [d for d in cands if speaker.get(d) not in (None, named[0])][:k]
             f[f"named_cov_{k}"] = max((coverage(asked, toks[d], idf) for d in mine), default=0.0)
             f[f"other_cov_{k}"] = max((coverage(asked, toks[d], idf) for d in other), default=0.0)
+            f[f"named_said_{k}"] = max((coverage(asked, said[d], idf) for d in mine), default=0.0)
+            f[f"other_said_{k}"] = max((coverage(asked, said[d], idf) for d in other), default=0.0)
         rare = max(asked, key=idf)
         f["rare_named"] = float(any(rare in toks[d] for d in cands if speaker.get(d) == named[0]))
         f["rare_other"] = float(any(rare in toks[d] for d in cands if speaker.get(d) not in (None, named[0])))
@@ -163,6 +167,27 @@ def study(records: list[dict[str, Any]]) -> dict[str, Any]:
             return f[f"named_cov_{kn}"] - w * f[f"other_cov_{ko}"] < lead or part(r, "matched") < weak
 
         run(f"cov named {kn} / other {ko}", [(w, e, k) for w in weights for e in leads for k in weaks], form)
+
+    # The same form on the turns' statements (explorer.search.stated: questions and sentences said
+    # to the other person left out), as the pipeline now reads them.
+    for kn, ko in ((3, 5), (3, 10), (5, 5), (10, 10)):
+
+        def said(r: dict[str, Any], c: tuple[float, float, float], kn: int = kn, ko: int = ko) -> bool:
+            w, lead, weak = c
+            f = r.get("feat")
+            if not r.get("named", True) or f is None:
+                return (
+                    base(r, (0.8, 0.08, 0.2))
+                    if f is None and r.get("named", True)
+                    else part(r, "matched") < TURN_MEDIUM
+                )
+            return f[f"named_said_{kn}"] - w * f[f"other_said_{ko}"] < lead or part(r, "matched") < weak
+
+        run(
+            f"statements: named {kn} / other {ko}",
+            [(w, e, k) for w in weights for e in leads for k in weaks],
+            said,
+        )
 
     # Recorded rule OR the rarest asked word held by the other speaker and not the named one.
     def rare(r: dict[str, Any], c: tuple[float, float, float, int]) -> bool:
