@@ -10,7 +10,8 @@ none is picked by how it ranks):
     concept   three content words of the note's body, in body order
     section   the text of one of the note's headings
     typo      the file name with one typo (benchmarks.known_item.one_typo)
-    absent    a file name of the *other* vaults that no note of this one bears: nothing answers it
+    absent    a file name of the *other* vaults that no note of this one bears (hyphens and
+              underscores read as spaces): nothing answers it
     claim     (SciFact vault only) a SciFact test claim, right when the first result is an abstract
               its qrels cite
 
@@ -94,6 +95,11 @@ def _notes(vault: Path) -> dict[str, Path]:
     return out
 
 
+def _spelling(name: str) -> str:
+    """A name folded, with hyphens and underscores read as spaces."""
+    return " ".join(re.sub(r"[-_]+", " ", name.casefold()).split())
+
+
 def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict[str, Any]]:
     """The queries of every kind for every note of `vault` (absent ones from `other_names`)."""
     rng = random.Random(seed)
@@ -144,8 +150,10 @@ def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict
         typo = one_typo(rng, name)
         if typo is not None:
             out.append({"kind": "typo", "query": typo, "note": rel, "expected": same})
-    mine = set(by_name)
-    absent = sorted(n for n in other_names if n.casefold() not in mine)
+    # A name this vault holds spelt another way ("strength-training-basics" for "Strength training
+    # basics") is not absent from it.
+    mine = {_spelling(n) for n in by_name}
+    absent = sorted(n for n in other_names if _spelling(n) not in mine)
     for name in rng.sample(absent, min(len(absent), max(1, len(notes) // 2))):
         out.append({"kind": "absent", "query": name, "note": None, "expected": []})
     return out
