@@ -19,11 +19,6 @@ MEDIUM = 0.50
 #: in the level score. A first result that a later one outdoes in relevance is less likely right; one
 #: well clear of the rest more likely (chosen on benchmarks.levels, see BENCHMARKS.md).
 LEAD_WEIGHT = 0.2
-#: Notes vaults: weight of the first result's margin (how far its fused score is ahead of the second
-#: result's, as a share of its own: 0 when they tie) in the level score.
-MARGIN_WEIGHT = 0.0
-#: Notes vaults: `high` also needs the first result to lead (be more relevant than the next TOP_N - 1).
-LEAD_GATE = False
 #: The same two levels in a vault of conversation turns, whose score runs lower (a question naming
 #: someone is capped by the evidence about them): chosen leaving one LoCoMo conversation out.
 TURN_HIGH = 0.60
@@ -194,13 +189,10 @@ def assess(
     relevant = sum(1 for x in window if x >= RELEVANT)
     high, medium = (TURN_HIGH, TURN_MEDIUM) if conversation else (HIGH, MEDIUM)
     first_lead = rel[0] - max(head[1:]) if len(head) > 1 else rel[0]
-    first = searched[0].score
-    first_margin = (first - searched[1].score) / first if len(searched) > 1 and first > 0 else 1.0
     # The level reads the score and, in a notes vault, how far the first result leads the next ones.
     # The score itself (what the two-pass analysis and the early return read) is left as it is.
-    judged = score if conversation else score + LEAD_WEIGHT * first_lead + MARGIN_WEIGHT * first_margin
-    gated = not conversation and LEAD_GATE and first_lead <= 0
-    level = "high" if judged >= high and not gated else "medium" if judged >= medium else "low"
+    judged = score if conversation else score + LEAD_WEIGHT * first_lead
+    level = "high" if judged >= high else "medium" if judged >= medium else "low"
     margin = min(abs(judged - high), abs(judged - medium))
     confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
     factors = _factors(
