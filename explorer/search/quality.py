@@ -143,7 +143,8 @@ def assess(
     When the query names a person of an agent-memory vault (explorer.search.memory), the list
     is theirs and two more parts judge whether the memory holds the answer about *them*:
     `named_match`, the share of the best lexical evidence that is that person's, and
-    `named_coverage`, the share of the query's other words that the person's best result holds.
+    `named_coverage`, the share of the query's other words that the person's best result states
+    (explorer.search.stated: its questions and sentences said to someone else left out).
     Their mean, `named_evidence`, caps the score at its square: a good match that is someone
     else's, or the person's notes holding only the common words of the question, cannot be high.
     The factor `no_good_match` answers "does the memory hold this?". With someone named
