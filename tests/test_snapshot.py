@@ -57,7 +57,7 @@ def test_a_batch_landing_between_the_passes_shows_in_the_next_search_only(tmp_pa
     root = write_notes(tmp_path / "vault", NOTES)
     index = VaultIndex(root, FAST)
     errors: list[str] = []
-    watcher = VaultWatcher(index, embed=False, on_error=errors.append)
+    watcher = VaultWatcher(index, on_error=errors.append)
     watcher.start()
     try:
         assert watcher.wait_idle(20), errors
@@ -216,3 +216,119 @@ def test_vectors_read_through_a_snapshot_stay_put_while_shards_are_re_embedded(t
         assert index.dense.rows == rows
     finally:
         index.close()
+
+
+DATED = {
+    "alpha.md": "---\ndate: 2024-01-10\nstatus: draft\n---\n# Alpha\n\nLanterns glow over the harbour.\n",
+    "beta.md": "---\ndate: 2024-03-05\nstatus: draft\n---\n# Beta\n\nPaper lanterns sell at the market.\n",
+    "gamma.md": "---\ndate: 2024-02-01\nstatus: done\n---\n# Gamma\n\nLanterns hang in the garden.\n",
+    "delta.md": "---\ndate: 2024-04-01\nstatus: draft\n---\n# Delta\n\nThe ferry leaves at dawn.\n",
+}
+ALPHA_DONE = "---\ndate: 2023-05-01\nstatus: done\n---\n# Alpha\n\nLanterns glow over the harbour.\n"
+DELTA_LATER = "---\ndate: 2024-06-30\nstatus: draft\n---\n# Delta\n\nThe ferry leaves at dawn.\n"
+
+
+def test_dates_and_properties_a_search_filters_on_are_those_of_its_snapshot(tmp_path: Path) -> None:
+    """`[status:draft]`, `after:` and each result's date come from the search's snapshot: a real
+    watchdog batch that re-dates notes and changes a property between the passes reaches the next
+    search only (delta.md is found by pass 2 alone, so its date is read after the batch landed)."""
+    root = write_notes(tmp_path / "vault", DATED)
+    index = VaultIndex(root, FAST)
+    errors: list[str] = []
+    watcher = VaultWatcher(index, on_error=errors.append)
+    watcher.start()
+    try:
+        assert watcher.wait_idle(20), errors
+        pipeline = SearchPipeline(index, FAST, analyser=refine_to("ferry"))
+        query = "lanterns [status:draft] after:2024-01-01"
+        before = index.version
+        applied = threading.Event()
+
+        def change_between_passes(stage: str, _results) -> None:
+            if stage != "pass1":
+                return
+            (root / "alpha.md").write_text(ALPHA_DONE, encoding="utf-8")
+            (root / "delta.md").write_text(DELTA_LATER, encoding="utf-8")
+            if wait_for(
+                lambda: (
+                    (a := index.note("alpha.md")) is not None
+                    and "done" in a.text
+                    and (d := index.note("delta.md")) is not None
+                    and "06-30" in d.text
+                )
+            ):
+                applied.set()
+
+        out = pipeline.search(query, on_stage=change_between_passes)
+        assert applied.is_set(), f"the watcher did not apply the batch while the search waited ({errors})"
+        assert index.version > before and out.stats.index_version == before
+        assert [p.number for p in out.passes] == [1, 2]
+        dates = {r.document_path: r.date for r in out.results}
+        # The dates its snapshot holds, for pass 1's notes and pass 2's alike.
+        assert dates == {"alpha.md": "2024-01-10", "beta.md": "2024-03-05", "delta.md": "2024-04-01"}
+        after = pipeline.search(query)
+        assert after.stats.index_version == index.version
+        dates = {r.document_path: r.date for r in after.results}
+        assert dates == {"beta.md": "2024-03-05", "delta.md": "2024-06-30"}  # alpha: done, and dated before
+        done = pipeline.search("lanterns [status:done]")
+        assert {r.document_path: r.date for r in done.results} == {
+            "alpha.md": "2023-05-01",
+            "gamma.md": "2024-02-01",
+        }
+    finally:
+        watcher.stop()
+        index.close()
+
+
+RERANKED = {
+    "harbour.md": "# Harbour\n\nLanterns glow over the harbour at night; fishermen light them by hand.\n",
+    "market.md": "# Market\n\nThe market sells paper lanterns and candles for the lantern festival.\n",
+    "festival.md": "# Festival\n\nAt the lantern festival, lanterns float down the river.\n",
+    "garden.md": "# Garden\n\nTomatoes and basil grow in the garden beside the wall.\n",
+}
+
+
+def test_the_reranker_reads_the_search_snapshot(tmp_path: Path, embedder) -> None:
+    """The local reranker scores a note's shards as the search's snapshot holds them: a batch that
+    rewrites a candidate between pass 1 and the reranking changes nothing in this search's scores."""
+    from explorer.search.rerank import build_reranker
+
+    settings = Settings().with_overrides(
+        {"experimental.rerank_pass1_timeout_ms": 0, "experimental.rerank_pass2_timeout_ms": 0}
+    )
+
+    def pipeline_over(root: Path) -> tuple[VaultIndex, SearchPipeline]:
+        index = VaultIndex(root, settings, embedder=embedder)
+        index.open()
+        index.embed_pending()
+        return index, SearchPipeline(index, settings, reranker=build_reranker(index, settings))
+
+    root = write_notes(tmp_path / "vault", RERANKED)
+    index, pipeline = pipeline_over(root)
+    twin, twin_pipeline = pipeline_over(write_notes(tmp_path / "twin", RERANKED))
+    try:
+        changed = threading.Event()
+
+        def rewrite(stage: str, _results) -> None:
+            if stage == "pass1":
+                (root / "festival.md").write_text("# Festival\n\nA quiet walk along the shore.\n")
+                index.refresh(
+                    paths=["festival.md"], reread=True
+                )  # a batch: festival's shard has no vector now
+                changed.set()
+
+        out = pipeline.search("lantern festival", rerank=True, two_pass=False, on_stage=rewrite)
+        same = twin_pipeline.search("lantern festival", rerank=True, two_pass=False)
+        assert changed.is_set() and out.rerank is not None and out.rerank.applied
+        assert paths(out) == paths(same)
+        assert [r.score for r in out.results] == pytest.approx([r.score for r in same.results], rel=1e-5)
+        after = pipeline.search("lantern festival", rerank=True, two_pass=False)
+        assert after.stats.index_version > out.stats.index_version
+        by_path = {r.document_path: r.score for r in after.results}
+        assert (
+            by_path.get("festival.md", 0.0)
+            < dict(zip(paths(same), [r.score for r in same.results]))["festival.md"]
+        )
+    finally:
+        index.close()
+        twin.close()

@@ -18,8 +18,10 @@ import pytest
 from conftest import write_notes
 from explorer.cli.index import format_batch
 from explorer.config import Settings
+from explorer.engine.session import Session, SessionHooks
 from explorer.index.vault_index import BatchReport, VaultIndex
 from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
+from explorer.search.pipeline import SearchPipeline
 from explorer.text.tokenize import tokenize
 from explorer.vault import scan as scan_mod
 
@@ -458,46 +460,78 @@ class GatedEmbedder:
 
 
 def test_background_embedding_and_warm_restart(tmp_path: Path, embedder) -> None:
+    """A session's one embedding loop embeds what the watcher's batches add, while lexical updates
+    and searches go on; a warm restart embeds only the shards that changed while it was closed."""
     root = tmp_path / "vault"
     root.mkdir()
     for i in range(4):
         (root / f"n{i}.md").write_text(f"# Note {i}\n\nabout topic{i} and kites\n", encoding="utf-8")
     settings = Settings().with_overrides({"experimental.watch_debounce_ms": 100})
 
+    def run(model: GatedEmbedder) -> tuple[Session, list[BatchReport], list[str]]:
+        batches: list[BatchReport] = []
+        errors: list[str] = []
+        session = Session(
+            root,
+            settings,
+            embedder=model,
+            pipeline_factory=lambda index, s: SearchPipeline(index, s),
+            hooks=SessionHooks(on_batch=batches.append, on_error=errors.append),
+            on_message=errors.append,
+        )
+        session.open(defer=True)  # the watcher's first batch opens the index
+        session.start(watch=True, embed=True, serve=False)
+        return session, batches, errors
+
+    def finds(session: Session, word: str) -> set[str]:
+        assert session.index is not None
+        with session.index.snapshot() as snap:
+            return {snap.shards[k].path for k, _ in snap.bm25_top(tokenize(word), 1000)}
+
     gate = threading.Event()
     held = GatedEmbedder(embedder, gate)
-    h = Harness(root, settings, embedder=held, embed=True)
+    session, _batches, errors = run(held)
     try:
-        h.watcher.start()
-        assert held.entered.wait(20)  # embedding of the first batch has started and is held
+        assert session.watcher is not None and session.embedding is not None and session.index is not None
+        assert held.entered.wait(20), errors  # embedding of the first batch has started and is held
         # Lexical updates, searches and stats go on while the model is busy.
-        h.write("fresh.md", "# Fresh\n\nlexical albatross\n")
-        h.settle()
-        assert h.finds("albatross") == {"fresh.md"}
-        assert h.index.stats().pending >= 5
+        (root / "fresh.md").write_text("# Fresh\n\nlexical albatross\n", encoding="utf-8")
+        assert session.watcher.wait_idle(IDLE_S), errors
+        assert finds(session, "albatross") == {"fresh.md"}
+        assert session.index.stats().pending >= 5
         gate.set()
-        assert h.watcher.wait_idle(60, embeddings=True)
-        assert h.index.stats().pending == 0 and h.index.stats().embedded == 5
+        assert wait_until(lambda: session.index is not None and session.index.stats().pending == 0, 60)
+        assert session.index.stats().embedded == 5
     finally:
         gate.set()
-        h.close()
+        session.close()
 
     # While closed: one note changes, one is added. Restart: only their shards are embedded.
     (root / "n2.md").write_text("# Note 2\n\nnow about gliders\n", encoding="utf-8")
     (root / "n9.md").write_text("# Note 9\n\nbrand new\n", encoding="utf-8")
     counting = GatedEmbedder(embedder)
-    h = Harness(root, settings, embedder=counting, embed=True)
+    session, batches, errors = run(counting)
     try:
-        h.watcher.start()
-        assert h.watcher.wait_idle(60, embeddings=True)
-        first = h.batches[0]
+        assert session.watcher is not None and session.index is not None
+        assert session.watcher.wait_idle(IDLE_S), errors
+        assert wait_until(lambda: session.index is not None and session.index.stats().pending == 0, 60)
+        first = batches[0]
         assert first.changed == ["n2.md"] and first.added == ["n9.md"]
         assert counting.texts == 2
-        assert h.index.stats().pending == 0
-        vec = h.index.dense.vector(h.index.shards_by_path["n9.md"][0])
+        with session.index.snapshot() as snap:
+            vec = snap.vector(snap.shard_ids("n9.md")[0])
         assert vec is not None and abs(float((vec * vec).sum()) - 1.0) < 1e-3
     finally:
-        h.close()
+        session.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
 
 
 # -- the command and the measurements ----------------------------------------------------------

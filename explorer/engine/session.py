@@ -338,8 +338,7 @@ class Session:
             watcher = VaultWatcher(
                 index,
                 self.settings,
-                embed=False,  # the session's one embedding loop embeds
-                embedding=self.embedding,  # paused while the watcher opens the store again
+                embedding=self.embedding,  # the one embedding loop: paused while the watcher opens the store again
                 on_batch=self._batch,
                 on_state=self._watcher_state,
                 on_error=lambda msg: _call(self.hooks.on_error, _noop, msg),

@@ -192,6 +192,11 @@ class Snapshot(Protocol):
         """node_ids of the shards of the note at `path`, in note order (empty when absent)."""
         ...
 
+    def modified(self, path: str) -> int | None:
+        """The modification time (ns) the index recorded for the note's file at this version, None
+        when it recorded none (a note of another vault): the date of a note that states no other."""
+        ...
+
     def tokens(self, node_id: str) -> Collection[str]:
         """The distinct BM25 tokens of a shard (empty when absent)."""
         ...
@@ -293,6 +298,13 @@ class IndexBackend(Protocol):
     """An index a search can read: snapshots, the embedding model's state, the settings it was built with."""
 
     settings: Settings
+    root: Path
+    """The vault folder (why-not copies it to rehearse an edit)."""
+
+    @property
+    def cache_dir(self) -> Path:
+        """The folder the index is saved in."""
+        ...
 
     @property
     def model_state(self) -> ModelState:
@@ -315,6 +327,10 @@ class IndexBackend(Protocol):
 
     def embedder(self) -> Encoder | None:
         """The embedding model (loaded on first use), or None when embeddings are off or unavailable."""
+        ...
+
+    def skipped_files(self) -> dict[str, str]:
+        """{path: reason} of the vault's files that are not indexed (a copy)."""
         ...
 
     def resolve_note(self, name: str) -> str | None:

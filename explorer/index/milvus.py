@@ -910,6 +910,7 @@ class TeamSnapshot(MilvusSnapshot):
             base._bm25,
             base._dense,
             base._context,
+            states=base._states,
         )
         self._released = True  # the base view holds the pin and releases it
         self._scope = scope

@@ -119,6 +119,7 @@ class IndexReader:
                 self.bm25,
                 self.dense,
                 self.dialog.vectors,
+                states=self.states,
             )
 
     def unpin(self) -> None:
@@ -141,6 +142,7 @@ class IndexReader:
             self.notes = dict(self.notes)
             self.shards = dict(self.shards)
             self.shards_by_path = dict(self.shards_by_path)
+            self.states = dict(self.states)
         if "bm25" in shared:
             self.bm25 = self.bm25.fork()
         if "dense" in shared:

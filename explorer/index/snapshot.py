@@ -12,7 +12,7 @@ from explorer.index.backend import Hit, Restriction, Scope, ScopeError, Snapshot
 from explorer.index.dense import DenseIndex
 from explorer.index.lazy import Pending, pending_of
 from explorer.index.lexical import BM25Index
-from explorer.index.store import name_tokens
+from explorer.index.store import FileState, name_tokens
 from explorer.vault.model import Note, Shard
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ class LocalSnapshot:
         "_dense",
         "_owner",
         "_released",
+        "_states",
         "neighbours",
         "notes",
         "shards",
@@ -69,6 +70,7 @@ class LocalSnapshot:
         bm25: BM25Index,
         dense: DenseIndex,
         context: DenseIndex,
+        states: Mapping[str, FileState] | None = None,
     ) -> None:
         # Plain attributes, not properties: the search reads `shards` in its innermost loops.
         self._owner = owner
@@ -80,6 +82,7 @@ class LocalSnapshot:
         self._bm25 = bm25
         self._dense = dense
         self._context = context
+        self._states: Mapping[str, FileState] = states if states is not None else {}
         self._released = False
 
     # -- notes and shards -------------------------------------------------------------------
@@ -94,6 +97,10 @@ class LocalSnapshot:
 
     def shard_ids(self, path: str) -> Sequence[str]:
         return self._by_path.get(path, ())
+
+    def modified(self, path: str) -> int | None:
+        state = self._states.get(path)
+        return state.mtime_ns if state is not None else None
 
     def tokens(self, node_id: str) -> Collection[str]:
         return self._bm25.terms(node_id).keys()

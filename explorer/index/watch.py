@@ -73,7 +73,7 @@ _SIDECAR = "metadata.json"
 
 
 class Pausable(Protocol):
-    """An embedding loop the watcher pauses while it opens the store again."""
+    """An embedding loop the watcher pauses while it opens the store again (an engine session's)."""
 
     def pause(self) -> None: ...
     def resume(self) -> None: ...
@@ -156,16 +156,17 @@ for _name in (
 class VaultWatcher:
     """Watch a vault folder and apply its changes to a `VaultIndex` in debounced batches.
 
-    Three threads cooperate. The watchdog observer's callback only records each event (kind and
+    Two threads cooperate. The watchdog observer's callback only records each event (kind and
     vault-relative paths) under a condition variable. The watcher thread waits for a burst to go
     quiet for `debounce_ms` (or for `max_latency_ms` since its first event, so an endless stream
     still flushes: `explorer.index.debounce.Debouncer`), turns the burst into a set of paths (a folder move or delete becomes every
     note the index knows under it, a new folder is walked) and applies it with
     `VaultIndex.refresh(paths=..., reread=True)`. Events that arrive while a batch is applied
     wait for the next batch, and a file that changed again between the indexer's stat and read
-    is scheduled again, so nothing written during a batch is lost. With `embed`, a third thread
-    runs `VaultIndex.embed_pending` after each batch; it takes the index lock only to insert
-    finished vectors, so lexical updates and searches never wait for the model.
+    is scheduled again, so nothing written during a batch is lost. The watcher embeds nothing:
+    vectors come from the one embedding loop of an engine session (explorer.engine.session),
+    which hears of each batch through `on_batch` and which the watcher pauses (`embedding`)
+    while it opens the store again.
 
     When the vault folder disappears the state becomes "vault missing": the observer is
     dropped, the folder is polled until it returns, then the observer is re-armed and a full
@@ -179,20 +180,18 @@ class VaultWatcher:
             first batch is `index.open()`, otherwise a full `index.refresh()`; either reconciles
             what changed while nothing was watching.
         settings: Defaults to the index's settings (`experimental.watch_debounce_ms`, vault ignore rules).
-        embed: Embed new shards in a background thread.
         on_batch: Called with each applied batch that changed something.
         on_state: Called with the new state: "starting", "watching", "vault missing", "stopped".
         on_error: Called with a message when something failed; the watcher lives on.
-        on_embedded: Called with the number of shards embedded by one background run.
         debounce_ms: Quiet period closing a batch (default `settings.experimental.watch_debounce_ms`).
         max_latency_ms: Longest wait from a batch's first event to its flush
             (default: the larger of 2 s and ten quiet periods).
         poll_interval: Seconds between health checks of the vault folder and the observer, and
             between polls while the vault is missing.
         use_polling: Use watchdog's polling observer instead of the native one.
-        embedding: An embedding loop running outside the watcher (an engine session's), paused
-            like the watcher's own while the store is opened again (its `pause()` returns once
-            no vector is being written; `resume()` lets it go on).
+        embedding: The embedding loop of the session the watcher runs in, paused while the store
+            is opened again (its `pause()` returns once no vector is being written; `resume()`
+            lets it go on).
     """
 
     def __init__(
@@ -200,11 +199,9 @@ class VaultWatcher:
         index: VaultIndex,
         settings: Settings | None = None,
         *,
-        embed: bool = True,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_state: Callable[[str], None] | None = None,
         on_error: Callable[[str], None] | None = None,
-        on_embedded: Callable[[int], None] | None = None,
         debounce_ms: int | None = None,
         max_latency_ms: int | None = None,
         poll_interval: float = 0.5,
@@ -215,11 +212,9 @@ class VaultWatcher:
         self.settings = settings or index.settings
         self.root = Path(index.root)
         self._root_str = os.fspath(self.root)
-        self.embed = embed and self.settings.index.embeddings
         self.on_batch: Callable[[BatchReport], None] = on_batch or _noop
         self.on_state: Callable[[str], None] = on_state or _noop
         self.on_error: Callable[[str], None] = on_error or (lambda msg: logger.warning("%s", msg))
-        self.on_embedded: Callable[[int], None] = on_embedded or _noop
         ms = self.settings.experimental.watch_debounce_ms if debounce_ms is None else debounce_ms
         self.debounce = max(0.0, ms / 1000)
         cap = max(2000, 10 * ms) if max_latency_ms is None else max_latency_ms
@@ -248,15 +243,9 @@ class VaultWatcher:
         self._thread: threading.Thread | None = None
         self._backoff = 0.0
 
-        self._embed_thread: threading.Thread | None = None
-        self._embed_wanted = False
-        self._embed_running = False
-        self._embed_pause = False
-        self._embed_lock = threading.Lock()
-
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
-        """Arm the observer and start the watcher (and embedding) threads; returns at once.
+        """Arm the observer and start the watcher thread; returns at once.
 
         Events are recorded from the moment this returns. The first batch reconciles the index
         with the disk (open or full refresh).
@@ -269,14 +258,11 @@ class VaultWatcher:
         _OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name="explorer-watch", daemon=True)
         self._thread.start()
-        if self.embed:
-            self._embed_thread = threading.Thread(target=self._embed_loop, name="explorer-embed", daemon=True)
-            self._embed_thread.start()
         if not armed:
             self._batches.push(RawEvent("deleted", True, ""))
 
     def stop(self, timeout: float | None = 10.0) -> None:
-        """Stop observing and join the threads (the embedding one however long its model batch takes).
+        """Stop observing and join the watcher thread (at most `timeout` seconds).
 
         Pending events are dropped: the next start reconciles them.
         """
@@ -285,10 +271,6 @@ class VaultWatcher:
             self._cond.notify_all()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
-        if self._embed_thread is not None and self._embed_thread is not threading.current_thread():
-            # No time limit: embedding stops between model batches, and a thread left inside the
-            # model's runtime when the interpreter exits aborts the process.
-            self._embed_thread.join()
         self._disarm()
         _OVERFLOW.watchers.discard(self)
         self._set_state(STOPPED)
@@ -301,7 +283,7 @@ class VaultWatcher:
         self.stop()
 
     # -- waiting (for tests and scripts) ------------------------------------------------------
-    def wait_idle(self, timeout: float = 10.0, embeddings: bool = False) -> bool:
+    def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait until every change made before this call is applied and no batch is running.
 
         A marker file written into the index folder (when it lies inside the vault) travels
@@ -310,7 +292,6 @@ class VaultWatcher:
 
         Args:
             timeout: Seconds to wait at most.
-            embeddings: Also wait until the background embedding has nothing left to do.
         """
         called = time.monotonic()
         deadline = called + timeout
@@ -336,10 +317,7 @@ class VaultWatcher:
             def idle() -> bool:
                 if self._stopping or self.state == VAULT_MISSING:
                     return True
-                done = self._batches.idle()
-                if done and embeddings and self.embed:
-                    done = not self._embed_wanted and not self._embed_running
-                return done
+                return self._batches.idle()
 
             ok = self._cond.wait_for(idle, remaining())
             return bool(ok) and not self._stopping and self.state != VAULT_MISSING
@@ -516,8 +494,6 @@ class VaultWatcher:
             self._call(self.on_batch, report)
         if self.state != WATCHING:
             self._set_state(WATCHING)
-        if self.embed and (report.shards_added or full):
-            self._want_embedding()
 
     def _recheck(self, paths: frozenset[str]) -> None:
         """Schedule again each file that changed after the indexer's stat (caught half-written)."""
@@ -549,11 +525,13 @@ class VaultWatcher:
         """A store file deleted with the vault is written anew from the in-memory index."""
         if Path(self.index.store.path).exists():
             return
-        self._pause_embedding()
+        if self.embedding is not None:
+            self.embedding.pause()
         try:
             self.index.reopen_store()
         finally:
-            self._resume_embedding()
+            if self.embedding is not None:
+                self.embedding.resume()
 
     def _wait_for_vault(self) -> bool:
         """Drop the observer, report "vault missing", poll until the folder is back, re-arm.
@@ -577,50 +555,6 @@ class VaultWatcher:
                 self._cond.wait(self.poll_interval)
         self._reattach_store()
         return True
-
-    # -- embedding ---------------------------------------------------------------------------
-    def _want_embedding(self) -> None:
-        with self._cond:
-            self._embed_wanted = True
-            self._cond.notify_all()
-
-    def _pause_embedding(self) -> None:
-        if self.embedding is not None:
-            self.embedding.pause()
-        with self._cond:
-            self._embed_pause = True
-        # Wait for a running embed_pending to stop at its next chunk boundary.
-        self._embed_lock.acquire()
-
-    def _resume_embedding(self) -> None:
-        self._embed_lock.release()
-        with self._cond:
-            self._embed_pause = False
-            if self.embed:
-                self._embed_wanted = True
-            self._cond.notify_all()
-        if self.embedding is not None:
-            self.embedding.resume()
-
-    def _embed_loop(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._stopping or (self._embed_wanted and not self._embed_pause))
-                if self._stopping:
-                    return
-                self._embed_wanted = False
-                self._embed_running = True
-            try:
-                with self._embed_lock:
-                    done = self.index.embed_pending(cancelled=lambda: self._stopping or self._embed_pause)
-                if done:
-                    self._call(self.on_embedded, done)
-            except Exception as exc:  # noqa: BLE001 - embedding failures must not stop watching
-                self._report_error(f"embedding failed: {type(exc).__name__}: {exc}")
-            finally:
-                with self._cond:
-                    self._embed_running = False
-                    self._cond.notify_all()
 
     # -- hooks -------------------------------------------------------------------------------
     def _set_state(self, state: str) -> None:

@@ -9,11 +9,12 @@ from dataclasses import replace
 from typing import Any
 
 from explorer.config import Settings
-from explorer.index.backend import DEFAULTS, MAX_RESULTS, ClassicQueryError
+from explorer.index.backend import DEFAULTS, MAX_RESULTS, ClassicQueryError, IndexBackend, Snapshot
 from explorer.index.windows import snippet
 from explorer.search.query import parse_query
 from explorer.search.retrieve import Retriever
 from explorer.search.schema import ContextShard, Quality, SearchMode, SearchResult, SearchResults, SearchStats
+from explorer.vault.model import Shard
 
 _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')
 
@@ -41,25 +42,42 @@ def split_filters(keywords: Sequence[str]) -> tuple[list[str], str]:
     return words, " ".join(filters)
 
 
-def allowed_shards(index: Any, settings: Settings, filters: str) -> set[str] | None:
+def allowed_shards(index: IndexBackend, settings: Settings, filters: str) -> set[str] | None:
     """node_ids of the shards the filters in `filters` allow, as the search pipeline reads them (None: no filter)."""
     if not filters.strip():
         return None
-    retriever = Retriever(index, settings, {})
     with index.snapshot() as snap:
-        return retriever.allowed(snap, parse_query(filters))
+        return Retriever(index, settings, {}).allowed(snap, parse_query(filters))
 
 
-def allowed_paths(index: Any, settings: Settings, filters: str) -> set[str] | None:
-    """The notes the filters in `filters` allow (None: no filter)."""
-    allowed = allowed_shards(index, settings, filters)
-    if allowed is None:
+def allowed_paths(index: IndexBackend, settings: Settings, filters: str) -> set[str] | None:
+    """The notes the filters in `filters` allow (None: no filter), read from one snapshot."""
+    if not filters.strip():
         return None
-    return {index.shards[n].path for n in allowed if n in index.shards}
+    with index.snapshot() as snap:
+        allowed = Retriever(index, settings, {}).allowed(snap, parse_query(filters))
+        if allowed is None:
+            return None
+        return {snap.shards[n].path for n in allowed if n in snap.shards}
+
+
+def shard_at(snap: Snapshot, path: str, cursor: int) -> Shard | None:
+    """The shard of note `path` that holds `cursor` (else the nearest one before it, else its first)."""
+    best = first = None
+    for node_id in snap.shard_ids(path):
+        s = snap.shards.get(node_id)
+        if s is None:
+            continue
+        first = first or s
+        if s.start <= cursor < s.end:
+            return s
+        if s.start <= cursor:
+            best = s
+    return best or first
 
 
 def find(
-    index: Any,
+    index: IndexBackend,
     settings: Settings,
     mode: str,
     keywords: Sequence[str],
@@ -76,20 +94,23 @@ def find(
         ClassicQueryError: bad input (no keyword, an unknown mode, ...).
     """
     words, filters = split_filters(keywords)
-    allowed = allowed_shards(index, settings, filters)
-    if allowed is None:
-        return index.classic_search(
-            mode, words if filters else list(keywords), max_results, context_chars, window
+    if not filters.strip():
+        return index.classic_search(mode, list(keywords), max_results, context_chars, window)
+    with index.snapshot() as snap:
+        allowed = Retriever(index, settings, {}).allowed(snap, parse_query(filters))
+        if allowed is None:
+            return index.classic_search(mode, words, max_results, context_chars, window)
+        if not words:
+            raise ClassicQueryError("give at least one keyword besides the filters, e.g. cage tag:pets")
+        wanted = max_results or DEFAULTS.get(mode, (15, 0))[0]
+        result = index.classic_search(
+            mode, words, min(max(wanted * 20, 300), MAX_RESULTS), context_chars, window
         )
-    if not words:
-        raise ClassicQueryError("give at least one keyword besides the filters, e.g. cage tag:pets")
-    wanted = max_results or DEFAULTS.get(mode, (15, 0))[0]
-    result = index.classic_search(mode, words, min(max(wanted * 20, 300), MAX_RESULTS), context_chars, window)
-    kept = []
-    for hit in result.hits:
-        shard = index.shard_at(hit.path, hit.cursor)  # the passage the hit is in: section: filters count
-        if shard is not None and shard.node_id in allowed:
-            kept.append(hit)
+        kept = []
+        for hit in result.hits:
+            shard = shard_at(snap, hit.path, hit.cursor)  # the passage the hit is in: section: filters count
+            if shard is not None and shard.node_id in allowed:
+                kept.append(hit)
     note = f"filters {filters} kept {len(kept)} of {len(result.hits)} hits"
     return replace(result, hits=tuple(kept[:wanted]), total=len(kept), warnings=(*result.warnings, note))
 
@@ -102,7 +123,7 @@ def classic_keywords(mode: str, text: str) -> list[str]:
 
 
 def classic_results(
-    index: Any,
+    index: IndexBackend,
     mode: str,
     text: str,
     k: int = 15,
@@ -126,23 +147,63 @@ def classic_results(
         )
     except ClassicQueryError as exc:
         raise ClassicUnavailable(str(exc)) from None
+    with index.snapshot() as snap:
+        out = _hits_as_results(snap, found, k, cancelled, allowed)
+    ms = (time.perf_counter() - t0) * 1000
+    quality = None
+    if not out:
+        quality = Quality(
+            "low",
+            0.0,
+            1.0,
+            {"result_count": 0},
+            f"No {mode} match (stages tried: {', '.join(found.stages_tried)}). Try fewer or other words.",
+        )
+    return SearchResults(
+        query=text,
+        search_terms_used=list(found.keywords),
+        results=out,
+        stats=SearchStats(
+            final_results=len(out),
+            hits=found.total,
+            stage=found.stage,
+            stages_tried=list(found.stages_tried),
+            index_version=found.index_version,
+        ),
+        quality=quality,
+        timings_ms={mode: ms, "total": ms},
+        warnings=list(found.warnings),
+        mode=SearchMode(classic=mode, stage=found.stage),
+    )
+
+
+def _hits_as_results(
+    snap: Snapshot,
+    found: Any,
+    k: int,
+    cancelled: Callable[[], bool] | None,
+    allowed: set[str] | None,
+) -> list[SearchResult]:
+    """A classic tool's hits as result entries, one per note (its hits as context shards), read from `snap`."""
     entries: dict[str, list[Any]] = {}
     for hit in found.hits:
         if cancelled is not None and cancelled():
             break
         if allowed is not None:
-            shard = index.shard_at(hit.path, hit.cursor)
+            shard = shard_at(snap, hit.path, hit.cursor)
             if shard is None or shard.node_id not in allowed:
                 continue
         entries.setdefault(hit.path, []).append(hit)
     out: list[SearchResult] = []
-    for path, hits in list(entries.items())[:k]:
-        note = index.note(path)
+    page = list(entries.items())[:k]
+    snap.prefetch(path for path, _hits in page)
+    for path, hits in page:
+        note = snap.notes.get(path)
         if note is None:
             continue
         shards = []
         for hit in hits[:5]:
-            shard = index.shard_at(path, hit.cursor)
+            shard = shard_at(snap, path, hit.cursor)
             start, end = (
                 (shard.start, shard.end) if shard is not None else (hit.snippet_start, hit.snippet_end)
             )
@@ -179,29 +240,4 @@ def classic_results(
                 explanation=None,
             )
         )
-    ms = (time.perf_counter() - t0) * 1000
-    quality = None
-    if not out:
-        quality = Quality(
-            "low",
-            0.0,
-            1.0,
-            {"result_count": 0},
-            f"No {mode} match (stages tried: {', '.join(found.stages_tried)}). Try fewer or other words.",
-        )
-    return SearchResults(
-        query=text,
-        search_terms_used=list(found.keywords),
-        results=out,
-        stats=SearchStats(
-            final_results=len(out),
-            hits=found.total,
-            stage=found.stage,
-            stages_tried=list(found.stages_tried),
-            index_version=found.index_version,
-        ),
-        quality=quality,
-        timings_ms={mode: ms, "total": ms},
-        warnings=list(found.warnings),
-        mode=SearchMode(classic=mode, stage=found.stage),
-    )
+    return out

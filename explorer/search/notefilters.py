@@ -15,75 +15,102 @@ of its score (`weight` = `experimental.recency_weight`; 1 for notes dated today 
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+import threading
 
+from explorer.index.backend import Snapshot
 from explorer.search.query import ParsedQuery, property_values
 from explorer.text.dates import note_date
 
 
+class _Table:
+    """The dates and properties of the notes of one index version, filled as they are asked for."""
+
+    __slots__ = ("dates", "ordinals", "properties", "version")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.dates: dict[str, tuple[_dt.date, str] | None] = {}
+        self.ordinals: dict[str, int] | None = None
+        self.properties: dict[str, dict[str, tuple[str, ...]]] | None = None
+
+
 class NoteDates:
-    """Each note's (date, where it was read) and its folded property values, for one index version."""
+    """Each note's (date, where it was read) and its folded property values, read from a search's snapshot.
 
-    def __init__(self, index: Any) -> None:
-        self.index = index
-        self._version: Any = None
-        self._dates: dict[str, tuple[_dt.date, str] | None] = {}
-        self._ordinals: dict[str, int] | None = None
-        self._properties: dict[str, dict[str, tuple[str, ...]]] | None = None
+    Every method reads the snapshot it is given and nothing else, so a change batch that lands
+    during a search does not reach its filters or its dates. What was read is kept for the newest
+    version asked for (searches in several threads share it); a search on an older snapshot
+    reads without keeping.
+    """
 
-    def _check(self) -> None:
-        if self._version != self.index.version:
-            self._version, self._dates, self._ordinals, self._properties = self.index.version, {}, None, None
+    def __init__(self) -> None:
+        self._table = _Table(-1)
+        self._lock = threading.Lock()
 
-    def get(self, path: str) -> tuple[_dt.date, str] | None:
+    def _at(self, snap: Snapshot) -> _Table:
+        table = self._table
+        if table.version == snap.version:
+            return table
+        with self._lock:
+            if self._table.version == snap.version:
+                return self._table
+            table = _Table(snap.version)
+            if snap.version > self._table.version:
+                self._table = table
+            return table
+
+    def get(self, snap: Snapshot, path: str) -> tuple[_dt.date, str] | None:
         """The date of the note at `path` and its source, or None (unknown note, or no date at all)."""
-        self._check()
-        if path in self._dates:
-            return self._dates[path]
-        note = self.index.notes.get(path)
+        table = self._at(snap)
+        if path in table.dates:
+            return table.dates[path]
+        note = snap.notes.get(path)
         found = None
+        modified = snap.modified(path)
         if note is not None:
-            state = self.index.file_state(path)
             front = note.frontmatter if isinstance(note.frontmatter, dict) else {}
             meta = note.metadata if isinstance(note.metadata, dict) else {}
-            found = note_date(front, meta, path, state.mtime_ns if state is not None else None)
-        self._dates[path] = found
+            found = note_date(front, meta, path, modified)
+        if modified is not None:
+            # Kept for notes with a recorded file only: another vault's note (a team search) may
+            # change without this index's version, so it is read each time.
+            table.dates[path] = found
         return found
 
-    def iso(self, path: str) -> tuple[str | None, str | None]:
+    def iso(self, snap: Snapshot, path: str) -> tuple[str | None, str | None]:
         """(`YYYY-MM-DD`, source) of the note's date, (None, None) when it has none."""
-        found = self.get(path)
+        found = self.get(snap, path)
         return (found[0].isoformat(), found[1]) if found is not None else (None, None)
 
-    def ordinals(self) -> dict[str, int]:
+    def ordinals(self, snap: Snapshot) -> dict[str, int]:
         """Every dated note's date as a day number (`date.toordinal`), path -> day."""
-        self._check()
-        if self._ordinals is None:
+        table = self._at(snap)
+        if table.ordinals is None:
             out = {}
-            for path in list(self.index.notes):
-                found = self.get(path)
+            for path in list(snap.notes):
+                found = self.get(snap, path)
                 if found is not None:
                     out[path] = found[0].toordinal()
-            self._ordinals = out
-        return self._ordinals
+            table.ordinals = out
+        return table.ordinals
 
-    def properties(self) -> dict[str, dict[str, tuple[str, ...]]]:
+    def properties(self, snap: Snapshot) -> dict[str, dict[str, tuple[str, ...]]]:
         """Folded property name -> {path: the note's folded values of it} (query.property_values)."""
-        self._check()
-        if self._properties is None:
-            table: dict[str, dict[str, tuple[str, ...]]] = {}
-            for path, note in list(self.index.notes.items()):
+        table = self._at(snap)
+        if table.properties is None:
+            found: dict[str, dict[str, tuple[str, ...]]] = {}
+            for path, note in list(snap.notes.items()):
                 front = note.frontmatter
                 if not isinstance(front, dict):
                     continue
                 for key, value in front.items():
                     if isinstance(key, str):
-                        values = table.setdefault(key.strip().casefold(), {})
+                        values = found.setdefault(key.strip().casefold(), {})
                         values[path] = values.get(path, ()) + property_values(value)
-            self._properties = table
-        return self._properties
+            table.properties = found
+        return table.properties
 
-    def passing(self, parsed: ParsedQuery) -> set[str] | None:
+    def passing(self, snap: Snapshot, parsed: ParsedQuery) -> set[str] | None:
         """Paths of the notes that pass the query's property and date filters (None: it has none)."""
         if not parsed.has_note_filters:
             return None
@@ -91,17 +118,17 @@ class NoteDates:
         bounds = day_bounds(parsed)
         if bounds is not None:
             lo, hi = bounds
-            out = {p for p, d in self.ordinals().items() if lo <= d < hi}
-        table = self.properties()
+            out = {p for p, d in self.ordinals(snap).items() if lo <= d < hi}
+        table = self.properties(snap)
         for f in parsed.properties:
             having = table.get(f.name.strip().casefold(), {})
             if f.negated:
                 hit = {p for p, values in having.items() if f.matches_values(values)}
-                out = (set(self.index.notes) if out is None else out) - hit
+                out = (set(snap.notes) if out is None else out) - hit
             else:
                 hit = {p for p, values in having.items() if f.matches_values(values)}
                 out = hit if out is None else out & hit
-        return out if out is not None else set(self.index.notes)
+        return out if out is not None else set(snap.notes)
 
 
 def day_bounds(parsed: ParsedQuery) -> tuple[int, int] | None:

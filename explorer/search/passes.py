@@ -328,7 +328,7 @@ class Passes:
         if half_life <= 0:
             return entries
         for e in entries:
-            found = self._retriever.dates.get(e.path)
+            found = self._retriever.dates.get(run.snap, e.path)
             e.recency = recency_factor(
                 found[0] if found is not None else None,
                 run.today,

@@ -63,7 +63,11 @@ class Reranker(Protocol):
     """Reorders fused results (see explorer.search.rerank)."""
 
     def rerank(
-        self, query: str, results: list[SearchResult], query_vector: np.ndarray | None = None
+        self,
+        query: str,
+        results: list[SearchResult],
+        query_vector: np.ndarray | None = None,
+        snapshot: Snapshot | None = None,
     ) -> tuple[list[SearchResult], RerankInfo]: ...
 
 
@@ -355,7 +359,9 @@ class SearchPipeline:
             with run.timed("rerank"):
                 searched_part = [r for r in out.results if r.source == "search"]
                 appended = [r for r in out.results if r.source != "search"]
-                reranked, meta = self.reranker.rerank(run.parsed.text, searched_part, query_vector=run.qvec)
+                reranked, meta = self.reranker.rerank(
+                    run.parsed.text, searched_part, query_vector=run.qvec, snapshot=run.snap
+                )
                 out.results = reranked + appended
                 out.rerank = meta
         else:
@@ -467,7 +473,7 @@ class SearchPipeline:
         paths = sorted({snap.shards[n].path for n in allowed})
         if timely:  # newest first (undated notes last), then by path
             dates = self._retriever.dates
-            paths.sort(key=lambda p: -(dates.get(p) or (_dt.date.min,))[0].toordinal())
+            paths.sort(key=lambda p: -(dates.get(snap, p) or (_dt.date.min,))[0].toordinal())
         results = []
         snap.prefetch(paths[:k])
         for path in paths[:k]:

@@ -79,7 +79,7 @@ class ResultBuilder:
             )
         top = shards[0] if shards else None
         rel = self.relevance(snap, entry, words, qvec, kc) if best is not None else 0.0
-        day, day_from = self.dates.iso(entry.path)
+        day, day_from = self.dates.iso(snap, entry.path)
         return SearchResult(
             document_path=entry.path,
             title=note.title,

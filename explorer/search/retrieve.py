@@ -75,7 +75,7 @@ class Retriever:
         self._speller = Speller()
         self._tables = threading.Lock()
         """Held while the name table or the speller is read or rebuilt (they are changed in place)."""
-        self.dates = NoteDates(index)
+        self.dates = NoteDates()
 
     def prepare(self, snap: Snapshot) -> None:
         """Build the tables a query reads for the snapshot's version: the name table and the idf."""
@@ -114,7 +114,7 @@ class Retriever:
         out = set()
         # `-word` excludes notes, as in Obsidian: a note with the word in any section is left out.
         banned: set[str] = set()
-        passing = self.dates.passing(parsed)  # [property:value], after:/before:/on: (None: none given)
+        passing = self.dates.passing(snap, parsed)  # [property:value], after:/before:/on: (None: none given)
         if passing is not None and not (
             parsed.tags or parsed.paths or parsed.files or parsed.sections or excluded_tokens
         ):

@@ -3,11 +3,11 @@ and what would bring it into the top k — each such claim run before it is stat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from explorer.index.backend import ModelState
+from explorer.index.backend import IndexBackend, ModelState, Snapshot
 from explorer.search.quality import COS_FLOOR
 from explorer.search.query import parse_query
 from explorer.search.schema import Ranking, SearchResults
@@ -40,16 +40,20 @@ class WhyNotReport:
     """Where it dropped out, in a sentence."""
 
 
-def resolve_note(index: Any, name: str) -> str | None:
+def resolve_note(index: IndexBackend, name: str, snap: Snapshot | None = None) -> str | None:
     """The indexed note a user means by `name`: a path or link target (the index's `resolve_note`),
-    else a title, else a unique part of a path or title."""
+    else a title, else a unique part of a path or title (the titles of `snap`, else of a snapshot
+    taken now)."""
     name = name.strip().strip("[]").strip()
     if not name:
         return None
     target = index.resolve_note(name)
     if target is not None:
         return target
-    titles = index.note_titles()
+    if snap is None:
+        with index.snapshot() as now:
+            return resolve_note(index, name, now)
+    titles = {p: n.title for p, n in snap.notes.items()}
     low = name.lower()
     by_title = [p for p, title in titles.items() if title.lower() == low]
     if by_title:
@@ -62,9 +66,15 @@ def resolve_note(index: Any, name: str) -> str | None:
     return None
 
 
-def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
-    """Trace note `name` through the rankings, the fusion and the final list of `results`."""
-    path = resolve_note(index, name)
+def why_not(index: IndexBackend, results: SearchResults, name: str) -> WhyNotReport:
+    """Trace note `name` through the rankings, the fusion and the final list of `results`
+    (the note and its shards read from one snapshot of the index)."""
+    with index.snapshot() as snap:
+        return _why_not(index, snap, results, name)
+
+
+def _why_not(index: IndexBackend, snap: Snapshot, results: SearchResults, name: str) -> WhyNotReport:
+    path = resolve_note(index, name, snap)
     if path is None:
         reason = ""
         for skipped, why in index.skipped_files().items():
@@ -73,7 +83,7 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
                 break
         return WhyNotReport(name, None, (), f"No indexed note matches “{name}”{reason}.")
     settings = index.settings.experimental
-    shard_ids = set(index.shard_ids(path))
+    shard_ids = set(snap.shard_ids(path))
     rows: list[StageRow] = []
     rankings: list[Ranking] = results.trace.rankings
     rankings2: list[Ranking] = results.trace.rankings_pass2
@@ -138,7 +148,7 @@ def why_not(index: Any, results: SearchResults, name: str) -> WhyNotReport:
     else:
         rows.append(StageRow("final list", f"absent (list of {len(results.results)})", False))
 
-    note = index.note(path)
+    note = snap.notes.get(path)
     if final_pos is not None:
         moved = ""
         res = results.results[final_pos - 1]
@@ -328,10 +338,13 @@ def prove(
          copy; without it, or for a large vault, that claim is left unchecked) — and keep the rank
          the note reached. A change that does not bring it into the top k is stated as not enough.
 
+    The facts of step 3 are read from one snapshot of the index; each run of step 4 is a search
+    of its own, on the snapshot it takes.
+
     Raises:
         QueryError: the query cannot be searched.
     """
-    index = pipeline.index
+    index: IndexBackend = pipeline.index
     settings = pipeline.settings
     k = k or settings.search.top_k
     today = pipeline.search(query, k=k, record=False)
@@ -370,13 +383,37 @@ def prove(
             else f"it would still be outside the top {k} (not enough)"
         )
 
+    with index.snapshot() as snap:
+        _facts(pipeline, snap, query, path, k, today, run, make_pipeline, rehearse, facts, changes, unchecked)
+    changes.sort(key=lambda c: (not c.holds, c.rank if c.rank is not None else 10**9))
+    return Proof(query, name, path, k, rank, tuple(facts), tuple(changes), tuple(unchecked), trace)
+
+
+def _facts(
+    pipeline: Any,
+    snap: Snapshot,
+    query: str,
+    path: str,
+    k: int,
+    today: SearchResults,
+    run: Callable[..., Change],
+    make_pipeline: Callable[[Any, Any], Any] | None,
+    rehearse: bool,
+    facts: list[str],
+    changes: list[Change],
+    unchecked: list[str],
+) -> None:
+    """Steps 3 and 4 of `prove`: each fact read from `snap`, and the run that checks it (`run`,
+    which adds its `Change`); what cannot be run goes to `unchecked`."""
+    index: IndexBackend = pipeline.index
+    settings = pipeline.settings
     parsed = parse_query(query)
-    shard_ids = tuple(index.shard_ids(path))
+    shard_ids = tuple(snap.shard_ids(path))
 
     # Filters of the query that leave the note out.
     if parsed.has_filters:
         for token, rest in _filter_tokens(query):
-            if _allows(index, settings, token, shard_ids):
+            if _allows(index, snap, settings, token, shard_ids):
                 continue
             facts.append(f"left out by {token}")
             if rest.strip():
@@ -391,13 +428,13 @@ def prove(
 
     # The dense floor: the best passage's cosine to the query, under the floor.
     qvec = (
-        index.encode_query(text)
+        _query_vector(index, text)
         if text and index.model_state is ModelState.READY and today.mode.dense
         else None
     )
     if qvec is not None and not excluded:
-        best = _best_cosine(index, shard_ids, qvec)
-        floor = _dense_floor(index, settings)
+        best = _best_cosine(snap, shard_ids, qvec)
+        floor = _dense_floor(snap.neighbours, settings)
         if best is not None and best < floor:
             lowered = _floor_under(best)
             facts.append(f"its best passage's cosine {best:.3f} is under the {floor:.2f} floor")
@@ -416,7 +453,7 @@ def prove(
     # Candidate depth: the note's place in the query's BM25 (and dense) ranking of notes.
     if text and not excluded:
         depth = settings.experimental.candidates
-        places = _note_places(index, path, text, qvec, _dense_floor(index, settings))
+        places = _note_places(snap, path, text, qvec, _dense_floor(snap.neighbours, settings))
         past = {who: place for who, place in places.items() if place > depth}
         for who, place in sorted(past.items()):
             facts.append(
@@ -437,9 +474,9 @@ def prove(
 
     # Query words it lacks.
     if text and not excluded:
-        have = set()
+        have: set[str] = set()
         for node_id in shard_ids:
-            have.update(index.tokens(node_id))
+            have.update(snap.tokens(node_id))
         missing = [
             w
             for w in dict.fromkeys(word.strip(".,;:!?\"'()[]") for word in text.split())
@@ -447,7 +484,7 @@ def prove(
         ]
         if missing:
             facts.append("it lacks " + ", ".join(f"“{w}”" for w in missing))
-            why_skip = _rehearsal_blocked(index, make_pipeline, rehearse)
+            why_skip = _rehearsal_blocked(index, len(snap.notes), make_pipeline, rehearse)
             if not why_skip and not path.lower().endswith(".md"):
                 why_skip = (
                     "only a Markdown note's text can be edited as text (this one is read from another format)"
@@ -456,21 +493,23 @@ def prove(
                 unchecked.append(f"adding a missing word: {why_skip}")
             else:
                 assert make_pipeline is not None
+                at = _passage_end(snap, path, query)
                 changes.extend(
-                    rehearse_words(index, settings, make_pipeline, path, query, missing[:MAX_WORDS_TRIED], k)
+                    rehearse_words(
+                        index, settings, make_pipeline, path, query, missing[:MAX_WORDS_TRIED], k, at
+                    )
                 )
-    changes.sort(key=lambda c: (not c.holds, c.rank if c.rank is not None else 10**9))
-    return Proof(query, name, path, k, rank, tuple(facts), tuple(changes), tuple(unchecked), trace)
 
 
 def rehearse_words(
-    index: Any,
+    index: IndexBackend,
     settings: Any,
     make_pipeline: Callable[[Any, Any], Any],
     path: str,
     query: str,
     words: list[str],
     k: int,
+    at: int | None = None,
 ) -> list[Change]:
     """For each word, the note's rank for `query` if it contained that word: the vault copied to a
     temporary folder (with its index, so only the edited note is read and embedded again), the
@@ -496,7 +535,7 @@ def rehearse_words(
             file = root / path
             original = file.read_bytes()
             text = original.decode("utf-8")
-            at = _passage_end(index, path, query, text)
+            at = len(text) if at is None else max(0, min(at, len(text)))
             pipe = make_pipeline(copy, copy_settings)
             for word in words:
                 file.write_text(text[:at] + f"\n{word}\n" + text[at:], encoding="utf-8")
@@ -516,11 +555,11 @@ def rehearse_words(
     return out
 
 
-def _rehearsal_blocked(index: Any, make_pipeline: Any, rehearse: bool) -> str:
-    """Why an edit of the note cannot be rehearsed here ('' when it can)."""
+def _rehearsal_blocked(index: IndexBackend, notes: int, make_pipeline: Any, rehearse: bool) -> str:
+    """Why an edit of the note cannot be rehearsed here ('' when it can); `notes`: the vault's note count."""
     if not rehearse or make_pipeline is None:
         return "not asked for"
-    if index.note_count() > REHEARSE_MAX_NOTES:
+    if notes > REHEARSE_MAX_NOTES:
         return f"the vault has more than {REHEARSE_MAX_NOTES} notes to copy"
     size = 0
     for root in (index.root, index.cache_dir):
@@ -535,20 +574,19 @@ def _rehearsal_blocked(index: Any, make_pipeline: Any, rehearse: bool) -> str:
     return ""
 
 
-def _passage_end(index: Any, path: str, query: str, text: str) -> int:
+def _passage_end(snap: Snapshot, path: str, query: str) -> int | None:
     """Where a word goes: the end of the note's passage that shares most words with the query
-    (its first passage when none does), as an offset in the raw text."""
+    (its first passage when none does), as an offset in the raw text (None: the note has no passage)."""
     words = set(tokenize(query))
     best, best_hits = None, -1
-    for node_id in index.shard_ids(path):
-        shard = index.shards.get(node_id)
+    for node_id in snap.shard_ids(path):
+        shard = snap.shards.get(node_id)
         if shard is None:
             continue
-        hits = len(words & set(index.tokens(node_id)))
+        hits = len(words & set(snap.tokens(node_id)))
         if hits > best_hits:
             best, best_hits = shard, hits
-    end = best.end if best is not None else len(text)
-    return max(0, min(end, len(text)))
+    return best.end if best is not None else None
 
 
 def _filter_tokens(query: str) -> list[tuple[str, str]]:
@@ -565,34 +603,42 @@ def _filter_tokens(query: str) -> list[tuple[str, str]]:
     return out
 
 
-def _allows(index: Any, settings: Any, token: str, shard_ids: tuple[str, ...]) -> bool:
+def _allows(
+    index: IndexBackend, snap: Snapshot, settings: Any, token: str, shard_ids: tuple[str, ...]
+) -> bool:
     """True when filter `token` keeps at least one shard of the note."""
     from explorer.search.retrieve import Retriever
 
-    with index.snapshot() as snap:
-        allowed = Retriever(index, settings, {}).allowed(snap, parse_query(token))
+    allowed = Retriever(index, settings, {}).allowed(snap, parse_query(token))
     return allowed is None or any(n in allowed for n in shard_ids)
 
 
-def _best_cosine(index: Any, shard_ids: tuple[str, ...], qvec: Any) -> float | None:
+def _query_vector(index: IndexBackend, text: str) -> Any:
+    """The query's vector from the index's model (None: no model)."""
+    emb = index.embedder()
+    return emb.encode([text])[0] if emb is not None else None
+
+
+def _best_cosine(snap: Snapshot, shard_ids: tuple[str, ...], qvec: Any) -> float | None:
     """The best cosine between the query vector and the note's passages (None: no vectors)."""
     import numpy as np
 
     best = None
     q = np.asarray(qvec, dtype=np.float32)
     for node_id in shard_ids:
-        vec = index.dense.vector(node_id)
+        vec = snap.vector(node_id)
         if vec is not None:
             cos = float(np.dot(q, vec))
             best = cos if best is None else max(best, cos)
     return best
 
 
-def _dense_floor(index: Any, settings: Any) -> float:
+def _dense_floor(neighbours: Mapping[str, Any], settings: Any) -> float:
     """The cosine floor the dense rankings used: `experimental.dense_threshold`, or under score fusion
-    (conversation vaults) the floor of unrelated texts when that is lower (as the pipeline does)."""
+    (conversation vaults: `neighbours`, the snapshot's adjacent turns, not empty) the floor of
+    unrelated texts when that is lower (as the pipeline does)."""
     s = settings.experimental
-    score = s.fusion == "score" or (s.fusion == "auto" and bool(getattr(index, "neighbours", None)))
+    score = s.fusion == "score" or (s.fusion == "auto" and bool(neighbours))
     return min(s.dense_threshold, COS_FLOOR) if score else s.dense_threshold
 
 
@@ -608,12 +654,10 @@ def _round_up(place: int) -> int:
     return ((place + 49) // 50) * 50
 
 
-def _note_places(index: Any, path: str, text: str, qvec: Any, floor: float) -> dict[str, int]:
+def _note_places(snap: Snapshot, path: str, text: str, qvec: Any, floor: float) -> dict[str, int]:
     """The note's place among notes in the query's BM25 ranking and dense ranking (above the floor),
     counting each note once at its best passage; a retriever that does not find it is left out."""
     import numpy as np
-
-    snap = index.snapshot()
 
     def place(items: list[tuple[str, float]]) -> int | None:
         seen: set[str] = set()
@@ -627,16 +671,15 @@ def _note_places(index: Any, path: str, text: str, qvec: Any, floor: float) -> d
         return None
 
     out: dict[str, int] = {}
-    with snap:
-        everything = len(snap.shards)
-        toks = tokenize(text)
-        if toks:
-            got = place(snap.bm25_top(toks, everything))
-            if got is not None:
-                out["BM25"] = got
-        if qvec is not None:
-            row = np.asarray(qvec, dtype=np.float32).reshape(1, -1)
-            got = place(snap.vector_top(row, everything, floor)[0])
-            if got is not None:
-                out["the embeddings"] = got
+    everything = len(snap.shards)
+    toks = tokenize(text)
+    if toks:
+        got = place(snap.bm25_top(toks, everything))
+        if got is not None:
+            out["BM25"] = got
+    if qvec is not None:
+        row = np.asarray(qvec, dtype=np.float32).reshape(1, -1)
+        got = place(snap.vector_top(row, everything, floor)[0])
+        if got is not None:
+            out["the embeddings"] = got
     return out

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,7 @@ from explorer.search.schema import SearchResult
 from explorer.text.lru import LRUCache
 
 if TYPE_CHECKING:
-    from explorer.index.backend import IndexBackend
+    from explorer.index.backend import IndexBackend, Snapshot
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+|>\s*)+")
@@ -143,6 +145,22 @@ class LocalNeuralBackend:
         self.batch_size = batch_size
         self.cache = cache or VectorCache()
         self._queries: LRUCache[str, np.ndarray] = LRUCache(128)
+        self._snap: Snapshot | None = None
+
+    def reading(self, snap: Snapshot) -> LocalNeuralBackend:
+        """This backend reading `snap` (a search's) for shards and vectors; model, caches and cost are shared."""
+        view = copy.copy(self)
+        view._snap = snap
+        return view
+
+    @contextmanager
+    def _view(self) -> Iterator[Snapshot]:
+        """The snapshot given to `reading`, else one taken for this call."""
+        if self._snap is not None:
+            yield self._snap
+        else:
+            with self.index.snapshot() as snap:
+                yield snap
 
     def prepare(self) -> None:
         """Load the embedding model (raises when none is available)."""
@@ -184,7 +202,7 @@ class LocalNeuralBackend:
         return len(candidates)
 
     def _unembedded_shards(self, r: SearchResult) -> list[str]:
-        with self.index.snapshot() as snap:
+        with self._view() as snap:
             return [
                 snap.shards[n].search_text
                 for n in snap.shard_ids(r.document_path)
@@ -255,7 +273,7 @@ class LocalNeuralBackend:
         """Per candidate, its best shard: stored vectors, else shards embedded now, else its passages."""
         stored: list[list[tuple[np.ndarray, str]]] = []
         unembedded: list[list[str]] = []
-        with self.index.snapshot() as snap:
+        with self._view() as snap:
             for r in candidates:
                 have: list[tuple[np.ndarray, str]] = []
                 lack: list[str] = []

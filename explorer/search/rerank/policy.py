@@ -55,6 +55,7 @@ from explorer.search.schema import RerankInfo, RerankMove, RerankPass, SearchRes
 
 if TYPE_CHECKING:
     from explorer.config import Settings
+    from explorer.index.backend import Snapshot
 
 #: Early-exit reasons, as they appear in the metadata.
 INSUFFICIENT = "insufficient_results"
@@ -293,12 +294,18 @@ class MultiPassReranker:
         self.notes = list(notes)
 
     def rerank(
-        self, query: str, results: list[SearchResult], query_vector: np.ndarray | None = None
+        self,
+        query: str,
+        results: list[SearchResult],
+        query_vector: np.ndarray | None = None,
+        snapshot: Snapshot | None = None,
     ) -> tuple[list[SearchResult], RerankInfo]:
         """Reorder `results`; returns the new list and a `RerankInfo` of what was done.
 
         `query_vector`, the query's embedding when the caller has it, saves a backend that
-        embeds queries (the local one) from doing it again.
+        embeds queries (the local one) from doing it again. `snapshot`, the snapshot the search
+        reads, is the one a backend that reads the index (the local one) reads too
+        (`RerankBackend.reading`), so a batch landing meanwhile is invisible to the reranking too.
 
         The info carries `applied`, `backend`, `pass1` and `pass2` (`applied`, `candidates`,
         `latency_ms`, `timed_out`; `budget_limited` when the backend's cost estimate cut the
@@ -320,11 +327,14 @@ class MultiPassReranker:
             if why:
                 meta.skipped = why
                 return results, meta
-        if query_vector is not None and hasattr(self.backend, "remember_query"):
-            self.backend.remember_query(query, query_vector)
+        backend = self.backend
+        if snapshot is not None and hasattr(backend, "reading"):
+            backend = backend.reading(snapshot)
+        if query_vector is not None and hasattr(backend, "remember_query"):
+            backend.remember_query(query, query_vector)
         t0 = time.perf_counter()
         try:
-            self.backend.prepare()
+            backend.prepare()
         except Exception as exc:  # noqa: BLE001 - setup failure: keep the order, say why
             meta.error = f"{self.backend.name}: {type(exc).__name__}: {exc}"
             return results, meta
@@ -333,29 +343,28 @@ class MultiPassReranker:
             meta.prepare_ms = round(prepare_ms, 3)
         tokens_before = int(getattr(self.backend, "tokens_used", 0) or 0)
         try:
-            return self._passes(query, results, meta)
+            return self._passes(backend, query, results, meta)
         finally:
             if hasattr(self.backend, "tokens_used"):
                 meta.tokens_used = int(getattr(self.backend, "tokens_used", 0) or 0) - tokens_before
 
     def _passes(
-        self, query: str, results: list[SearchResult], meta: RerankInfo
+        self, backend: RerankBackend, query: str, results: list[SearchResult], meta: RerankInfo
     ) -> tuple[list[SearchResult], RerankInfo]:
         cfg = self.config
-        backend = self.backend
         shares = fused_shares(results)
         scored: dict[int, _Scored] = {}
 
         # pass 1: the gate, on the first results of the fused order
         wanted1 = list(range(min(cfg.pass1_candidates, len(results))))
-        head1 = self._affordable(query, results, wanted1, cfg.pass1_timeout_ms, False)
+        head1 = self._affordable(backend, query, results, wanted1, cfg.pass1_timeout_ms, False)
         if len(head1) < 2:
             meta.pass1 = RerankPass(
                 False, len(head1), 0.0, False, skipped="the budget allows fewer than 2 candidates"
             )
             meta.pass2.skipped = "pass 1 did not run"
             return results, meta
-        out1 = self._timed(query, [results[i] for i in head1], False, cfg.pass1_timeout_ms)
+        out1 = self._timed(backend, query, [results[i] for i in head1], False, cfg.pass1_timeout_ms)
         meta.pass1 = RerankPass(
             out1.scores is not None, len(head1), out1.latency_ms, out1.timed_out, len(head1) < len(wanted1)
         )
@@ -384,13 +393,13 @@ class MultiPassReranker:
         if not wanted2 or len(head2) < 2:
             meta.pass2.skipped = "no candidates beyond pass 1"
             return self._assemble(results, order, scored, shares), meta
-        todo = self._affordable(query, results, wanted2, cfg.pass2_timeout_ms, True)
+        todo = self._affordable(backend, query, results, wanted2, cfg.pass2_timeout_ms, True)
         if not todo or (backend.refines and len(todo) < 2):
             meta.pass2 = RerankPass(
                 False, len(todo), 0.0, False, True, skipped="the budget allows too few candidates"
             )
             return self._assemble(results, order, scored, shares), meta
-        out2 = self._timed(query, [results[i] for i in todo], True, cfg.pass2_timeout_ms)
+        out2 = self._timed(backend, query, [results[i] for i in todo], True, cfg.pass2_timeout_ms)
         meta.pass2 = RerankPass(
             out2.scores is not None, len(todo), out2.latency_ms, out2.timed_out, len(todo) < len(wanted2)
         )
@@ -404,24 +413,35 @@ class MultiPassReranker:
 
     # -- helpers -------------------------------------------------------------------------------
     def _affordable(
-        self, query: str, results: list[SearchResult], wanted: list[int], timeout_ms: float, precise: bool
+        self,
+        backend: RerankBackend,
+        query: str,
+        results: list[SearchResult],
+        wanted: list[int],
+        timeout_ms: float,
+        precise: bool,
     ) -> list[int]:
         """The prefix of `wanted` the backend expects to score within the budget."""
         if timeout_ms <= 0 or not wanted:
             return wanted
         try:
-            n = int(self.backend.affordable(query, [results[i] for i in wanted], timeout_ms, precise=precise))
+            n = int(backend.affordable(query, [results[i] for i in wanted], timeout_ms, precise=precise))
         except Exception:  # noqa: BLE001 - an estimate must not stop a pass; the timeout still guards it
             n = len(wanted)
         return wanted[: max(0, min(n, len(wanted)))]
 
     def _timed(
-        self, query: str, candidates: list[SearchResult], precise: bool, timeout_ms: float
+        self,
+        backend: RerankBackend,
+        query: str,
+        candidates: list[SearchResult],
+        precise: bool,
+        timeout_ms: float,
     ) -> PassOutcome:
         def fn(cancelled: Cancelled) -> Sequence[float]:
-            return self.backend.score(query, candidates, precise=precise, cancelled=cancelled)
+            return backend.score(query, candidates, precise=precise, cancelled=cancelled)
 
-        return run_timed(fn, len(candidates), timeout_ms, self.backend.name)
+        return run_timed(fn, len(candidates), timeout_ms, backend.name)
 
     def _final(self, i: int, scored: dict[int, _Scored], shares: list[float]) -> float:
         return blend_score(scored[i].unit, shares[i], self.config.blend)
