@@ -1,6 +1,7 @@
 r"""Link suggestions while writing: are the notes a paragraph links to in the writer's top 5?
 
-Run with ``python -m benchmarks.link_suggest [VAULT ...]`` (quality) and
+Run with ``python -m benchmarks.link_suggest [VAULT ...]`` (quality),
+``python -m benchmarks.link_suggest --diagnose [VAULT ...]`` (what bounds "links removed") and
 ``python -m benchmarks.link_suggest --latency [--size 10000]`` (speed).
 
 **Quality.** On the generated Obsidian vault (benchmarks.obsidian_vault, seeded) and on every
@@ -31,7 +32,8 @@ time of the first word's call, when none of the paragraph's sentences has a vect
 reported on its own). Timed: the suggestion call (mentions + one hybrid pass) and, paired in
 the same loop (alternating which runs first), the former related-only call; reported as median
 and p95, and the time from the pause to the list: ``RELATED_DELAY`` + the mentions (the named
-notes show then) and ``RELATED_DELAY`` + the whole call (the list complete). No search is answered
+notes show then) and ``RELATED_DELAY`` + the whole call (the list complete); after a key that ends a
+word the writer waits ``WORD_END_DELAY`` instead (reported too). No search is answered
 from the cache of recent searches (every typed word changes the paragraph).
 """
 
@@ -282,6 +284,67 @@ def _rate(hits: Sequence[int]) -> float | None:
     return round(sum(hits) / len(hits), 4) if hits else None
 
 
+# -- what bounds "links removed" ----------------------------------------------------------------
+def diagnose(vault: Path, cache: Path) -> dict[str, Any]:
+    """For links removed (B): where the linked note ranks in the writer's list, and whether the text
+    around the removed link names it at all (a word of one of its names in the sentence at the
+    cursor, in the paragraph). Read beside recall: a vault whose link sentences rarely hold such a
+    word says less about the linked note than people's text does."""
+    from benchmarks.quality import open_vault_index
+    from explorer.engine import make_pipeline
+    from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
+    from explorer.text.tokenize import tokenize
+
+    index, settings, info = open_vault_index(vault, {"index.cache_dir": str(cache)}, embeddings=True)
+    sug = LinkSuggester(make_pipeline(index, settings))
+    with index.snapshot() as snap:
+        names = {
+            p: frozenset().union(*snap.name_tokens(n)) for p, n in snap.notes.items() if snap.name_tokens(n)
+        }
+    ranks: list[int] = []
+    in_sentence: list[int] = []
+    in_paragraph: list[int] = []
+    for case in cases(index):
+        text, cursor = case["B"]
+        order = [s.path for s in sug.suggest(text, cursor, path=case["note"], k=60).items]
+        ranks.append(order.index(case["target"]) + 1 if case["target"] in order else 0)
+        lo, hi = paragraph_bounds(text, cursor)
+        s_lo, s_hi = sentence_bounds(text, cursor, lo, hi)
+        own = names.get(case["target"], frozenset())
+        in_sentence.append(int(bool(own & set(tokenize(text[s_lo:s_hi])))))
+        in_paragraph.append(int(bool(own & set(tokenize(text[lo:hi])))))
+    index.close()
+    missed = [r for r in ranks if not 1 <= r <= K]
+    buckets = {
+        "6-10": sum(6 <= r <= 10 for r in missed),
+        "11-20": sum(11 <= r <= 20 for r in missed),
+        "21-60": sum(21 <= r <= 60 for r in missed),
+        "not in the first 60": sum(r == 0 for r in missed),
+    }
+    hit = [i for i, r in enumerate(ranks) if 1 <= r <= K]
+    miss = [i for i, r in enumerate(ranks) if not 1 <= r <= K]
+
+    def share(flags: list[int], among: list[int]) -> float | None:
+        return round(sum(flags[i] for i in among) / len(among), 3) if among else None
+
+    return {
+        "links": len(ranks),
+        "recall_at_5_removed": _rate([int(1 <= r <= K) for r in ranks]),
+        "missed_by_rank": buckets,
+        "name_word_in_sentence": {
+            "all": share(in_sentence, list(range(len(ranks)))),
+            "found": share(in_sentence, hit),
+            "missed": share(in_sentence, miss),
+        },
+        "name_word_in_paragraph": {
+            "all": share(in_paragraph, list(range(len(ranks)))),
+            "found": share(in_paragraph, hit),
+            "missed": share(in_paragraph, miss),
+        },
+        "index": info,
+    }
+
+
 # -- latency ------------------------------------------------------------------------------------
 def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     """Time the writer's call after a typed word, at `size` notes, paired with the former call."""
@@ -289,7 +352,7 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     from explorer.config import load_settings
     from explorer.engine import make_pipeline, open_index
     from explorer.search.suggest import LinkSuggester, paragraph_bounds, plain_query
-    from explorer.tui.screens.writer import RELATED_DELAY
+    from explorer.tui.screens.writer import RELATED_DELAY, WORD_END_DELAY
 
     vocab = speed.vocabulary()
     vault = speed.ensure_vault(size, out, vocab)
@@ -368,6 +431,11 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
             "median": round(delay_ms + statistics.median(new_ms), 1),
             "p95": round(delay_ms + summary(new_ms)["p95"], 1),
         },
+        "word_end_delay_ms": WORD_END_DELAY * 1000,
+        "word_end_to_list_ms": {
+            "median": round(WORD_END_DELAY * 1000 + statistics.median(new_ms), 1),
+            "p95": round(WORD_END_DELAY * 1000 + summary(new_ms)["p95"], 1),
+        },
         "pause_to_named_ms": {
             "median": round(delay_ms + statistics.median(mention_ms), 1),
             "p95": round(delay_ms + summary(mention_ms)["p95"], 1),
@@ -378,6 +446,18 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     }
     index.close()
     return report
+
+
+def _vaults(args: argparse.Namespace, work: Path) -> list[tuple[str, Path]]:
+    """The generated vaults asked for (written under `work`), then the vaults named on the command line."""
+    vaults: list[tuple[str, Path]] = []
+    if not args.no_generated:
+        for style in obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,):
+            generated = work / f"obsidian-vault-{args.seed}-{style}"
+            obsidian_vault.write(generated, args.seed, links=style)
+            vaults.append((f"generated, {style} links (seed {args.seed})", generated))
+    vaults.extend((v.name, v.resolve()) for v in args.vaults)
+    return vaults
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -400,6 +480,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="which generated vaults: random links, links that follow the text, or both (default)",
     )
     parser.add_argument("--latency", action="store_true", help="measure the latency at --size notes instead")
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="links removed: where the linked note ranks, and whether the text around the link names it",
+    )
     parser.add_argument("--size", type=int, default=10_000, help="notes of the latency vault")
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
     parser.add_argument(
@@ -412,9 +497,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the related search embeds its whole query at each call (not sentence by sentence)",
     )
+    parser.add_argument(
+        "--related",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the related search besides RELATED_SETTINGS (e.g. experimental.feedback_shards=0)",
+    )
     parser.add_argument("--tag", default="", help="suffix of the output file name")
     args = parser.parse_args(argv)
     offline_environment()
+    if args.related:
+        import json
+
+        from explorer.search import suggest
+
+        for item in args.related:
+            key, _, value = item.partition("=")
+            suggest.RELATED_SETTINGS[key.strip()] = json.loads(value)
     work = args.out / "link-suggest"
     report: dict[str, Any] = {"machine": machine()}
     if args.latency:
@@ -429,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "ratio (median)",
                     "pause -> named notes median / p95",
                     "pause -> whole list median / p95",
+                    "after a finished word -> whole list",
                     "load",
                 ],
                 [
@@ -439,6 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         res["ratio_median"],
                         f"{res['pause_to_named_ms']['median']} / {res['pause_to_named_ms']['p95']}",
                         f"{res['pause_to_list_ms']['median']} / {res['pause_to_list_ms']['p95']}",
+                        f"{res['word_end_to_list_ms']['median']} / {res['word_end_to_list_ms']['p95']}",
                         res["load_average"][0],
                     ]
                 ],
@@ -451,14 +553,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"former call {res['former_call_cpu_ms']['median']} / "
             f"{res['former_call_cpu_ms']['p95']} ms (median / p95)"
         )
+    elif args.diagnose:
+        rows = []
+        for name, vault in _vaults(args, work):
+            res = diagnose(
+                vault, work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}"
+            )
+            report[name] = res
+            rows.append(
+                [
+                    name,
+                    res["links"],
+                    pct(res["recall_at_5_removed"]),
+                    " / ".join(f"{k}: {v}" for k, v in res["missed_by_rank"].items()),
+                    " / ".join(pct(res["name_word_in_sentence"][k]) for k in ("all", "found", "missed")),
+                    " / ".join(pct(res["name_word_in_paragraph"][k]) for k in ("all", "found", "missed")),
+                ]
+            )
+        print(
+            markdown_table(
+                [
+                    "vault",
+                    "links",
+                    "recall@5, links removed",
+                    "missed links by the linked note's place",
+                    "a word of its name in the sentence: all / found / missed",
+                    "in the paragraph: all / found / missed",
+                ],
+                rows,
+            )
+        )
     else:
-        vaults: list[tuple[str, Path]] = []
-        if not args.no_generated:
-            for style in obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,):
-                generated = work / f"obsidian-vault-{args.seed}-{style}"
-                obsidian_vault.write(generated, args.seed, links=style)
-                vaults.append((f"generated, {style} links (seed {args.seed})", generated))
-        vaults.extend((v.name, v.resolve()) for v in args.vaults)
+        vaults = _vaults(args, work)
         table = []
         for name, vault in vaults:
             res = quality(
@@ -492,7 +618,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
     path = args.out / (
-        "link_suggest" + ("-latency" if args.latency else "") + (f"-{args.tag}" if args.tag else "") + ".json"
+        "link_suggest"
+        + ("-latency" if args.latency else "-diagnose" if args.diagnose else "")
+        + (f"-{args.tag}" if args.tag else "")
+        + ".json"
     )
     write_json(path, report)
     log(f"wrote {path}")

@@ -9,10 +9,10 @@ a cold open writes rows without vectors first and again as vectors arrive). Both
 (tf-idf weighted means of real-model word vectors, as benchmarks.speed does: embedding 12k shards
 with the model would take ~10 min and measures the model, not the backend). Ingest: the rows
 written by `MilvusIndex.sync` (every shard with its vector, then a flush) per second. Searches:
-the full pipeline (real query embedding, both passes), three arms taking turns query by query:
-local, Milvus, and Milvus asked once per term (the BM25 rankings before `bm25_top_many` batched
-them); p50/p95 of each, the paired median ratios, engine searches per search, and how many of the
-top 10 node_ids local and Milvus share.
+the full pipeline (real query embedding, both passes), local and Milvus taking turns query by
+query (each first on every other query); p50/p95 of each, the paired median ratio, engine
+searches per search, and how many of the top 10 node_ids local and Milvus share. `--reuse`
+searches again on an earlier run's caches and engine (after a change of the search side).
 """
 
 from __future__ import annotations
@@ -37,6 +37,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="open the Milvus side on a copy of the local cache (no second parse; for large vaults)",
     )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the caches and the engine of an earlier run with the same --out (searches again; sync writes nothing)",
+    )
+    ap.add_argument(
+        "--flat-arm",
+        action="store_true",
+        help="with --reuse: a third arm as the search was before (a copy of the earlier run's engine, its "
+        "vector index left as it was, every vector search asking for all its rows at once)",
+    )
+    ap.add_argument("--tag", default="", help="suffix of the output file name")
     args = ap.parse_args(argv)
     offline_environment()
     from explorer.config import Settings
@@ -51,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Settings()
     res: dict = {"machine": machine(), "notes": args.notes}
 
-    for d in ("cache-local", "cache-milvus", "engine"):
+    reuse = args.reuse and all((args.out / d).exists() for d in ("cache-local", "cache-milvus", "engine"))
+    for d in () if reuse else ("cache-local", "cache-milvus", "engine"):
         shutil.rmtree(args.out / d, ignore_errors=True)
     local = VaultIndex(
         vault, replace(base, index=replace(base.index, cache_dir=str(args.out / "cache-local")))
@@ -61,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     res["local_open_s"] = round(time.perf_counter() - t, 2)
     install_standin_vectors(local, wv, vocab)
     res["shards"] = local.stats().shards
-    if args.shared_cache:  # the Milvus side opens on a copy of this cache: parsed notes and vectors
+    if (
+        args.shared_cache and not reuse
+    ):  # the Milvus side opens on a copy of this cache: parsed notes and vectors
         local.close()
         shutil.copytree(args.out / "cache-local", args.out / "cache-milvus")
         local = VaultIndex(
@@ -80,6 +95,32 @@ def main(argv: list[str] | None = None) -> int:
             milvus_uri=str(args.out / "engine" / "m.db"),
         ),
     )
+    flat = None
+    if reuse and args.flat_arm:  # the earlier engine as it was (FLAT), beside the current one
+        for d in ("engine", "cache-milvus"):
+            if not (args.out / f"{d}-flat").exists():
+                shutil.copytree(args.out / d, args.out / f"{d}-flat")
+        fs = replace(
+            ms,
+            index=replace(
+                ms.index,
+                cache_dir=str(args.out / "cache-milvus-flat"),
+                milvus_uri=str(args.out / "engine-flat" / "m.db"),
+            ),
+        )
+        flat = MilvusIndex(vault, fs)
+        flat.engine._check_index = lambda client: None  # type: ignore[method-assign] # noqa: SLF001
+        from explorer.index.milvus import MilvusSnapshot
+
+        class FullFetch(MilvusSnapshot):  # every vector search asks for all its rows at once, as before
+            __slots__ = ()
+
+            def _first_fetch(self, k: int) -> int:
+                return k
+
+        flat.snapshot = lambda: flat.reader.snapshot(FullFetch, flat)  # type: ignore[method-assign, assignment]
+        flat.open()
+        res["flat_arm_index"] = flat.engine.client().describe_index(flat.engine.collection, "vector")
     remote = MilvusIndex(vault, ms)
     t = time.perf_counter()
     VaultIndex.open(remote)  # parse and index as the local backend does; the engine is written below
@@ -103,50 +144,46 @@ def main(argv: list[str] | None = None) -> int:
     for q in queries[:5]:
         pl.search(q, record=False)
         pm.search(q, record=False)
-    from explorer.index.milvus import MilvusSnapshot
-
-    batched = MilvusSnapshot.bm25_top_many
-
-    def per_term(self, queries, k, allowed=None):  # the engine asked once per term (before batching)
-        return [batched(self, [t], k, allowed)[0] for t in queries]
-
-    tl, tm, tp, agree = [], [], [], []
-    calls = {"batched": 0, "per_term": 0}
+    tl, tm, tf, agree = [], [], [], []
+    calls = 0
+    arms = [("local", pl, tl), ("milvus", pm, tm)]
+    if flat is not None:
+        pf = make_pipeline(flat, flat.settings)
+        for q in queries[:5]:
+            pf.search(q, record=False)
+        arms.append(("milvus_flat", pf, tf))
     for i, q in enumerate(queries[5:]):
-        arms = [("local", pl, tl), ("batched", pm, tm), ("per_term", pm, tp)]
-        order = arms[i % 3 :] + arms[: i % 3]
         got = {}
-        for name, pipe, times in order:
-            if name == "per_term":
-                MilvusSnapshot.bm25_top_many = per_term  # type: ignore[method-assign]
+        for name, pipe, times in arms[i % len(arms) :] + arms[: i % len(arms)]:
             before = remote.engine.calls.get("search", 0)
             t = time.perf_counter()
             r = pipe.search(q, record=False)
             times.append((time.perf_counter() - t) * 1000)
-            MilvusSnapshot.bm25_top_many = batched  # type: ignore[method-assign]
-            if name in calls:
-                calls[name] += remote.engine.calls.get("search", 0) - before
-            pipe._cache.clear()  # noqa: SLF001 - the arms share the Milvus pipeline: no cached answers
+            calls += remote.engine.calls.get("search", 0) - before
             got[name] = [x.node_id for x in r.results[:10]]
-        got[id(pl)], got[id(pm)] = got["local"], got["batched"]
-        a, b = got[id(pl)], got[id(pm)]
+        a, b = got["local"], got["milvus"]
         agree.append(len(set(a) & set(b)) / max(1, len(a)))
-    res["search_ms"] = {"local": summary(tl), "milvus": summary(tm), "milvus_per_term": summary(tp)}
+    res["search_ms"] = {"local": summary(tl), "milvus": summary(tm)}
 
     def paired(a: list[float], b: list[float]) -> float:
         ratios = sorted(y / max(x, 1e-9) for x, y in zip(a, b, strict=True))
         return round(ratios[len(ratios) // 2], 2)
 
     res["milvus_over_local_median"] = paired(tl, tm)
-    res["per_term_over_batched_median"] = paired(tm, tp)
-    res["engine_searches_per_search"] = {k: round(v / max(1, len(tm)), 1) for k, v in calls.items()}
+    if tf:
+        res["search_ms"]["milvus_flat"] = summary(tf)
+        res["flat_over_local_median"] = paired(tl, tf)
+        res["milvus_over_flat_median"] = paired(tf, tm)
+    res["engine_searches_per_search"] = round(calls / max(1, len(tm)), 1)
     res["top10_agreement"] = round(sum(agree) / len(agree), 3)
     log(
         f"local {res['search_ms']['local']} / milvus {res['search_ms']['milvus']}; paired ratio "
         f"{res['milvus_over_local_median']}; engine searches per search {res['engine_searches_per_search']}; "
         f"agreement {res['top10_agreement']}"
     )
-    write_json(args.out / f"milvus-scale-{args.notes}.json", res)
+    write_json(args.out / f"milvus-scale-{args.notes}{args.tag}.json", res)
+    if flat is not None:
+        flat.close()
     local.close()
     remote.close()
     return 0

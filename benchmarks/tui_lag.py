@@ -161,9 +161,18 @@ class Shown:
 
 
 async def write_words(
-    app: Any, pilot: Any, words: Sequence[str], key_gap_s: float, echo: Echo, pause_s: float = 0.6
+    app: Any,
+    pilot: Any,
+    words: Sequence[str],
+    key_gap_s: float,
+    echo: Echo,
+    pause_s: float = 0.6,
+    space_after: bool = False,
 ) -> dict[str, Any]:
-    """Open a note in writing mode and type `words` at its end; the list's latency after each word."""
+    """Open a note in writing mode and type `words` at its end; the list's latency after each word.
+
+    With `space_after` each word is followed by a space before the pause (as a person who has
+    finished a word types it), else the pause follows the word's last letter."""
     from textual.widgets import TextArea
 
     from explorer.tui.messages import EditNote
@@ -181,7 +190,9 @@ async def write_words(
     whole: list[float | None] = []
     try:
         for n, word in enumerate(words):
-            typed = ("\n\n" if n % 10 == 0 else " ") + word
+            typed = (
+                ("\n\n" if n % 10 == 0 else "" if space_after else " ") + word + (" " if space_after else "")
+            )
             for ch in typed:
                 echo.expect(editor.text + ch)
                 type_key(app, ch)
@@ -219,6 +230,7 @@ async def measure(
     queries: Sequence[str],
     key_gap_s: float = 0.08,
     writer_words: Sequence[str] = (),
+    space_after: bool = False,
 ) -> dict[str, Any]:
     """Run the app on `vault`, open, type `queries`; the ticker's report plus open timings."""
     from explorer.config import load_settings
@@ -267,7 +279,9 @@ async def measure(
                 out["echo_search_box"] = echo.report()
                 echo.latencies.clear()
                 ticker.phase = "writing"
-                out["writer"] = await write_words(app, pilot, writer_words, key_gap_s, echo)
+                out["writer"] = await write_words(
+                    app, pilot, writer_words, key_gap_s, echo, space_after=space_after
+                )
                 out["writer"]["echo"] = echo.report()
     out["phases"] = ticker.report()
     out["echo"] = out.pop("echo_search_box", None) or echo.report()
@@ -292,6 +306,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--writer-delay",
         type=float,
         help="the writer's quiet time before it asks for suggestions, s (default: the shipped RELATED_DELAY)",
+    )
+    parser.add_argument(
+        "--writer-word-end-delay",
+        type=float,
+        help="the writer's quiet time after a key that ends a word, s (default: the shipped WORD_END_DELAY)",
+    )
+    parser.add_argument(
+        "--writer-space-after",
+        action="store_true",
+        help="in writing mode, type a space after each word before the pause (default: pause after its last letter)",
     )
     parser.add_argument(
         "--no-embedding",
@@ -321,16 +345,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         from explorer.tui.screens import writer
 
         writer.RELATED_DELAY = args.writer_delay
+    if args.writer_word_end_delay is not None:
+        from explorer.tui.screens import writer
+
+        writer.WORD_END_DELAY = args.writer_word_end_delay
     import random
 
     rng = random.Random(3)
     writer_words = [rng.choice(vocabulary()[100:5000]) for _ in range(args.writer)]
     log(f"typing {len(queries)} queries and {len(writer_words)} words into the app on {args.vault}")
-    report = asyncio.run(measure(args.vault, queries, writer_words=writer_words))
+    report = asyncio.run(
+        measure(args.vault, queries, writer_words=writer_words, space_after=args.writer_space_after)
+    )
     report["machine"] = machine()
-    from explorer.tui.screens.writer import RELATED_DELAY
+    from explorer.tui.screens.writer import RELATED_DELAY, WORD_END_DELAY
 
     report["writer_delay_s"] = RELATED_DELAY
+    report["writer_word_end_delay_s"] = WORD_END_DELAY
+    report["writer_space_after"] = args.writer_space_after
     report["no_embedding"] = args.no_embedding
     rows = [
         [

@@ -259,6 +259,57 @@ def test_onnx_order_and_batching_do_not_change_vectors(embed_onnx: OnnxEmbedder)
     assert np.all(_cosines(together, one_by_one) > 0.99999)
 
 
+def test_length_batches_keep_short_texts_apart_from_long_ones() -> None:
+    from explorer.index.embed.runtimes import length_batches
+
+    # A 300-token paragraph, short sentences and mid-length ones: each position once, longest first,
+    # no batch over its size, and no text under half its batch's longest.
+    lengths = [12, 300, 9, 180, 14, 160, 11, 10, 13, 8]
+    batches = length_batches(lengths, batch_size=3)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert all(1 <= len(b) <= 3 for b in batches)
+    assert all(lengths[i] >= max(lengths[j] for j in b) * 0.5 for b in batches for i in b)
+    assert batches[0] == [1, 3, 5]
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(lengths, reverse=True)
+    # Texts of one length stay in full batches.
+    assert length_batches([5] * 7, batch_size=3) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert length_batches([], batch_size=3) == []
+
+
+@pytest.mark.slow
+def test_onnx_pads_short_texts_apart_and_vectors_do_not_change(
+    embed_onnx: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long paragraph embedded with short sentences: the sentences are not padded to its length,
+    and every vector equals the text's vector embedded alone."""
+    texts = [
+        "Docker volumes keep data.",
+        LONG_TEXT,
+        "Pin the image tag.",
+        "A compose file starts every service together, with its networks and its volumes.",
+        "Logs go to stdout.",
+    ]
+    widths: list[tuple[int, int]] = []
+    session = embed_onnx._session  # noqa: SLF001 - the model call is what is measured
+
+    class Spy:
+        def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+            widths.append(feed["input_ids"].shape)
+            return session.run(names, feed)
+
+    monkeypatch.setattr(embed_onnx, "_session", Spy())
+    together = embed_onnx.encode(texts)
+    monkeypatch.setattr(embed_onnx, "_session", session)
+    lengths = embed_onnx.token_lengths(texts)
+    assert sum(rows for rows, _ in widths) == len(texts)
+    # Padded tokens fed to the model: the long text's own width once, the rest near their own lengths.
+    assert sum(rows * width for rows, width in widths) < max(lengths) + 2 * sum(sorted(lengths)[:-1])
+    one_by_one = np.vstack([embed_onnx.encode([text]) for text in texts])
+    np.testing.assert_allclose(together, one_by_one, atol=2e-5)
+    assert np.all(_cosines(together, one_by_one) > 0.99999)
+
+
 @pytest.mark.slow
 def test_vector_parity_with_sentence_transformers(
     embed_onnx: OnnxEmbedder, embed_st: SentenceTransformerEmbedder

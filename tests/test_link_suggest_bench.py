@@ -54,3 +54,24 @@ def test_cases_count_each_linked_note_once_and_skip_missing_notes_and_embeds(tmp
         ("Daily/today.md", 0, "Crumb notes.md"),
         ("Daily/today.md", 1, "Bread.md"),
     ]
+
+
+def test_generated_text_links_vault_names_each_note_among_its_own_words() -> None:
+    """links="text": every note's own words hold a word of its name (people write about a thing in
+    the words that name it), so the sentences about a linked note can name it."""
+    import random
+
+    from benchmarks import obsidian_vault
+
+    notes = obsidian_vault.generate(7, links="text")
+    assert len(notes) > 300
+    plans = [
+        (n.path.split("/")[0], n.name, n.aliases, ["alpha", "beta", "gamma", "delta", "omega", "kappa"])
+        for n in notes
+    ]
+    own = obsidian_vault._own_words(random.Random(1), plans)  # noqa: SLF001 - the rule under test
+    for _folder, name, _aliases, _words in plans:
+        named = obsidian_vault._name_words(name)  # noqa: SLF001
+        if named:
+            assert own[name][0] in named
+    assert obsidian_vault._name_words("Book - Thinking, Fast and Slow") == ["thinking", "fast", "slow"]  # noqa: SLF001

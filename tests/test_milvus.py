@@ -199,6 +199,49 @@ def test_milvus_rankings_match_local(tmp_path: Path, lite_db: str, embedder) -> 
         remote.close()
 
 
+def test_a_smaller_first_vector_fetch_keeps_the_rankings(tmp_path: Path, lite_db: str, embedder) -> None:
+    """Vector searches ask the engine for fewer rows first and again for all when those do not settle
+    the ranking (no cosine floor here, notes of many sections): the answers stay the local ones."""
+    from explorer.index.vault_index import VaultIndex
+
+    topics = ["river", "mountain", "bread", "engine", "violin", "garden", "comet", "harbour"]
+    notes = {
+        f"one/{i:02d}.md": f"# Note {i}\n\nA short note on the {topics[i % 8]} number {i}.\n"
+        for i in range(40)
+    }
+    for t in topics:
+        notes[f"many/{t}.md"] = f"# {t.title()}\n\n" + "".join(
+            f"## Part {j}\n\nThe {t} seen from side {j}, with more about the {t}.\n\n" for j in range(5)
+        )
+    vault = write_notes(tmp_path / "vault", notes)
+
+    def settings(base: Settings) -> Settings:
+        return replace(base, experimental=replace(base.experimental, candidates=30, dense_threshold=-1.0))
+
+    local = VaultIndex(
+        vault,
+        settings(replace(Settings(), index=replace(Settings().index, cache_dir=str(tmp_path / "c1")))),
+        embedder=embedder,
+    )
+    local.open()
+    local.embed_pending()
+    remote = _open(vault, settings(milvus_settings(lite_db, tmp_path / "c2")), embedder)
+    try:
+        before = remote.engine.calls.get("search", 0)
+        for query in ("the river number", "violin seen from a side", "comet harbour garden"):
+            remote.dense_share = 0.0  # the smallest first fetch: 32 rows of the ~100 asked for
+            a = make_pipeline(local, local.settings).search(query, record=False, two_pass=False)
+            b = make_pipeline(remote, remote.settings).search(query, record=False, two_pass=False)
+            assert [r.node_id for r in a.results] == [r.node_id for r in b.results], query
+            for x, y in zip(a.results, b.results):
+                assert x.score == pytest.approx(y.score, abs=1e-4)
+        # More than the BM25, vector and feedback searches of each query: some first fetches were asked again.
+        assert remote.engine.calls.get("search", 0) > before + 9
+    finally:
+        local.close()
+        remote.close()
+
+
 def test_read_your_writes_and_deletes(tmp_path: Path, lite_db: str, embedder) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
     index = _open(vault, milvus_settings(lite_db, tmp_path / "cache"), embedder)
@@ -579,8 +622,9 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
     b = write_notes(
         tmp_path / "b",
         {
-            "sky/eclipse.md": "# Eclipse\n\nThe moon hides the sun.\n\n## Corona\n\nDuring totality the corona "
-            "glows around the black disc.\n#space/sun\n",
+            "sky/eclipse.md": "---\ndate: 2024-04-08\nstatus: done\n---\n# Eclipse\n\nThe moon hides the sun.\n\n"
+            "## Corona\n\nDuring totality the corona glows around the black disc.\n#space/sun\n",
+            "sky/comet.md": "---\ndate: 2021-06-01\nstatus: draft\n---\n# Comet\n\nA comet tail points away from the sun.\n",
             "garden/beans.md": "# Beans\n\nRunner beans climb the poles.\n",
         },
     )
@@ -611,6 +655,22 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         assert paths("moon vault:bob tag:space") == ["vault:bob/sky/eclipse.md"]
         assert "vault:bob/sky/eclipse.md" not in paths("moon vault:bob -corona")
         assert "vault:bob/garden/beans.md" not in paths("beans moon vault:* path:sky")
+        assert paths("beans vault:bob path:garden") == ["vault:bob/garden/beans.md"]
+        assert (
+            paths("beans vault:bob path:bob") == []
+        )  # path: reads the path in its vault, not the vault's name
+        # dates and properties filter other vaults' notes as they do this vault's (no warning any more)
+        sun = set(paths("sun vault:bob"))
+        assert {"vault:bob/sky/eclipse.md", "vault:bob/sky/comet.md"} <= sun
+        assert set(paths("sun vault:bob after:2023")) == {"vault:bob/sky/eclipse.md"}
+        assert set(paths("sun vault:bob before:2022")) == {"vault:bob/sky/comet.md"}
+        assert set(paths("sun vault:bob on:2024-04-08")) == {"vault:bob/sky/eclipse.md"}
+        assert set(paths("sun vault:bob [status:draft]")) == {"vault:bob/sky/comet.md"}
+        dated = pipe.search("sun vault:* -[status:draft] after:2020", record=False)
+        assert "vault:bob/sky/comet.md" not in {r.document_path for r in dated.results}
+        assert "vault:bob/sky/eclipse.md" in {r.document_path for r in dated.results}
+        assert not any("this vault's notes only" in w for w in dated.warnings)
+        assert alice.note("vault:bob/sky/comet.md").frontmatter.get("status") == "draft"  # type: ignore[union-attr]
         # the note view and get_context read the other vault's note from the collection
         note = alice.note("vault:bob/sky/eclipse.md")
         assert note is not None and note.title == "Eclipse" and "glows around the black disc" in note.text
@@ -621,6 +681,48 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         write_notes(b, {"garden/beans.md": "# Beans\n\nRunner beans climb the hazel poles by June.\n"})
         bob.refresh(paths=["garden/beans.md"], reread=True)
         assert paths("hazel poles vault:bob")[0] == "vault:bob/garden/beans.md"
+    finally:
+        alice.close()
+        bob.close()
+
+
+def test_a_collection_made_before_the_date_and_property_fields_still_serves(
+    tmp_path: Path, lite_db: str, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection without `day` and `props` (an earlier Explorer's) is written and searched as it is;
+    a team search's dates then read other vaults' file times."""
+    from pymilvus import MilvusClient
+
+    made = MilvusClient.create_schema
+
+    def earlier(*args: object, **kwargs: object) -> object:
+        schema = made(*args, **kwargs)
+        add = schema.add_field
+
+        def add_field(name: str, *a: object, **kw: object) -> object:
+            return schema if name in ("day", "props") else add(name, *a, **kw)
+
+        schema.add_field = add_field
+        return schema
+
+    monkeypatch.setattr(MilvusClient, "create_schema", staticmethod(earlier))
+    a = write_notes(tmp_path / "a", {"one.md": "# One\n\nThe lighthouse keeper logs the storm.\n"})
+    b = write_notes(
+        tmp_path / "b", {"two.md": "---\ndate: 2001-01-01\n---\n# Two\n\nA storm over the harbour.\n"}
+    )
+    alice = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
+    bob = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), embedder)
+    try:
+        assert "day" not in alice.engine.fields and "vector" in alice.engine.fields
+        pipe = make_pipeline(alice, alice.settings)
+        assert (
+            next(r.document_path for r in pipe.search("lighthouse storm", record=False).results) == "one.md"
+        )
+        # bob's note is dated 2001 in its frontmatter, but this collection knows only its file time (today)
+        team = {
+            r.document_path for r in pipe.search("storm harbour vault:bob after:2020", record=False).results
+        }
+        assert team == {"vault:bob/two.md"}
     finally:
         alice.close()
         bob.close()

@@ -87,3 +87,30 @@ async def test_ctrl_g_on_a_related_note_inserts_at_the_cursor(
         await pilot.press("ctrl+z")
         assert editor.text == typed
     assert (tui_vault / PATH).read_bytes() == before
+
+
+@sync
+async def test_a_finished_word_asks_sooner_than_a_word_being_typed(
+    tui_vault: Path, embedder, tmp_path: Path, monkeypatch
+) -> None:
+    """After a space the list is asked for after WORD_END_DELAY; inside a word after RELATED_DELAY.
+    Each delay is made ten minutes in turn, so only the other one can bring the list."""
+    from explorer.tui.screens import writer as writer_module
+
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        writer = await _writer(app, pilot)
+        editor = writer.query_one(TextArea)
+        editor.move_cursor(editor.document.end)
+        monkeypatch.setattr(writer_module, "RELATED_DELAY", 600.0)
+        monkeypatch.setattr(writer_module, "WORD_END_DELAY", 0.05)
+        for ch in "\n\nMy hamster hoards sunflower seeds ":
+            await pilot.press(ch if ch not in " \n" else {"\n": "enter", " ": "space"}[ch])
+        await wait_for(pilot, lambda: writer.paragraph.endswith("sunflower seeds"))
+        monkeypatch.setattr(writer_module, "RELATED_DELAY", 0.05)
+        monkeypatch.setattr(writer_module, "WORD_END_DELAY", 600.0)
+        for ch in "bedd":
+            await pilot.press(ch)
+        await wait_for(pilot, lambda: writer.paragraph.endswith("seeds bedd"))
+        await pilot.press("escape", "escape")
+        await settle(app, pilot)

@@ -19,7 +19,7 @@ search that ranks several terms under the same filters prepares it once.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -112,6 +112,10 @@ class Scope:
     files: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     excluded: tuple[str, ...] = ()
+    days: tuple[int, int] | None = None
+    """[lo, hi): the day numbers (`date.toordinal`) a note's date must fall in (after:, before:, on:)."""
+    note_passes: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False, hash=False)
+    """The query's [property:value] filters, given a note's frontmatter (None: no such filter)."""
 
     @property
     def everything(self) -> bool:

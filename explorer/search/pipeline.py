@@ -31,6 +31,7 @@ from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused
 from explorer.search.llm import Budget
 from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
+from explorer.search.notefilters import day_bounds
 from explorer.search.passes import Passes, Run, SearchCancelled, Stage
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
 from explorer.search.query import parse_query
@@ -238,7 +239,18 @@ class SearchPipeline:
     def _widen(self, run: Run) -> None:
         """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such)."""
         p = run.parsed
-        scope = Scope(p.vaults, p.tags, p.paths, p.files, p.sections, p.excluded)
+        props = p.properties
+        scope = Scope(
+            p.vaults,
+            p.tags,
+            p.paths,
+            p.files,
+            p.sections,
+            p.excluded,
+            day_bounds(p),
+            # Other vaults' notes pass [property:value] as this vault's do (explorer.search.notefilters).
+            (lambda front: all(f.matches(dict(front)) != f.negated for f in props)) if props else None,
+        )
         base = run.snap
         try:
             run.snap, note, run.own_vault = base.widen(scope)
@@ -246,8 +258,6 @@ class SearchPipeline:
             raise QueryError(str(exc)) from None
         if note:
             run.warnings.append(note)
-        if run.snap is not base and p.has_note_filters:
-            run.warnings.append("dates and [property] filters apply to this vault's notes only")
 
     def _cached(self, key: tuple, run: Run, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""

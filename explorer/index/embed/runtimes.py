@@ -30,6 +30,29 @@ from explorer.index.embed.base import EmbedderUnavailable, _emit
 from explorer.index.embed.models import _read_model_config, model_id_for_dir
 
 _MAX_DEFAULT_THREADS = 4
+#: A text joins the batch being filled only while it is at least this share of the batch's longest
+#: text (in tokens); a shorter one starts a new batch, so a short sentence is never padded to a long
+#: paragraph's length (BENCHMARKS.md, "Link suggestions while writing").
+BATCH_LENGTH_SHARE = 0.5
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, share: float | None = None) -> list[list[int]]:
+    """Positions of `lengths` grouped into batches, longest first, each of at most `batch_size`.
+
+    A batch is padded to its longest text, so a text much shorter than that one would pay for the
+    padding: it starts a batch of its own kind instead (at most `share` of the width apart;
+    default `BATCH_LENGTH_SHARE`, 0 batches by count alone).
+    """
+    share = BATCH_LENGTH_SHARE if share is None else share
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    width = 0
+    for i in order:
+        if not batches or len(batches[-1]) >= batch_size or lengths[i] < width * share:
+            batches.append([])
+            width = lengths[i]
+        batches[-1].append(i)
+    return batches
 
 
 def _default_threads(threads: int | None) -> int:
@@ -186,8 +209,9 @@ class OnnxEmbedder:
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Embeds texts (see :meth:`Embedder.encode`).
 
-        Texts are sorted by token count and batched so each batch pads to similar lengths, then
-        the original order is restored.
+        Texts are sorted by token count and batched so each batch pads to similar lengths (a text
+        under half a batch's longest starts a new batch, see :func:`length_batches`), then the
+        original order is restored.
 
         Args:
             texts: The texts; empty strings are allowed.
@@ -202,10 +226,9 @@ class OnnxEmbedder:
             return out
         encodings = self._encodings(texts)
         lengths = np.fromiter((len(enc.ids) for enc in encodings), dtype=np.int64, count=len(encodings))
-        order = np.argsort(-lengths, kind="stable")
         wants_types = "token_type_ids" in self._input_names
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+        for batch in length_batches(lengths.tolist(), batch_size):
+            rows = np.asarray(batch, dtype=np.int64)
             width = int(lengths[rows].max())
             ids = np.full((len(rows), width), self._config.pad_token_id, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)

@@ -1,0 +1,387 @@
+"""The engine side of the Milvus backend: one collection reached by URI, its schema, and how rows hold Explorer's data.
+
+`Engine` connects on first use, creates the collection (or checks that an existing one is an
+Explorer shard collection of the right dimension) and turns every engine fault into one
+`BackendError` line naming the URI. The helpers here say how a shard becomes a row: its key
+(`shard_pk`), its BM25 words (`engine_terms`, read back by `decode_terms`) and its tags
+(`tag_ancestors`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from explorer.index.lexical import BM25_B, BM25_K1
+
+TOKEN_ENV = "EXPLORER_MILVUS_TOKEN"
+"""The only place the engine's token is read from."""
+DIM = 384
+"""The vector dimension (all-MiniLM-L6-v2)."""
+MAX_TEXT = 60_000
+"""Bytes of shard text kept in the collection (a VARCHAR holds at most 65,535)."""
+MAX_TERMS = 60_000
+"""Bytes of encoded terms kept per shard."""
+MAX_LIMIT = 16_384
+"""The largest top-k Milvus accepts."""
+BM25_PARAMS = {"metric_type": "BM25", "params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B}}
+"""The engine's BM25 with Explorer's k1 and b (its scores order candidates; they are re-scored here)."""
+NLIST = 16
+"""Cells of the IVF_FLAT vector index; every search probes all of them, so it stays exact."""
+VECTOR_INDEX = "IVF_FLAT"
+"""The vector index: IVF_FLAT probed whole gives the exact cosines of FLAT, from vectors normalised
+once when the index is built. Milvus Lite's FLAT normalises every vector of a segment on each
+search and copies the matrix: 6.6x slower at 12k shards (see BENCHMARKS.md). On a cluster, HNSW
+(approximate) is the usual choice: deploy/milvus-standalone/docker-compose.yml."""
+COSINE_PARAMS = {"metric_type": "COSINE", "params": {"nprobe": NLIST}}
+UPSERT_BATCH = 500
+FIELDS = (
+    "pk",
+    "node_id",
+    "vault",
+    "path",
+    "owner",
+    "source_type",
+    "heading_path",
+    "tags",
+    "mtime",
+    "ordinal",
+    "start",
+    "end",
+    "text",
+    "content_hash",
+    "model",
+    "terms",
+    "vector",
+    "has_vector",
+    "sparse",
+)
+LATER_FIELDS = ("day", "props")
+"""Fields a collection made by an earlier Explorer lacks (it still serves; see `Engine.fields`):
+the note's date as a day number (0: none) and its frontmatter as JSON, which team searches filter
+other vaults' notes by."""
+MAX_PROPS = 16_000
+"""Bytes of frontmatter JSON kept per shard (longer: left out, as a note without properties)."""
+_PLAIN = re.compile(r"[a-z0-9]+")
+
+
+class BackendError(OSError):
+    """The engine cannot serve: one line naming the URI (the CLI prints it and exits non-zero)."""
+
+
+def public_uri(uri: str) -> str:
+    """`uri` without a password or user (for display)."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return uri
+    if parts.scheme and "@" in parts.netloc:
+        return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, parts.query, ""))
+    return uri
+
+
+def engine_term(token: str) -> str:
+    """One Explorer token as one word of the engine's `standard` tokenizer.
+
+    Plain lowercase letters and digits pass as they are; anything else (CJK characters and
+    bigrams, which the tokenizer would cut into single characters) becomes `q_` and its UTF-8
+    in hex. Explorer's tokens never hold `_`, so the two kinds never meet.
+    """
+    if _PLAIN.fullmatch(token):
+        return token
+    return "q_" + token.encode("utf-8").hex()
+
+
+def engine_terms(tokens: Iterable[str]) -> str:
+    """Explorer tokens joined by spaces, each as `engine_term` makes it."""
+    return " ".join(engine_term(t) for t in tokens)
+
+
+def clip(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore")
+
+
+def quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def shard_pk(vault: str, node_id: str) -> str:
+    """The row key of a shard of `vault`."""
+    return hashlib.blake2b(f"{vault}\0{node_id}".encode(), digest_size=16).hexdigest()
+
+
+class Engine:
+    """One Milvus collection reached by URI (connected on first use)."""
+
+    def __init__(self, uri: str, collection: str, token: str = "", timeout: float = 5.0) -> None:
+        self.uri = uri
+        self.collection = collection
+        self._token = token
+        self.timeout = timeout
+        self._client: Any = None
+        self._ready = False
+        self.fields: frozenset[str] = frozenset((*FIELDS, *LATER_FIELDS))
+        """The fields the collection has (known once connected): rows hold only these."""
+        self._lock = threading.RLock()
+        self.calls: dict[str, int] = {}
+        """Engine calls made, by kind (search, read, insert, ...): what a benchmark counts per search."""
+
+    def row_fields(self) -> list[str]:
+        """What a read of another vault's note asks for (`ROW_FIELDS` the collection has)."""
+        return [f for f in ROW_FIELDS if f in self.fields]
+
+    @property
+    def label(self) -> str:
+        """The URI as shown to a user."""
+        return public_uri(self.uri)
+
+    def fail(self, what: str, exc: BaseException | None = None) -> BackendError:
+        detail = ""
+        if exc is not None:
+            details = getattr(exc, "details", None)  # a gRPC status: its own words
+            said = details() if callable(details) else getattr(exc, "message", "")
+            text = str(said or exc).strip().splitlines()
+            detail = f" ({text[0][:160] if text else type(exc).__name__})"
+        return BackendError(f"milvus at {self.label}: {what}{detail}")
+
+    def client(self) -> Any:
+        """The connected client, the collection created or checked and loaded."""
+        with self._lock:
+            if self._client is not None and self._ready:
+                return self._client
+            try:
+                from pymilvus import MilvusClient
+
+                # The client logs every RPC fault with a traceback; the fault reaches the user as one line instead.
+                for name in ("pymilvus", "milvus_lite"):
+                    logging.getLogger(name).setLevel(logging.CRITICAL)
+            except ImportError as exc:
+                raise BackendError(
+                    "the milvus backend needs pymilvus: pip install 'explorer[milvus]'"
+                ) from exc
+            if not self.uri:
+                raise BackendError("the milvus backend needs index.milvus_uri (or EXPLORER_INDEX_MILVUS_URI)")
+            if "://" not in self.uri and self.uri.endswith(
+                ".db"
+            ):  # Milvus Lite in process: its folder may be new
+                Path(self.uri).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._client = MilvusClient(uri=self.uri, token=self._token, timeout=self.timeout)
+            except Exception as exc:  # noqa: BLE001 - every connection fault is one line
+                self._client = None
+                raise self.fail(*self._why(exc)) from None
+            try:
+                self._prepare(self._client)
+            except BackendError:
+                self.close()
+                raise
+            except Exception as exc:  # noqa: BLE001
+                self.close()
+                raise self.fail(*self._why(exc)) from None
+            self._ready = True
+            return self._client
+
+    @staticmethod
+    def _why(exc: BaseException) -> tuple[str, BaseException]:
+        """What a fault means for the user: a refused token or an engine that cannot be reached.
+
+        The client reports a refused token at connection as a failed connection whose cause is
+        the server's gRPC status (UNAUTHENTICATED / PERMISSION_DENIED): the causes are read too.
+        Returns (the reason, the fault whose words complete the line).
+        """
+        seen: BaseException | None = exc
+        for _ in range(8):
+            if seen is None:
+                break
+            code = getattr(seen, "code", None)
+            if callable(code):
+                try:
+                    code = code()
+                except Exception:  # noqa: BLE001 - a status we cannot read says nothing
+                    code = None
+            text = str(seen).lower()
+            if getattr(code, "name", "") in ("UNAUTHENTICATED", "PERMISSION_DENIED") or any(
+                w in text for w in ("auth", "token", "permission", "credential")
+            ):
+                return f"the token was refused (set {TOKEN_ENV})", seen
+            seen = seen.__cause__ or seen.__context__
+        return "unreachable", exc
+
+    def _prepare(self, client: Any) -> None:
+        created = not client.has_collection(self.collection)
+        if created:
+            self._create(client)
+        self._check(client.describe_collection(self.collection))  # also learns the fields it has
+        if not created:
+            self._check_index(client)
+        client.load_collection(self.collection)
+
+    def _check_index(self, client: Any) -> None:
+        """Give a collection made with the earlier `FLAT` vector index (or none) the current one; its rows stay."""
+        try:
+            desc = client.describe_index(self.collection, "vector") or {}
+        except Exception:  # noqa: BLE001 - no index on the field: create it
+            desc = {}
+        if desc and desc.get("index_type") != "FLAT":
+            return  # the current index, or one chosen for the engine (HNSW on a cluster): kept
+        client.release_collection(self.collection)
+        if desc:
+            client.drop_index(self.collection, "vector")
+        index = client.prepare_index_params()
+        self._vector_index(index)
+        client.create_index(self.collection, index)
+
+    @staticmethod
+    def _vector_index(index: Any) -> None:
+        # The build parameters as one JSON `params` entry: the form every Milvus reads (Milvus Lite only this one).
+        index.add_index(
+            field_name="vector",
+            index_type=VECTOR_INDEX,
+            metric_type="COSINE",
+            params={"params": {"nlist": NLIST}},
+        )
+
+    def _check(self, desc: dict[str, Any]) -> None:
+        names = {f["name"]: f for f in desc.get("fields", [])}
+        dim = int(names.get("vector", {}).get("params", {}).get("dim", DIM))
+        if dim != DIM:
+            raise self.fail(
+                f"collection {self.collection!r} holds vectors of dimension {dim}, not {DIM}; "
+                "name another with index.collection"
+            )
+        missing = [n for n in FIELDS if n not in names]
+        self.fields = frozenset(n for n in (*FIELDS, *LATER_FIELDS) if n in names)
+        if missing:
+            raise self.fail(
+                f"collection {self.collection!r} is not an Explorer shard collection "
+                f"(no field {missing[0]!r}); name another with index.collection"
+            )
+
+    def _create(self, client: Any) -> None:
+        from pymilvus import DataType, Function, FunctionType, MilvusClient
+
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("node_id", DataType.VARCHAR, max_length=4096)
+        schema.add_field("vault", DataType.VARCHAR, max_length=256)
+        schema.add_field("path", DataType.VARCHAR, max_length=4096)
+        schema.add_field("owner", DataType.VARCHAR, max_length=256)
+        schema.add_field("source_type", DataType.VARCHAR, max_length=64)
+        schema.add_field("heading_path", DataType.VARCHAR, max_length=4096)
+        schema.add_field(
+            "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256
+        )
+        schema.add_field("mtime", DataType.INT64)
+        schema.add_field("day", DataType.INT64)
+        schema.add_field("props", DataType.VARCHAR, max_length=MAX_PROPS + 64)
+        schema.add_field("ordinal", DataType.INT64)
+        schema.add_field("start", DataType.INT64)
+        schema.add_field("end", DataType.INT64)
+        schema.add_field("text", DataType.VARCHAR, max_length=65535)
+        schema.add_field("content_hash", DataType.VARCHAR, max_length=128)
+        schema.add_field("model", DataType.VARCHAR, max_length=512)
+        schema.add_field(
+            "terms",
+            DataType.VARCHAR,
+            max_length=65535,
+            enable_analyzer=True,
+            analyzer_params={"tokenizer": "standard"},
+        )
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
+        schema.add_field("has_vector", DataType.BOOL)
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_function(
+            Function(
+                name="terms_bm25",
+                function_type=FunctionType.BM25,
+                input_field_names=["terms"],
+                output_field_names=["sparse"],
+            )
+        )
+        index = client.prepare_index_params()
+        self._vector_index(index)
+        index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        client.create_collection(
+            self.collection, schema=schema, index_params=index, consistency_level="Strong"
+        )
+
+    def call(self, what: str, fn: Callable[[Any], Any]) -> Any:
+        """`fn(client)`, every engine fault turned into one `BackendError` line (and a reconnect next time)."""
+        client = self.client()
+        self.calls[what] = self.calls.get(what, 0) + 1
+        try:
+            return fn(client)
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            text = str(exc).lower()
+            if "collection not found" in text or "can't find collection" in text:
+                with self._lock:
+                    self._ready = False  # created again on the next call
+                raise self.fail(f"collection {self.collection!r} is missing", exc) from None
+            self.close()
+            why, cause = self._why(exc)
+            raise self.fail(f"{what} failed: {why}", cause) from None
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client, self._ready = self._client, None, False
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection
+                pass
+
+
+def decode_terms(terms: str) -> Counter[str]:
+    """The Explorer tokens of an analysed `terms` field with their counts (the inverse of `engine_terms`)."""
+    out: Counter[str] = Counter()
+    for word in terms.split():
+        if word.startswith("q_"):
+            try:
+                out[bytes.fromhex(word[2:]).decode("utf-8")] += 1
+            except ValueError:
+                continue
+        else:
+            out[word] += 1
+    return out
+
+
+def tag_ancestors(tags: Iterable[str]) -> list[str]:
+    """Tags with every parent of a nested tag (`a/b/c` also gives `a/b` and `a`), so `tag:a` covers its children."""
+    out: dict[str, None] = {}
+    for tag in tags:
+        parts = tag.split("/")
+        for i in range(1, len(parts) + 1):
+            out.setdefault("/".join(parts[:i]), None)
+    return sorted(out)
+
+
+ROW_FIELDS = [
+    # What a read of another vault's note asks for: everything but the vectors.
+    "node_id",
+    "vault",
+    "path",
+    "ordinal",
+    "start",
+    "end",
+    "heading_path",
+    "tags",
+    "mtime",
+    "text",
+    "content_hash",
+    "source_type",
+    "terms",
+    "day",
+    "props",
+]

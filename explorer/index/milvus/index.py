@@ -1,0 +1,382 @@
+"""`MilvusIndex`: a `VaultIndex` whose shards are also kept in one Milvus collection.
+
+Writes: after every change batch and every vector batch the collection is brought to the
+index's state (`sync`: the difference of content hashes, upserted and deleted, then flushed, so
+the next search reads them: read-your-writes at consistency level Strong). When the engine is
+unreachable, nothing is lost: the difference is simply recomputed and applied when it is back
+(a background retry, or the next batch). Nothing is written into the vault. A text another
+writer of the collection has embedded is borrowed, not embedded again (`borrow_vectors`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from operator import methodcaller
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from explorer.index.backend import ALL_VAULTS, Scope
+from explorer.index.milvus.engine import (
+    DIM,
+    MAX_LIMIT,
+    MAX_PROPS,
+    MAX_TERMS,
+    MAX_TEXT,
+    TOKEN_ENV,
+    UPSERT_BATCH,
+    BackendError,
+    Engine,
+    clip,
+    engine_terms,
+    quote,
+    shard_pk,
+    tag_ancestors,
+)
+from explorer.index.milvus.snapshot import MilvusSnapshot
+from explorer.index.milvus.team import FOREIGN, TeamSnapshot, foreign_note
+from explorer.index.vault_index import VaultIndex
+from explorer.text.dates import note_date
+from explorer.vault.model import Note, Shard
+
+if TYPE_CHECKING:
+    from explorer.config import Settings
+    from explorer.index.embed import Embedder
+
+
+class MilvusIndex(VaultIndex):
+    """A `VaultIndex` whose rankings a Milvus collection serves (explorer.index.backend.IndexBackend)."""
+
+    backend_name = "milvus"
+
+    def __init__(
+        self,
+        root: Path,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(root, settings, embedder=embedder, on_message=on_message)
+        ix = self.settings.index
+        self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
+        self.dense_share = 0.5
+        """The share of a vector search's rows recent searches needed (`MilvusSnapshot._first_fetch`)."""
+        self._pushed: dict[str, tuple[str, bool]] | None = None
+        """node_id -> (content hash, has a vector) of this vault's rows in the collection, as last known."""
+        self._sync_lock = threading.Lock()
+        self._retry: threading.Thread | None = None
+        self._closing = threading.Event()
+        self.behind = 0
+        """Shard changes not in the collection yet (the engine was unreachable)."""
+        self.engine_fault = ""
+        self.retry_seconds = 1.0
+        self._opened = False
+        self.borrowed = 0
+        self._foreign: dict[tuple[str, str], tuple[float, tuple[Note, list[Shard]] | None]] = {}
+        self._foreign_lock = threading.Lock()
+        """Shards given a vector another writer of the collection had already computed."""
+
+    @property
+    def backend_uri(self) -> str:
+        return self.engine.label
+
+    # -- writes -------------------------------------------------------------------------------
+    def open(self, progress: Any = None) -> Any:
+        report = super().open(progress)
+        self._opened = True
+        self.sync()  # a command fails here, naming the URI, when the engine cannot serve
+        return report
+
+    def _batch_applied(self) -> None:
+        self._sync_soft()
+
+    def embed_pending(self, *args: Any, **kwargs: Any) -> int:
+        borrowed = self.borrow_vectors()
+        done = super().embed_pending(*args, **kwargs)
+        if done or borrowed:
+            self._sync_soft()
+        return done
+
+    def borrow_vectors(self) -> int:
+        """Take the vectors the collection already holds for pending shards' texts (any vault's, same model).
+
+        A text embedded by anyone sharing the collection is never embedded again; returns the
+        shards given a vector. An engine fault leaves them to the model.
+        """
+        if self.embedder() is None:
+            return 0
+        with self.lock:
+            hashes = sorted({s.hash for s in self.pending() if s.node_id not in self.dense})
+        if not hashes:
+            return 0
+        name, model = self.engine.collection, self.model_id
+        found: dict[str, np.ndarray] = {}
+        try:
+            for i in range(0, len(hashes), 256):
+                part = hashes[i : i + 256]
+                expr = (
+                    f"model == {quote(model)} and has_vector == true and "
+                    f"content_hash in [{', '.join(quote(h) for h in part)}]"
+                )
+                rows = self.engine.call(
+                    "read",
+                    methodcaller(
+                        "query",
+                        name,
+                        filter=expr,
+                        output_fields=["content_hash", "vector"],
+                        limit=min(MAX_LIMIT, len(part) * 8),
+                    ),
+                )
+                for r in rows:
+                    found.setdefault(r["content_hash"], np.asarray(r["vector"], dtype=np.float32))
+        except BackendError:
+            return 0
+        if not found:
+            return 0
+        self.keeper.save(lambda: self.store.put_vectors(self.model_id, found))
+        given = 0
+        with self.lock:
+            self.reader.own("dense")
+            for s in list(self.shards.values()):
+                vec = found.get(s.hash)
+                if vec is not None and s.node_id not in self.dense:
+                    self.dense.set(s.node_id, vec)
+                    given += 1
+            self.reader.version += 1
+        self.borrowed += given
+        return given
+
+    def _sync_soft(self) -> None:
+        """`sync`, an engine fault kept for the retry loop instead of raised."""
+        if not self._opened:
+            return  # `open` syncs once, at its end, and raises
+        try:
+            self.sync()
+        except BackendError as exc:
+            self._fell_behind(str(exc))
+
+    def _fell_behind(self, why: str) -> None:
+        first = not self.engine_fault
+        self.engine_fault = why
+        if first:
+            self.on_message(f"{why}; changes are kept and sent when it is back")
+        if self._retry is None or not self._retry.is_alive():
+            self._retry = threading.Thread(target=self._retry_loop, name="explorer-milvus-retry", daemon=True)
+            self._retry.start()
+
+    def _retry_loop(self) -> None:
+        while not self._closing.wait(self.retry_seconds):
+            try:
+                self.sync()
+            except BackendError as exc:
+                self.engine_fault = str(exc)
+                continue
+            self.on_message(f"milvus at {self.engine.label}: back; the collection is up to date")
+            return
+
+    def sync(self) -> int:
+        """Bring this vault's rows of the collection to the index's state; returns the rows written.
+
+        Raises BackendError when the engine cannot serve (nothing is lost: the next call
+        computes the difference again).
+        """
+        with self._sync_lock:
+            if self._pushed is None:
+                self._pushed = self._read_pushed()
+            with self.lock:
+                want = {nid: (s.hash, nid in self.dense) for nid, s in self.shards.items()}
+                changed = [self.shards[nid] for nid, state in want.items() if self._pushed.get(nid) != state]
+                gone = [nid for nid in self._pushed if nid not in want]
+            self.behind = len(changed) + len(gone)
+            if not changed and not gone:
+                self.engine_fault = ""
+                return 0
+            name = self.engine.collection
+            # Shards new to the collection are inserted (an upsert looks each key up first: slower).
+            fresh = [sh for sh in changed if sh.node_id not in self._pushed]
+            known = [sh for sh in changed if sh.node_id in self._pushed]
+            for op, batch in (("insert", fresh), ("upsert", known)):
+                for i in range(0, len(batch), UPSERT_BATCH):
+                    # Rows are built a batch at a time: all of them at once took 8 GB for 200k shards.
+                    with self.lock:
+                        part = [self._row(sh) for sh in batch[i : i + UPSERT_BATCH]]
+                    self.engine.call(op, methodcaller(op, name, part))
+                    for r in part:
+                        self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
+            for i in range(0, len(gone), UPSERT_BATCH):
+                doomed = gone[i : i + UPSERT_BATCH]
+                pks = [shard_pk(self.vault_name, nid) for nid in doomed]
+                self.engine.call("delete", methodcaller("delete", name, ids=pks))
+                for nid in doomed:
+                    self._pushed.pop(nid, None)
+            # Unflushed rows are searched ~100x slower: flush after every batch.
+            self.engine.call("flush", lambda c: c.flush(name))
+            self.behind = 0
+            self.engine_fault = ""
+            return len(changed) + len(gone)
+
+    def _read_pushed(self) -> dict[str, tuple[str, bool]]:
+        name = self.engine.collection
+        expr = f"vault == {quote(self.vault_name)}"
+
+        def read(c: Any) -> dict[str, tuple[str, bool]]:
+            out: dict[str, tuple[str, bool]] = {}
+            it = c.query_iterator(
+                name, batch_size=4000, filter=expr, output_fields=["node_id", "content_hash", "has_vector"]
+            )
+            try:
+                while True:
+                    page = it.next()
+                    if not page:
+                        break
+                    for r in page:
+                        out[r["node_id"]] = (r["content_hash"], bool(r["has_vector"]))
+            finally:
+                it.close()
+            return out
+
+        return self.engine.call("read", read)
+
+    def _row(self, s: Any) -> dict[str, Any]:
+        note = self.notes.get(s.path)
+        state = self.reader.states.get(s.path)
+        vec = self.dense.vector(s.node_id)
+        has = vec is not None
+        if not has:
+            vec = np.zeros(DIM, dtype=np.float32)
+            vec[0] = 1.0  # a placeholder the `has_vector` filter keeps out of every vector search
+        tags = tag_ancestors({t.name.lower() for t in note.tags})[:256] if note is not None else []
+        front = note.frontmatter if note is not None and isinstance(note.frontmatter, dict) else {}
+        meta = note.metadata if note is not None and isinstance(note.metadata, dict) else {}
+        dated = note_date(front, meta, s.path, state.mtime_ns if state is not None else None)
+        day = dated[0].toordinal() if dated is not None else 0
+        try:
+            props = json.dumps(front, default=str, ensure_ascii=False) if front else ""
+        except (ValueError, TypeError, RecursionError):  # a self-referencing YAML value
+            props = ""
+        if len(props.encode("utf-8")) > MAX_PROPS:
+            props = ""  # cut JSON would not parse: read as a note without properties
+        row = {
+            "pk": shard_pk(self.vault_name, s.node_id),
+            "node_id": clip(s.node_id, 4000),
+            "vault": self.vault_name,
+            "path": clip(s.path, 4000),
+            "owner": self.vault_name,
+            "source_type": s.source_type[:64],
+            "heading_path": clip(" > ".join(s.heading_path), 4000),
+            "tags": [clip(t, 250) for t in tags],
+            "mtime": int(state.mtime_ns // 1_000_000_000) if state is not None else 0,
+            "ordinal": s.ordinal,
+            "start": s.start,
+            "end": s.end,
+            "text": clip(s.text, MAX_TEXT),
+            "content_hash": s.hash,
+            "model": self.model_id[:512],
+            # Each token as often as the shard holds it: the engine's BM25 needs the term counts and length.
+            "terms": clip(
+                engine_terms(t for t, n in self.bm25.terms(s.node_id).items() for _ in range(n)), MAX_TERMS
+            ),
+            "vector": np.asarray(vec, dtype=np.float32).tolist(),
+            "has_vector": has,
+            "day": day,
+            "props": props,
+        }
+        return (
+            row
+            if self.engine.fields.issuperset(row)
+            else {k: v for k, v in row.items() if k in self.engine.fields}
+        )
+
+    # -- reads --------------------------------------------------------------------------------
+    def note(self, path: str) -> Note | None:
+        """The note at `path`; another vault's (`vault:NAME/PATH`, as a team search names it) is read from the collection."""
+        found = super().note(path)
+        if found is None and path.startswith(FOREIGN):
+            other = self.foreign_note(path)
+            return other[0] if other is not None else None
+        return found
+
+    def foreign_note(self, target: str) -> tuple[Note, list[Shard]] | None:
+        """Another vault's note (and its shards) named by a `vault:NAME/PATH[#...]` path or node_id, or None.
+
+        Read from the collection, at most once per second for the same note (the note view and
+        the context pane ask for it on every redraw); an engine fault reads as None.
+        """
+        vault, _, rest = target[len(FOREIGN) :].partition("/")
+        path = rest.partition("#")[0]
+        if not vault or not path:
+            return None
+        now = time.monotonic()
+        with self._foreign_lock:
+            kept = self._foreign.get((vault, path))
+            if kept is not None and now - kept[0] < 1.0:
+                return kept[1]
+        expr = f"vault == {quote(vault)} and path == {quote(path)}"
+        try:
+            rows = self.engine.call(
+                "read",
+                lambda c: c.query(
+                    self.engine.collection,
+                    filter=expr,
+                    output_fields=self.engine.row_fields(),
+                    limit=MAX_LIMIT,
+                ),
+            )
+        except BackendError:
+            return None
+        found = None
+        if rows:
+            note, shards, _tokens = foreign_note(vault, path, rows)
+            found = (note, shards)
+        with self._foreign_lock:
+            if len(self._foreign) > 64:
+                self._foreign.clear()
+            self._foreign[(vault, path)] = (now, found)
+        return found
+
+    def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+        """`base` over the vaults `scope` names: (the view, a note naming vaults the collection lacks, own vault covered)."""
+        own = self.vault_name
+        missing = []
+        for name in scope.vaults:
+            if name in (own, ALL_VAULTS):
+                continue
+            expr = f"vault == {quote(name)}"
+            rows = self.engine.call(
+                "read",
+                methodcaller("query", self.engine.collection, filter=expr, output_fields=["pk"], limit=1),
+            )
+            if not rows:
+                missing.append(name)
+        note = (
+            f"no vault {', '.join(repr(m) for m in missing)} in the collection {self.engine.collection!r}"
+            if missing
+            else ""
+        )
+        return TeamSnapshot(base, scope), note, scope.everything or own in scope.vaults
+
+    def snapshot(self) -> MilvusSnapshot:
+        return self.reader.snapshot(MilvusSnapshot, self)
+
+    def close(self, exiting: bool = False) -> None:
+        self._closing.set()
+        try:
+            super().close(exiting)
+        finally:
+            self.engine.close()
+
+
+def wait_until(check: Callable[[], bool], seconds: float) -> bool:
+    """Poll `check` until true or `seconds` pass (for callers waiting on the retry loop)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()

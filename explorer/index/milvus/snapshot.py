@@ -1,0 +1,235 @@
+"""`MilvusSnapshot`: a `MilvusIndex` at one version, whose BM25 and vector rankings the collection serves.
+
+One ranking loop serves this vault's view and the team view (explorer.index.milvus.team): the
+engine returns rows, a row reader (`_read`) turns them into (node_id, engine score) pairs and
+drops rows of another version, and BM25 candidates are scored with this view's statistics
+(`_scores`). A wider view overrides those two hooks and the engine filter, nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from explorer.index.backend import Hit, Restriction, Scope
+from explorer.index.milvus.engine import (
+    BM25_PARAMS,
+    COSINE_PARAMS,
+    MAX_LIMIT,
+    Engine,
+    engine_terms,
+    quote,
+    shard_pk,
+)
+from explorer.index.snapshot import LocalSnapshot
+
+
+class _Owner(Protocol):
+    """The index a view was taken of (explorer.index.milvus.index.MilvusIndex)."""
+
+    engine: Engine
+    dense_share: float
+    """The share of a vector search's rows the last searches needed (`MilvusSnapshot._first_fetch`)."""
+
+    @property
+    def vault_name(self) -> str: ...
+
+    def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[MilvusSnapshot, str, bool]: ...
+
+
+class MilvusSnapshot(LocalSnapshot):
+    """A `MilvusIndex` at one version: the BM25 and vector rankings come from the collection.
+
+    Rows the collection holds for another version of a shard (another content hash) or for a
+    shard this view does not know are left out, so a search still reads one version. Scores are
+    the raw BM25 scores of this view's index (the engine picks the candidates with the same k1
+    and b) and the engine's cosines. Dialog-context vectors and spread BM25 stay local.
+    """
+
+    __slots__ = ()
+
+    # What each engine row brings back (a team view also reads the row's vault and path).
+    OUTPUT_FIELDS: tuple[str, ...] = ("node_id", "content_hash")
+
+    @property
+    def _index(self) -> _Owner:
+        return self._owner  # type: ignore[return-value]
+
+    # -- the hooks a wider view overrides -----------------------------------------------------
+    def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
+        """The engine expression of this view's rows (this vault's, within `allowed`) and `extra`."""
+        ix = self._index
+        parts = [f"vault == {quote(ix.vault_name)}"]
+        if extra:
+            parts.append(extra)
+        if allowed is not None:
+            parts.append(self._allowed_expr(allowed))
+        return " and ".join(parts)
+
+    def _allowed_expr(self, allowed: Restriction) -> str:
+        """`allowed` as an engine expression on this vault's row keys (built once per restriction)."""
+        expr = allowed.prepared.get("milvus")
+        if expr is None:
+            own = self._index.vault_name
+            pks = ", ".join(quote(shard_pk(own, n)) for n in sorted(allowed.node_ids))
+            expr = allowed.prepared["milvus"] = f"pk in [{pks}]"
+        return str(expr)
+
+    def _searchable(self, allowed: Restriction | None) -> bool:
+        """Whether a restriction leaves this view anything to ask the engine for."""
+        return allowed is None or bool(allowed.node_ids)
+
+    def _read(self, rows: Iterable[dict[str, Any]]) -> list[tuple[str, float]]:
+        """(node_id, engine score) of the engine's rows that this view reads, in the engine's order."""
+        out = []
+        for r in rows:
+            nid = self._current(r)
+            if nid is not None:
+                out.append((nid, float(r.get("distance", 0.0))))
+        return out
+
+    def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
+        """The BM25 scores of candidates `ids` for `tokens`, with this view's statistics."""
+        return self._bm25.get_scores(tokens, keys=ids)
+
+    def _context_top(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
+    ) -> list[list[Hit]]:
+        """Dialog-context cosines (kept locally, not in the collection)."""
+        return super().vector_top(queries, k, floor, allowed, True)
+
+    # -- rows ---------------------------------------------------------------------------------
+    def _current(self, row: dict[str, Any]) -> str | None:
+        """The node_id of a row of this vault when this view holds that version of the shard, else None."""
+        entity = row.get("entity", row)
+        nid = entity.get("node_id")
+        shard = self.shards.get(nid) if nid is not None else None
+        if shard is None or shard.hash != entity.get("content_hash"):
+            return None
+        return nid
+
+    def _search(self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]) -> Any:
+        """One engine search of `data` on `field` (the BM25 sparse field or the vectors), read at Strong."""
+        engine = self._index.engine
+        return engine.call(
+            "search",
+            lambda c: c.search(
+                engine.collection,
+                data=data,
+                anns_field=field,
+                limit=min(k, MAX_LIMIT),
+                filter=expr,
+                search_params=params,
+                output_fields=list(self.OUTPUT_FIELDS),
+                consistency_level="Strong",
+            ),
+        )
+
+    # -- scope --------------------------------------------------------------------------------
+    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+        """This view over the vaults `scope` names (a team view, `MilvusIndex.team_view`)."""
+        own = self._index.vault_name
+        if not scope.everything and set(scope.vaults) == {own}:
+            return self, "", True
+        return self._index.team_view(self, scope)
+
+    # -- rankings -----------------------------------------------------------------------------
+    def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
+        return self.bm25_top_many([tokens], k, allowed)[0]
+
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """Every token list's BM25 ranking from one engine search (one query text per list).
+
+        The engine picks the candidates; `_scores` scores them with this view's statistics
+        (every row the engine returns holds a query token, as every document the local
+        ranking lists).
+        """
+        out: list[list[Hit]] = [[] for _ in queries]
+        asked = [i for i, toks in enumerate(queries) if toks]
+        if not asked or k <= 0 or not self._searchable(allowed):
+            return out
+        data = [engine_terms(queries[i]) for i in asked]
+        res = self._search("sparse", data, k, self._filter(allowed), BM25_PARAMS)
+        for i, rows in zip(asked, res, strict=True):
+            ids = [nid for nid, _ in self._read(rows)]
+            scores = self._scores(queries[i], ids)
+            hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out[i] = hits[:k]
+        return out
+
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
+        """The `k` best shards by cosine (at least `floor`) of each query row.
+
+        The engine's cost grows with the rows it returns, so it is first asked for fewer
+        (`_first_fetch`); a query whose first rows do not settle its ranking (`_settled`) is
+        asked again for all `k`. The cosines are exact, so the first rows are the head of the
+        full answer and the ranking is the same either way.
+        """
+        if context:
+            return self._context_top(queries, k, floor, allowed)
+        q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        if not len(q) or k <= 0 or not self._searchable(allowed):
+            return [[] for _ in range(len(q))]
+        data = [row.tolist() for row in q]
+        expr = self._filter(allowed, "has_vector == true")
+        first = self._first_fetch(k)
+        res = list(self._search("vector", data, first, expr, COSINE_PARAMS))
+        again = [j for j, rows in enumerate(res) if first < k and not self._settled(rows, first, k, floor)]
+        if again:
+            for j, rows in zip(
+                again, self._search("vector", [data[j] for j in again], k, expr, COSINE_PARAMS)
+            ):
+                res[j] = rows
+        out: list[list[Hit]] = []
+        for rows in res:
+            hits = [(nid, score) for nid, score in self._read(rows) if score >= floor]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out.append(hits[:k])
+        return out
+
+    # -- how many rows to ask for -------------------------------------------------------------
+    def _notes_for(self, k: int) -> int:
+        """The distinct notes a ranking of `k` shards is meant to reach: the inverse of the search's
+        candidate depth (`explorer.search.retrieve.Retriever._shard_depth`: notes x shards per note
+        x 2 + 16), rounded up, so that a first fetch is never taken as settled too early."""
+        per_note = len(self.shards) / max(1, len(self.notes))
+        return max(1, math.ceil((k - 16) / max(1e-9, 2 * per_note)))
+
+    def _first_fetch(self, k: int) -> int:
+        """Rows to ask for first: the share of `k` recent searches of this vault needed, with a margin."""
+        share = self._index.dense_share
+        return min(k, int(k * min(1.0, share * 1.5)) + 32)
+
+    def _settled(self, rows: Sequence[Any], first: int, k: int, floor: float) -> bool:
+        """Whether the engine's first `first` rows (best first) give the ranking the search reads from
+        `k`: they are all there are, or they reach below the cosine floor (every later row is
+        cut), or they cover the notes a ranking of `k` shards is cut at. Learns the share needed."""
+        need = len(rows)
+        settled = len(rows) < first or (bool(rows) and float(rows[-1].get("distance", 0.0)) < floor)
+        if settled:
+            need = next((i for i, r in enumerate(rows) if float(r.get("distance", 0.0)) < floor), len(rows))
+        else:
+            wanted, seen = self._notes_for(k) + 1, set()
+            for i, (nid, score) in enumerate(self._read(rows)):
+                if score < floor:
+                    break
+                seen.add(self.shards[nid].path)
+                if len(seen) >= wanted:
+                    settled, need = True, i + 1
+                    break
+        share = need / k if settled else 1.0
+        self._index.dense_share = 0.7 * self._index.dense_share + 0.3 * share
+        return settled

@@ -1,0 +1,371 @@
+"""Team search: `TeamSnapshot`, a `MilvusSnapshot` over several vaults of one collection, and how another vault's rows become notes.
+
+Another vault's notes and shards are named `vault:NAME/PATH` (`foreign_key`); `foreign_note`
+rebuilds such a note from its rows (its text from its shards' texts at their offsets).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from operator import methodcaller
+from typing import Any
+
+import numpy as np
+
+from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
+from explorer.index.milvus.engine import MAX_LIMIT, decode_terms, quote
+from explorer.index.milvus.snapshot import MilvusSnapshot
+from explorer.text.tokenize import tokenize
+from explorer.vault.model import Note, Shard, Tag
+
+FOREIGN = "vault:"
+"""Another vault's notes are known in a team search as `vault:NAME/PATH` (node_ids alike)."""
+
+
+def foreign_key(vault: str, key: str) -> str:
+    """How a path or node_id of another vault is named in a team search."""
+    return f"{FOREIGN}{vault}/{key}"
+
+
+def foreign_note(
+    vault: str, path: str, rows: list[dict[str, Any]]
+) -> tuple[Note, list[Shard], dict[str, Counter[str]]]:
+    """Another vault's note from its rows: (the note, its shards in order, their tokens), named `vault:NAME/...`.
+
+    The note's text is its shards' texts at their offsets (what no shard holds, such as
+    frontmatter, is left out); its title is its first heading or file name, its tags the rows'.
+    """
+    rows = sorted(rows, key=lambda r: (int(r["ordinal"]), int(r["start"])))
+    key = foreign_key(vault, path)
+    text = ""
+    shards: list[Shard] = []
+    tokens: dict[str, Counter[str]] = {}
+    for r in rows:
+        start, piece = int(r["start"]), str(r["text"])
+        if start >= len(text):
+            text += "\n" * (start - len(text)) + piece
+        elif start + len(piece) > len(text):
+            text = text[:start] + piece
+        nid = foreign_key(vault, str(r["node_id"]))
+        shards.append(
+            Shard(
+                node_id=nid,
+                path=key,
+                ordinal=int(r["ordinal"]),
+                start=start,
+                end=int(r["end"]),
+                heading_path=tuple(h for h in str(r["heading_path"]).split(" > ") if h),
+                text=piece,
+                search_text=piece,
+                hash=str(r["content_hash"]),
+                source_type=str(r["source_type"]) or "note",
+            )
+        )
+        tokens[nid] = decode_terms(str(r.get("terms") or ""))
+    stem = path.rsplit("/", 1)[-1]
+    stem = stem[:-3] if stem.lower().endswith(".md") else stem
+    first = shards[0]
+    note = Note(
+        path=key,
+        text=text,
+        title=first.heading_path[0] if first.heading_path else stem,
+        frontmatter=_props(rows[0].get("props")),
+        body_start=0,
+        headings=(),
+        links=(),
+        tags=tuple(Tag(t, 0, 0) for t in rows[0].get("tags") or ()),
+        blocks=(),
+        source_type=first.source_type,
+        metadata={
+            "vault": vault,
+            "mtime": int(rows[0].get("mtime") or 0),
+            "day": int(rows[0].get("day") or 0),
+        },
+    )
+    return note, shards, tokens
+
+
+def _props(text: Any) -> dict[str, Any]:
+    """A row's frontmatter JSON as a dict ({} when absent or not an object)."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _day_start(day: int) -> int:
+    """The epoch second (local time) a day number starts at, clamped to what a file time can be."""
+    try:
+        start = _dt.datetime.combine(
+            _dt.date.fromordinal(max(1, min(day, _dt.date.max.toordinal()))), _dt.time()
+        )
+        return max(0, int(start.timestamp()))
+    except (OverflowError, OSError, ValueError):
+        return 0 if day < 719_163 else 2**40  # before / after the epoch (1970-01-01 is day 719,163)
+
+
+class _Overlay(Mapping[str, Any]):
+    """This vault's table with other vaults' entries (fetched during one team search) after it."""
+
+    __slots__ = ("_base", "_more")
+
+    def __init__(self, base: Mapping[str, Any], more: dict[str, Any]) -> None:
+        self._base, self._more = base, more
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._base[key]
+        except KeyError:
+            return self._more[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._base.get(key)
+        return self._more.get(key, default) if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._base or key in self._more
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._base
+        yield from self._more
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._more)
+
+
+class TeamSnapshot(MilvusSnapshot):
+    """A `MilvusSnapshot` over several vaults of the collection (`vault:name`, `vault:*`).
+
+    This vault's shards are read as in `MilvusSnapshot`. Another vault's rows come from the
+    collection: a note any ranking returns is read whole (all its rows, once per search) and
+    joins `notes` and `shards` as `vault:NAME/PATH`, so results, context windows and the note
+    view work for it; later rows of another content hash are left out (one version per search).
+    Rankings score every vault alike: BM25 with this vault's statistics (see `_scores`), the
+    engine's cosines. `tag:` is an engine expression on the other vaults' rows; `path:`,
+    `file:`, `section:`, `-word` and `[property:value]` (on the note's frontmatter, stored as
+    JSON) are checked on the rows the engine returns; `after:`/`before:`/`on:` are engine
+    expressions on the note's date (`day`, read as the local index reads it).
+    """
+
+    OUTPUT_FIELDS = ("node_id", "content_hash", "vault", "path")
+
+    __slots__ = ("_engine_expr", "_more_notes", "_more_paths", "_more_shards", "_more_tokens", "_scope")
+
+    def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
+        super().__init__(
+            base._owner,
+            base.version,
+            base.notes,  # type: ignore[arg-type]
+            base.shards,  # type: ignore[arg-type]
+            base._by_path,
+            base.neighbours,  # type: ignore[arg-type]
+            base._bm25,
+            base._dense,
+            base._context,
+            states=base._states,
+        )
+        self._released = True  # the base view holds the pin and releases it
+        self._scope = scope
+        self._more_notes: dict[str, Note] = {}
+        self._more_shards: dict[str, Shard] = {}
+        self._more_paths: dict[str, list[str]] = {}
+        self._more_tokens: dict[str, Counter[str]] = {}
+        self.notes = _Overlay(base.notes, self._more_notes)
+        self.shards = _Overlay(base.shards, self._more_shards)
+        self._by_path = _Overlay(base._by_path, self._more_paths)  # type: ignore[assignment]
+        self._engine_expr = self._scope_expr()
+
+    # -- filters ------------------------------------------------------------------------------
+    def _scope_expr(self) -> tuple[str, str]:
+        """(this vault's part, the other vaults' part) of the engine filter ("" when not covered)."""
+        sc, own = self._scope, self._index.vault_name
+        mine = f"vault == {quote(own)}" if sc.everything or own in sc.vaults else ""
+        others = [v for v in sc.vaults if v not in (own, ALL_VAULTS)]
+        if sc.everything:
+            theirs = f"vault != {quote(own)}"
+        elif others:
+            theirs = f"vault in [{', '.join(quote(v) for v in others)}]"
+        else:
+            theirs = ""
+        if theirs:
+            theirs = " and ".join(
+                [theirs, *(f"array_contains(tags, {quote(t)})" for t in sc.tags), *self._days_expr()]
+            )
+        return mine, theirs
+
+    def _days_expr(self) -> list[str]:
+        """after:/before:/on: on other vaults' rows: their notes' dates, or their file times in a
+        collection made before rows held dates (the date a note without a date field has)."""
+        if self._scope.days is None:
+            return []
+        lo, hi = self._scope.days
+        if "day" in self._index.engine.fields:
+            return [f"day >= {max(lo, 1)}", f"day < {hi}"]
+        return [f"mtime >= {_day_start(lo)}", f"mtime < {_day_start(hi)}"]
+
+    def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
+        mine, theirs = self._engine_expr
+        if mine and allowed is not None:
+            mine = f"{mine} and {self._allowed_expr(allowed)}"
+        scope = " or ".join(f"({p})" for p in (mine, theirs) if p)
+        return f"({scope}) and {extra}" if extra else scope
+
+    def _passes(self, shard: Shard, note: Note | None) -> bool:
+        """Another vault's shard under the query's path:, file:, section:, -word and [property] filters."""
+        sc = self._scope
+        low = shard.path.partition("/")[2].lower()  # its path in its vault, as path: reads this vault's
+        if sc.paths and not all(p.lower() in low for p in sc.paths):
+            return False
+        if sc.files and not all(f.lower() in low.rsplit("/", 1)[-1] for f in sc.files):
+            return False
+        if sc.sections and not all(
+            any(x.lower() in h.lower() for h in shard.heading_path) for x in sc.sections
+        ):
+            return False
+        if sc.note_passes is not None and not sc.note_passes(note.frontmatter if note is not None else {}):
+            return False
+        if sc.excluded and note is not None:
+            for nid in self._more_paths.get(note.path, ()):
+                toks = self._more_tokens.get(nid, Counter())
+                if any(ex and all(t in toks for t in tokenize(ex)) for ex in sc.excluded):
+                    return False
+        return True
+
+    # -- other vaults' rows -------------------------------------------------------------------
+    def _read(self, rows: Iterable[dict[str, Any]]) -> list[tuple[str, float]]:
+        """(node_id, engine score) of the rows this view reads, this vault's and the others' alike."""
+        own = self._index.vault_name
+        rows = [r.get("entity", r) | {"distance": r.get("distance", 0.0)} for r in rows]
+        self._load(
+            {(r["vault"], r["path"]) for r in rows if r.get("vault") != own}
+            - {(v, p) for v, p in self._loaded()}
+        )
+        out = []
+        for r in rows:
+            if r.get("vault") == own:
+                nid = self._current(r)
+            else:
+                nid = foreign_key(r["vault"], r["node_id"])
+                shard = self._more_shards.get(nid)
+                if shard is None or shard.hash != r.get("content_hash"):
+                    continue
+                if not self._passes(shard, self._more_notes.get(shard.path)):
+                    continue
+            if nid is not None:
+                out.append((nid, float(r["distance"])))
+        return out
+
+    def _loaded(self) -> Iterator[tuple[str, str]]:
+        for key in self._more_notes:
+            vault, _, path = key[len(FOREIGN) :].partition("/")
+            yield vault, path
+
+    def _load(self, wanted: set[tuple[str, str]]) -> None:
+        """Read the notes of other vaults named in `wanted` whole (one query per vault and 100 notes)."""
+        by_vault: dict[str, list[str]] = {}
+        for vault, path in wanted:
+            by_vault.setdefault(vault, []).append(path)
+        ix = self._index
+        for vault, paths in sorted(by_vault.items()):
+            paths.sort()
+            for i in range(0, len(paths), 100):
+                part = paths[i : i + 100]
+                expr = f"vault == {quote(vault)} and path in [{', '.join(quote(p) for p in part)}]"
+                rows = ix.engine.call(
+                    "read",
+                    methodcaller(
+                        "query",
+                        ix.engine.collection,
+                        filter=expr,
+                        output_fields=ix.engine.row_fields(),
+                        limit=MAX_LIMIT,
+                    ),
+                )
+                notes: dict[str, list[dict[str, Any]]] = {}
+                for r in rows:
+                    notes.setdefault(r["path"], []).append(r)
+                for path, parts in notes.items():
+                    self._add_note(vault, path, parts)
+
+    def _add_note(self, vault: str, path: str, rows: list[dict[str, Any]]) -> None:
+        note, shards, tokens = foreign_note(vault, path, rows)
+        for sh in shards:
+            self._more_shards[sh.node_id] = sh
+        self._more_tokens.update(tokens)
+        self._more_paths[note.path] = [sh.node_id for sh in shards]
+        self._more_notes[note.path] = note
+
+    # -- reads --------------------------------------------------------------------------------
+    def modified(self, path: str) -> int | None:
+        other = self._more_notes.get(path)
+        if other is None:
+            return super().modified(path)
+        seconds = int(other.metadata.get("mtime") or 0) if isinstance(other.metadata, dict) else 0
+        return seconds * 1_000_000_000 if seconds > 0 else None  # its file time, as its vault recorded it
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        more = self._more_tokens.get(node_id)
+        return more.keys() if more is not None else super().tokens(node_id)
+
+    def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
+        """BM25 of this vault's and other vaults' candidates alike, with this vault's statistics.
+
+        Milvus Lite keeps BM25 statistics per segment (a word in 1 of 515 rows, alone in a
+        3-row segment of another vault, scored 0.9 there against 6.3 for common words in a
+        big one), so the engine's scores of two vaults do not compare. Every candidate is
+        scored with this view's idf, average length, k1 and b instead; a word this vault
+        lacks counts as a word of no document here.
+        """
+        own = [n for n in ids if n not in self._more_tokens]
+        out = self._bm25.get_scores(tokens, keys=own) if own else {}
+        bm = self._bm25
+        idf, avgdl, n = bm.idf(), bm.avgdl or 1.0, len(bm)
+        unseen = math.log(n + 0.5) - math.log(0.5)
+        for nid in ids:
+            counts = self._more_tokens.get(nid)
+            if counts is None:
+                continue
+            dl = sum(counts.values())
+            score = 0.0
+            for t in tokens:
+                tf = counts.get(t, 0)
+                if tf:
+                    known = idf.get(t)
+                    w = unseen if known is None else known
+                    score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
+            out[nid] = score
+        return out
+
+    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
+
+    def bm25_top_spread(
+        self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
+    ) -> list[Hit]:
+        # Turns read with their neighbours' words are this vault's alone: a team search ranks
+        # every vault's own words, so that the vaults compare.
+        return self.bm25_top(tokens, k, allowed)
+
+    def vector(self, node_id: str) -> np.ndarray | None:
+        return None if node_id in self._more_shards else super().vector(node_id)
+
+    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+        return MilvusSnapshot.widen(self, scope)
+
+    def _first_fetch(self, k: int) -> int:
+        return k  # the notes of several vaults: no estimate of the rows a ranking needs
+
+    def _searchable(self, allowed: Restriction | None) -> bool:
+        return True  # a restriction narrows this vault's rows; other vaults' rows stay searchable
+
+    def _context_top(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
+    ) -> list[list[Hit]]:
+        return [[] for _ in range(len(np.atleast_2d(queries)))]  # dialog context is this vault's alone
