@@ -217,6 +217,10 @@ class ExperimentalSettings:
     """Weight of the notes of a person the query names (explorer.search.memory; 1: off)."""
     date_weight: Annotated[float, Range(0, 10)] = 0.5
     """Share of the best fused score a turn recorded on the day the query names gains (0: off)."""
+    answer_weight: Annotated[float, Range(0, 10)] = 0.4
+    """Share of a turn's fused score the next turn gains when it asks a person the query names (0: off)."""
+    asking_discount: Annotated[float, Range(0, 1)] = 0.2
+    """Share of its fused score such an asking turn loses (the answer is in the reply)."""
     dialog_words: Annotated[float, Range(0, 10)] = 0.5
     """Share of the adjacent turns' words in a turn's BM25 document (0: its own words only)."""
     recency_weight: Annotated[float, Range(0, 1)] = 0.1

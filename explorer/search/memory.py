@@ -134,9 +134,22 @@ def owner_weights(
     return weight
 
 
+_TURN_NUMBER = re.compile(r"(?:^|/)turn_(\d+)(?:/|\.md$)")
+
+
+def _turn_number(path: str, frontmatter: Mapping[str, Any], metadata: Mapping[str, Any]) -> int | None:
+    """A turn note's number as the index reads it: `turn_id` (frontmatter, then metadata), else `turn_NNNNNN`."""
+    for source in (frontmatter, metadata):
+        value = source.get("turn_id")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    m = _TURN_NUMBER.search(path)
+    return int(m.group(1)) if m else None
+
+
 class Dialog:
     """Adjacent turns of the vault's conversations: turn n and n + 1 of the same recorded session (the index's),
-    and the day each such turn was recorded on (frontmatter `date`, else metadata `timestamp`)."""
+    the day each such turn was recorded on (frontmatter `date`, else metadata `timestamp`), and the turn after each."""
 
     def __init__(
         self, neighbours: Mapping[str, tuple[str, ...]], notes: Mapping[str, Any] | None = None
@@ -145,15 +158,26 @@ class Dialog:
             path: tuple(sorted(near)) for path, near in neighbours.items()
         }
         self.days: dict[str, date] = {}
+        self.following: dict[str, str] = {}
+        """Turn path -> the next turn of its session (the reply to it), when the index holds one."""
+        numbers: dict[str, int] = {}
         for path in self.neighbours:
             note = (notes or {}).get(path)
             if note is None:
                 continue
             fm = note.frontmatter if isinstance(note.frontmatter, dict) else {}
             meta = note.metadata if isinstance(note.metadata, dict) else {}
+            number = _turn_number(path, fm, meta)
+            if number is not None:
+                numbers[path] = number
             day = note_day(fm.get("date")) or note_day(meta.get("timestamp"))
             if day is not None:
                 self.days[path] = day
+        for path, near in self.neighbours.items():
+            own = numbers.get(path)
+            after = [p for p in near if own is not None and numbers.get(p, own) > own]
+            if after:
+                self.following[path] = min(after, key=lambda p: numbers[p])
 
 
 class MemoryCache:
@@ -239,6 +263,88 @@ def lift_by_date(
         changed = True
     if changed:
         out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
+    return out
+
+
+def asks(text: str) -> bool:
+    """Whether a turn's text asks: its first paragraph ends with a question mark ("You play any instruments?")."""
+    first = text.strip().split("\n\n", 1)[0].rstrip()
+    return first.endswith("?")
+
+
+def lift_answers(
+    fused: list[Fused],
+    index: Snapshot,
+    dialog: Dialog,
+    favoured: frozenset[str],
+    share: float,
+    discount: float,
+) -> list[Fused]:
+    """A question to a named person: the turn that asks it lends its score to the reply, the next turn.
+
+    When a query names someone, a turn of someone else that asks (`asks`) and whose next turn in
+    the session is the named person's matches the query's words, but the answer is in the reply
+    ("You play any instruments?" - "Yeah, I play clarinet!"). The reply gains `share` of the asking
+    turn's fused score (one more contribution, retriever `answer`, raw score = the asking turn's
+    score; a reply no ranking retrieved enters the list with it alone), and the asking turn loses
+    `discount` of its own (retriever `asks`, a negative contribution), so contributions still sum
+    to the fused score. Unchanged when nobody is named or `share` is 0.
+    """
+    if share <= 0.0 or not favoured or not dialog.following or not fused:
+        return fused
+    shards = index.shards
+    gains: dict[str, tuple[float, Fused]] = {}
+    seen: set[str] = set()
+    out = list(fused)
+    for i, f in enumerate(out):
+        shard = shards.get(f.node_id)
+        if shard is None or shard.path in seen:
+            continue
+        seen.add(shard.path)
+        reply = dialog.following.get(shard.path)
+        if shard.path in favoured or reply is None or reply not in favoured or not asks(shard.text):
+            continue
+        if reply not in gains or gains[reply][0] < share * f.score:
+            gains[reply] = (share * f.score, f)
+        if discount > 0.0:
+            loss = Contribution(
+                term=reply,
+                retriever="asks",
+                rank=1,
+                raw_score=round(f.score, 6),
+                retriever_weight=-discount,
+                term_weight=1.0,
+                source_weight=1.0,
+                contribution=-discount * f.score,
+            )
+            out[i] = Fused(f.node_id, f.score + loss.contribution, (*f.contributions, loss), f.best_rank)
+    if not gains:
+        return fused
+    best: dict[str, int] = {}
+    for i, f in enumerate(out):
+        shard = shards.get(f.node_id)
+        if shard is not None and shard.path in gains and shard.path not in best:
+            best[shard.path] = i
+    for reply, (gain, asking) in gains.items():
+        asker = shards.get(asking.node_id)
+        extra = Contribution(
+            term=asker.path if asker is not None else asking.node_id,
+            retriever="answer",
+            rank=1,
+            raw_score=round(asking.score, 6),
+            retriever_weight=share,
+            term_weight=1.0,
+            source_weight=1.0,
+            contribution=gain,
+        )
+        if reply in best:
+            f = out[best[reply]]
+            out[best[reply]] = Fused(f.node_id, f.score + gain, (*f.contributions, extra), f.best_rank)
+            continue
+        ids = index.shard_ids(reply)
+        if ids:
+            out.append(Fused(ids[0], gain, (extra,), asking.best_rank))
+    out.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
     return out
 
 

@@ -20,7 +20,7 @@ from explorer.config import Settings
 from explorer.index.backend import Snapshot
 from explorer.search.fusion import Entry, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
-from explorer.search.memory import Dialog, lift_by_date
+from explorer.search.memory import Dialog, lift_answers, lift_by_date
 from explorer.search.notefilters import recency_factor
 from explorer.search.quality import COS_FLOOR, SUFFICIENT, assess
 from explorer.search.query import ParsedQuery
@@ -295,7 +295,7 @@ class Passes:
             out.analysis = replace(out.analysis, pass2="pass 2 found no entry pass 1 had not")
 
     def fuse(self, rankings: list[Ranking], pass_: int, run: Run, dialog: bool = True) -> list[Entry]:
-        """Weighted RRF (or score fusion) over `rankings`, turns lifted by date, aggregated to notes."""
+        """Weighted RRF (or score fusion) over `rankings`, turns lifted by date and replies to questions, aggregated to notes."""
         s = self.settings.experimental
         snap = run.snap
         weight = run.weight or source_weights(snap, self._weights)
@@ -305,6 +305,7 @@ class Passes:
             fused = rrf(rankings, s.rrf_k, weight)
         if dialog and run.dialog is not None and run.fusion == "score":
             fused = lift_by_date(fused, snap, run.dialog, run.spans, s.date_weight)
+            fused = lift_answers(fused, snap, run.dialog, run.favoured, s.answer_weight, s.asking_discount)
         shards = snap.shards
 
         def path_of(node_id: str) -> str | None:
