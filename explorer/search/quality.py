@@ -22,7 +22,7 @@ LEAD_WEIGHT = 0.2
 #: The same two levels in a vault of conversation turns, whose score runs lower (a question naming
 #: someone is capped by the evidence about them): chosen leaving one LoCoMo conversation out.
 TURN_HIGH = 0.60
-TURN_MEDIUM = 0.10
+TURN_MEDIUM = 0.08
 #: Score at or above which pass 1 is enough (two-pass analysis, knowledge-first early return): the
 #: ranking's own bar, measured with the ranking (BENCHMARKS.md), apart from what the levels say.
 SUFFICIENT = 0.75
@@ -47,7 +47,7 @@ OTHER_WEIGHT = 0.8
 LEAD_FLAG = 0.08
 #: With someone named, `matched` below this flags "no good match": the results are weak in themselves
 #: (with nobody named the bar is MEDIUM). Chosen on LoCoMo leaving one conversation out.
-WEAK = 0.2
+WEAK = 0.1
 #: Diminishing returns: result overlap with the previous search above which it warns.
 OVERLAP = 0.8
 #: Diminishing returns: this many searches within MANY_WINDOW_S seconds is "many".
