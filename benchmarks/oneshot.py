@@ -74,6 +74,11 @@ def _serve(src: Path, vault: Path, warm_s: float) -> subprocess.Popen:
     raise RuntimeError("explorer watch did not start serving")
 
 
+def _has_local(src: Path) -> bool:
+    """Whether tree `src`'s `explorer search` knows `--local` (trees before the search server do not)."""
+    return any('"--local"' in f.read_text(encoding="utf-8") for f in (src / "explorer").rglob("*.py"))
+
+
 def _cpu_children() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -91,7 +96,7 @@ def _one(
     cmd = [sys.executable, "-m", "explorer", "search", query, "--vault", str(vault)]
     if not text:
         cmd.append("--json")
-    if not served:
+    if not served and _has_local(src):  # a tree from before the served search searches locally anyway
         cmd.append("--local")
     if cache is not None:
         cmd += ["--set", f"index.cache_dir={cache}"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -128,6 +128,8 @@ class BM25Index:
         self._base_terms: list[str] = []
         self._base_dead = np.zeros(0, dtype=bool)
         self._base_ndead = 0
+        self._base_dead_df: dict[str, int] = {}
+        """Per term, the documents of the base segment that hold it and were removed since it was loaded."""
         self._base: dict[str, np.ndarray] = {}
         self._owned: set[str] | None = None
         """Terms whose posting dict this index may change in place (None: all; see `fork`)."""
@@ -162,6 +164,7 @@ class BM25Index:
         twin._base_terms = self._base_terms
         twin._base_dead = self._base_dead.copy()
         twin._base_ndead = self._base_ndead
+        twin._base_dead_df = dict(self._base_dead_df)
         twin._base = self._base
         twin._owned = set()
         return twin
@@ -235,6 +238,9 @@ class BM25Index:
             self._base_dead[slot] = True
             self._base_ndead += 1
             counts = self._base_doc_terms(slot)
+            dead_df = self._base_dead_df
+            for term in counts:
+                dead_df[term] = dead_df.get(term, 0) + 1
         else:
             counts = self._doc_terms[slot] or {}
         owned = self._owned
@@ -339,9 +345,7 @@ class BM25Index:
         if tid is not None:
             ptr = self._base["post_ptr"]
             lo, hi = int(ptr[tid]), int(ptr[tid + 1])
-            df += hi - lo
-            if self._base_ndead and hi > lo:
-                df -= int(np.count_nonzero(self._base_dead[self._base["post_doc"][lo:hi]]))
+            df += hi - lo - self._base_dead_df.get(term, 0)
         return df
 
     def doc_freq(self, term: str) -> int:
@@ -363,6 +367,19 @@ class BM25Index:
             return self._base_doc_terms(slot)
         counts = self._doc_terms[slot]
         return counts if counts is not None else {}
+
+    def tokens(self, key: str) -> Collection[str]:
+        """The distinct terms of document `key` (empty when absent): `terms(key)` without the counts,
+        which for a document of a loaded segment costs a list of its terms instead of a dict."""
+        slot = self._slot_of.get(key)
+        if slot is None:
+            return ()
+        if self._is_base(slot):
+            b = self._base
+            lo, hi = int(b["doc_ptr"][slot]), int(b["doc_ptr"][slot + 1])
+            return list(map(self._base_terms.__getitem__, b["fwd_term"][lo:hi].tolist()))
+        counts = self._doc_terms[slot]
+        return counts.keys() if counts is not None else ()
 
     # -- the base segment -------------------------------------------------------------------
     def _is_base(self, slot: int) -> bool:
@@ -393,6 +410,7 @@ class BM25Index:
         self._base_vocab = {t: i for i, t in enumerate(vocab)}
         self._base_dead = np.zeros(n, dtype=bool)
         self._base_ndead = 0
+        self._base_dead_df = {}
         self._slot_of = dict(zip(keys, range(n)))
         self._key_of = list(keys)
         self._doc_terms = [None] * n

@@ -15,7 +15,7 @@ its version while the batch lands, and no search copies anything.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, KeysView, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -94,8 +94,8 @@ class IndexReader:
         """Snapshots not released yet."""
         self._shared: set[str] = set()
         """Parts a snapshot reads as they are (see PARTS): forked before a change."""
-        self._links: LinkGraph | None = None
-        self._links_version = -1
+        self._graph: tuple[int, LinkGraph] | None = None
+        """The last wikilink graph built and its version: one attribute replaced whole, read without the lock."""
         self._classic: ClassicIndex | None = None
 
     # -- copy-on-write ----------------------------------------------------------------------
@@ -153,24 +153,29 @@ class IndexReader:
 
     # -- links and the classic tools --------------------------------------------------------
     def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph:
-        """The wikilink graph of `notes`, the notes of a snapshot at `version` (the current graph when current)."""
-        with self.lock:
-            if version == self.version:
-                return self.links()
-            if self._links is not None and self._links_version == version:
-                return self._links
+        """The wikilink graph of `notes`, the notes of a snapshot at `version` (they do not change).
+
+        Without the lock: the graph already built for `version` is returned as it is; else it is
+        built here from `notes` and kept unless a newer one was kept meanwhile. A reader resolving
+        names (the note view, embeds) never waits for a writer's batch.
+        """
+        graph = self._graph
+        if graph is not None and graph[0] == version:
+            return graph[1]
+        if version == self.version:
+            self.complete_notes(None)  # one pass over the store for every lazily opened note
         for p in [p for p in (pending_of(n) for n in list(notes.values())) if p is not None]:
             p.load()
-        return LinkGraph(notes)
+        built = LinkGraph(notes)
+        graph = self._graph
+        if graph is None or graph[0] < version:
+            self._graph = (version, built)
+        return built
 
     def links(self) -> LinkGraph:
         """Wikilink graph of the current notes (rebuilt when the index changed)."""
         with self.lock:
-            if self._links is None or self._links_version != self.version:
-                self.complete_notes(None)
-                self._links = LinkGraph(self.notes)
-                self._links_version = self.version
-            return self._links
+            return self.links_at(self.version, self.notes)
 
     def classic(self) -> ClassicIndex:
         """The positional index of the classic cursor tools over the same notes.
@@ -243,9 +248,9 @@ class IndexReader:
         with self.lock:
             return sorted(p for p in self.states if p == folder or p.startswith(prefix))
 
-    def tokens(self, node_id: str) -> KeysView[str]:
+    def tokens(self, node_id: str) -> Collection[str]:
         """The distinct BM25 tokens of a shard."""
-        return self.bm25.terms(node_id).keys()
+        return self.bm25.tokens(node_id)
 
     def pending(self) -> list[Shard]:
         """Shards that have no vector yet: no vector of their own, or (a conversation turn) no dialog-context vector."""

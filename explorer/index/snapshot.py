@@ -103,7 +103,7 @@ class LocalSnapshot:
         return state.mtime_ns if state is not None else None
 
     def tokens(self, node_id: str) -> Collection[str]:
-        return self._bm25.terms(node_id).keys()
+        return self._bm25.tokens(node_id)
 
     def links(self) -> LinkGraph:
         return self._owner.links_at(self.version, self.notes)

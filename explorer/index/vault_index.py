@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterable, KeysView, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -369,7 +369,7 @@ class VaultIndex:
         """Known files (notes and skipped files) at or below a vault-relative folder; '' is the root."""
         return self.reader.paths_under(folder)
 
-    def tokens(self, node_id: str) -> KeysView[str]:
+    def tokens(self, node_id: str) -> Collection[str]:
         """The distinct BM25 tokens of a shard."""
         return self.reader.tokens(node_id)
 

@@ -200,7 +200,7 @@ class IndexWriter:
                 self.keeper.fault(exc)
         changed = uncovered + len(report.added) + len(report.changed) + len(report.removed)
         if changed and changed * 10 >= max(len(self.reader.notes), 1):
-            self.save_segment()
+            self.save_segment(adopt=True)
         self.vectors.prune_if_worth_it()
         report.ms = (time.perf_counter() - t0) * 1000
         return report
@@ -237,8 +237,15 @@ class IndexWriter:
             self.reader.bm25.remove(key)
         return covered
 
-    def save_segment(self) -> None:
-        """Save the lexical index as one segment so that the next open loads arrays instead of rebuilding postings."""
+    def save_segment(self, adopt: bool = False) -> None:
+        """Save the lexical index as one segment so that the next open loads arrays instead of rebuilding postings.
+
+        With `adopt`, the index then reads the segment's arrays itself, as an index opened from
+        the store does: after a first index, the term counts the writer built one note at a time
+        (a dict per term and per shard, millions of small objects at 10k notes) give way to the
+        compact arrays, so a search costs what it costs after a restart and the objects no longer
+        weigh on memory and the garbage collector. The scores are the same.
+        """
         with self.reader.lock:
             notes = [(p, self.reader.states[p].hash) for p in self.reader.notes if p in self.reader.states]
             keys: list[str] = []
@@ -246,7 +253,12 @@ class IndexWriter:
             for path, _h in notes:
                 keys.extend(self.reader.shards_by_path.get(path, ()))
                 ptr.append(len(keys))
-            vocab, arrays = self.reader.bm25.export(keys)
+            old = self.reader.bm25
+            vocab, arrays = old.export(keys)
+            if adopt and len(keys) == len(old):  # the segment holds every document
+                compact = BM25Index(old.k1, old.b, old.epsilon)
+                compact.load_base(keys, vocab, arrays)
+                self.reader.bm25 = compact  # a snapshot holding the old index keeps it
         self.keeper.save(lambda: self.keeper.store.save_segment(notes, np.asarray(ptr), keys, vocab, arrays))
 
     def refresh(

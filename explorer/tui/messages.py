@@ -106,6 +106,17 @@ class SearchFinished(Message, bubble=False):
 
 
 @dataclass
+class ContextsPrepared(Message, bubble=False):
+    """The context pane's first windows of a final stage's other results, built in the search worker
+    after that stage was posted (its first result's came with it)."""
+
+    seq: int
+    """Sequence number of the search."""
+    contexts: tuple[Any, ...]
+    """A `PreparedContext` per result after the first (those whose note is indexed), in result order."""
+
+
+@dataclass
 class SearchFailed(Message, bubble=False):
     """A search could not run (bad query, or an error in a stage)."""
 

@@ -11,7 +11,7 @@ from explorer.config import Settings
 from explorer.index.windows import query_words
 from explorer.search.query import parse_query
 from explorer.search.schema import SearchResults
-from explorer.tui.messages import SearchFailed, SearchFinished
+from explorer.tui.messages import ContextsPrepared, SearchFailed, SearchFinished
 from explorer.tui.widgets.context_pane import prepare_context
 from explorer.tui.widgets.results import RowLayout, prepare_rows
 
@@ -110,7 +110,8 @@ def search_in_thread(
 
     What the screen draws from a stage is built here too, so the UI thread only draws it: the result
     rows (`prepare_rows`, for the list's row layout) and, for a final stage, the context pane's window
-    of the first result (`prepare_context`, at the pane's window size): `layout` is (row layout, window size)."""
+    of the first result (`prepare_context`, at the pane's window size; the other results' windows
+    follow in a `ContextsPrepared`): `layout` is (row layout, window size)."""
     from explorer.search.pipeline import SearchCancelled
 
     def cancelled() -> bool:
@@ -127,8 +128,21 @@ def search_in_thread(
         # A lexical first stage is seldom drawn (the full one follows within the hold): no window for it.
         ready = final and not cancelled()
         context = prepare_context(index, first, words, phrases, chars) if ready else None
+        if cancelled():
+            return
+        post(SearchFinished(seq, query, results, stage, final, rows, context))
+        if not ready or len(results.results) < 2:
+            return
+        # Then every other result's window, so moving down the list draws what is computed here.
+        others = []
+        for result in results.results[1:]:
+            if cancelled():
+                return
+            prepared = prepare_context(index, result, words, phrases, chars)
+            if prepared is not None:
+                others.append(prepared)
         if not cancelled():
-            post(SearchFinished(seq, query, results, stage, final, rows, context))
+            post(ContextsPrepared(seq, tuple(others)))
 
     try:
         error = run_stages(job, pipeline, index, settings, found, cancelled)

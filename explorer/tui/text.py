@@ -84,7 +84,11 @@ class NoteSource:
 
 
 def note_source(
-    note: Note, embeds: Sequence[Any] = (), note_of: Callable[[str], Note | None] | None = None
+    note: Note,
+    embeds: Sequence[Any] = (),
+    note_of: Callable[[str], Note | None] | None = None,
+    start: int = 0,
+    end: int | None = None,
 ) -> NoteSource:
     """The note's text for the Markdown widget, line for line with the raw text but for embed boxes.
 
@@ -95,11 +99,15 @@ def note_source(
     (`explorer.index.transclusion.Embed`, looked up in its note through `note_of`) is inserted
     below its line as a quoted box headed by its source node_id; `NoteSource.line` maps raw
     lines past it.
+
+    `start`/`end` (line starts) give a part of the note: the parts of a note, in order, add up to
+    the whole note's source (`embeds` are then those whose link lies in the part).
     """
     text = note.text
+    end = len(text) if end is None else end
     out: list[str] = []
-    pos = 0
-    if note.body_start > 0:
+    pos = start
+    if note.body_start > 0 and start == 0:
         front = text[: note.body_start]
         lines = front.split("\n")
         if note.frontmatter:
@@ -113,7 +121,7 @@ def note_source(
         out.append("\n".join(lines))
         pos = note.body_start
     inserted: list[tuple[int, int]] = []
-    body = _span_markdown(note, pos, len(text), embeds, note_of, inserted)
+    body = _span_markdown(note, pos, max(pos, end), embeds, note_of, inserted)
     return NoteSource("".join(out) + body, tuple(inserted))
 
 

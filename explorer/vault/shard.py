@@ -6,6 +6,7 @@ import bisect
 import hashlib
 import re
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 from explorer.vault.model import Heading, Note, Shard
 from explorer.vault.parse import display_text
@@ -17,6 +18,8 @@ _SENTENCE_END = frozenset(".!?。！？")
 
 
 _EIGHT = re.compile(r"\w{8}")
+#: A piece with the whitespace before it (only whitespace lies between two pieces).
+_GAP_PIECE = re.compile(r"\s*(?:" + _PIECE.pattern + ")")
 
 
 def estimate_tokens(text: str) -> int:
@@ -283,59 +286,58 @@ def _strip(text: str, start: int, end: int) -> tuple[int, int]:
 
 def _pieces(text: str, start: int, end: int, max_tokens: int, overlap: int) -> list[tuple[int, int]]:
     """Split text[start:end] into spans of at most ~max_tokens estimated word pieces."""
-    if estimate_tokens(text[start:end]) <= max_tokens:
-        return [(start, end)]
-    # A piece costs 1 + len // 8: non-word pieces are single characters, so this equals _cost.
-    tokens = [(a, b, 1 + (b - a) // 8) for a, b in (m.span() for m in _PIECE.finditer(text, start, end))]
-    total = sum(t[2] for t in tokens)
-    if total <= max_tokens or len(tokens) < 2:
+    # One regex scan in C finds each piece with the whitespace before it (only whitespace lies
+    # between two pieces): a piece ends where its run ends, and is that run without its gap. A
+    # piece costs 1 + len // 8 (non-word pieces are single characters, so this equals `_cost`);
+    # `cum` sums the costs, so each span's budget is a bisection rather than a step per piece.
+    # A span within `max_tokens` comes back whole, as when `estimate_tokens` of it is (that
+    # estimate is never below this sum).
+    runs = _GAP_PIECE.findall(text, start, end)
+    n = len(runs)
+    ends = list(accumulate(map(len, runs), initial=start))[1:]
+    sizes = list(map(len, map(str.lstrip, runs)))
+    starts = list(map(int.__sub__, ends, sizes))
+    cum = list(map(int.__add__, range(n + 1), accumulate(map((8).__rfloordiv__, sizes), initial=0)))
+    if cum[n] <= max_tokens or n < 2:
         return [(start, end)]
     max_tokens = max(max_tokens, 8)
     overlap = max(0, min(overlap, max_tokens // 2))
     pieces: list[tuple[int, int]] = []
     i = 0
-    n = len(tokens)
     while i < n:
-        budget = 0
-        j = i
-        while j < n and budget + tokens[j][2] <= max_tokens:
-            budget += tokens[j][2]
-            j += 1
-        j = max(j, i + 1)
+        # The most pieces from i whose costs fit the budget (costs are >= 1, so `cum` rises).
+        j = max(bisect.bisect_right(cum, cum[i] + max_tokens) - 1, i + 1)
         if j < n:
-            j = _best_break(text, tokens, i, j)
-        piece_start = tokens[i][0] if pieces else start
-        piece_end = tokens[j - 1][1] if j < n else end
+            j = _best_break(text, starts, ends, i, j)
+        piece_start = starts[i] if pieces else start
+        piece_end = ends[j - 1] if j < n else end
         pieces.append((piece_start, piece_end))
         if j >= n:
             break
         # Step back about `overlap` tokens, to a sentence start when one is near.
-        back = 0
-        k = j
-        while k > i + 1 and back + tokens[k - 1][2] <= overlap:
-            k -= 1
-            back += tokens[k][2]
+        k = max(bisect.bisect_left(cum, cum[j] - overlap), i + 1)
         for s in range(k, j):
-            if s > 0 and text[tokens[s - 1][0]] in _SENTENCE_END:
+            if s > 0 and text[starts[s - 1]] in _SENTENCE_END:
                 k = s
                 break
         i = k if k > i else j
     return pieces
 
 
-def _best_break(text: str, tokens: list[tuple[int, int, int]], i: int, j: int) -> int:
+def _best_break(text: str, starts: list[int], ends: list[int], i: int, j: int) -> int:
     """Pick an end index in (i, j] that falls on the strongest break in the window's last 40 %."""
     lo = i + max(1, int((j - i) * 0.6))
     best, best_q = j, 0
+    n = len(starts)
     for e in range(j, lo - 1, -1):
-        gap = text[tokens[e - 1][1] : tokens[e][0]] if e < len(tokens) else "\n\n"
+        gap = text[ends[e - 1] : starts[e]] if e < n else "\n\n"
         q = (
             3
             if gap.count("\n") >= 2
             else 2
             if "\n" in gap
             else 1
-            if text[tokens[e - 1][0]] in _SENTENCE_END
+            if text[starts[e - 1]] in _SENTENCE_END
             else 0
         )
         if q > best_q:

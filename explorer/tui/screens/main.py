@@ -19,6 +19,7 @@ from explorer.tui import keys, launch
 from explorer.tui.host import Host
 from explorer.tui.marks import missing_marked, save_mark
 from explorer.tui.messages import (
+    ContextsPrepared,
     EditNote,
     IndexOpened,
     IndexUnavailable,
@@ -81,7 +82,8 @@ class MainScreen(Screen):
         self._context_pending_since = 0.0
         self._tree_choice: bool | None = None
         self._started_model = ""
-        self._prepared: PreparedContext | None = None
+        self._prepared: dict[str, PreparedContext] = {}
+        """The context pane's windows the search worker built, by note path (the shown results')."""
         self.results_model = ""
         """The model state when the shown results were computed (they upgrade once it is `ready`)."""
         self.shown_query = ""
@@ -267,7 +269,8 @@ class MainScreen(Screen):
         previous = results_list.selected
         if previous is not None and results_list.results and previous is results_list.results[0]:
             previous = None  # the automatic first highlight is no choice to keep
-        self.results, self._prepared = results, message.context
+        self.results = results
+        self._prepared = {message.context.path: message.context} if message.context is not None else {}
         self.stage = message.stage
         self.shown_query = message.query
         self.results_model = self._started_model
@@ -286,6 +289,14 @@ class MainScreen(Screen):
             if self.focused is self.query_one(SearchBox):
                 self.query_one(ResultsList).focus()
         self.post_message(ResultsShown(results, message.stage, message.final))
+
+    def on_contexts_prepared(self, message: ContextsPrepared) -> None:
+        """The other results' windows, computed in the search worker: the pane draws them as the
+        highlight moves down the list instead of computing them on the UI thread."""
+        if message.seq != self._seq or self.results is None:
+            return
+        for prepared in message.contexts:
+            self._prepared.setdefault(prepared.path, prepared)
 
     def on_search_failed(self, message: SearchFailed) -> None:
         """Say why the search could not run."""
@@ -342,7 +353,8 @@ class MainScreen(Screen):
     def _show_selected(self) -> None:
         res = self.selected
         index = self.explorer.index
-        self.query_one(ContextPane).show(index, res, self.words, self.phrases, self._prepared)
+        prepared = self._prepared.get(res.document_path) if res is not None else None
+        self.query_one(ContextPane).show(index, res, self.words, self.phrases, prepared)
         why_visible = self.query_one(TabbedContent).active == "tab-why"
         why = self.query_one(WhyPane)
         why.pipeline = self.explorer.pipeline

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, cast
 
 from textual import events, on
@@ -16,6 +17,7 @@ from textual.widgets import Markdown, OptionList, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.option_list import Option
 
+from explorer.index.pinned import PinnedNames
 from explorer.index.transclusion import embeds_in
 from explorer.tui import keys, launch
 from explorer.tui.host import Host
@@ -35,12 +37,13 @@ from explorer.vault.shard import link_heading
 #: about 40 ms per KB, the plain view (`LongText`) draws only the rows on screen.
 PLAIN_VIEW_CHARS = 64_000
 
-#: Longer Markdown notes show about this much first (a screenful at 160 columns); the rest is
-#: appended after the first frame, REST_CHUNK_CHARS at a time (each a frame of its own, so keys
-#: typed meanwhile are answered between them). Textual's Markdown widget mounts a widget per block:
-#: a note's first screen costs what its first part holds (BENCHMARKS.md, note view).
+#: A long Markdown note shows a screenful first: its lines up to the first blank line (outside code
+#: fences) once they fill the view's rows, FIRST_SCREEN_CHARS at most. Textual's Markdown widget
+#: mounts a widget per block, so the first frame costs what that part holds, whatever the note's size
+#: (BENCHMARKS.md, note view). The rest is appended after that frame, REST_CHUNK_CHARS at a time, each
+#: part a frame of its own, so keys typed meanwhile are answered between them.
 FIRST_SCREEN_CHARS = 4_000
-REST_CHUNK_CHARS = 12_000
+REST_CHUNK_CHARS = 4_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,42 +58,111 @@ class Place:
     """A heading to scroll to, from a `[[note#heading]]` link."""
 
 
+@dataclass(frozen=True, slots=True)
+class SidePanel:
+    """What the side panel lists for a note, read off the UI thread: (path, title) pairs."""
+
+    backlinks: tuple[tuple[str, str], ...]
+    """Notes that link here, each once."""
+    links: tuple[tuple[str, str], ...]
+    """Notes this one links to, each once (not itself, not dangling links)."""
+
+
 def _heading_key(text: str) -> str:
     """A heading as links name it (Obsidian's link form, case-folded): `[[Note#C tips]]` finds `## C# tips`."""
     return link_heading(text).casefold()
 
 
-def _first_screen_cut(source: str, chars: int = FIRST_SCREEN_CHARS, start: int = 0) -> int:
-    """Where to split a long Markdown source after `start` for a part of about `chars`: a blank line
-    outside code fences (fences are counted from the top)."""
+def _cuts(text: str, start: int, chars: int, rows: int = 0, width: int = 0, first: bool = True) -> list[int]:
+    """Where to split `text` after `start` into parts: each ends past a blank line outside code fences
+    (fences counted from the top) once it holds about `chars` characters or, with `rows`, fills about
+    `rows` rows `width` columns wide (whichever comes first). Only the first cut with `first`.
+
+    Reads the text up to the last cut it returns (a note's first screen reads its first part only).
+    """
+    cuts: list[int] = []
     pos = 0
     fence = False
-    cut = 0
-    for line in source.splitlines(keepends=True):
+    part_start, filled = start, 0
+    n = len(text)
+    while pos < n:
+        nl = text.find("\n", pos)
+        nxt = n if nl < 0 else nl + 1
+        line = text[pos:nxt]
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             fence = not fence
-        pos += len(line)
-        if pos > start and not fence and not stripped and pos >= start + chars // 2:
-            cut = pos
-            if pos >= start + chars:
-                break
-    return cut or len(source)
+        if nxt > start:
+            if rows:
+                filled += len(line) // max(width, 1) + 1
+            full = nxt - part_start >= chars or (rows and filled >= rows)
+            if full and not fence and not stripped:
+                if nxt < n:
+                    cuts.append(nxt)
+                if first:
+                    return cuts
+                part_start, filled = nxt, 0
+        pos = nxt
+    return cuts
 
 
-def _parts(source: str, first: int) -> list[str]:
-    """`source` cut after its first `first` characters, the rest in pieces of about REST_CHUNK_CHARS."""
-    parts, pos = [source[:first]], first
-    while pos < len(source):
-        cut = _first_screen_cut(source, REST_CHUNK_CHARS, pos)
-        parts.append(source[pos:cut])
-        pos = cut
-    return parts
+def _rendered_part(
+    index: Any, note: Note, start: int, end: int | None, pinned: PinnedNames | None = None
+) -> NoteSource:
+    """The part `[start, end)` of the note as the view's Markdown, its embeds expanded
+    (`explorer.index.transclusion`), names resolved in a snapshot (`PinnedNames`)."""
+    if pinned is None:
+        with index.snapshot() as snap:
+            return _rendered_part(index, note, start, end, PinnedNames(index, snap, note))
+    names: Any = pinned  # reads what embeds_in reads of an index, from the snapshot
+    return note_source(note, embeds_in(names, note.path, start, end), pinned.note, start, end)
 
 
-def _rendered(index: Any, note: Note) -> NoteSource:
-    """The note as the view's Markdown, its embeds expanded (`explorer.index.transclusion`)."""
-    return note_source(note, embeds_in(index, note.path), index.note)
+def _rest(index: Any, note: Note, cut: int) -> tuple[list[NoteSource], SidePanel]:
+    """In a worker thread, after the first frame: the rest of the note from `cut` as parts of about
+    REST_CHUNK_CHARS (its embeds expanded) and the side panel, read from one snapshot."""
+    with index.snapshot() as snap:
+        pinned = PinnedNames(index, snap, note)
+        parts: list[NoteSource] = []
+        if cut < len(note.text):
+            bounds = [cut, *_cuts(note.text, cut, REST_CHUNK_CHARS, first=False), len(note.text)]
+            has_embeds = any(link.embed and link.start >= cut for link in note.links)
+            for a, b in pairwise(bounds):
+                parts.append(
+                    _rendered_part(index, note, a, b, pinned)
+                    if has_embeds
+                    else note_source(note, (), None, a, b)
+                )
+        return parts, _side_panel(pinned, note)
+
+
+def _side_panel(pinned: PinnedNames, note: Note) -> SidePanel:
+    """Backlinks and links of `note`, with their titles."""
+    graph = pinned.links()
+
+    def title(path: str) -> str:
+        found = pinned.note(path)
+        return found.title if found is not None else path
+
+    backlinks = dict.fromkeys(b.source for b in graph.backlinks(note.path))
+    links = dict.fromkeys(
+        target for _link, target in graph.outgoing(note.path) if target is not None and target != note.path
+    )
+    return SidePanel(tuple((p, title(p)) for p in backlinks), tuple((p, title(p)) for p in links))
+
+
+def _side_of(index: Any, note: Note) -> SidePanel:
+    """The side panel of `note` from a fresh snapshot (a worker thread's)."""
+    with index.snapshot() as snap:
+        return _side_panel(PinnedNames(index, snap, note), note)
+
+
+def _link_target(index: Any, target: str, here: str, markdown: bool) -> Note | None:
+    """The note a clicked link names (a worker thread's: names resolve in a snapshot)."""
+    with index.snapshot() as snap:
+        pinned = PinnedNames(index, snap)
+        path = pinned.links().resolve(target, here, markdown) if target else here
+        return pinned.note(path) if path is not None else None
 
 
 class NoteScreen(Screen):
@@ -239,8 +311,10 @@ class NoteScreen(Screen):
         """Render the note of `place` and scroll to its cursor or heading.
 
         A note over PLAIN_VIEW_CHARS, and a PDF's text, open in a plain text view (said in the title line); a
-        Markdown note over FIRST_SCREEN_CHARS shows its start first and the rest after that frame
-        (the title says "rendering…" meanwhile), unless the place to show lies beyond the start.
+        longer Markdown note shows a screenful first and the rest after that frame (the title says
+        "rendering…" meanwhile), unless the place to show lies beyond the start. Nothing before the
+        first frame reads more of the note than that first part: the rest, the embeds past it and the
+        side panel are made in a worker thread from a snapshot of the index, after the frame.
         """
         started = time.perf_counter()
         self.first_screen_s = None
@@ -273,49 +347,83 @@ class NoteScreen(Screen):
                 screen_text(text), mark=line if place.cursor is not None or place.heading else None
             )
             plain_view.scroll_to_line(line - 1)
+            self._show_tags(note)
             self._first_frame(started)
-            self.call_after_refresh(self._fill_side, note)
+            self._complete(note, showing, len(text))
             return
         self._use_plain(False)
         self._show_properties(note)
-        if any(link.embed for link in note.links):
-            # Embeds name other notes: resolving them reads the index (its lock too) - not on the UI thread.
-            rendered = await asyncio.to_thread(_rendered, index, note)
+        self._show_tags(note)
+        line = self._place_line(note, place)
+        cut = len(text)
+        if len(text) > FIRST_SCREEN_CHARS // 2:
+            width, rows = self._screen_size()
+            found = _cuts(text, note.body_start, FIRST_SCREEN_CHARS, rows, width)
+            if found and text.count("\n", 0, found[0]) > line + 5:
+                cut = found[0]
+        if any(link.embed and link.start < cut for link in note.links):
+            # Embeds name other notes: they resolve in a snapshot, in a thread (not on the UI thread).
+            first = await asyncio.to_thread(_rendered_part, index, note, 0, cut)
             if showing != self._showing:
                 return  # another place was asked for meanwhile
         else:
-            rendered = note_source(note)
-        self._source = rendered
-        source = screen_text(rendered.text)
-        line = rendered.line(self._place_line(note, place))
-        cut = _first_screen_cut(source) if len(source) > FIRST_SCREEN_CHARS else len(source)
-        if cut < len(source) and source.count("\n", 0, cut) > line + 5:
-            self.view = "partial"
-            self._title(note, "rendering…")
-            parts = _parts(source, cut)
-            await md.update(parts[0])
-            self._first_frame(started)
-            self._scroll_to_place(note, place)
-            self.call_after_refresh(self._render_rest, note, showing, parts[1:])
-        else:
-            self.view = "markdown"
-            self._title(note)
-            await md.update(source)
-            self._first_frame(started)
-            self._scroll_to_place(note, place)
-        self.call_after_refresh(self._fill_side, note)
+            first = note_source(note, (), None, 0, cut)
+        self._source = first
+        self.view = "partial" if cut < len(text) else "markdown"
+        self._title(note, "rendering…" if cut < len(text) else "")
+        await md.update(screen_text(first.text))
+        self._first_frame(started)
+        self._scroll_to_place(note, place)
+        self._complete(note, showing, cut)
 
-    async def _render_rest(self, note, showing: int, rest: list[str]) -> None:
-        """Append the rest of a long note once its start is on screen, a part per frame (unless
-        another note or place was shown meanwhile)."""
+    def _screen_size(self) -> tuple[int, int]:
+        """(columns, rows) of the Markdown view; the app's size until the view is laid out."""
+        size = self.query_one("#note-scroll").size
+        if size.width and size.height:
+            return size.width, size.height
+        return self.app.size.width, self.app.size.height
+
+    def _complete(self, note: Note, showing: int, cut: int) -> None:
+        """After the first frame: the rest of the note from `cut` and the side panel."""
+        self.run_worker(
+            self._complete_note(note, showing, cut), group="note-rest", exclusive=True, exit_on_error=False
+        )
+
+    async def _complete_note(self, note: Note, showing: int, cut: int) -> None:
+        """Make the rest and the side panel in a thread (after the first frame is drawn), then append the
+        rest a part per frame; stops when another note or place is shown meanwhile."""
+        await self._next_frame()
+        index = self.explorer.index
+        if showing != self._showing or index is None:
+            return
+        if self.view == "plain":
+            side = await asyncio.to_thread(_side_of, index, note)
+            if showing == self._showing:
+                self._fill_side(side)
+            return
+        rest, side = await asyncio.to_thread(_rest, index, note, cut)
         if showing != self._showing:
             return
-        await self.query_one("#note-md", Markdown).append(rest[0])
-        if rest[1:]:
-            self.call_after_refresh(self._render_rest, note, showing, rest[1:])
-            return
-        self.view = "markdown"
-        self._title(note)
+        self._fill_side(side)
+        md = self.query_one("#note-md", Markdown)
+        for part in rest:
+            await self._next_frame()
+            if showing != self._showing:
+                return
+            await md.append(screen_text(part.text))
+        if rest:
+            self._source = NoteSource(
+                self._source.text + "".join(p.text for p in rest),
+                self._source.inserted + tuple(x for p in rest for x in p.inserted),
+            )
+            self.view = "markdown"
+            self._title(note)
+
+    async def _next_frame(self) -> None:
+        """Wait until the screen has been drawn (keys typed meanwhile are handled first)."""
+        drawn = asyncio.Event()
+        self.call_after_refresh(drawn.set)
+        await drawn.wait()
 
     def _show_properties(self, note) -> None:
         """The frontmatter as a properties table (hidden when the note has none)."""
@@ -377,43 +485,30 @@ class NoteScreen(Screen):
         else:
             self.query_one("#note-scroll").scroll_home(animate=False)
 
-    def _fill_side(self, note) -> None:
-        index = self.explorer.index
+    def _show_tags(self, note: Note) -> None:
         tags = note.tag_names
         self.query_one("#note-tags", Static).update(
             Content.assemble(
                 ("Tags ", "bold"), plain("  ".join(f"#{t}" for t in tags) if tags else "none", "$text-accent")
             )
         )
-        graph = index.links()
-        backlinks = graph.backlinks(note.path)
+
+    def _fill_side(self, side: SidePanel) -> None:
+        """The side panel: the note's backlinks and links (made off the UI thread)."""
         bl = self.query_one("#note-backlinks", OptionList)
         bl.clear_options()
-        seen: set[str] = set()
-        for b in backlinks:
-            if b.source in seen:
-                continue
-            seen.add(b.source)
-            src = index.note(b.source)
-            label = safe_content(
-                Content.assemble((src.title if src else b.source, "bold"), "\n", (b.source, "$text-muted"))
-            )
-            bl.add_option(Option(label, id=f"bl:{b.source}"))
-        bl.border_title = f"Backlinks ({len(seen)})"
+        for path, name in side.backlinks:
+            label = safe_content(Content.assemble((name, "bold"), "\n", (path, "$text-muted")))
+            bl.add_option(Option(label, id=f"bl:{path}"))
+        bl.border_title = f"Backlinks ({len(side.backlinks)})"
         out = self.query_one("#note-links", OptionList)
         out.clear_options()
-        self.links_shown = []
-        for _link, target in graph.outgoing(note.path):
-            if target is None or target in self.links_shown or target == note.path:
-                continue
-            self.links_shown.append(target)
-            dst = index.note(target)
+        self.links_shown = [path for path, _name in side.links]
+        for path, name in side.links:
             out.add_option(
                 Option(
-                    safe_content(
-                        Content.assemble((dst.title if dst else target, ""), "\n", (target, "$text-muted"))
-                    ),
-                    id=f"ln:{target}",
+                    safe_content(Content.assemble((name, ""), "\n", (path, "$text-muted"))),
+                    id=f"ln:{path}",
                 )
             )
         out.border_title = f"Links ({len(self.links_shown)})"
@@ -461,16 +556,15 @@ class NoteScreen(Screen):
             parsed, markdown = (target, "^" + block if block else heading), True
         target, heading = parsed
         index = self.explorer.index
-        path = index.links().resolve(target, self.place.path, markdown) if target else self.place.path
-        note = index.note(path) if path is not None else None
+        note = await asyncio.to_thread(_link_target, index, target, self.place.path, markdown)
         if note is None:
             self.notify(f"No note named “{target}” (a dangling link).", severity="warning", timeout=4)
             return
         if heading.startswith("^"):
             named = next((b for b in note.blocks if b.id == heading[1:]), None)
-            place = Place(path, named.start if named else None)
+            place = Place(note.path, named.start if named else None)
         else:
-            place = Place(path, None, heading)
+            place = Place(note.path, None, heading)
         await self.go(place)
 
     @on(OptionList.OptionSelected)

@@ -187,6 +187,9 @@ class ContextPane(Vertical):
         self.default_chars = CONTEXT_CHARS
         self._shown_key: tuple | None = None
         self._prepared: PreparedContext | None = None
+        self.computed = 0
+        """Results whose first window and matches this pane computed itself, on the UI thread, because
+        the search had not prepared them (`PreparedContext`); widening or moving the window is the pane's own work."""
 
     def compose(self) -> ComposeResult:
         """Header (node_id, path, position) and body (the window)."""
@@ -242,9 +245,11 @@ class ContextPane(Vertical):
             and prepared.text is note.text
         )
         self._prepared = prepared if fits else None
-        self.matches = (
-            prepared.matches if prepared is not None and fits else highlight_spans(note.text, words, phrases)
-        )
+        if prepared is not None and fits:
+            self.matches = prepared.matches
+        else:
+            self.matches = highlight_spans(note.text, words, phrases)
+            self.computed += 1
         self.state = ContextState(result.document_path, cursor, chars, 0, self._match_at(cursor))
         self._render_window(scroll_home=True)
 

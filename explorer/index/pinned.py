@@ -1,0 +1,109 @@
+"""Name resolution over one snapshot: what `transclusion.embeds_in` and `targets.resolve_target` read
+of an index (notes, shards, the link graph), pinned at one version and read without the index lock.
+
+A viewer that expands a note's embeds or follows its links in a worker thread reads a `PinnedNames`
+instead of the live index: the index lock is taken only to pin the snapshot (as every search
+does), never while names resolve or the link graph is built, so a writer's batch never holds the
+viewer up and a batch that lands meanwhile does not change what one view resolves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import nullcontext
+from typing import Any
+
+from explorer.index.backend import Snapshot
+from explorer.vault.links import LinkGraph
+from explorer.vault.model import Note, Shard
+
+
+class _ShardsByPath(Mapping[str, list[str]]):
+    """`index.shards_by_path` as a snapshot answers it (lists built on demand)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self._snap = snap
+
+    def __getitem__(self, path: str) -> list[str]:
+        ids = self._snap.shard_ids(path)
+        if not ids and path not in self._snap.notes:
+            raise KeyError(path)
+        return list(ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._snap.notes)
+
+    def __len__(self) -> int:
+        return len(self._snap.notes)
+
+
+class _Notes(Mapping[str, Note]):
+    """A snapshot's notes, with the viewer's own copy of the note it shows in place of the snapshot's."""
+
+    def __init__(self, notes: Mapping[str, Note], own: Note | None) -> None:
+        self._notes = notes
+        self._own = own
+
+    def __getitem__(self, path: str) -> Note:
+        if self._own is not None and path == self._own.path:
+            return self._own
+        return self._notes[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._notes)
+
+    def __len__(self) -> int:
+        return len(self._notes)
+
+
+class PinnedNames:
+    """The index reads of name resolution, from `snap` (taken of `index`); `own` is the note the viewer
+    shows, used for its own path (its offsets are the ones the viewer has)."""
+
+    lock = nullcontext()
+    """Resolution code written for the live index takes `index.lock`: here there is nothing to guard."""
+
+    def __init__(self, index: Any, snap: Snapshot, own: Note | None = None) -> None:
+        self.root = index.root
+        self.skipped: Mapping[str, str] = getattr(index, "skipped", {})
+        self.snapshot = snap
+        self.notes: Mapping[str, Note] = _Notes(snap.notes, own)
+        self.shards: Mapping[str, Shard] = snap.shards
+        self.shards_by_path: Mapping[str, list[str]] = _ShardsByPath(snap)
+        self._links: LinkGraph | None = None
+
+    def note(self, path: str) -> Note | None:
+        """The note at `path` in the snapshot, or None."""
+        return self.notes.get(path)
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        """The shard of `path` that contains `cursor` (the nearest one before it otherwise), in the snapshot."""
+        best = first = None
+        for node_id in self.snapshot.shard_ids(path):
+            s = self.shards.get(node_id)
+            if s is None:
+                continue
+            first = first or s
+            if s.start <= cursor < s.end:
+                return s
+            if s.start <= cursor:
+                best = s
+        return best or first
+
+    def links(self) -> LinkGraph:
+        """The snapshot's wikilink graph (built once per version, outside the index lock)."""
+        if self._links is None:
+            self._links = self.snapshot.links()
+        return self._links
+
+    def resolve_note(self, name: str) -> str | None:
+        """The note `name` names, as `VaultIndex.resolve_note` resolves it, in the snapshot."""
+        name = name.strip().replace("\\", "/").lstrip("/")
+        if not name:
+            return None
+        if name in self.notes:
+            return name
+        if f"{name}.md" in self.notes:
+            return f"{name}.md"
+        resolved = self.links().resolve(name)
+        return resolved if resolved is not None and resolved in self.notes else None

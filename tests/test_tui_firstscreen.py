@@ -1,0 +1,145 @@
+"""The app draws what its workers computed: context panes from the search's windows, a long note's
+first screen from its start alone, names resolved in a snapshot outside the index lock."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Markdown, OptionList
+
+from benchmarks.note_open import make_note
+from conftest import SIZE, make_app, search, settle, sync, wait_for
+from explorer.index.transclusion import embeds_in
+from explorer.tui.messages import OpenNote
+from explorer.tui.safe import screen_text
+from explorer.tui.screens import note as note_view
+from explorer.tui.screens.note import FIRST_SCREEN_CHARS, NoteScreen
+from explorer.tui.text import note_markdown
+from explorer.tui.widgets.context_pane import ContextPane, context_window
+from explorer.tui.widgets.results import ResultsList
+
+
+@sync
+async def test_context_pane_draws_the_windows_the_search_computed(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """Moving down the results shows each result's window at its best shard with its matches, every
+    one computed by the search worker: the pane computes none itself (its `computed` count stays 0)
+    and shows what it would have computed."""
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        results = await search(app, pilot, "hamster cage bedding")
+        await settle(app, pilot)
+        screen = app.main_screen
+        assert len(results.results) >= 3
+        listing = screen.query_one(ResultsList)
+        listing.focus()
+        pane = screen.query_one(ContextPane)
+        index = app.index
+        for n, res in enumerate(results.results):
+            if n:
+                await pilot.press("down")
+                await wait_for(
+                    pilot, lambda res=res: pane.state is not None and pane.state.path == res.document_path
+                )
+            assert screen.selected is res
+            cursor = res.context_shards[0].cursor if res.context_shards else 0
+            assert pane.state.cursor == cursor
+            fresh = context_window(
+                index,
+                index.note(res.document_path).text,
+                res.document_path,
+                cursor,
+                pane.chars,
+                pane.words,
+                pane.phrases,
+            )
+            assert pane.window == fresh
+        assert pane.computed == 0
+        # Widening is the pane's own work (and still right).
+        await pilot.press("ctrl+up")
+        assert pane.window.end - pane.window.start > fresh.end - fresh.start
+
+
+class _HeldCount:
+    """The index lock, counting the acquisitions made in each thread (mutual exclusion unchanged)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.local = threading.local()
+
+    def taken(self) -> int:
+        return getattr(self.local, "taken", 0)
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        got = self.inner.acquire(*args, **kwargs)
+        if got:
+            self.local.taken = self.taken() + 1
+        return got
+
+    def release(self) -> None:
+        self.inner.release()
+
+    def __enter__(self) -> _HeldCount:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@sync
+async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the_lock(
+    tui_vault: Path, embedder, tmp_path: Path, monkeypatch
+) -> None:
+    """A 60 KB note with embeds near its top and further down: the first frame holds about a screenful
+    (its embed boxed), the rest and the side panel come after it; every embed resolves off the UI
+    thread in a snapshot, taking the index lock not once while it resolves; the whole is the note's
+    Markdown, nothing lost or doubled."""
+    long = make_note(60)
+    long = long.replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
+    long = long.replace("## Section 30\n", "## Section 30\n\n![[Welcome]]\n", 1)
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/embeds.md").write_text(long, encoding="utf-8")
+    (tui_vault / "Long/to-it.md").write_text("# To it\n\nSee [[embeds]].\n", encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path)
+    calls: list[tuple[bool, int]] = []
+    real = note_view.embeds_in
+
+    def spy(*args: Any, **kwargs: Any):
+        lock = app.index.reader.lock
+        before = lock.taken()
+        found = real(*args, **kwargs)
+        calls.append((threading.current_thread() is threading.main_thread(), lock.taken() - before))
+        return found
+
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/embeds.md", "Long/to-it.md"])
+        await settle(app, pilot)
+        app.index.reader.lock = _HeldCount(app.index.reader.lock)
+        monkeypatch.setattr(note_view, "embeds_in", spy)
+        app.post_message(OpenNote("Long/embeds.md"))
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
+        screen = app.screen
+        md = screen.query_one("#note-md", Markdown)
+        first = md.source
+        assert "embedded from Pets/hamster-cages-and-bedding.md" in first
+        assert len(first) < FIRST_SCREEN_CHARS + 1_500 and "## Section 30" not in first
+        await wait_for(pilot, lambda: screen.view == "markdown")
+        index = app.index
+        assert md.source == screen_text(
+            note_markdown(index.note("Long/embeds.md"), embeds_in(index, "Long/embeds.md"), index.note)
+        )
+        assert "Welcome.md" in md.source
+        backlinks = screen.query_one("#note-backlinks", OptionList)
+        assert [backlinks.get_option_at_index(i).id for i in range(backlinks.option_count)] == [
+            "bl:Long/to-it.md"
+        ]
+        assert "note-12.md" not in screen.links_shown  # dangling links are not listed
+        assert calls and all(not on_ui and taken == 0 for on_ui, taken in calls), calls
