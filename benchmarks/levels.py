@@ -10,7 +10,15 @@ none is picked by how it ranks):
     concept   three content words of the note's body, in body order
     section   the text of one of the note's headings
     typo      the file name with one typo (benchmarks.known_item.one_typo)
-    absent    a file name of the *other* vault that no note of this one bears: nothing answers it
+    absent    a file name of the *other* vaults that no note of this one bears (hyphens and
+              underscores read as spaces): nothing answers it
+    claim     (SciFact vault only) a SciFact test claim, right when the first result is an abstract
+              its qrels cite
+
+Three notes vaults: sample_vault, the generated vault (benchmarks.obsidian_vault, seed 7) and a
+vault of paper notes built from the SciFact corpus (``--scifact DIR``): every abstract that a
+test claim cites plus a seeded sample of others, each a note named after the paper's title (as
+a reference manager names them) whose body is the abstract.
 
 Each query runs through the default pipeline (k=10). The first result is right when it is the
 note the query was written from, or a note that answers it as well: for a name or a typo any
@@ -18,7 +26,7 @@ note of that name, for a section any note with that heading, for a concept any n
 holds the three words; for an absent query nothing is right. Per query the quality score, level and ``no_good_match`` flag are
 recorded; the report gives per vault and kind how often a wrong first result says "high" and a
 right one says "low", and the thresholds that would meet the targets (<= 10 % each) chosen
-leaving one vault out (chosen on the other vault, scored on this one) beside the in-sample ones.
+leaving one vault out (chosen on the other vaults, scored on this one) beside the in-sample ones.
 Per-query records go to ``OUT/levels[-TAG].jsonl``, the summary to ``OUT/levels[-TAG].json``.
 
 With ``--locomo RECORDS.jsonl`` (a ``benchmarks.locomo`` run of the explorer row) the LoCoMo
@@ -41,10 +49,22 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import obsidian_vault
-from benchmarks.common import DEFAULT_OUT, log, machine, markdown_table, offline_environment, pct, write_json
+from benchmarks.common import (
+    DEFAULT_OUT,
+    REPO,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    pct,
+    write_json,
+)
 from benchmarks.known_item import note_names, one_typo
 
-KINDS = ("name", "question", "concept", "section", "typo", "absent")
+KINDS = ("name", "question", "concept", "section", "typo", "absent", "claim")
+DEFAULT_SCIFACT = REPO.parent / "shared" / "bench" / "scifact"
+#: Abstracts of the SciFact vault that no test claim cites (seeded sample): notes nothing asks for.
+SCIFACT_OTHERS = 80
 QUESTIONS = (
     "what is {}?",
     "where did I write about {}?",
@@ -73,6 +93,11 @@ def _notes(vault: Path) -> dict[str, Path]:
         if not any(part.startswith(".") for part in Path(rel).parts):
             out[rel] = path
     return out
+
+
+def _spelling(name: str) -> str:
+    """A name folded, with hyphens and underscores read as spaces."""
+    return " ".join(re.sub(r"[-_]+", " ", name.casefold()).split())
 
 
 def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict[str, Any]]:
@@ -125,11 +150,65 @@ def queries_for(vault: Path, other_names: set[str], seed: int = 13) -> list[dict
         typo = one_typo(rng, name)
         if typo is not None:
             out.append({"kind": "typo", "query": typo, "note": rel, "expected": same})
-    mine = set(by_name)
-    absent = sorted(n for n in other_names if n.casefold() not in mine)
+    # A name this vault holds spelt another way ("strength-training-basics" for "Strength training
+    # basics") is not absent from it.
+    mine = {_spelling(n) for n in by_name}
+    absent = sorted(n for n in other_names if _spelling(n) not in mine)
     for name in rng.sample(absent, min(len(absent), max(1, len(notes) // 2))):
         out.append({"kind": "absent", "query": name, "note": None, "expected": []})
     return out
+
+
+_TITLE_UNSAFE = re.compile(r'[\\/:*?"<>|#^\[\]]+')
+
+
+def title_filename(title: str, taken: set[str]) -> str:
+    """A note's file name from a paper title: characters files and links cannot hold dropped, at most
+    100 characters (cut at a word), made unique by " (2)", " (3)", ..."""
+    name = " ".join(_TITLE_UNSAFE.sub(" ", title).split()).rstrip(". ")
+    if len(name) > 100:
+        name = name[:100].rsplit(" ", 1)[0]
+    name = name or "untitled"
+    base, n = name, 1
+    while name.casefold() in taken:
+        n += 1
+        name = f"{base} ({n})"
+    taken.add(name.casefold())
+    return name
+
+
+def scifact_vault(vault: Path, folder: Path, seed: int = 7) -> list[dict[str, Any]]:
+    """Write a vault of paper notes from SciFact; return its claim queries.
+
+    The notes: every abstract a test claim cites and SCIFACT_OTHERS others (seeded), each named
+    after its title with the abstract as its body. One `claim` query per test claim, whose right
+    first results are the abstracts its qrels cite.
+    """
+    from benchmarks.quality import load_beir
+
+    data = load_beir(folder)
+    cited = sorted({d for rel in data.qrels.values() for d in rel if d in data.corpus})
+    others = sorted(set(data.corpus) - set(cited))
+    picked = cited + random.Random(seed).sample(others, min(SCIFACT_OTHERS, len(others)))
+    if vault.exists():
+        shutil.rmtree(vault)
+    (vault / "papers").mkdir(parents=True)
+    taken: set[str] = set()
+    rel_of: dict[str, str] = {}
+    for doc_id in picked:
+        title, text = data.corpus[doc_id]
+        rel = f"papers/{title_filename(title, taken)}.md"
+        (vault / rel).write_text(text.strip() + "\n", encoding="utf-8")
+        rel_of[doc_id] = rel
+    return [
+        {
+            "kind": "claim",
+            "query": text,
+            "note": None,
+            "expected": [rel_of[d] for d in data.qrels[qid] if d in rel_of],
+        }
+        for qid, text in data.queries.items()
+    ]
 
 
 def run(
@@ -256,9 +335,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
     parser.add_argument("--tag", default="", help="suffix of the output file names")
     parser.add_argument(
+        "--scifact",
+        type=Path,
+        default=DEFAULT_SCIFACT,
+        help="BEIR SciFact folder of the third vault (default ../shared/bench/scifact)",
+    )
+    parser.add_argument("--no-scifact", action="store_true", help="the two other notes vaults only")
+    parser.add_argument(
         "--locomo", type=Path, default=None, help="per-question records of benchmarks.locomo (explorer row)"
     )
     args = parser.parse_args(argv)
+    if args.no_scifact:
+        args.scifact = None
     offline_environment()
     work = args.out / "levels"
     sample = work / "sample_vault"
@@ -272,6 +360,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     generated = work / f"obsidian-vault-{args.seed}"
     obsidian_vault.write(generated, args.seed)
     vaults = {"sample_vault": sample, f"generated (seed {args.seed})": generated}
+    extra: dict[str, list[dict[str, Any]]] = {}
+    if args.scifact is not None:
+        papers = work / "scifact-papers"
+        extra["SciFact papers"] = scifact_vault(papers, args.scifact, args.seed)
+        vaults["SciFact papers"] = papers
     names = {label: {rel.rsplit("/", 1)[-1][:-3] for rel in _notes(v)} for label, v in vaults.items()}
     suffix = f"-{args.tag}" if args.tag else ""
     jsonl = args.out / f"levels{suffix}.jsonl"
@@ -280,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     for label, vault in vaults.items():
         other = set().union(*(n for lab, n in names.items() if lab != label))
-        queries = queries_for(vault, other)
+        queries = queries_for(vault, other) + extra.get(label, [])
         log(f"{label}: {len(queries)} queries")
         records += run(vault, queries, work / f"cache-{vault.name}", jsonl, label)
     report: dict[str, Any] = {"machine": machine(), "vaults": {}, "kinds": {}}

@@ -186,3 +186,22 @@ def test_builtin_ndcg_uses_ranx_default_gain() -> None:
 
     ranx_value = evaluate(Qrels({"q": {"a": 2, "b": 1}}), Run({"q": {"b": 2.0, "a": 1.0}}), "ndcg@10")
     assert got == pytest.approx(ranx_value)
+
+
+def test_levels_scifact_vault_names_notes_by_title_and_asks_the_claims(tmp_path: Path) -> None:
+    from benchmarks import levels
+
+    folder = _fake_beir(tmp_path / "beir")
+    claims = levels.scifact_vault(tmp_path / "papers", folder, seed=3)
+    notes = sorted(p.relative_to(tmp_path / "papers").as_posix() for p in (tmp_path / "papers").rglob("*.md"))
+    assert len(claims) == 10 and all(c["kind"] == "claim" and len(c["expected"]) == 1 for c in claims)
+    assert {c["expected"][0] for c in claims} <= set(notes)  # every cited abstract is a note
+    assert "papers/Hamster cages.md" in notes and len(notes) == 20  # cited ones plus the others (<= 80)
+    body = (tmp_path / "papers" / "papers/Hamster cages.md").read_text(encoding="utf-8")
+    assert body == "A hamster needs a deep cage with bedding and a wheel.\n"
+    taken: set[str] = set()
+    assert levels.title_filename('A/B: "x"? [y] #z.', taken) == "A B x y z"
+    assert levels.title_filename("a b x y z", taken) == "a b x y z (2)"  # unique regardless of case
+    # A name the vault holds spelt with hyphens is not an absent query of it.
+    queries = levels.queries_for(tmp_path / "papers", {"hamster-cages", "Violin-bows"})
+    assert [q["query"] for q in queries if q["kind"] == "absent"] == ["Violin-bows"]

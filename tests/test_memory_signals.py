@@ -276,3 +276,50 @@ def test_no_good_match_when_someone_elses_results_hold_what_is_asked(index: Vaul
     mine = _search(index, "What did Ana learn in her pottery course?")
     g = mine.quality.factors
     assert g["named_coverage"] > g["other_coverage"] and g["no_good_match"] is False
+
+
+def test_what_a_person_only_asks_or_tells_the_other_about_is_not_theirs(tmp_path: Path) -> None:
+    # Ben's turns hold every word of the pottery course, but only in a question to Ana and in a
+    # sentence said to her: his statements hold none of it, hers do (explorer.search.stated).
+    turns = dict(
+        [
+            _turn(1, "Ana", 1, "I finally finished my pottery course. The glazing week was the best part."),
+            _turn(2, "Ben", 1, "Congrats! How did the glazing week of the pottery course go?"),
+            _turn(3, "Ben", 1, "Your glazing week bowl from the pottery course looks great."),
+            _turn(4, "Ben", 2, "I am training for the Lisbon marathon in spring."),
+            _turn(5, "Ana", 2, "The weather was awful on the coast."),
+            _turn(6, "Ben", 2, "My sister adopted a greyhound from the shelter."),
+            _turn(7, "Ana", 3, "We watched a film about old lighthouses."),
+            _turn(8, "Ben", 3, "The new bakery downtown sells rye bread."),
+            _turn(9, "Ana", 3, "My cousin moved to Porto for work."),
+            _turn(10, "Ben", 4, "Our team lost the chess match on Sunday."),
+        ]
+    )
+    vault = write_notes(tmp_path / "v", turns)
+    ix = VaultIndex(vault, load_settings(vault, {"index.embeddings": False}))
+    ix.open()
+    try:
+        asked_about = _search(ix, "What did Ben like about the glazing week of his pottery course?")
+        f = asked_about.quality.factors
+        assert f["named"] is True and f["named_coverage"] == 0.0 and f["other_coverage"] > 0.8
+        assert f["no_good_match"] is True
+        own = _search(ix, "What did Ana like about the glazing week of her pottery course?")
+        g = own.quality.factors
+        assert g["named_coverage"] > 0.8 and g["other_coverage"] == 0.0  # Ben only asked and told her
+        assert g["no_good_match"] is False
+        # Rankings read every word: Ben's turns are still found by them.
+        assert "Users/Ben/turns/turn_000002/context.md" in _paths(asked_about)
+    finally:
+        ix.close()
+
+
+def test_statements_leave_out_questions_and_what_is_said_to_someone() -> None:
+    from explorer.search.stated import stated_tokens
+
+    said = stated_tokens(
+        "Ben: Congrats on the race! Did you win? Your medal looks great. I ran it too (barely)."
+    )
+    assert {"congrat", "race", "ran", "bare"} <= said
+    assert not {"win", "medal"} & said
+    assert "medal" in stated_tokens("My medal and your medal look great.")  # first person: theirs too
+    assert stated_tokens("What now?") == set()

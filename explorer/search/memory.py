@@ -24,6 +24,7 @@ from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Fused
 from explorer.search.quality import coverage, token_idf
 from explorer.search.schema import Contribution, SearchResult
+from explorer.search.stated import stated_tokens
 from explorer.search.when import Span, closeness, note_day
 from explorer.text.tokenize import tokenize
 
@@ -413,10 +414,12 @@ def named_coverage(
     `results` are the named people's results, best first, and `words` the query's folded content
     words. The named people's names are left out of `words` (they select whose notes answer; a
     turn of theirs holds their name whatever it says), and of the rest, the IDF-weighted share
-    (explorer.search.quality.coverage) found in the context shards of the best of the first
+    (explorer.search.quality.coverage) found in the statements (explorer.search.stated: questions
+    and sentences said to someone else left out) of the context shards of the best of the first
     `top_n` results is returned. 1 when no person is named or the query holds nothing but names;
     0 when the named people have no result. A question about someone whose own notes only hold
-    its common words ("What did Ana say about the race?", the race being Ben's) covers little.
+    its common words ("What did Ana say about the race?", the race being Ben's) covers little, and
+    so does one whose words they only ask the other about ("How did your race go?").
     """
     if not named:
         return 1.0
@@ -433,10 +436,12 @@ def named_coverage(
         return df[word]
 
     best = 0.0
-    for result in list(results)[:top_n]:
+    firsts = list(results)[:top_n]
+    index.prefetch(r.document_path for r in firsts)
+    for result in firsts:
         toks: set[str] = set()
         for shard in result.context_shards:
-            toks.update(index.tokens(shard.node_id))
+            toks |= _stated(index, shard.node_id)
         best = max(best, coverage(asked, toks, idf))
     return best
 
@@ -452,8 +457,8 @@ def other_coverage(
     """How much of what the query asks the best results of people *other* than the named ones hold: 0-1.
 
     `entries` are the search's notes best first (path, score). Among the first `top_n` that belong
-    to someone not named, the best IDF-weighted coverage (as `named_coverage`, names left out) of
-    the query's folded content words. 0 when nobody is named or nobody else has a result. When
+    to someone not named, the best IDF-weighted coverage (as `named_coverage`, names left out, of
+    their statements) of the query's folded content words. 0 when nobody is named or nobody else has a result. When
     someone else's notes hold what is asked and the named person's do not, the memory most likely
     holds it about the other person (on LoCoMo, most unanswerable questions are of that kind).
     """
@@ -469,17 +474,24 @@ def other_coverage(
     def idf(word: str) -> float:
         return token_idf(n_docs, index.doc_freq(word))
 
-    best = 0.0
-    counted = 0
+    others: list[str] = []
     for path, _score in entries:
         owner = owners.owner_of.get(path)
-        if owner is None or owner in wanted:
-            continue
+        if owner is not None and owner not in wanted:
+            others.append(path)
+            if len(others) == top_n:
+                break
+    index.prefetch(others)
+    best = 0.0
+    for path in others:
         toks: set[str] = set()
         for node_id in index.shard_ids(path):
-            toks.update(index.tokens(node_id))
+            toks |= _stated(index, node_id)
         best = max(best, coverage(asked, toks, idf))
-        counted += 1
-        if counted == top_n:
-            break
     return best
+
+
+def _stated(index: Snapshot, node_id: str) -> set[str]:
+    """The tokens of a shard's statements (explorer.search.stated): what its owner says of their own."""
+    shard = index.shards.get(node_id)
+    return stated_tokens(shard.text) if shard is not None else set()
