@@ -16,6 +16,7 @@ from typing import Any
 from explorer.index.backend import Snapshot
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
+from explorer.vault.shard import shard_at_cursor
 
 
 class _ShardsByPath(Mapping[str, list[str]]):
@@ -78,17 +79,7 @@ class PinnedNames:
 
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         """The shard of `path` that contains `cursor` (the nearest one before it otherwise), in the snapshot."""
-        best = first = None
-        for node_id in self.snapshot.shard_ids(path):
-            s = self.shards.get(node_id)
-            if s is None:
-                continue
-            first = first or s
-            if s.start <= cursor < s.end:
-                return s
-            if s.start <= cursor:
-                best = s
-        return best or first
+        return shard_at_cursor((self.shards.get(n) for n in self.snapshot.shard_ids(path)), cursor)
 
     def links(self) -> LinkGraph:
         """The snapshot's wikilink graph (built once per version, outside the index lock)."""

@@ -28,6 +28,7 @@ from explorer.index.lexical import BM25Index
 from explorer.index.store import FileState
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
+from explorer.vault.shard import shard_at_cursor
 
 if TYPE_CHECKING:
     from explorer.index.classic import ClassicIndex
@@ -268,15 +269,4 @@ class IndexReader:
         lock: the path's id list is replaced whole when the note changes, and a shard removed
         meanwhile is skipped.
         """
-        ids = self.shards_by_path.get(path, ())
-        best = first = None
-        for node_id in ids:
-            s = self.shards.get(node_id)
-            if s is None:
-                continue
-            first = first or s
-            if s.start <= cursor < s.end:
-                return s
-            if s.start <= cursor:
-                best = s
-        return best or first
+        return shard_at_cursor((self.shards.get(n) for n in self.shards_by_path.get(path, ())), cursor)

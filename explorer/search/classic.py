@@ -15,6 +15,7 @@ from explorer.search.query import parse_query
 from explorer.search.retrieve import Retriever
 from explorer.search.schema import ContextShard, Quality, SearchMode, SearchResult, SearchResults, SearchStats
 from explorer.vault.model import Shard
+from explorer.vault.shard import shard_at_cursor
 
 _KEYWORD = re.compile(r'"([^"]+)"|(\S+)')
 
@@ -63,17 +64,7 @@ def allowed_paths(index: IndexBackend, settings: Settings, filters: str) -> set[
 
 def shard_at(snap: Snapshot, path: str, cursor: int) -> Shard | None:
     """The shard of note `path` that holds `cursor` (else the nearest one before it, else its first)."""
-    best = first = None
-    for node_id in snap.shard_ids(path):
-        s = snap.shards.get(node_id)
-        if s is None:
-            continue
-        first = first or s
-        if s.start <= cursor < s.end:
-            return s
-        if s.start <= cursor:
-            best = s
-    return best or first
+    return shard_at_cursor((snap.shards.get(n) for n in snap.shard_ids(path)), cursor)
 
 
 def find(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import accumulate
 
@@ -178,6 +179,21 @@ def _part_shard(
         hash=hashlib.blake2b(search_text.encode("utf-8"), digest_size=16).hexdigest(),
         source_type=note.source_type,
     )
+
+
+def shard_at_cursor(shards: Iterable[Shard | None], cursor: int) -> Shard | None:
+    """Of one note's `shards` in order (None for one gone meanwhile): the one holding `cursor`,
+    else the nearest one starting before it, else the first."""
+    best = first = None
+    for s in shards:
+        if s is None:
+            continue
+        first = first or s
+        if s.start <= cursor < s.end:
+            return s
+        if s.start <= cursor:
+            best = s
+    return best or first
 
 
 def node_base(path: str, heading_path: tuple[str, ...]) -> str:

@@ -182,6 +182,8 @@ class NoteScreen(Screen):
         """How the current note is shown: `markdown`, `partial` (the rest is coming) or `plain` (a large note)."""
         self.first_screen_s: float | None = None
         """Seconds from the start of the last `show_place` to its first frame with the note on screen."""
+        self.first_screen_source: str | None = None
+        """The Markdown view's source in that first frame (the rest of a long note is appended after it)."""
         self._leaving = False
         self._showing = 0
         """Counts `show_place` calls: work of an earlier one stops when a later one started."""
@@ -317,7 +319,7 @@ class NoteScreen(Screen):
         side panel are made in a worker thread from a snapshot of the index, after the frame.
         """
         started = time.perf_counter()
-        self.first_screen_s = None
+        self.first_screen_s = self.first_screen_source = None
         self._showing += 1
         showing = self._showing
         index = self.explorer.index
@@ -460,6 +462,7 @@ class NoteScreen(Screen):
     def _first_frame(self, started: float) -> None:
         def done() -> None:
             self.first_screen_s = time.perf_counter() - started
+            self.first_screen_source = self.query_one("#note-md", Markdown).source
 
         self.call_after_refresh(done)
 
