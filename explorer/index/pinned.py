@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from explorer.index.backend import Snapshot
-from explorer.vault.links import LinkGraph
+from explorer.vault.links import LinkGraph, resolve_note_name
 from explorer.vault.model import Note, Shard
 from explorer.vault.shard import shard_at_cursor
 
@@ -89,12 +89,4 @@ class PinnedNames:
 
     def resolve_note(self, name: str) -> str | None:
         """The note `name` names, as `VaultIndex.resolve_note` resolves it, in the snapshot."""
-        name = name.strip().replace("\\", "/").lstrip("/")
-        if not name:
-            return None
-        if name in self.notes:
-            return name
-        if f"{name}.md" in self.notes:
-            return f"{name}.md"
-        resolved = self.links().resolve(name)
-        return resolved if resolved is not None and resolved in self.notes else None
+        return resolve_note_name(name, self.notes, self.links)

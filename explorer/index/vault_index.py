@@ -36,7 +36,7 @@ from explorer.index.reader import IndexReader, IndexStats
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.store import FileState, Store
 from explorer.index.writer import COMMIT_EVERY, BatchReport, IndexWriter, Progress
-from explorer.vault.links import LinkGraph
+from explorer.vault.links import LinkGraph, resolve_note_name
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import check_vault
 
@@ -297,15 +297,7 @@ class VaultIndex:
         A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
         Obsidian link target does (path suffix, file stem or alias, case-insensitively).
         """
-        name = name.strip().replace("\\", "/").lstrip("/")
-        if not name:
-            return None
-        if name in self.notes:
-            return name
-        if f"{name}.md" in self.notes:
-            return f"{name}.md"
-        resolved = self.links().resolve(name)
-        return resolved if resolved is not None and resolved in self.notes else None
+        return resolve_note_name(name, self.notes, self.links)
 
     def local_copy(self, root: Path, settings: Settings) -> VaultIndex:
         """A new local index over `root` (a copy of this vault) with this index's model when it is

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 
 from explorer.vault.model import Link, Note
@@ -114,3 +114,20 @@ class LinkGraph:
                 ):
                     out.append((source, link))
         return out
+
+
+def resolve_note_name(name: str, notes: Container[str], links: Callable[[], LinkGraph]) -> str | None:
+    """The note of `notes` that `name` names, or None.
+
+    A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
+    Obsidian link target does in the graph `links()` gives (asked for only then).
+    """
+    name = name.strip().replace("\\", "/").lstrip("/")
+    if not name:
+        return None
+    if name in notes:
+        return name
+    if f"{name}.md" in notes:
+        return f"{name}.md"
+    resolved = links().resolve(name)
+    return resolved if resolved is not None and resolved in notes else None
