@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +167,26 @@ def study(
     weaks = [0.0, 0.1, 0.2, 0.3]
     run("recorded", [(w, e, k) for w in weights for e in leads for k in weaks], base)
 
+    def on_features(
+        named_key: str, other_key: str
+    ) -> Callable[[dict[str, Any], tuple[float, float, float]], bool]:
+        """The recorded form on the features `named_key` and `other_key` (the recorded rule where a
+        row has no features)."""
+
+        def form(r: dict[str, Any], c: tuple[float, float, float]) -> bool:
+            w, lead, weak = c
+            f = r.get("feat")
+            if not r.get("named", True) or f is None:
+                return (
+                    base(r, (0.8, 0.08, 0.2))
+                    if f is None and r.get("named", True)
+                    else part(r, "matched") < TURN_MEDIUM
+                )
+            return f[named_key] - w * f[other_key] < lead or part(r, "matched") < weak
+
+        return form
+
+    grid = [(w, e, k) for w in weights for e in leads for k in weaks]
     # The same form on features of k results each side.
     for kn, ko in (
         (3, 5),
@@ -181,40 +201,12 @@ def study(
         (20, 100),
         (100, 100),
     ):
-
-        def form(r: dict[str, Any], c: tuple[float, float, float], kn: int = kn, ko: int = ko) -> bool:
-            w, lead, weak = c
-            f = r.get("feat")
-            if not r.get("named", True) or f is None:
-                return (
-                    base(r, (0.8, 0.08, 0.2))
-                    if f is None and r.get("named", True)
-                    else part(r, "matched") < TURN_MEDIUM
-                )
-            return f[f"named_cov_{kn}"] - w * f[f"other_cov_{ko}"] < lead or part(r, "matched") < weak
-
-        run(f"cov named {kn} / other {ko}", [(w, e, k) for w in weights for e in leads for k in weaks], form)
+        run(f"cov named {kn} / other {ko}", grid, on_features(f"named_cov_{kn}", f"other_cov_{ko}"))
 
     # The same form on the turns' statements (explorer.search.stated: questions and sentences said
     # to the other person left out), as the pipeline now reads them.
     for kn, ko in ((3, 5), (3, 10), (5, 5), (10, 10)):
-
-        def said(r: dict[str, Any], c: tuple[float, float, float], kn: int = kn, ko: int = ko) -> bool:
-            w, lead, weak = c
-            f = r.get("feat")
-            if not r.get("named", True) or f is None:
-                return (
-                    base(r, (0.8, 0.08, 0.2))
-                    if f is None and r.get("named", True)
-                    else part(r, "matched") < TURN_MEDIUM
-                )
-            return f[f"named_said_{kn}"] - w * f[f"other_said_{ko}"] < lead or part(r, "matched") < weak
-
-        run(
-            f"statements: named {kn} / other {ko}",
-            [(w, e, k) for w in weights for e in leads for k in weaks],
-            said,
-        )
+        run(f"statements: named {kn} / other {ko}", grid, on_features(f"named_said_{kn}", f"other_said_{ko}"))
 
     # Recorded rule OR the rarest asked word held by the other speaker and not the named one.
     def rare(r: dict[str, Any], c: tuple[float, float, float, int]) -> bool:
