@@ -49,7 +49,7 @@ async def test_long_notes_open_plain_or_in_two_steps(tui_vault: Path, embedder, 
         await pilot.press("pagedown")
         assert plain.top_line() > top
         await pilot.press("x")
-        assert plain.text == big
+        assert plain.text in (big, "")  # nothing typed into it (a closed view lets its text go)
         await settle(app, pilot)
         assert isinstance(app.screen, MainScreen) and app.main_screen.query_one(SearchBox).value == "x"
         shown: list[str] = []

@@ -145,6 +145,8 @@ class ExplorerApp(App[int]):
         self._watch = watch
         self._load_model = load_model
         self.main_screen = MainScreen(history=self.ui_state.queries(self.vault))
+        self.note_screen: NoteScreen | None = None
+        """The note view, made on the first open and kept (installed) for the later ones."""
 
     @property
     def watcher(self) -> Any:
@@ -412,16 +414,24 @@ class ExplorerApp(App[int]):
         self.status = replace(self.status, last_search=text)
 
     def on_open_note(self, message: OpenNote) -> None:
-        """Show a note: in the open note view, or a new one."""
+        """Show a note: in the open note view, or in the note view made at the first open (one screen
+        for every open: composing, styling and laying out a new one cost more than the note's first
+        screen itself; BENCHMARKS.md, note view)."""
         if self.index is None:
             return
         place = Place(message.path, message.cursor)
+        screen = self.note_screen
         if isinstance(self.screen, NoteScreen):
             self.screen.run_worker(
                 self.screen.go(place), exclusive=True, group="note-nav", exit_on_error=False
             )
+        elif screen is None:
+            self.note_screen = NoteScreen(place)
+            self.install_screen(self.note_screen, "note")
+            self.push_screen(self.note_screen)
         else:
-            self.push_screen(NoteScreen(place))
+            screen.open(place)
+            self.push_screen(screen)
 
     def on_edit_note(self, message: EditNote) -> None:
         """Open writing mode on a note."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from dataclasses import dataclass
 from itertools import pairwise
@@ -223,6 +224,40 @@ class NoteScreen(Screen):
         self.query_one("#note-scroll").focus()
         await self.show_place(self.place)
 
+    def open(self, place: Place) -> None:
+        """Show `place` with a history of its own: the screen opened again, for another note. Called
+        before the screen is shown again: nothing of the last note is left to draw (its views were
+        emptied when it closed, the side panel and the title line are emptied here)."""
+        self.history = [place]
+        self.position = 0
+        self._leaving = False
+        self.links_shown = []
+        self.first_screen_s = self.first_screen_source = None
+        self.query_one("#note-title", Static).update(plain(place.path, "$text-muted"))
+        self.query_one("#note-tags", Static).update("")
+        self.query_one("#note-props").display = False
+        for name, label in (("#note-backlinks", "Backlinks"), ("#note-links", "Links")):
+            side = self.query_one(name, OptionList)
+            side.clear_options()
+            side.border_title = label
+        self.query_one("#note-scroll").focus()  # the view shown takes it from there (`_use_plain`)
+        self.run_worker(self.show_place(place), exclusive=True, group="note-nav", exit_on_error=False)
+
+    def on_screen_suspend(self) -> None:
+        """Closed (not merely covered by the help or the writer): stop the note's work and let its
+        blocks go now, while the search screen is shown, so the next open has nothing to remove."""
+        if self in self.app.screen_stack:
+            return
+        self._showing += 1
+        self.workers.cancel_node(self)
+        self.run_worker(self._clear(self._showing), group="note-clear", exit_on_error=False)
+
+    async def _clear(self, showing: int) -> None:
+        """Empty the views of a closed note view (unless it was opened again meanwhile)."""
+        if showing == self._showing:
+            self.query_one("#note-plain", LongText).set_text("")
+            await self.query_one("#note-md", Markdown).update("")
+
     # -- navigation ---------------------------------------------------------------------
     async def go(self, place: Place) -> None:
         """Visit `place`, dropping any forward history."""
@@ -319,6 +354,19 @@ class NoteScreen(Screen):
         side panel are made in a worker thread from a snapshot of the index, after the frame.
         """
         started = time.perf_counter()
+        paused = gc.isenabled()
+        if paused:
+            # A full collection walks every unfrozen object (the closed note's blocks too: 0.1-1 s);
+            # none runs before this first frame, the one that is due runs after it.
+            gc.disable()
+        try:
+            await self._show_place(place, started)
+        finally:
+            if paused:
+                self.call_after_refresh(gc.enable)
+
+    async def _show_place(self, place: Place, started: float) -> None:
+        """`show_place` without garbage collection (`started`: when it was asked for)."""
         self.first_screen_s = self.first_screen_source = None
         self._showing += 1
         showing = self._showing
