@@ -3,11 +3,14 @@ first screen from its start alone, names resolved in a snapshot outside the inde
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from textual.widgets import Markdown, OptionList
+from textual.widgets.markdown import MarkdownBlock
 
 from benchmarks.note_open import make_note
 from conftest import SIZE, make_app, search, settle, sync, wait_for
@@ -15,6 +18,7 @@ from explorer.index.transclusion import embeds_in
 from explorer.tui.messages import OpenNote
 from explorer.tui.safe import screen_text
 from explorer.tui.screens import note as note_view
+from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import FIRST_SCREEN_CHARS, NoteScreen
 from explorer.tui.text import note_markdown
 from explorer.tui.widgets.context_pane import ContextPane, context_window
@@ -143,3 +147,58 @@ async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the
         ]
         assert "note-12.md" not in screen.links_shown  # dangling links are not listed
         assert calls and all(not on_ui and taken == 0 for on_ui, taken in calls), calls
+
+
+@sync
+async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """Open a long note, go back, open another: the same note view shows the second, its first frame
+    holds the second note's start and nothing of the first, and it ends with the second note's whole
+    Markdown. The closed view lets its blocks go. No garbage collection runs between the start of the
+    open and its first frame, even with one due every 50 allocations, and they run again after it."""
+    first_note, second_note = make_note(40), make_note(60)
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/first.md").write_text(first_note, encoding="utf-8")
+    (tui_vault / "Long/second.md").write_text(second_note, encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path)
+    collections: list[float] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(time.perf_counter())
+
+    thresholds = gc.get_threshold()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/first.md", "Long/second.md"])
+        await settle(app, pilot)
+        app.post_message(OpenNote("Long/first.md"))
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
+        view = app.screen
+        md = view.query_one("#note-md", Markdown)
+        await wait_for(pilot, lambda: view.view == "markdown")
+        assert "Long note 40 KB" in md.source
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen) and not md.query(MarkdownBlock))
+        gc.callbacks.append(count)
+        gc.set_threshold(50, 10, 10)
+        try:
+            app.post_message(OpenNote("Long/second.md"))
+            await wait_for(pilot, lambda: app.screen is view and view.first_screen_s is not None)
+            frame = (view.shown_at, view.shown_at + (view.first_screen_s or 0.0))
+            await wait_for(pilot, lambda: any(t > frame[1] for t in collections))
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.callbacks.remove(count)
+        assert gc.isenabled()
+        assert not [t for t in collections if frame[0] <= t <= frame[1]]
+        first = view.first_screen_source or ""
+        assert "# Long note 60 KB" in first and "## Section 1\n" in first and "Long note 40 KB" not in first
+        await wait_for(pilot, lambda: view.view == "markdown")
+        index = app.index
+        assert md.source == screen_text(
+            note_markdown(index.note("Long/second.md"), embeds_in(index, "Long/second.md"), index.note)
+        )

@@ -181,6 +181,8 @@ class NoteScreen(Screen):
         self.links_shown: list[str] = []
         self.view = "markdown"
         """How the current note is shown: `markdown`, `partial` (the rest is coming) or `plain` (a large note)."""
+        self.shown_at = 0.0
+        """When the last `show_place` started (`time.perf_counter()`)."""
         self.first_screen_s: float | None = None
         """Seconds from the start of the last `show_place` to its first frame with the note on screen."""
         self.first_screen_source: str | None = None
@@ -353,7 +355,7 @@ class NoteScreen(Screen):
         first frame reads more of the note than that first part: the rest, the embeds past it and the
         side panel are made in a worker thread from a snapshot of the index, after the frame.
         """
-        started = time.perf_counter()
+        started = self.shown_at = time.perf_counter()
         paused = gc.isenabled()
         if paused:
             # A full collection walks every unfrozen object (the closed note's blocks too: 0.1-1 s);
