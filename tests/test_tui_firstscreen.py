@@ -15,11 +15,12 @@ from textual.widgets.markdown import MarkdownBlock
 from benchmarks.note_open import make_note
 from conftest import SIZE, make_app, search, settle, sync, wait_for
 from explorer.index.transclusion import embeds_in
-from explorer.tui.messages import OpenNote
+from explorer.tui.messages import BackToSearch, EditNote, OpenNote
 from explorer.tui.safe import screen_text
 from explorer.tui.screens import note as note_view
 from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import FIRST_SCREEN_CHARS, NoteScreen
+from explorer.tui.screens.writer import WriterScreen
 from explorer.tui.text import note_markdown
 from explorer.tui.widgets.context_pane import ContextPane, context_window
 from explorer.tui.widgets.results import ResultsList
@@ -202,3 +203,33 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
         assert md.source == screen_text(
             note_markdown(index.note("Long/second.md"), embeds_in(index, "Long/second.md"), index.note)
         )
+
+
+@sync
+async def test_a_note_opened_from_the_writer_over_the_note_view_gets_a_view_of_its_own(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """Note view -> writer -> a note opened from the writer: a second note view over the writer shows
+    it (the kept one stays under the writer); back to the search, the next open shows the kept view."""
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        paths = sorted(app.index.note_titles())[:3]
+        app.post_message(OpenNote(paths[0]))
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
+        kept = app.screen
+        app.post_message(EditNote(paths[0]))
+        await wait_for(pilot, lambda: isinstance(app.screen, WriterScreen))
+        app.post_message(OpenNote(paths[1]))
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
+        assert app.screen is not kept and app.screen.place.path == paths[1]
+        assert app.screen_stack[1] is kept and kept.place.path == paths[0]
+        app.post_message(BackToSearch())
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        app.post_message(OpenNote(paths[2]))
+        await wait_for(pilot, lambda: app.screen is kept and kept.first_screen_s is not None)
+        assert kept.place.path == paths[2] and kept.history == [kept.place]

@@ -429,6 +429,8 @@ class ExplorerApp(App[int]):
             self.note_screen = NoteScreen(place)
             self.install_screen(self.note_screen, "note")
             self.push_screen(self.note_screen)
+        elif screen in self.screen_stack:
+            self.push_screen(NoteScreen(place))  # from the writer over the note view: a view of its own
         else:
             screen.open(place)
             self.push_screen(screen)

@@ -247,8 +247,9 @@ class NoteScreen(Screen):
 
     def on_screen_suspend(self) -> None:
         """Closed (not merely covered by the help or the writer): stop the note's work and let its
-        blocks go now, while the search screen is shown, so the next open has nothing to remove."""
-        if self in self.app.screen_stack:
+        blocks go now, while the search screen is shown, so the next open has nothing to remove. (A view
+        that is not kept for later opens goes as a whole.)"""
+        if self in self.app.screen_stack or not self.app.is_screen_installed(self):
             return
         self._showing += 1
         self.workers.cancel_node(self)
