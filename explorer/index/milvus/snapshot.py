@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from explorer.index.backend import Hit, Restriction, Scope
+from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
     BM25_PARAMS,
     COSINE_PARAMS,
@@ -31,6 +32,7 @@ class _Owner(Protocol):
     """The index a view was taken of (explorer.index.milvus.index.MilvusIndex)."""
 
     engine: Engine
+    answers: Answers
     dense_share: float
     """The share of a vector search's rows the last searches needed (`MilvusSnapshot._first_fetch`)."""
 
@@ -38,6 +40,8 @@ class _Owner(Protocol):
     def vault_name(self) -> str: ...
 
     def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[MilvusSnapshot, str, bool]: ...
+
+    def wait_warm(self, seconds: float = 30.0) -> None: ...
 
 
 class MilvusSnapshot(LocalSnapshot):
@@ -111,22 +115,47 @@ class MilvusSnapshot(LocalSnapshot):
             return None
         return nid
 
-    def _search(self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]) -> Any:
-        """One engine search of `data` on `field` (the BM25 sparse field or the vectors), read at Strong."""
-        engine = self._index.engine
-        return engine.call(
-            "search",
-            lambda c: c.search(
-                engine.collection,
-                data=data,
-                anns_field=field,
-                limit=min(k, MAX_LIMIT),
-                filter=expr,
-                search_params=params,
-                output_fields=list(self.OUTPUT_FIELDS),
-                consistency_level="Strong",
-            ),
-        )
+    def _search(
+        self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]
+    ) -> list[list[Any]]:
+        """One engine search of `data` on `field` (the BM25 sparse field or the vectors), read at Strong;
+        questions the session asked lately are answered from its cache (`explorer.index.milvus.answers`)."""
+        engine, limit = self._index.engine, min(k, MAX_LIMIT)
+        fields = list(self.OUTPUT_FIELDS)
+
+        def fetch(positions: list[int]) -> list[list[dict[str, Any]]]:
+            self._index.wait_warm()
+            res = engine.call(
+                "search",
+                lambda c: c.search(
+                    engine.collection,
+                    data=[data[i] for i in positions],
+                    anns_field=field,
+                    limit=limit,
+                    filter=expr,
+                    search_params=params,
+                    output_fields=fields,
+                    consistency_level="Strong",
+                ),
+            )
+            return [
+                [
+                    {"distance": float(r.get("distance", 0.0)), "entity": dict(r.get("entity", r))}
+                    for r in rows
+                ]
+                for rows in res
+            ]
+
+        keys = [
+            (
+                field,
+                expr,
+                tuple(fields),
+                d if isinstance(d, str) else np.asarray(d, dtype=np.float32).tobytes(),
+            )
+            for d in data
+        ]
+        return self._index.answers.ask(keys, limit, fetch)
 
     # -- scope --------------------------------------------------------------------------------
     def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
