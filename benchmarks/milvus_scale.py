@@ -22,6 +22,7 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import log, machine, offline_environment, summary, write_json
 from benchmarks.speed import ensure_vault, install_standin_vectors, make_queries, vocabulary, word_vectors
@@ -47,6 +48,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --reuse: a third arm as the search was before (a copy of the earlier run's engine, its "
         "vector index left as it was, every vector search asking for all its rows at once)",
+    )
+    ap.add_argument(
+        "--wide-arm",
+        type=Path,
+        default=None,
+        help="with --reuse: an arm searching a copy of an engine of the earlier one-collection layout (all 20 "
+        "fields in the searched collection, not migrated, no answer cache): the search as it was before the "
+        "search/text split",
+    )
+    ap.add_argument(
+        "--nocache-arm",
+        action="store_true",
+        help="an arm on the same engine as the Milvus arm without the session's answer cache",
     )
     ap.add_argument("--tag", default="", help="suffix of the output file name")
     args = ap.parse_args(argv)
@@ -121,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         flat.snapshot = lambda: flat.reader.snapshot(FullFetch, flat)  # type: ignore[method-assign, assignment]
         flat.open()
         res["flat_arm_index"] = flat.engine.client().describe_index(flat.engine.collection, "vector")
+    wide = nocache = None
+    if reuse and args.wide_arm is not None:
+        wide = _wide_arm(vault, ms, args.wide_arm, args.out)
+        wide.open()
+        res["wide_arm_engine"] = str(args.wide_arm)
     remote = MilvusIndex(vault, ms)
     t = time.perf_counter()
     VaultIndex.open(remote)  # parse and index as the local backend does; the engine is written below
@@ -139,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     res["ingest"] = {"rows": rows, "s": round(dt, 2), "rows_per_s": round(rows / dt, 1)}
     log(f"ingest {rows} rows in {dt:.1f} s ({res['row_build_ms']} ms per row built)")
 
+    if args.nocache_arm:
+        from explorer.index.milvus.answers import Answers
+
+        nocache = MilvusIndex(vault, ms)
+        nocache.open()
+        nocache.answers = Answers(ttl=-1.0)  # every question asked of the engine
     pl, pm = make_pipeline(local, local.settings), make_pipeline(remote, remote.settings)
     queries = make_queries(vocab, args.queries + 5)
     for q in queries[:5]:
@@ -147,6 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     tl, tm, tf, agree = [], [], [], []
     calls = 0
     arms = [("local", pl, tl), ("milvus", pm, tm)]
+    tw: list[float] = []
+    tn: list[float] = []
+    for other, name, times in ((wide, "milvus_wide", tw), (nocache, "milvus_nocache", tn)):
+        if other is not None:
+            po = make_pipeline(other, other.settings)
+            for q in queries[:5]:
+                po.search(q, record=False)
+            arms.append((name, po, times))
     if flat is not None:
         pf = make_pipeline(flat, flat.settings)
         for q in queries[:5]:
@@ -170,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         return round(ratios[len(ratios) // 2], 2)
 
     res["milvus_over_local_median"] = paired(tl, tm)
+    for name, times in (("milvus_wide", tw), ("milvus_nocache", tn)):
+        if times:
+            res["search_ms"][name] = summary(times)
+            res[f"{name}_over_local_median"] = paired(tl, times)
+            res[f"milvus_over_{name}_median"] = paired(times, tm)
+    res["answer_cache"] = {"hits": remote.answers.hits, "misses": remote.answers.misses}
     if tf:
         res["search_ms"]["milvus_flat"] = summary(tf)
         res["flat_over_local_median"] = paired(tl, tf)
@@ -184,9 +223,36 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out / f"milvus-scale-{args.notes}{args.tag}.json", res)
     if flat is not None:
         flat.close()
+    for other in (wide, nocache):
+        if other is not None:
+            other.close()
     local.close()
     remote.close()
     return 0
+
+
+def _wide_arm(vault: Path, settings: Any, engine_copy: Path, out: Path) -> Any:
+    """A MilvusIndex on a copy of an engine of the earlier layout, searched as it was: its one wide
+    collection, not migrated, every question asked of the engine (no answer cache)."""
+    from explorer.index.milvus import MilvusIndex
+    from explorer.index.milvus.answers import Answers
+    from explorer.index.milvus.engine import Engine
+
+    class WideEngine(Engine):
+        def _prepare(self, client: Any) -> None:
+            client.load_collection(self.collection)
+
+    cache = out / "cache-milvus-wide"
+    if not cache.exists():
+        shutil.copytree(out / "cache-milvus", cache)
+    ws = replace(
+        settings,
+        index=replace(settings.index, cache_dir=str(cache), milvus_uri=str(engine_copy / "m.db")),
+    )
+    ix = MilvusIndex(vault, ws)
+    ix.engine = WideEngine(ws.index.milvus_uri, ws.index.collection)
+    ix.answers = Answers(ttl=-1.0)
+    return ix
 
 
 if __name__ == "__main__":

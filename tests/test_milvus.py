@@ -247,13 +247,14 @@ def test_read_your_writes_and_deletes(tmp_path: Path, lite_db: str, embedder) ->
     index = _open(vault, milvus_settings(lite_db, tmp_path / "cache"), embedder)
     try:
         pipe = make_pipeline(index, index.settings)
+        assert not pipe.search("zorblax").results  # the engine's empty answer is kept for the session...
         write_notes(
             vault, {"astro/comet.md": "# Comets\n\nA zorblax tail of ice points away from the sun.\n"}
         )
         index.refresh(["astro/comet.md"])
         assert (
             pipe.search("zorblax").results[0].document_path == "astro/comet.md"
-        )  # no embedding yet: BM25 alone
+        )  # ...until this writer's own change reaches the engine; no embedding yet: BM25 alone
         (vault / "astro/comet.md").unlink()
         index.refresh(["astro/comet.md"])
         assert not pipe.search("zorblax").results
@@ -680,10 +681,17 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         window = context_for(alice, "vault:bob/sky/eclipse.md#Corona", None, 0, 40)
         assert window.text.startswith("During totality") or "totality" in window.text
         assert alice.note("vault:bob/nothing.md") is None
-        # bob's change reaches alice's next team search (bob's sync flushes; searches read Strong)
+        # bob's change reaches alice's next team search (bob's sync flushes; searches read Strong), and a
+        # question alice asked before it once her kept answer is older than its bound (answers.ttl)
+        alice.answers.ttl = 0.5
+        assert paths("runner poles vault:bob") == ["vault:bob/garden/beans.md"]
         write_notes(b, {"garden/beans.md": "# Beans\n\nRunner beans climb the hazel poles by June.\n"})
         bob.refresh(paths=["garden/beans.md"], reread=True)
         assert paths("hazel poles vault:bob")[0] == "vault:bob/garden/beans.md"
+        time.sleep(0.6)
+        assert paths("runner poles vault:bob") == ["vault:bob/garden/beans.md"]
+        found = pipe.search("runner poles vault:bob", record=False).results[0]
+        assert "hazel" in found.context_shards[0].text
     finally:
         alice.close()
         bob.close()

@@ -152,6 +152,7 @@ class Engine:
         self._ready = False
         self.text_collection = collection + TEXT_SUFFIX
         """The collection of what only another vault's note view needs (`TEXT_FIELDS`)."""
+        self._text_loaded = False
         self.migrated = 0
         """Rows copied from a collection of the earlier one-collection layout at this open."""
         self._lock = threading.RLock()
@@ -256,7 +257,7 @@ class Engine:
         if not created:
             self._check_index(client)
         client.load_collection(self.collection)
-        client.load_collection(self.text_collection)
+        self._text_loaded = False  # loaded on first use (`text_call`): only team reads need it
         if earlier:
             self.migrated = self._migrate(client, earlier)
 
@@ -269,6 +270,7 @@ class Engine:
         """Copy every row of a collection of the earlier layout into the search and text collections,
         then drop it; returns the rows copied. Upserts: a copy stopped half-way is simply run again."""
         client.load_collection(earlier)
+        self._load_text(client)
         names = {f["name"] for f in client.describe_collection(earlier).get("fields", [])}
         wanted = [n for n in (*FIELDS, *TEXT_FIELDS) if n in names and n not in ("sparse", "words", "nil")]
         it = client.query_iterator(earlier, batch_size=MIGRATE_BATCH, filter="", output_fields=wanted)
@@ -410,6 +412,20 @@ class Engine:
         client.create_collection(
             self.text_collection, schema=schema, index_params=index, consistency_level="Strong"
         )
+
+    def _load_text(self, client: Any) -> None:
+        if not self._text_loaded:
+            client.load_collection(self.text_collection)
+            self._text_loaded = True
+
+    def text_call(self, what: str, fn: Callable[[Any], Any]) -> Any:
+        """`call` on the text collection, loaded first if it is not yet."""
+
+        def loaded(client: Any) -> Any:
+            self._load_text(client)
+            return fn(client)
+
+        return self.call(what, loaded)
 
     def call(self, what: str, fn: Callable[[Any], Any]) -> Any:
         """`fn(client)`, every engine fault turned into one `BackendError` line (and a reconnect next time)."""

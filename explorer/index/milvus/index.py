@@ -86,6 +86,8 @@ class MilvusIndex(VaultIndex):
         self._opened = False
         self._warmer: threading.Thread | None = None
         self._warm_done = threading.Event()
+        self._engine_ready = threading.Event()
+        self._early_fault: BackendError | None = None
         self.borrowed = 0
         self._foreign: dict[tuple[str, str], tuple[float, tuple[Note, list[Shard]] | None]] = {}
         self._foreign_lock = threading.Lock()
@@ -97,21 +99,43 @@ class MilvusIndex(VaultIndex):
 
     # -- writes -------------------------------------------------------------------------------
     def open(self, progress: Any = None) -> Any:
+        """Open as the local backend does, with the engine made ready meanwhile (`_engine_early`)."""
+        if self._warmer is None:
+            self._warmer = threading.Thread(
+                target=self._engine_early, name="explorer-milvus-warm", daemon=True
+            )
+            self._warmer.start()
         report = super().open(progress)
+        self._engine_ready.wait()
         self._opened = True
-        self.sync()  # a command fails here, naming the URI, when the engine cannot serve
+        if self._early_fault is not None:
+            fault, self._early_fault = self._early_fault, None
+            raise fault  # a command fails here, naming the URI, when the engine cannot serve
+        self.sync()
         if self.engine.migrated:
             self.on_message(
                 f"milvus at {self.engine.label}: {self.engine.migrated} rows of collection "
                 f"{self.engine.collection!r} moved to the search and text collections (one time)"
             )
-        if self._warmer is None:
-            self._warmer = threading.Thread(target=self._warm, name="explorer-milvus-warm", daemon=True)
-            self._warmer.start()
         return report
 
+    def _engine_early(self) -> None:
+        """While the vault's own index opens: connect, read this vault's rows' state, then warm up."""
+        try:
+            self.engine.client()
+            with self._sync_lock:
+                if self._pushed is None:
+                    self._pushed = self._read_pushed()
+        except BackendError as exc:
+            self._early_fault = exc
+            self._warm_done.set()
+            return
+        finally:
+            self._engine_ready.set()
+        self._warm()
+
     def _warm(self) -> None:
-        """Make the engine ready for the first search, in the background after `open`.
+        """Make the engine ready for the first search, in the background once connected.
 
         Milvus Lite builds a segment's BM25 index on the first BM25 search (1.9 s at 12k shards)
         and reads a vector index on the first vector search: one cheap search of each, limit 1,
@@ -271,7 +295,7 @@ class MilvusIndex(VaultIndex):
                         if (self._pushed.get(r["node_id"]) or ("", False))[0] != r["content_hash"]
                     ]
                     if text:
-                        self.engine.call("upsert", methodcaller("upsert", text_name, text))
+                        self.engine.text_call("upsert", methodcaller("upsert", text_name, text))
                     search = [{k: r[k] for k in FIELDS if k in r} for r in part]
                     self.engine.call(op, methodcaller(op, name, search))
                     for r in part:
@@ -280,7 +304,7 @@ class MilvusIndex(VaultIndex):
                 doomed = gone[i : i + UPSERT_BATCH]
                 pks = [shard_pk(self.vault_name, nid) for nid in doomed]
                 self.engine.call("delete", methodcaller("delete", name, ids=pks))
-                self.engine.call("delete", methodcaller("delete", text_name, ids=pks))
+                self.engine.text_call("delete", methodcaller("delete", text_name, ids=pks))
                 for nid in doomed:
                     self._pushed.pop(nid, None)
             # Unflushed rows are searched ~100x slower: flush after every batch.
@@ -388,7 +412,7 @@ class MilvusIndex(VaultIndex):
                 return kept[1]
         expr = f"vault == {quote(vault)} and path == {quote(path)}"
         try:
-            rows = self.engine.call(
+            rows = self.engine.text_call(
                 "read",
                 lambda c: c.query(
                     self.engine.text_collection,

@@ -263,7 +263,7 @@ class TeamSnapshot(MilvusSnapshot):
             for i in range(0, len(paths), 100):
                 part = paths[i : i + 100]
                 expr = f"vault == {quote(vault)} and path in [{', '.join(quote(p) for p in part)}]"
-                rows = ix.engine.call(
+                rows = ix.engine.text_call(
                     "read",
                     methodcaller(
                         "query",
