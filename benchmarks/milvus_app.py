@@ -84,9 +84,9 @@ def one_app(
     out: dict = {"arm": arm, "size": size, "queries": []}
     try:
         end = time.perf_counter() + timeout
-        while time.perf_counter() < end and " notes" not in _screen(session):
+        while time.perf_counter() < end and "watch: on" not in _screen(session):
             time.sleep(0.05)
-        out["open_s"] = round(time.perf_counter() - t0, 2)
+        out["open_s"] = round(time.perf_counter() - t0, 2)  # the index open and the watcher started
         time.sleep(0.5)
         for i, q in enumerate(queries):
             if i:
@@ -106,6 +106,33 @@ def one_app(
     return out
 
 
+def _start_server(out: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A `milvus-lite server` on a copy of the engine and the cache (the team set-up): (process, URI)."""
+    import shutil
+    import socket
+
+    data, cache = out / "engine-app-server", out / "cache-milvus-app-server"
+    for src, dst in ((out / "engine" / "m.db", data), (out / "cache-milvus", cache)):
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = Path(sys.executable).with_name("milvus-lite")
+    proc = subprocess.Popen(
+        [str(server), "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("/tmp/milvus-bench"))
@@ -117,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--quiet", type=float, default=1.5)
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument(
+        "--server",
+        action="store_true",
+        help="a third arm: the app on a `milvus-lite server` process (a copy of the engine) reached by URI",
+    )
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     vault = args.out / f"speed-vault-{args.notes}"
@@ -130,6 +162,14 @@ def main(argv: list[str] | None = None) -> int:
             "EXPLORER_INDEX_MILVUS_URI": str(args.out / "engine" / "m.db"),
         },
     }
+    proc = None
+    if args.server:
+        proc, uri = _start_server(args.out)
+        arms["milvus-server"] = {
+            **arms["milvus"],
+            "EXPLORER_INDEX_CACHE_DIR": str(args.out / "cache-milvus-app-server"),
+            "EXPLORER_INDEX_MILVUS_URI": uri,
+        }
     res: dict = {"machine": machine(), "load_before": os.getloadavg(), "runs": []}
     order = list(arms)
     for size in args.sizes.split(","):
@@ -139,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
                 qs = [QUERIES[(start * 3 + j) % len(QUERIES)] for j in range(args.queries)]
                 res["runs"].append(one_app(arm, arms[arm], vault, size, qs, args.quiet, args.timeout))
     res["load_after"] = os.getloadavg()
+    if proc is not None:
+        proc.terminate()
+        proc.wait(timeout=30)
     summary: dict = {}
     for size in args.sizes.split(","):
         for arm in arms:

@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="an arm on the same engine as the Milvus arm without the session's answer cache",
     )
+    ap.add_argument(
+        "--server-arm",
+        action="store_true",
+        help="with --reuse: an arm on a `milvus-lite server` process serving a copy of the engine over "
+        "gRPC on 127.0.0.1 (the team set-up), beside the in-process one",
+    )
     ap.add_argument("--tag", default="", help="suffix of the output file name")
     args = ap.parse_args(argv)
     offline_environment()
@@ -135,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         flat.snapshot = lambda: flat.reader.snapshot(FullFetch, flat)  # type: ignore[method-assign, assignment]
         flat.open()
         res["flat_arm_index"] = flat.engine.client().describe_index(flat.engine.collection, "vector")
-    wide = nocache = None
+    wide = nocache = server = served = None
+    if reuse and args.server_arm:
+        server, served = _server_arm(vault, ms, args.out)
+        served.open()
     if reuse and args.wide_arm is not None:
         wide = _wide_arm(vault, ms, args.wide_arm, args.out)
         wide.open()
@@ -174,7 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     arms = [("local", pl, tl), ("milvus", pm, tm)]
     tw: list[float] = []
     tn: list[float] = []
-    for other, name, times in ((wide, "milvus_wide", tw), (nocache, "milvus_nocache", tn)):
+    ts: list[float] = []
+    for other, name, times in (
+        (wide, "milvus_wide", tw),
+        (nocache, "milvus_nocache", tn),
+        (served, "milvus_server", ts),
+    ):
         if other is not None:
             po = make_pipeline(other, other.settings)
             for q in queries[:5]:
@@ -203,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         return round(ratios[len(ratios) // 2], 2)
 
     res["milvus_over_local_median"] = paired(tl, tm)
-    for name, times in (("milvus_wide", tw), ("milvus_nocache", tn)):
+    for name, times in (("milvus_wide", tw), ("milvus_nocache", tn), ("milvus_server", ts)):
         if times:
             res["search_ms"][name] = summary(times)
             res[f"{name}_over_local_median"] = paired(tl, times)
@@ -223,12 +237,58 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out / f"milvus-scale-{args.notes}{args.tag}.json", res)
     if flat is not None:
         flat.close()
-    for other in (wide, nocache):
+    for other in (wide, nocache, served):
         if other is not None:
             other.close()
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=30)
     local.close()
     remote.close()
     return 0
+
+
+def _server_arm(vault: Path, settings: Any, out: Path) -> tuple[Any, Any]:
+    """A `milvus-lite server` process on a copy of the engine, and a MilvusIndex reaching it by URI."""
+    import socket
+    import subprocess
+    import sys
+
+    from explorer.index.milvus import MilvusIndex
+
+    data = out / "engine-server"
+    shutil.rmtree(data, ignore_errors=True)
+    shutil.copytree(out / "engine" / "m.db", data)
+    cache = out / "cache-milvus-server"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.copytree(out / "cache-milvus", cache)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("milvus-lite")),
+            "server",
+            "--data-dir",
+            str(data),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    ss = replace(
+        settings, index=replace(settings.index, cache_dir=str(cache), milvus_uri=f"http://127.0.0.1:{port}")
+    )
+    return proc, MilvusIndex(vault, ss)
 
 
 def _wide_arm(vault: Path, settings: Any, engine_copy: Path, out: Path) -> Any:
