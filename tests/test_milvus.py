@@ -199,9 +199,10 @@ def test_milvus_rankings_match_local(tmp_path: Path, lite_db: str, embedder) -> 
         remote.close()
 
 
-def test_a_smaller_first_vector_fetch_keeps_the_rankings(tmp_path: Path, lite_db: str, embedder) -> None:
-    """Vector searches ask the engine for fewer rows first and again for all when those do not settle
-    the ranking (no cosine floor here, notes of many sections): the answers stay the local ones."""
+def test_smaller_first_fetches_keep_the_rankings(tmp_path: Path, lite_db: str, embedder) -> None:
+    """Vector and BM25 searches ask the engine for fewer rows first and again for all when those do not
+    settle the ranking (no cosine floor here, notes of many sections, words in every note): the answers
+    stay the local ones."""
     from explorer.index.vault_index import VaultIndex
 
     topics = ["river", "mountain", "bread", "engine", "violin", "garden", "comet", "harbour"]
@@ -230,6 +231,7 @@ def test_a_smaller_first_vector_fetch_keeps_the_rankings(tmp_path: Path, lite_db
         before = remote.engine.calls.get("search", 0)
         for query in ("the river number", "violin seen from a side", "comet harbour garden"):
             remote.dense_share = 0.0  # the smallest first fetch: 32 rows of the ~100 asked for
+            remote.bm25_share = 0.0  # and 48 BM25 rows
             a = make_pipeline(local, local.settings).search(query, record=False, two_pass=False)
             b = make_pipeline(remote, remote.settings).search(query, record=False, two_pass=False)
             assert [r.node_id for r in a.results] == [r.node_id for r in b.results], query

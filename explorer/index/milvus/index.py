@@ -72,6 +72,8 @@ class MilvusIndex(VaultIndex):
         self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
         self.answers = Answers()
         """Engine answers of recent searches (emptied by this writer's own writes)."""
+        self.bm25_share = 0.5
+        """The engine depth kept BM25 rankings of recent searches reached, as a share (`MilvusSnapshot._bm25_first`)."""
         self.dense_share = 0.5
         """The share of a vector search's rows recent searches needed (`MilvusSnapshot._first_fetch`)."""
         self._pushed: dict[str, tuple[str, bool]] | None = None

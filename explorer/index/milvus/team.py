@@ -347,6 +347,11 @@ class TeamSnapshot(MilvusSnapshot):
     def _first_fetch(self, k: int) -> int:
         return k  # the notes of several vaults: no estimate of the rows a ranking needs
 
+    def _bm25_first(self, k: int) -> int:
+        return (
+            k  # other vaults' rows are scored with this vault's statistics: the engine's order differs more
+        )
+
     def _searchable(self, allowed: Restriction | None) -> bool:
         return True  # a restriction narrows this vault's rows; other vaults' rows stay searchable
 
