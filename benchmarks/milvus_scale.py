@@ -199,8 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         for q in queries[:5]:
             pf.search(q, record=False)
         arms.append(("milvus_flat", pf, tf))
+    same = 0
     for i, q in enumerate(queries[5:]):
         got = {}
+        whole: dict[str, list[tuple[str, float]]] = {}
         for name, pipe, times in arms[i % len(arms) :] + arms[: i % len(arms)]:
             before = remote.engine.calls.get("search", 0)
             t = time.perf_counter()
@@ -208,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             times.append((time.perf_counter() - t) * 1000)
             calls += remote.engine.calls.get("search", 0) - before
             got[name] = [x.node_id for x in r.results[:10]]
+            whole[name] = [(x.node_id, round(x.score, 6)) for x in r.results]
         a, b = got["local"], got["milvus"]
         agree.append(len(set(a) & set(b)) / max(1, len(a)))
+        same += all(whole[n] == whole["local"] for n in whole)
     res["search_ms"] = {"local": summary(tl), "milvus": summary(tm)}
 
     def paired(a: list[float], b: list[float]) -> float:
@@ -229,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         res["milvus_over_flat_median"] = paired(tf, tm)
     res["engine_searches_per_search"] = round(calls / max(1, len(tm)), 1)
     res["top10_agreement"] = round(sum(agree) / len(agree), 3)
+    res["all_results_equal_on_every_arm"] = f"{same} of {len(agree)} queries (node_ids and scores to 1e-6)"
     log(
         f"local {res['search_ms']['local']} / milvus {res['search_ms']['milvus']}; paired ratio "
         f"{res['milvus_over_local_median']}; engine searches per search {res['engine_searches_per_search']}; "

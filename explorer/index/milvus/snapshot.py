@@ -197,7 +197,8 @@ class MilvusSnapshot(LocalSnapshot):
         again = []
         for j, (i, rows) in enumerate(zip(asked, res, strict=True)):
             ranked[j] = self._rescored(queries[i], rows)
-            if first < k and len(rows) >= first and not self._bm25_settled(ranked[j], first, k):
+            # Learns the depth needed from every answer; an answer shorter than asked is all there is.
+            if not self._bm25_settled(ranked[j], first, k, len(rows) < first) and first < k:
                 again.append(j)
         if again:
             for j, rows in zip(again, self._search("sparse", [data[j] for j in again], k, expr, BM25_PARAMS)):
@@ -218,7 +219,9 @@ class MilvusSnapshot(LocalSnapshot):
         """BM25 rows to ask for first: twice the engine depth recent rankings needed, with a margin."""
         return min(k, int(k * min(1.0, self._index.bm25_share * 2)) + 48)
 
-    def _bm25_settled(self, hits: Sequence[tuple[str, float, int]], first: int, k: int) -> bool:
+    def _bm25_settled(
+        self, hits: Sequence[tuple[str, float, int]], first: int, k: int, complete: bool
+    ) -> bool:
         """Whether the engine's first `first` rows give the ranking the search keeps from `k`.
 
         The search keeps a ranking up to the first shard of the note after the notes a ranking
@@ -234,8 +237,9 @@ class MilvusSnapshot(LocalSnapshot):
             seen.add(self.shards[nid].path)
             if len(seen) >= wanted:
                 break
-        settled = len(seen) >= wanted and deepest < first * BM25_SETTLE_SHARE
-        need = (deepest + 1) / k if len(seen) >= wanted else 1.0
+        reached = len(seen) >= wanted
+        settled = complete or (reached and deepest < first * BM25_SETTLE_SHARE)
+        need = (deepest + 1) / k if reached or complete else 1.0
         self._index.bm25_share = 0.7 * self._index.bm25_share + 0.3 * need
         return settled
 
