@@ -324,14 +324,25 @@ def idea_grids(
         base = base_scores(r, cut)
         return base + w * top_of(r, cut) * _norm_cos(np.array(r["enriched"])) if w else base
 
+    shapes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def shape(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Each turn's word count and whether it asks (once per conversation: its turns are in one order)."""
+        if r["conv"] not in shapes:
+            texts = [said(turns[(r["conv"], d)].text) for d in r["dias"]]
+            shapes[r["conv"]] = (
+                np.array([len(t.split()) for t in texts]),
+                np.array([t.endswith("?") for t in texts], dtype=float),
+            )
+        return shapes[r["conv"]]
+
     def rescore(r: dict[str, Any], v: tuple[float, float, float], cut: int) -> np.ndarray:
         w, length, p = v
         base = base_scores(r, cut)
         if not any(v):
             return base
         sess = _norm_lex(np.array(r["session_bm25"]))[np.array(r["turn_session"])]
-        words = np.array([len(said(turns[(r["conv"], d)].text).split()) for d in r["dias"]])
-        asking = np.array([said(turns[(r["conv"], d)].text).endswith("?") for d in r["dias"]], dtype=float)
+        words, asking = shape(r)
         lifted = (base + w * top_of(r, cut) * sess) * (1 + length * np.minimum(1.0, words / 40))
         return np.where(base > 0, lifted * (1 - p * asking), 0.0)
 
@@ -422,10 +433,17 @@ def logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 25) -> 
     return w
 
 
-def linear(recs: list[dict[str, Any]], turns: dict[tuple[str, str], Any], cut: int) -> dict[str, Any]:
-    """The logistic re-scorer of the first `cut` results: trained on four conversations, scored on the fifth."""
+def linear(
+    recs: list[dict[str, Any]], turns: dict[tuple[str, str], Any], cut: int, gated: set[str] | None = None
+) -> dict[str, Any]:
+    """The logistic re-scorer of the first `cut` results: trained on four conversations, scored on the fifth.
+
+    With `gated`, only those questions are re-scored (and trained on); the others keep the pipeline's order.
+    """
     data = {}
     for r in recs:
+        if gated is not None and r["qid"] not in gated:
+            continue
         x, ids = features(r, turns, cut)
         data[r["qid"]] = (x, ids, np.array([float(d in r["evidence"]) for d in ids]))
 
@@ -443,12 +461,17 @@ def linear(recs: list[dict[str, Any]], turns: dict[tuple[str, str], Any], cut: i
 
     by = {r["qid"]: r for r in recs}
     convs = sorted({r["conv"] for r in recs})
-    left = {}
+    kept = {
+        r["qid"]: question_metrics(r["evidence"], [d for d, _ in r["candidates"][:cut]])["recall@10"]
+        for r in recs
+    }
+    left = dict(kept)
     for g in convs:
         model = fit([q for q in data if by[q]["conv"] != g])
         left.update({q: recall(q, model) for q in data if by[q]["conv"] == g})
     model = fit(list(data))
-    inside = {q: recall(q, model) for q in data}
+    inside = dict(kept)
+    inside.update({q: recall(q, model) for q in data})
     return {
         "left": left,
         "in_sample": inside,
@@ -461,7 +484,12 @@ def ideas(args: argparse.Namespace) -> dict[str, Any]:
     turns = {(c.sample_id, t.dia_id): t for c in load_conversations(args.data) for t in c.turns}
     by = {r["qid"]: r for r in recs}
     qids = sorted(by)
+    gate = re.compile(args.gate, re.I) if args.gate else None
+    gated = {q for q in qids if gate.search(by[q]["question"])} if gate is not None else None
     out: dict[str, Any] = {}
+    if gated is not None:
+        out["gated"] = {CATEGORIES[c]: sum(1 for q in gated if by[q]["category"] == c) for c in CATS}
+        print("gated", json.dumps(out["gated"]), flush=True)
 
     def cats(values: dict[str, float]) -> dict[str, float | None]:
         res: dict[str, float | None] = {"all": round(statistics.fmean(values.values()), 4)}
@@ -473,9 +501,16 @@ def ideas(args: argparse.Namespace) -> dict[str, Any]:
     for name, (grid, fn) in idea_grids(turns).items():
         if args.only and name not in args.only:
             continue
+
+        def pick(v: Any, q: str, off: Any = grid[0]) -> Any:
+            return v if gated is None or q in gated else off
+
         recall = {
             v: {
-                q: question_metrics(by[q]["evidence"], ranked(by[q], fn(by[q], v, args.cut)))["recall@10"]
+                q: question_metrics(
+                    by[q]["evidence"],
+                    ranked(by[q], fn(by[q], pick(v, q), args.cut)),
+                )["recall@10"]
                 for q in qids
             }
             for v in grid
@@ -483,7 +518,8 @@ def ideas(args: argparse.Namespace) -> dict[str, Any]:
         chosen = choose(qids, lambda q: by[q]["conv"], recall)
         bound = {
             q: len(
-                set(by[q]["evidence"]) & set(ranked(by[q], fn(by[q], chosen["in_sample"], args.cut))[:100])
+                set(by[q]["evidence"])
+                & set(ranked(by[q], fn(by[q], pick(chosen["in_sample"], q), args.cut))[:100])
             )
             / len(by[q]["evidence"])
             for q in qids
@@ -497,7 +533,7 @@ def ideas(args: argparse.Namespace) -> dict[str, Any]:
         }
         print(name, json.dumps(out[name], default=str), flush=True)
     if not args.only or "linear" in args.only:
-        fitted = linear(recs, turns, args.cut)
+        fitted = linear(recs, turns, args.cut, gated)
         out["linear"] = {
             "in_sample": cats(fitted["in_sample"]),
             "left_out": cats(fitted["left"]),
@@ -594,6 +630,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--only", nargs="*", default=[])
     parser.add_argument("--report", type=Path, default=None, help="ideas: write the figures here as JSON")
+    parser.add_argument(
+        "--gate",
+        default="",
+        metavar="REGEX",
+        help="ideas: act only on questions whose wording matches (case ignored); the others keep their list",
+    )
     parser.add_argument("--set", action="append", default=[])
     args = parser.parse_args(argv)
     if args.action == "dump":
