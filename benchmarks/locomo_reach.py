@@ -17,6 +17,8 @@ found, with the signals the ideas below read, computed over *all* turns of the c
     enriched   the cosine with a second vector of each turn, embedded from the turn enriched with
                its context: the turn before it (the question it answers), the speaker's name and
                the session's date
+    expansion  words of the conversation near each of the question's words (MiniLM on single
+               words: "pets" -> dog, turtle, pup), with their cosine, for a BM25 search of them
 
 ``analyse`` prints, for missed multi-hop and open-domain questions, each evidence turn with its rank
 and what matches it; ``ideas`` re-scores the recorded lists with each idea on a grid and chooses
@@ -150,6 +152,9 @@ def dump(args: argparse.Namespace) -> None:
             row_of = {nid_of[p]: i for i, p in enumerate(p for p in paths if p in nid_of)}
             enc = index.embedder()
             enriched = np.asarray(enc.encode(enriched_texts(conv, dias)), dtype=np.float32)
+            vocab = sorted({w for d in dias for w in content_words(turn_of[d].text)})
+            vocab_vecs = np.asarray(enc.encode(vocab), dtype=np.float32)
+            vocab_stems = [(_tok(w) or [w])[0] for w in vocab]
             for q in conv.questions[: args.limit_questions]:
                 t = time.perf_counter()
                 res = pipe.search(q.text, k=DEPTH, record=False)
@@ -204,6 +209,7 @@ def dump(args: argparse.Namespace) -> None:
                     "session_cos": [round(float(x), 4) for x in s_cos],
                     "parts": part_rows,
                     "enriched": [round(float(x), 4) for x in (enriched @ qv)],
+                    "expansion": expansion(enc, q.text, vocab_vecs, vocab_stems, name_toks),
                 }
                 fh.write(json.dumps(rec) + "\n")
             fh.flush()
@@ -211,6 +217,39 @@ def dump(args: argparse.Namespace) -> None:
         log(f"{conv.sample_id}: {len(conv.questions)} questions")
     fh.close()
     log(f"wrote {out}")
+
+
+_WORDS = re.compile(r"[a-z]+")
+#: Vocabulary neighbours kept per question word, and the least cosine recorded.
+EXPANSION_NEIGHBOURS = 20
+EXPANSION_FLOOR = 0.4
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-case words of three letters or more that are not stop words."""
+    from explorer.text.tokenize import STOPWORDS
+
+    return [w for w in _WORDS.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS]
+
+
+def expansion(
+    enc: Any, question: str, vecs: np.ndarray, stems: list[str], names: set[str]
+) -> list[list[Any]]:
+    """[stem, cosine] of the conversation's words nearest each content word of the question (not its own stem,
+    not a name), the best cosine per stem, at least EXPANSION_FLOOR."""
+    words = [w for w in content_words(question) if (_tok(w) or [w])[0] not in names]
+    if not words or not len(vecs):
+        return []
+    sims = np.asarray(enc.encode(words), dtype=np.float32) @ vecs.T
+    best: dict[str, float] = {}
+    for i, w in enumerate(words):
+        own = set(_tok(w))
+        for j in np.argsort(-sims[i])[:EXPANSION_NEIGHBOURS]:
+            stem = stems[j]
+            if stem in own or stem in names or sims[i, j] < EXPANSION_FLOOR:
+                continue
+            best[stem] = max(best.get(stem, 0.0), float(sims[i, j]))
+    return [[t, round(c, 4)] for t, c in sorted(best.items(), key=lambda kv: -kv[1])]
 
 
 def enriched_texts(conv: Any, dias: list[str]) -> list[str]:
@@ -325,6 +364,27 @@ def idea_grids(
         return base + w * top_of(r, cut) * _norm_cos(np.array(r["enriched"])) if w else base
 
     shapes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    lexicons: dict[str, BM25] = {}
+    expanded: dict[tuple[str, float, int], np.ndarray] = {}
+
+    def expand(r: dict[str, Any], v: tuple[float, float, int], cut: int) -> np.ndarray:
+        w, floor, k = v
+        base = base_scores(r, cut)
+        if not w:
+            return base
+        key = (r["qid"], floor, k)
+        if key not in expanded:
+            if r["conv"] not in lexicons:
+                names = {t for (c, _), turn in turns.items() if c == r["conv"] for t in _tok(turn.speaker)}
+                lexicons[r["conv"]] = BM25(
+                    [[t for t in _tok(turns[(r["conv"], d)].text) if t not in names] for d in r["dias"]]
+                )
+            lex = lexicons[r["conv"]]
+            score = np.zeros(len(r["dias"]))
+            for stem, cos in [e for e in r["expansion"] if e[1] >= floor][:k]:
+                score += cos * np.array(lex.scores([stem]))
+            expanded[key] = _norm_lex(score)
+        return base + w * top_of(r, cut) * expanded[key]
 
     def shape(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """Each turn's word count and whether it asks (once per conversation: its turns are in one order)."""
@@ -356,6 +416,11 @@ def idea_grids(
         "prf": ([0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0], prf),
         "parts": ([(0.0, 0.5)] + [(w, mix) for w in (0.1, 0.2, 0.3, 0.5) for mix in (0.0, 0.5, 1.0)], parts),
         "enriched": ([0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0], enriched),
+        "expand": (
+            [(0.0, 0.0, 0)]
+            + [(w, f, k) for w in (0.05, 0.1, 0.2, 0.3, 0.5) for f in (0.45, 0.55, 0.65) for k in (5, 10)],
+            expand,
+        ),
         "rescore": (
             [
                 (w, length, p)

@@ -55,13 +55,17 @@ def test_reach_dump_analyse_ideas(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert len(first["session_bm25"]) == len(first["session_cos"]) == 2
     assert first["candidates"][0][0] == "D1:1"  # "When did Ana adopt the greyhound?"
     assert first["named"] == ["Ana"]
+    # The question's words' neighbours among the conversation's words, never its own word or a name.
+    near = {stem for stem, _ in first["expansion"]}
+    assert "greyhound" not in near and "ana" not in near
+    assert all(cos >= locomo_reach.EXPANSION_FLOOR for _, cos in first["expansion"])
 
     records = ["--records", str(out / "locomo-reach.jsonl")]
     assert locomo_reach.main(["analyse", *common, *records]) == 0
     report = tmp_path / "ideas.json"
     assert locomo_reach.main(["ideas", *common, *records, "--report", str(report)]) == 0
     ideas = json.loads(report.read_text())
-    assert {"depth", "session", "prf", "parts", "enriched", "rescore", "linear"} <= set(ideas)
+    assert {"depth", "session", "prf", "parts", "enriched", "expand", "rescore", "linear"} <= set(ideas)
     for name, idea in ideas.items():
         assert set(idea["left_out"]) >= {"all", "multi-hop", "temporal", "single-hop"}, name
     assert ideas["depth"]["off"]["all"] == ideas["depth"]["left_out"]["all"]
