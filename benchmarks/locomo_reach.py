@@ -674,7 +674,32 @@ def analyse(args: argparse.Namespace) -> dict[str, Any]:
                     f"{t.text[:160]!r}"
                 )
     print(json.dumps(counts, indent=1))
+    if args.base is not None:
+        print(json.dumps(evidence_depth(args.base), indent=1))
     return counts
+
+
+def evidence_depth(path: Path) -> dict[str, Any]:
+    """Share of the evidence turns in the first k results of a `benchmarks.locomo --candidates 100` run, per
+    multi-hop and open-domain question (as recall@k) and pooled over the evidence turns."""
+    recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out: dict[str, Any] = {}
+    for c in (1, 3):
+        sub = [r for r in recs if r.get("row") == "explorer" and r["category"] == c and r["evidence"]]
+        turns = sum(len(r["evidence"]) for r in sub)
+        row: dict[str, Any] = {"questions": len(sub), "evidence turns": turns}
+        out[CATEGORIES[c]] = row
+        if not sub:
+            continue
+        for k in (10, 20, 50, 100):
+            found = [len(set(r["evidence"]) & {d for d, *_ in r["candidates"][:k]}) for r in sub]
+            row[f"first {k}"] = {
+                "per question": round(
+                    statistics.fmean(f / len(r["evidence"]) for f, r in zip(found, sub)), 3
+                ),
+                "pooled": round(sum(found) / turns, 3),
+            }
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -690,6 +715,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=None)
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--limit", type=int, default=50, help="analyse: questions shown")
+    parser.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="analyse: records of `benchmarks.locomo --candidates 100` whose evidence depth to print",
+    )
     parser.add_argument(
         "--cut", type=int, default=100, help="ideas: base candidates kept (the pipeline's depth)"
     )

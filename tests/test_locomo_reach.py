@@ -70,3 +70,22 @@ def test_reach_dump_analyse_ideas(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert set(idea["left_out"]) >= {"all", "multi-hop", "temporal", "single-hop"}, name
     assert ideas["depth"]["off"]["all"] == ideas["depth"]["left_out"]["all"]
     assert "linear" in capsys.readouterr().out
+
+
+def test_evidence_depth(tmp_path: Path) -> None:
+    """Per question and pooled: one question finds 1 of 2 evidence turns first, the other its only one at 3."""
+    rows = [
+        {"row": "explorer", "category": 1, "evidence": ["D1:1", "D1:2"], "candidates": [["D1:1", 1.0, 0.9]]},
+        {
+            "row": "explorer",
+            "category": 1,
+            "evidence": ["D2:1"],
+            "candidates": [["D1:1", 1.0, 0.9], ["D1:3", 0.9, 0.8], ["D2:1", 0.8, 0.7]],
+        },
+    ]
+    path = tmp_path / "base.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    depth = locomo_reach.evidence_depth(path)["multi-hop"]
+    assert depth["questions"] == 2 and depth["evidence turns"] == 3
+    assert depth["first 10"] == {"per question": 0.75, "pooled": pytest.approx(0.667, abs=1e-3)}
+    assert locomo_reach.evidence_depth(path)["open-domain"]["questions"] == 0
