@@ -150,3 +150,24 @@ def _new_index(docs: dict[str, list[str]]) -> BM25Index:
     for key, tokens in docs.items():
         ix.add(key, tokens)
     return ix
+
+
+def test_a_speller_reading_the_term_list_corrects_as_one_reading_the_whole_table(index: VaultIndex) -> None:
+    # A speller first used at a later version reads the index's term list (which keeps terms since
+    # removed) rather than computing every idf of the table: the same corrections either way.
+    from explorer.search.typos import Speller
+
+    root = Path(index.root)
+    for rel, text in EDITS:
+        file = root / rel
+        if text is None:
+            file.unlink()
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(text, encoding="utf-8")
+        index.refresh(paths=[rel])
+        table = index.bm25.idf()
+        typos = "quinoq courgetes greyhund marathn potery hamstres budgte allotmnt"
+        from_list = Speller().corrections(typos, table, lambda t: 1)
+        assert from_list == Speller().corrections(typos, dict(table), lambda t: 1), rel
+        assert from_list, rel
