@@ -230,7 +230,7 @@ class MilvusIndex(VaultIndex):
                 if vec is not None and s.node_id not in self.dense:
                     self.dense.set(s.node_id, vec)
                     given += 1
-            self.reader.version += 1
+            self.reader.log_version(())  # vectors only: no note changed
         self.borrowed += given
         return given
 
