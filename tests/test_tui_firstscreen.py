@@ -3,6 +3,7 @@ first screen from its start alone, names resolved in a snapshot outside the inde
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 import time
@@ -233,3 +234,24 @@ async def test_a_note_opened_from_the_writer_over_the_note_view_gets_a_view_of_i
         app.post_message(OpenNote(paths[2]))
         await wait_for(pilot, lambda: app.screen is kept and kept.first_screen_s is not None)
         assert kept.place.path == paths[2] and kept.history == [kept.place]
+
+
+@sync
+async def test_quitting_while_a_note_opens_leaves_the_garbage_collector_on(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """The app quits while a note's first frame is still to come: the collector is on afterwards."""
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/note.md").write_text(make_note(40), encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/note.md"])
+        await settle(app, pilot)
+        app.post_message(OpenNote("Long/note.md"))
+        for _ in range(100_000):  # until the open has started: the collector is off until its frame
+            if not gc.isenabled():
+                break
+            await asyncio.sleep(0)
+        assert not gc.isenabled()
+    assert gc.isenabled()

@@ -188,6 +188,8 @@ class NoteScreen(Screen):
         self.first_screen_source: str | None = None
         """The Markdown view's source in that first frame (the rest of a long note is appended after it)."""
         self._leaving = False
+        self._gc_paused = False
+        """`show_place` turned the garbage collector off until its first frame is drawn."""
         self._showing = 0
         """Counts `show_place` calls: work of an earlier one stops when a later one started."""
         self._source = NoteSource("")
@@ -357,16 +359,27 @@ class NoteScreen(Screen):
         side panel are made in a worker thread from a snapshot of the index, after the frame.
         """
         started = self.shown_at = time.perf_counter()
-        paused = gc.isenabled()
-        if paused:
+        if gc.isenabled():
             # A full collection walks every unfrozen object (the closed note's blocks too: 0.1-1 s);
             # none runs before this first frame, the one that is due runs after it.
             gc.disable()
+            self._gc_paused = True
         try:
             await self._show_place(place, started)
         finally:
-            if paused:
-                self.call_after_refresh(gc.enable)
+            if not self.call_after_refresh(self._resume_gc):
+                self._resume_gc()
+
+    def _resume_gc(self) -> None:
+        """Turn the garbage collector back on if `show_place` turned it off (also when the view goes
+        before its frame is drawn: `on_unmount`)."""
+        if self._gc_paused:
+            self._gc_paused = False
+            gc.enable()
+
+    def on_unmount(self) -> None:
+        """The app is closing (or the view goes): the collector is never left off."""
+        self._resume_gc()
 
     async def _show_place(self, place: Place, started: float) -> None:
         """`show_place` without garbage collection (`started`: when it was asked for)."""
