@@ -6,6 +6,7 @@ The explanation of every score is built while fusing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from explorer.search.schema import Contribution, Ranking
@@ -34,16 +35,19 @@ def rrf(
     rankings: Sequence[Ranking],
     k: int = 60,
     source_weight: Callable[[str], float] = lambda _node_id: 1.0,
+    only: AbstractSet[str] | None = None,
 ) -> list[Fused]:
     """Fuse rankings: score(d) = sum over rankings of w_retriever * w_term * w_source(d) / (k + rank).
 
-    Ties break by best single rank, then node_id, so the order is deterministic.
+    Ties break by best single rank, then node_id, so the order is deterministic. With `only`, the
+    list holds those shards alone, each with the score, ranks and place among them it has in the
+    whole fusion (for a caller that reads a few shards' order, not the list).
     """
 
     def by_rank(ranking: Ranking) -> _Value:
         return lambda rank, _raw, sw: ranking.retriever_weight * ranking.term_weight * sw / (k + rank)
 
-    return _fuse(rankings, source_weight, by_rank)
+    return _fuse(rankings, source_weight, by_rank, only)
 
 
 def score_fusion(
@@ -82,8 +86,10 @@ def _fuse(
     rankings: Sequence[Ranking],
     source_weight: Callable[[str], float],
     value_for: Callable[[Ranking], _Value],
+    only: AbstractSet[str] | None = None,
 ) -> list[Fused]:
-    """Sum each shard's contributions over the rankings (`value_for` gives a ranking's formula)."""
+    """Sum each shard's contributions over the rankings (`value_for` gives a ranking's formula);
+    with `only`, of those shards alone (ranks still counted in the whole rankings)."""
     parts: dict[str, list[Contribution]] = {}
     best: dict[str, int] = {}
     for ranking in rankings:
@@ -91,6 +97,8 @@ def _fuse(
             continue
         value = value_for(ranking)
         for position, (node_id, raw) in enumerate(ranking.items):
+            if only is not None and node_id not in only:
+                continue
             rank = position + 1
             sw = source_weight(node_id)
             parts.setdefault(node_id, []).append(
