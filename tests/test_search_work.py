@@ -103,3 +103,50 @@ def test_a_fused_shard_spells_out_contributions_that_sum_to_its_score(seed: int)
     f = rrf(_rankings(3), 60)[0]
     with pytest.raises(AttributeError):
         f.score = 1.0  # type: ignore[misc]
+
+
+_PIECES = (
+    "Garden",
+    "garden's",
+    "gardens",
+    "GARDENING",
+    "café",
+    "cafe\u0301s",
+    "rock'n'roll",
+    "n",
+    "roll",
+    "it’s",
+    "its",
+    "'",
+    "’",
+    "_",
+    "snake_case",
+    "x2",
+    "2x",
+    "naïve",
+    "run",
+    "running",
+    "runs",
+    "-",
+    ".",
+    " ",
+    "  ",
+    "\n",
+    "''",
+    "長城",
+    "Straße",
+    "ﬁle",
+)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_finding_a_few_words_gives_the_spans_of_tokenizing_everything(seed: int) -> None:
+    from explorer.text.tokenize import fold_word, token_spans_of, tokenize_spans
+
+    rnd = random.Random(seed)
+    pieces = [p for p in _PIECES if seed % 3 or not any("\u3040" <= c <= "\ufaff" for c in p)]
+    text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 60)))
+    folded = {fold_word(w) for w in rnd.sample(_PIECES, 6)} | {
+        rnd.choice(["garden", "run", "n", "roll", "file"])
+    }
+    assert token_spans_of(text, folded) == [s for s in tokenize_spans(text) if s[0] in folded]
