@@ -123,6 +123,9 @@ class WriterScreen(Screen):
         self.query_one("#related", OptionList).border_title = "Related"
         self._title()
         self._schedule(0.0)
+        suggester = self._link_suggester()
+        if suggester is not None and text:
+            self._prepare(suggester, text, start)
 
     def _title(self) -> None:
         mark = ("● modified", "bold $text-warning") if self.dirty else ("saved", "$text-success")
@@ -175,6 +178,13 @@ class WriterScreen(Screen):
         self._seq += 1
         self.query_one("#related-head", Static).update(Content.styled("searching…", "$text-muted"))
         self._related(self._seq, suggester, text, index, self.explorer.status.hybrid)
+
+    @work(thread=True, exclusive=True, group="prepare", exit_on_error=False)
+    def _prepare(self, suggester: LinkSuggester, text: str, cursor: int) -> None:
+        """Embed the note's sentences ahead, nearest the cursor first, so the first word typed in a
+        paragraph embeds only its own sentence (the list comes sooner); stops when the screen goes."""
+        worker = get_current_worker()
+        suggester.prepare(text, cursor, cancelled=lambda: worker.is_cancelled)
 
     @work(thread=True, exclusive=True, group="related", exit_on_error=False)
     def _related(self, seq: int, suggester: LinkSuggester, text: str, cursor: int, dense: bool) -> None:
