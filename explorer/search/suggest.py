@@ -64,11 +64,14 @@ MAX_CHARS = 600
 
 #: The related search runs after every pause in typing, so it leaves out what the list does not
 #: need: the name ranking (the mentions above list named notes), the knowledge-first retrieval,
-#: and all but one context shard per result (the list shows none; the ranking is the same).
+#: all but one context shard per result (the list shows none; the ranking is the same), and the
+#: always-include rules (preferences and the latest turn are no links to suggest; named notes are
+#: the mentions).
 RELATED_SETTINGS: dict[str, Any] = {
     "experimental.name_weight": 0.0,
     "experimental.knowledge_first": False,
     "experimental.pass1_shards": 1,
+    "search.always_include": False,
 }
 
 #: The related search embeds the paragraph sentence by sentence, keeping each sentence's vector
@@ -255,12 +258,14 @@ class Suggestions:
 
 
 class MentionIndex:
-    """Every note's names, by first word and by one-deletion neighbours of their words (typos)."""
+    """Every note's names, by their first word (one-word names) or first two words (longer names),
+    and by one-deletion neighbours of their words (typos)."""
 
     def __init__(self) -> None:
         self._names: dict[str, tuple[_Name, ...]] = {}
         self._notes: dict[str, Note] = {}
         self._first: dict[str, list[_Name]] = {}
+        self._pairs: dict[tuple[str, str], list[_Name]] = {}
         self._by_name: dict[str, list[str]] = {}
         self._by_path: dict[str, str] = {}
         self._stems: dict[str, list[str]] = {}
@@ -297,7 +302,7 @@ class MentionIndex:
             strict = short or all(is_stopword(w) for w in raw) or all(w.isdigit() for w in raw)
             entry = _Name(path, name, keys, raw, strict)
             entries.append(entry)
-            self._first.setdefault(keys[0], []).append(entry)
+            self._bucket(entry).append(entry)
             self._by_name.setdefault(name.casefold(), []).append(path)
             for word, key in zip(raw, keys):
                 if len(word) >= FUZZY_MIN and word.isalpha() and word not in self._fold_of:
@@ -313,7 +318,7 @@ class MentionIndex:
     def _drop(self, path: str) -> None:
         note = self._notes.pop(path, None)
         for entry in self._names.pop(path, ()):
-            bucket = self._first.get(entry.keys[0], [])
+            bucket = self._bucket(entry)
             if entry in bucket:
                 bucket.remove(entry)
             paths = self._by_name.get(entry.name.casefold(), [])
@@ -326,6 +331,12 @@ class MentionIndex:
             stems = self._stems.get(note.stem.casefold(), [])
             if path in stems:
                 stems.remove(path)
+
+    def _bucket(self, entry: _Name) -> list[_Name]:
+        """The list `entry` is kept in: by its first word, or its first two words."""
+        if len(entry.keys) == 1:
+            return self._first.setdefault(entry.keys[0], [])
+        return self._pairs.setdefault((entry.keys[0], entry.keys[1]), [])
 
     def note(self, path: str) -> Note | None:
         """The note at `path` as last refreshed."""
@@ -385,8 +396,13 @@ class MentionIndex:
         while i < len(toks):
             best: list[tuple[_Name, int, bool]] = []
             best_len = 0
+            # The second word's keys (as typed, or a name's word one typo away), looked up once.
+            seconds = [k for k, _ in self._keys_at(text, toks[i + 1])] if i + 1 < len(toks) else []
             for key0, fuzzy0 in self._keys_at(text, toks[i]):
-                for entry in self._first.get(key0, ()):
+                candidates = list(self._first.get(key0, ()))
+                for key1 in seconds:
+                    candidates.extend(self._pairs.get((key0, key1), ()))
+                for entry in candidates:
                     n = len(entry.keys)
                     if n < best_len or i + n > len(toks):
                         continue
