@@ -263,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     vaults.extend((v.name, v.resolve()) for v in args.vaults)
     data = {}
     for name, vault in vaults:
-        cache = work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}"
+        cache = (work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}").resolve()
         data[name] = rankings(vault, cache)
     res = evaluate(data)
     table = []
