@@ -17,8 +17,10 @@ answer is built in three steps:
    (`QUERY_SCOPE`), so the sentence's words count twice. That text is read as words only
    (`plain_query`: no `#tag`, `-word` or `name:` filters), and it is embedded sentence by sentence,
    each sentence's vector kept (`SentenceVectors`): while a person types, only the sentence at the
-   cursor is embedded again. A note the paragraph already links to is kept where it ranks but
-   marked `linked`; linked notes that did not rank are added at the end while there is room.
+   cursor is embedded again, and `prepare` embeds a note's sentences ahead when the writer opens
+   it (`related_query` keeps the sentence at the cursor a sentence of its own). A note the
+   paragraph already links to is kept where it ranks but marked `linked`; linked notes that did
+   not rank are added at the end while there is room.
 
 Nothing here writes a file: `Suggestion.link` and `Mention` give the text and the span an editor
 replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from the link target).
