@@ -27,9 +27,10 @@ the in-sample one (the grid's best on all paragraphs).
 
 **Latency.** On the 10k-note vault of benchmarks.speed (stand-in vectors, real query model), a
 person types at the end of a paragraph: one word is added, then the list is asked for, as the
-writer does after a pause; eight words go into one paragraph before the next is picked (the CPU
-time of the first word's call, when none of the paragraph's sentences has a vector kept, is
-reported on its own). Timed: the suggestion call (mentions + one hybrid pass) and, paired in
+writer does after a pause; eight words go into one paragraph before the next is picked. Picking
+a paragraph opens its note as the writer does (``LinkSuggester.prepare`` embeds its sentences
+ahead; that CPU time is reported on its own, and ``--no-prepare`` leaves it out, so the first word
+embeds its paragraph); the CPU time of the first word's call is reported on its own too. Timed: the suggestion call (mentions + one hybrid pass) and, paired in
 the same loop (alternating which runs first), the former related-only call; reported as median
 and p95, and the time from the pause to the list: ``RELATED_DELAY`` + the mentions (the named
 notes show then) and ``RELATED_DELAY`` + the whole call (the list complete); after a key that ends a
