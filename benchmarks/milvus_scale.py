@@ -22,6 +22,7 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import log, machine, offline_environment, summary, write_json
 from benchmarks.speed import ensure_vault, install_standin_vectors, make_queries, vocabulary, word_vectors
@@ -47,6 +48,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --reuse: a third arm as the search was before (a copy of the earlier run's engine, its "
         "vector index left as it was, every vector search asking for all its rows at once)",
+    )
+    ap.add_argument(
+        "--wide-arm",
+        type=Path,
+        default=None,
+        help="with --reuse: an arm searching a copy of an engine of the earlier one-collection layout (all 20 "
+        "fields in the searched collection, not migrated, no answer cache): the search as it was before the "
+        "search/text split",
+    )
+    ap.add_argument(
+        "--nocache-arm",
+        action="store_true",
+        help="an arm on the same engine as the Milvus arm without the session's answer cache",
+    )
+    ap.add_argument(
+        "--server-arm",
+        action="store_true",
+        help="with --reuse: an arm on a `milvus-lite server` process serving a copy of the engine over "
+        "gRPC on 127.0.0.1 (the team set-up), beside the in-process one",
     )
     ap.add_argument("--tag", default="", help="suffix of the output file name")
     args = ap.parse_args(argv)
@@ -121,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         flat.snapshot = lambda: flat.reader.snapshot(FullFetch, flat)  # type: ignore[method-assign, assignment]
         flat.open()
         res["flat_arm_index"] = flat.engine.client().describe_index(flat.engine.collection, "vector")
+    wide = nocache = server = served = None
+    if reuse and args.server_arm:
+        server, served = _server_arm(vault, ms, args.out)
+        served.open()
+    if reuse and args.wide_arm is not None:
+        wide = _wide_arm(vault, ms, args.wide_arm, args.out)
+        wide.open()
+        res["wide_arm_engine"] = str(args.wide_arm)
     remote = MilvusIndex(vault, ms)
     t = time.perf_counter()
     VaultIndex.open(remote)  # parse and index as the local backend does; the engine is written below
@@ -139,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     res["ingest"] = {"rows": rows, "s": round(dt, 2), "rows_per_s": round(rows / dt, 1)}
     log(f"ingest {rows} rows in {dt:.1f} s ({res['row_build_ms']} ms per row built)")
 
+    if args.nocache_arm:
+        from explorer.index.milvus.answers import Answers
+
+        nocache = MilvusIndex(vault, ms)
+        nocache.open()
+        nocache.answers = Answers(ttl=-1.0)  # every question asked of the engine
     pl, pm = make_pipeline(local, local.settings), make_pipeline(remote, remote.settings)
     queries = make_queries(vocab, args.queries + 5)
     for q in queries[:5]:
@@ -147,13 +181,28 @@ def main(argv: list[str] | None = None) -> int:
     tl, tm, tf, agree = [], [], [], []
     calls = 0
     arms = [("local", pl, tl), ("milvus", pm, tm)]
+    tw: list[float] = []
+    tn: list[float] = []
+    ts: list[float] = []
+    for other, name, times in (
+        (wide, "milvus_wide", tw),
+        (nocache, "milvus_nocache", tn),
+        (served, "milvus_server", ts),
+    ):
+        if other is not None:
+            po = make_pipeline(other, other.settings)
+            for q in queries[:5]:
+                po.search(q, record=False)
+            arms.append((name, po, times))
     if flat is not None:
         pf = make_pipeline(flat, flat.settings)
         for q in queries[:5]:
             pf.search(q, record=False)
         arms.append(("milvus_flat", pf, tf))
+    same = 0
     for i, q in enumerate(queries[5:]):
         got = {}
+        whole: dict[str, list[tuple[str, float]]] = {}
         for name, pipe, times in arms[i % len(arms) :] + arms[: i % len(arms)]:
             before = remote.engine.calls.get("search", 0)
             t = time.perf_counter()
@@ -161,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             times.append((time.perf_counter() - t) * 1000)
             calls += remote.engine.calls.get("search", 0) - before
             got[name] = [x.node_id for x in r.results[:10]]
+            whole[name] = [(x.node_id, round(x.score, 6)) for x in r.results]
         a, b = got["local"], got["milvus"]
         agree.append(len(set(a) & set(b)) / max(1, len(a)))
+        same += all(whole[n] == whole["local"] for n in whole)
     res["search_ms"] = {"local": summary(tl), "milvus": summary(tm)}
 
     def paired(a: list[float], b: list[float]) -> float:
@@ -170,12 +221,19 @@ def main(argv: list[str] | None = None) -> int:
         return round(ratios[len(ratios) // 2], 2)
 
     res["milvus_over_local_median"] = paired(tl, tm)
+    for name, times in (("milvus_wide", tw), ("milvus_nocache", tn), ("milvus_server", ts)):
+        if times:
+            res["search_ms"][name] = summary(times)
+            res[f"{name}_over_local_median"] = paired(tl, times)
+            res[f"milvus_over_{name}_median"] = paired(times, tm)
+    res["answer_cache"] = {"hits": remote.answers.hits, "misses": remote.answers.misses}
     if tf:
         res["search_ms"]["milvus_flat"] = summary(tf)
         res["flat_over_local_median"] = paired(tl, tf)
         res["milvus_over_flat_median"] = paired(tf, tm)
     res["engine_searches_per_search"] = round(calls / max(1, len(tm)), 1)
     res["top10_agreement"] = round(sum(agree) / len(agree), 3)
+    res["all_results_equal_on_every_arm"] = f"{same} of {len(agree)} queries (node_ids and scores to 1e-6)"
     log(
         f"local {res['search_ms']['local']} / milvus {res['search_ms']['milvus']}; paired ratio "
         f"{res['milvus_over_local_median']}; engine searches per search {res['engine_searches_per_search']}; "
@@ -184,9 +242,82 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out / f"milvus-scale-{args.notes}{args.tag}.json", res)
     if flat is not None:
         flat.close()
+    for other in (wide, nocache, served):
+        if other is not None:
+            other.close()
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=30)
     local.close()
     remote.close()
     return 0
+
+
+def _server_arm(vault: Path, settings: Any, out: Path) -> tuple[Any, Any]:
+    """A `milvus-lite server` process on a copy of the engine, and a MilvusIndex reaching it by URI."""
+    import socket
+    import subprocess
+    import sys
+
+    from explorer.index.milvus import MilvusIndex
+
+    data = out / "engine-server"
+    shutil.rmtree(data, ignore_errors=True)
+    shutil.copytree(out / "engine" / "m.db", data)
+    cache = out / "cache-milvus-server"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.copytree(out / "cache-milvus", cache)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("milvus-lite")),
+            "server",
+            "--data-dir",
+            str(data),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    ss = replace(
+        settings, index=replace(settings.index, cache_dir=str(cache), milvus_uri=f"http://127.0.0.1:{port}")
+    )
+    return proc, MilvusIndex(vault, ss)
+
+
+def _wide_arm(vault: Path, settings: Any, engine_copy: Path, out: Path) -> Any:
+    """A MilvusIndex on a copy of an engine of the earlier layout, searched as it was: its one wide
+    collection, not migrated, every question asked of the engine (no answer cache)."""
+    from explorer.index.milvus import MilvusIndex
+    from explorer.index.milvus.answers import Answers
+    from explorer.index.milvus.engine import Engine
+
+    class WideEngine(Engine):
+        def _prepare(self, client: Any) -> None:
+            client.load_collection(self.collection)
+
+    cache = out / "cache-milvus-wide"
+    if not cache.exists():
+        shutil.copytree(out / "cache-milvus", cache)
+    ws = replace(
+        settings,
+        index=replace(settings.index, cache_dir=str(cache), milvus_uri=str(engine_copy / "m.db")),
+    )
+    ix = MilvusIndex(vault, ws)
+    ix.engine = WideEngine(ws.index.milvus_uri, ws.index.collection)
+    ix.answers = Answers(ttl=-1.0)
+    return ix
 
 
 if __name__ == "__main__":

@@ -150,3 +150,49 @@ def _new_index(docs: dict[str, list[str]]) -> BM25Index:
     for key, tokens in docs.items():
         ix.add(key, tokens)
     return ix
+
+
+def test_a_speller_reading_the_term_list_corrects_as_one_reading_the_whole_table(index: VaultIndex) -> None:
+    # A speller first used at a later version reads the index's term list (which keeps terms since
+    # removed) rather than computing every idf of the table: the same corrections either way.
+    from explorer.search.typos import Speller
+
+    root = Path(index.root)
+    for rel, text in EDITS:
+        file = root / rel
+        if text is None:
+            file.unlink()
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(text, encoding="utf-8")
+        index.refresh(paths=[rel])
+        table = index.bm25.idf()
+        typos = "quinoq courgetes greyhund marathn potery hamstres budgte allotmnt"
+        from_list = Speller().corrections(typos, table, lambda t: 1)
+        assert from_list == Speller().corrections(typos, dict(table), lambda t: 1), rel
+        assert from_list, rel
+
+
+def test_the_index_logs_the_notes_each_version_changed(index: VaultIndex) -> None:
+    # What a search's tables follow instead of comparing every note with the last version's.
+    root = Path(index.root)
+    with index.snapshot() as first:
+        start, notes = first.version, dict(first.notes)
+        assert first.notes_changed(start) == frozenset()
+        assert first.notes_changed(0) is None  # the stored index loaded: every note may have changed
+    for rel, text in EDITS:
+        file = root / rel
+        if text is None:
+            file.unlink()
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(text, encoding="utf-8")
+        index.refresh(paths=[rel])
+        with index.snapshot() as snap:
+            moved = {p for p in {*notes, *snap.notes} if notes.get(p) is not snap.notes.get(p)}
+            assert snap.notes_changed(start) == moved, rel
+            assert snap.notes_changed(snap.version - 1) == {rel}
+    index.refresh(paths=["Projects/pottery.md"])  # unchanged: a version that changed no note
+    with index.snapshot() as snap:
+        assert snap.notes_changed(snap.version - 1) == frozenset()
+        assert snap.notes_changed(snap.version + 1) is None

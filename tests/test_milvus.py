@@ -199,9 +199,10 @@ def test_milvus_rankings_match_local(tmp_path: Path, lite_db: str, embedder) -> 
         remote.close()
 
 
-def test_a_smaller_first_vector_fetch_keeps_the_rankings(tmp_path: Path, lite_db: str, embedder) -> None:
-    """Vector searches ask the engine for fewer rows first and again for all when those do not settle
-    the ranking (no cosine floor here, notes of many sections): the answers stay the local ones."""
+def test_smaller_first_fetches_keep_the_rankings(tmp_path: Path, lite_db: str, embedder) -> None:
+    """Vector and BM25 searches ask the engine for fewer rows first and again for all when those do not
+    settle the ranking (no cosine floor here, notes of many sections, words in every note): the answers
+    stay the local ones."""
     from explorer.index.vault_index import VaultIndex
 
     topics = ["river", "mountain", "bread", "engine", "violin", "garden", "comet", "harbour"]
@@ -230,6 +231,7 @@ def test_a_smaller_first_vector_fetch_keeps_the_rankings(tmp_path: Path, lite_db
         before = remote.engine.calls.get("search", 0)
         for query in ("the river number", "violin seen from a side", "comet harbour garden"):
             remote.dense_share = 0.0  # the smallest first fetch: 32 rows of the ~100 asked for
+            remote.bm25_share = 0.0  # and 48 BM25 rows
             a = make_pipeline(local, local.settings).search(query, record=False, two_pass=False)
             b = make_pipeline(remote, remote.settings).search(query, record=False, two_pass=False)
             assert [r.node_id for r in a.results] == [r.node_id for r in b.results], query
@@ -247,13 +249,14 @@ def test_read_your_writes_and_deletes(tmp_path: Path, lite_db: str, embedder) ->
     index = _open(vault, milvus_settings(lite_db, tmp_path / "cache"), embedder)
     try:
         pipe = make_pipeline(index, index.settings)
+        assert not pipe.search("zorblax").results  # the engine's empty answer is kept for the session...
         write_notes(
             vault, {"astro/comet.md": "# Comets\n\nA zorblax tail of ice points away from the sun.\n"}
         )
         index.refresh(["astro/comet.md"])
         assert (
             pipe.search("zorblax").results[0].document_path == "astro/comet.md"
-        )  # no embedding yet: BM25 alone
+        )  # ...until this writer's own change reaches the engine; no embedding yet: BM25 alone
         (vault / "astro/comet.md").unlink()
         index.refresh(["astro/comet.md"])
         assert not pipe.search("zorblax").results
@@ -559,7 +562,7 @@ def test_two_watchers_and_an_mcp_writer_share_one_collection(tmp_path: Path) -> 
             got = rows(name)
             assert len(got) == len(set(got))
         texts = client.query(
-            "explorer_shards", filter='path == "n3.md"', output_fields=["vault", "text"], limit=10
+            "explorer_shards_text", filter='path == "n3.md"', output_fields=["vault", "text"], limit=10
         )
         assert sorted((r["vault"], f"{r['vault']} changed item 3" in r["text"]) for r in texts) == [
             ("ann", True),
@@ -680,55 +683,141 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         window = context_for(alice, "vault:bob/sky/eclipse.md#Corona", None, 0, 40)
         assert window.text.startswith("During totality") or "totality" in window.text
         assert alice.note("vault:bob/nothing.md") is None
-        # bob's change reaches alice's next team search (bob's sync flushes; searches read Strong)
+        # bob's change reaches alice's next team search (bob's sync flushes; searches read Strong), and a
+        # question alice asked before it once her kept answer is older than its bound (answers.ttl)
+        alice.answers.ttl = 0.5
+        assert paths("runner poles vault:bob") == ["vault:bob/garden/beans.md"]
         write_notes(b, {"garden/beans.md": "# Beans\n\nRunner beans climb the hazel poles by June.\n"})
         bob.refresh(paths=["garden/beans.md"], reread=True)
         assert paths("hazel poles vault:bob")[0] == "vault:bob/garden/beans.md"
+        time.sleep(0.6)
+        assert paths("runner poles vault:bob") == ["vault:bob/garden/beans.md"]
+        found = pipe.search("runner poles vault:bob", record=False).results[0]
+        assert "hazel" in found.context_shards[0].text
     finally:
         alice.close()
         bob.close()
 
 
-def test_a_collection_made_before_the_date_and_property_fields_still_serves(
-    tmp_path: Path, lite_db: str, embedder, monkeypatch: pytest.MonkeyPatch
+def test_a_collection_of_the_earlier_layout_is_migrated_at_open(
+    tmp_path: Path, lite_db: str, embedder
 ) -> None:
-    """A collection without `day` and `props` (an earlier Explorer's) is written and searched as it is;
-    a team search's dates then read other vaults' file times."""
-    from pymilvus import MilvusClient
+    """A collection of the earlier one-collection layout (every field in one, without `day` and `props`)
+    is moved at the next open into the search and text collections: another vault's rows too, with
+    their vectors, and its notes are found, read and dated (their file day) as before."""
+    from pymilvus import DataType, Function, FunctionType, MilvusClient
 
-    made = MilvusClient.create_schema
-
-    def earlier(*args: object, **kwargs: object) -> object:
-        schema = made(*args, **kwargs)
-        add = schema.add_field
-
-        def add_field(name: str, *a: object, **kw: object) -> object:
-            return schema if name in ("day", "props") else add(name, *a, **kw)
-
-        schema.add_field = add_field
-        return schema
-
-    monkeypatch.setattr(MilvusClient, "create_schema", staticmethod(earlier))
-    a = write_notes(tmp_path / "a", {"one.md": "# One\n\nThe lighthouse keeper logs the storm.\n"})
-    b = write_notes(
-        tmp_path / "b", {"two.md": "---\ndate: 2001-01-01\n---\n# Two\n\nA storm over the harbour.\n"}
-    )
-    alice = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
+    b = write_notes(tmp_path / "b", {"two.md": "# Two\n\nA storm over the harbour at night.\n"})
     bob = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), embedder)
-    try:
-        assert "day" not in alice.engine.fields and "vector" in alice.engine.fields
-        pipe = make_pipeline(alice, alice.settings)
-        assert (
-            next(r.document_path for r in pipe.search("lighthouse storm", record=False).results) == "one.md"
+    client = bob.engine.client()
+    rows = client.query(bob.engine.collection, filter='vault == "bob"', output_fields=["*"], limit=100)
+    texts = {
+        r["pk"]: r
+        for r in client.query(
+            bob.engine.text_collection, filter='vault == "bob"', output_fields=["*"], limit=100
         )
-        # bob's note is dated 2001 in its frontmatter, but this collection knows only its file time (today)
-        team = {
-            r.document_path for r in pipe.search("storm harbour vault:bob after:2020", record=False).results
-        }
-        assert team == {"vault:bob/two.md"}
+    }
+    vectors = {r["pk"]: list(r["vector"]) for r in rows}
+    bob.close()
+    old = MilvusClient(lite_db)
+    for name in old.list_collections():
+        old.drop_collection(name)
+    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+    for name in (
+        "pk",
+        "node_id",
+        "vault",
+        "path",
+        "owner",
+        "source_type",
+        "heading_path",
+        "text",
+        "content_hash",
+        "model",
+    ):
+        schema.add_field(name, DataType.VARCHAR, max_length=4096, is_primary=name == "pk")
+    schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256)
+    for name in ("mtime", "ordinal", "start", "end"):
+        schema.add_field(name, DataType.INT64)
+    schema.add_field("terms", DataType.VARCHAR, max_length=65535, enable_analyzer=True)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=384)
+    schema.add_field("has_vector", DataType.BOOL)
+    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_function(
+        Function(
+            name="bm25",
+            function_type=FunctionType.BM25,
+            input_field_names=["terms"],
+            output_field_names=["sparse"],
+        )
+    )
+    idx = old.prepare_index_params()
+    idx.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
+    idx.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    old.create_collection("explorer_shards", schema=schema, index_params=idx)
+    old.insert(
+        "explorer_shards",
+        [
+            {
+                **{
+                    k: r[k]
+                    for k in (
+                        "pk",
+                        "node_id",
+                        "vault",
+                        "path",
+                        "content_hash",
+                        "model",
+                        "tags",
+                        "terms",
+                        "has_vector",
+                    )
+                },
+                **{
+                    k: texts[r["pk"]][k]
+                    for k in (
+                        "owner",
+                        "source_type",
+                        "heading_path",
+                        "text",
+                        "mtime",
+                        "ordinal",
+                        "start",
+                        "end",
+                    )
+                },
+                "vector": vectors[r["pk"]],
+            }
+            for r in rows
+        ],
+    )
+    old.flush("explorer_shards")
+    old.close()
+
+    a = write_notes(tmp_path / "a", {"one.md": "# One\n\nThe lighthouse keeper logs the storm.\n"})
+    said: list[str] = []
+    alice = new_index(
+        a,
+        milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"),
+        embedder=embedder,
+        on_message=said.append,
+    )
+    try:
+        alice.open()
+        alice.embed_pending()
+        assert any("moved to the search and text collections" in m for m in said), said
+        c = alice.engine.client()
+        assert "explorer_shards_earlier" not in c.list_collections()
+        moved = c.query("explorer_shards", filter='vault == "bob"', output_fields=["vector", "day"], limit=10)
+        assert len(moved) == len(rows) and moved[0]["day"] > 0
+        assert sorted(list(r["vector"]) for r in moved) == sorted(vectors.values())
+        pipe = make_pipeline(alice, alice.settings)
+        found = pipe.search("storm harbour vault:bob after:2020", record=False)
+        assert [r.document_path for r in found.results] == ["vault:bob/two.md"]
+        note = alice.note("vault:bob/two.md")
+        assert note is not None and "storm over the harbour" in note.text
     finally:
         alice.close()
-        bob.close()
 
 
 def test_a_refused_token_is_one_line_naming_the_uri(tmp_path: Path) -> None:

@@ -442,3 +442,25 @@ def test_backlinks_and_resolution() -> None:
     assert graph.resolve("hammy") == "Pets/hamsters.md"
     assert graph.resolve("nothing") is None
     assert [bl.source for bl in graph.backlinks("Pets/hamsters.md")] == ["Daily/2026.md"] * 3
+
+
+def test_tags_links_and_block_ids_at_the_edges_of_the_text_and_the_frontmatter() -> None:
+    # The scans start at the frontmatter's end and look at the character before a `#`, `[[` or `^`:
+    # at the text's first offset there is none, right after the frontmatter it is the closing `---`.
+    text = "#first x#not (#paren) ,#comma\n^top\n![[Start]] and [[Plain|alias]] `#code [[no]]`\ntail ^end"
+    note = parse_note("a.md", text)
+    assert [t.name for t in note.tags] == ["first", "paren", "comma"]
+    assert [(t.start, t.end) for t in note.tags] == [(0, 6), (14, 20), (23, 29)]
+    assert [(x.target, x.embed, x.alias, text[x.start : x.end]) for x in note.links] == [
+        ("Start", True, "", "![[Start]]"),
+        ("Plain", False, "alias", "[[Plain|alias]]"),
+    ]
+    assert [b.id for b in note.blocks] == ["top", "end"]
+    fm = "---\ntags: [a]\n---\n"
+    after = parse_note("b.md", fm + "![[Next]] #real\n^id")
+    assert [(x.target, x.embed, x.start) for x in after.links] == [("Next", True, len(fm))]
+    assert [t.name for t in after.tags] == ["a", "real"]
+    assert [b.id for b in after.blocks] == ["id"]
+    # No `^`, backtick, `](` or `[[` anywhere: nothing of those kinds, and the display text is the text.
+    plain = parse_note("c.md", "# Title\n\nwords only #t\n")
+    assert (plain.links, plain.blocks, [t.name for t in plain.tags]) == ((), (), ["t"])

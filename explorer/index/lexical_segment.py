@@ -99,9 +99,10 @@ def export_segment(index: _Index, keys: list[str]) -> tuple[list[str], dict[str,
         t = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
         docs = np.asarray(b["post_doc"], dtype=np.int64)
         keep = ~index._base_dead[docs] & (new_id[docs] >= 0)
-        term_parts.append(t[keep])
-        doc_parts.append(new_id[docs[keep]])
-        tf_parts.append(np.asarray(b["post_tf"])[keep].astype(np.int64))
+        term_parts.append(t[keep].astype(np.int32))
+        doc_parts.append(new_id[docs[keep]].astype(np.int32))
+        tf_parts.append(np.asarray(b["post_tf"])[keep].astype(np.int32))
+        del t, docs, keep
     # Documents added since the segment (or all, in an index built in memory), in `keys` order:
     # their terms are numbered in order of first appearance, in C loops over the count dicts.
     base_n = index._base_n
@@ -117,37 +118,56 @@ def export_segment(index: _Index, keys: list[str]) -> tuple[list[str], dict[str,
         term_parts.append(
             np.fromiter(
                 map(term_id.__getitem__, itertools.chain.from_iterable(docs_terms)),
-                dtype=np.int64,
+                dtype=np.int32,
                 count=total,
             )
         )
-        doc_parts.append(np.repeat(new_id[np.asarray(own, dtype=np.int64)], lengths))
+        doc_parts.append(np.repeat(new_id[np.asarray(own, dtype=np.int64)].astype(np.int32), lengths))
         tf_parts.append(
             np.fromiter(
-                itertools.chain.from_iterable(c.values() for c in docs_terms), dtype=np.int64, count=total
+                itertools.chain.from_iterable(c.values() for c in docs_terms), dtype=np.int32, count=total
             )
         )
-    terms = np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int64)
-    docs = np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64)
-    tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.int64)
+    del docs_terms
+    # The pairs are held as int32 (the segment's own type) and each temporary is let go as soon as
+    # it is used: at 50k notes (15 million pairs) int64 copies held side by side took 1.3 GB
+    # at the end of a first index, on top of the count dicts the pairs are read from.
+    terms, docs, tfs = (_joined(parts) for parts in (term_parts, doc_parts, tf_parts))
+    del term_parts, doc_parts, tf_parts
     # Drop terms no kept document has, renumbering the rest in their order.
     used = np.zeros(len(vocab), dtype=bool)
     used[terms] = True
-    remap = np.cumsum(used) - 1
+    remap = (np.cumsum(used) - 1).astype(np.int32)
     vocab = [w for w, u in zip(vocab, used.tolist()) if u]
     terms = remap[terms]
-    # Each (term, document) pair occurs once, so one sort of a combined key orders them as a
-    # lexsort of the two would (and costs half as much).
-    by_term = np.argsort(terms * max(d, 1) + docs)
-    by_doc = np.argsort(docs * max(len(vocab), 1) + terms)
+    del used, remap
     v = len(vocab)
     arrays: dict[str, np.ndarray] = {
         "doc_len": index._doc_len[slots].astype(np.int64),
         "post_ptr": np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=v))]).astype(np.int64),
-        "post_doc": docs[by_term].astype(np.int32),
-        "post_tf": tfs[by_term].astype(np.int32),
         "doc_ptr": np.concatenate([[0], np.cumsum(np.bincount(docs, minlength=d))]).astype(np.int64),
-        "fwd_term": terms[by_doc].astype(np.int32),
-        "fwd_tf": tfs[by_doc].astype(np.int32),
     }
+    # Each (term, document) pair occurs once, so one sort of a combined key orders them as a
+    # lexsort of the two would (and costs half as much).
+    order = np.argsort(_pair_key(terms, max(d, 1), docs))
+    arrays["post_doc"] = docs[order]
+    arrays["post_tf"] = tfs[order]
+    order = np.argsort(_pair_key(docs, max(v, 1), terms))
+    arrays["fwd_term"] = terms[order]
+    arrays["fwd_tf"] = tfs[order]
     return vocab, arrays
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The int32 parts as one array (the part itself when there is one: no copy)."""
+    if not parts:
+        return np.zeros(0, dtype=np.int32)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _pair_key(major: np.ndarray, scale: int, minor: np.ndarray) -> np.ndarray:
+    """major * scale + minor as int64, made in one array (no temporaries)."""
+    key = major.astype(np.int64)
+    key *= scale
+    key += minor
+    return key

@@ -25,6 +25,7 @@ from explorer.index.dense import DenseIndex
 from explorer.index.dialog_context import DialogContext
 from explorer.index.lazy import pending_of
 from explorer.index.lexical import BM25Index
+from explorer.index.snapshot import NoteLog
 from explorer.index.store import FileState
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
@@ -41,6 +42,8 @@ S = TypeVar("S", bound="LocalSnapshot")
 
 #: The parts of an index a snapshot reads as they are (forked by `own` before a change).
 PARTS = ("tables", "bm25", "dense", "context")
+#: Versions whose changed note paths the index keeps (`IndexReader.note_log`).
+NOTE_LOG = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ class IndexReader:
         """Held by a writer for a whole batch; readers take it briefly or not at all."""
         self.version = 0
         """Raised by each change batch and vector insert."""
+        self.note_log: NoteLog = ()
+        """The notes each of the last versions changed (see `log_version`); replaced whole, read without the lock."""
         self.notes: dict[str, Note] = {}
         self.shards: dict[str, Shard] = {}
         self.shards_by_path: dict[str, list[str]] = {}
@@ -110,7 +115,7 @@ class IndexReader:
         with self.lock:
             self._shared = set(PARTS)
             self._pins += 1
-            return cls(
+            snap = cls(
                 owner,
                 self.version,
                 self.notes,
@@ -122,6 +127,16 @@ class IndexReader:
                 self.dialog.vectors,
                 states=self.states,
             )
+            snap._note_log = self.note_log
+            return snap
+
+    def log_version(self, paths: Iterable[str] | None) -> None:
+        """Raise the version (under the lock) and log the note paths the change added, replaced or
+        removed (None: any may have; an insert of vectors changes none). A search's per-note tables
+        then follow the changed notes without comparing every note with the last version's."""
+        self.version += 1
+        entry = (self.version, None if paths is None else frozenset(paths))
+        self.note_log = (*self.note_log[-(NOTE_LOG - 1) :], entry)
 
     def unpin(self) -> None:
         """A snapshot was released."""

@@ -19,6 +19,32 @@ if TYPE_CHECKING:
     from explorer.vault.links import LinkGraph
 
 
+NoteLog = tuple[tuple[int, frozenset[str] | None], ...]
+"""(version, paths whose note the batch that made it added, replaced or removed; None: any may
+have), one entry per version in order."""
+
+
+def notes_changed(log: NoteLog, since: int, upto: int) -> frozenset[str] | None:
+    """Paths whose note changed after version `since` up to `upto`, read from `log`; None when the
+    log does not hold every version between (too old, or a version that was not logged)."""
+    if since == upto:
+        return frozenset()
+    if since > upto or not log:
+        return None
+    first = log[0][0]
+    if since + 1 < first or upto > log[-1][0]:
+        return None
+    entries = log[since + 1 - first : upto + 1 - first]
+    if len(entries) != upto - since or entries[0][0] != since + 1 or entries[-1][0] != upto:
+        return None  # not one entry per version
+    out: set[str] = set()
+    for _version, paths in entries:
+        if paths is None:
+            return None
+        out |= paths
+    return frozenset(out)
+
+
 class _Owner(Protocol):
     """The index a snapshot was taken of (explorer.index.vault_index.VaultIndex)."""
 
@@ -45,6 +71,7 @@ class LocalSnapshot:
         "_by_path",
         "_context",
         "_dense",
+        "_note_log",
         "_owner",
         "_released",
         "_states",
@@ -84,6 +111,8 @@ class LocalSnapshot:
         self._context = context
         self._states: Mapping[str, FileState] = states if states is not None else {}
         self._released = False
+        self._note_log: NoteLog = ()
+        """The index's log of changed notes as it was at this version (set by the index)."""
 
     # -- notes and shards -------------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
@@ -107,6 +136,11 @@ class LocalSnapshot:
 
     def links(self) -> LinkGraph:
         return self._owner.links_at(self.version, self.notes)
+
+    def notes_changed(self, since: int) -> frozenset[str] | None:
+        """Paths whose note was added, replaced or removed after version `since` up to this one;
+        None when the index no longer knows (older than the versions it logs)."""
+        return notes_changed(self._note_log, since, self.version)
 
     def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
         return name_tokens(note)

@@ -134,7 +134,7 @@ class VectorWriter:
                         if current is not None and current.hash == h:
                             self.reader.dense.set(s.node_id, vec)
                     self.reader.dialog.put(contexts.get(h, ()), h, vec)
-                self.reader.version += 1
+                self.reader.log_version(())  # vectors only: no note changed
 
         return self.model.embed(text_of, deliver, progress, cancelled, batch)
 

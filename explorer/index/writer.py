@@ -185,7 +185,7 @@ class IndexWriter:
             self.reader.states.update(stored_states)
             self.vectors.load(list(self.reader.shards.values()))
             self.vectors.refresh_dialog()
-            self.reader.version += 1
+            self.reader.log_version(None)
         uncovered = len(records) - len(covered)
         stale = bool(records) and self.keeper.store.rules_stale
         if stale:
@@ -417,7 +417,7 @@ class IndexWriter:
                 r.path in self.reader.dialog.neighbours or turn_position(r.note) is not None for r in records
             ):
                 self.vectors.refresh_dialog()
-            self.reader.version += 1
+            self.reader.log_version([*gone, *(p for p, _r, _m, _s in new_skips), *(r.path for r in records)])
         if not saved and self.keeper.save_fault == "" and self.keeper.store is not None:
             # The damaged store was rebuilt from memory, which now holds this batch too.
             with self.reader.lock:

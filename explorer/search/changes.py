@@ -5,7 +5,9 @@ to be rebuilt from every note at each new index version, so the first search aft
 save paid for the whole vault. `NoteChanges` compares each new version's notes with the last
 version it saw once (by object identity: an index replaces a note's record when the note
 changes) and keeps the changed paths of the last versions, so each table updates only the
-notes that changed.
+notes that changed. A snapshot that logs the notes each version changed (the local index's
+`notes_changed`) spares that comparison: only the logged paths are compared (at 50k notes the
+pass over every note cost 5-20 ms of each save -> searchable).
 """
 
 from __future__ import annotations
@@ -65,6 +67,19 @@ class NoteChanges:
             return
         seen = self._notes
         changed: list[str] = []
+        logged = getattr(snap, "notes_changed", None)
+        paths = logged(self._version) if logged is not None else None
+        if paths is not None:
+            for path in sorted(paths):
+                note = notes.get(path)
+                if note is None:
+                    if seen.pop(path, None) is not None:
+                        changed.append(path)
+                elif seen.get(path) is not note:
+                    seen[path] = note
+                    changed.append(path)
+            self._logged(snap.version, changed)
+            return
         for path, note in notes.items():
             if seen.get(path) is not note:
                 changed.append(path)
@@ -74,7 +89,10 @@ class NoteChanges:
             for p in gone:
                 del seen[p]
             changed.extend(gone)
+        self._logged(snap.version, changed)
+
+    def _logged(self, version: int, changed: list[str]) -> None:
         if len(self._log) == self._log.maxlen:
             self._log_start = self._log[0][0]
-        self._log.append((snap.version, frozenset(changed)))
-        self._version = snap.version
+        self._log.append((version, frozenset(changed)))
+        self._version = version

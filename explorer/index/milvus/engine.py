@@ -9,6 +9,7 @@ Explorer shard collection of the right dimension) and turns every engine fault i
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import logging
 import re
@@ -47,28 +48,47 @@ FIELDS = (
     "node_id",
     "vault",
     "path",
-    "owner",
-    "source_type",
-    "heading_path",
-    "tags",
-    "mtime",
-    "ordinal",
-    "start",
-    "end",
-    "text",
     "content_hash",
     "model",
+    "tags",
+    "day",
     "terms",
     "vector",
     "has_vector",
     "sparse",
 )
-LATER_FIELDS = ("day", "props")
-"""Fields a collection made by an earlier Explorer lacks (it still serves; see `Engine.fields`):
-the note's date as a day number (0: none) and its frontmatter as JSON, which team searches filter
-other vaults' notes by."""
+"""The search collection: only what a search ranks, filters and reads back per row (an engine builds
+every column of every row it returns, so each column costs every search; see BENCHMARKS.md)."""
+TEXT_FIELDS = (
+    "pk",
+    "node_id",
+    "vault",
+    "path",
+    "owner",
+    "source_type",
+    "heading_path",
+    "tags",
+    "mtime",
+    "day",
+    "ordinal",
+    "start",
+    "end",
+    "text",
+    "content_hash",
+    "words",
+    "props",
+    "nil",
+)
+"""The text collection (`<collection>_text`, same keys): what only a read of another vault's note needs
+(its text, offsets, headings, frontmatter, and its BM25 tokens as `words`). `nil` is a 2-d zero vector:
+a Milvus collection must hold a vector field."""
+TEXT_SUFFIX = "_text"
+WIDE_FIELDS = ("text", "ordinal", "start", "end", "heading_path", "owner", "source_type", "mtime")
+"""Fields only a collection of the earlier one-collection layout has in its search collection: such a
+collection is migrated at open (`Engine.migrate`)."""
 MAX_PROPS = 16_000
 """Bytes of frontmatter JSON kept per shard (longer: left out, as a note without properties)."""
+MIGRATE_BATCH = 500
 _PLAIN = re.compile(r"[a-z0-9]+")
 
 
@@ -130,15 +150,14 @@ class Engine:
         self.timeout = timeout
         self._client: Any = None
         self._ready = False
-        self.fields: frozenset[str] = frozenset((*FIELDS, *LATER_FIELDS))
-        """The fields the collection has (known once connected): rows hold only these."""
+        self.text_collection = collection + TEXT_SUFFIX
+        """The collection of what only another vault's note view needs (`TEXT_FIELDS`)."""
+        self._text_loaded = False
+        self.migrated = 0
+        """Rows copied from a collection of the earlier one-collection layout at this open."""
         self._lock = threading.RLock()
         self.calls: dict[str, int] = {}
         """Engine calls made, by kind (search, read, insert, ...): what a benchmark counts per search."""
-
-    def row_fields(self) -> list[str]:
-        """What a read of another vault's note asks for (`ROW_FIELDS` the collection has)."""
-        return [f for f in ROW_FIELDS if f in self.fields]
 
     @property
     def label(self) -> str:
@@ -219,12 +238,67 @@ class Engine:
 
     def _prepare(self, client: Any) -> None:
         created = not client.has_collection(self.collection)
+        earlier = ""
+        if not created:
+            desc = client.describe_collection(self.collection)
+            self._check_dim(desc)
+            if self._earlier_layout(desc):
+                # The earlier one-collection layout: renamed, copied into the two collections, dropped.
+                earlier = f"{self.collection}_earlier"
+                client.rename_collection(self.collection, earlier)
+                created = True
+        elif client.has_collection(self.collection + "_earlier"):
+            earlier = self.collection + "_earlier"  # a migration stopped half-way: copied again (upserts)
         if created:
             self._create(client)
-        self._check(client.describe_collection(self.collection))  # also learns the fields it has
+        if not client.has_collection(self.text_collection):
+            self._create_text(client)
+        self._check(client.describe_collection(self.collection))
         if not created:
             self._check_index(client)
         client.load_collection(self.collection)
+        self._text_loaded = False  # loaded on first use (`text_call`): only team reads need it
+        if earlier:
+            self.migrated = self._migrate(client, earlier)
+
+    @staticmethod
+    def _earlier_layout(desc: dict[str, Any]) -> bool:
+        names = {f["name"] for f in desc.get("fields", [])}
+        return "text" in names and "terms" in names and "sparse" in names
+
+    def _migrate(self, client: Any, earlier: str) -> int:
+        """Copy every row of a collection of the earlier layout into the search and text collections,
+        then drop it; returns the rows copied. Upserts: a copy stopped half-way is simply run again."""
+        client.load_collection(earlier)
+        self._load_text(client)
+        names = {f["name"] for f in client.describe_collection(earlier).get("fields", [])}
+        wanted = [n for n in (*FIELDS, *TEXT_FIELDS) if n in names and n not in ("sparse", "words", "nil")]
+        it = client.query_iterator(earlier, batch_size=MIGRATE_BATCH, filter="", output_fields=wanted)
+        copied = 0
+        try:
+            while True:
+                page = it.next()
+                if not page:
+                    break
+                search, text = [], []
+                for r in page:
+                    r = dict(r)
+                    if "day" not in r:  # a collection made before rows held dates: the file's day
+                        r["day"] = file_day(int(r.get("mtime") or 0))
+                    r.setdefault("props", "")
+                    r["tags"] = list(r.get("tags") or [])
+                    r["vector"] = [float(x) for x in r["vector"]]
+                    search.append({k: r[k] for k in FIELDS if k != "sparse"})
+                    text.append(text_row(r))
+                client.upsert(self.text_collection, text)
+                client.upsert(self.collection, search)
+                copied += len(page)
+        finally:
+            it.close()
+        client.flush(self.text_collection)
+        client.flush(self.collection)
+        client.drop_collection(earlier)
+        return copied
 
     def _check_index(self, client: Any) -> None:
         """Give a collection made with the earlier `FLAT` vector index (or none) the current one; its rows stay."""
@@ -251,7 +325,7 @@ class Engine:
             params={"params": {"nlist": NLIST}},
         )
 
-    def _check(self, desc: dict[str, Any]) -> None:
+    def _check_dim(self, desc: dict[str, Any]) -> None:
         names = {f["name"]: f for f in desc.get("fields", [])}
         dim = int(names.get("vector", {}).get("params", {}).get("dim", DIM))
         if dim != DIM:
@@ -259,8 +333,11 @@ class Engine:
                 f"collection {self.collection!r} holds vectors of dimension {dim}, not {DIM}; "
                 "name another with index.collection"
             )
+
+    def _check(self, desc: dict[str, Any]) -> None:
+        self._check_dim(desc)
+        names = {f["name"] for f in desc.get("fields", [])}
         missing = [n for n in FIELDS if n not in names]
-        self.fields = frozenset(n for n in (*FIELDS, *LATER_FIELDS) if n in names)
         if missing:
             raise self.fail(
                 f"collection {self.collection!r} is not an Explorer shard collection "
@@ -275,21 +352,12 @@ class Engine:
         schema.add_field("node_id", DataType.VARCHAR, max_length=4096)
         schema.add_field("vault", DataType.VARCHAR, max_length=256)
         schema.add_field("path", DataType.VARCHAR, max_length=4096)
-        schema.add_field("owner", DataType.VARCHAR, max_length=256)
-        schema.add_field("source_type", DataType.VARCHAR, max_length=64)
-        schema.add_field("heading_path", DataType.VARCHAR, max_length=4096)
+        schema.add_field("content_hash", DataType.VARCHAR, max_length=128)
+        schema.add_field("model", DataType.VARCHAR, max_length=512)
         schema.add_field(
             "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256
         )
-        schema.add_field("mtime", DataType.INT64)
         schema.add_field("day", DataType.INT64)
-        schema.add_field("props", DataType.VARCHAR, max_length=MAX_PROPS + 64)
-        schema.add_field("ordinal", DataType.INT64)
-        schema.add_field("start", DataType.INT64)
-        schema.add_field("end", DataType.INT64)
-        schema.add_field("text", DataType.VARCHAR, max_length=65535)
-        schema.add_field("content_hash", DataType.VARCHAR, max_length=128)
-        schema.add_field("model", DataType.VARCHAR, max_length=512)
         schema.add_field(
             "terms",
             DataType.VARCHAR,
@@ -314,6 +382,50 @@ class Engine:
         client.create_collection(
             self.collection, schema=schema, index_params=index, consistency_level="Strong"
         )
+
+    def _create_text(self, client: Any) -> None:
+        from pymilvus import DataType, MilvusClient
+
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("node_id", DataType.VARCHAR, max_length=4096)
+        schema.add_field("vault", DataType.VARCHAR, max_length=256)
+        schema.add_field("path", DataType.VARCHAR, max_length=4096)
+        schema.add_field("owner", DataType.VARCHAR, max_length=256)
+        schema.add_field("source_type", DataType.VARCHAR, max_length=64)
+        schema.add_field("heading_path", DataType.VARCHAR, max_length=4096)
+        schema.add_field(
+            "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256, max_length=256
+        )
+        schema.add_field("mtime", DataType.INT64)
+        schema.add_field("day", DataType.INT64)
+        schema.add_field("ordinal", DataType.INT64)
+        schema.add_field("start", DataType.INT64)
+        schema.add_field("end", DataType.INT64)
+        schema.add_field("text", DataType.VARCHAR, max_length=65535)
+        schema.add_field("content_hash", DataType.VARCHAR, max_length=128)
+        schema.add_field("words", DataType.VARCHAR, max_length=65535)
+        schema.add_field("props", DataType.VARCHAR, max_length=MAX_PROPS + 64)
+        schema.add_field("nil", DataType.FLOAT_VECTOR, dim=2)
+        index = client.prepare_index_params()
+        index.add_index(field_name="nil", index_type="FLAT", metric_type="L2")
+        client.create_collection(
+            self.text_collection, schema=schema, index_params=index, consistency_level="Strong"
+        )
+
+    def _load_text(self, client: Any) -> None:
+        if not self._text_loaded:
+            client.load_collection(self.text_collection)
+            self._text_loaded = True
+
+    def text_call(self, what: str, fn: Callable[[Any], Any]) -> Any:
+        """`call` on the text collection, loaded first if it is not yet."""
+
+        def loaded(client: Any) -> Any:
+            self._load_text(client)
+            return fn(client)
+
+        return self.call(what, loaded)
 
     def call(self, what: str, fn: Callable[[Any], Any]) -> Any:
         """`fn(client)`, every engine fault turned into one `BackendError` line (and a reconnect next time)."""
@@ -367,21 +479,23 @@ def tag_ancestors(tags: Iterable[str]) -> list[str]:
     return sorted(out)
 
 
-ROW_FIELDS = [
-    # What a read of another vault's note asks for: everything but the vectors.
-    "node_id",
-    "vault",
-    "path",
-    "ordinal",
-    "start",
-    "end",
-    "heading_path",
-    "tags",
-    "mtime",
-    "text",
-    "content_hash",
-    "source_type",
-    "terms",
-    "day",
-    "props",
-]
+ROW_FIELDS = [f for f in TEXT_FIELDS if f != "nil"]
+"""What a read of another vault's note asks the text collection for."""
+
+
+def file_day(seconds: int) -> int:
+    """The day number (local time) of a file time in epoch seconds (0: none)."""
+    if seconds <= 0:
+        return 0
+    try:
+        return _dt.date.fromtimestamp(seconds).toordinal()
+    except (OverflowError, OSError, ValueError):
+        return 0
+
+
+def text_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The text collection's row of a shard from its full row (`terms` kept as plain `words`)."""
+    out = {k: row[k] for k in TEXT_FIELDS if k in row}
+    out["words"] = row.get("terms", "")
+    out["nil"] = [0.0, 0.0]
+    return out

@@ -22,12 +22,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Scope
+from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
+    BM25_PARAMS,
+    COSINE_PARAMS,
     DIM,
+    FIELDS,
     MAX_LIMIT,
     MAX_PROPS,
     MAX_TERMS,
     MAX_TEXT,
+    ROW_FIELDS,
     TOKEN_ENV,
     UPSERT_BATCH,
     BackendError,
@@ -37,6 +42,7 @@ from explorer.index.milvus.engine import (
     quote,
     shard_pk,
     tag_ancestors,
+    text_row,
 )
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.index.milvus.team import FOREIGN, TeamSnapshot, foreign_note
@@ -64,6 +70,10 @@ class MilvusIndex(VaultIndex):
         super().__init__(root, settings, embedder=embedder, on_message=on_message)
         ix = self.settings.index
         self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
+        self.answers = Answers()
+        """Engine answers of recent searches (emptied by this writer's own writes)."""
+        self.bm25_share = 0.5
+        """The engine depth kept BM25 rankings of recent searches reached, as a share (`MilvusSnapshot._bm25_first`)."""
         self.dense_share = 0.5
         """The share of a vector search's rows recent searches needed (`MilvusSnapshot._first_fetch`)."""
         self._pushed: dict[str, tuple[str, bool]] | None = None
@@ -76,6 +86,10 @@ class MilvusIndex(VaultIndex):
         self.engine_fault = ""
         self.retry_seconds = 1.0
         self._opened = False
+        self._warmer: threading.Thread | None = None
+        self._warm_done = threading.Event()
+        self._engine_ready = threading.Event()
+        self._early_fault: BackendError | None = None
         self.borrowed = 0
         self._foreign: dict[tuple[str, str], tuple[float, tuple[Note, list[Shard]] | None]] = {}
         self._foreign_lock = threading.Lock()
@@ -87,10 +101,78 @@ class MilvusIndex(VaultIndex):
 
     # -- writes -------------------------------------------------------------------------------
     def open(self, progress: Any = None) -> Any:
+        """Open as the local backend does, with the engine made ready meanwhile (`_engine_early`)."""
+        if self._warmer is None:
+            self._warmer = threading.Thread(
+                target=self._engine_early, name="explorer-milvus-warm", daemon=True
+            )
+            self._warmer.start()
         report = super().open(progress)
+        self._engine_ready.wait()
         self._opened = True
-        self.sync()  # a command fails here, naming the URI, when the engine cannot serve
+        if self._early_fault is not None:
+            fault, self._early_fault = self._early_fault, None
+            raise fault  # a command fails here, naming the URI, when the engine cannot serve
+        self.sync()
+        if self.engine.migrated:
+            self.on_message(
+                f"milvus at {self.engine.label}: {self.engine.migrated} rows of collection "
+                f"{self.engine.collection!r} moved to the search and text collections (one time)"
+            )
         return report
+
+    def _engine_early(self) -> None:
+        """While the vault's own index opens: connect, read this vault's rows' state, then warm up."""
+        try:
+            self.engine.client()
+            with self._sync_lock:
+                if self._pushed is None:
+                    self._pushed = self._read_pushed()
+        except BackendError as exc:
+            self._early_fault = exc
+            self._warm_done.set()
+            return
+        finally:
+            self._engine_ready.set()
+        self._warm()
+
+    def _warm(self) -> None:
+        """Make the engine ready for the first search, in the background once connected.
+
+        Milvus Lite builds a segment's BM25 index on the first BM25 search (1.9 s at 12k shards)
+        and reads a vector index on the first vector search: one cheap search of each, limit 1,
+        on this vault's rows. The first real search waits for this (`wait_warm`) rather than
+        building the same index a second time beside it. A fault is left for that search to meet.
+        """
+        name, expr = self.engine.collection, f"vault == {quote(self.vault_name)}"
+        try:
+            for field, data, params in (
+                ("sparse", ["warm"], BM25_PARAMS),
+                ("vector", [[1.0] + [0.0] * (DIM - 1)], COSINE_PARAMS),
+            ):
+                if self._closing.is_set():
+                    return
+                self.engine.call(
+                    "warm",
+                    methodcaller(
+                        "search",
+                        name,
+                        data=data,
+                        anns_field=field,
+                        limit=1,
+                        filter=expr,
+                        search_params=params,
+                    ),
+                )
+        except BackendError:
+            pass
+        finally:
+            self._warm_done.set()
+
+    def wait_warm(self, seconds: float = 30.0) -> None:
+        """Wait for the warm-up started at open (at most `seconds`)."""
+        if self._warmer is not None and self._warmer is not threading.current_thread():
+            self._warm_done.wait(seconds)
 
     def _batch_applied(self) -> None:
         self._sync_soft()
@@ -197,7 +279,7 @@ class MilvusIndex(VaultIndex):
             if not changed and not gone:
                 self.engine_fault = ""
                 return 0
-            name = self.engine.collection
+            name, text_name = self.engine.collection, self.engine.text_collection
             # Shards new to the collection are inserted (an upsert looks each key up first: slower).
             fresh = [sh for sh in changed if sh.node_id not in self._pushed]
             known = [sh for sh in changed if sh.node_id in self._pushed]
@@ -206,19 +288,32 @@ class MilvusIndex(VaultIndex):
                     # Rows are built a batch at a time: all of them at once took 8 GB for 200k shards.
                     with self.lock:
                         part = [self._row(sh) for sh in batch[i : i + UPSERT_BATCH]]
-                    self.engine.call(op, methodcaller(op, name, part))
+                    # The text row first (upserted: it may be there from a write stopped half-way); a
+                    # search row then says both are there (`_read_pushed` reads the search collection).
+                    # A vector that arrived later changes the search row only.
+                    text = [
+                        text_row(r)
+                        for r in part
+                        if (self._pushed.get(r["node_id"]) or ("", False))[0] != r["content_hash"]
+                    ]
+                    if text:
+                        self.engine.text_call("upsert", methodcaller("upsert", text_name, text))
+                    search = [{k: r[k] for k in FIELDS if k in r} for r in part]
+                    self.engine.call(op, methodcaller(op, name, search))
                     for r in part:
                         self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
             for i in range(0, len(gone), UPSERT_BATCH):
                 doomed = gone[i : i + UPSERT_BATCH]
                 pks = [shard_pk(self.vault_name, nid) for nid in doomed]
                 self.engine.call("delete", methodcaller("delete", name, ids=pks))
+                self.engine.text_call("delete", methodcaller("delete", text_name, ids=pks))
                 for nid in doomed:
                     self._pushed.pop(nid, None)
             # Unflushed rows are searched ~100x slower: flush after every batch.
-            self.engine.call("flush", lambda c: c.flush(name))
+            self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
             self.behind = 0
             self.engine_fault = ""
+            self._written()
             return len(changed) + len(gone)
 
     def _read_pushed(self) -> dict[str, tuple[str, bool]]:
@@ -242,6 +337,10 @@ class MilvusIndex(VaultIndex):
             return out
 
         return self.engine.call("read", read)
+
+    def _written(self) -> None:
+        """This writer's change reached the engine: answers kept from before are no longer read."""
+        self.answers.clear()
 
     def _row(self, s: Any) -> dict[str, Any]:
         note = self.notes.get(s.path)
@@ -287,11 +386,7 @@ class MilvusIndex(VaultIndex):
             "day": day,
             "props": props,
         }
-        return (
-            row
-            if self.engine.fields.issuperset(row)
-            else {k: v for k, v in row.items() if k in self.engine.fields}
-        )
+        return row
 
     # -- reads --------------------------------------------------------------------------------
     def note(self, path: str) -> Note | None:
@@ -319,12 +414,12 @@ class MilvusIndex(VaultIndex):
                 return kept[1]
         expr = f"vault == {quote(vault)} and path == {quote(path)}"
         try:
-            rows = self.engine.call(
+            rows = self.engine.text_call(
                 "read",
                 lambda c: c.query(
-                    self.engine.collection,
+                    self.engine.text_collection,
                     filter=expr,
-                    output_fields=self.engine.row_fields(),
+                    output_fields=ROW_FIELDS,
                     limit=MAX_LIMIT,
                 ),
             )

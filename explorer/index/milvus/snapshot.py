@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from explorer.index.backend import Hit, Restriction, Scope
+from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
     BM25_PARAMS,
     COSINE_PARAMS,
@@ -26,11 +27,18 @@ from explorer.index.milvus.engine import (
 )
 from explorer.index.snapshot import LocalSnapshot
 
+BM25_SETTLE_SHARE = 0.5
+"""A first BM25 fetch settles a ranking when its kept rows are all within this share of the rows
+fetched (the engine's order and Explorer's differ; BENCHMARKS.md, fourth round)."""
+
 
 class _Owner(Protocol):
     """The index a view was taken of (explorer.index.milvus.index.MilvusIndex)."""
 
     engine: Engine
+    answers: Answers
+    bm25_share: float
+    """The share of a BM25 search's rows the kept rankings of the last searches reached (`_bm25_first`)."""
     dense_share: float
     """The share of a vector search's rows the last searches needed (`MilvusSnapshot._first_fetch`)."""
 
@@ -38,6 +46,8 @@ class _Owner(Protocol):
     def vault_name(self) -> str: ...
 
     def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[MilvusSnapshot, str, bool]: ...
+
+    def wait_warm(self, seconds: float = 30.0) -> None: ...
 
 
 class MilvusSnapshot(LocalSnapshot):
@@ -111,22 +121,47 @@ class MilvusSnapshot(LocalSnapshot):
             return None
         return nid
 
-    def _search(self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]) -> Any:
-        """One engine search of `data` on `field` (the BM25 sparse field or the vectors), read at Strong."""
-        engine = self._index.engine
-        return engine.call(
-            "search",
-            lambda c: c.search(
-                engine.collection,
-                data=data,
-                anns_field=field,
-                limit=min(k, MAX_LIMIT),
-                filter=expr,
-                search_params=params,
-                output_fields=list(self.OUTPUT_FIELDS),
-                consistency_level="Strong",
-            ),
-        )
+    def _search(
+        self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]
+    ) -> list[list[Any]]:
+        """One engine search of `data` on `field` (the BM25 sparse field or the vectors), read at Strong;
+        questions the session asked lately are answered from its cache (`explorer.index.milvus.answers`)."""
+        engine, limit = self._index.engine, min(k, MAX_LIMIT)
+        fields = list(self.OUTPUT_FIELDS)
+
+        def fetch(positions: list[int]) -> list[list[dict[str, Any]]]:
+            self._index.wait_warm()
+            res = engine.call(
+                "search",
+                lambda c: c.search(
+                    engine.collection,
+                    data=[data[i] for i in positions],
+                    anns_field=field,
+                    limit=limit,
+                    filter=expr,
+                    search_params=params,
+                    output_fields=fields,
+                    consistency_level="Strong",
+                ),
+            )
+            return [
+                [
+                    {"distance": float(r.get("distance", 0.0)), "entity": dict(r.get("entity", r))}
+                    for r in rows
+                ]
+                for rows in res
+            ]
+
+        keys = [
+            (
+                field,
+                expr,
+                tuple(fields),
+                d if isinstance(d, str) else np.asarray(d, dtype=np.float32).tobytes(),
+            )
+            for d in data
+        ]
+        return self._index.answers.ask(keys, limit, fetch)
 
     # -- scope --------------------------------------------------------------------------------
     def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
@@ -147,21 +182,66 @@ class MilvusSnapshot(LocalSnapshot):
 
         The engine picks the candidates; `_scores` scores them with this view's statistics
         (every row the engine returns holds a query token, as every document the local
-        ranking lists).
+        ranking lists). The engine is first asked for fewer rows (`_bm25_first`); a list whose
+        first rows do not settle its ranking (`_bm25_settled`) is asked again for all `k`.
         """
         out: list[list[Hit]] = [[] for _ in queries]
         asked = [i for i, toks in enumerate(queries) if toks]
         if not asked or k <= 0 or not self._searchable(allowed):
             return out
         data = [engine_terms(queries[i]) for i in asked]
-        res = self._search("sparse", data, k, self._filter(allowed), BM25_PARAMS)
-        for i, rows in zip(asked, res, strict=True):
-            ids = [nid for nid, _ in self._read(rows)]
-            scores = self._scores(queries[i], ids)
-            hits = [(nid, float(scores.get(nid, 0.0))) for nid in ids]
-            hits.sort(key=lambda h: (-h[1], h[0]))
-            out[i] = hits[:k]
+        expr = self._filter(allowed)
+        first = self._bm25_first(k)
+        res = list(self._search("sparse", data, first, expr, BM25_PARAMS))
+        ranked: dict[int, list[tuple[str, float, int]]] = {}
+        again = []
+        for j, (i, rows) in enumerate(zip(asked, res, strict=True)):
+            ranked[j] = self._rescored(queries[i], rows)
+            # Learns the depth needed from every answer; an answer shorter than asked is all there is.
+            if not self._bm25_settled(ranked[j], first, k, len(rows) < first) and first < k:
+                again.append(j)
+        if again:
+            for j, rows in zip(again, self._search("sparse", [data[j] for j in again], k, expr, BM25_PARAMS)):
+                ranked[j] = self._rescored(queries[asked[j]], rows)
+        for j, i in enumerate(asked):
+            out[i] = [(nid, score) for nid, score, _ in ranked[j]][:k]
         return out
+
+    def _rescored(self, tokens: Sequence[str], rows: Sequence[Any]) -> list[tuple[str, float, int]]:
+        """(node_id, Explorer's BM25 score, the engine's rank) of the rows this view reads, best first."""
+        ids = [nid for nid, _ in self._read(rows)]
+        scores = self._scores(tokens, ids)
+        hits = [(nid, float(scores.get(nid, 0.0)), rank) for rank, nid in enumerate(ids)]
+        hits.sort(key=lambda h: (-h[1], h[0]))
+        return hits
+
+    def _bm25_first(self, k: int) -> int:
+        """BM25 rows to ask for first: twice the engine depth recent rankings needed, with a margin."""
+        return min(k, int(k * min(1.0, self._index.bm25_share * 2)) + 48)
+
+    def _bm25_settled(
+        self, hits: Sequence[tuple[str, float, int]], first: int, k: int, complete: bool
+    ) -> bool:
+        """Whether the engine's first `first` rows give the ranking the search keeps from `k`.
+
+        The search keeps a ranking up to the first shard of the note after the notes a ranking
+        of `k` shards is cut at (`_notes_for`). The engine orders rows by its own statistics,
+        Explorer by its own, so no prefix is proven; taken as settled when every kept row is
+        among the first half of the engine's rows: the engine's lower half, rescored, all fell
+        below the cut, so a row below all of them is taken not to reach it either.
+        (BENCHMARKS.md, fourth round, measures how deep the kept rows reach.) Learns the depth needed.
+        """
+        wanted, seen, deepest = self._notes_for(k) + 1, set(), 0
+        for nid, _score, rank in hits:
+            deepest = max(deepest, rank)
+            seen.add(self.shards[nid].path)
+            if len(seen) >= wanted:
+                break
+        reached = len(seen) >= wanted
+        settled = complete or (reached and deepest < first * BM25_SETTLE_SHARE)
+        need = (deepest + 1) / k if reached or complete else 1.0
+        self._index.bm25_share = 0.7 * self._index.bm25_share + 0.3 * need
+        return settled
 
     def vector_top(
         self,

@@ -6,7 +6,6 @@ rebuilds such a note from its rows (its text from its shards' texts at their off
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 from collections import Counter
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
-from explorer.index.milvus.engine import MAX_LIMIT, decode_terms, quote
+from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard, Tag
@@ -65,7 +64,7 @@ def foreign_note(
                 source_type=str(r["source_type"]) or "note",
             )
         )
-        tokens[nid] = decode_terms(str(r.get("terms") or ""))
+        tokens[nid] = decode_terms(str(r.get("words") or ""))
     stem = path.rsplit("/", 1)[-1]
     stem = stem[:-3] if stem.lower().endswith(".md") else stem
     first = shards[0]
@@ -98,17 +97,6 @@ def _props(text: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
-
-
-def _day_start(day: int) -> int:
-    """The epoch second (local time) a day number starts at, clamped to what a file time can be."""
-    try:
-        start = _dt.datetime.combine(
-            _dt.date.fromordinal(max(1, min(day, _dt.date.max.toordinal()))), _dt.time()
-        )
-        return max(0, int(start.timestamp()))
-    except (OverflowError, OSError, ValueError):
-        return 0 if day < 719_163 else 2**40  # before / after the epoch (1970-01-01 is day 719,163)
 
 
 class _Overlay(Mapping[str, Any]):
@@ -201,14 +189,11 @@ class TeamSnapshot(MilvusSnapshot):
         return mine, theirs
 
     def _days_expr(self) -> list[str]:
-        """after:/before:/on: on other vaults' rows: their notes' dates, or their file times in a
-        collection made before rows held dates (the date a note without a date field has)."""
+        """after:/before:/on: on other vaults' rows: their notes' dates as day numbers."""
         if self._scope.days is None:
             return []
         lo, hi = self._scope.days
-        if "day" in self._index.engine.fields:
-            return [f"day >= {max(lo, 1)}", f"day < {hi}"]
-        return [f"mtime >= {_day_start(lo)}", f"mtime < {_day_start(hi)}"]
+        return [f"day >= {max(lo, 1)}", f"day < {hi}"]
 
     def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
         mine, theirs = self._engine_expr
@@ -278,13 +263,13 @@ class TeamSnapshot(MilvusSnapshot):
             for i in range(0, len(paths), 100):
                 part = paths[i : i + 100]
                 expr = f"vault == {quote(vault)} and path in [{', '.join(quote(p) for p in part)}]"
-                rows = ix.engine.call(
+                rows = ix.engine.text_call(
                     "read",
                     methodcaller(
                         "query",
-                        ix.engine.collection,
+                        ix.engine.text_collection,
                         filter=expr,
-                        output_fields=ix.engine.row_fields(),
+                        output_fields=ROW_FIELDS,
                         limit=MAX_LIMIT,
                     ),
                 )
@@ -361,6 +346,11 @@ class TeamSnapshot(MilvusSnapshot):
 
     def _first_fetch(self, k: int) -> int:
         return k  # the notes of several vaults: no estimate of the rows a ranking needs
+
+    def _bm25_first(self, k: int) -> int:
+        return (
+            k  # other vaults' rows are scored with this vault's statistics: the engine's order differs more
+        )
 
     def _searchable(self, allowed: Restriction | None) -> bool:
         return True  # a restriction narrows this vault's rows; other vaults' rows stay searchable

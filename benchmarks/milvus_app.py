@@ -1,0 +1,211 @@
+"""The app on a Milvus-backed memory next to the local one, in a real terminal (tmux): typing to settled results.
+
+    nice -n 10 python -m benchmarks.milvus_app --out /tmp/milvus-bench --notes 3750 --sizes 80x24,160x50
+
+Uses the vault, caches and engine of a `benchmarks.milvus_scale` run with the same `--out` and
+`--notes` (the local cache `cache-local`, the Milvus one `cache-milvus` and `engine/m.db`). For each
+terminal size and each start (`--starts`), the app is started once on each backend (the order
+alternating), and for each: the time from the start until the status bar counts the notes (the
+index open), then the first query pasted at once (the first search after opening), then the other
+queries one after the other (the box emptied, the query pasted). For every query: the time until
+the first result row shows (the quality line "N results") and until the screen stops changing for
+`--quiet` seconds (settled). Medians per backend and size; the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import log, machine, write_json
+
+EXPLORER = Path(sys.executable).with_name("explorer")
+QUERIES = (
+    "river delta sediment",
+    "budget review meeting",
+    "garden soil compost",
+    "battery charging cycle",
+    "winter travel plans",
+    "protein folding model",
+    "orchestra rehearsal schedule",
+    "database index migration",
+)
+
+
+def _screen(session: str) -> str:
+    return subprocess.run(
+        ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+    ).stdout
+
+
+def _keys(session: str, *keys: str, literal: bool = False) -> None:
+    subprocess.run(["tmux", "send-keys", "-t", session, *(["-l"] if literal else []), *keys], check=True)
+
+
+def _wait(session: str, done: object, timeout: float, quiet: float) -> tuple[float | None, float | None, str]:
+    """(seconds to the first screen where `done(screen)` holds, seconds to the last change before `quiet`
+    seconds without one, the settled screen); from now."""
+    t0 = time.perf_counter()
+    first = None
+    last_change, last = t0, _screen(session)
+    while time.perf_counter() - t0 < timeout:
+        time.sleep(0.03)
+        now = time.perf_counter()
+        out = _screen(session)
+        if out != last:
+            last, last_change = out, now
+        if first is None and done(out):  # type: ignore[operator]
+            first = now - t0
+        if first is not None and now - last_change >= quiet:
+            return first, last_change - t0, out
+    return first, None, last
+
+
+def _has_results(screen: str) -> bool:
+    return " results ·" in screen or " result ·" in screen
+
+
+def one_app(
+    arm: str, env: dict[str, str], vault: Path, size: str, queries: list[str], quiet: float, timeout: float
+) -> dict:
+    session = f"milvus-app-{os.getpid()}"
+    subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    cols, rows = size.split("x")
+    t0 = time.perf_counter()
+    cmd = " ".join(f"{k}={v}" for k, v in env.items()) + f" {EXPLORER} {vault}"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", cols, "-y", rows, f"env {cmd}"], check=True
+    )
+    out: dict = {"arm": arm, "size": size, "queries": []}
+    try:
+        end = time.perf_counter() + timeout
+        while time.perf_counter() < end and "watch: on" not in _screen(session):
+            time.sleep(0.05)
+        out["open_s"] = round(time.perf_counter() - t0, 2)  # the index open and the watcher started
+        time.sleep(0.5)
+        for i, q in enumerate(queries):
+            if i:
+                _keys(session, "C-u")
+                _wait(session, lambda s: not _has_results(s), 10, 0.5)
+            _keys(session, q, literal=True)
+            first, settled, screen = _wait(session, _has_results, timeout, quiet)
+            top = next((ln for ln in screen.splitlines() if "│  1 " in ln), "")
+            out["queries"].append(
+                {"query": q, "first_s": first, "settled_s": settled, "top": top.strip("│ ").strip()}
+            )
+            log(f"{arm} {size} {q!r}: first {first} settled {settled}")
+    finally:
+        _keys(session, "C-q")
+        time.sleep(1.0)
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    return out
+
+
+def _start_server(out: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A `milvus-lite server` on a copy of the engine and the cache (the team set-up): (process, URI)."""
+    import shutil
+    import socket
+
+    data, cache = out / "engine-app-server", out / "cache-milvus-app-server"
+    for src, dst in ((out / "engine" / "m.db", data), (out / "cache-milvus", cache)):
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = Path(sys.executable).with_name("milvus-lite")
+    proc = subprocess.Popen(
+        [str(server), "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/milvus-bench"))
+    ap.add_argument("--notes", type=int, default=3750)
+    ap.add_argument("--sizes", default="80x24,160x50")
+    ap.add_argument("--starts", type=int, default=2, help="app starts per backend and size")
+    ap.add_argument(
+        "--queries", type=int, default=6, help="queries per start (the first is the first search)"
+    )
+    ap.add_argument("--quiet", type=float, default=1.5)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument(
+        "--server",
+        action="store_true",
+        help="a third arm: the app on a `milvus-lite server` process (a copy of the engine) reached by URI",
+    )
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args(argv)
+    vault = args.out / f"speed-vault-{args.notes}"
+    base = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    arms = {
+        "local": {**base, "EXPLORER_INDEX_CACHE_DIR": str(args.out / "cache-local")},
+        "milvus": {
+            **base,
+            "EXPLORER_INDEX_CACHE_DIR": str(args.out / "cache-milvus"),
+            "EXPLORER_INDEX_BACKEND": "milvus",
+            "EXPLORER_INDEX_MILVUS_URI": str(args.out / "engine" / "m.db"),
+        },
+    }
+    proc = None
+    if args.server:
+        proc, uri = _start_server(args.out)
+        arms["milvus-server"] = {
+            **arms["milvus"],
+            "EXPLORER_INDEX_CACHE_DIR": str(args.out / "cache-milvus-app-server"),
+            "EXPLORER_INDEX_MILVUS_URI": uri,
+        }
+    res: dict = {"machine": machine(), "load_before": os.getloadavg(), "runs": []}
+    order = list(arms)
+    for size in args.sizes.split(","):
+        for start in range(args.starts):
+            for i in range(len(order)):
+                arm = order[(start + i) % len(order)]
+                qs = [QUERIES[(start * 3 + j) % len(QUERIES)] for j in range(args.queries)]
+                res["runs"].append(one_app(arm, arms[arm], vault, size, qs, args.quiet, args.timeout))
+    res["load_after"] = os.getloadavg()
+    if proc is not None:
+        proc.terminate()
+        proc.wait(timeout=30)
+    summary: dict = {}
+    for size in args.sizes.split(","):
+        for arm in arms:
+            runs = [r for r in res["runs"] if r["arm"] == arm and r["size"] == size]
+            firsts = [r["queries"][0] for r in runs if r["queries"]]
+            later = [q for r in runs for q in r["queries"][1:]]
+
+            def med(xs: list[float | None]) -> float | None:
+                xs2 = [x for x in xs if x is not None]
+                return round(statistics.median(xs2), 2) if xs2 else None
+
+            summary[f"{arm} {size}"] = {
+                "open_s": med([r["open_s"] for r in runs]),
+                "first_search_first_s": med([q["first_s"] for q in firsts]),
+                "first_search_settled_s": med([q["settled_s"] for q in firsts]),
+                "later_first_s": med([q["first_s"] for q in later]),
+                "later_settled_s": med([q["settled_s"] for q in later]),
+                "later_n": len(later),
+            }
+            log(f"{arm} {size}: {summary[f'{arm} {size}']}")
+    res["summary"] = summary
+    write_json(args.out / f"milvus-app{args.tag}.json", res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
