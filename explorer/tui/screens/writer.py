@@ -59,6 +59,8 @@ class WriterScreen(Screen):
         self.suggestions: list[Suggestion] = []
         """The list as shown (mentions, related, linked)."""
         self._suggester: LinkSuggester | None = None
+        self._prepared: LinkSuggester | None = None
+        """The suggester whose sentence vectors were prepared for this note."""
         self._asked: tuple | None = None
         self._seq = 0
         self._timer: Timer | None = None
@@ -122,10 +124,8 @@ class WriterScreen(Screen):
         editor.focus()
         self.query_one("#related", OptionList).border_title = "Related"
         self._title()
-        self._schedule(0.0)
-        suggester = self._link_suggester()
-        if suggester is not None and text:
-            self._prepare(suggester, text, start)
+        # Not 0: a zero-interval timer divides by zero in Textual when the event loop runs late.
+        self._schedule(0.001)
 
     def _title(self) -> None:
         mark = ("● modified", "bold $text-warning") if self.dirty else ("saved", "$text-success")
@@ -167,6 +167,11 @@ class WriterScreen(Screen):
         editor = self.query_one(TextArea)
         text = editor.text
         index = _document(editor).get_index_from_location(editor.cursor_location)
+        if self._prepared is not suggester:
+            # First ask with this suggester (the note just opened, or a new pipeline): embed the
+            # note's sentences ahead in the background.
+            self._prepared = suggester
+            self._prepare(suggester, text, index)
         start, end = paragraph_bounds(text, index)
         paragraph = plain_query(text[start:end])
         # The sentence at the cursor ranks the named notes: moving to another sentence asks again.
