@@ -27,9 +27,10 @@ the in-sample one (the grid's best on all paragraphs).
 
 **Latency.** On the 10k-note vault of benchmarks.speed (stand-in vectors, real query model), a
 person types at the end of a paragraph: one word is added, then the list is asked for, as the
-writer does after a pause; eight words go into one paragraph before the next is picked (the CPU
-time of the first word's call, when none of the paragraph's sentences has a vector kept, is
-reported on its own). Timed: the suggestion call (mentions + one hybrid pass) and, paired in
+writer does after a pause; eight words go into one paragraph before the next is picked. Picking
+a paragraph opens its note as the writer does (``LinkSuggester.prepare`` embeds its sentences
+ahead; that CPU time is reported on its own, and ``--no-prepare`` leaves it out, so the first word
+embeds its paragraph); the CPU time of the first word's call is reported on its own too. Timed: the suggestion call (mentions + one hybrid pass) and, paired in
 the same loop (alternating which runs first), the former related-only call; reported as median
 and p95, and the time from the pause to the list: ``RELATED_DELAY`` + the mentions (the named
 notes show then) and ``RELATED_DELAY`` + the whole call (the list complete); after a key that ends a
@@ -346,8 +347,12 @@ def diagnose(vault: Path, cache: Path) -> dict[str, Any]:
 
 
 # -- latency ------------------------------------------------------------------------------------
-def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
-    """Time the writer's call after a typed word, at `size` notes, paired with the former call."""
+def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = True) -> dict[str, Any]:
+    """Time the writer's call after a typed word, at `size` notes, paired with the former call.
+
+    With `prepare`, moving to a paragraph opens its note as the writer does (`LinkSuggester.prepare`
+    embeds the note's sentences ahead, timed on its own); without, the first word typed in a
+    paragraph embeds every sentence of it."""
     from benchmarks import speed
     from explorer.config import load_settings
     from explorer.engine import make_pipeline, open_index
@@ -377,7 +382,8 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
     mention_ms: list[float] = []
     new_cpu: list[float] = []  # CPU time of this process: what the call costs whatever the other processes do
     old_cpu: list[float] = []
-    cold_cpu: list[float] = []  # the first word typed in a paragraph (no sentence of it has a vector yet)
+    cold_cpu: list[float] = []  # the first word typed in a paragraph
+    prepare_cpu: list[float] = []  # opening the note: its sentences embedded ahead
     text, cursor, path = "", 0, ""
     for i in range(edits + 5):
         if i % WORDS_PER_PARAGRAPH == 0:
@@ -390,6 +396,11 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
                 if paras:
                     break
             _lo, cursor = rng.choice(paras)
+            if prepare:
+                c = time.process_time()
+                suggester.prepare(text, cursor)
+                if i >= 5:
+                    prepare_cpu.append((time.process_time() - c) * 1000)
         add = " " + rng.choice(words)
         text = text[:cursor] + add + text[cursor:]
         cursor += len(add)
@@ -425,6 +436,8 @@ def latency(size: int, out: Path, edits: int, seed: int = 5) -> dict[str, Any]:
         "ratio_median": round(statistics.median(ratios), 3) if ratios else None,
         "suggest_cpu_ms": summary(new_cpu),
         "suggest_cpu_first_word_ms": summary(cold_cpu),
+        "prepare": prepare,
+        "prepare_cpu_ms": summary(prepare_cpu),
         "former_call_cpu_ms": summary(old_cpu),
         "related_delay_ms": delay_ms,
         "pause_to_list_ms": {
@@ -486,6 +499,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="links removed: where the linked note ranks, and whether the text around the link names it",
     )
     parser.add_argument("--size", type=int, default=10_000, help="notes of the latency vault")
+    parser.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help="latency: no sentences embedded ahead when a note is opened (the first word embeds its paragraph)",
+    )
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
     parser.add_argument(
         "--scope",
@@ -518,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.out / "link-suggest"
     report: dict[str, Any] = {"machine": machine()}
     if args.latency:
-        res = latency(args.size, args.out, args.edits)
+        res = latency(args.size, args.out, args.edits, prepare=not args.no_prepare)
         report["latency"] = res
         print(
             markdown_table(
@@ -549,7 +567,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"CPU time per call (this process, all its threads): suggest {res['suggest_cpu_ms']['median']} / "
             f"{res['suggest_cpu_ms']['p95']} ms (first word in a paragraph "
-            f"{res['suggest_cpu_first_word_ms'].get('median')} / {res['suggest_cpu_first_word_ms'].get('p95')}), "
+            f"{res['suggest_cpu_first_word_ms'].get('median')} / {res['suggest_cpu_first_word_ms'].get('p95')}; "
+            f"opening a note, sentences embedded ahead: {res['prepare_cpu_ms'].get('median')} / "
+            f"{res['prepare_cpu_ms'].get('p95')}), "
             f"former call {res['former_call_cpu_ms']['median']} / "
             f"{res['former_call_cpu_ms']['p95']} ms (median / p95)"
         )

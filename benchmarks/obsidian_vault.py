@@ -33,6 +33,7 @@ Two ways of linking (`links=`):
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -485,22 +486,33 @@ def _body(
         lines = [f"Everything about {folder.lower()} in one place.", ""]
         lines += [f"- [[{m}]] — {' '.join(rng.sample(words, 3))}" for m in members]
         return "\n".join(lines) + "\n"
+
+    def sentence() -> str:
+        ws = rng.sample(words, min(len(words), rng.randint(5, 9)))
+        sent = f"{rng.choice(FILLER)} {' '.join(ws)}."
+        if rng.random() < 0.35:
+            other = rng.choice(names)
+            if other != name:
+                sent += (
+                    f" See [[{other}]]."
+                    if rng.random() < 0.7
+                    else f" See [{other.lower()}]({other.replace(' ', '%20')}.md)."
+                )
+        return sent
+
+    return _sections(rng, name, sentence)
+
+
+def _sections(rng: random.Random, name: str, sentence: Callable[[], str]) -> str:
+    """A body of one to three sections of two to five sentences from `sentence`, each section after
+    the first under a heading; now and then a sentence names the note's own subject again (people
+    mention it in its text, and in other notes' text)."""
     sections = []
     for s in range(rng.randint(1, 3)):
         sents = []
         for _ in range(rng.randint(2, 5)):
-            ws = rng.sample(words, min(len(words), rng.randint(5, 9)))
-            sent = f"{rng.choice(FILLER)} {' '.join(ws)}."
-            if rng.random() < 0.35:
-                other = rng.choice(names)
-                if other != name:
-                    sent += (
-                        f" See [[{other}]]."
-                        if rng.random() < 0.7
-                        else f" See [{other.lower()}]({other.replace(' ', '%20')}.md)."
-                    )
+            sent = sentence()
             if rng.random() < 0.15:
-                # People mention a note's own subject in its text, and in other notes' text.
                 sent += f" {name.split(' - ')[-1]} again."
             sents.append(sent)
         head = (
@@ -572,37 +584,25 @@ def _text_body(
         lines = [f"Everything about {folder.lower()} in one place.", ""]
         lines += [f"- {link(m)} — {' '.join(rng.sample(own[m], 3))}" for m in same]
         return "\n".join(lines) + "\n"
-    sections = []
-    for s in range(rng.randint(1, 3)):
-        sents = []
-        for _ in range(rng.randint(2, 5)):
-            n = rng.randint(5, 9)
-            if rng.random() < 0.35:
-                target = rng.choice(same if same and rng.random() < 0.6 else others)
-                theirs = about(own[target], n, topic_words[target])
-                rng.shuffle(theirs)
-                cut = rng.randint(2, len(theirs) - 2)
-                form = rng.random()
-                if form < 0.4:
-                    sent = f"{rng.choice(FILLER)} {' '.join(theirs[:cut])}, as in {link(target)}, {' '.join(theirs[cut:])}."
-                elif form < 0.7:
-                    sent = f"{rng.choice(FILLER)} {' '.join(theirs)} (see {link(target)})."
-                else:
-                    sent = f"{link(target)}: {' '.join(theirs)}."
-            else:
-                ws = about(mine, n, words)
-                rng.shuffle(ws)
-                sent = f"{rng.choice(FILLER)} {' '.join(ws)}."
-            if rng.random() < 0.15:
-                sent += f" {name.split(' - ')[-1]} again."
-            sents.append(sent)
-        head = (
-            f"## {rng.choice(['Notes', 'Details', 'Open questions', 'Log', 'Summary', 'Steps'])}\n\n"
-            if s
-            else ""
-        )
-        sections.append(head + " ".join(sents))
-    return "\n\n".join(sections) + "\n"
+
+    def sentence() -> str:
+        n = rng.randint(5, 9)
+        if rng.random() < 0.35:
+            target = rng.choice(same if same and rng.random() < 0.6 else others)
+            theirs = about(own[target], n, topic_words[target])
+            rng.shuffle(theirs)
+            cut = rng.randint(2, len(theirs) - 2)
+            form = rng.random()
+            if form < 0.4:
+                return f"{rng.choice(FILLER)} {' '.join(theirs[:cut])}, as in {link(target)}, {' '.join(theirs[cut:])}."
+            if form < 0.7:
+                return f"{rng.choice(FILLER)} {' '.join(theirs)} (see {link(target)})."
+            return f"{link(target)}: {' '.join(theirs)}."
+        ws = about(mine, n, words)
+        rng.shuffle(ws)
+        return f"{rng.choice(FILLER)} {' '.join(ws)}."
+
+    return _sections(rng, name, sentence)
 
 
 def write(vault: Path, seed: int = 7, links: str = "random") -> list[GenNote]:

@@ -75,3 +75,28 @@ def test_generated_text_links_vault_names_each_note_among_its_own_words() -> Non
         if named:
             assert own[name][0] in named
     assert obsidian_vault._name_words("Book - Thinking, Fast and Slow") == ["thinking", "fast", "slow"]  # noqa: SLF001
+
+
+def test_priors_fuse_into_the_related_part_and_leave_named_notes_first() -> None:
+    from benchmarks.link_suggest_priors import evaluate, top
+
+    case = {
+        "items": [("Named.md", "mention"), ("R1.md", "related"), ("R2.md", "related"), ("R3.md", "related")]
+        + [(f"R{i}.md", "related") for i in range(4, 9)],
+        "l1": ["Far.md"],
+        "b1": [],
+        "hop": {},
+        "nv": ["Far.md"],
+        **{name: [] for name in ("nvp", "nvs", "tf", "bm_rare", "bm_sent")},
+    }
+    row = {"note": "Own.md", "target": "Far.md", "A": case, "B": case}
+    # No weight: the writer's list as it is.
+    assert top(row, "B", {}) == ["Named.md", "R1.md", "R2.md", "R3.md", "R4.md"]
+    # A ranking fused at a high weight brings its first note up, below the named note.
+    fused = top(row, "B", {"nv": 2.0})
+    assert fused[0] == "Named.md" and fused[1] == "Far.md"
+    # The local graph: a note linked from the rest of the note (2 points) ranks first in it.
+    assert top(row, "B", {"graph": 2.0})[1] == "Far.md"
+    res = evaluate({"one": [row], "two": [row]})
+    assert res["vaults"]["one"]["writer"] == {"A": 0.0, "B": 0.0}
+    assert res["vaults"]["one"]["left_out_by_links"]["B"] == 1.0  # chosen on "two", where it helps

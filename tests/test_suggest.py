@@ -198,7 +198,52 @@ def test_sentence_vectors_match_the_whole_text_and_embed_only_new_sentences(embe
     assert float(one @ whole) > 0.9  # the mean of its sentences points where the paragraph does
     calls.clear()
     vectors.encode([para + " Then bake"])
-    assert calls == [["Then bake"]]
+    # A sentence without its full stop yet is the same sentence as with one: one vector.
+    assert calls == [["Then bake."]]
+    calls.clear()
+    vectors.encode([para + " Then bake."])
+    assert calls == []
+
+
+def test_typing_embeds_only_the_sentence_at_the_cursor_and_an_opened_note_is_embedded_ahead(
+    tmp_path, embedder
+) -> None:
+    """The related search reads the sentence at the cursor, then the paragraph: a typed word costs
+    one new sentence's vector, and after `prepare` (the writer opening a note) the first word typed
+    in any paragraph costs no more."""
+    calls: list[list[str]] = []
+
+    class Counting:
+        model_id, dim, runtime = embedder.model_id, embedder.dim, embedder.runtime
+
+        def encode(self, texts, batch_size=32):
+            calls.append(list(texts))
+            return embedder.encode(texts, batch_size)
+
+    index = VaultIndex(write_notes(tmp_path / "v", NOTES), embedder=Counting())
+    index.open()
+    index.embed_pending()
+    sug = LinkSuggester(SearchPipeline(index, index.settings))
+    note = (
+        "---\ntags: [bread]\n---\n# Baking day\n\nThe oven was hot by noon. We fed the starter twice. "
+        "The loaf rose well\n\nLater the kitchen smelled of bread. Anna came by with flour and salt.\n"
+    )
+    first_end = note.index("rose well") + len("rose well")
+    calls.clear()
+    sug.suggest(note, first_end, path="Journal/today.md")
+    typed = note[:first_end] + " overnight" + note[first_end:]
+    calls.clear()
+    sug.suggest(typed, first_end + len(" overnight"), path="Journal/today.md")
+    assert calls == [["The loaf rose well overnight."]]
+    # A note opened in the writer: every paragraph's sentences embedded ahead, nearest the cursor first.
+    assert sug.prepare(typed, 0) == 3  # the heading, and the second paragraph's two sentences
+    second_end = typed.index("salt.") + len("salt.")
+    more = typed[:second_end] + " Then we" + typed[second_end:]
+    calls.clear()
+    sug.suggest(more, second_end + len(" Then we"), path="Journal/today.md")
+    assert calls == [["Then we."]]
+    assert sug.prepare(more, 0, cancelled=lambda: True) == 0
+    index.close()
 
 
 def test_a_long_paragraph_is_cut_at_sentence_boundaries_that_stay_put_while_typing() -> None:

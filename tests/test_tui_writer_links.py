@@ -114,3 +114,21 @@ async def test_a_finished_word_asks_sooner_than_a_word_being_typed(
         await wait_for(pilot, lambda: writer.paragraph.endswith("seeds bedd"))
         await pilot.press("escape", "escape")
         await settle(app, pilot)
+
+
+@sync
+async def test_an_opened_note_has_its_sentences_embedded_ahead(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """Opening a note in writing mode embeds its sentences in the background, so the first word
+    typed in any of its paragraphs embeds only its own sentence: nothing is left to embed after."""
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        writer = await _writer(app, pilot)
+        await app.workers.wait_for_complete()
+        await settle(app, pilot)
+        suggester = writer._link_suggester()
+        assert suggester is not None
+        text = writer.query_one(TextArea).text
+        assert text.count("\n\n") >= 2  # several paragraphs, not only the one at the cursor
+        assert suggester.prepare(text) == 0

@@ -6,6 +6,7 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -580,7 +581,10 @@ class BM25Index:
             slots, scores = slots[sel], scores[sel]
         key_of = self._key_of
         pairs = [(key_of[s], sc) for s, sc in zip(slots.tolist(), scores.tolist()) if key_of[s] is not None]
-        pairs.sort(key=lambda p: (-p[1], p[0]))
+        # Best score first, ties by key: two sorts in C (by key, then by score, which keeps the key
+        # order of equal scores) instead of one sort with a tuple key built per pair.
+        pairs.sort(key=itemgetter(0))
+        pairs.sort(key=itemgetter(1), reverse=True)
         return pairs[:k]
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
+from explorer.text.tokenize import fold_word, is_stopword, token_spans_of, tokenize_spans
 from explorer.vault.model import Highlight
 
 #: The largest window a single request may ask for, each side of the cursor.
@@ -75,10 +74,8 @@ def highlight_spans(
     """
     folded = {fold_word(w) if not _is_folded(w) else w for w in words if w}
     found: list[Highlight] = []
-    if folded:
-        for tok, s, e in _spans(text):
-            if tok in folded:
-                found.append(Highlight(s + offset, e + offset, tok))
+    for tok, s, e in token_spans_of(text, folded):
+        found.append(Highlight(s + offset, e + offset, tok))
     for phrase in phrases:
         phrase = phrase.strip()
         if not phrase:
@@ -86,12 +83,6 @@ def highlight_spans(
         for m in re.finditer(re.escape(phrase), text, re.IGNORECASE):
             found.append(Highlight(m.start() + offset, m.end() + offset, phrase))
     return _merge(found)
-
-
-@lru_cache(maxsize=4096)
-def _spans(text: str) -> tuple[tuple[str, int, int], ...]:
-    """Token spans of a passage, cached: live search highlights the same shards keystroke after keystroke."""
-    return tuple(tokenize_spans(text))
 
 
 def _is_folded(word: str) -> bool:

@@ -1,11 +1,13 @@
 """Fusion of rankings: weighted Reciprocal Rank Fusion, or score fusion of normalised raw scores.
 
-The explanation of every score is built while fusing.
+The explanation of every score is built while fusing: each fused shard keeps its rankings' shares,
+spelt out as `Contribution` records when read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from explorer.search.schema import Contribution, Ranking
@@ -16,34 +18,112 @@ __all__ = ["SIMILARITY_RETRIEVERS", "Entry", "Fused", "Ranking", "aggregate", "r
 SIMILARITY_RETRIEVERS = frozenset({"dense", "feedback"})
 
 
-@dataclass(frozen=True, slots=True)
+_Part = tuple[Ranking, int, float, float, float]
+"""One ranking's share of a fused shard, before it is spelt out: (ranking, rank, raw score, source weight, value)."""
+
+
 class Fused:
-    """A shard's fused score with the contributions that make it up."""
+    """A shard's fused score with the contributions that make it up (immutable).
+
+    A fusion scores every shard of every ranking, and a search explains only the few it shows:
+    the `Contribution` records of a shard are spelt out on first read, from what the fusion kept.
+    """
+
+    __slots__ = ("_contributions", "_parts", "best_rank", "node_id", "score")
 
     node_id: str
     """The shard."""
     score: float
     """Sum of `contributions`."""
-    contributions: tuple[Contribution, ...]
-    """One per ranking the shard appears in, in ranking order."""
     best_rank: int
     """Lowest rank the shard reached in any ranking (tie-break)."""
+    _contributions: tuple[Contribution, ...] | None
+    _parts: list[_Part] | None
+
+    def __init__(
+        self, node_id: str, score: float, contributions: tuple[Contribution, ...], best_rank: int
+    ) -> None:
+        _set_id(self, node_id)
+        _set_score(self, score)
+        _set_made(self, contributions)
+        _set_parts(self, None)
+        _set_best(self, best_rank)
+
+    @property
+    def contributions(self) -> tuple[Contribution, ...]:
+        """One per ranking the shard appears in, in ranking order."""
+        made = self._contributions
+        if made is None:
+            parts = self._parts or ()
+            made = tuple(
+                Contribution(r.term, r.retriever, rank, raw, r.retriever_weight, r.term_weight, sw, value)
+                for r, rank, raw, sw, value in parts
+            )
+            _set_made(self, made)
+        return made
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Fused is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Fused is immutable: cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Fused):
+            return NotImplemented
+        return (self.node_id, self.score, self.contributions, self.best_rank) == (
+            other.node_id,
+            other.score,
+            other.contributions,
+            other.best_rank,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.node_id, self.score, self.contributions, self.best_rank))
+
+    def __repr__(self) -> str:
+        return (
+            f"Fused(node_id={self.node_id!r}, score={self.score!r}, "
+            f"contributions={self.contributions!r}, best_rank={self.best_rank!r})"
+        )
+
+
+_set_id = Fused.__dict__["node_id"].__set__
+_set_score = Fused.__dict__["score"].__set__
+_set_made = Fused.__dict__["_contributions"].__set__
+_set_parts = Fused.__dict__["_parts"].__set__
+_set_best = Fused.__dict__["best_rank"].__set__
+_new = object.__new__
+
+
+def _fused(node_id: str, parts: list[_Part], best_rank: int) -> Fused:
+    """A `Fused` whose contributions are spelt out from `parts` when first read."""
+    f = _new(Fused)
+    _set_id(f, node_id)
+    _set_score(f, sum(p[4] for p in parts))
+    _set_made(f, None)
+    _set_parts(f, parts)
+    _set_best(f, best_rank)
+    return f
 
 
 def rrf(
     rankings: Sequence[Ranking],
     k: int = 60,
     source_weight: Callable[[str], float] = lambda _node_id: 1.0,
+    only: AbstractSet[str] | None = None,
 ) -> list[Fused]:
     """Fuse rankings: score(d) = sum over rankings of w_retriever * w_term * w_source(d) / (k + rank).
 
-    Ties break by best single rank, then node_id, so the order is deterministic.
+    Ties break by best single rank, then node_id, so the order is deterministic. With `only`, the
+    list holds those shards alone, each with the score, ranks and place among them it has in the
+    whole fusion (for a caller that reads a few shards' order, not the list).
     """
 
     def by_rank(ranking: Ranking) -> _Value:
         return lambda rank, _raw, sw: ranking.retriever_weight * ranking.term_weight * sw / (k + rank)
 
-    return _fuse(rankings, source_weight, by_rank)
+    return _fuse(rankings, source_weight, by_rank, only)
 
 
 def score_fusion(
@@ -82,34 +162,34 @@ def _fuse(
     rankings: Sequence[Ranking],
     source_weight: Callable[[str], float],
     value_for: Callable[[Ranking], _Value],
+    only: AbstractSet[str] | None = None,
 ) -> list[Fused]:
-    """Sum each shard's contributions over the rankings (`value_for` gives a ranking's formula)."""
-    parts: dict[str, list[Contribution]] = {}
+    """Sum each shard's contributions over the rankings (`value_for` gives a ranking's formula);
+    with `only`, of those shards alone (ranks still counted in the whole rankings)."""
+    parts: dict[str, list[_Part]] = {}
     best: dict[str, int] = {}
+    weights: dict[str, float] = {}
     for ranking in rankings:
         if not ranking.items:
             continue
         value = value_for(ranking)
-        for position, (node_id, raw) in enumerate(ranking.items):
-            rank = position + 1
-            sw = source_weight(node_id)
-            parts.setdefault(node_id, []).append(
-                Contribution(
-                    term=ranking.term,
-                    retriever=ranking.retriever,
-                    rank=rank,
-                    raw_score=float(raw),
-                    retriever_weight=ranking.retriever_weight,
-                    term_weight=ranking.term_weight,
-                    source_weight=sw,
-                    contribution=value(rank, float(raw), sw),
-                )
-            )
-            best[node_id] = min(best.get(node_id, rank), rank)
-    fused = [
-        Fused(node_id, sum(c.contribution for c in contribs), tuple(contribs), best[node_id])
-        for node_id, contribs in parts.items()
-    ]
+        for rank, (node_id, raw) in enumerate(ranking.items, 1):
+            if only is not None and node_id not in only:
+                continue
+            sw = weights.get(node_id)
+            if sw is None:
+                sw = weights[node_id] = source_weight(node_id)
+            raw = float(raw)
+            part = (ranking, rank, raw, sw, value(rank, raw, sw))
+            have = parts.get(node_id)
+            if have is None:
+                parts[node_id] = [part]
+                best[node_id] = rank
+            else:
+                have.append(part)
+                if rank < best[node_id]:
+                    best[node_id] = rank
+    fused = [_fused(node_id, ps, best[node_id]) for node_id, ps in parts.items()]
     fused.sort(key=lambda f: (-f.score, f.best_rank, f.node_id))
     return fused
 

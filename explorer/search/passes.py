@@ -226,7 +226,8 @@ class Passes:
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self.fuse(kb_rankings, 1, run, dialog=False)
             # Judged on pass 1's page whatever the number of results asked, so k never changes the top.
-            kb_results = self._builder.results(
+            # Judged only: pass 1 builds the results it shows (passages, highlights) itself.
+            kb_results = self._builder.judged(
                 run.snap, kb_entries[:PASS1_ENTRIES], run.parsed, kc=s.pass1_shards, qvec=run.qvec
             )
             kb_quality = assess(kb_results, run.qvecs is not None)

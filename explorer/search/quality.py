@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from explorer.index.windows import query_words
@@ -281,8 +282,10 @@ def _suggestion(level: str, top: float, relevant: int, dense: bool) -> str:
 # -- diminishing returns ----------------------------------------------------------------------
 
 
+@lru_cache(maxsize=256)
 def query_key(query: str) -> tuple[str, ...]:
-    """A query's content words, folded and sorted (stop-words dropped unless nothing else)."""
+    """A query's content words, folded and sorted (stop-words dropped unless nothing else); kept for
+    the latest queries, which every search compares itself with."""
     return tuple(sorted(set(query_words(query))))
 
 

@@ -37,15 +37,62 @@ class ResultBuilder:
     ) -> list[SearchResult]:
         """`result` of each entry, the texts of their notes read first in one go (`Snapshot.prefetch`)."""
         snap.prefetch(e.path for e in entries)
-        return [self.result(snap, e, parsed, kc, qvec) for e in entries]
+        words = query_words(parsed.text) if parsed.text else []
+        return [self._result(snap, e, parsed, kc, qvec, words) for e in entries]
+
+    def judged(
+        self,
+        snap: Snapshot,
+        entries: Sequence[Entry],
+        parsed: ParsedQuery,
+        kc: int,
+        qvec: np.ndarray | None = None,
+    ) -> list[SearchResult]:
+        """The entries as `results` would build them, with what the quality of a list reads
+        (`explorer.search.quality.assess`: relevance, ranks, source) and no passages: no note text is
+        read, no shard highlighted, for a list that is judged and never shown (knowledge first)."""
+        words = query_words(parsed.text) if parsed.text else []
+        out = []
+        for entry in entries:
+            best = entry.fused[0] if entry.fused else None
+            note = snap.notes[entry.path]
+            bm25_rank, dense_rank = _ranks(entry)
+            out.append(
+                SearchResult(
+                    document_path=entry.path,
+                    title=note.title,
+                    source_type=note.source_type,
+                    node_id=best.node_id if best else entry.path,
+                    rrf_score=entry.score if best else 0.0,
+                    score=entry.score if best else 0.0,
+                    bm25_rank=bm25_rank,
+                    embedding_rank=dense_rank,
+                    snippet="",
+                    source=entry.source,
+                    pass_=entry.pass_,
+                    reason=entry.reason,
+                    relevance=self.relevance(snap, entry, words, qvec, kc) if best is not None else 0.0,
+                )
+            )
+        return out
 
     def result(
         self, snap: Snapshot, entry: Entry, parsed: ParsedQuery, kc: int, qvec: np.ndarray | None = None
     ) -> SearchResult:
         """The record of `entry` with its first `kc` shards as context; relevance against `qvec` and the query words."""
+        return self._result(snap, entry, parsed, kc, qvec, query_words(parsed.text) if parsed.text else [])
+
+    def _result(
+        self,
+        snap: Snapshot,
+        entry: Entry,
+        parsed: ParsedQuery,
+        kc: int,
+        qvec: np.ndarray | None,
+        words: list[str],
+    ) -> SearchResult:
         best = entry.fused[0] if entry.fused else None
         note = snap.notes[entry.path]
-        words = query_words(parsed.text) if parsed.text else []
         shards: list[ContextShard] = []
         for f in entry.fused[:kc]:
             sh = snap.shards.get(f.node_id)
@@ -58,12 +105,7 @@ class ResultBuilder:
                 shards.append(
                     make_context_shard(snap.shards[first[0]], words, parsed.phrases, 0.0, entry.pass_)
                 )
-        bm25_rank = min(
-            (c.rank for f in entry.fused for c in f.contributions if c.retriever == "bm25"), default=None
-        )
-        dense_rank = min(
-            (c.rank for f in entry.fused for c in f.contributions if c.retriever == "dense"), default=None
-        )
+        bm25_rank, dense_rank = _ranks(entry)
         explanation = None
         if best is not None:
             explanation = Explanation(
@@ -157,6 +199,15 @@ class ResultBuilder:
             dense_available=dense,
             index_version=st.version,
         )
+
+
+def _ranks(entry: Entry) -> tuple[int | None, int | None]:
+    """The best rank any of the entry's shards reached in a BM25 ranking and in a dense one (None: none)."""
+    bm25 = min((c.rank for f in entry.fused for c in f.contributions if c.retriever == "bm25"), default=None)
+    dense = min(
+        (c.rank for f in entry.fused for c in f.contributions if c.retriever == "dense"), default=None
+    )
+    return bm25, dense
 
 
 def make_context_shard(

@@ -323,9 +323,10 @@ class Retriever:
         # Chosen by retrieval evidence alone: a source weight (knowledge 1.5) must not make a
         # passage barely over the cosine floor a feedback passage, whose own vector would then
         # rank it again near the top of the feedback list (weighted again).
-        for f in rrf(rankings, s.rrf_k):
+        # Fused over every ranking, but only the semantic matches are read: the others are left out of the sum.
+        for f in rrf(rankings, s.rrf_k, only=semantic):
             shard = snap.shards.get(f.node_id)
-            if shard is None or shard.path in seen or f.node_id not in semantic:
+            if shard is None or shard.path in seen:
                 continue
             vec = snap.vector(f.node_id)
             if vec is None:
@@ -419,7 +420,9 @@ class Retriever:
         if not found:
             return None
         best: dict[str, str] = {}
-        for f in rrf(rankings, s.rrf_k, source_weights(snap, self.weights)):
+        # The best fused shard of each named note: the fusion of the named notes' shards alone.
+        theirs = {node_id for path, _ in found for node_id in snap.shard_ids(path)}
+        for f in rrf(rankings, s.rrf_k, source_weights(snap, self.weights), only=theirs):
             shard = snap.shards.get(f.node_id)
             if shard is not None:
                 best.setdefault(shard.path, f.node_id)

@@ -17,8 +17,10 @@ answer is built in three steps:
    (`QUERY_SCOPE`), so the sentence's words count twice. That text is read as words only
    (`plain_query`: no `#tag`, `-word` or `name:` filters), and it is embedded sentence by sentence,
    each sentence's vector kept (`SentenceVectors`): while a person types, only the sentence at the
-   cursor is embedded again. A note the paragraph already links to is kept where it ranks but
-   marked `linked`; linked notes that did not rank are added at the end while there is room.
+   cursor is embedded again, and `prepare` embeds a note's sentences ahead when the writer opens
+   it (`related_query` keeps the sentence at the cursor a sentence of its own). A note the
+   paragraph already links to is kept where it ranks but marked `linked`; linked notes that did
+   not rank are added at the end while there is room.
 
 Nothing here writes a file: `Suggestion.link` and `Mention` give the text and the span an editor
 replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from the link target).
@@ -64,18 +66,24 @@ MAX_CHARS = 600
 
 #: The related search runs after every pause in typing, so it leaves out what the list does not
 #: need: the name ranking (the mentions above list named notes), the knowledge-first retrieval,
-#: and all but one context shard per result (the list shows none; the ranking is the same).
+#: all but one context shard per result (the list shows none; the ranking is the same), and the
+#: always-include rules (preferences and the latest turn are no links to suggest; named notes are
+#: the mentions).
 RELATED_SETTINGS: dict[str, Any] = {
     "experimental.name_weight": 0.0,
     "experimental.knowledge_first": False,
     "experimental.pass1_shards": 1,
+    "search.always_include": False,
 }
 
 #: The related search embeds the paragraph sentence by sentence, keeping each sentence's vector
 #: (see `SentenceVectors`); False embeds the whole query text at every call.
 SENTENCE_VECTORS = True
-#: Sentence vectors kept (a few paragraphs' worth).
-SENTENCE_CACHE = 512
+#: Sentence vectors kept (a few notes' worth: 1.5 KB each).
+SENTENCE_CACHE = 4096
+#: `LinkSuggester.prepare`: sentences embedded per model call, and at most this many for one note.
+PREPARE_BATCH = 8
+PREPARE_SENTENCES = 2000
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
@@ -85,6 +93,8 @@ _FILTERISH = re.compile(r"[\"\[\]|#]|(?<!\w)-+|(?<=\w):")
 _FRONTMATTER = re.compile(r"---[ \t]*\r?\n(?:.*?\n)??(?:---|\.\.\.)[ \t]*(?:\r?\n|$)", re.DOTALL)
 _BREAK = re.compile(r"[.!?;\n]")
 _SENTENCE_GAP = re.compile(r"(?<=[.!?;])\s+")
+_SENTENCE_STOP = re.compile(r"[.!?;]$")
+_PARAGRAPH = re.compile(r"(?:[^\n]|\n(?![ \t]*\n))+")
 
 
 def plain_query(text: str) -> str:
@@ -148,6 +158,32 @@ def sentence_bounds(text: str, index: int, start: int, end: int) -> tuple[int, i
     after = _SENTENCE_END.search(text, i, end)
     hi = after.end() if after else end
     return lo, hi
+
+
+def related_query(text: str, cursor: int, start: int, end: int, scope: str = QUERY_SCOPE) -> str:
+    """What the related search reads for the paragraph text[start:end] (`scope` as `LinkSuggester.scope`).
+
+    With `both`, the sentence at the cursor stands first and ends with a full stop, so it stays a
+    sentence of its own: its vector is the one `SentenceVectors` computes again while a person
+    types, and the paragraph's first sentence keeps its own (without the stop the two would read as
+    one new sentence at every call).
+    """
+    paragraph = plain_query(text[start:end])
+    if scope == "paragraph":
+        return paragraph
+    s_lo, s_hi = sentence_bounds(text, cursor, start, end)
+    sentence = plain_query(text[s_lo:s_hi])
+    if scope == "sentence" and sentence:
+        return sentence
+    if sentence and paragraph and not _SENTENCE_STOP.search(sentence):
+        sentence += "."
+    return f"{sentence} {paragraph}".strip()
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the blank-line separated paragraphs of `text` below its frontmatter."""
+    floor = frontmatter_end(text) if text.startswith("---") else 0
+    return [(floor + m.start(), floor + m.end()) for m in _PARAGRAPH.finditer(text[floor:])]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,12 +260,14 @@ class Suggestions:
 
 
 class MentionIndex:
-    """Every note's names, by first word and by one-deletion neighbours of their words (typos)."""
+    """Every note's names, by their first word (one-word names) or first two words (longer names),
+    and by one-deletion neighbours of their words (typos)."""
 
     def __init__(self) -> None:
         self._names: dict[str, tuple[_Name, ...]] = {}
         self._notes: dict[str, Note] = {}
         self._first: dict[str, list[_Name]] = {}
+        self._pairs: dict[tuple[str, str], list[_Name]] = {}
         self._by_name: dict[str, list[str]] = {}
         self._by_path: dict[str, str] = {}
         self._stems: dict[str, list[str]] = {}
@@ -266,7 +304,7 @@ class MentionIndex:
             strict = short or all(is_stopword(w) for w in raw) or all(w.isdigit() for w in raw)
             entry = _Name(path, name, keys, raw, strict)
             entries.append(entry)
-            self._first.setdefault(keys[0], []).append(entry)
+            self._bucket(entry).append(entry)
             self._by_name.setdefault(name.casefold(), []).append(path)
             for word, key in zip(raw, keys):
                 if len(word) >= FUZZY_MIN and word.isalpha() and word not in self._fold_of:
@@ -282,7 +320,7 @@ class MentionIndex:
     def _drop(self, path: str) -> None:
         note = self._notes.pop(path, None)
         for entry in self._names.pop(path, ()):
-            bucket = self._first.get(entry.keys[0], [])
+            bucket = self._bucket(entry)
             if entry in bucket:
                 bucket.remove(entry)
             paths = self._by_name.get(entry.name.casefold(), [])
@@ -295,6 +333,12 @@ class MentionIndex:
             stems = self._stems.get(note.stem.casefold(), [])
             if path in stems:
                 stems.remove(path)
+
+    def _bucket(self, entry: _Name) -> list[_Name]:
+        """The list `entry` is kept in: by its first word, or its first two words."""
+        if len(entry.keys) == 1:
+            return self._first.setdefault(entry.keys[0], [])
+        return self._pairs.setdefault((entry.keys[0], entry.keys[1]), [])
 
     def note(self, path: str) -> Note | None:
         """The note at `path` as last refreshed."""
@@ -354,8 +398,13 @@ class MentionIndex:
         while i < len(toks):
             best: list[tuple[_Name, int, bool]] = []
             best_len = 0
+            # The second word's keys (as typed, or a name's word one typo away), looked up once.
+            seconds = [k for k, _ in self._keys_at(text, toks[i + 1])] if i + 1 < len(toks) else []
             for key0, fuzzy0 in self._keys_at(text, toks[i]):
-                for entry in self._first.get(key0, ()):
+                candidates = list(self._first.get(key0, ()))
+                for key1 in seconds:
+                    candidates.extend(self._pairs.get((key0, key1), ()))
+                for entry in candidates:
                     n = len(entry.keys)
                     if n < best_len or i + n > len(toks):
                         continue
@@ -432,6 +481,17 @@ def _link(target: str, typed: str, path: str) -> str:
     return f"[[{target}|{typed}]]"
 
 
+def sentences(text: str) -> list[str]:
+    """The sentences `SentenceVectors` embeds one by one: split after `.`, `!`, `?` or `;`, each
+    ending with its mark (a full stop where it has none: the sentence being typed reads the same
+    with it, and the sentence at the cursor stands before the paragraph with one)."""
+    out = []
+    for piece in _SENTENCE_GAP.split(text.strip()):
+        if piece:
+            out.append(piece if _SENTENCE_STOP.search(piece) else piece + ".")
+    return out
+
+
 class SentenceVectors:
     """An embedder that answers a text from the vectors of its sentences, each embedded once.
 
@@ -450,9 +510,14 @@ class SentenceVectors:
         self.runtime: str = embedder.runtime
         self._kept: LRUCache[str, np.ndarray] = LRUCache(capacity)
 
+    def missing(self, texts: Iterable[str]) -> list[str]:
+        """The sentences of `texts` that have no vector kept yet (each once, in order)."""
+        pieces = dict.fromkeys(p for t in texts for p in sentences(t))
+        return [p for p in pieces if p not in self._kept]
+
     def encode(self, texts: Any, batch_size: int = 32) -> np.ndarray:
         """L2-normalised float32 vectors of `texts`, one row each (as the embedder's `encode`)."""
-        pieces = [[p for p in _SENTENCE_GAP.split(t.strip()) if p] or [t] for t in texts]
+        pieces = [sentences(t) or [t] for t in texts]
         vec: dict[str, np.ndarray] = {}
         todo: list[str] = []
         for p in dict.fromkeys(p for ps in pieces for p in ps):
@@ -524,6 +589,40 @@ class LinkSuggester:
         """Bring the name table up to date with the index (cheap when nothing changed)."""
         with self.pipeline.index.snapshot() as snap:
             self.names.refresh(snap.notes, snap.version)
+
+    def prepare(
+        self,
+        text: str,
+        cursor: int = 0,
+        *,
+        cancelled: Callable[[], bool] | None = None,
+        batch: int = PREPARE_BATCH,
+        limit: int = PREPARE_SENTENCES,
+    ) -> int:
+        """Embed ahead the sentences the related search will read in `text` (a note just opened).
+
+        Every paragraph is read as `suggest` reads it with the cursor at its end, nearest the
+        `cursor` first; sentences without a kept vector are embedded `batch` at a time (at most
+        `limit`), stopping when `cancelled()` turns true. Then the first word typed in a paragraph
+        embeds only its own sentence. Returns the number of sentences embedded.
+        """
+        index = self.related.index
+        vectors = index.embedder() if isinstance(index, _SentenceIndex) else None
+        if vectors is None:
+            return 0
+        spans = sorted(paragraphs(text), key=lambda span: (max(span[0] - cursor, cursor - span[1], 0), span))
+        queries = []
+        for _lo, hi in spans:
+            start, end = paragraph_bounds(text, hi)
+            queries.append(related_query(text, hi, start, end, self.scope))
+        todo = vectors.missing(queries)[:limit]
+        done = 0
+        for i in range(0, len(todo), batch):
+            if cancelled is not None and cancelled():
+                break
+            vectors.encode(todo[i : i + batch])
+            done += len(todo[i : i + batch])
+        return done
 
     def mentions(
         self, text: str, cursor: int, path: str | None = None
@@ -629,11 +728,7 @@ class LinkSuggester:
             # A typo is corrected by the link: the note's name stands where the misspelt words were.
             shown = m.name if m.fuzzy else m.typed
             items.append(Suggestion(m.path, self._title(m.path), "mention", _link(target, shown, m.path), m))
-        query = plain_query(text[start:end])
-        if self.scope != "paragraph":
-            s_lo, s_hi = sentence_bounds(text, cursor, start, end)
-            sentence = plain_query(text[s_lo:s_hi])
-            query = sentence if self.scope == "sentence" and sentence else f"{sentence} {query}".strip()
+        query = related_query(text, cursor, start, end, self.scope)
         if early is not None:
             early(
                 Suggestions(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
 import Stemmer
@@ -88,6 +89,76 @@ def tokenize_spans(text: str) -> list[tuple[str, int, int]]:
         else:
             out.append((_fold(tok), m.start(), m.end()))
     return out
+
+
+#: One character a token of text without CJK is made of (`_TOKEN`'s class outside CJK runs).
+_WORD_CHAR = re.compile(r"[^\W_]")
+#: `_TOKEN` on ASCII text (there `[^\W_]` is `[A-Za-z0-9]` and the only apostrophe is ').
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z0-9]+)*")
+_APOSTROPHES = "'’"
+
+
+@lru_cache(maxsize=4096)
+def _forms(text: str) -> dict[str, tuple[str, ...]] | None:
+    """The distinct tokens of a text by folded form, {folded: (as written, ...)}; None with CJK.
+
+    ASCII text is read lower-cased: its folding lower-cases first, and lower-casing ASCII keeps
+    every offset. Kept for the latest texts: live search finds words in the same passages
+    keystroke after keystroke.
+    """
+    if text.isascii():
+        written = list(set(_ASCII_TOKEN.findall(text.lower())))
+    elif _ANY_CJK.search(text):
+        return None
+    else:
+        written = list(set(_TOKEN.findall(text)))
+    folds = list(map(_fold, written))
+    forms: dict[str, tuple[str, ...]] = dict(zip(folds, zip(written)))
+    if len(forms) < len(written):  # some forms fold alike (gardens, garden)
+        forms = {}
+        for tok, raw in zip(folds, written):
+            forms[tok] = (*forms.get(tok, ()), raw)
+    return forms
+
+
+def token_spans_of(text: str, folded: AbstractSet[str]) -> list[tuple[str, int, int]]:
+    """The spans of `tokenize_spans(text)` whose folded token is in `folded`, in text order.
+
+    Finding a few words in a passage need not fold every token of it: the distinct tokens are
+    folded once each (`_forms`), and only the written forms of the wanted words are located
+    (`str.find`), each occurrence kept when it is a whole token as `_TOKEN` cuts them: no word
+    character, and no apostrophe joined to one, right before it or right after it.
+    """
+    if not folded:
+        return []
+    forms = _forms(text)
+    if forms is None:
+        return [span for span in tokenize_spans(text) if span[0] in folded]
+    hay = text.lower() if text.isascii() else text
+    word_char = _WORD_CHAR.match
+    size = len(hay)
+    out: list[tuple[str, int, int]] = []
+    for tok in folded:
+        for raw in forms.get(tok, ()):
+            n = len(raw)
+            i = hay.find(raw)
+            while i >= 0:
+                j = i + n
+                joined_before = i > 0 and (
+                    word_char(hay, i - 1) or (hay[i - 1] in _APOSTROPHES and i > 1 and word_char(hay, i - 2))
+                )
+                joined_after = j < size and (
+                    word_char(hay, j) or (hay[j] in _APOSTROPHES and j + 1 < size and word_char(hay, j + 1))
+                )
+                if not joined_before and not joined_after:
+                    out.append((tok, i, j))
+                i = hay.find(raw, i + 1)
+    out.sort(key=_start)
+    return out
+
+
+def _start(span: tuple[str, int, int]) -> int:
+    return span[1]
 
 
 def fold_word(word: str) -> str:

@@ -59,6 +59,8 @@ class WriterScreen(Screen):
         self.suggestions: list[Suggestion] = []
         """The list as shown (mentions, related, linked)."""
         self._suggester: LinkSuggester | None = None
+        self._prepared: LinkSuggester | None = None
+        """The suggester whose sentence vectors were prepared for this note."""
         self._asked: tuple | None = None
         self._seq = 0
         self._timer: Timer | None = None
@@ -122,7 +124,8 @@ class WriterScreen(Screen):
         editor.focus()
         self.query_one("#related", OptionList).border_title = "Related"
         self._title()
-        self._schedule(0.0)
+        # Not 0: a zero-interval timer divides by zero in Textual when the event loop runs late.
+        self._schedule(0.001)
 
     def _title(self) -> None:
         mark = ("● modified", "bold $text-warning") if self.dirty else ("saved", "$text-success")
@@ -164,6 +167,11 @@ class WriterScreen(Screen):
         editor = self.query_one(TextArea)
         text = editor.text
         index = _document(editor).get_index_from_location(editor.cursor_location)
+        if self._prepared is not suggester:
+            # First ask with this suggester (the note just opened, or a new pipeline): embed the
+            # note's sentences ahead in the background.
+            self._prepared = suggester
+            self._prepare(suggester, text, index)
         start, end = paragraph_bounds(text, index)
         paragraph = plain_query(text[start:end])
         # The sentence at the cursor ranks the named notes: moving to another sentence asks again.
@@ -175,6 +183,13 @@ class WriterScreen(Screen):
         self._seq += 1
         self.query_one("#related-head", Static).update(Content.styled("searching…", "$text-muted"))
         self._related(self._seq, suggester, text, index, self.explorer.status.hybrid)
+
+    @work(thread=True, exclusive=True, group="prepare", exit_on_error=False)
+    def _prepare(self, suggester: LinkSuggester, text: str, cursor: int) -> None:
+        """Embed the note's sentences ahead, nearest the cursor first, so the first word typed in a
+        paragraph embeds only its own sentence (the list comes sooner); stops when the screen goes."""
+        worker = get_current_worker()
+        suggester.prepare(text, cursor, cancelled=lambda: worker.is_cancelled)
 
     @work(thread=True, exclusive=True, group="related", exit_on_error=False)
     def _related(self, seq: int, suggester: LinkSuggester, text: str, cursor: int, dense: bool) -> None:
