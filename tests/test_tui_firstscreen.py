@@ -255,3 +255,50 @@ async def test_quitting_while_a_note_opens_leaves_the_garbage_collector_on(
             await asyncio.sleep(0)
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+@sync
+async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """A 60 KB note opened at a cursor three quarters down (a search result's passage): the first frame
+    reads the note up to a screenful past the place, not the whole note; the view is scrolled to the
+    place's paragraph, and it stays on screen while the rest is appended below."""
+    long = make_note(60)
+    marker = "Zebra quokka passage at the cursor."
+    at = long.index("\n## Section", len(long) * 3 // 4)
+    long = long[:at] + "\n\n" + marker + "\n" + long[at:]
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/deep.md").write_text(long, encoding="utf-8")
+    last = long[long.rindex("## Section") :].split("\n")[0]
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/deep.md"])
+        await settle(app, pilot)
+        app.post_message(OpenNote("Long/deep.md", long.index(marker)))
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+        )
+        screen = app.screen
+        first = screen.first_screen_source or ""
+        assert marker in first
+        assert last not in first and len(first) < len(long) - 4_000
+        scroll = screen.query_one("#note-scroll")
+        md = screen.query_one("#note-md", Markdown)
+
+        def place_on_screen() -> bool:
+            blocks = (
+                [b for b in md.query(MarkdownBlock) if marker in (b.source or "")] if scroll.region else []
+            )
+            return (
+                scroll.scroll_offset.y > 0
+                and bool(blocks)
+                and all(scroll.region.overlaps(b.region) for b in blocks)
+            )
+
+        await wait_for(pilot, place_on_screen, timeout=10.0)
+        await wait_for(pilot, lambda: screen.view == "markdown")
+        await settle(app, pilot)
+        assert last in md.source
+        assert place_on_screen()

@@ -107,6 +107,17 @@ def _cuts(text: str, start: int, chars: int, rows: int = 0, width: int = 0, firs
     return cuts
 
 
+def _line_start(text: str, line: int) -> int:
+    """Where the raw line `line` (0-based) of `text` starts (the end of the text past its last line)."""
+    pos = 0
+    for _ in range(line):
+        nl = text.find("\n", pos)
+        if nl < 0:
+            return len(text)
+        pos = nl + 1
+    return pos
+
+
 def _rendered_part(
     index: Any, note: Note, start: int, end: int | None, pinned: PinnedNames | None = None
 ) -> NoteSource:
@@ -423,9 +434,13 @@ class NoteScreen(Screen):
         line = self._place_line(note, place)
         cut = len(text)
         if len(text) > FIRST_SCREEN_CHARS // 2:
+            # The first frame reads the note up to a screenful past the place (its top, or the line of
+            # its cursor or heading, which the view scrolls to the top of the screen).
             width, rows = self._screen_size()
-            found = _cuts(text, note.body_start, FIRST_SCREEN_CHARS, rows, width)
-            if found and text.count("\n", 0, found[0]) > line + 5:
+            found = _cuts(
+                text, max(note.body_start, _line_start(text, line)), FIRST_SCREEN_CHARS, rows, width
+            )
+            if found:
                 cut = found[0]
         if any(link.embed and link.start < cut for link in note.links):
             # Embeds name other notes: they resolve in a snapshot, in a thread (not on the UI thread).
