@@ -276,6 +276,12 @@ async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
         await settle(app, pilot)
         app.refresh_index(["Long/deep.md"])
         await settle(app, pilot)
+        # Once from the top, closed, then at the place: the kept note view shows it (a search result).
+        app.post_message(OpenNote("Long/deep.md"))
+        await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.view == "markdown")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await settle(app, pilot)
         app.post_message(OpenNote("Long/deep.md", long.index(marker)))
         await wait_for(
             pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
