@@ -5,7 +5,8 @@ Run with ``python -m benchmarks.note_open [--runs 3]``. A vault of generated Mar
 ``bench-out/note-open-vault``; the real app runs headless (120x40, no watcher, embeddings off:
 the view does not need them). For each note, `OpenNote` is posted and the time is taken to the
 frame after the note's text is in the view (``NoteScreen.first_screen_s``), and to the moment the
-whole note is in (a long Markdown note appends its rest after the first frame).
+whole note is in (a long Markdown note appends its rest after the first frame). With ``--deep`` each
+note opens at a cursor three quarters down (a search result's passage), as the app opens a result.
 """
 
 from __future__ import annotations
@@ -85,8 +86,16 @@ def _first_screen(app: Any, note_screen: type, rel: str) -> bool:
     return bool(found and found.first().source)
 
 
-async def measure(vault: Path, paths: dict[int, str], runs: int) -> dict[int, dict[str, Any]]:
-    """Open each note `runs` times; first-screen and complete times in ms."""
+def deep_cursor(text: str) -> int:
+    """A cursor three quarters down `text`: the start of the line there."""
+    return text.rfind("\n", 0, len(text) * 3 // 4) + 1
+
+
+async def measure(
+    vault: Path, paths: dict[int, str], runs: int, deep: bool = False
+) -> dict[int, dict[str, Any]]:
+    """Open each note `runs` times (at a cursor three quarters down with `deep`); first-screen and
+    complete times in ms."""
     from explorer.config import Settings
     from explorer.tui.app import ExplorerApp
     from explorer.tui.messages import OpenNote
@@ -101,9 +110,10 @@ async def measure(vault: Path, paths: dict[int, str], runs: int) -> dict[int, di
                 await pilot.pause(0.05)
             for kb, rel in paths.items():
                 first, complete, views = [], [], []
+                cursor = deep_cursor((vault / rel).read_text(encoding="utf-8")) if deep else None
                 for _ in range(runs):
                     t0 = time.perf_counter()
-                    app.post_message(OpenNote(rel))
+                    app.post_message(OpenNote(rel, cursor))
                     while not _first_screen(app, NoteScreen, rel):
                         await asyncio.sleep(0.002)
                     if not hasattr(app.screen, "first_screen_s"):
@@ -124,6 +134,7 @@ async def measure(vault: Path, paths: dict[int, str], runs: int) -> dict[int, di
                     "first_screen_max_ms": round(max(first), 1),
                     "complete_ms": round(statistics.median(complete), 1),
                     "view": views[0],
+                    "first_screen_chars": len(getattr(screen, "first_screen_source", None) or ""),
                     "chars": len((vault / rel).read_text(encoding="utf-8")),
                 }
                 log(f"{kb} KB: {out[kb]}")
@@ -135,18 +146,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--deep", action="store_true", help="open each note three quarters down")
     args = parser.parse_args(argv)
     offline_environment()
     vault = args.out / "note-open-vault"
     paths = make_vault(vault)
-    report = {"runs": args.runs, "notes": asyncio.run(measure(vault, paths, args.runs)), "machine": machine()}
+    notes = asyncio.run(measure(vault, paths, args.runs, args.deep))
+    report = {"runs": args.runs, "deep": args.deep, "notes": notes, "machine": machine()}
     rows = [
-        [f"{kb} KB", r["view"], r["first_screen_ms"], r["first_screen_max_ms"], r["complete_ms"]]
+        [
+            f"{kb} KB",
+            r["view"],
+            r["first_screen_ms"],
+            r["first_screen_max_ms"],
+            r["complete_ms"],
+            r["first_screen_chars"],
+        ]
         for kb, r in report["notes"].items()
     ]
     print(
         markdown_table(
-            ["note", "view", "first screen ms (median)", "first screen ms (max)", "whole note ms"], rows
+            [
+                "note",
+                "view",
+                "first screen ms (median)",
+                "first screen ms (max)",
+                "whole note ms",
+                "first screen chars",
+            ],
+            rows,
         )
     )
     name = f"note-open{'-' + args.tag if args.tag else ''}.json"

@@ -205,6 +205,9 @@ class NoteScreen(Screen):
         """Counts `show_place` calls: work of an earlier one stops when a later one started."""
         self._source = NoteSource("")
         """The Markdown shown and where the raw lines went (embed boxes push lines down)."""
+        self._place_block: MarkdownBlock | None = None
+        """The block the view scrolled to for the place shown (scrolled to again after the first frame
+        if the view was not laid out yet)."""
 
     @property
     def explorer(self) -> Host:
@@ -364,8 +367,8 @@ class NoteScreen(Screen):
         """Render the note of `place` and scroll to its cursor or heading.
 
         A note over PLAIN_VIEW_CHARS, and a PDF's text, open in a plain text view (said in the title line); a
-        longer Markdown note shows a screenful first and the rest after that frame (the title says
-        "rendering…" meanwhile), unless the place to show lies beyond the start. Nothing before the
+        longer Markdown note shows its start up to a screenful past the place (its top, cursor or heading)
+        first and the rest after that frame (the title says "rendering…" meanwhile). Nothing before the
         first frame reads more of the note than that first part: the rest, the embeds past it and the
         side panel are made in a worker thread from a snapshot of the index, after the frame.
         """
@@ -396,6 +399,7 @@ class NoteScreen(Screen):
         """`show_place` without garbage collection (`started`: when it was asked for)."""
         self.first_screen_s = self.first_screen_source = None
         self._showing += 1
+        self._place_block = None
         showing = self._showing
         index = self.explorer.index
         note = index.note(place.path) if index is not None else None
@@ -477,6 +481,12 @@ class NoteScreen(Screen):
         index = self.explorer.index
         if showing != self._showing or index is None:
             return
+        block, self._place_block = self._place_block, None
+        scroll = self.query_one("#note-scroll")
+        if block is not None and block.is_attached and scroll.scroll_offset.y == 0:
+            # The scroll to the place ran before the blocks were laid out (it stayed at the top): now
+            # they are. Appending the rest below the place moves it no more.
+            block.scroll_visible(top=True, animate=False)
         if self.view == "plain":
             side = await asyncio.to_thread(_side_of, index, note)
             if showing == self._showing:
@@ -612,6 +622,7 @@ class NoteScreen(Screen):
             blocks = before[-1:]
         if blocks:
             target = blocks[0]
+            self._place_block = target
             self.call_after_refresh(target.scroll_visible, top=True, animate=False)
 
     def _scroll_to_heading(self, note, heading: str) -> None:
