@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import DEFAULT_OUT, REPO, log, machine, markdown_table, offline_environment, write_json
+from benchmarks.common import DEFAULT_OUT, REPO, log, machine, offline_environment, write_json
+from benchmarks.speed_paired import paired_table
 
 #: One run, in the tree on PYTHONPATH: argv = vault, edits, queries, wordvecs.
 CHILD = r"""
@@ -128,14 +129,6 @@ FIGURES = (
 )
 
 
-def _get(d: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    for key in path:
-        if not isinstance(d, dict) or key not in d:
-            return None
-        d = d[key]
-    return float(d) if isinstance(d, (int, float)) else None
-
-
 def run(src: Path, vault: Path, args: argparse.Namespace, wordvecs: Path) -> dict[str, Any]:
     """One run of tree `src` on a fresh copy of `vault` (its index removed first)."""
     shutil.rmtree(vault / ".explorer", ignore_errors=True)
@@ -191,20 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pairs": pairs,
     }
     write_json(out / f"save-paired-{args.size}.json", report)
-    rows = []
-    for label, path in FIGURES:
-        for i, p in enumerate(pairs):
-            b, n = _get(p["runs"].get("baseline", {}), path), _get(p["runs"].get("new", {}), path)
-            rows.append(
-                [
-                    label if i == 0 else "",
-                    f"{i + 1} ({p['order'][0]} first)",
-                    "-" if b is None else round(b, 1),
-                    "-" if n is None else round(n, 1),
-                    f"{n / b:.2f}" if b and n is not None else "-",
-                ]
-            )
-    print(markdown_table(["figure", "pair", "baseline", "new", "new / baseline"], rows))
+    print(paired_table(FIGURES, pairs, "pair"))
     return 0
 
 

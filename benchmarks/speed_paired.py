@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +67,34 @@ FIGURES = (
 )
 
 
-def _get(d: dict[str, Any], path: tuple[str, ...]) -> float | None:
+def figure_at(d: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    """The number at `path` in a run's report, None when the run has none there."""
     for key in path:
         if not isinstance(d, dict) or key not in d:
             return None
         d = d[key]
     return float(d) if isinstance(d, (int, float)) else None
+
+
+def paired_table(
+    figures: Iterable[tuple[str, tuple[str, ...]]], pairs: list[dict[str, Any]], column: str
+) -> str:
+    """Each figure of each pair of runs (baseline, new, their ratio) as a Markdown table; `column` names
+    the pair column ("round", "pair")."""
+    rows = []
+    for label, path in figures:
+        for i, p in enumerate(pairs):
+            b, n = figure_at(p["runs"].get("baseline", {}), path), figure_at(p["runs"].get("new", {}), path)
+            rows.append(
+                [
+                    label if i == 0 else "",
+                    f"{i + 1} ({p['order'][0]} first)",
+                    "-" if b is None else round(b, 1),
+                    "-" if n is None else round(n, 1),
+                    f"{n / b:.2f}" if b and n is not None else "-",
+                ]
+            )
+    return markdown_table(["figure", column, "baseline", "new", "new / baseline"], rows)
 
 
 def _tree_env(src: Path) -> dict[str, str]:
@@ -212,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratios = {}
     for label, path, _ in FIGURES:
         vals = [
-            (_get(r["runs"].get("baseline", {}), path), _get(r["runs"].get("new", {}), path)) for r in rounds
+            (figure_at(r["runs"].get("baseline", {}), path), figure_at(r["runs"].get("new", {}), path))
+            for r in rounds
         ]
         ratios[label] = [round(n / b, 3) for b, n in vals if b and n is not None]
     report = {
@@ -228,20 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     suffix = (f"-{args.tag}" if args.tag else "") + ("-cpu" if args.clock == "cpu" else "")
     only = f"-{args.only}" if args.only else ""
     write_json(out / f"speed-paired-{args.size}{suffix}{only}.json", report)
-    rows = []
-    for label, path, _ in FIGURES:
-        for i, r in enumerate(rounds):
-            b, n = _get(r["runs"].get("baseline", {}), path), _get(r["runs"].get("new", {}), path)
-            rows.append(
-                [
-                    label if i == 0 else "",
-                    f"{i + 1} ({r['order'][0]} first)",
-                    "-" if b is None else round(b, 1),
-                    "-" if n is None else round(n, 1),
-                    f"{n / b:.2f}" if b and n is not None else "-",
-                ]
-            )
-    print(markdown_table(["figure", "round", "baseline", "new", "new / baseline"], rows))
+    print(paired_table(((label, path) for label, path, _ in FIGURES), rounds, "round"))
     loads = [r["runs"][name].get("load_average", {}) for r in rounds for name in r["runs"]]
     print("load averages by phase:", json.dumps(loads))
     return 0

@@ -54,6 +54,17 @@ QUERIES = [
 ]
 
 
+def _edit(index: VaultIndex, rel: str, text: str | None) -> None:
+    """Write (or, for None, delete) one note of the index's vault and refresh the index for it."""
+    file = Path(index.root) / rel
+    if text is None:
+        file.unlink()
+    else:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(text, encoding="utf-8")
+    index.refresh(paths=[rel])
+
+
 def _answer(pipeline: SearchPipeline, query: str) -> list[tuple[str, float, str]]:
     out = pipeline.search(query, k=8)
     return [(r.document_path, round(r.score, 9), r.source) for r in out.results]
@@ -74,15 +85,8 @@ def test_a_pipeline_that_followed_every_version_answers_as_a_new_one(index: Vaul
     for query in QUERIES:
         kept.search(query, k=8)  # every table built at the first version
         skipping.search(query, k=8)
-    root = Path(index.root)
     for step, (rel, text) in enumerate(EDITS):
-        file = root / rel
-        if text is None:
-            file.unlink()
-        else:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(text, encoding="utf-8")
-        index.refresh(paths=[rel])
+        _edit(index, rel, text)
         fresh = SearchPipeline(index, index.settings)
         for query in QUERIES:
             expected = _answer(fresh, query)
@@ -157,15 +161,8 @@ def test_a_speller_reading_the_term_list_corrects_as_one_reading_the_whole_table
     # removed) rather than computing every idf of the table: the same corrections either way.
     from explorer.search.typos import Speller
 
-    root = Path(index.root)
     for rel, text in EDITS:
-        file = root / rel
-        if text is None:
-            file.unlink()
-        else:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(text, encoding="utf-8")
-        index.refresh(paths=[rel])
+        _edit(index, rel, text)
         table = index.bm25.idf()
         typos = "quinoq courgetes greyhund marathn potery hamstres budgte allotmnt"
         from_list = Speller().corrections(typos, table, lambda t: 1)
@@ -175,19 +172,12 @@ def test_a_speller_reading_the_term_list_corrects_as_one_reading_the_whole_table
 
 def test_the_index_logs_the_notes_each_version_changed(index: VaultIndex) -> None:
     # What a search's tables follow instead of comparing every note with the last version's.
-    root = Path(index.root)
     with index.snapshot() as first:
         start, notes = first.version, dict(first.notes)
         assert first.notes_changed(start) == frozenset()
         assert first.notes_changed(0) is None  # the stored index loaded: every note may have changed
     for rel, text in EDITS:
-        file = root / rel
-        if text is None:
-            file.unlink()
-        else:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(text, encoding="utf-8")
-        index.refresh(paths=[rel])
+        _edit(index, rel, text)
         with index.snapshot() as snap:
             moved = {p for p in {*notes, *snap.notes} if notes.get(p) is not snap.notes.get(p)}
             assert snap.notes_changed(start) == moved, rel
