@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import log, machine, write_json
+from benchmarks.milvus_scale import server_on_copy
 
 EXPLORER = Path(sys.executable).with_name("explorer")
 QUERIES = (
@@ -106,33 +107,6 @@ def one_app(
     return out
 
 
-def _start_server(out: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A `milvus-lite server` on a copy of the engine and the cache (the team set-up): (process, URI)."""
-    import shutil
-    import socket
-
-    data, cache = out / "engine-app-server", out / "cache-milvus-app-server"
-    for src, dst in ((out / "engine" / "m.db", data), (out / "cache-milvus", cache)):
-        shutil.rmtree(dst, ignore_errors=True)
-        shutil.copytree(src, dst)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = Path(sys.executable).with_name("milvus-lite")
-    proc = subprocess.Popen(
-        [str(server), "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    return proc, f"http://127.0.0.1:{port}"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("/tmp/milvus-bench"))
@@ -164,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     proc = None
     if args.server:
-        proc, uri = _start_server(args.out)
+        proc, uri, _ = server_on_copy(args.out, "app-server")
         arms["milvus-server"] = {
             **arms["milvus"],
             "EXPLORER_INDEX_CACHE_DIR": str(args.out / "cache-milvus-app-server"),

@@ -253,20 +253,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _server_arm(vault: Path, settings: Any, out: Path) -> tuple[Any, Any]:
-    """A `milvus-lite server` process on a copy of the engine, and a MilvusIndex reaching it by URI."""
+def server_on_copy(out: Path, tag: str) -> tuple[Any, str, Path]:
+    """A `milvus-lite server` process on copies of the benchmark's engine (`out/engine/m.db`) and its
+    vector cache, named after `tag`: (process, URI, the copied cache folder). Returns once the port
+    answers (or after 60 s)."""
     import socket
     import subprocess
     import sys
 
-    from explorer.index.milvus import MilvusIndex
-
-    data = out / "engine-server"
-    shutil.rmtree(data, ignore_errors=True)
-    shutil.copytree(out / "engine" / "m.db", data)
-    cache = out / "cache-milvus-server"
-    shutil.rmtree(cache, ignore_errors=True)
-    shutil.copytree(out / "cache-milvus", cache)
+    data, cache = out / f"engine-{tag}", out / f"cache-milvus-{tag}"
+    for src, dst in ((out / "engine" / "m.db", data), (out / "cache-milvus", cache)):
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -290,9 +288,15 @@ def _server_arm(vault: Path, settings: Any, out: Path) -> tuple[Any, Any]:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.2)
-    ss = replace(
-        settings, index=replace(settings.index, cache_dir=str(cache), milvus_uri=f"http://127.0.0.1:{port}")
-    )
+    return proc, f"http://127.0.0.1:{port}", cache
+
+
+def _server_arm(vault: Path, settings: Any, out: Path) -> tuple[Any, Any]:
+    """A `milvus-lite server` process on a copy of the engine, and a MilvusIndex reaching it by URI."""
+    from explorer.index.milvus import MilvusIndex
+
+    proc, uri, cache = server_on_copy(out, "server")
+    ss = replace(settings, index=replace(settings.index, cache_dir=str(cache), milvus_uri=uri))
     return proc, MilvusIndex(vault, ss)
 
 
