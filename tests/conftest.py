@@ -238,6 +238,17 @@ async def wait_for(pilot: Any, predicate, timeout: float = 60.0) -> None:
         await pilot.pause(0.05)
 
 
+async def open_note(app: ExplorerApp, pilot: Any, path: str, cursor: int | None = None) -> None:
+    """Ask the app to open `path` (at `cursor`) and wait until the note view has drawn a first frame."""
+    from explorer.tui.messages import OpenNote
+    from explorer.tui.screens.note import NoteScreen
+
+    app.post_message(OpenNote(path, cursor))
+    await wait_for(
+        pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
+    )
+
+
 async def search(app: ExplorerApp, pilot: Any, query: str, typing: bool = False) -> SearchResults:
     """Put `query` in the search box (typed key by key with `typing`) and wait for the final results."""
     from explorer.tui.widgets.search_box import SearchBox

@@ -14,7 +14,7 @@ from textual.widgets import Markdown, OptionList
 from textual.widgets.markdown import MarkdownBlock
 
 from benchmarks.note_open import make_note
-from conftest import SIZE, make_app, search, settle, sync, wait_for
+from conftest import SIZE, make_app, open_note, search, settle, sync, wait_for
 from explorer.index.transclusion import embeds_in
 from explorer.tui.messages import BackToSearch, EditNote, OpenNote
 from explorer.tui.safe import screen_text
@@ -128,10 +128,7 @@ async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the
         await settle(app, pilot)
         app.index.reader.lock = _HeldCount(app.index.reader.lock)
         monkeypatch.setattr(note_view, "embeds_in", spy)
-        app.post_message(OpenNote("Long/embeds.md"))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Long/embeds.md")
         screen = app.screen
         md = screen.query_one("#note-md", Markdown)
         first = screen.first_screen_source or ""  # the frame itself: parts may follow before this line runs
@@ -175,10 +172,7 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
         await settle(app, pilot)
         app.refresh_index(["Long/first.md", "Long/second.md"])
         await settle(app, pilot)
-        app.post_message(OpenNote("Long/first.md"))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Long/first.md")
         view = app.screen
         md = view.query_one("#note-md", Markdown)
         await wait_for(pilot, lambda: view.view == "markdown")
@@ -216,17 +210,11 @@ async def test_a_note_opened_from_the_writer_over_the_note_view_gets_a_view_of_i
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         paths = sorted(app.index.note_titles())[:3]
-        app.post_message(OpenNote(paths[0]))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, paths[0])
         kept = app.screen
         app.post_message(EditNote(paths[0]))
         await wait_for(pilot, lambda: isinstance(app.screen, WriterScreen))
-        app.post_message(OpenNote(paths[1]))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, paths[1])
         assert app.screen is not kept and app.screen.place.path == paths[1]
         assert app.screen_stack[1] is kept and kept.place.path == paths[0]
         app.post_message(BackToSearch())
@@ -282,10 +270,7 @@ async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         await settle(app, pilot)
-        app.post_message(OpenNote("Long/deep.md", long.index(marker)))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Long/deep.md", long.index(marker))
         screen = app.screen
         first = screen.first_screen_source or ""
         assert marker in first

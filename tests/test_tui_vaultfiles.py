@@ -7,9 +7,9 @@ from pathlib import Path
 
 from textual.widgets import Markdown, OptionList
 
-from conftest import SIZE, make_app, search, settle, sync, wait_for
+from conftest import SIZE, make_app, open_note, search, settle, sync, wait_for
 from explorer.tui.messages import OpenNote
-from explorer.tui.screens.note import NoteScreen, Place
+from explorer.tui.screens.note import Place
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.long_text import LongText
 from pdfs import text_pdf
@@ -47,10 +47,7 @@ async def test_pdf_and_canvas_in_the_context_pane_and_the_note_view(
         shown = "\n".join(str(w.content) for w in pane.query("Static"))
         assert "Papers/quokka.pdf#page=2" in shown and "census" in shown and "\x1b" not in shown
 
-        app.post_message(OpenNote("Papers/quokka.pdf"))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Papers/quokka.pdf")
         screen = app.screen
         assert screen.view == "plain" and "text of the PDF" in str(screen.query_one("#note-title").content)
         plain = screen.query_one("#note-plain", LongText)

@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.widgets import Markdown, TabbedContent, Tree
 
 from benchmarks.note_open import make_note
-from conftest import SIZE, make_app, search, settle, sync, wait_for
+from conftest import SIZE, make_app, open_note, search, settle, sync, wait_for
 from explorer.index.transclusion import embeds_in
 from explorer.tui.messages import OpenNote
 from explorer.tui.screens.main import MainScreen
@@ -53,10 +53,7 @@ async def test_long_notes_open_plain_or_in_two_steps(tui_vault: Path, embedder, 
         await settle(app, pilot)
         assert isinstance(app.screen, MainScreen) and app.main_screen.query_one(SearchBox).value == "x"
         shown: list[str] = []
-        app.post_message(OpenNote("Long/mid.md"))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Long/mid.md")
         shown.append(app.screen.view)
         await wait_for(pilot, lambda: app.screen.view == "markdown")
         md = app.screen.query_one("#note-md", Markdown)
@@ -83,10 +80,7 @@ async def test_long_note_with_an_embed_comes_in_parts_to_the_whole(
         await settle(app, pilot)
         app.refresh_index(["Long/embeds.md"])
         await settle(app, pilot)
-        app.post_message(OpenNote("Long/embeds.md"))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Long/embeds.md")
         screen = app.screen
         md = screen.query_one("#note-md", Markdown)
         first = md.source
@@ -247,17 +241,11 @@ async def test_note_view_opens_again_at_the_new_note(tui_vault: Path, embedder, 
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert gc.get_freeze_count() > 0
-        app.post_message(OpenNote("Coffee/cold-brew.md"))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Coffee/cold-brew.md")
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         text = app.index.note("Astronomy/jupiter-moons.md").text
-        app.post_message(OpenNote("Astronomy/jupiter-moons.md", cursor=len(text) - 1))
-        await wait_for(
-            pilot, lambda: isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None
-        )
+        await open_note(app, pilot, "Astronomy/jupiter-moons.md", len(text) - 1)
         screen = app.screen
         assert screen.history == [screen.place] and screen.place.path == "Astronomy/jupiter-moons.md"
         assert "Astronomy/jupiter-moons.md" in str(screen.query_one("#note-title").content)
