@@ -280,7 +280,9 @@ async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
 
         def place_on_screen() -> bool:
             blocks = (
-                [b for b in md.query(MarkdownBlock) if marker in (b.source or "")] if scroll.region else []
+                [b for b in md.children if isinstance(b, MarkdownBlock) and marker in (b.source or "")]
+                if scroll.region
+                else []
             )
             return (
                 scroll.scroll_offset.y > 0

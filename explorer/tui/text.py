@@ -77,10 +77,24 @@ class NoteSource:
     """The Markdown source."""
     inserted: tuple[tuple[int, int], ...] = ()
     """(raw line, lines inserted after it) for each embed box, in order."""
+    first_line: int = 0
+    """The raw line the source starts at (a part of a note that starts further down)."""
 
     def line(self, raw_line: int) -> int:
-        """The source line of a raw note line (embed boxes above it push it down)."""
-        return raw_line + sum(n for after, n in self.inserted if after < raw_line)
+        """The source line of a raw note line (embed boxes above it push it down; negative: above
+        the part)."""
+        return raw_line - self.first_line + sum(n for after, n in self.inserted if after < raw_line)
+
+    @staticmethod
+    def joined(parts: Sequence[NoteSource]) -> NoteSource:
+        """Consecutive parts of a note as one source (empty: an empty source)."""
+        if not parts:
+            return NoteSource("")
+        return NoteSource(
+            "".join(p.text for p in parts),
+            tuple(x for p in parts for x in p.inserted),
+            parts[0].first_line,
+        )
 
 
 def note_source(
@@ -122,7 +136,7 @@ def note_source(
         pos = note.body_start
     inserted: list[tuple[int, int]] = []
     body = _span_markdown(note, pos, max(pos, end), embeds, note_of, inserted)
-    return NoteSource("".join(out) + body, tuple(inserted))
+    return NoteSource("".join(out) + body, tuple(inserted), text.count("\n", 0, start))
 
 
 def _span_markdown(

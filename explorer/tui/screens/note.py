@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import time
 from dataclasses import dataclass
 from itertools import pairwise
@@ -11,7 +12,7 @@ from typing import Any, cast
 
 from textual import events, on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Markdown, OptionList, Static
@@ -28,6 +29,7 @@ from explorer.tui.text import NoteSource, line_of, note_source, parse_wikilink_h
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.long_text import LongText
+from explorer.tui.widgets.pinned_scroll import PinnedScroll
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.vault.model import Note
 from explorer.vault.parse import markdown_link_target
@@ -45,6 +47,14 @@ PLAIN_VIEW_CHARS = 64_000
 #: part a frame of its own, so keys typed meanwhile are answered between them.
 FIRST_SCREEN_CHARS = 4_000
 REST_CHUNK_CHARS = 4_000
+
+#: A place further than this (characters) below the note's body start opens deep: the first frame
+#: holds the part around the place only, from the start of its block (`_start_cut`) to a screenful
+#: past it, and the part above goes in above it after that frame, the place kept where it is on
+#: screen (`PinnedScroll`). Nearer the top the first frame holds the note from its start.
+DEEP_OPEN_CHARS = FIRST_SCREEN_CHARS
+
+_LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +117,58 @@ def _cuts(text: str, start: int, chars: int, rows: int = 0, width: int = 0, firs
     return cuts
 
 
+def _rows(text: str, width: int) -> int:
+    """About how many rows `text` fills `width` columns wide (as `_cuts` counts them)."""
+    return sum(len(line) // max(width, 1) + 1 for line in text.split("\n"))
+
+
+def _start_cut(text: str, start: int, pos: int, rows: int = 0, width: int = 0) -> int:
+    """Where a part that shows `pos` can start: the last line start at or before `pos` (past `start`,
+    the body's start) that a parse of the text from there reads as a parse of the whole text does,
+    with `rows`, the last one at least about `rows` rows (`width` columns wide) above `pos`; `start`
+    when there is none.
+
+    Such a line follows a blank line outside code fences (counted from `start`), is not indented (an
+    indented line continues a list item or is code), and is no list item right after a list (a loose
+    list stays one list). Reads the text up to `pos` only.
+    """
+    found: list[tuple[int, int]] = []  # (cut, rows above it)
+    fence = blank = in_list = False
+    pos_rows = 0
+    at = start
+    while at <= pos and at < len(text):
+        nl = text.find("\n", at)
+        nxt = len(text) if nl < 0 else nl + 1
+        line = text[at:nxt]
+        stripped = line.strip()
+        if (
+            stripped
+            and blank
+            and not fence
+            and at > start
+            and not line[0].isspace()
+            and not (in_list and _LIST_ITEM.match(line))
+        ):
+            found.append((at, pos_rows))
+        if at == pos:
+            break
+        if not stripped:
+            blank = True
+        else:
+            if not fence:
+                item = bool(_LIST_ITEM.match(line))
+                in_list = item or (in_list and (line[0].isspace() or not blank))
+            if stripped.startswith(("```", "~~~")):
+                fence = not fence
+            blank = False
+        pos_rows += len(line) // max(width, 1) + 1
+        at = nxt
+    for cut, above in reversed(found):
+        if pos_rows - above >= rows:
+            return cut
+    return start
+
+
 def _line_start(text: str, line: int) -> int:
     """Where the raw line `line` (0-based) of `text` starts (the end of the text past its last line)."""
     pos = 0
@@ -130,22 +192,27 @@ def _rendered_part(
     return note_source(note, embeds_in(names, note.path, start, end), pinned.note, start, end)
 
 
-def _rest(index: Any, note: Note, cut: int) -> tuple[list[NoteSource], SidePanel]:
-    """In a worker thread, after the first frame: the rest of the note from `cut` as parts of about
-    REST_CHUNK_CHARS (its embeds expanded) and the side panel, read from one snapshot."""
+def _rest(
+    index: Any, note: Note, cut: int, start: int = 0
+) -> tuple[list[NoteSource], list[NoteSource], SidePanel]:
+    """In a worker thread, after the first frame: the part of the note above `start` and its rest from
+    `cut`, each as parts of about REST_CHUNK_CHARS (their embeds expanded), and the side panel, read
+    from one snapshot."""
     with index.snapshot() as snap:
         pinned = PinnedNames(index, snap, note)
-        parts: list[NoteSource] = []
-        if cut < len(note.text):
-            bounds = [cut, *_cuts(note.text, cut, REST_CHUNK_CHARS, first=False), len(note.text)]
-            has_embeds = any(link.embed and link.start >= cut for link in note.links)
-            for a, b in pairwise(bounds):
-                parts.append(
-                    _rendered_part(index, note, a, b, pinned)
-                    if has_embeds
-                    else note_source(note, (), None, a, b)
-                )
-        return parts, _side_panel(pinned, note)
+        text = note.text
+
+        def parts(a: int, b: int) -> list[NoteSource]:
+            if a >= b:
+                return []
+            bounds = [a, *(c for c in _cuts(text, a, REST_CHUNK_CHARS, first=False) if c < b), b]
+            has_embeds = any(link.embed and a <= link.start < b for link in note.links)
+            return [
+                _rendered_part(index, note, x, y, pinned) if has_embeds else note_source(note, (), None, x, y)
+                for x, y in pairwise(bounds)
+            ]
+
+        return parts(0, start), parts(cut, len(text)), _side_panel(pinned, note)
 
 
 def _side_panel(pinned: PinnedNames, note: Note) -> SidePanel:
@@ -204,7 +271,10 @@ class NoteScreen(Screen):
         self._showing = 0
         """Counts `show_place` calls: work of an earlier one stops when a later one started."""
         self._source = NoteSource("")
-        """The Markdown shown and where the raw lines went (embed boxes push lines down)."""
+        """The Markdown shown and where the raw lines went (embed boxes push lines down): the part above
+        the place's part once it is in (`#note-above`), then the Markdown view's (`#note-md`)."""
+        self._md_line = 0
+        """The line of `_source` where the Markdown view's source starts (past the part above)."""
         self._place_block: MarkdownBlock | None = None
         """The block the view scrolled to for the place shown (scrolled to again after the first frame
         if the view was not laid out yet)."""
@@ -223,8 +293,10 @@ class NoteScreen(Screen):
         """Title line, then Markdown | side panel (tags, backlinks, links)."""
         yield Static(id="note-title")
         with Horizontal(id="note-body"):
-            with VerticalScroll(id="note-scroll"):
+            with PinnedScroll(id="note-scroll"):
                 yield FitTable(("property", "value"), ratios=(None, 1), id="note-props")
+                # The part above the place of a note opened deep (shown once it is in).
+                yield Markdown(open_links=False, id="note-above")
                 yield Markdown(open_links=False, id="note-md")
             yield LongText(id="note-plain")
             with Vertical(id="note-side"):
@@ -275,7 +347,17 @@ class NoteScreen(Screen):
         """Empty the views of a closed note view (unless it was opened again meanwhile)."""
         if showing == self._showing:
             self.query_one("#note-plain", LongText).set_text("")
+            await self._clear_above()
             await self.query_one("#note-md", Markdown).update("")
+
+    async def _clear_above(self) -> None:
+        """Empty and hide the part above the place (of a note opened deep), and let go of the place."""
+        self.query_one("#note-scroll", PinnedScroll).unpin()
+        self._md_line = 0
+        above = self.query_one("#note-above", Markdown)
+        if above.display or above.source or above.children:
+            above.display = False
+            await above.update("")
 
     # -- navigation ---------------------------------------------------------------------
     async def go(self, place: Place) -> None:
@@ -367,10 +449,13 @@ class NoteScreen(Screen):
         """Render the note of `place` and scroll to its cursor or heading.
 
         A note over PLAIN_VIEW_CHARS, and a PDF's text, open in a plain text view (said in the title line); a
-        longer Markdown note shows its start up to a screenful past the place (its top, cursor or heading)
-        first and the rest after that frame (the title says "rendering…" meanwhile). Nothing before the
-        first frame reads more of the note than that first part: the rest, the embeds past it and the
-        side panel are made in a worker thread from a snapshot of the index, after the frame.
+        longer Markdown note shows the part around the place first and the rest after that frame (the
+        title says "rendering…" meanwhile): from its start up to a screenful past the place (its top,
+        cursor or heading), or for a place more than DEEP_OPEN_CHARS down, from the start of the place's
+        block (`_start_cut`) only, the part above going in above it after the frame while the place
+        stays where it is on screen. Nothing before the first frame renders more of the note than that
+        first part: the rest, the embeds outside it and the side panel are made in a worker thread from
+        a snapshot of the index, after the frame.
         """
         started = self.shown_at = time.perf_counter()
         if gc.isenabled():
@@ -406,6 +491,9 @@ class NoteScreen(Screen):
         title = self.query_one("#note-title", Static)
         md = self.query_one("#note-md", Markdown)
         plain_view = self.query_one("#note-plain", LongText)
+        await self._clear_above()
+        if showing != self._showing:
+            return  # another place was asked for meanwhile
         if note is None:
             title.update(Content.assemble(("Not in the index: ", "bold $text-error"), plain(place.path)))
             self._use_plain(False)
@@ -436,30 +524,43 @@ class NoteScreen(Screen):
         self._show_properties(note)
         self._show_tags(note)
         line = self._place_line(note, place)
-        cut = len(text)
+        start, cut = 0, len(text)
         if len(text) > FIRST_SCREEN_CHARS // 2:
             # The first frame reads the note up to a screenful past the place (its top, or the line of
             # its cursor or heading, which the view scrolls to the top of the screen).
             width, rows = self._screen_size()
-            found = _cuts(
-                text, max(note.body_start, _line_start(text, line)), FIRST_SCREEN_CHARS, rows, width
-            )
+            at = max(note.body_start, _line_start(text, line))
+            found = _cuts(text, at, FIRST_SCREEN_CHARS, rows, width)
             if found:
                 cut = found[0]
-        if any(link.embed and link.start < cut for link in note.links):
+            if at - note.body_start > DEEP_OPEN_CHARS:
+                # Deep: from the start of the place's block, or earlier when the note ends within a
+                # screenful past the place (the first frame is full either way).
+                short = 0 if found else max(0, rows - _rows(text[at:], width))
+                start = _start_cut(text, note.body_start, at, short, width)
+                if start - note.body_start <= DEEP_OPEN_CHARS:
+                    start = 0
+        scroll = self.query_one("#note-scroll", PinnedScroll)
+        if any(link.embed and start <= link.start < cut for link in note.links):
             # Embeds name other notes: they resolve in a snapshot, in a thread (not on the UI thread).
-            first = await asyncio.to_thread(_rendered_part, index, note, 0, cut)
+            first = await asyncio.to_thread(_rendered_part, index, note, start, cut)
             if showing != self._showing:
                 return  # another place was asked for meanwhile
         else:
-            first = note_source(note, (), None, 0, cut)
+            first = note_source(note, (), None, start, cut)
         self._source = first
-        self.view = "partial" if cut < len(text) else "markdown"
-        self._title(note, "rendering…" if cut < len(text) else "")
+        partial = start > 0 or cut < len(text)
+        self.view = "partial" if partial else "markdown"
+        self._title(note, "rendering…" if partial else "")
+        if start:
+            # The properties go in above with the part above the place (they head the note).
+            self.query_one("#note-props").display = False
+            scroll.scroll_to(y=0, animate=False, immediate=True)
+            scroll.pin(md)
         await md.update(screen_text(first.text))
         self._first_frame(started)
         self._scroll_to_place(note, place)
-        self._complete(note, showing, cut)
+        self._complete(note, showing, cut, start)
 
     def _screen_size(self) -> tuple[int, int]:
         """(columns, rows) of the Markdown view; the app's size until the view is laid out."""
@@ -468,15 +569,21 @@ class NoteScreen(Screen):
             return size.width, size.height
         return self.app.size.width, self.app.size.height
 
-    def _complete(self, note: Note, showing: int, cut: int) -> None:
-        """After the first frame: the rest of the note from `cut` and the side panel."""
+    def _complete(self, note: Note, showing: int, cut: int, start: int = 0) -> None:
+        """After the first frame: the part above `start`, the rest of the note from `cut` and the side
+        panel."""
         self.run_worker(
-            self._complete_note(note, showing, cut), group="note-rest", exclusive=True, exit_on_error=False
+            self._complete_note(note, showing, cut, start),
+            group="note-rest",
+            exclusive=True,
+            exit_on_error=False,
         )
 
-    async def _complete_note(self, note: Note, showing: int, cut: int) -> None:
-        """Make the rest and the side panel in a thread (after the first frame is drawn), then append the
-        rest a part per frame; stops when another note or place is shown meanwhile."""
+    async def _complete_note(self, note: Note, showing: int, cut: int, start: int = 0) -> None:
+        """Make the part above, the rest and the side panel in a thread (after the first frame is drawn),
+        then put the part above in above the place a part per frame (the place keeps its screen row:
+        `PinnedScroll`) and append the rest a part per frame; stops when another note or place is shown
+        meanwhile."""
         await self._next_frame()
         index = self.explorer.index
         if showing != self._showing or index is None:
@@ -492,10 +599,25 @@ class NoteScreen(Screen):
             if showing == self._showing:
                 self._fill_side(side)
             return
-        rest, side = await asyncio.to_thread(_rest, index, note, cut)
+        above_parts, rest, side = await asyncio.to_thread(_rest, index, note, cut, start)
         if showing != self._showing:
             return
         self._fill_side(side)
+        if above_parts:
+            above = self.query_one("#note-above", Markdown)
+            for n, part in enumerate(above_parts):
+                await self._next_frame()
+                if showing != self._showing:
+                    return
+                if n:
+                    await above.append(screen_text(part.text))
+                    continue
+                props = self.query_one("#note-props", FitTable)
+                props.display = props.row_count > 0
+                above.display = True
+                await above.update(screen_text(part.text))
+            self._md_line = sum(p.text.count("\n") for p in above_parts)
+            self._source = NoteSource.joined([*above_parts, self._source])
         md = self.query_one("#note-md", Markdown)
         for part in rest:
             await self._next_frame()
@@ -503,10 +625,12 @@ class NoteScreen(Screen):
                 return
             await md.append(screen_text(part.text))
         if rest:
-            self._source = NoteSource(
-                self._source.text + "".join(p.text for p in rest),
-                self._source.inserted + tuple(x for p in rest for x in p.inserted),
-            )
+            self._source = NoteSource.joined([self._source, *rest])
+        if above_parts or rest:
+            await self._next_frame()  # the last part is laid out (the place kept) before letting go
+            if showing != self._showing:
+                return
+            self.query_one("#note-scroll", PinnedScroll).unpin()
             self.view = "markdown"
             self._title(note)
 
@@ -605,20 +729,34 @@ class NoteScreen(Screen):
             )
         out.border_title = f"Links ({len(self.links_shown)})"
 
-    def _blocks_at(self, line: int) -> list[MarkdownBlock]:
+    def _rendered(self) -> list[tuple[Markdown, int]]:
+        """The Markdown views with the line of `_source` where each one's source starts (the part above
+        the place only once it is all in)."""
         md = self.query_one("#note-md", Markdown)
+        if not self._md_line:
+            return [(md, 0)]
+        return [(self.query_one("#note-above", Markdown), 0), (md, self._md_line)]
+
+    def _blocks_at(self, line: int) -> list[MarkdownBlock]:
+        """The rendered blocks holding the line `line` of `_source`, innermost first."""
         hits = [
-            b
+            (b, a + offset, z + offset)
+            for md, offset in self._rendered()
             for b in md.query(MarkdownBlock)
-            if b.source_range[0] <= line < max(b.source_range[1], b.source_range[0] + 1)
+            for a, z in (b.source_range,)
+            if a + offset <= line < max(z, a + 1) + offset
         ]
-        return sorted(hits, key=lambda b: b.source_range[1] - b.source_range[0])
+        return [b for b, a, z in sorted(hits, key=lambda h: h[2] - h[1])]
 
     def _scroll_to_line(self, line: int) -> None:
         blocks = self._blocks_at(line)
         if not blocks:
-            md = self.query_one("#note-md", Markdown)
-            before = [b for b in md.query(MarkdownBlock) if b.source_range[0] <= line and b.parent is md]
+            before = [
+                b
+                for md, offset in self._rendered()
+                for b in md.query(MarkdownBlock)
+                if b.source_range[0] + offset <= line and b.parent is md
+            ]
             blocks = before[-1:]
         if blocks:
             target = blocks[0]
