@@ -25,6 +25,7 @@ from explorer.tui.screens.writer import WriterScreen
 from explorer.tui.text import note_markdown
 from explorer.tui.widgets.context_pane import ContextPane, context_window
 from explorer.tui.widgets.results import ResultsList
+from explorer.vault.external import wikilink
 
 
 @sync
@@ -295,3 +296,108 @@ async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
         await settle(app, pilot)
         assert last in md.source
         assert place_on_screen()
+
+
+def _top_block(md: Markdown, text: str) -> MarkdownBlock | None:
+    """The top-level block of `md` whose source holds `text`."""
+    return next((b for b in md.children if isinstance(b, MarkdownBlock) and text in (b.source or "")), None)
+
+
+def _row(block: MarkdownBlock, scroll: Any) -> int:
+    """The screen row of `block` in the view `scroll` (0: its top row)."""
+    return block.region.y - scroll.region.y
+
+
+@sync
+async def test_a_note_opened_near_its_end_draws_the_part_around_the_place_and_keeps_it_there(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """A 60 KB note (frontmatter, an embed near its top) opened at a cursor near its end: the first
+    frame's Markdown starts at the place's paragraph (not at the note's start) with the place on screen;
+    the part above goes in above it while the place keeps its screen row; at the end the view holds the
+    whole note's Markdown, and copy-link names the passage at the cursor."""
+    long = make_note(60).replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
+    marker = "Zebra quokka passage at the cursor."
+    at = long.index("\n## Section", len(long) * 9 // 10)
+    long = long[:at] + "\n\n" + marker + "\n" + long[at:]
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/deep.md").write_text(long, encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/deep.md"])
+        await settle(app, pilot)
+        cursor = long.index(marker)
+        app.post_message(OpenNote("Long/deep.md", cursor))
+        while not (isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None):
+            await asyncio.sleep(0)
+        screen = app.screen
+        scroll = screen.query_one("#note-scroll")
+        md = screen.query_one("#note-md", Markdown)
+        # The first frame, as drawn: the place's part only, the place on screen.
+        first = screen.first_screen_source or ""
+        assert first.startswith(marker) and "# Long note 60 KB" not in first and "embedded from" not in first
+        above = screen.query_one("#note-above", Markdown)
+        assert not above.source
+        place = _top_block(md, marker)
+        assert place is not None and 0 <= _row(place, scroll) < scroll.region.height
+        row = _row(place, scroll)
+        shown = [_row(place, scroll)]
+        while screen.view == "partial":
+            shown.append(_row(place, scroll))
+            await asyncio.sleep(0.005)
+        await settle(app, pilot)
+        assert above.source and set(shown) == {row} and _row(place, scroll) == row
+        assert _top_block(md, marker) is place and scroll.scroll_offset.y > 0
+        index = app.index
+        whole = screen_text(
+            note_markdown(index.note("Long/deep.md"), embeds_in(index, "Long/deep.md"), index.note)
+        )
+        assert above.source + md.source == whole
+        assert "embedded from Pets/hamster-cages-and-bedding.md" in above.source
+        assert screen.query_one("#note-props").display  # the frontmatter heads the note again
+        await pilot.press("ctrl+l")
+        shard = index.shard_at("Long/deep.md", cursor)
+        assert shard is not None and shard.start <= cursor < shard.end
+        assert app.clipboard == wikilink(
+            shard.node_id, shard.heading_path[-1] if shard.heading_path else None
+        )
+
+
+@sync
+async def test_keys_pressed_while_the_part_above_comes_in_win(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """Opened deep, the view scrolled down a row before the part above is in stays a row down from the
+    place's first row; `home` pressed then stays at the note's top when the part above arrives."""
+    long = make_note(60)
+    marker = "Zebra quokka passage at the cursor."
+    at = long.index("\n## Section", len(long) * 3 // 4)
+    long = long[:at] + "\n\n" + marker + "\n" + long[at:]
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/deep.md").write_text(long, encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/deep.md"])
+        await settle(app, pilot)
+        for key in ("down", "home"):
+            app.post_message(OpenNote("Long/deep.md", long.index(marker)))
+            while not (isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None):
+                await asyncio.sleep(0)
+            screen = app.screen
+            scroll = screen.query_one("#note-scroll")
+            md = screen.query_one("#note-md", Markdown)
+            place = _top_block(md, marker)
+            assert place is not None and not screen.query_one("#note-above", Markdown).source
+            row = _row(place, scroll)
+            await pilot.press(key)
+            await wait_for(pilot, lambda screen=screen: screen.view == "markdown")
+            await settle(app, pilot)
+            if key == "down":
+                assert _row(place, scroll) == row - 1
+            else:
+                assert scroll.scroll_offset.y == 0
+                assert "Long note 60 KB" in screen.query_one("#note-above", Markdown).source
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
