@@ -401,3 +401,66 @@ async def test_keys_pressed_while_the_part_above_comes_in_win(
                 assert "Long note 60 KB" in screen.query_one("#note-above", Markdown).source
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+def _top_level(source: str) -> list[tuple[str, int, int]]:
+    """(kind, first line, end line) of each top-level block of `source` as Markdown parses it."""
+    from markdown_it import MarkdownIt
+
+    return [
+        (t.type, t.map[0], t.map[1])
+        for t in MarkdownIt("gfm-like").parse(source)
+        if t.level == 0 and t.map is not None and t.nesting != -1
+    ]
+
+
+@sync
+async def test_a_deep_open_splits_no_list_code_fence_or_table(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """Opened deep inside a loose list (an item with an indented paragraph), inside a code fence with
+    blank lines and inside a table: the view shown in two parts reads as the whole note does (the
+    same top-level blocks at the same lines), and the place's line is on screen in the first frame."""
+    items = "\n\n".join(
+        f"{n}. Item {n} of the loose list." + ("\n\n    A paragraph of item 3." if n == 3 else "")
+        for n in range(1, 13)
+    )
+    code = "\n".join(["```python", *(f"x{n} = {n}\n" for n in range(15)), "```"])
+    table = "\n".join(["| key | value |", "|---|---|", *(f"| k{n} | v{n} |" for n in range(12))])
+    long = make_note(40)
+    at = long.index("\n## Section", len(long) * 3 // 4)
+    long = long[:at] + f"\n\n{items}\n\nBetween.\n\n{code}\n\nAnd.\n\n{table}\n" + long[at:]
+    (tui_vault / "Long").mkdir()
+    (tui_vault / "Long/parts.md").write_text(long, encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.refresh_index(["Long/parts.md"])
+        await settle(app, pilot)
+        index = app.index
+        whole = screen_text(note_markdown(index.note("Long/parts.md"), (), index.note))
+        for place in ("9. Item 9", "x9 = 9", "| k7 | v7 |"):
+            app.post_message(OpenNote("Long/parts.md", long.index(place)))
+            while not (isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None):
+                await asyncio.sleep(0)
+            screen = app.screen
+            scroll = screen.query_one("#note-scroll")
+            md = screen.query_one("#note-md", Markdown)
+            assert "# Long note 40 KB" not in (screen.first_screen_source or "")
+            shown = [
+                b
+                for b in md.children
+                if isinstance(b, MarkdownBlock)
+                and scroll.region.overlaps(b.region)
+                and place in (b.source or "")
+            ]
+            assert shown, place
+            await wait_for(pilot, lambda screen=screen: screen.view == "markdown")
+            above = screen.query_one("#note-above", Markdown)
+            assert above.source + md.source == whole
+            assert _top_level(above.source) + [
+                (kind, a + above.source.count("\n"), z + above.source.count("\n"))
+                for kind, a, z in _top_level(md.source)
+            ] == _top_level(whole), place
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
