@@ -22,7 +22,7 @@ from explorer.tui.screens import note as note_view
 from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import FIRST_SCREEN_CHARS, NoteScreen
 from explorer.tui.screens.writer import WriterScreen
-from explorer.tui.text import note_markdown
+from explorer.tui.text import note_markdown, wikilink_href
 from explorer.tui.widgets.context_pane import ContextPane, context_window
 from explorer.tui.widgets.results import ResultsList
 from explorer.vault.external import wikilink
@@ -362,6 +362,18 @@ async def test_a_note_opened_near_its_end_draws_the_part_around_the_place_and_ke
         assert app.clipboard == wikilink(
             shard.node_id, shard.heading_path[-1] if shard.heading_path else None
         )
+        # A link to another note, then back: the other note shows alone, then the place's part again.
+        md.post_message(Markdown.LinkClicked(md, wikilink_href("Welcome")))
+        await wait_for(pilot, lambda: screen.place.path == "Welcome.md" and screen.first_screen_s is not None)
+        assert not above.display and not above.source and "Welcome" in md.source
+        await pilot.press("alt+left")
+        await wait_for(
+            pilot, lambda: screen.place.path == "Long/deep.md" and screen.first_screen_s is not None
+        )
+        assert (screen.first_screen_source or "").startswith(marker)
+        await wait_for(pilot, lambda: screen.view == "markdown")
+        back = _top_block(md, marker)
+        assert above.source + md.source == whole and back is not None and _row(back, scroll) == row
 
 
 @sync
