@@ -556,10 +556,14 @@ class NoteScreen(Screen):
             # The properties go in above with the part above the place (they head the note).
             self.query_one("#note-props").display = False
             scroll.scroll_to(y=0, animate=False, immediate=True)
-            scroll.pin(md)
         await md.update(screen_text(first.text))
         self._first_frame(started)
-        self._scroll_to_place(note, place)
+        if start:
+            # The first layout scrolls the place's block to the top, then keeps the view's place as the
+            # part above comes in.
+            scroll.pin(self._block_for(self._source.line(line)) or md, top=True)
+        else:
+            self._scroll_to_place(note, place)
         self._complete(note, showing, cut, start)
 
     def _screen_size(self) -> tuple[int, int]:
@@ -748,7 +752,9 @@ class NoteScreen(Screen):
         ]
         return [b for b, a, z in sorted(hits, key=lambda h: h[2] - h[1])]
 
-    def _scroll_to_line(self, line: int) -> None:
+    def _block_for(self, line: int) -> MarkdownBlock | None:
+        """The innermost block holding the line `line` of `_source`, else the last top-level block
+        before it."""
         blocks = self._blocks_at(line)
         if not blocks:
             before = [
@@ -758,8 +764,11 @@ class NoteScreen(Screen):
                 if b.source_range[0] + offset <= line and b.parent is md
             ]
             blocks = before[-1:]
-        if blocks:
-            target = blocks[0]
+        return blocks[0] if blocks else None
+
+    def _scroll_to_line(self, line: int) -> None:
+        target = self._block_for(line)
+        if target is not None:
             self._place_block = target
             self.call_after_refresh(target.scroll_visible, top=True, animate=False)
 
