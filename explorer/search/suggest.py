@@ -38,6 +38,7 @@ from urllib.parse import quote
 import numpy as np
 from rapidfuzz.distance import OSA
 
+from explorer.search.linkrank import SOURCE_DEPTH, Candidates, LinkScorer, candidate_features
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.lru import LRUCache
 from explorer.text.safe import has_controls
@@ -257,6 +258,8 @@ class Suggestions:
     """The related search's answer (None when there was nothing to search)."""
     timings_ms: dict[str, float] = field(default_factory=dict)
     """Time spent per step."""
+    candidates: Candidates | None = None
+    """The related notes' features (`linkrank`), when a scorer ranked them or they were asked for."""
 
 
 class MentionIndex:
@@ -568,6 +571,7 @@ class LinkSuggester:
         fuzzy_factor: float = FUZZY_FACTOR,
         scope: str = QUERY_SCOPE,
         sentence_vectors: bool = SENTENCE_VECTORS,
+        scorer: LinkScorer | None = None,
     ) -> None:
         from explorer.search.pipeline import SearchPipeline
 
@@ -584,6 +588,10 @@ class LinkSuggester:
         self.scope = scope
         """What the related search reads: `paragraph`, `sentence` (at the cursor) or `both` (the sentence, then the paragraph)."""
         self.names = MentionIndex()
+        self.scorer = scorer
+        """Ranks the related notes by what predicts a link in this vault (`linkrank`); None: the search's order."""
+        self._note_vectors: dict[str, np.ndarray | None] = {}
+        self._vectors_version: object = None
 
     def refresh(self) -> None:
         """Bring the name table up to date with the index (cheap when nothing changed)."""
@@ -702,12 +710,15 @@ class LinkSuggester:
         dense: bool = True,
         cancelled: Callable[[], bool] | None = None,
         early: Callable[[Suggestions], None] | None = None,
+        features: bool = False,
     ) -> Suggestions:
         """The list for the paragraph around `cursor` in `text` (the note at `path` is left out).
 
         `early`, when given, receives the named notes alone (no `results`) before the related search
         starts, so a list can show them at once. Raises the pipeline's SearchCancelled when
-        `cancelled()` turns true during the search.
+        `cancelled()` turns true during the search. With a `scorer` (or `features`), the related
+        notes are described by `linkrank.candidate_features` (kept in `candidates`); the scorer
+        orders them.
         """
         import time
 
@@ -742,11 +753,12 @@ class LinkSuggester:
                 )
             )
         results = None
-        if query and len(items) < k:
+        scored = self.scorer is not None or features
+        if query and (len(items) < k or features):
             try:
                 results = self.related.search(
                     query,
-                    k=k + 1 + len(seen),
+                    k=max(k + 1 + len(seen), SOURCE_DEPTH if scored else 0),
                     dense=dense,
                     two_pass=False,
                     rerank=False,
@@ -756,16 +768,24 @@ class LinkSuggester:
             except QueryError:
                 results = None
         t2 = time.perf_counter()
+        cands = None
+        if results is not None and scored:
+            cands = self._candidates(text, cursor, (start, end), path, results, seen, dense)
         if results is not None:
-            for r in results.results:
+            by_path = {r.document_path: r for r in reversed(results.results)}
+            order = [r.document_path for r in results.results]
+            if self.scorer is not None and cands is not None:
+                order = self.scorer.order(cands)
+            for p in order:
                 if len(items) >= k:
                     break
-                if r.document_path == path or r.document_path in seen:
+                if p == path or p in seen:
                     continue
-                seen.add(r.document_path)
-                kind = "linked" if r.document_path in linked else "related"
+                seen.add(p)
+                kind = "linked" if p in linked else "related"
+                r = by_path.get(p)
                 items.append(
-                    Suggestion(r.document_path, r.title, kind, self._link_to(r.document_path), result=r)
+                    Suggestion(p, r.title if r else self._title(p), kind, self._link_to(p), result=r)
                 )
         for p in sorted(linked - seen):
             if len(items) >= k:
@@ -779,7 +799,53 @@ class LinkSuggester:
             "related": round((t2 - t1) * 1000, 2),
             "total": round((time.perf_counter() - t0) * 1000, 2),
         }
-        return Suggestions(query, start, end, tuple(items), tuple(mentions), results, timings)
+        return Suggestions(query, start, end, tuple(items), tuple(mentions), results, timings, cands)
+
+    def _candidates(
+        self,
+        text: str,
+        cursor: int,
+        bounds: tuple[int, int],
+        path: str | None,
+        results: SearchResults,
+        named: Iterable[str],
+        dense: bool,
+    ) -> Candidates:
+        """The related notes' features for the paragraph `bounds` of `text` (`linkrank.candidate_features`)."""
+        start, end = bounds
+        s_lo, s_hi = sentence_bounds(text, cursor, start, end)
+        sentence, paragraph = plain_query(text[s_lo:s_hi]), plain_query(text[start:end])
+        with self.pipeline.index.snapshot() as snap:
+            if snap.version != self._vectors_version:
+                self._note_vectors, self._vectors_version = {}, snap.version
+            graph = snap.links()
+            outside: list[str] = []
+            for lo, hi in ((0, start), (end, len(text))):
+                for m in _WIKILINK.finditer(text, lo, hi):
+                    found = graph.resolve(m.group(1).partition("|")[0].partition("#")[0], path)
+                    if found is not None:
+                        outside.append(found)
+                for m in _MDLINK.finditer(text, lo, hi):
+                    dest = markdown_link_target(m.group(2))
+                    found = graph.resolve(dest[0], path, True) if dest and dest[0] else None
+                    if found is not None:
+                        outside.append(found)
+            vectors: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+            emb = self.related.index.embedder() if dense else None
+            if emb is not None:
+                got = emb.encode([sentence or ".", paragraph or "."])
+                vectors = (got[0] if sentence else None, got[1] if paragraph else None)
+            return candidate_features(
+                snap,
+                path=path,
+                sentence=sentence,
+                paragraph=paragraph,
+                note_links=outside,
+                results=results.results,
+                vectors=vectors,
+                exclude=named,
+                vector_cache=self._note_vectors,
+            )
 
     def _link_to(self, path: str) -> str:
         return _link(self.names.link_target(path), "", path)
