@@ -98,27 +98,9 @@ def _paragraphs(text: str, start: int) -> list[tuple[int, int]]:
 
 def hide_links(text: str, links: Sequence[Any], keep_words: bool) -> tuple[str, list[int]]:
     """`text` with `links` replaced by their words (or by nothing), and each link's end offset in the result."""
-    out: list[str] = []
-    ends: list[int] = []
-    pos = 0
-    length = 0
-    for link in sorted(links, key=lambda x: x.start):
-        piece = text[pos : link.start]
-        if not keep_words:
-            piece = (
-                piece.rstrip(" ")
-                if text[link.end : link.end + 1] in (" ", ".", ",", ";", ":", ")", "")
-                else piece
-            )
-        out.append(piece)
-        length += len(piece)
-        words = (link.alias or link.target.rsplit("/", 1)[-1].removesuffix(".md")) if keep_words else ""
-        out.append(words)
-        length += len(words)
-        ends.append(length)
-        pos = link.end
-    out.append(text[pos:])
-    return "".join(out), ends
+    from explorer.search.suggest import remove_links
+
+    return remove_links(text, links, keep_words)
 
 
 def cases(index: Any) -> list[dict[str, Any]]:
@@ -347,7 +329,9 @@ def diagnose(vault: Path, cache: Path) -> dict[str, Any]:
 
 
 # -- latency ------------------------------------------------------------------------------------
-def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = True) -> dict[str, Any]:
+def latency(
+    size: int, out: Path, edits: int, seed: int = 5, prepare: bool = True, learn: bool = True
+) -> dict[str, Any]:
     """Time the writer's call after a typed word, at `size` notes, paired with the former call.
 
     With `prepare`, moving to a paragraph opens its note as the writer does (`LinkSuggester.prepare`
@@ -370,7 +354,43 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
     standin = speed.install_standin_vectors(index, wordvecs, vocab) if index.pending() else None
     index.embedder()
     pipeline = make_pipeline(index, settings)
-    suggester = LinkSuggester(pipeline)
+    suggester = LinkSuggester(pipeline, learn=learn)
+    plain = LinkSuggester(pipeline, learn=False) if learn else None
+    fitted: dict[str, Any] = {}
+    if learn:
+        t, c = time.perf_counter(), time.process_time()
+        scorer = suggester.fit_scorer()
+        fitted = {
+            "wall_s": round(time.perf_counter() - t, 2),
+            "cpu_s": round(time.process_time() - c, 2),
+            "rows": scorer.rows if scorer else 0,
+            "positives": scorer.positives if scorer else 0,
+            "weights": scorer.as_dict() if scorer else None,
+        }
+        if scorer is None:
+            # Nothing to fit on (this vault's links name no note): time what the fit asks, 200 links'
+            # worth of calls on paragraphs not seen before, and rank with a stand-in scorer.
+            import numpy as np
+
+            from explorer.search.linkrank import FEATURES, LinkScorer
+            from explorer.search.suggest import TRAIN_LINKS
+
+            probe = random.Random(seed + 1)
+            probe_paths = sorted(index.note_titles())
+            t, c = time.perf_counter(), time.process_time()
+            for _ in range(TRAIN_LINKS):
+                note = index.note(probe.choice(probe_paths))
+                if note is not None and note.text:
+                    at = probe.randrange(note.body_start, len(note.text) + 1)
+                    suggester.suggest(note.text, at, path=note.path, features=True, learning=True)
+            fitted["stand_in"] = {
+                "calls": TRAIN_LINKS,
+                "wall_s": round(time.perf_counter() - t, 2),
+                "cpu_s": round(time.process_time() - c, 2),
+            }
+            n = len(FEATURES)
+            suggester.scorer = LinkScorer(np.zeros(n), np.ones(n), np.ones(n), 0.0)
+        log(f"  scorer fitted: {fitted}")
     rng = random.Random(seed)
     paths = sorted(index.note_titles())
     words = vocab[100:5000]
@@ -384,6 +404,8 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
     old_cpu: list[float] = []
     cold_cpu: list[float] = []  # the first word typed in a paragraph
     prepare_cpu: list[float] = []  # opening the note: its sentences embedded ahead
+    plain_ms: list[float] = []  # the same call without the scorer
+    plain_cpu: list[float] = []
     text, cursor, path = "", 0, ""
     for i in range(edits + 5):
         if i % WORDS_PER_PARAGRAPH == 0:
@@ -401,11 +423,15 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
                 suggester.prepare(text, cursor)
                 if i >= 5:
                     prepare_cpu.append((time.process_time() - c) * 1000)
+                if plain is not None:
+                    plain.prepare(text, cursor)
         add = " " + rng.choice(words)
         text = text[:cursor] + add + text[cursor:]
         cursor += len(add)
-        first = i % 2 == 0  # alternate which call runs first, so neither always meets a warm cache
-        for which in ("new", "old") if first else ("old", "new"):
+        # Rotate which call runs first, so none always meets a warm cache.
+        calls = ["new", "old"] if plain is None else ["new", "old", "plain"]
+        calls = calls[i % len(calls) :] + calls[: i % len(calls)]
+        for which in calls:
             t = time.perf_counter()
             c = time.process_time()
             if which == "new":
@@ -417,6 +443,11 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
                     mention_ms.append(res.timings_ms["mentions"])
                     if i % WORDS_PER_PARAGRAPH == 0:
                         cold_cpu.append(new_cpu[-1])
+            elif which == "plain" and plain is not None:
+                plain.suggest(text, cursor, path=path)
+                if i >= 5:
+                    plain_ms.append((time.perf_counter() - t) * 1000)
+                    plain_cpu.append((time.process_time() - c) * 1000)
             else:
                 start, end = paragraph_bounds(text, cursor)
                 pipeline.search(plain_query(text[start:end]), k=9, two_pass=False, rerank=False, record=False)
@@ -424,6 +455,7 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
                     old_ms.append((time.perf_counter() - t) * 1000)
                     old_cpu.append((time.process_time() - c) * 1000)
     ratios = [a / b for a, b in zip(new_ms, old_ms) if b > 0]
+    scorer_ratios = [a / b for a, b in zip(new_cpu, plain_cpu) if b > 0]
     delay_ms = RELATED_DELAY * 1000
     report = {
         "notes": index.note_count(),
@@ -439,6 +471,12 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
         "prepare": prepare,
         "prepare_cpu_ms": summary(prepare_cpu),
         "former_call_cpu_ms": summary(old_cpu),
+        "scorer_fit": fitted,
+        "without_scorer_ms": summary(plain_ms) if plain_ms else None,
+        "without_scorer_cpu_ms": summary(plain_cpu) if plain_cpu else None,
+        "cpu_ratio_to_without_scorer_median": round(statistics.median(scorer_ratios), 3)
+        if scorer_ratios
+        else None,
         "related_delay_ms": delay_ms,
         "pause_to_list_ms": {
             "median": round(delay_ms + statistics.median(new_ms), 1),
@@ -504,6 +542,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="latency: no sentences embedded ahead when a note is opened (the first word embeds its paragraph)",
     )
+    parser.add_argument(
+        "--no-learn",
+        action="store_true",
+        help="latency: no scorer fitted on the vault's links (the related search's order, as before)",
+    )
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
     parser.add_argument(
         "--scope",
@@ -536,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.out / "link-suggest"
     report: dict[str, Any] = {"machine": machine()}
     if args.latency:
-        res = latency(args.size, args.out, args.edits, prepare=not args.no_prepare)
+        res = latency(args.size, args.out, args.edits, prepare=not args.no_prepare, learn=not args.no_learn)
         report["latency"] = res
         print(
             markdown_table(

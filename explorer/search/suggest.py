@@ -28,8 +28,11 @@ replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from t
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,12 +41,12 @@ from urllib.parse import quote
 import numpy as np
 from rapidfuzz.distance import OSA
 
-from explorer.search.linkrank import SOURCE_DEPTH, Candidates, LinkScorer, candidate_features
+from explorer.search.linkrank import SOURCE_DEPTH, Candidates, LinkScorer, candidate_features, fit
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.lru import LRUCache
 from explorer.text.safe import has_controls
 from explorer.text.tokenize import is_stopword, tokenize_spans
-from explorer.vault.model import Note
+from explorer.vault.model import Link, Note
 from explorer.vault.parse import markdown_link_target
 
 #: Score of a mention in the sentence at the cursor (a mention elsewhere in the paragraph: 1.0).
@@ -85,6 +88,13 @@ SENTENCE_CACHE = 4096
 #: `LinkSuggester.prepare`: sentences embedded per model call, and at most this many for one note.
 PREPARE_BATCH = 8
 PREPARE_SENTENCES = 2000
+
+#: `LinkSuggester.prepare` also fits the related notes' scorer (`linkrank`) on the vault's own links,
+#: once per open index: at most `TRAIN_LINKS` links (paragraphs picked by a hash of their note), and
+#: only when `TRAIN_MIN` of them found their note among the candidates (fewer: the search's order).
+LEARN = True
+TRAIN_LINKS = 200
+TRAIN_MIN = 30
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
@@ -185,6 +195,61 @@ def paragraphs(text: str) -> list[tuple[int, int]]:
     """(start, end) of the blank-line separated paragraphs of `text` below its frontmatter."""
     floor = frontmatter_end(text) if text.startswith("---") else 0
     return [(floor + m.start(), floor + m.end()) for m in _PARAGRAPH.finditer(text[floor:])]
+
+
+def remove_links(text: str, links: Iterable[Link], keep_words: bool = False) -> tuple[str, list[int]]:
+    """`text` with `links` taken out (or replaced by their words), and where each link ended in the result.
+
+    Removed, a link takes the space before it along when punctuation or the end follows (`see
+    [[Note]].` -> `see.`); kept, `[[Note|words]]` -> `words`, `[[Note]]` -> `Note`, `[text](x.md)` -> `text`.
+    """
+    out: list[str] = []
+    ends: list[int] = []
+    pos = length = 0
+    for link in sorted(links, key=lambda x: x.start):
+        piece = text[pos : link.start]
+        if not keep_words and text[link.end : link.end + 1] in (" ", ".", ",", ";", ":", ")", ""):
+            piece = piece.rstrip(" ")
+        words = (link.alias or link.target.rsplit("/", 1)[-1].removesuffix(".md")) if keep_words else ""
+        out += [piece, words]
+        length += len(piece) + len(words)
+        ends.append(length)
+        pos = link.end
+    out.append(text[pos:])
+    return "".join(out), ends
+
+
+def training_links(
+    notes: Mapping[str, Note], graph: Any, limit: int = TRAIN_LINKS
+) -> list[tuple[str, str, int, str]]:
+    """Up to `limit` links of the vault as a writer meets them before typing them: (note, its text with
+    the paragraph's links removed, the cursor where the link stood, the linked note). Paragraphs are
+    taken note by note in the order of a hash of the note's path (the same vault gives the same links)."""
+    out: list[tuple[str, str, int, str]] = []
+    order = sorted(notes, key=lambda p: hashlib.blake2b(p.encode(), digest_size=8).digest())
+    for path in order:
+        note = notes[path]
+        if not note.links:
+            continue
+        for lo, hi in paragraphs(note.text):
+            links = [ln for ln in note.links if lo <= ln.start < hi and not ln.embed]
+            if not links:
+                continue
+            hidden, ends = remove_links(note.text, links)
+            seen: set[str] = set()
+            for ln, end in zip(sorted(links, key=lambda x: x.start), ends):
+                target = graph.resolve(ln.target, path, ln.markdown) if ln.target else None
+                if target is None or target == path or target in seen or not target.lower().endswith(".md"):
+                    continue
+                seen.add(target)
+                out.append((path, hidden, end, target))
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+#: Scorers fitted per open index (fitted once; the writer opens a suggester per note).
+_FITTED: weakref.WeakKeyDictionary[Any, LinkScorer | None] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -572,6 +637,7 @@ class LinkSuggester:
         scope: str = QUERY_SCOPE,
         sentence_vectors: bool = SENTENCE_VECTORS,
         scorer: LinkScorer | None = None,
+        learn: bool = LEARN,
     ) -> None:
         from explorer.search.pipeline import SearchPipeline
 
@@ -590,6 +656,10 @@ class LinkSuggester:
         self.names = MentionIndex()
         self.scorer = scorer
         """Ranks the related notes by what predicts a link in this vault (`linkrank`); None: the search's order."""
+        self.learn = learn and scorer is None
+        """`prepare` fits `scorer` on the vault's links (or takes the one fitted on this index before)."""
+        self._active = 0
+        self._active_lock = threading.Lock()
         self._note_vectors: dict[str, np.ndarray | None] = {}
         self._vectors_version: object = None
 
@@ -630,7 +700,46 @@ class LinkSuggester:
                 break
             vectors.encode(todo[i : i + batch])
             done += len(todo[i : i + batch])
+        if self.learn and self.scorer is None and not (cancelled is not None and cancelled()):
+            self.fit_scorer(cancelled=cancelled)
         return done
+
+    def fit_scorer(
+        self, *, cancelled: Callable[[], bool] | None = None, limit: int = TRAIN_LINKS
+    ) -> LinkScorer | None:
+        """Fit the related notes' scorer on the vault's own links (`training_links`) and use it.
+
+        Each link is asked for as the writer asks with the link not typed yet; the candidates and
+        the linked note train a `linkrank.LinkScorer`. Done once per open index (a later suggester
+        takes the same scorer); waits while a `suggest` call of this suggester runs, so typing is
+        answered first. None (the search's order stays) when cancelled or with fewer than
+        `TRAIN_MIN` usable links.
+        """
+        key = self.pipeline.index
+        try:
+            if key in _FITTED:
+                self.scorer = _FITTED[key]
+                self.learn = False
+                return self.scorer
+        except TypeError:
+            key = None
+        with self.pipeline.index.snapshot() as snap:
+            todo = training_links(snap.notes, snap.links(), limit)
+        groups = []
+        for path, text, cursor, target in todo:
+            while self._active:
+                time.sleep(0.005)
+            if cancelled is not None and cancelled():
+                return None
+            got = self.suggest(text, cursor, path=path, features=True, learning=True)
+            if got.candidates is not None:
+                groups.append((got.candidates, target))
+        usable = sum(target in c.paths for c, target in groups)
+        scorer = fit(groups) if usable >= TRAIN_MIN else None
+        self.scorer, self.learn = scorer, False
+        if key is not None:
+            _FITTED[key] = scorer
+        return scorer
 
     def mentions(
         self, text: str, cursor: int, path: str | None = None
@@ -711,6 +820,7 @@ class LinkSuggester:
         cancelled: Callable[[], bool] | None = None,
         early: Callable[[Suggestions], None] | None = None,
         features: bool = False,
+        learning: bool = False,
     ) -> Suggestions:
         """The list for the paragraph around `cursor` in `text` (the note at `path` is left out).
 
@@ -718,10 +828,29 @@ class LinkSuggester:
         starts, so a list can show them at once. Raises the pipeline's SearchCancelled when
         `cancelled()` turns true during the search. With a `scorer` (or `features`), the related
         notes are described by `linkrank.candidate_features` (kept in `candidates`); the scorer
-        orders them.
+        orders them. (`learning`: a call of `fit_scorer`, which gives way to the others.)
         """
-        import time
+        if learning:
+            return self._suggest(text, cursor, path, k, dense, cancelled, early, features)
+        with self._active_lock:
+            self._active += 1
+        try:
+            return self._suggest(text, cursor, path, k, dense, cancelled, early, features)
+        finally:
+            with self._active_lock:
+                self._active -= 1
 
+    def _suggest(
+        self,
+        text: str,
+        cursor: int,
+        path: str | None,
+        k: int,
+        dense: bool,
+        cancelled: Callable[[], bool] | None,
+        early: Callable[[Suggestions], None] | None,
+        features: bool,
+    ) -> Suggestions:
         from explorer.search.pipeline import QueryError
 
         t0 = time.perf_counter()
