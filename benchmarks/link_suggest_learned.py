@@ -123,6 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
     parser.add_argument("--no-generated", action="store_true", help="skip the generated vault")
+    parser.add_argument(
+        "--search-depth", type=int, help="results the related search gives (linkrank.SEARCH_DEPTH)"
+    )
+    parser.add_argument(
+        "--no-paragraph-bm25", action="store_true", help="no BM25 of the paragraph (linkrank.PARAGRAPH_BM25)"
+    )
+    parser.add_argument("--tag", default="", help="suffix of the output files")
     parser.add_argument("--reuse", action="store_true", help="read the collected features of an earlier run")
     args = parser.parse_args(argv)
     offline_environment()
@@ -136,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = {}
     for name, vault in vaults:
         key = hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()
-        dump = work / f"learned-{key}.pickle"
+        dump = work / f"learned-{key}{args.tag}.pickle"
         if args.reuse and dump.exists():
             data[name] = pickle.loads(dump.read_bytes())
             continue
@@ -150,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown_table(["vault", "links", "scorer fitted on", "recall@5 A", "recall@5 B"], table))
     for name, r in res.items():
         print(name, r["weights (whole vault)"])
-    write_json(args.out / "link_suggest_learned.json", res)
+    write_json(args.out / f"link_suggest_learned{args.tag}.json", res)
     return 0
 
 

@@ -60,7 +60,7 @@ def test_fit_weighs_the_feature_that_tells_linked_notes_apart() -> None:
 
 def test_prepare_fits_the_scorer_on_the_vaults_links_and_the_list_follows_it(pipeline) -> None:
     sug = LinkSuggester(pipeline)
-    text = "Called [[Contact 07]] yesterday about the seeds.\n\nThen I sat down and wrote to "
+    text = "Called [[Contact 07]] yesterday about the seeds.\n\nThen I sat down after lunch and wrote a long letter to "
     before = sug.suggest(text, len(text), path="Days/Day 07.md")
     assert before.candidates is None  # no scorer yet: the search's order, nothing more computed
     # The paragraph's words do not lead to the contact: the search alone does not offer it.
@@ -71,7 +71,8 @@ def test_prepare_fits_the_scorer_on_the_vaults_links_and_the_list_follows_it(pip
     after = sug.suggest(text, len(text), path="Days/Day 07.md")
     assert after.candidates is not None and "People/Contact 07.md" in after.candidates.paths
     related = [s for s in after.items if s.kind != "mention"]
-    assert related[0].path == "People/Contact 07.md" and related[0].link == "[[Contact 07]]"
+    assert related[0].path == "People/Contact 07.md" and related[0].kind == "related"
+    assert related[0].link == "[[Contact 07]]"
     # A later suggester on the same index takes the fitted scorer without fitting again.
     again = LinkSuggester(pipeline)
     assert again.fit_scorer() is sug.scorer and not again.learn

@@ -26,7 +26,6 @@ FEATURES = (
     "bm25_rank",  # best BM25 place of its shards in that search (5 / (5 + rank)); 0 when none
     "dense_rank",  # best embedding place (5 / (5 + rank)); 0 when none
     "bm_sentence",  # BM25 of the sentence at the cursor on its best shard, over the best such score
-    "bm_paragraph",  # the same for the paragraph
     "cos_sentence",  # the sentence's vector against the note's (the mean of its shard vectors)
     "cos_paragraph",  # the paragraph's vector against the note's
     "name_sentence",  # share of the words of its best-covered name that stand in the sentence
@@ -36,7 +35,8 @@ FEATURES = (
     "two_steps",  # log(1 + paths open note -> linked or linking note -> it)
     "popularity",  # log(1 + notes linking to it, the open note aside)
 )
-#: Candidates read from each source (the related search gives what it gives).
+_COL = {name: i for i, name in enumerate(FEATURES)}
+#: Candidates read from BM25 and from the graph (the related search gives the list's worth).
 SOURCE_DEPTH = 20
 #: L2 penalty of the fit (on standardised features).
 L2 = 1.0
@@ -117,7 +117,6 @@ def candidate_features(
     s_tok = tokenize(sentence)
     p_tok = tokenize(paragraph)
     bm_s = _bm25_notes(snap, s_tok, path, depth)
-    bm_p = _bm25_notes(snap, p_tok, path, depth)
     linked_here = [p for p in dict.fromkeys(note_links) if p != path]
     links_back = sorted({b.source for b in graph.backlinks(path)} - {path}) if path else []
     two: dict[str, int] = {}
@@ -130,7 +129,6 @@ def candidate_features(
         order.setdefault(r.document_path)
     for group in (
         bm_s,
-        bm_p,
         linked_here,
         links_back,
         sorted(two, key=lambda p: (-two[p], p))[:depth],
@@ -143,7 +141,6 @@ def candidate_features(
         return Candidates(paths, x)
     rank = {r.document_path: (i, r) for i, r in reversed(list(enumerate(results)))}
     top_s = max(bm_s.values(), default=0.0) or 1.0
-    top_p = max(bm_p.values(), default=0.0) or 1.0
     s_set, p_set = set(s_tok), set(p_tok)
     here, back = set(linked_here), set(links_back)
     sv, pv = vectors
@@ -151,26 +148,29 @@ def candidate_features(
         row = x[i]
         if p in rank:
             r_i, r = rank[p]
-            row[0] = 10.0 / (10.0 + r_i)
+            row[_COL["related"]] = 10.0 / (10.0 + r_i)
             if r.bm25_rank is not None:
-                row[1] = 5.0 / (5.0 + r.bm25_rank)
+                row[_COL["bm25_rank"]] = 5.0 / (5.0 + r.bm25_rank)
             if r.embedding_rank is not None:
-                row[2] = 5.0 / (5.0 + r.embedding_rank)
-        row[3] = bm_s.get(p, 0.0) / top_s
-        row[4] = bm_p.get(p, 0.0) / top_p
+                row[_COL["dense_rank"]] = 5.0 / (5.0 + r.embedding_rank)
+        row[_COL["bm_sentence"]] = bm_s.get(p, 0.0) / top_s
         if sv is not None or pv is not None:
             nv = note_vector(snap, p, vector_cache)
             if nv is not None:
-                row[5] = float(nv @ sv) if sv is not None else 0.0
-                row[6] = float(nv @ pv) if pv is not None else 0.0
+                row[_COL["cos_sentence"]] = float(nv @ sv) if sv is not None else 0.0
+                row[_COL["cos_paragraph"]] = float(nv @ pv) if pv is not None else 0.0
         names = snap.name_tokens(snap.notes[p])
         if names:
-            row[7] = max(len(n & s_set) / len(n) for n in names if n) if any(names) else 0.0
-            row[8] = max(len(n & p_set) / len(n) for n in names if n) if any(names) else 0.0
-        row[9] = float(p in here)
-        row[10] = float(p in back)
-        row[11] = math.log1p(two.get(p, 0))
-        row[12] = math.log1p(len({b.source for b in graph.backlinks(p)} - {path}))
+            row[_COL["name_sentence"]] = (
+                max(len(n & s_set) / len(n) for n in names if n) if any(names) else 0.0
+            )
+            row[_COL["name_paragraph"]] = (
+                max(len(n & p_set) / len(n) for n in names if n) if any(names) else 0.0
+            )
+        row[_COL["linked_here"]] = float(p in here)
+        row[_COL["links_back"]] = float(p in back)
+        row[_COL["two_steps"]] = math.log1p(two.get(p, 0))
+        row[_COL["popularity"]] = math.log1p(len({b.source for b in graph.backlinks(p)} - {path}))
     return Candidates(paths, x)
 
 

@@ -41,7 +41,7 @@ from urllib.parse import quote
 import numpy as np
 from rapidfuzz.distance import OSA
 
-from explorer.search.linkrank import SOURCE_DEPTH, Candidates, LinkScorer, candidate_features, fit
+from explorer.search.linkrank import Candidates, LinkScorer, candidate_features, fit
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.lru import LRUCache
 from explorer.text.safe import has_controls
@@ -887,7 +887,7 @@ class LinkSuggester:
             try:
                 results = self.related.search(
                     query,
-                    k=max(k + 1 + len(seen), SOURCE_DEPTH if scored else 0),
+                    k=k + 1 + len(seen),
                     dense=dense,
                     two_pass=False,
                     rerank=False,
