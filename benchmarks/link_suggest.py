@@ -329,14 +329,39 @@ def diagnose(vault: Path, cache: Path) -> dict[str, Any]:
 
 
 # -- latency ------------------------------------------------------------------------------------
+def _stand_in_links(index: Any, rng: random.Random, n: int) -> list[tuple[str, str, int, str]]:
+    """`n` links as `suggest.training_links` gives them, for a vault whose links name no note: the
+    end of a random paragraph of a random note, and a random note as the linked one."""
+    paths = sorted(index.note_titles())
+    out: list[tuple[str, str, int, str]] = []
+    while len(out) < n:
+        note = index.note(rng.choice(paths))
+        paras = _paragraphs(note.text, note.body_start) if note is not None else []
+        if note is not None and paras:
+            out.append((note.path, note.text, rng.choice(paras)[1], rng.choice(paths)))
+    return out
+
+
 def latency(
-    size: int, out: Path, edits: int, seed: int = 5, prepare: bool = True, learn: bool = True
+    size: int,
+    out: Path,
+    edits: int,
+    seed: int = 5,
+    prepare: bool = True,
+    learn: bool = True,
+    during_fit: bool = False,
 ) -> dict[str, Any]:
     """Time the writer's call after a typed word, at `size` notes, paired with the former call.
 
     With `prepare`, moving to a paragraph opens its note as the writer does (`LinkSuggester.prepare`
     embeds the note's sentences ahead, timed on its own); without, the first word typed in a
-    paragraph embeds every sentence of it."""
+    paragraph embeds every sentence of it. With `learn`, the related notes' scorer is fitted first
+    (as the writer's first `prepare` does; its wall and CPU time reported), and the same call
+    without a scorer runs in the same loop too (`plain`: what the scorer costs, paired). With
+    `during_fit`, every other paragraph is typed while the fit's calls run in a thread
+    (`training_groups` on stand-in links), against the paragraphs typed without it."""
+    import threading
+
     from benchmarks import speed
     from explorer.config import load_settings
     from explorer.engine import make_pipeline, open_index
@@ -376,13 +401,8 @@ def latency(
             from explorer.search.suggest import TRAIN_LINKS
 
             probe = random.Random(seed + 1)
-            probe_paths = sorted(index.note_titles())
             t, c = time.perf_counter(), time.process_time()
-            for _ in range(TRAIN_LINKS):
-                note = index.note(probe.choice(probe_paths))
-                if note is not None and note.text:
-                    at = probe.randrange(note.body_start, len(note.text) + 1)
-                    suggester.suggest(note.text, at, path=note.path, features=True, learning=True)
+            suggester.training_groups(_stand_in_links(index, probe, TRAIN_LINKS))
             fitted["stand_in"] = {
                 "calls": TRAIN_LINKS,
                 "wall_s": round(time.perf_counter() - t, 2),
@@ -407,7 +427,26 @@ def latency(
     plain_ms: list[float] = []  # the same call without the scorer
     plain_cpu: list[float] = []
     text, cursor, path = "", 0, ""
+    busy_ms: list[float] = []  # the call while the fit's calls run beside it (during_fit)
+    idle_ms: list[float] = []
+    stop_fit = threading.Event()
+    fit_thread: threading.Thread | None = None
+
+    def fit_beside() -> None:
+        probe = random.Random(seed + 2)
+        while not stop_fit.is_set():
+            suggester.training_groups(_stand_in_links(index, probe, 20), cancelled=stop_fit.is_set)
+
     for i in range(edits + 5):
+        if during_fit and i % WORDS_PER_PARAGRAPH == 0:
+            if fit_thread is not None:
+                stop_fit.set()
+                fit_thread.join()
+                fit_thread = None
+            if (i // WORDS_PER_PARAGRAPH) % 2 == 0:
+                stop_fit.clear()
+                fit_thread = threading.Thread(target=fit_beside, daemon=True)
+                fit_thread.start()
         if i % WORDS_PER_PARAGRAPH == 0:
             # A person moves to another paragraph and types WORDS_PER_PARAGRAPH words at its end.
             while True:
@@ -439,6 +478,7 @@ def latency(
                 took = (time.perf_counter() - t) * 1000
                 if i >= 5:
                     new_ms.append(took)
+                    (busy_ms if fit_thread is not None else idle_ms).append(took)
                     new_cpu.append((time.process_time() - c) * 1000)
                     mention_ms.append(res.timings_ms["mentions"])
                     if i % WORDS_PER_PARAGRAPH == 0:
@@ -454,6 +494,9 @@ def latency(
                 if i >= 5:
                     old_ms.append((time.perf_counter() - t) * 1000)
                     old_cpu.append((time.process_time() - c) * 1000)
+    if fit_thread is not None:
+        stop_fit.set()
+        fit_thread.join()
     ratios = [a / b for a, b in zip(new_ms, old_ms) if b > 0]
     scorer_ratios = [a / b for a, b in zip(new_cpu, plain_cpu) if b > 0]
     delay_ms = RELATED_DELAY * 1000
@@ -472,6 +515,8 @@ def latency(
         "prepare_cpu_ms": summary(prepare_cpu),
         "former_call_cpu_ms": summary(old_cpu),
         "scorer_fit": fitted,
+        "while_fitting_ms": summary(busy_ms) if during_fit and busy_ms else None,
+        "not_fitting_ms": summary(idle_ms) if during_fit and idle_ms else None,
         "without_scorer_ms": summary(plain_ms) if plain_ms else None,
         "without_scorer_cpu_ms": summary(plain_cpu) if plain_cpu else None,
         "cpu_ratio_to_without_scorer_median": round(statistics.median(scorer_ratios), 3)
@@ -547,6 +592,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="latency: no scorer fitted on the vault's links (the related search's order, as before)",
     )
+    parser.add_argument(
+        "--during-fit",
+        action="store_true",
+        help="latency: every other paragraph typed while the scorer's fit runs beside it",
+    )
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
     parser.add_argument(
         "--scope",
@@ -579,7 +629,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.out / "link-suggest"
     report: dict[str, Any] = {"machine": machine()}
     if args.latency:
-        res = latency(args.size, args.out, args.edits, prepare=not args.no_prepare, learn=not args.no_learn)
+        res = latency(
+            args.size,
+            args.out,
+            args.edits,
+            prepare=not args.no_prepare,
+            learn=not args.no_learn,
+            during_fit=args.during_fit,
+        )
         report["latency"] = res
         print(
             markdown_table(
@@ -616,6 +673,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"former call {res['former_call_cpu_ms']['median']} / "
             f"{res['former_call_cpu_ms']['p95']} ms (median / p95)"
         )
+        for key in (
+            "scorer_fit",
+            "without_scorer_cpu_ms",
+            "cpu_ratio_to_without_scorer_median",
+            "while_fitting_ms",
+            "not_fitting_ms",
+        ):
+            if res.get(key):
+                print(f"{key}: {res[key]}")
     elif args.diagnose:
         rows = []
         for name, vault in _vaults(args, work):

@@ -711,8 +711,8 @@ class LinkSuggester:
 
         Each link is asked for as the writer asks with the link not typed yet; the candidates and
         the linked note train a `linkrank.LinkScorer`. Done once per open index (a later suggester
-        takes the same scorer); waits while a `suggest` call of this suggester runs, so typing is
-        answered first. None (the search's order stays) when cancelled or with fewer than
+        takes the same scorer); waits while a `suggest` call of this suggester runs, and a
+        training call under way stops between its stages when one starts, so typing is answered first. None (the search's order stays) when cancelled or with fewer than
         `TRAIN_MIN` usable links.
         """
         key = self.pipeline.index
@@ -725,21 +725,47 @@ class LinkSuggester:
             key = None
         with self.pipeline.index.snapshot() as snap:
             todo = training_links(snap.notes, snap.links(), limit)
-        groups = []
-        for path, text, cursor, target in todo:
-            while self._active:
-                time.sleep(0.005)
-            if cancelled is not None and cancelled():
-                return None
-            got = self.suggest(text, cursor, path=path, features=True, learning=True)
-            if got.candidates is not None:
-                groups.append((got.candidates, target))
+        groups = self.training_groups(todo, cancelled=cancelled)
+        if groups is None:
+            return None
         usable = sum(target in c.paths for c, target in groups)
         scorer = fit(groups) if usable >= TRAIN_MIN else None
         self.scorer, self.learn = scorer, False
         if key is not None:
             _FITTED[key] = scorer
         return scorer
+
+    def training_groups(
+        self, todo: Iterable[tuple[str, str, int, str]], *, cancelled: Callable[[], bool] | None = None
+    ) -> list[tuple[Candidates, str]] | None:
+        """(candidates, linked note) for each of `todo` (`training_links`), asked as the writer asks;
+        None when cancelled. Gives way to this suggester's own calls: waits while one runs, and a
+        call of its own under way stops between its stages when one starts (it runs again after)."""
+        from explorer.search.pipeline import SearchCancelled
+
+        def stop() -> bool:
+            return cancelled is not None and cancelled()
+
+        def give_way() -> bool:
+            return bool(self._active) or stop()
+
+        groups = []
+        for path, text, cursor, target in todo:
+            while True:
+                while self._active:
+                    time.sleep(0.005)
+                if stop():
+                    return None
+                try:
+                    got = self.suggest(
+                        text, cursor, path=path, features=True, learning=True, cancelled=give_way
+                    )
+                    break
+                except SearchCancelled:
+                    continue
+            if got.candidates is not None:
+                groups.append((got.candidates, target))
+        return groups
 
     def mentions(
         self, text: str, cursor: int, path: str | None = None
