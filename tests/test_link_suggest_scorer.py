@@ -102,3 +102,22 @@ def test_a_cancelled_fit_leaves_no_scorer_and_is_tried_again(tmp_path, embedder)
         assert sug.fit_scorer() is not None and not sug.learn
     finally:
         index.close()
+
+
+def test_training_links_hide_each_paragraphs_links_and_skip_huge_notes() -> None:
+    from explorer.search.suggest import TRAIN_NOTE_CHARS, training_links
+    from explorer.vault.links import LinkGraph
+    from explorer.vault.parse import parse_note
+
+    texts = {
+        "a.md": "Intro words here.\n\nSee [[b]] and [[c]] for more.\n",
+        "b.md": "Bee.",
+        "c.md": "Sea.",
+        "huge.md": "[[b]] " * (TRAIN_NOTE_CHARS // 6 + 1),
+    }
+    notes = {p: parse_note(p, t) for p, t in texts.items()}
+    got = training_links(notes, LinkGraph(notes), limit=10)
+    assert [(p, target) for p, _t, _c, target in got] == [("a.md", "b.md"), ("a.md", "c.md")]
+    for _p, text, cursor, target in got:
+        assert text == "Intro words here.\n\nSee and for more.\n"
+        assert "[[" not in text and text[:cursor].endswith("See" if target == "b.md" else "See and")

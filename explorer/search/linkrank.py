@@ -38,6 +38,9 @@ FEATURES = (
 _COL = {name: i for i, name in enumerate(FEATURES)}
 #: Candidates read from BM25 and from the graph (the related search gives the list's worth).
 SOURCE_DEPTH = 20
+#: Notes linked from or linking to the open note whose own links are followed (a hub's thousands of
+#: backlinks are not walked at every call).
+GRAPH_SOURCES = 200
 #: L2 penalty of the fit (on standardised features).
 L2 = 1.0
 #: Shards of a note averaged into its vector.
@@ -120,7 +123,7 @@ def candidate_features(
     linked_here = [p for p in dict.fromkeys(note_links) if p != path]
     links_back = sorted({b.source for b in graph.backlinks(path)} - {path}) if path else []
     two: dict[str, int] = {}
-    for src in dict.fromkeys([*linked_here, *links_back]):
+    for src in list(dict.fromkeys([*linked_here, *links_back]))[:GRAPH_SOURCES]:
         for _link, target in graph.outgoing(src):
             if target and target not in (path, src):
                 two[target] = two.get(target, 0) + 1

@@ -29,6 +29,7 @@ replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from t
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import threading
 import time
@@ -95,6 +96,10 @@ PREPARE_SENTENCES = 2000
 LEARN = True
 TRAIN_LINKS = 200
 TRAIN_MIN = 30
+#: Notes longer than this are not trained on (each link keeps a copy of its note's text); per call,
+#: at most `NOTE_LINKS` wikilinks and as many Markdown links are read before the paragraph, and after it.
+TRAIN_NOTE_CHARS = 100_000
+NOTE_LINKS = 500
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
@@ -229,7 +234,7 @@ def training_links(
     order = sorted(notes, key=lambda p: hashlib.blake2b(p.encode(), digest_size=8).digest())
     for path in order:
         note = notes[path]
-        if not note.links:
+        if not note.links or len(note.text) > TRAIN_NOTE_CHARS:
             continue
         for lo, hi in paragraphs(note.text):
             links = [ln for ln in note.links if lo <= ln.start < hi and not ln.embed]
@@ -976,11 +981,11 @@ class LinkSuggester:
             graph = snap.links()
             outside: list[str] = []
             for lo, hi in ((0, start), (end, len(text))):
-                for m in _WIKILINK.finditer(text, lo, hi):
+                for m in itertools.islice(_WIKILINK.finditer(text, lo, hi), NOTE_LINKS):
                     found = graph.resolve(m.group(1).partition("|")[0].partition("#")[0], path)
                     if found is not None:
                         outside.append(found)
-                for m in _MDLINK.finditer(text, lo, hi):
+                for m in itertools.islice(_MDLINK.finditer(text, lo, hi), NOTE_LINKS):
                     dest = markdown_link_target(m.group(2))
                     found = graph.resolve(dest[0], path, True) if dest and dest[0] else None
                     if found is not None:
