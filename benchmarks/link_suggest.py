@@ -17,7 +17,10 @@ writer's own call runs on the note's text (``LinkSuggester.suggest(text, cursor,
 hybrid pipeline of the index behind it, embeddings on). Recall@5 is the share of links whose note
 is in the first five suggestions. Beside it: the writer's former call (the pipeline on the
 paragraph, one pass, the note itself left out) and plain BM25 on the same paragraph (notes by
-their best shard). Embeds and links to missing notes or to the note itself do not count.
+their best shard). Embeds and links to missing notes or to the note itself do not count. The
+related notes come in the search's order here: the scorer the writer fits on a vault's own links
+(``LinkSuggester.prepare``) is measured, fitted on the other paragraphs, by
+``benchmarks.link_suggest_learned``.
 
 What the related search reads (``QUERY_SCOPE``: the paragraph, the sentence at the cursor, or both)
 and the weights of the mention ranking (``SENTENCE_WEIGHT``, ``FUZZY_FACTOR``) are chosen on a grid by
