@@ -15,8 +15,9 @@ class PinnedScroll(VerticalScroll):
     Scroll anchoring, as browsers do it: the view adds the change of the pinned widget's position to
     its scroll offset in the same layout pass that moved it, so no frame shows it pushed down (a
     scroll made after the layout would draw one). Scrolling the view meanwhile moves it as usual: the
-    pin keeps the widget where the person scrolled it. `home` lets go of the pin (the person asked for
-    the top, and the top is what stays on screen).
+    pin keeps the widget where the person scrolled it (a scroll still animating lands at once when
+    the widget moves). `home` lets go of the pin (the person asked for the top, and the top is what
+    stays on screen).
 
     Pinned with `top`, the first layout also scrolls the widget's top to the view's top, as far as
     the content allows: the frame that first draws it draws it there (a scroll to a widget asked for
@@ -69,6 +70,11 @@ class PinnedScroll(VerticalScroll):
         elif y == last:
             return result
         else:
+            animator = self.app.animator
+            if animator.is_being_animated(self, "scroll_y"):
+                # A scroll on its way (a key pressed meanwhile) would go on towards its old end: it
+                # lands there now, and moves with the pinned widget from there.
+                animator.force_stop_animation(self, "scroll_y")
             wanted = self.scroll_y + (y - last)
         most = max(0, result.total_region.bottom - size.height)
         target = min(max(0.0, wanted), float(most))
