@@ -333,24 +333,31 @@ def test_an_app_index_answers_from_its_own_index_until_the_engine_is_current(
         server.stop()
 
 
-def test_an_engine_started_before_the_index_is_adopted_by_it(tmp_path: Path, lite_db: str) -> None:
-    """`prestart` (the app calls it first thing) connects and warms the engine up before any index
-    exists; the index made next takes that engine instead of connecting again."""
-    from explorer.engine import prestart
+def test_an_app_index_starts_its_engine_after_its_first_search(
+    tmp_path: Path, lite_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app's index leaves the engine alone until its first search (answered from the vault's own
+    index) is over: the engine's start would share the interpreter with that search. Then the engine
+    connects, warms up, takes this vault's rows, and the next searches go to it."""
+    import explorer.index.milvus.index as milvus_index
 
+    monkeypatch.setattr(milvus_index, "ENGINE_START_DELAY_S", 600.0)  # only the search starts it here
     vault = write_notes(tmp_path / "vault", NOTES)
-    settings = milvus_settings(lite_db, tmp_path / "cache", embeddings=False)
-    prestart(settings)
-    index = new_index(vault, settings, interactive=True)
+    index = new_index(vault, milvus_settings(lite_db, tmp_path / "cache", embeddings=False), interactive=True)
     assert isinstance(index, MilvusIndex)
     try:
-        assert wait_until(lambda: index.engine.warmed, 120)  # before the index opened
-        assert index.engine.calls.get("warm", 0) == 2
         index.open()
+        pipe = make_pipeline(index, index.settings)
+        assert index.engine.calls == {}  # not even connected
+        assert pipe.search("sourdough starter").results[0].document_path == "cook/bread.md"
         assert wait_until(lambda: index.engine_current, 120)
-        with index.snapshot() as snap:
-            assert snap.bm25_top(["sourdough"], 5)[0][0].startswith("cook/bread.md")
-        assert index.engine.calls.get("search", 0) == 1  # through the engine now
+        assert index.engine.calls.get("warm") == 2 and "search" not in index.engine.calls
+        assert pipe.search("lunar craters").results[0].document_path == "astro/moon.md"
+        assert index.engine.calls.get("search", 0) > 0  # through the engine now, which holds the vault
+        rows = index.engine.call(
+            "q", lambda c: c.query(index.engine.collection, filter="", output_fields=["node_id"], limit=100)
+        )
+        assert sorted(r["node_id"] for r in rows) == sorted(index.shards)
     finally:
         index.close()
 

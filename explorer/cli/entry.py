@@ -241,9 +241,6 @@ def _run_app(argv: list[str]) -> int:
     except (ConfigError, OSError) as exc:
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
-    from explorer.engine.build import prestart
-
-    prestart(settings)  # a Milvus engine connects and warms up while the app starts
     from explorer.tui.app import run_app
 
     return run_app(vault, settings, notices=notices)

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from explorer.engine.build import Progress, build_components, make_pipeline, new_index, open_index, prestart
+from explorer.engine.build import Progress, build_components, make_pipeline, new_index, open_index
 from explorer.engine.session import EmbeddingLoop, Session, SessionHooks
 
 __all__ = [
@@ -19,5 +19,4 @@ __all__ = [
     "make_pipeline",
     "new_index",
     "open_index",
-    "prestart",
 ]

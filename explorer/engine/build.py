@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,37 +24,6 @@ def _to_stderr(message: str) -> None:
     print(f"explorer: {message}", file=sys.stderr)
 
 
-_STARTING: dict[tuple[str, str], threading.Thread] = {}
-"""Engines `prestart` began, by (URI, collection): `new_index` waits for the thread to have made its
-engine (the import of the backend, which the index needs anyway) and the index adopts it."""
-
-
-def prestart(settings: Settings) -> None:
-    """Start the configured index backend's engine now, in a background thread (Milvus only).
-
-    The app calls this first thing: importing pymilvus, opening the collection and warming the
-    engine up overlap the app's own start, the index's open and the model's load. Nothing
-    happens for the local backend.
-    """
-    ix = settings.index
-    if ix.backend != "milvus" or not ix.milvus_uri:
-        return
-    key = (ix.milvus_uri, ix.collection)
-    if key in _STARTING:
-        return
-
-    def start() -> None:
-        try:
-            from explorer.index.milvus.engine import TOKEN_ENV, start_early
-        except ImportError:
-            return  # the index says what is missing when it opens
-        start_early(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
-
-    thread = threading.Thread(target=start, name="explorer-backend-prestart", daemon=True)
-    _STARTING[key] = thread
-    thread.start()
-
-
 def new_index(
     vault: Path,
     settings: Settings,
@@ -70,9 +37,6 @@ def new_index(
     engine is ready: `MilvusIndex.interactive`).
     """
     if settings.index.backend == "milvus":
-        started = _STARTING.pop((settings.index.milvus_uri, settings.index.collection), None)
-        if started is not None:
-            started.join()
         from explorer.index.milvus import MilvusIndex
 
         return MilvusIndex(

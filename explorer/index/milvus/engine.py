@@ -538,26 +538,6 @@ class Engine:
                 pass
 
 
-_EARLY: dict[tuple[str, str, str], Engine] = {}
-_EARLY_LOCK = threading.Lock()
-
-
-def start_early(uri: str, collection: str, token: str) -> Engine:
-    """An `Engine` for `uri` and `collection`, connecting and warming up from now (`Engine.start`),
-    kept for the index that `adopt`s it: a process starts its engine before it has an index."""
-    engine = Engine(uri, collection, token)
-    with _EARLY_LOCK:
-        _EARLY[(uri, collection, token)] = engine
-    engine.start()
-    return engine
-
-
-def adopt(uri: str, collection: str, token: str) -> Engine | None:
-    """The engine `start_early` began for `uri`, `collection` and `token` (once), or None."""
-    with _EARLY_LOCK:
-        return _EARLY.pop((uri, collection, token), None)
-
-
 def decode_terms(terms: str) -> Counter[str]:
     """The Explorer tokens of an analysed `terms` field with their counts (the inverse of `engine_terms`)."""
     out: Counter[str] = Counter()

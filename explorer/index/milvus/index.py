@@ -35,7 +35,6 @@ from explorer.index.milvus.engine import (
     UPSERT_BATCH,
     BackendError,
     Engine,
-    adopt,
     clip,
     engine_terms,
     quote,
@@ -54,6 +53,11 @@ if TYPE_CHECKING:
     from explorer.index.embed import Embedder
 
 
+ENGINE_START_DELAY_S = 2.0
+"""An interactive index's engine starts at the latest this long after the open (sooner after a first
+search). Not tuned: about the time an app takes from its open to a first search typed at once."""
+
+
 class MilvusIndex(VaultIndex):
     """A `VaultIndex` whose rankings a Milvus collection serves (explorer.index.backend.IndexBackend)."""
 
@@ -69,10 +73,7 @@ class MilvusIndex(VaultIndex):
     ) -> None:
         super().__init__(root, settings, embedder=embedder, on_message=on_message)
         ix = self.settings.index
-        token = os.environ.get(TOKEN_ENV, "")
-        self.engine = adopt(ix.milvus_uri, ix.collection, token) or Engine(
-            ix.milvus_uri, ix.collection, token
-        )
+        self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
         self.interactive = interactive
         """An app's index: `open` returns once the engine is connected, and this vault's searches are
         answered from the vault's own index until the engine is warm and holds this vault's state
@@ -96,6 +97,10 @@ class MilvusIndex(VaultIndex):
         self._synced = threading.Event()
         """Set by the first `sync` that brought the collection to this index's state."""
         self._catch_up: threading.Thread | None = None
+        self._go = threading.Event()
+        """An interactive index's engine may start (`_catch_up_engine`)."""
+        self._caught_up = threading.Event()
+        self._answered_locally = False
         self.borrowed = 0
         self._foreign: dict[tuple[str, str], tuple[float, tuple[Note, list[Shard]] | None]] = {}
         self._foreign_lock = threading.Lock()
@@ -111,11 +116,12 @@ class MilvusIndex(VaultIndex):
 
         A command's open then waits for the engine (raising BackendError, naming the URI, when
         it cannot serve) and brings this vault's rows of the collection up to date (`sync`). An
-        interactive open returns with the vault's own index: the engine connects, warms up and
-        is brought up to date in the background (`_catch_up_engine`); a fault there is said
-        through `on_message` and met by the next search, as any later fault is.
+        interactive open returns with the vault's own index alone and leaves the engine to a
+        background thread (`_catch_up_engine`); a fault there is said through `on_message` and
+        met by the next search, as any later fault is.
         """
-        self.engine.start(warm=self.interactive)
+        if not self.interactive:
+            self.engine.start(warm=False)
         report = super().open(progress)
         self._opened = True
         if self.interactive:
@@ -131,12 +137,28 @@ class MilvusIndex(VaultIndex):
         return report
 
     def _catch_up_engine(self) -> None:
-        """An interactive open's background part: after the engine's start, read this vault's row state and sync."""
-        self.engine.wait_warm()
-        if self._closing.is_set():
-            return
-        self._sync_soft()
-        self._said_migrated()
+        """An interactive open's background part: start the engine, warm it up, read this vault's row
+        state and sync; then this vault's searches go to the engine.
+
+        The engine starts once the first search answered from the vault's own index is over, or
+        `ENGINE_START_DELAY_S` after the open when none comes first: importing pymilvus, opening
+        the collection, Milvus Lite's warm-up (in process) and reading the row state take seconds
+        of the same interpreter that the app's start, the model and that search need
+        (BENCHMARKS.md, the Milvus backend's fifth round).
+        """
+        try:
+            self._go.wait(ENGINE_START_DELAY_S)
+            self._go.set()
+            if self._closing.is_set():
+                return
+            self.engine.start(warm=True)
+            self.engine.wait_warm()
+            if self._closing.is_set():
+                return
+            self._sync_soft()
+            self._said_migrated()
+        finally:
+            self._caught_up.set()
 
     def _said_migrated(self) -> None:
         if self.engine.migrated:
@@ -153,7 +175,16 @@ class MilvusIndex(VaultIndex):
     def answers_locally(self) -> bool:
         """Whether this vault's searches are answered from its own index now: an interactive index
         whose engine is not current yet and has not failed (a fault is met and said by the search)."""
-        return self.interactive and not self.engine_fault and not self.engine_current
+        local = self.interactive and not self.engine_fault and not self.engine_current
+        if local:
+            self._answered_locally = True
+        return local
+
+    def view_released(self) -> None:
+        """A view of this index was released: after a search answered from the vault's own index,
+        the engine's start (`_catch_up_engine`) need wait no longer."""
+        if self._answered_locally:
+            self._go.set()
 
     def wait_warm(self, seconds: float = 30.0) -> None:
         """Wait for the engine's warm-up (at most `seconds`)."""
@@ -163,6 +194,10 @@ class MilvusIndex(VaultIndex):
         self._sync_soft()
 
     def embed_pending(self, *args: Any, **kwargs: Any) -> int:
+        if self.interactive and self.pending():
+            # Vectors may be borrowed from the collection: the engine starts now, and is waited for.
+            self._go.set()
+            self._caught_up.wait(60.0)
         borrowed = self.borrow_vectors()
         done = super().embed_pending(*args, **kwargs)
         if done or borrowed:
@@ -223,6 +258,8 @@ class MilvusIndex(VaultIndex):
         """`sync`, an engine fault kept for the retry loop instead of raised."""
         if not self._opened:
             return  # `open` syncs once, at its end, and raises
+        if self.interactive and not self._go.is_set():
+            return  # the engine has not started: `_catch_up_engine` syncs every change so far
         try:
             self.sync()
         except BackendError as exc:
@@ -448,6 +485,7 @@ class MilvusIndex(VaultIndex):
 
     def close(self, exiting: bool = False) -> None:
         self._closing.set()
+        self._go.set()
         try:
             super().close(exiting)
         finally:

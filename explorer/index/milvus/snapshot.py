@@ -51,6 +51,8 @@ class _Owner(Protocol):
 
     def answers_locally(self) -> bool: ...
 
+    def view_released(self) -> None: ...
+
 
 class MilvusSnapshot(LocalSnapshot):
     """A `MilvusIndex` at one version: the BM25 and vector rankings come from the collection.
@@ -69,6 +71,11 @@ class MilvusSnapshot(LocalSnapshot):
     @property
     def _index(self) -> _Owner:
         return self._owner  # type: ignore[return-value]
+
+    def release(self) -> None:
+        if not self._released:
+            self._index.view_released()
+        super().release()
 
     # -- the hooks a wider view overrides -----------------------------------------------------
     def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
