@@ -1,6 +1,6 @@
 """The app on a Milvus-backed memory next to the local one, in a real terminal (tmux): typing to settled results.
 
-    nice -n 10 python -m benchmarks.milvus_app --out /tmp/milvus-bench --notes 3750 --sizes 80x24,160x50 [--at-start]
+    nice -n 10 python -m benchmarks.milvus_app --out /tmp/milvus-bench --notes 3750 --sizes 80x24,160x50 [--at-start] [--before DIR]
 
 Uses the vault, caches and engine of a `benchmarks.milvus_scale` run with the same `--out` and
 `--notes` (the local cache `cache-local`, the Milvus one `cache-milvus` and `engine/m.db`). For each
@@ -10,6 +10,11 @@ index open), then the first query pasted at once (the first search after opening
 queries one after the other (the box emptied, the query pasted). For every query: the time until
 the first result row shows (the quality line "N results") and until the screen stops changing for
 `--quiet` seconds (settled). Medians per backend and size; the load average before and after.
+
+With `--at-start`, the first query is pasted as soon as the app's screen is up (before the index
+has opened) and timed from the command (`launch_to_first_s` / `launch_to_settled_s`): what a
+person who types at once waits. With `--before DIR`, every Milvus arm runs again with
+`PYTHONPATH=DIR` (a copy of the code before a change) as `ARM-before`, in the same rotation.
 """
 
 from __future__ import annotations
