@@ -134,6 +134,54 @@ def dump(args: argparse.Namespace) -> None:
     log(f"wrote {out}")
 
 
+def speed(args: argparse.Namespace) -> dict[str, Any]:
+    """Per-search time with the turn model on and off, paired: the same question through both pipelines
+    one after the other (order alternating), caches cleared; medians and p95 of each and of the ratio."""
+    from benchmarks.locomo import open_vault_index
+    from benchmarks.quality import parse_overrides
+    from explorer.engine import make_pipeline
+
+    convs = load_conversations(args.data)[: args.conversations]
+    on_ms: list[float] = []
+    off_ms: list[float] = []
+    stage: list[float] = []
+    for conv in convs:
+        vault = args.work_dir / _folder_name(conv.sample_id)
+        write_vault(conv, vault)
+        index, settings, _ = open_vault_index(vault, parse_overrides(args.set), True)
+        pipes = {
+            True: make_pipeline(index, settings),
+            False: make_pipeline(index, settings.with_overrides({"experimental.turn_rescore": False})),
+        }
+        for p in pipes.values():
+            p.search("warm up the model", k=10, record=False)
+        for n, q in enumerate(conv.questions[: args.limit_questions]):
+            for on in (True, False) if n % 2 == 0 else (False, True):
+                pipes[on].clear_cache()
+                t = time.perf_counter()
+                res = pipes[on].search(q.text, k=10, record=False)
+                ms = (time.perf_counter() - t) * 1000
+                (on_ms if on else off_ms).append(ms)
+                if on:
+                    stage.append(res.timings_ms.get("fusion", 0.0))
+        index.close()
+        log(f"{conv.sample_id}: {len(conv.questions)} questions")
+    ratio = [a / b for a, b in zip(on_ms, off_ms)]
+
+    def q(xs: list[float], p: float) -> float:
+        return round(float(np.quantile(xs, p)), 2)
+
+    out = {
+        "searches": len(on_ms),
+        "on p50 / p95 ms": [q(on_ms, 0.5), q(on_ms, 0.95)],
+        "off p50 / p95 ms": [q(off_ms, 0.5), q(off_ms, 0.95)],
+        "ratio on / off p50 / p95": [q(ratio, 0.5), q(ratio, 0.95)],
+        "fusion stage with the model p50 / p95 ms": [q(stage, 0.5), q(stage, 0.95)],
+    }
+    print(json.dumps(out, indent=1))
+    return out
+
+
 # -- features --------------------------------------------------------------------------------------
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("when", re.compile(r"^\s*when\b|\bwhat (year|month|date|day)\b|\bhow long\b", re.I)),
@@ -628,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.locomo_ltr", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("action", choices=("dump", "study"))
+    parser.add_argument("action", choices=("dump", "study", "speed"))
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_OUT / "locomo-work")
@@ -655,6 +703,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.records = args.out / f"locomo-ltr{args.tag}.jsonl"
     if args.action == "dump":
         dump(args)
+    elif args.action == "speed":
+        speed(args)
     else:
         study(args)
     return 0

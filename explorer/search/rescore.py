@@ -107,51 +107,54 @@ def turn_features(
     if not n:
         return np.zeros((0, len(TURN_FEATURES)))
     top = fused[0].score or 1.0
-    dim = len(qvec)
-    vecs = np.zeros((n, dim), dtype=np.float32)
-    paths: list[str | None] = []
+    shards = index.shards
+    vecs = np.zeros((n, len(qvec)), dtype=np.float32)
+    rows = np.zeros((n, len(TURN_FEATURES)))
+    wanted = set(named)
+    session_place: dict[object, int] = {}
+    speakers: list[str | None] = []
     for i, f in enumerate(fused):
         v = index.vector(f.node_id)
         if v is not None:
             vecs[i] = v
-        shard = index.shards.get(f.node_id)
-        paths.append(shard.path if shard is not None else None)
-    own = vecs @ qvec.astype(np.float32)
-    sims = vecs @ vecs[: min(10, n)].T
-    speakers = [owners.owner_of.get(p) if p is not None else None for p in paths]
-    wanted = set(named)
-    session_place: dict[object, int] = {}
-    rows = np.zeros((n, len(TURN_FEATURES)))
-    for i, f in enumerate(fused):
-        shares = {"bm25": 0.0, "date": 0.0, "answer": 0.0, "asks": 0.0}
+        shard = shards.get(f.node_id)
+        path = shard.path if shard is not None else None
+        speaker = owners.owner_of.get(path) if path is not None else None
+        speakers.append(speaker)
+        bm25 = date = answer = asking = 0.0
         for c in f.contributions:
-            if c.retriever in shares:
-                shares[c.retriever] += c.contribution
-        firsts = [j for j in range(min(3, n)) if j != i]
-        tens = [j for j in range(sims.shape[1]) if j != i]
-        path = paths[i]
-        speaker = speakers[i]
-        shard = index.shards.get(f.node_id)
+            r = c.retriever
+            if r == "bm25":
+                bm25 += c.contribution
+            elif r == "date":
+                date += c.contribution
+            elif r == "answer":
+                answer += c.contribution
+            elif r == "asks":
+                asking += c.contribution
         said = _said(shard.text, speaker) if shard is not None else ""
         session = dialog.sessions.get(path) if path is not None else None
-        key = session if session is not None else ("note", path)
-        place = session_place.setdefault(key, len(session_place) + 1)
-        rows[i] = (
-            f.score / top,
-            shares["bm25"] / top,
-            shares["date"] / top,
-            shares["answer"] / top,
-            shares["asks"] / top,
-            float(own[i]),
-            max((float(sims[i, j]) for j in firsts), default=0.0),
-            float(np.mean(sims[i, tens])) if tens else 0.0,
-            float(speaker is not None and speaker == speakers[0]),
-            float(bool(wanted) and speaker in wanted),
-            float(bool(wanted) and speaker not in wanted),
-            min(1.0, len(said.split()) / LENGTH_WORDS),
-            float(asks(said)),
-            1.0 / math.log2(place + 1),
+        place = session_place.setdefault(
+            session if session is not None else ("note", path), len(session_place) + 1
         )
+        rows[i, 0] = f.score / top
+        rows[i, 1:5] = (bm25 / top, date / top, answer / top, asking / top)
+        rows[i, 9] = float(bool(wanted) and speaker in wanted)
+        rows[i, 10] = float(bool(wanted) and speaker not in wanted)
+        rows[i, 11] = min(1.0, len(said.split()) / LENGTH_WORDS)
+        rows[i, 12] = float(asks(said))
+        rows[i, 13] = 1.0 / math.log2(place + 1)
+    rows[:, 5] = vecs @ qvec.astype(np.float32)
+    m = min(10, n)
+    sims = (vecs @ vecs[:m].T).astype(np.float64)  # each shard x the first ten
+    own = np.full((n, m), False)
+    own[np.arange(m), np.arange(m)] = True  # a shard's cosine with itself is left out
+    firsts = np.where(own[:, :3], -np.inf, sims[:, :3])
+    rows[:, 6] = np.where(np.isfinite(firsts.max(axis=1)), firsts.max(axis=1), 0.0) if n > 1 else 0.0
+    counted = m - own.sum(axis=1)
+    total = np.where(own, 0.0, sims).sum(axis=1)
+    rows[:, 7] = np.divide(total, counted, out=np.zeros(n), where=counted > 0)
+    rows[:, 8] = [float(sp is not None and sp == speakers[0]) for sp in speakers]
     return rows
 
 
