@@ -2,7 +2,8 @@ r"""Learning to re-rank the first 100 LoCoMo results, and speaker-MMR for list q
 
 Run with ``nice -n 10 python -m benchmarks.locomo_ltr dump`` after ``benchmarks.locomo`` built the
 vaults (kept work folder; nothing is embedded again), then ``python -m benchmarks.locomo_ltr study``
-on its records (no pipeline run). ``dump`` runs every question through the default pipeline
+on its records (no pipeline run). ``dump`` runs every question through the default pipeline without the
+turn model (`experimental.turn_rescore` off, the lists it re-orders)
 (first 100 results) and records, per result, its fused score and each ranking's share of it
 (the explanation's contributions summed per retriever, with the retriever's best rank and raw
 score), and per conversation every turn's own vector, session, speaker and day; ``study`` builds
@@ -73,7 +74,9 @@ def dump(args: argparse.Namespace) -> None:
     for conv in convs:
         vault = args.work_dir / _folder_name(conv.sample_id)
         mapping = write_vault(conv, vault)
-        index, settings, _ = open_vault_index(vault, parse_overrides(args.set), True)
+        # the lists the turn model re-orders: the pipeline without it (unless --set says otherwise)
+        overrides = {"experimental.turn_rescore": False, **parse_overrides(args.set)}
+        index, settings, _ = open_vault_index(vault, overrides, True)
         pipe = make_pipeline(index, settings)
         pipe.search("warm up the model", k=5, record=False)
         turn_of = {t.dia_id: t for t in conv.turns}
