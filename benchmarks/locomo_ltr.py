@@ -237,7 +237,11 @@ CAND_FEATURES = (
     "previous asks",
     "neighbour cosine",
     "session rank",
+    "own coverage",
+    "statement coverage",
 )
+#: The features the study reads unless `--features` names others (the two coverages came later: `--features`).
+DEFAULT_FEATURES = CAND_FEATURES[:-2]
 
 
 class Conv:
@@ -251,6 +255,17 @@ class Conv:
         self.speaker: list[str] = rec["speaker"]
         self.number = np.array(rec["number"])
         texts = [said(t) for t in rec["text"]]
+        from explorer.search.stated import stated_tokens
+        from explorer.text.tokenize import tokenize
+
+        self.toks = [set(tokenize(t)) for t in texts]
+        self.stated = [stated_tokens(t) for t in texts]
+        df: dict[str, int] = {}
+        for ts in self.toks:
+            for t in ts:
+                df[t] = df.get(t, 0) + 1
+        self.df = df
+        self.names = {w for sp in set(rec["speaker"]) for w in tokenize(sp)}
         self.words = np.array([len(t.split()) for t in texts], dtype=float)
         self.asks = np.array([t.endswith("?") for t in texts], dtype=float)
         order = np.argsort(self.number)
@@ -278,6 +293,15 @@ def features(r: dict[str, Any], conv: Conv, cut: int = DEPTH) -> tuple[np.ndarra
     first_speaker = conv.speaker[rows_i[0]]
     top3_sessions = [conv.session[i] for i in rows_i[:3]]
     named = set(r["named"])
+    from explorer.index.windows import query_words
+    from explorer.search.quality import coverage, token_idf
+
+    asked = [w for w in query_words(r["question"]) if w not in conv.names]
+    n_docs = len(conv.dias)
+
+    def idf(w: str) -> float:
+        return token_idf(n_docs, conv.df.get(w, 0))
+
     sess_rank: dict[int, int] = {}
     for i in rows_i:
         sess_rank.setdefault(int(conv.session[i]), len(sess_rank) + 1)
@@ -307,6 +331,8 @@ def features(r: dict[str, Any], conv: Conv, cut: int = DEPTH) -> tuple[np.ndarra
                 float(all_cos[conv.next[i]]) if conv.next[i] >= 0 else 0.0,
             ),
             1 / math.log2(sess_rank[int(conv.session[i])] + 1),
+            coverage(asked, conv.toks[i], idf) if asked else 0.0,
+            coverage(asked, conv.stated[i], idf) if asked else 0.0,
         ]
         out.append(row)
     return np.array(out, dtype=np.float64), [d for d, _, _ in cands]
@@ -523,8 +549,11 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         x, ids = features(r, convs[r["conv"]])
         kindq[r["qid"]] = kinds(r["question"])
         data[r["qid"]] = (x, ids, np.array([float(d in r["evidence"]) for d in ids]))
+    names = list(args.features or DEFAULT_FEATURES)
+    cols = [CAND_FEATURES.index(n) for n in names]
+    data = {q: (x[:, cols], ids, y) for q, (x, ids, y) in data.items()}
     inter_cols = [
-        CAND_FEATURES.index(n)
+        names.index(n)
         for n in (
             "fused / best",
             "bm25 share",
@@ -537,6 +566,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
             "asks",
             "session rank",
         )
+        if n in names
     ]
     data_k = {q: (with_kinds(x, kindq[q], inter_cols), ids, y) for q, (x, ids, y) in data.items()}
     out: dict[str, Any] = {}
@@ -558,9 +588,6 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     variants: dict[
         str, tuple[dict[str, tuple[np.ndarray, list[str], np.ndarray]], Callable[[], Learner]]
     ] = {}
-    if args.features:
-        cols = [CAND_FEATURES.index(n) for n in args.features]
-        data = {q: (x[:, cols], ids, y) for q, (x, ids, y) in data.items()}
     gate = None
     if args.skip_kind:
         skip = [KIND_NAMES.index(k) for k in args.skip_kind]
@@ -585,7 +612,6 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         print(name, json.dumps(out[name]), f"({time.perf_counter() - t:.0f} s)", flush=True)
         model = res["model"]
         if isinstance(model, Learner) and model.kind != "trees" and dset is data:
-            names = args.features or CAND_FEATURES
             out[name]["weights"] = dict(zip(names, (round(float(w), 3) for w in model.w)))
             out[name]["scale"] = {"mean": model.mu.round(5).tolist(), "sd": model.sd.round(5).tolist()}
         left, _inside = res["left"], res["in_sample"]
