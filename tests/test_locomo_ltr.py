@@ -64,6 +64,6 @@ def test_dump_study_speed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert {"off", "pointwise l2=1.0", "mmr (list questions)"} <= set(study)
     for name in ("pointwise l2=1.0", "mmr (list questions)"):
         assert set(study[name]["left_out"]) >= {"all", "multi-hop", "temporal", "single-hop"}, name
-    assert set(study["pointwise l2=1.0"]["weights"]) == set(locomo_ltr.CAND_FEATURES)
+    assert set(study["pointwise l2=1.0"]["weights"]) == set(locomo_ltr.DEFAULT_FEATURES)
     assert locomo_ltr.main(["speed", *common]) == 0
     assert "ratio on / off" in capsys.readouterr().out
