@@ -17,7 +17,10 @@ writer's own call runs on the note's text (``LinkSuggester.suggest(text, cursor,
 hybrid pipeline of the index behind it, embeddings on). Recall@5 is the share of links whose note
 is in the first five suggestions. Beside it: the writer's former call (the pipeline on the
 paragraph, one pass, the note itself left out) and plain BM25 on the same paragraph (notes by
-their best shard). Embeds and links to missing notes or to the note itself do not count.
+their best shard). Embeds and links to missing notes or to the note itself do not count. The
+related notes come in the search's order here: the scorer the writer fits on a vault's own links
+(``LinkSuggester.prepare``) is measured, fitted on the other paragraphs, by
+``benchmarks.link_suggest_learned``.
 
 What the related search reads (``QUERY_SCOPE``: the paragraph, the sentence at the cursor, or both)
 and the weights of the mention ranking (``SENTENCE_WEIGHT``, ``FUZZY_FACTOR``) are chosen on a grid by
@@ -98,27 +101,9 @@ def _paragraphs(text: str, start: int) -> list[tuple[int, int]]:
 
 def hide_links(text: str, links: Sequence[Any], keep_words: bool) -> tuple[str, list[int]]:
     """`text` with `links` replaced by their words (or by nothing), and each link's end offset in the result."""
-    out: list[str] = []
-    ends: list[int] = []
-    pos = 0
-    length = 0
-    for link in sorted(links, key=lambda x: x.start):
-        piece = text[pos : link.start]
-        if not keep_words:
-            piece = (
-                piece.rstrip(" ")
-                if text[link.end : link.end + 1] in (" ", ".", ",", ";", ":", ")", "")
-                else piece
-            )
-        out.append(piece)
-        length += len(piece)
-        words = (link.alias or link.target.rsplit("/", 1)[-1].removesuffix(".md")) if keep_words else ""
-        out.append(words)
-        length += len(words)
-        ends.append(length)
-        pos = link.end
-    out.append(text[pos:])
-    return "".join(out), ends
+    from explorer.search.suggest import remove_links
+
+    return remove_links(text, links, keep_words)
 
 
 def cases(index: Any) -> list[dict[str, Any]]:
@@ -347,12 +332,39 @@ def diagnose(vault: Path, cache: Path) -> dict[str, Any]:
 
 
 # -- latency ------------------------------------------------------------------------------------
-def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = True) -> dict[str, Any]:
+def _stand_in_links(index: Any, rng: random.Random, n: int) -> list[tuple[str, str, int, str]]:
+    """`n` links as `suggest.training_links` gives them, for a vault whose links name no note: the
+    end of a random paragraph of a random note, and a random note as the linked one."""
+    paths = sorted(index.note_titles())
+    out: list[tuple[str, str, int, str]] = []
+    while len(out) < n:
+        note = index.note(rng.choice(paths))
+        paras = _paragraphs(note.text, note.body_start) if note is not None else []
+        if note is not None and paras:
+            out.append((note.path, note.text, rng.choice(paras)[1], rng.choice(paths)))
+    return out
+
+
+def latency(
+    size: int,
+    out: Path,
+    edits: int,
+    seed: int = 5,
+    prepare: bool = True,
+    learn: bool = True,
+    during_fit: bool = False,
+) -> dict[str, Any]:
     """Time the writer's call after a typed word, at `size` notes, paired with the former call.
 
     With `prepare`, moving to a paragraph opens its note as the writer does (`LinkSuggester.prepare`
     embeds the note's sentences ahead, timed on its own); without, the first word typed in a
-    paragraph embeds every sentence of it."""
+    paragraph embeds every sentence of it. With `learn`, the related notes' scorer is fitted first
+    (as the writer's first `prepare` does; its wall and CPU time reported), and the same call
+    without a scorer runs in the same loop too (`plain`: what the scorer costs, paired). With
+    `during_fit`, every other paragraph is typed while the fit's calls run in a thread
+    (`training_groups` on stand-in links), against the paragraphs typed without it."""
+    import threading
+
     from benchmarks import speed
     from explorer.config import load_settings
     from explorer.engine import make_pipeline, open_index
@@ -370,7 +382,38 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
     standin = speed.install_standin_vectors(index, wordvecs, vocab) if index.pending() else None
     index.embedder()
     pipeline = make_pipeline(index, settings)
-    suggester = LinkSuggester(pipeline)
+    suggester = LinkSuggester(pipeline, learn=learn)
+    plain = LinkSuggester(pipeline, learn=False) if learn else None
+    fitted: dict[str, Any] = {}
+    if learn:
+        t, c = time.perf_counter(), time.process_time()
+        scorer = suggester.fit_scorer()
+        fitted = {
+            "wall_s": round(time.perf_counter() - t, 2),
+            "cpu_s": round(time.process_time() - c, 2),
+            "rows": scorer.rows if scorer else 0,
+            "positives": scorer.positives if scorer else 0,
+            "weights": scorer.as_dict() if scorer else None,
+        }
+        if scorer is None:
+            # Nothing to fit on (this vault's links name no note): time what the fit asks, 200 links'
+            # worth of calls on paragraphs not seen before, and rank with a stand-in scorer.
+            import numpy as np
+
+            from explorer.search.linkrank import FEATURES, LinkScorer
+            from explorer.search.suggest import TRAIN_LINKS
+
+            probe = random.Random(seed + 1)
+            t, c = time.perf_counter(), time.process_time()
+            suggester.training_groups(_stand_in_links(index, probe, TRAIN_LINKS))
+            fitted["stand_in"] = {
+                "calls": TRAIN_LINKS,
+                "wall_s": round(time.perf_counter() - t, 2),
+                "cpu_s": round(time.process_time() - c, 2),
+            }
+            n = len(FEATURES)
+            suggester.scorer = LinkScorer(np.zeros(n), np.ones(n), np.ones(n), 0.0)
+        log(f"  scorer fitted: {fitted}")
     rng = random.Random(seed)
     paths = sorted(index.note_titles())
     words = vocab[100:5000]
@@ -384,8 +427,29 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
     old_cpu: list[float] = []
     cold_cpu: list[float] = []  # the first word typed in a paragraph
     prepare_cpu: list[float] = []  # opening the note: its sentences embedded ahead
+    plain_ms: list[float] = []  # the same call without the scorer
+    plain_cpu: list[float] = []
     text, cursor, path = "", 0, ""
+    busy_ms: list[float] = []  # the call while the fit's calls run beside it (during_fit)
+    idle_ms: list[float] = []
+    stop_fit = threading.Event()
+    fit_thread: threading.Thread | None = None
+
+    def fit_beside() -> None:
+        probe = random.Random(seed + 2)
+        while not stop_fit.is_set():
+            suggester.training_groups(_stand_in_links(index, probe, 20), cancelled=stop_fit.is_set)
+
     for i in range(edits + 5):
+        if during_fit and i % WORDS_PER_PARAGRAPH == 0:
+            if fit_thread is not None:
+                stop_fit.set()
+                fit_thread.join()
+                fit_thread = None
+            if (i // WORDS_PER_PARAGRAPH) % 2 == 0:
+                stop_fit.clear()
+                fit_thread = threading.Thread(target=fit_beside, daemon=True)
+                fit_thread.start()
         if i % WORDS_PER_PARAGRAPH == 0:
             # A person moves to another paragraph and types WORDS_PER_PARAGRAPH words at its end.
             while True:
@@ -401,11 +465,15 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
                 suggester.prepare(text, cursor)
                 if i >= 5:
                     prepare_cpu.append((time.process_time() - c) * 1000)
+                if plain is not None:
+                    plain.prepare(text, cursor)
         add = " " + rng.choice(words)
         text = text[:cursor] + add + text[cursor:]
         cursor += len(add)
-        first = i % 2 == 0  # alternate which call runs first, so neither always meets a warm cache
-        for which in ("new", "old") if first else ("old", "new"):
+        # Rotate which call runs first, so none always meets a warm cache.
+        calls = ["new", "old"] if plain is None else ["new", "old", "plain"]
+        calls = calls[i % len(calls) :] + calls[: i % len(calls)]
+        for which in calls:
             t = time.perf_counter()
             c = time.process_time()
             if which == "new":
@@ -413,17 +481,27 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
                 took = (time.perf_counter() - t) * 1000
                 if i >= 5:
                     new_ms.append(took)
+                    (busy_ms if fit_thread is not None else idle_ms).append(took)
                     new_cpu.append((time.process_time() - c) * 1000)
                     mention_ms.append(res.timings_ms["mentions"])
                     if i % WORDS_PER_PARAGRAPH == 0:
                         cold_cpu.append(new_cpu[-1])
+            elif which == "plain" and plain is not None:
+                plain.suggest(text, cursor, path=path)
+                if i >= 5:
+                    plain_ms.append((time.perf_counter() - t) * 1000)
+                    plain_cpu.append((time.process_time() - c) * 1000)
             else:
                 start, end = paragraph_bounds(text, cursor)
                 pipeline.search(plain_query(text[start:end]), k=9, two_pass=False, rerank=False, record=False)
                 if i >= 5:
                     old_ms.append((time.perf_counter() - t) * 1000)
                     old_cpu.append((time.process_time() - c) * 1000)
+    if fit_thread is not None:
+        stop_fit.set()
+        fit_thread.join()
     ratios = [a / b for a, b in zip(new_ms, old_ms) if b > 0]
+    scorer_ratios = [a / b for a, b in zip(new_cpu, plain_cpu) if b > 0]
     delay_ms = RELATED_DELAY * 1000
     report = {
         "notes": index.note_count(),
@@ -439,6 +517,14 @@ def latency(size: int, out: Path, edits: int, seed: int = 5, prepare: bool = Tru
         "prepare": prepare,
         "prepare_cpu_ms": summary(prepare_cpu),
         "former_call_cpu_ms": summary(old_cpu),
+        "scorer_fit": fitted,
+        "while_fitting_ms": summary(busy_ms) if during_fit and busy_ms else None,
+        "not_fitting_ms": summary(idle_ms) if during_fit and idle_ms else None,
+        "without_scorer_ms": summary(plain_ms) if plain_ms else None,
+        "without_scorer_cpu_ms": summary(plain_cpu) if plain_cpu else None,
+        "cpu_ratio_to_without_scorer_median": round(statistics.median(scorer_ratios), 3)
+        if scorer_ratios
+        else None,
         "related_delay_ms": delay_ms,
         "pause_to_list_ms": {
             "median": round(delay_ms + statistics.median(new_ms), 1),
@@ -504,6 +590,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="latency: no sentences embedded ahead when a note is opened (the first word embeds its paragraph)",
     )
+    parser.add_argument(
+        "--no-learn",
+        action="store_true",
+        help="latency: no scorer fitted on the vault's links (the related search's order, as before)",
+    )
+    parser.add_argument(
+        "--during-fit",
+        action="store_true",
+        help="latency: every other paragraph typed while the scorer's fit runs beside it",
+    )
     parser.add_argument("--edits", type=int, default=100, help="typed words timed in the latency run")
     parser.add_argument(
         "--scope",
@@ -536,7 +632,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.out / "link-suggest"
     report: dict[str, Any] = {"machine": machine()}
     if args.latency:
-        res = latency(args.size, args.out, args.edits, prepare=not args.no_prepare)
+        res = latency(
+            args.size,
+            args.out,
+            args.edits,
+            prepare=not args.no_prepare,
+            learn=not args.no_learn,
+            during_fit=args.during_fit,
+        )
         report["latency"] = res
         print(
             markdown_table(
@@ -573,6 +676,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"former call {res['former_call_cpu_ms']['median']} / "
             f"{res['former_call_cpu_ms']['p95']} ms (median / p95)"
         )
+        for key in (
+            "scorer_fit",
+            "without_scorer_cpu_ms",
+            "cpu_ratio_to_without_scorer_median",
+            "while_fitting_ms",
+            "not_fitting_ms",
+        ):
+            if res.get(key):
+                print(f"{key}: {res[key]}")
     elif args.diagnose:
         rows = []
         for name, vault in _vaults(args, work):

@@ -28,8 +28,12 @@ replaces (`[[Note]]`, or `[[Note|the typed words]]` when the words differ from t
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import re
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,11 +42,12 @@ from urllib.parse import quote
 import numpy as np
 from rapidfuzz.distance import OSA
 
+from explorer.search.linkrank import Candidates, LinkScorer, candidate_features, fit
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.lru import LRUCache
 from explorer.text.safe import has_controls
 from explorer.text.tokenize import is_stopword, tokenize_spans
-from explorer.vault.model import Note
+from explorer.vault.model import Link, Note
 from explorer.vault.parse import markdown_link_target
 
 #: Score of a mention in the sentence at the cursor (a mention elsewhere in the paragraph: 1.0).
@@ -84,6 +89,17 @@ SENTENCE_CACHE = 4096
 #: `LinkSuggester.prepare`: sentences embedded per model call, and at most this many for one note.
 PREPARE_BATCH = 8
 PREPARE_SENTENCES = 2000
+
+#: `LinkSuggester.prepare` also fits the related notes' scorer (`linkrank`) on the vault's own links,
+#: once per open index: at most `TRAIN_LINKS` links (paragraphs picked by a hash of their note), and
+#: only when `TRAIN_MIN` of them found their note among the candidates (fewer: the search's order).
+LEARN = True
+TRAIN_LINKS = 200
+TRAIN_MIN = 30
+#: Notes longer than this are not trained on (each link keeps a copy of its note's text); per call,
+#: at most `NOTE_LINKS` wikilinks and as many Markdown links are read before the paragraph, and after it.
+TRAIN_NOTE_CHARS = 100_000
+NOTE_LINKS = 500
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\r\n]+?)\]\]")
 _MDLINK = re.compile(r"!?\[([^\[\]\r\n]*)\]\(\s*(<[^<>\r\n]*>|[^\s()<>]+)(?:\s+\"[^\"\r\n]*\")?\s*\)")
@@ -186,6 +202,61 @@ def paragraphs(text: str) -> list[tuple[int, int]]:
     return [(floor + m.start(), floor + m.end()) for m in _PARAGRAPH.finditer(text[floor:])]
 
 
+def remove_links(text: str, links: Iterable[Link], keep_words: bool = False) -> tuple[str, list[int]]:
+    """`text` with `links` taken out (or replaced by their words), and where each link ended in the result.
+
+    Removed, a link takes the space before it along when punctuation or the end follows (`see
+    [[Note]].` -> `see.`); kept, `[[Note|words]]` -> `words`, `[[Note]]` -> `Note`, `[text](x.md)` -> `text`.
+    """
+    out: list[str] = []
+    ends: list[int] = []
+    pos = length = 0
+    for link in sorted(links, key=lambda x: x.start):
+        piece = text[pos : link.start]
+        if not keep_words and text[link.end : link.end + 1] in (" ", ".", ",", ";", ":", ")", ""):
+            piece = piece.rstrip(" ")
+        words = (link.alias or link.target.rsplit("/", 1)[-1].removesuffix(".md")) if keep_words else ""
+        out += [piece, words]
+        length += len(piece) + len(words)
+        ends.append(length)
+        pos = link.end
+    out.append(text[pos:])
+    return "".join(out), ends
+
+
+def training_links(
+    notes: Mapping[str, Note], graph: Any, limit: int = TRAIN_LINKS
+) -> list[tuple[str, str, int, str]]:
+    """Up to `limit` links of the vault as a writer meets them before typing them: (note, its text with
+    the paragraph's links removed, the cursor where the link stood, the linked note). Paragraphs are
+    taken note by note in the order of a hash of the note's path (the same vault gives the same links)."""
+    out: list[tuple[str, str, int, str]] = []
+    order = sorted(notes, key=lambda p: hashlib.blake2b(p.encode(), digest_size=8).digest())
+    for path in order:
+        note = notes[path]
+        if not note.links or len(note.text) > TRAIN_NOTE_CHARS:
+            continue
+        for lo, hi in paragraphs(note.text):
+            links = [ln for ln in note.links if lo <= ln.start < hi and not ln.embed]
+            if not links:
+                continue
+            hidden, ends = remove_links(note.text, links)
+            seen: set[str] = set()
+            for ln, end in zip(sorted(links, key=lambda x: x.start), ends):
+                target = graph.resolve(ln.target, path, ln.markdown) if ln.target else None
+                if target is None or target == path or target in seen or not target.lower().endswith(".md"):
+                    continue
+                seen.add(target)
+                out.append((path, hidden, end, target))
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+#: Scorers fitted per open index (fitted once; the writer opens a suggester per note).
+_FITTED: weakref.WeakKeyDictionary[Any, LinkScorer | None] = weakref.WeakKeyDictionary()
+
+
 @dataclass(frozen=True, slots=True)
 class _Name:
     path: str
@@ -257,6 +328,8 @@ class Suggestions:
     """The related search's answer (None when there was nothing to search)."""
     timings_ms: dict[str, float] = field(default_factory=dict)
     """Time spent per step."""
+    candidates: Candidates | None = None
+    """The related notes' features (`linkrank`), when a scorer ranked them or they were asked for."""
 
 
 class MentionIndex:
@@ -568,6 +641,8 @@ class LinkSuggester:
         fuzzy_factor: float = FUZZY_FACTOR,
         scope: str = QUERY_SCOPE,
         sentence_vectors: bool = SENTENCE_VECTORS,
+        scorer: LinkScorer | None = None,
+        learn: bool = LEARN,
     ) -> None:
         from explorer.search.pipeline import SearchPipeline
 
@@ -584,6 +659,14 @@ class LinkSuggester:
         self.scope = scope
         """What the related search reads: `paragraph`, `sentence` (at the cursor) or `both` (the sentence, then the paragraph)."""
         self.names = MentionIndex()
+        self.scorer = scorer
+        """Ranks the related notes by what predicts a link in this vault (`linkrank`); None: the search's order."""
+        self.learn = learn and scorer is None
+        """`prepare` fits `scorer` on the vault's links (or takes the one fitted on this index before)."""
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self._note_vectors: dict[str, np.ndarray | None] = {}
+        self._vectors_version: object = None
 
     def refresh(self) -> None:
         """Bring the name table up to date with the index (cheap when nothing changed)."""
@@ -622,7 +705,72 @@ class LinkSuggester:
                 break
             vectors.encode(todo[i : i + batch])
             done += len(todo[i : i + batch])
+        if self.learn and self.scorer is None and not (cancelled is not None and cancelled()):
+            self.fit_scorer(cancelled=cancelled)
         return done
+
+    def fit_scorer(
+        self, *, cancelled: Callable[[], bool] | None = None, limit: int = TRAIN_LINKS
+    ) -> LinkScorer | None:
+        """Fit the related notes' scorer on the vault's own links (`training_links`) and use it.
+
+        Each link is asked for as the writer asks with the link not typed yet; the candidates and
+        the linked note train a `linkrank.LinkScorer`. Done once per open index (a later suggester
+        takes the same scorer); waits while a `suggest` call of this suggester runs, and a
+        training call under way stops between its stages when one starts, so typing is answered first. None (the search's order stays) when cancelled or with fewer than
+        `TRAIN_MIN` usable links.
+        """
+        key = self.pipeline.index
+        try:
+            if key in _FITTED:
+                self.scorer = _FITTED[key]
+                self.learn = False
+                return self.scorer
+        except TypeError:
+            key = None
+        with self.pipeline.index.snapshot() as snap:
+            todo = training_links(snap.notes, snap.links(), limit)
+        groups = self.training_groups(todo, cancelled=cancelled)
+        if groups is None:
+            return None
+        usable = sum(target in c.paths for c, target in groups)
+        scorer = fit(groups) if usable >= TRAIN_MIN else None
+        self.scorer, self.learn = scorer, False
+        if key is not None:
+            _FITTED[key] = scorer
+        return scorer
+
+    def training_groups(
+        self, todo: Iterable[tuple[str, str, int, str]], *, cancelled: Callable[[], bool] | None = None
+    ) -> list[tuple[Candidates, str]] | None:
+        """(candidates, linked note) for each of `todo` (`training_links`), asked as the writer asks;
+        None when cancelled. Gives way to this suggester's own calls: waits while one runs, and a
+        call of its own under way stops between its stages when one starts (it runs again after)."""
+        from explorer.search.pipeline import SearchCancelled
+
+        def stop() -> bool:
+            return cancelled is not None and cancelled()
+
+        def give_way() -> bool:
+            return bool(self._active) or stop()
+
+        groups = []
+        for path, text, cursor, target in todo:
+            while True:
+                while self._active:
+                    time.sleep(0.005)
+                if stop():
+                    return None
+                try:
+                    got = self.suggest(
+                        text, cursor, path=path, features=True, learning=True, cancelled=give_way
+                    )
+                    break
+                except SearchCancelled:
+                    continue
+            if got.candidates is not None:
+                groups.append((got.candidates, target))
+        return groups
 
     def mentions(
         self, text: str, cursor: int, path: str | None = None
@@ -702,15 +850,38 @@ class LinkSuggester:
         dense: bool = True,
         cancelled: Callable[[], bool] | None = None,
         early: Callable[[Suggestions], None] | None = None,
+        features: bool = False,
+        learning: bool = False,
     ) -> Suggestions:
         """The list for the paragraph around `cursor` in `text` (the note at `path` is left out).
 
         `early`, when given, receives the named notes alone (no `results`) before the related search
         starts, so a list can show them at once. Raises the pipeline's SearchCancelled when
-        `cancelled()` turns true during the search.
+        `cancelled()` turns true during the search. With a `scorer` (or `features`), the related
+        notes are described by `linkrank.candidate_features` (kept in `candidates`); the scorer
+        orders them. (`learning`: a call of `fit_scorer`, which gives way to the others.)
         """
-        import time
+        if learning:
+            return self._suggest(text, cursor, path, k, dense, cancelled, early, features)
+        with self._active_lock:
+            self._active += 1
+        try:
+            return self._suggest(text, cursor, path, k, dense, cancelled, early, features)
+        finally:
+            with self._active_lock:
+                self._active -= 1
 
+    def _suggest(
+        self,
+        text: str,
+        cursor: int,
+        path: str | None,
+        k: int,
+        dense: bool,
+        cancelled: Callable[[], bool] | None,
+        early: Callable[[Suggestions], None] | None,
+        features: bool,
+    ) -> Suggestions:
         from explorer.search.pipeline import QueryError
 
         t0 = time.perf_counter()
@@ -742,7 +913,8 @@ class LinkSuggester:
                 )
             )
         results = None
-        if query and len(items) < k:
+        scored = self.scorer is not None or features
+        if query and (len(items) < k or features):
             try:
                 results = self.related.search(
                     query,
@@ -756,16 +928,24 @@ class LinkSuggester:
             except QueryError:
                 results = None
         t2 = time.perf_counter()
+        cands = None
+        if results is not None and scored:
+            cands = self._candidates(text, cursor, (start, end), path, results, seen, dense)
         if results is not None:
-            for r in results.results:
+            by_path = {r.document_path: r for r in reversed(results.results)}
+            order = [r.document_path for r in results.results]
+            if self.scorer is not None and cands is not None:
+                order = self.scorer.order(cands)
+            for p in order:
                 if len(items) >= k:
                     break
-                if r.document_path == path or r.document_path in seen:
+                if p == path or p in seen:
                     continue
-                seen.add(r.document_path)
-                kind = "linked" if r.document_path in linked else "related"
+                seen.add(p)
+                kind = "linked" if p in linked else "related"
+                r = by_path.get(p)
                 items.append(
-                    Suggestion(r.document_path, r.title, kind, self._link_to(r.document_path), result=r)
+                    Suggestion(p, r.title if r else self._title(p), kind, self._link_to(p), result=r)
                 )
         for p in sorted(linked - seen):
             if len(items) >= k:
@@ -779,7 +959,53 @@ class LinkSuggester:
             "related": round((t2 - t1) * 1000, 2),
             "total": round((time.perf_counter() - t0) * 1000, 2),
         }
-        return Suggestions(query, start, end, tuple(items), tuple(mentions), results, timings)
+        return Suggestions(query, start, end, tuple(items), tuple(mentions), results, timings, cands)
+
+    def _candidates(
+        self,
+        text: str,
+        cursor: int,
+        bounds: tuple[int, int],
+        path: str | None,
+        results: SearchResults,
+        named: Iterable[str],
+        dense: bool,
+    ) -> Candidates:
+        """The related notes' features for the paragraph `bounds` of `text` (`linkrank.candidate_features`)."""
+        start, end = bounds
+        s_lo, s_hi = sentence_bounds(text, cursor, start, end)
+        sentence, paragraph = plain_query(text[s_lo:s_hi]), plain_query(text[start:end])
+        with self.pipeline.index.snapshot() as snap:
+            if snap.version != self._vectors_version:
+                self._note_vectors, self._vectors_version = {}, snap.version
+            graph = snap.links()
+            outside: list[str] = []
+            for lo, hi in ((0, start), (end, len(text))):
+                for m in itertools.islice(_WIKILINK.finditer(text, lo, hi), NOTE_LINKS):
+                    found = graph.resolve(m.group(1).partition("|")[0].partition("#")[0], path)
+                    if found is not None:
+                        outside.append(found)
+                for m in itertools.islice(_MDLINK.finditer(text, lo, hi), NOTE_LINKS):
+                    dest = markdown_link_target(m.group(2))
+                    found = graph.resolve(dest[0], path, True) if dest and dest[0] else None
+                    if found is not None:
+                        outside.append(found)
+            vectors: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+            emb = self.related.index.embedder() if dense else None
+            if emb is not None:
+                got = emb.encode([sentence or ".", paragraph or "."])
+                vectors = (got[0] if sentence else None, got[1] if paragraph else None)
+            return candidate_features(
+                snap,
+                path=path,
+                sentence=sentence,
+                paragraph=paragraph,
+                note_links=outside,
+                results=results.results,
+                vectors=vectors,
+                exclude=named,
+                vector_cache=self._note_vectors,
+            )
 
     def _link_to(self, path: str) -> str:
         return _link(self.names.link_target(path), "", path)
