@@ -1,6 +1,6 @@
 """The app on a Milvus-backed memory next to the local one, in a real terminal (tmux): typing to settled results.
 
-    nice -n 10 python -m benchmarks.milvus_app --out /tmp/milvus-bench --notes 3750 --sizes 80x24,160x50
+    nice -n 10 python -m benchmarks.milvus_app --out /tmp/milvus-bench --notes 3750 --sizes 80x24,160x50 [--at-start] [--before DIR]
 
 Uses the vault, caches and engine of a `benchmarks.milvus_scale` run with the same `--out` and
 `--notes` (the local cache `cache-local`, the Milvus one `cache-milvus` and `engine/m.db`). For each
@@ -10,6 +10,11 @@ index open), then the first query pasted at once (the first search after opening
 queries one after the other (the box emptied, the query pasted). For every query: the time until
 the first result row shows (the quality line "N results") and until the screen stops changing for
 `--quiet` seconds (settled). Medians per backend and size; the load average before and after.
+
+With `--at-start`, the first query is pasted as soon as the app's screen is up (before the index
+has opened) and timed from the command (`launch_to_first_s` / `launch_to_settled_s`): what a
+person who types at once waits. With `--before DIR`, every Milvus arm runs again with
+`PYTHONPATH=DIR` (a copy of the code before a change) as `ARM-before`, in the same rotation.
 """
 
 from __future__ import annotations
@@ -71,8 +76,19 @@ def _has_results(screen: str) -> bool:
     return " results ·" in screen or " result ·" in screen
 
 
+def _drawn(screen: str) -> bool:
+    return "Opening the index" in screen or "Type to search" in screen or _has_results(screen)
+
+
 def one_app(
-    arm: str, env: dict[str, str], vault: Path, size: str, queries: list[str], quiet: float, timeout: float
+    arm: str,
+    env: dict[str, str],
+    vault: Path,
+    size: str,
+    queries: list[str],
+    quiet: float,
+    timeout: float,
+    at_start: bool = False,
 ) -> dict:
     session = f"milvus-app-{os.getpid()}"
     subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
@@ -82,15 +98,28 @@ def one_app(
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", cols, "-y", rows, f"env {cmd}"], check=True
     )
-    out: dict = {"arm": arm, "size": size, "queries": []}
+    out: dict = {"arm": arm, "size": size, "queries": [], "at_start": at_start}
     try:
         end = time.perf_counter() + timeout
+        if at_start:  # the first query typed as soon as the screen is up, timed from the command
+            while time.perf_counter() < end and not _drawn(_screen(session)):
+                time.sleep(0.02)
+            pasted = time.perf_counter() - t0
+            out["drawn_s"] = round(pasted, 2)
+            _keys(session, queries[0], literal=True)
+            first, settled, _ = _wait(session, _has_results, timeout, quiet)
+            out["from_launch"] = {
+                "first_s": None if first is None else round(first + pasted, 2),
+                "settled_s": None if settled is None else round(settled + pasted, 2),
+            }
+            log(f"{arm} {size} at start {queries[0]!r}: {out['from_launch']}")
+            queries = queries[1:]
         while time.perf_counter() < end and "watch: on" not in _screen(session):
             time.sleep(0.05)
         out["open_s"] = round(time.perf_counter() - t0, 2)  # the index open and the watcher started
         time.sleep(0.5)
         for i, q in enumerate(queries):
-            if i:
+            if i or at_start:
                 _keys(session, "C-u")
                 _wait(session, lambda s: not _has_results(s), 10, 0.5)
             _keys(session, q, literal=True)
@@ -123,6 +152,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a third arm: the app on a `milvus-lite server` process (a copy of the engine) reached by URI",
     )
+    ap.add_argument(
+        "--at-start",
+        action="store_true",
+        help="type the first query as soon as the app's screen is up, timed from the command",
+    )
+    ap.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="a copy of the code before a change (its PYTHONPATH): each Milvus arm again on it, as ARM-before",
+    )
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     vault = args.out / f"speed-vault-{args.notes}"
@@ -144,14 +184,19 @@ def main(argv: list[str] | None = None) -> int:
             "EXPLORER_INDEX_CACHE_DIR": str(args.out / "cache-milvus-app-server"),
             "EXPLORER_INDEX_MILVUS_URI": uri,
         }
-    res: dict = {"machine": machine(), "load_before": os.getloadavg(), "runs": []}
+    if args.before is not None:
+        for name in [a for a in arms if a != "local"]:
+            arms[f"{name}-before"] = {**arms[name], "PYTHONPATH": str(args.before)}
+    res: dict = {"machine": machine(), "load_before": os.getloadavg(), "runs": [], "at_start": args.at_start}
     order = list(arms)
     for size in args.sizes.split(","):
         for start in range(args.starts):
             for i in range(len(order)):
                 arm = order[(start + i) % len(order)]
                 qs = [QUERIES[(start * 3 + j) % len(QUERIES)] for j in range(args.queries)]
-                res["runs"].append(one_app(arm, arms[arm], vault, size, qs, args.quiet, args.timeout))
+                res["runs"].append(
+                    one_app(arm, arms[arm], vault, size, qs, args.quiet, args.timeout, args.at_start)
+                )
     res["load_after"] = os.getloadavg()
     if proc is not None:
         proc.terminate()
@@ -167,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
                 xs2 = [x for x in xs if x is not None]
                 return round(statistics.median(xs2), 2) if xs2 else None
 
+            launched = [r["from_launch"] for r in runs if "from_launch" in r]
             summary[f"{arm} {size}"] = {
+                "launch_to_first_s": med([x["first_s"] for x in launched]),
+                "launch_to_settled_s": med([x["settled_s"] for x in launched]),
                 "open_s": med([r["open_s"] for r in runs]),
                 "first_search_first_s": med([q["first_s"] for q in firsts]),
                 "first_search_settled_s": med([q["settled_s"] for q in firsts]),

@@ -221,6 +221,8 @@ class ExperimentalSettings:
     """Share of a turn's fused score the next turn gains when it asks a person the query names (0: off)."""
     asking_discount: Annotated[float, Range(0, 1)] = 0.2
     """Share of its fused score such an asking turn loses (the answer is in the reply)."""
+    turn_rescore: bool = True
+    """Re-order the first fused conversation turns by the turn model (explorer.search.rescore)."""
     dialog_words: Annotated[float, Range(0, 10)] = 0.5
     """Share of the adjacent turns' words in a turn's BM25 document (0: its own words only)."""
     recency_weight: Annotated[float, Range(0, 1)] = 0.1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -267,6 +268,96 @@ def test_read_your_writes_and_deletes(tmp_path: Path, lite_db: str, embedder) ->
             ),
         )
         assert rows == []
+    finally:
+        index.close()
+
+
+def test_an_app_index_answers_from_its_own_index_until_the_engine_is_current(
+    tmp_path: Path, embedder
+) -> None:
+    """An app's (interactive) index opens without waiting for the engine: while the engine is not yet
+    connected, warm and synced, this vault's searches are answered from the vault's own index (the
+    same results as the local backend, no engine search); a fault then is met by the search, naming
+    the URI; once a real engine serves at that URI, the collection catches up and searches go to it."""
+    if not MILVUS_LITE.exists():
+        pytest.skip("milvus-lite server is not installed")
+    from explorer.index.vault_index import VaultIndex
+
+    vault = write_notes(tmp_path / "vault", NOTES)
+    local_settings = replace(Settings(), index=replace(Settings().index, cache_dir=str(tmp_path / "c1")))
+    local = VaultIndex(vault, local_settings, embedder=embedder)
+    local.open()
+    local.embed_pending()
+    local.close()
+    shutil.copytree(tmp_path / "c1", tmp_path / "c2")  # the vectors are in both caches: nothing to embed
+    local = VaultIndex(vault, local_settings, embedder=embedder)
+    local.open()
+    server = LiteServer(tmp_path / "engine")
+    stalled = socket.socket()  # an engine that accepts the connection and never answers
+    stalled.bind(("127.0.0.1", server.port))
+    stalled.listen()
+    index = new_index(
+        vault, milvus_settings(server.uri, tmp_path / "c2"), embedder=embedder, interactive=True
+    )
+    assert isinstance(index, MilvusIndex)
+    said: list[str] = []
+    index.on_message = said.append
+    index.retry_seconds = 0.3
+    queries = ("black hole light", "sourdough starter", "长城", "tag:baking proof")
+    try:
+        index.open()  # returns with the vault's own index: the engine is still connecting
+        assert not index.pending() and index.answers_locally()
+        for query in queries:
+            a = make_pipeline(local, local.settings).search(query)
+            b = make_pipeline(index, index.settings).search(query)
+            assert [r.node_id for r in a.results] == [r.node_id for r in b.results], query
+        assert index.engine.calls.get("search", 0) == 0
+        assert wait_until(lambda: bool(index.engine_fault), 60)  # the stalled engine timed out
+        assert not index.answers_locally() and any(server.uri in m for m in said)
+        with pytest.raises(BackendError, match=r"127.0.0.1"):
+            make_pipeline(index, index.settings).search("lunar craters")
+        stalled.close()
+        server.start()
+        assert wait_until(lambda: index.engine_current and not index.engine_fault, 120), index.engine_fault
+        for query in queries:
+            a = make_pipeline(local, local.settings).search(query)
+            b = make_pipeline(index, index.settings).search(query)
+            assert [r.node_id for r in a.results] == [r.node_id for r in b.results], query
+            for x, y in zip(a.results, b.results):
+                assert x.score == pytest.approx(y.score, abs=1e-4)
+        assert index.engine.calls.get("search", 0) > 0
+    finally:
+        stalled.close()
+        index.close()
+        local.close()
+        server.stop()
+
+
+def test_an_app_index_starts_its_engine_after_its_first_search(
+    tmp_path: Path, lite_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app's index leaves the engine alone until its first search (answered from the vault's own
+    index) is over: the engine's start would share the interpreter with that search. Then the engine
+    connects, warms up, takes this vault's rows, and the next searches go to it."""
+    import explorer.index.milvus.index as milvus_index
+
+    monkeypatch.setattr(milvus_index, "ENGINE_START_DELAY_S", 600.0)  # only the search starts it here
+    vault = write_notes(tmp_path / "vault", NOTES)
+    index = new_index(vault, milvus_settings(lite_db, tmp_path / "cache", embeddings=False), interactive=True)
+    assert isinstance(index, MilvusIndex)
+    try:
+        index.open()
+        pipe = make_pipeline(index, index.settings)
+        assert index.engine.calls == {}  # not even connected
+        assert pipe.search("sourdough starter").results[0].document_path == "cook/bread.md"
+        assert wait_until(lambda: index.engine_current, 120)
+        assert index.engine.calls.get("warm") == 2 and "search" not in index.engine.calls
+        assert pipe.search("lunar craters").results[0].document_path == "astro/moon.md"
+        assert index.engine.calls.get("search", 0) > 0  # through the engine now, which holds the vault
+        rows = index.engine.call(
+            "q", lambda c: c.query(index.engine.collection, filter="", output_fields=["node_id"], limit=100)
+        )
+        assert sorted(r["node_id"] for r in rows) == sorted(index.shards)
     finally:
         index.close()
 
@@ -603,6 +694,8 @@ def test_the_app_keeps_its_last_results_when_the_engine_goes_away(tmp_path: Path
         app = make_app(vault, embedder, tmp_path, settings=settings)
         async with app.run_test(size=SIZE) as pilot:
             await settle(app, pilot)
+            # Until the engine is warm and holds the vault, the app answers from the vault's own index.
+            await wait_for(pilot, lambda: app.index.engine_current, timeout=60)
             shown = await search(app, pilot, "black hole")
             assert shown.results and shown.results[0].document_path == "astro/holes.md"
             server.stop()

@@ -25,13 +25,23 @@ def _to_stderr(message: str) -> None:
 
 
 def new_index(
-    vault: Path, settings: Settings, on_message: Callable[[str], None] | None = None, embedder: Any = None
+    vault: Path,
+    settings: Settings,
+    on_message: Callable[[str], None] | None = None,
+    embedder: Any = None,
+    interactive: bool = False,
 ) -> VaultIndex:
-    """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr)."""
+    """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr).
+
+    `interactive`: an app's index (a Milvus-backed one answers from the vault's own index until its
+    engine is ready: `MilvusIndex.interactive`).
+    """
     if settings.index.backend == "milvus":
         from explorer.index.milvus import MilvusIndex
 
-        return MilvusIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
+        return MilvusIndex(
+            vault, settings, embedder=embedder, on_message=on_message or _to_stderr, interactive=interactive
+        )
     from explorer.index.vault_index import VaultIndex
 
     return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)

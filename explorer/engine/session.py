@@ -226,6 +226,8 @@ class Session:
         pipeline_factory: Builds the pipeline (default `explorer.engine.make_pipeline`).
         hooks: What the front end wants to hear (called from session threads).
         on_message: Store and model messages of the index the session opens (default: stderr).
+        interactive: The app's session: its index may answer from the vault's own index while a
+            backend engine gets ready (`explorer.engine.build.new_index`).
     """
 
     def __init__(
@@ -238,8 +240,10 @@ class Session:
         pipeline_factory: PipelineFactory | None = None,
         hooks: SessionHooks | None = None,
         on_message: Callable[[str], None] | None = None,
+        interactive: bool = False,
     ) -> None:
         self.vault = Path(vault)
+        self._interactive = interactive
         self.settings = settings
         self.hooks = hooks or SessionHooks()
         self._given_index = index
@@ -276,7 +280,9 @@ class Session:
         index = self.index
         try:
             if index is None:
-                index = new_index(self.vault, self.settings, self._on_message, self._embedder)
+                index = new_index(
+                    self.vault, self.settings, self._on_message, self._embedder, interactive=self._interactive
+                )
                 if load_model:
                     index.load_model_in_background()
                 if not defer:

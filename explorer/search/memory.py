@@ -160,6 +160,8 @@ class Dialog:
         self.days: dict[str, date] = {}
         self.following: dict[str, str] = {}
         """Turn path -> the next turn of its session (the reply to it), when the index holds one."""
+        self.sessions: dict[str, object] = {}
+        """Turn path -> its recorded session (frontmatter, then metadata `session`)."""
         numbers: dict[str, int] = {}
         for path in self.neighbours:
             note = (notes or {}).get(path)
@@ -170,6 +172,11 @@ class Dialog:
             number = _turn_number(path, fm, meta)
             if number is not None:
                 numbers[path] = number
+            for source in (fm, meta):
+                session = source.get("session")
+                if isinstance(session, (int, str)) and not isinstance(session, bool):
+                    self.sessions[path] = session
+                    break
             day = note_day(fm.get("date")) or note_day(meta.get("timestamp"))
             if day is not None:
                 self.days[path] = day

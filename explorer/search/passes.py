@@ -20,10 +20,11 @@ from explorer.config import Settings
 from explorer.index.backend import Snapshot
 from explorer.search.fusion import Entry, aggregate, rrf, score_fusion
 from explorer.search.llm import Budget
-from explorer.search.memory import Dialog, lift_answers, lift_by_date
+from explorer.search.memory import Dialog, Owners, lift_answers, lift_by_date
 from explorer.search.notefilters import recency_factor
 from explorer.search.quality import COS_FLOOR, SUFFICIENT, assess
 from explorer.search.query import ParsedQuery
+from explorer.search.rescore import rescore_turns, skips_rescore
 from explorer.search.results import ResultBuilder
 from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import PassInfo, Ranking, SearchResults
@@ -78,6 +79,8 @@ class Run:
     """Adjacent conversation turns of the index version searched."""
     spans: list[Span] = field(default_factory=list)
     """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
+    owners: Owners | None = None
+    """Owners of the notes of the index version searched (explorer.search.memory)."""
     fusion: str = "rrf"
     """`rrf` or `score` (experimental.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None
@@ -307,6 +310,14 @@ class Passes:
         if dialog and run.dialog is not None and run.fusion == "score":
             fused = lift_by_date(fused, snap, run.dialog, run.spans, s.date_weight)
             fused = lift_answers(fused, snap, run.dialog, run.favoured, s.answer_weight, s.asking_discount)
+            # (recall) conversation turns: the first ones re-ordered by the turn model, but for "when" questions
+            if (
+                s.turn_rescore
+                and run.owners is not None
+                and run.dialog.neighbours
+                and not skips_rescore(run.parsed.text)
+            ):
+                fused = rescore_turns(fused, snap, run.dialog, run.owners, run.named, run.qvec)
         shards = snap.shards
 
         def path_of(node_id: str) -> str | None:

@@ -281,6 +281,7 @@ class SearchPipeline:
         """Agent memory: the people the query names (their notes weigh `owner_weight` more) and the dialog."""
         s = self.settings.experimental
         owners, run.dialog = self._memory.get(run.snap)
+        run.owners = owners
         run.fusion = s.fusion if s.fusion != "auto" else ("score" if run.dialog.neighbours else "rrf")
         if run.fusion == "score":
             # Cosines count from the floor of unrelated texts, so the dense rankings reach down to it.

@@ -127,6 +127,7 @@ class ExplorerApp(App[int]):
             embedder=embedder,
             pipeline_factory=pipeline_factory,
             on_message=self.notify_any_thread,
+            interactive=True,
             hooks=SessionHooks(
                 on_batch=self._session_batch,
                 on_watcher=self._watch_state,

@@ -16,6 +16,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -158,6 +159,85 @@ class Engine:
         self._lock = threading.RLock()
         self.calls: dict[str, int] = {}
         """Engine calls made, by kind (search, read, insert, ...): what a benchmark counts per search."""
+        self._starter: threading.Thread | None = None
+        self._warmer: threading.Thread | None = None
+        self._warm_wanted = False
+        self._start_lock = threading.Lock()
+        self._warm_done = threading.Event()
+        self._closing = threading.Event()
+
+    # -- starting early -----------------------------------------------------------------------
+    def start(self, warm: bool = True) -> None:
+        """Connect (and with `warm`, warm up) in a background thread, at most once; `client` and
+        `wait_warm` wait for it.
+
+        Importing pymilvus, opening the collection and Milvus Lite's first BM25 and vector
+        searches take seconds; started as the process starts, they overlap whatever the process
+        does meanwhile (its own index, the model, the app's screen). A fault is left for the
+        next `client()` to meet again and raise.
+        """
+        with self._start_lock:  # not `_lock`, which a connection holds until it is made
+            if self._starter is not None:
+                return
+            self._warm_wanted = warm
+            self._starter = threading.Thread(
+                target=self._start, args=(warm,), name="explorer-milvus-start", daemon=True
+            )
+        self._starter.start()
+
+    def _start(self, warm: bool) -> None:
+        try:
+            self.client()
+        except BackendError:
+            self._warm_done.set()
+            return
+        if warm:
+            self.warm()
+
+    def warm_later(self) -> None:
+        """Warm up in a background thread now (a `start` without warm-up left it for later)."""
+        with self._start_lock:
+            if self._warmer is not None or self._warm_wanted:
+                return
+            self._warm_wanted = True
+            self._warmer = threading.Thread(target=self.warm, name="explorer-milvus-warm", daemon=True)
+        self._warmer.start()
+
+    def warm(self) -> None:
+        """Make the engine ready for a first search: one limit-1 BM25 and one vector search.
+
+        Milvus Lite builds a segment's BM25 index on the first BM25 search of that segment
+        (1.7-3.1 s at 12k shards, for every row whatever the filter) and reads a vector index on
+        the first vector search. The first real search waits for this (`wait_warm`) rather than
+        building the same index a second time beside it. A fault is left for that search to meet.
+        """
+        try:
+            for field, data, params in (
+                ("sparse", ["warm"], BM25_PARAMS),
+                ("vector", [[1.0] + [0.0] * (DIM - 1)], COSINE_PARAMS),
+            ):
+                if self._closing.is_set():
+                    return
+                self.call(
+                    "warm",
+                    methodcaller(
+                        "search", self.collection, data=data, anns_field=field, limit=1, search_params=params
+                    ),
+                )
+        except BackendError:
+            pass
+        finally:
+            self._warm_done.set()
+
+    def wait_warm(self, seconds: float = 30.0) -> None:
+        """Wait for the warm-up (at most `seconds`; at once when none was started)."""
+        if self._warm_wanted and threading.current_thread() not in (self._starter, self._warmer):
+            self._warm_done.wait(seconds)
+
+    @property
+    def warmed(self) -> bool:
+        """Whether the warm-up `start` began is over (connected and warm, or failed)."""
+        return self._warm_done.is_set()
 
     @property
     def label(self) -> str:
@@ -445,7 +525,10 @@ class Engine:
             why, cause = self._why(exc)
             raise self.fail(f"{what} failed: {why}", cause) from None
 
-    def close(self) -> None:
+    def close(self, final: bool = False) -> None:
+        """Close the connection (the next call connects again); `final`: the owner closes, no warm-up goes on."""
+        if final:
+            self._closing.set()
         with self._lock:
             client, self._client, self._ready = self._client, None, False
         if client is not None:

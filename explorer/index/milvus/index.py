@@ -24,8 +24,6 @@ import numpy as np
 from explorer.index.backend import ALL_VAULTS, Scope
 from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
-    BM25_PARAMS,
-    COSINE_PARAMS,
     DIM,
     FIELDS,
     MAX_LIMIT,
@@ -55,6 +53,11 @@ if TYPE_CHECKING:
     from explorer.index.embed import Embedder
 
 
+ENGINE_START_DELAY_S = 2.0
+"""An interactive index's engine starts at the latest this long after the open (sooner after a first
+search). Not tuned: about the time an app takes from its open to a first search typed at once."""
+
+
 class MilvusIndex(VaultIndex):
     """A `VaultIndex` whose rankings a Milvus collection serves (explorer.index.backend.IndexBackend)."""
 
@@ -66,10 +69,15 @@ class MilvusIndex(VaultIndex):
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         on_message: Callable[[str], None] | None = None,
+        interactive: bool = False,
     ) -> None:
         super().__init__(root, settings, embedder=embedder, on_message=on_message)
         ix = self.settings.index
         self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
+        self.interactive = interactive
+        """An app's index: `open` returns once the engine is connected, and this vault's searches are
+        answered from the vault's own index until the engine is warm and holds this vault's state
+        (`engine_current`); a command's `open` brings the collection up to date before it returns."""
         self.answers = Answers()
         """Engine answers of recent searches (emptied by this writer's own writes)."""
         self.bm25_share = 0.5
@@ -86,10 +94,13 @@ class MilvusIndex(VaultIndex):
         self.engine_fault = ""
         self.retry_seconds = 1.0
         self._opened = False
-        self._warmer: threading.Thread | None = None
-        self._warm_done = threading.Event()
-        self._engine_ready = threading.Event()
-        self._early_fault: BackendError | None = None
+        self._synced = threading.Event()
+        """Set by the first `sync` that brought the collection to this index's state."""
+        self._catch_up: threading.Thread | None = None
+        self._go = threading.Event()
+        """An interactive index's engine may start (`_catch_up_engine`)."""
+        self._caught_up = threading.Event()
+        self._answered_locally = False
         self.borrowed = 0
         self._foreign: dict[tuple[str, str], tuple[float, tuple[Note, list[Shard]] | None]] = {}
         self._foreign_lock = threading.Lock()
@@ -101,83 +112,92 @@ class MilvusIndex(VaultIndex):
 
     # -- writes -------------------------------------------------------------------------------
     def open(self, progress: Any = None) -> Any:
-        """Open as the local backend does, with the engine made ready meanwhile (`_engine_early`)."""
-        if self._warmer is None:
-            self._warmer = threading.Thread(
-                target=self._engine_early, name="explorer-milvus-warm", daemon=True
-            )
-            self._warmer.start()
+        """Open as the local backend does, the engine connecting meanwhile (`Engine.start`).
+
+        A command's open then waits for the engine (raising BackendError, naming the URI, when
+        it cannot serve) and brings this vault's rows of the collection up to date (`sync`). An
+        interactive open returns with the vault's own index alone and leaves the engine to a
+        background thread (`_catch_up_engine`); a fault there is said through `on_message` and
+        met by the next search, as any later fault is.
+        """
+        if not self.interactive:
+            self.engine.start(warm=False)
         report = super().open(progress)
-        self._engine_ready.wait()
         self._opened = True
-        if self._early_fault is not None:
-            fault, self._early_fault = self._early_fault, None
-            raise fault  # a command fails here, naming the URI, when the engine cannot serve
+        if self.interactive:
+            self._catch_up = threading.Thread(
+                target=self._catch_up_engine, name="explorer-milvus-sync", daemon=True
+            )
+            self._catch_up.start()
+            return report
+        self.engine.client()  # waits for the connection the start began; a fault is raised here
+        self._said_migrated()
         self.sync()
+        self.engine.warm_later()  # after the state read: the two would share one interpreter
+        return report
+
+    def _catch_up_engine(self) -> None:
+        """An interactive open's background part: start the engine, warm it up, read this vault's row
+        state and sync; then this vault's searches go to the engine.
+
+        The engine starts once the first search answered from the vault's own index is over, or
+        `ENGINE_START_DELAY_S` after the open when none comes first: importing pymilvus, opening
+        the collection, Milvus Lite's warm-up (in process) and reading the row state take seconds
+        of the same interpreter that the app's start, the model and that search need
+        (BENCHMARKS.md, the Milvus backend's fifth round).
+        """
+        try:
+            self._go.wait(ENGINE_START_DELAY_S)
+            self._go.set()
+            if self._closing.is_set():
+                return
+            self.engine.start(warm=True)
+            self.engine.wait_warm()
+            if self._closing.is_set():
+                return
+            self._sync_soft()
+            self._said_migrated()
+        finally:
+            self._caught_up.set()
+
+    def _said_migrated(self) -> None:
         if self.engine.migrated:
             self.on_message(
                 f"milvus at {self.engine.label}: {self.engine.migrated} rows of collection "
                 f"{self.engine.collection!r} moved to the search and text collections (one time)"
             )
-        return report
 
-    def _engine_early(self) -> None:
-        """While the vault's own index opens: connect, read this vault's rows' state, then warm up."""
-        try:
-            self.engine.client()
-            with self._sync_lock:
-                if self._pushed is None:
-                    self._pushed = self._read_pushed()
-        except BackendError as exc:
-            self._early_fault = exc
-            self._warm_done.set()
-            return
-        finally:
-            self._engine_ready.set()
-        self._warm()
+    @property
+    def engine_current(self) -> bool:
+        """Whether the engine is warm and has held this vault's state since the open (a sync completed)."""
+        return self._synced.is_set() and self.engine.warmed
 
-    def _warm(self) -> None:
-        """Make the engine ready for the first search, in the background once connected.
+    def answers_locally(self) -> bool:
+        """Whether this vault's searches are answered from its own index now: an interactive index
+        whose engine is not current yet and has not failed (a fault is met and said by the search)."""
+        local = self.interactive and not self.engine_fault and not self.engine_current
+        if local:
+            self._answered_locally = True
+        return local
 
-        Milvus Lite builds a segment's BM25 index on the first BM25 search (1.9 s at 12k shards)
-        and reads a vector index on the first vector search: one cheap search of each, limit 1,
-        on this vault's rows. The first real search waits for this (`wait_warm`) rather than
-        building the same index a second time beside it. A fault is left for that search to meet.
-        """
-        name, expr = self.engine.collection, f"vault == {quote(self.vault_name)}"
-        try:
-            for field, data, params in (
-                ("sparse", ["warm"], BM25_PARAMS),
-                ("vector", [[1.0] + [0.0] * (DIM - 1)], COSINE_PARAMS),
-            ):
-                if self._closing.is_set():
-                    return
-                self.engine.call(
-                    "warm",
-                    methodcaller(
-                        "search",
-                        name,
-                        data=data,
-                        anns_field=field,
-                        limit=1,
-                        filter=expr,
-                        search_params=params,
-                    ),
-                )
-        except BackendError:
-            pass
-        finally:
-            self._warm_done.set()
+    def view_released(self) -> None:
+        """A view of this index was released: after a search answered from the vault's own index,
+        the engine's start (`_catch_up_engine`) need wait no longer."""
+        if self._answered_locally:
+            self._go.set()
 
     def wait_warm(self, seconds: float = 30.0) -> None:
-        """Wait for the warm-up started at open (at most `seconds`)."""
-        if self._warmer is not None and self._warmer is not threading.current_thread():
-            self._warm_done.wait(seconds)
+        """Wait for the engine's warm-up (at most `seconds`)."""
+        self.engine.wait_warm(seconds)
 
     def _batch_applied(self) -> None:
         self._sync_soft()
 
     def embed_pending(self, *args: Any, **kwargs: Any) -> int:
+        if self.interactive and self.pending():
+            # Vectors may be borrowed from the collection: the engine starts now, and is waited for.
+            self._go.set()
+            self._caught_up.wait(60.0)
         borrowed = self.borrow_vectors()
         done = super().embed_pending(*args, **kwargs)
         if done or borrowed:
@@ -238,6 +258,8 @@ class MilvusIndex(VaultIndex):
         """`sync`, an engine fault kept for the retry loop instead of raised."""
         if not self._opened:
             return  # `open` syncs once, at its end, and raises
+        if self.interactive and not self._go.is_set():
+            return  # the engine has not started: `_catch_up_engine` syncs every change so far
         try:
             self.sync()
         except BackendError as exc:
@@ -278,6 +300,7 @@ class MilvusIndex(VaultIndex):
             self.behind = len(changed) + len(gone)
             if not changed and not gone:
                 self.engine_fault = ""
+                self._synced.set()
                 return 0
             name, text_name = self.engine.collection, self.engine.text_collection
             # Shards new to the collection are inserted (an upsert looks each key up first: slower).
@@ -313,6 +336,7 @@ class MilvusIndex(VaultIndex):
             self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
             self.behind = 0
             self.engine_fault = ""
+            self._synced.set()
             self._written()
             return len(changed) + len(gone)
 
@@ -461,10 +485,11 @@ class MilvusIndex(VaultIndex):
 
     def close(self, exiting: bool = False) -> None:
         self._closing.set()
+        self._go.set()
         try:
             super().close(exiting)
         finally:
-            self.engine.close()
+            self.engine.close(final=True)
 
 
 def wait_until(check: Callable[[], bool], seconds: float) -> bool:

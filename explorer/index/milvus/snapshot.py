@@ -49,6 +49,10 @@ class _Owner(Protocol):
 
     def wait_warm(self, seconds: float = 30.0) -> None: ...
 
+    def answers_locally(self) -> bool: ...
+
+    def view_released(self) -> None: ...
+
 
 class MilvusSnapshot(LocalSnapshot):
     """A `MilvusIndex` at one version: the BM25 and vector rankings come from the collection.
@@ -67,6 +71,11 @@ class MilvusSnapshot(LocalSnapshot):
     @property
     def _index(self) -> _Owner:
         return self._owner  # type: ignore[return-value]
+
+    def release(self) -> None:
+        if not self._released:
+            self._index.view_released()
+        super().release()
 
     # -- the hooks a wider view overrides -----------------------------------------------------
     def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
@@ -87,6 +96,12 @@ class MilvusSnapshot(LocalSnapshot):
             pks = ", ".join(quote(shard_pk(own, n)) for n in sorted(allowed.node_ids))
             expr = allowed.prepared["milvus"] = f"pk in [{pks}]"
         return str(expr)
+
+    def _local(self) -> bool:
+        """Whether this view's rankings come from the vault's own index now (`MilvusIndex.answers_locally`:
+        an app's first searches while the engine warms up). They are the rankings the engine's
+        candidates give once rescored here: the engine's rows of this vault are this index's shards."""
+        return self._index.answers_locally()
 
     def _searchable(self, allowed: Restriction | None) -> bool:
         """Whether a restriction leaves this view anything to ask the engine for."""
@@ -185,6 +200,8 @@ class MilvusSnapshot(LocalSnapshot):
         ranking lists). The engine is first asked for fewer rows (`_bm25_first`); a list whose
         first rows do not settle its ranking (`_bm25_settled`) is asked again for all `k`.
         """
+        if self._local():
+            return [LocalSnapshot.bm25_top(self, tokens, k, allowed) for tokens in queries]
         out: list[list[Hit]] = [[] for _ in queries]
         asked = [i for i, toks in enumerate(queries) if toks]
         if not asked or k <= 0 or not self._searchable(allowed):
@@ -260,6 +277,8 @@ class MilvusSnapshot(LocalSnapshot):
         """
         if context:
             return self._context_top(queries, k, floor, allowed)
+        if self._local():
+            return LocalSnapshot.vector_top(self, queries, k, floor, allowed)
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if not len(q) or k <= 0 or not self._searchable(allowed):
             return [[] for _ in range(len(q))]

@@ -352,6 +352,9 @@ class TeamSnapshot(MilvusSnapshot):
             k  # other vaults' rows are scored with this vault's statistics: the engine's order differs more
         )
 
+    def _local(self) -> bool:
+        return False  # other vaults' rows are the engine's alone
+
     def _searchable(self, allowed: Restriction | None) -> bool:
         return True  # a restriction narrows this vault's rows; other vaults' rows stay searchable
 

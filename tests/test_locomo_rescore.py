@@ -1,0 +1,122 @@
+"""Conversation turns re-ordered by the turn model (explorer.search.rescore), through the real pipeline and model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import write_notes
+from explorer.config import load_settings
+from explorer.index.vault_index import VaultIndex
+from explorer.search.pipeline import SearchPipeline
+from explorer.search.rescore import skips_rescore
+
+
+def _turn(number: int, speaker: str, session: int, text: str) -> tuple[str, str]:
+    front = (
+        f"---\nturn_id: {number}\nspeaker: {speaker}\nsession: {session}\ndate: 2023-05-{session:02d}\n---\n"
+    )
+    return f"Users/{speaker}/turns/turn_{number:06d}/context.md", f"{front}{speaker}: {text}\n"
+
+
+_SAID = [
+    ("Ana", "I went swimming with the kids this morning, the water was cold but lovely."),
+    ("Ben", "Nice! What other activities do you do on weekends?"),
+    ("Ana", "Pottery! I made a bowl last week and I love it so much."),
+    ("Ben", "I only watch football."),
+    ("Ana", "We went camping in the mountains, the kids loved the campfire."),
+    ("Ben", "Activities like that sound fun. I should find some activities too."),
+    ("Ana", "I also started painting sunsets, it calms me down after work."),
+    ("Ben", "Do you like running?"),
+    ("Ana", "Running is not for me, but I do yoga twice a week."),
+    ("Ben", "My new job starts on Monday, I am nervous."),
+    ("Ana", "You will do great, I believe in you."),
+    ("Ben", "Thanks. The weather is awful today."),
+    ("Ana", "Our garden has tomatoes and basil now."),
+    ("Ben", "I bought a new bike for the commute."),
+]
+TURNS = dict(_turn(i + 1, who, 1 + i // 4, text) for i, (who, text) in enumerate(_SAID))
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory, embedder):
+    vault = write_notes(tmp_path_factory.mktemp("turns") / "v", TURNS)
+    ix = VaultIndex(vault, load_settings(vault), embedder=embedder)
+    ix.open()
+    ix.embed_pending()
+    yield ix
+    ix.close()
+
+
+def _search(index: VaultIndex, query: str, **overrides):
+    settings = index.settings.with_overrides(overrides) if overrides else index.settings
+    return SearchPipeline(index, settings).search(query, k=10, two_pass=False)
+
+
+def _searched(res) -> list:
+    return [r for r in res.results if r.source == "search"]
+
+
+def test_a_list_question_reorders_the_turns_and_keeps_the_fused_scores(index: VaultIndex) -> None:
+    query = "What activities does Ana do?"
+    on = _searched(_search(index, query))
+    off = _searched(_search(index, query, **{"experimental.turn_rescore": False}))
+    assert [r.document_path for r in on] != [r.document_path for r in off]  # the order moved
+    # the scores stay those the fusion gave, each now held by the turn placed there
+    assert [r.score for r in on] == pytest.approx([r.score for r in off])
+    moved = [r for r in on for c in r.explanation.contributions if c.retriever == "rescore"]
+    assert moved
+    for r in on:  # the explanation still sums to the score
+        assert r.rrf_score == pytest.approx(sum(c.contribution for c in r.explanation.contributions))
+
+    def place(results, text: str) -> int:
+        return next(i for i, r in enumerate(results) if text in r.snippet or text in r.context_shards[0].text)
+
+    # a short turn of someone the question does not name goes down, and the named person's turns
+    # fill more of the first places
+    assert place(on, "I only watch football") > place(off, "I only watch football")
+
+    def anas(results) -> int:
+        return sum(r.document_path.startswith("Users/Ana/") for r in results[:8])
+
+    assert anas(on) > anas(off)
+
+
+def test_when_questions_unnamed_vaults_and_no_model_keep_the_fused_order(index: VaultIndex) -> None:
+    assert skips_rescore("When did Ana go camping?")
+    assert skips_rescore("In what year did Ben start his job? How long ago?")
+    assert not skips_rescore("What activities does Ana do?")
+    for query, extra in (
+        ("When did Ana go camping?", {}),
+        ("What activities does Ana do?", {"experimental.dialog_words": 0.0, "experimental.fusion": "rrf"}),
+    ):
+        on = _search(index, query, **extra)
+        off = _search(index, query, **{**extra, "experimental.turn_rescore": False})
+        assert [(r.document_path, r.score) for r in _searched(on)] == [
+            (r.document_path, r.score) for r in _searched(off)
+        ]
+        assert not any(c.retriever == "rescore" for r in _searched(on) for c in r.explanation.contributions)
+
+
+def test_bm25_only_vault_keeps_the_fused_order(tmp_path: Path) -> None:
+    vault = write_notes(tmp_path / "v", TURNS)
+    ix = VaultIndex(vault, load_settings(vault, {"index.embeddings": False}))
+    ix.open()
+    try:
+        on = _search(ix, "What activities does Ana do?")
+        off = _search(ix, "What activities does Ana do?", **{"experimental.turn_rescore": False})
+        assert [r.document_path for r in _searched(on)] == [r.document_path for r in _searched(off)]
+    finally:
+        ix.close()
+
+
+def test_a_notes_vault_is_untouched(sample_index) -> None:
+    for query in ("hamster diet", "what did I write about sourdough?", "meeting notes"):
+        on = SearchPipeline(sample_index, sample_index.settings).search(query, k=10)
+        off = SearchPipeline(
+            sample_index, sample_index.settings.with_overrides({"experimental.turn_rescore": False})
+        ).search(query, k=10)
+        assert [(r.document_path, r.score) for r in on.results] == [
+            (r.document_path, r.score) for r in off.results
+        ]
