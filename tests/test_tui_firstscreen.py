@@ -27,6 +27,10 @@ from explorer.tui.widgets.context_pane import ContextPane, context_window
 from explorer.tui.widgets.results import ResultsList
 from explorer.vault.external import wikilink
 
+DEEP_KB = 20
+"""Size of the notes opened deep (a place past `note.DEEP_OPEN_CHARS`, several parts above it): the
+split does not depend on the size, and a larger note only takes longer to come in whole."""
+
 
 @sync
 async def test_context_pane_draws_the_windows_the_search_computed(
@@ -250,10 +254,10 @@ async def test_quitting_while_a_note_opens_leaves_the_garbage_collector_on(
 async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
     tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
-    """A 60 KB note opened at a cursor three quarters down (a search result's passage): the first frame
+    """A long note opened at a cursor three quarters down (a search result's passage): the first frame
     reads the note up to a screenful past the place, not the whole note; the view is scrolled to the
     place's paragraph, and it stays on screen while the rest is appended below."""
-    long = make_note(60)
+    long = make_note(DEEP_KB)
     marker = "Zebra quokka passage at the cursor."
     at = long.index("\n## Section", len(long) * 3 // 4)
     long = long[:at] + "\n\n" + marker + "\n" + long[at:]
@@ -309,16 +313,16 @@ def _row(block: MarkdownBlock, scroll: Any) -> int:
 
 
 @sync
-async def test_a_note_opened_near_its_end_draws_the_part_around_the_place_and_keeps_it_there(
+async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place_and_keeps_it_there(
     tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
-    """A 60 KB note (frontmatter, an embed near its top) opened at a cursor near its end: the first
+    """A long note (frontmatter, an embed near its top) opened at a cursor three quarters down: the first
     frame's Markdown starts at the place's paragraph (not at the note's start) with the place on screen;
     the part above goes in above it while the place keeps its screen row; at the end the view holds the
     whole note's Markdown, and copy-link names the passage at the cursor."""
-    long = make_note(60).replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
+    long = make_note(DEEP_KB).replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
     marker = "Zebra quokka passage at the cursor."
-    at = long.index("\n## Section", len(long) * 9 // 10)
+    at = long.index("\n## Section", len(long) * 3 // 4)
     long = long[:at] + "\n\n" + marker + "\n" + long[at:]
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/deep.md").write_text(long, encoding="utf-8")
@@ -336,7 +340,11 @@ async def test_a_note_opened_near_its_end_draws_the_part_around_the_place_and_ke
         md = screen.query_one("#note-md", Markdown)
         # The first frame, as drawn: the place's part only, the place on screen.
         first = screen.first_screen_source or ""
-        assert first.startswith(marker) and "# Long note 60 KB" not in first and "embedded from" not in first
+        assert (
+            first.startswith(marker)
+            and f"# Long note {DEEP_KB} KB" not in first
+            and "embedded from" not in first
+        )
         above = screen.query_one("#note-above", Markdown)
         assert not above.source
         place = _top_block(md, marker)
@@ -382,7 +390,7 @@ async def test_keys_pressed_while_the_part_above_comes_in_win(
 ) -> None:
     """Opened deep, the view scrolled down a row before the part above is in stays a row down from the
     place's first row; `home` pressed then stays at the note's top when the part above arrives."""
-    long = make_note(60)
+    long = make_note(DEEP_KB)
     marker = "Zebra quokka passage at the cursor."
     at = long.index("\n## Section", len(long) * 3 // 4)
     long = long[:at] + "\n\n" + marker + "\n" + long[at:]
@@ -410,7 +418,7 @@ async def test_keys_pressed_while_the_part_above_comes_in_win(
                 assert _row(place, scroll) == row - 1
             else:
                 assert scroll.scroll_offset.y == 0
-                assert "Long note 60 KB" in screen.query_one("#note-above", Markdown).source
+                assert f"Long note {DEEP_KB} KB" in screen.query_one("#note-above", Markdown).source
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
 
@@ -439,7 +447,7 @@ async def test_a_deep_open_splits_no_list_code_fence_or_table(
     )
     code = "\n".join(["```python", *(f"x{n} = {n}\n" for n in range(15)), "```"])
     table = "\n".join(["| key | value |", "|---|---|", *(f"| k{n} | v{n} |" for n in range(12))])
-    long = make_note(40)
+    long = make_note(DEEP_KB)
     at = long.index("\n## Section", len(long) * 3 // 4)
     long = long[:at] + f"\n\n{items}\n\nBetween.\n\n{code}\n\nAnd.\n\n{table}\n" + long[at:]
     (tui_vault / "Long").mkdir()
@@ -458,7 +466,7 @@ async def test_a_deep_open_splits_no_list_code_fence_or_table(
             screen = app.screen
             scroll = screen.query_one("#note-scroll")
             md = screen.query_one("#note-md", Markdown)
-            assert "# Long note 40 KB" not in (screen.first_screen_source or "")
+            assert f"# Long note {DEEP_KB} KB" not in (screen.first_screen_source or "")
             shown = [
                 b
                 for b in md.children
