@@ -547,16 +547,26 @@ def latency(
     return report
 
 
-def _vaults(args: argparse.Namespace, work: Path) -> list[tuple[str, Path]]:
-    """The generated vaults asked for (written under `work`), then the vaults named on the command line."""
+def vaults_of(
+    args: argparse.Namespace, work: Path, styles: Sequence[str] | None = None
+) -> list[tuple[str, Path]]:
+    """The generated vaults (of link `styles`, by default as `--links` asks; written under `work`), then
+    the vaults named on the command line; (name, resolved path) each."""
     vaults: list[tuple[str, Path]] = []
     if not args.no_generated:
-        for style in obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,):
+        if styles is None:
+            styles = obsidian_vault.LINK_STYLES if args.links == "both" else (args.links,)
+        for style in styles:
             generated = work / f"obsidian-vault-{args.seed}-{style}"
             obsidian_vault.write(generated, args.seed, links=style)
-            vaults.append((f"generated, {style} links (seed {args.seed})", generated))
+            vaults.append((f"generated, {style} links (seed {args.seed})", generated.resolve()))
     vaults.extend((v.name, v.resolve()) for v in args.vaults)
     return vaults
+
+
+def vault_key(vault: Path) -> str:
+    """A short key of a vault's path: its index cache is `cache-<key>` in the work folder."""
+    return hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -687,10 +697,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{key}: {res[key]}")
     elif args.diagnose:
         rows = []
-        for name, vault in _vaults(args, work):
-            res = diagnose(
-                vault, work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}"
-            )
+        for name, vault in vaults_of(args, work):
+            res = diagnose(vault, work / f"cache-{vault_key(vault)}")
             report[name] = res
             rows.append(
                 [
@@ -716,12 +724,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
     else:
-        vaults = _vaults(args, work)
+        vaults = vaults_of(args, work)
         table = []
         for name, vault in vaults:
             res = quality(
                 vault,
-                work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}",
+                work / f"cache-{vault_key(vault)}",
                 args.scope,
                 False if args.whole_text_vectors else None,
             )

@@ -26,9 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import obsidian_vault
 from benchmarks.common import DEFAULT_OUT, log, markdown_table, offline_environment, write_json
-from benchmarks.link_suggest import FOLDS, K, cases
+from benchmarks.link_suggest import FOLDS, K, cases, vault_key, vaults_of
 
 
 def collect(vault: Path, cache: Path) -> list[dict[str, Any]]:
@@ -134,15 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     offline_environment()
     work = args.out / "link-suggest"
-    vaults: list[tuple[str, Path]] = []
-    if not args.no_generated:
-        generated = work / f"obsidian-vault-{args.seed}-text"
-        obsidian_vault.write(generated, args.seed, links="text")
-        vaults.append((f"generated, text links (seed {args.seed})", generated.resolve()))
-    vaults.extend((v.name, v.resolve()) for v in args.vaults)
+    vaults = vaults_of(args, work, ("text",))
     data = {}
     for name, vault in vaults:
-        key = hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()
+        key = vault_key(vault)
         dump = work / f"learned-{key}{args.tag}.pickle"
         if args.reuse and dump.exists():
             data[name] = pickle.loads(dump.read_bytes())

@@ -26,15 +26,13 @@ vault counted by its links, and each vault counted equally), beside its own best
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import obsidian_vault
 from benchmarks.common import DEFAULT_OUT, log, markdown_table, offline_environment, write_json
-from benchmarks.link_suggest import K, cases
+from benchmarks.link_suggest import K, cases, vault_key, vaults_of
 
 #: Reciprocal-rank fusion constant, as the search's.
 RRF_K = 60
@@ -255,15 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     offline_environment()
     work = args.out / "link-suggest"
-    vaults: list[tuple[str, Path]] = []
-    if not args.no_generated:
-        generated = work / f"obsidian-vault-{args.seed}-text"
-        obsidian_vault.write(generated, args.seed, links="text")
-        vaults.append((f"generated, text links (seed {args.seed})", generated.resolve()))
-    vaults.extend((v.name, v.resolve()) for v in args.vaults)
+    vaults = vaults_of(args, work, ("text",))
     data = {}
     for name, vault in vaults:
-        cache = (work / f"cache-{hashlib.blake2b(str(vault).encode(), digest_size=4).hexdigest()}").resolve()
+        cache = (work / f"cache-{vault_key(vault)}").resolve()
         data[name] = rankings(vault, cache)
     res = evaluate(data)
     table = []
