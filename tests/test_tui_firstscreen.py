@@ -32,6 +32,21 @@ DEEP_KB = 20
 split does not depend on the size, and a larger note only takes longer to come in whole."""
 
 
+MARKER = "Zebra quokka passage at the cursor."
+"""The paragraph a deep open is asked for (`_write_deep_note`)."""
+
+
+def _write_deep_note(vault: Path, path: str, inserted: str, text: str | None = None) -> str:
+    """Write a note of DEEP_KB (or `text`) at `path` in `vault` with `inserted` as paragraphs of their
+    own before the section that starts three quarters down; the note's text."""
+    text = text if text is not None else make_note(DEEP_KB)
+    at = text.index("\n## Section", len(text) * 3 // 4)
+    text = text[:at] + "\n\n" + inserted + "\n" + text[at:]
+    (vault / path).parent.mkdir(parents=True, exist_ok=True)
+    (vault / path).write_text(text, encoding="utf-8")
+    return text
+
+
 @sync
 async def test_context_pane_draws_the_windows_the_search_computed(
     tui_vault: Path, embedder, tmp_path: Path
@@ -257,12 +272,8 @@ async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
     """A long note opened at a cursor three quarters down (a search result's passage): the first frame
     reads the note up to a screenful past the place, not the whole note; the view is scrolled to the
     place's paragraph, and it stays on screen while the rest is appended below."""
-    long = make_note(DEEP_KB)
-    marker = "Zebra quokka passage at the cursor."
-    at = long.index("\n## Section", len(long) * 3 // 4)
-    long = long[:at] + "\n\n" + marker + "\n" + long[at:]
-    (tui_vault / "Long").mkdir()
-    (tui_vault / "Long/deep.md").write_text(long, encoding="utf-8")
+    marker = MARKER
+    long = _write_deep_note(tui_vault, "Long/deep.md", marker)
     last = long[long.rindex("## Section") :].split("\n")[0]
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -320,12 +331,11 @@ async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place
     frame's Markdown starts at the place's paragraph (not at the note's start) with the place on screen;
     the part above goes in above it while the place keeps its screen row; at the end the view holds the
     whole note's Markdown, and copy-link names the passage at the cursor."""
-    long = make_note(DEEP_KB).replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
-    marker = "Zebra quokka passage at the cursor."
-    at = long.index("\n## Section", len(long) * 3 // 4)
-    long = long[:at] + "\n\n" + marker + "\n" + long[at:]
-    (tui_vault / "Long").mkdir()
-    (tui_vault / "Long/deep.md").write_text(long, encoding="utf-8")
+    marker = MARKER
+    embed = "## Section 1\n\n![[hamster-cages-and-bedding]]\n"
+    long = _write_deep_note(
+        tui_vault, "Long/deep.md", marker, make_note(DEEP_KB).replace("## Section 1\n", embed, 1)
+    )
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -390,12 +400,8 @@ async def test_keys_pressed_while_the_part_above_comes_in_win(
 ) -> None:
     """Opened deep, the view scrolled down a row before the part above is in stays a row down from the
     place's first row; `home` pressed then stays at the note's top when the part above arrives."""
-    long = make_note(DEEP_KB)
-    marker = "Zebra quokka passage at the cursor."
-    at = long.index("\n## Section", len(long) * 3 // 4)
-    long = long[:at] + "\n\n" + marker + "\n" + long[at:]
-    (tui_vault / "Long").mkdir()
-    (tui_vault / "Long/deep.md").write_text(long, encoding="utf-8")
+    marker = MARKER
+    long = _write_deep_note(tui_vault, "Long/deep.md", marker)
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -447,11 +453,7 @@ async def test_a_deep_open_splits_no_list_code_fence_or_table(
     )
     code = "\n".join(["```python", *(f"x{n} = {n}\n" for n in range(15)), "```"])
     table = "\n".join(["| key | value |", "|---|---|", *(f"| k{n} | v{n} |" for n in range(12))])
-    long = make_note(DEEP_KB)
-    at = long.index("\n## Section", len(long) * 3 // 4)
-    long = long[:at] + f"\n\n{items}\n\nBetween.\n\n{code}\n\nAnd.\n\n{table}\n" + long[at:]
-    (tui_vault / "Long").mkdir()
-    (tui_vault / "Long/parts.md").write_text(long, encoding="utf-8")
+    long = _write_deep_note(tui_vault, "Long/parts.md", f"{items}\n\nBetween.\n\n{code}\n\nAnd.\n\n{table}")
     app = make_app(tui_vault, embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
