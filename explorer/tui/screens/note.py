@@ -244,6 +244,96 @@ def _link_target(index: Any, target: str, here: str, markdown: bool) -> Note | N
         return pinned.note(path) if path is not None else None
 
 
+def place_line(note: Note, place: Place) -> int:
+    """The raw line of `place` (its cursor or heading; 0 for the top)."""
+    if place.heading:
+        wanted = _heading_key(place.heading.split("#")[-1])
+        for h in note.headings:
+            if _heading_key(h.text) == wanted:
+                return line_of(note.text, h.start)
+        for block in note.blocks:  # a PDF's `#page=N`
+            if block.id == place.heading.strip():
+                return line_of(note.text, block.start)
+    if place.cursor is not None:
+        return line_of(note.text, place.cursor)
+    return 0
+
+
+def show_tags(view: Static, note: Note) -> None:
+    """The note's tags in the side panel's tag line."""
+    tags = note.tag_names
+    view.update(
+        Content.assemble(
+            ("Tags ", "bold"), plain("  ".join(f"#{t}" for t in tags) if tags else "none", "$text-accent")
+        )
+    )
+
+
+def show_properties(props: FitTable, note: Note) -> None:
+    """The frontmatter as a properties table (hidden when the note has none)."""
+    props.clear()
+    for key, value in property_rows(note.frontmatter):
+        props.add_row(key, value)
+    props.display = props.row_count > 0
+
+
+def fill_side(backlinks: OptionList, links: OptionList, side: SidePanel) -> list[str]:
+    """The side panel: the note's backlinks and links (made off the UI thread); the paths linked to."""
+    backlinks.clear_options()
+    for path, name in side.backlinks:
+        label = safe_content(Content.assemble((name, "bold"), "\n", (path, "$text-muted")))
+        backlinks.add_option(Option(label, id=f"bl:{path}"))
+    backlinks.border_title = f"Backlinks ({len(side.backlinks)})"
+    links.clear_options()
+    for path, name in side.links:
+        links.add_option(
+            Option(safe_content(Content.assemble((name, ""), "\n", (path, "$text-muted"))), id=f"ln:{path}")
+        )
+    links.border_title = f"Links ({len(side.links)})"
+    return [path for path, _name in side.links]
+
+
+def blocks_at(views: list[tuple[Markdown, int]], line: int) -> list[MarkdownBlock]:
+    """The rendered blocks holding the line `line` of the shown source, innermost first (`views`: each
+    Markdown view with the line where its source starts)."""
+    hits = [
+        (b, a + offset, z + offset)
+        for md, offset in views
+        for b in md.query(MarkdownBlock)
+        for a, z in (b.source_range,)
+        if a + offset <= line < max(z, a + 1) + offset
+    ]
+    return [b for b, a, z in sorted(hits, key=lambda h: h[2] - h[1])]
+
+
+def block_for(views: list[tuple[Markdown, int]], line: int) -> MarkdownBlock | None:
+    """The innermost block holding the line `line`, else the last top-level block before it."""
+    blocks = blocks_at(views, line)
+    if not blocks:
+        before = [
+            b
+            for md, offset in views
+            for b in md.query(MarkdownBlock)
+            if b.source_range[0] + offset <= line and b.parent is md
+        ]
+        blocks = before[-1:]
+    return blocks[0] if blocks else None
+
+
+def note_title(note: Note, nav: str = "", flag: str = "") -> Content:
+    """The title line: title, path, source type, the place in the history (`nav`) and a `flag`."""
+    return safe_content(
+        Content.assemble(
+            (note.title, "bold"),
+            "  ",
+            (note.path, "$text-muted"),
+            f"  · {note.source_type}",
+            (nav, "$text-muted"),
+            (f"  · {flag}" if flag else "", "$text-warning"),
+        )
+    )
+
+
 class NoteScreen(Screen):
     """One note at a time; links and backlinks navigate; alt+←/alt+→ walk the history.
 
@@ -511,19 +601,19 @@ class NoteScreen(Screen):
                 else f"plain view: {len(text) // 1000} KB is too long to render as Markdown",
             )
             self._use_plain(True)
-            line = self._place_line(note, place)
+            line = place_line(note, place)
             plain_view.set_text(
                 screen_text(text), mark=line if place.cursor is not None or place.heading else None
             )
             plain_view.scroll_to_line(line - 1)
-            self._show_tags(note)
+            show_tags(self.query_one("#note-tags", Static), note)
             self._first_frame(started)
             self._complete(note, showing, len(text))
             return
         self._use_plain(False)
-        self._show_properties(note)
-        self._show_tags(note)
-        line = self._place_line(note, place)
+        show_properties(self.query_one("#note-props", FitTable), note)
+        show_tags(self.query_one("#note-tags", Static), note)
+        line = place_line(note, place)
         start, cut = 0, len(text)
         if len(text) > FIRST_SCREEN_CHARS // 2:
             # The first frame reads the note up to a screenful past the place (its top, or the line of
@@ -561,7 +651,7 @@ class NoteScreen(Screen):
         if start:
             # The first layout scrolls the place's block to the top, then keeps the view's place as the
             # part above comes in.
-            scroll.pin(self._block_for(self._source.line(line)) or md, top=True)
+            scroll.pin(block_for(self._rendered(), self._source.line(line)) or md, top=True)
         else:
             self._scroll_to_place(note, place)
         self._complete(note, showing, cut, start)
@@ -644,28 +734,9 @@ class NoteScreen(Screen):
         self.call_after_refresh(drawn.set)
         await drawn.wait()
 
-    def _show_properties(self, note) -> None:
-        """The frontmatter as a properties table (hidden when the note has none)."""
-        props = self.query_one("#note-props", FitTable)
-        props.clear()
-        for key, value in property_rows(note.frontmatter):
-            props.add_row(key, value)
-        props.display = props.row_count > 0
-
     def _title(self, note, flag: str = "") -> None:
         nav = f"  {self.position + 1}/{len(self.history)}" if len(self.history) > 1 else ""
-        self.query_one("#note-title", Static).update(
-            safe_content(
-                Content.assemble(
-                    (note.title, "bold"),
-                    "  ",
-                    (note.path, "$text-muted"),
-                    f"  · {note.source_type}",
-                    (nav, "$text-muted"),
-                    (f"  · {flag}" if flag else "", "$text-warning"),
-                )
-            )
-        )
+        self.query_one("#note-title", Static).update(note_title(note, nav, flag))
 
     def _use_plain(self, on: bool) -> None:
         """Show the plain view or the Markdown one; the shown one takes the focus from the hidden one
@@ -683,20 +754,6 @@ class NoteScreen(Screen):
 
         self.call_after_refresh(done)
 
-    def _place_line(self, note, place: Place) -> int:
-        """The raw line of `place` (its cursor or heading; 0 for the top)."""
-        if place.heading:
-            wanted = _heading_key(place.heading.split("#")[-1])
-            for h in note.headings:
-                if _heading_key(h.text) == wanted:
-                    return line_of(note.text, h.start)
-            for block in note.blocks:  # a PDF's `#page=N`
-                if block.id == place.heading.strip():
-                    return line_of(note.text, block.start)
-        if place.cursor is not None:
-            return line_of(note.text, place.cursor)
-        return 0
-
     def _scroll_to_place(self, note, place: Place) -> None:
         if place.heading:
             self._scroll_to_heading(note, place.heading)
@@ -705,33 +762,10 @@ class NoteScreen(Screen):
         else:
             self.query_one("#note-scroll").scroll_home(animate=False)
 
-    def _show_tags(self, note: Note) -> None:
-        tags = note.tag_names
-        self.query_one("#note-tags", Static).update(
-            Content.assemble(
-                ("Tags ", "bold"), plain("  ".join(f"#{t}" for t in tags) if tags else "none", "$text-accent")
-            )
-        )
-
     def _fill_side(self, side: SidePanel) -> None:
-        """The side panel: the note's backlinks and links (made off the UI thread)."""
-        bl = self.query_one("#note-backlinks", OptionList)
-        bl.clear_options()
-        for path, name in side.backlinks:
-            label = safe_content(Content.assemble((name, "bold"), "\n", (path, "$text-muted")))
-            bl.add_option(Option(label, id=f"bl:{path}"))
-        bl.border_title = f"Backlinks ({len(side.backlinks)})"
-        out = self.query_one("#note-links", OptionList)
-        out.clear_options()
-        self.links_shown = [path for path, _name in side.links]
-        for path, name in side.links:
-            out.add_option(
-                Option(
-                    safe_content(Content.assemble((name, ""), "\n", (path, "$text-muted"))),
-                    id=f"ln:{path}",
-                )
-            )
-        out.border_title = f"Links ({len(self.links_shown)})"
+        self.links_shown = fill_side(
+            self.query_one("#note-backlinks", OptionList), self.query_one("#note-links", OptionList), side
+        )
 
     def _rendered(self) -> list[tuple[Markdown, int]]:
         """The Markdown views with the line of `_source` where each one's source starts (the part above
@@ -741,33 +775,8 @@ class NoteScreen(Screen):
             return [(md, 0)]
         return [(self.query_one("#note-above", Markdown), 0), (md, self._md_line)]
 
-    def _blocks_at(self, line: int) -> list[MarkdownBlock]:
-        """The rendered blocks holding the line `line` of `_source`, innermost first."""
-        hits = [
-            (b, a + offset, z + offset)
-            for md, offset in self._rendered()
-            for b in md.query(MarkdownBlock)
-            for a, z in (b.source_range,)
-            if a + offset <= line < max(z, a + 1) + offset
-        ]
-        return [b for b, a, z in sorted(hits, key=lambda h: h[2] - h[1])]
-
-    def _block_for(self, line: int) -> MarkdownBlock | None:
-        """The innermost block holding the line `line` of `_source`, else the last top-level block
-        before it."""
-        blocks = self._blocks_at(line)
-        if not blocks:
-            before = [
-                b
-                for md, offset in self._rendered()
-                for b in md.query(MarkdownBlock)
-                if b.source_range[0] + offset <= line and b.parent is md
-            ]
-            blocks = before[-1:]
-        return blocks[0] if blocks else None
-
     def _scroll_to_line(self, line: int) -> None:
-        target = self._block_for(line)
+        target = block_for(self._rendered(), line)
         if target is not None:
             self._place_block = target
             self.call_after_refresh(target.scroll_visible, top=True, animate=False)
