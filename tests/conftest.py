@@ -44,6 +44,29 @@ def copy_vault(src: Path, dst: Path) -> Path:
     return dst
 
 
+class CountingEmbedder:
+    """The real model, recording each batch of texts it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id, self.dim, self.runtime = inner.model_id, inner.dim, inner.runtime
+        self.batches: list[list[str]] = []
+
+    @property
+    def calls(self) -> int:
+        """How many batches were asked for."""
+        return len(self.batches)
+
+    @property
+    def texts(self) -> int:
+        """How many texts were asked for."""
+        return sum(len(batch) for batch in self.batches)
+
+    def encode(self, texts: Any, batch_size: int = 32) -> Any:
+        self.batches.append(list(texts))
+        return self.inner.encode(texts, batch_size)
+
+
 @pytest.fixture(scope="session")
 def embedder():
     """The bundled all-MiniLM-L6-v2 through the ONNX runtime, loaded once per test session."""

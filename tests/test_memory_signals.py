@@ -111,7 +111,7 @@ def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex, 
 
 
 def test_turns_get_a_dialog_context_vector_kept_across_restarts(tmp_path: Path, embedder) -> None:
-    from test_store import CountingEmbedder
+    from conftest import CountingEmbedder
 
     vault = write_notes(tmp_path / "v", TURNS)
     first = CountingEmbedder(embedder)

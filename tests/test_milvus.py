@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_notes
+from conftest import REPO, CountingEmbedder, write_notes
 
 pymilvus = pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
 
@@ -472,21 +472,6 @@ def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: 
         server.stop()
 
 
-class CountingEncoder:
-    """The real model, counting the texts it is asked to embed."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.texts = inner, 0
-        self.model_id, self.runtime = inner.model_id, inner.runtime
-
-    def encode(self, texts, batch_size=32):
-        self.texts += len(texts)
-        return self.inner.encode(texts, batch_size=batch_size)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
 def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(
     tmp_path: Path, lite_db: str, embedder
 ) -> None:
@@ -496,7 +481,7 @@ def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(
         {"astro/holes.md": NOTES["astro/holes.md"], "own.md": "# Own\n\nOnly here.\n"},
     )
     first = _open(a, milvus_settings(lite_db, tmp_path / "ca", vault_name="alice"), embedder)
-    counting = CountingEncoder(embedder)
+    counting = CountingEmbedder(embedder)
     second = _open(b, milvus_settings(lite_db, tmp_path / "cb", vault_name="bob"), counting)
     try:
         assert second.borrowed >= 1  # the shared note's vector came from alice's rows

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conftest import CountingEmbedder
 from explorer.config import Settings
 from explorer.index import store as store_mod
 from explorer.index.store import Store
@@ -30,23 +31,6 @@ def _vault(tmp_path: Path, n: int = 5) -> Path:
     for i in range(n):
         (root / f"n{i}.md").write_text(f"# Note {i}\n\nbody about topic{i} and kites\n", encoding="utf-8")
     return root
-
-
-class CountingEmbedder:
-    """The real model, counting what it is asked to embed."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.model_id = inner.model_id
-        self.dim = inner.dim
-        self.runtime = inner.runtime
-        self.calls = 0
-        self.texts = 0
-
-    def encode(self, texts, batch_size: int = 32):
-        self.calls += 1
-        self.texts += len(texts)
-        return self.inner.encode(texts, batch_size)
 
 
 def test_warm_restart_reparses_and_reembeds_nothing(tmp_path: Path, embedder) -> None:

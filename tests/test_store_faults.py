@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, fill_disk, run_mount, write_notes
+from conftest import REPO, CountingEmbedder, fill_disk, run_mount, write_notes
 from explorer.config import Settings
 from explorer.index.vault_index import VaultIndex
 
@@ -158,20 +158,7 @@ def test_old_store_vectors_are_reused_where_hashes_match(tmp_path: Path, embedde
     stale = {"0" * 32: np.ones(384, dtype=np.float32)}  # a hash no shard has any more
     _v4_store(root / ".explorer", b"\x80\x04N.", vectors | stale)
 
-    class Counting:
-        def __init__(self) -> None:
-            self.model_id, self.dim, self.runtime, self.texts = (
-                embedder.model_id,
-                embedder.dim,
-                embedder.runtime,
-                0,
-            )
-
-        def encode(self, texts, batch_size=32):
-            self.texts += len(texts)
-            return embedder.encode(texts, batch_size)
-
-    counting = Counting()
+    counting = CountingEmbedder(embedder)
     messages: list[str] = []
     ix = VaultIndex(root, embedder=counting, on_message=messages.append)
     ix.open()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import write_notes
+from conftest import CountingEmbedder, write_notes
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
@@ -181,16 +181,10 @@ def test_sentence_vectors_match_the_whole_text_and_embed_only_new_sentences(embe
 
     from explorer.search.suggest import SentenceVectors
 
-    calls: list[list[str]] = []
+    counting = CountingEmbedder(embedder)
+    calls = counting.batches
 
-    class Counting:
-        model_id, dim, runtime = embedder.model_id, embedder.dim, embedder.runtime
-
-        def encode(self, texts, batch_size=32):
-            calls.append(list(texts))
-            return embedder.encode(texts, batch_size)
-
-    vectors = SentenceVectors(Counting())
+    vectors = SentenceVectors(counting)
     para = "Feed the starter flour and water every morning. The levain doubles in six hours."
     one = vectors.encode([para])[0]
     whole = embedder.encode([para])[0]
@@ -211,16 +205,10 @@ def test_typing_embeds_only_the_sentence_at_the_cursor_and_an_opened_note_is_emb
     """The related search reads the sentence at the cursor, then the paragraph: a typed word costs
     one new sentence's vector, and after `prepare` (the writer opening a note) the first word typed
     in any paragraph costs no more."""
-    calls: list[list[str]] = []
+    counting = CountingEmbedder(embedder)
+    calls = counting.batches
 
-    class Counting:
-        model_id, dim, runtime = embedder.model_id, embedder.dim, embedder.runtime
-
-        def encode(self, texts, batch_size=32):
-            calls.append(list(texts))
-            return embedder.encode(texts, batch_size)
-
-    index = VaultIndex(write_notes(tmp_path / "v", NOTES), embedder=Counting())
+    index = VaultIndex(write_notes(tmp_path / "v", NOTES), embedder=counting)
     index.open()
     index.embed_pending()
     sug = LinkSuggester(SearchPipeline(index, index.settings))
