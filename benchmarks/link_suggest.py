@@ -547,6 +547,19 @@ def latency(
     return report
 
 
+def add_vault_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments `vaults_of` reads: vaults named, output folder, seed, no generated vault."""
+    parser.add_argument(
+        "vaults",
+        nargs="*",
+        type=Path,
+        help="more vaults to measure (read only; the index goes to the work folder)",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
+    parser.add_argument("--no-generated", action="store_true", help="skip the generated vaults")
+
+
 def vaults_of(
     args: argparse.Namespace, work: Path, styles: Sequence[str] | None = None
 ) -> list[tuple[str, Path]]:
@@ -573,15 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.link_suggest", description=__doc__.splitlines()[0]
     )
-    parser.add_argument(
-        "vaults",
-        nargs="*",
-        type=Path,
-        help="more vaults to measure (read only; the index goes to the work folder)",
-    )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
-    parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
-    parser.add_argument("--no-generated", action="store_true", help="skip the generated vaults")
+    add_vault_arguments(parser)
     parser.add_argument(
         "--links",
         choices=("random", "text", "both"),

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import DEFAULT_OUT, log, markdown_table, offline_environment, write_json
-from benchmarks.link_suggest import FOLDS, K, cases, vault_key, vaults_of
+from benchmarks.common import log, markdown_table, offline_environment, write_json
+from benchmarks.link_suggest import FOLDS, K, add_vault_arguments, cases, vault_key, vaults_of
 
 
 def collect(vault: Path, cache: Path) -> list[dict[str, Any]]:
@@ -118,10 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.link_suggest_learned", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("vaults", nargs="*", type=Path, help="more vaults (read only)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default bench-out/)")
-    parser.add_argument("--seed", type=int, default=7, help="seed of the generated vault")
-    parser.add_argument("--no-generated", action="store_true", help="skip the generated vault")
+    add_vault_arguments(parser)
     parser.add_argument(
         "--search-depth", type=int, help="results the related search gives (linkrank.SEARCH_DEPTH)"
     )
