@@ -16,6 +16,9 @@ per candidate features from them:
     the speaker named in the question, another speaker named; a date in the question and the turn
     near it (the `date` share)
     words, asks (ends with "?"), the turn before it asks, the best own cosine of its neighbours
+    word matches: each query word's best cosine among the turn's token vectors other than the word
+    itself, and the share of the query's words the turn writes, idf-weighted, each between the lowest
+    and the highest of the first 100 (explorer.search.tokens, recorded by `dump`)
     question kind from its wording: when, would / likely, "what ... like", list-like ("what
     activities / things / ...", plural "what X does"), both / in common, how many
 
@@ -67,6 +70,8 @@ def dump(args: argparse.Namespace) -> None:
     from benchmarks.locomo import open_vault_index
     from benchmarks.quality import parse_overrides
     from explorer.engine import make_pipeline
+    from explorer.search.memory import name_words
+    from explorer.search.tokens import TokenVectors, turn_text, word_matches
 
     convs = load_conversations(args.data)[: args.conversations]
     out = args.out / f"locomo-ltr{args.tag}.jsonl"
@@ -96,6 +101,11 @@ def dump(args: argparse.Namespace) -> None:
         }
         fh.write(json.dumps({"turns": turns_rec}) + "\n")
         people = sorted({t.speaker for t in conv.turns})
+        with index.snapshot() as snap:
+            shard_text = {mapping[p]: snap.shards[snap.shard_ids(p)[0]].text for p in paths}
+        names = {w for sp in people for w in name_words(sp)}
+        encode = index.embedder().encode_tokens
+        kept = TokenVectors()
         for q in conv.questions[: args.limit_questions]:
             t = time.perf_counter()
             res = pipe.search(q.text, k=DEPTH, record=False)
@@ -118,6 +128,9 @@ def dump(args: argparse.Namespace) -> None:
                     ]
                 )
             qv = index.encode_query(q.text)
+            # the turn model's `word matches` of these candidates, as the pipeline computes them
+            texts = [turn_text(shard_text[d], turn_of[d].speaker.casefold()) for d, _, _ in cands]
+            words = word_matches(q.text, texts, names, encode, kept)
             rec = {
                 "qid": q.qid,
                 "conv": conv.sample_id,
@@ -128,6 +141,9 @@ def dump(args: argparse.Namespace) -> None:
                 "ms": round(ms, 2),
                 "candidates": cands,
                 "qvec": [round(float(x), 5) for x in qv] if qv is not None else None,
+                "words": [[round(float(x), 5) for x in row] for row in words]
+                if words is not None
+                else [[0.0, 0.0]] * len(cands),
             }
             fh.write(json.dumps(rec) + "\n")
         fh.flush()
@@ -148,6 +164,8 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     on_ms: list[float] = []
     off_ms: list[float] = []
     stage: list[float] = []
+    first_on: list[float] = []
+    first_off: list[float] = []
     for conv in convs:
         vault = args.work_dir / _folder_name(conv.sample_id)
         write_vault(conv, vault)
@@ -156,8 +174,14 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
             True: make_pipeline(index, settings),
             False: make_pipeline(index, settings.with_overrides({"experimental.turn_rescore": False})),
         }
-        for p in pipes.values():
-            p.search("warm up the model", k=10, record=False)
+        # the first question of the session: with the model it also runs the first turns through the model
+        # once for their token vectors (explorer.search.tokens), which later searches find kept
+        first = conv.questions[0].text
+        index.encode_query("warm up the model")
+        for on in (False, True):
+            t = time.perf_counter()
+            pipes[on].search(first, k=10, record=False)
+            (first_on if on else first_off).append((time.perf_counter() - t) * 1000)
         for n, q in enumerate(conv.questions[: args.limit_questions]):
             for on in (True, False) if n % 2 == 0 else (False, True):
                 pipes[on].clear_cache()
@@ -180,6 +204,9 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
         "off p50 / p95 ms": [q(off_ms, 0.5), q(off_ms, 0.95)],
         "ratio on / off p50 / p95": [q(ratio, 0.5), q(ratio, 0.95)],
         "fusion stage with the model p50 / p95 ms": [q(stage, 0.5), q(stage, 0.95)],
+        "first search of a session, on / off ms (per conversation)": [
+            [round(a), round(b)] for a, b in zip(first_on, first_off)
+        ],
     }
     print(json.dumps(out, indent=1))
     return out
@@ -239,9 +266,11 @@ CAND_FEATURES = (
     "session rank",
     "own coverage",
     "statement coverage",
+    "word matches",
+    "words present",
 )
-#: The features the study reads unless `--features` names others (the two coverages came later: `--features`).
-DEFAULT_FEATURES = CAND_FEATURES[:-2]
+#: The features the study reads unless `--features` names others (the two coverages and the word matches came later).
+DEFAULT_FEATURES = CAND_FEATURES[:-4]
 
 
 class Conv:
@@ -333,6 +362,7 @@ def features(r: dict[str, Any], conv: Conv, cut: int = DEPTH) -> tuple[np.ndarra
             1 / math.log2(sess_rank[int(conv.session[i])] + 1),
             coverage(asked, conv.toks[i], idf) if asked else 0.0,
             coverage(asked, conv.stated[i], idf) if asked else 0.0,
+            *(r["words"][k] if "words" in r else (0.0, 0.0)),
         ]
         out.append(row)
     return np.array(out, dtype=np.float64), [d for d, _, _ in cands]
@@ -639,7 +669,12 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         }
         print("mmr", json.dumps(out["mmr (list questions)"], default=str), flush=True)
     if args.nested:
-        makers = {l2: (lambda l2=l2: Learner("pointwise", l2)) for l2 in args.l2}
+        forms = args.learners or ["pointwise"]
+        makers = {
+            (f"{form} {l2}" if len(forms) > 1 else l2): (lambda form=form, l2=l2: Learner(form, l2))
+            for form in forms
+            for l2 in args.l2
+        }
         res = nested(recs, data, makers, gate)
         out["nested"] = {
             "left_out": cats(by, res["left"]),
@@ -723,6 +758,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--nested", action="store_true", help="study: choose l2 too, leaving one conversation out"
     )
     parser.add_argument("--features", nargs="*", default=[], help="study: only these candidate features")
+    parser.add_argument(
+        "--learners",
+        nargs="*",
+        default=[],
+        choices=("pointwise", "weighted", "pairwise"),
+        help="study --nested: the learner forms chosen among, with l2, leaving one conversation out (default pointwise)",
+    )
     parser.add_argument(
         "--skip-kind", nargs="*", default=[], help="study: leave questions of these kinds as they are"
     )

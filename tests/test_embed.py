@@ -320,6 +320,24 @@ def test_vector_parity_with_sentence_transformers(
     assert cosines.min() >= 0.999, dict(zip(PARITY_TEXTS, cosines.round(6)))
 
 
+def test_token_vector_parity_with_sentence_transformers(
+    embed_onnx: OnnxEmbedder, embed_st: SentenceTransformerEmbedder
+) -> None:
+    """Both runtimes give the same word pieces and token vectors (explorer.search.tokens reads them), in any batch."""
+    texts = [*PARITY_TEXTS[2:4], *PARITY_TEXTS[5:], "", LONG_TEXT]
+    onnx_tokens = embed_onnx.encode_tokens(texts, batch_size=2)
+    st_tokens = embed_st.encode_tokens(texts, batch_size=4)
+    assert [p for p, _ in onnx_tokens] == [p for p, _ in st_tokens]
+    assert onnx_tokens[-2][0] == () and onnx_tokens[-2][1].shape == (0, embed_onnx.dim)
+    assert len(onnx_tokens[-1][0]) == 254  # cut at the model's 256 tokens, the two special ones left out
+    for (pieces, a), (_, b) in zip(onnx_tokens, st_tokens):
+        assert a.shape == b.shape == (len(pieces), embed_onnx.dim)
+        if len(pieces):
+            assert float(np.einsum("ij,ij->i", a, b).min()) >= 0.999
+    alone = embed_onnx.encode_tokens([texts[1]])[0][1]
+    assert float(np.einsum("ij,ij->i", alone, onnx_tokens[1][1]).min()) >= 0.9999
+
+
 @pytest.mark.slow
 def test_long_text_is_truncated_like_sentence_transformers(
     embed_onnx: OnnxEmbedder, embed_st: SentenceTransformerEmbedder

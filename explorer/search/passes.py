@@ -317,7 +317,8 @@ class Passes:
                 and run.dialog.neighbours
                 and not skips_rescore(run.parsed.text)
             ):
-                fused = rescore_turns(fused, snap, run.dialog, run.owners, run.named, run.qvec)
+                words = self._retriever.word_matcher(run.parsed.text, run.owners)
+                fused = rescore_turns(fused, snap, run.dialog, run.owners, run.named, run.qvec, words=words)
         shards = snap.shards
 
         def path_of(node_id: str) -> str | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -26,8 +26,20 @@ from explorer.index.backend import Snapshot
 from explorer.search.fusion import Fused
 from explorer.search.memory import Dialog, Owners, asks
 from explorer.search.schema import Contribution
+from explorer.search.tokens import turn_text
 
-__all__ = ["RESCORE_DEPTH", "TURN_FEATURES", "TURN_MODEL", "rescore_turns", "skips_rescore", "turn_features"]
+__all__ = [
+    "RESCORE_DEPTH",
+    "TURN_FEATURES",
+    "TURN_MODEL",
+    "WordMatches",
+    "rescore_turns",
+    "skips_rescore",
+    "turn_features",
+]
+
+WordMatches = Callable[[Sequence[str]], "np.ndarray | None"]
+"""The `word matches` of turn texts (explorer.search.tokens.word_matches with the query bound)."""
 
 #: Fused shards re-ordered (the rest keep their place after them).
 RESCORE_DEPTH = 100
@@ -49,31 +61,40 @@ TURN_FEATURES = (
     "words",
     "asks",
     "session rank",
+    "word matches",
+    "words present",
 )
 """Per shard: its fused score over the best; the `bm25`, `date`, `answer` and `asks` contributions over
 the best fused score; its own vector's cosine with the query; its best cosine with the first three
 shards and its mean cosine with the first ten (itself left out); whether its speaker is the first
 shard's; its speaker named by the query, or someone else when the query names someone; its words
 (min(1, n / LENGTH_WORDS)); whether it asks; 1 / log2(1 + the place of its session among the
-sessions of the list, in order of first appearance)."""
+sessions of the list, in order of first appearance); how well its words match the query's one by one beyond
+the query's own words, and the share of the query's words it writes, each between the lowest (0) and the
+highest (1) of the shards (explorer.search.tokens.word_matches; 0 for all without a model that gives token
+vectors)."""
 
 #: Per feature of TURN_FEATURES: (mean, standard deviation, weight) of the logistic model fitted by
-#: `python -m benchmarks.locomo_ltr study` on LoCoMo dev (all five conversations, L2 1; BENCHMARKS.md).
+#: `python -m benchmarks.locomo_ltr study` on LoCoMo dev (all five conversations; each question weighing
+#: one and its evidence turns 1 / their number, as recall counts them; L2 1, the value best left out
+#: over all five; BENCHMARKS.md).
 TURN_MODEL = (
-    (0.31577, 0.19078, 0.681),
-    (0.10226, 0.11901, 0.353),
-    (0.01207, 0.06025, 0.085),
-    (0.01635, 0.04146, 0.108),
-    (-0.0051, 0.01893, -0.288),
-    (0.28604, 0.12024, 0.24),
-    (0.67433, 0.09281, 0.264),
-    (0.61478, 0.07679, -0.247),
-    (0.62529, 0.48405, 0.264),
-    (0.66232, 0.47292, -0.127),
-    (0.3147, 0.46439, -0.71),
-    (0.55618, 0.25953, 0.402),
-    (0.25348, 0.435, -0.339),
-    (0.42539, 0.22739, 0.399),
+    (0.31577, 0.19078, 0.776),
+    (0.10226, 0.11901, 0.06),
+    (0.01207, 0.06025, 0.013),
+    (0.01635, 0.04146, 0.09),
+    (-0.0051, 0.01893, -0.33),
+    (0.28604, 0.12024, -0.358),
+    (0.67433, 0.09281, 0.491),
+    (0.61478, 0.07679, -0.424),
+    (0.62529, 0.48405, 0.114),
+    (0.66232, 0.47292, 0.101),
+    (0.3147, 0.46439, -0.858),
+    (0.55618, 0.25953, 0.141),
+    (0.25348, 0.435, -0.437),
+    (0.42539, 0.22739, 0.539),
+    (0.40555, 0.22636, 0.913),
+    (0.09192, 0.21278, 0.201),
 )
 _MEAN, _SCALE, _WEIGHTS = (np.array(col) for col in zip(*TURN_MODEL))
 
@@ -101,8 +122,9 @@ def turn_features(
     owners: Owners,
     named: Sequence[str],
     qvec: np.ndarray,
+    words: WordMatches | None = None,
 ) -> np.ndarray:
-    """One row of TURN_FEATURES per shard of `fused` (best first)."""
+    """One row of TURN_FEATURES per shard of `fused` (best first); `words` gives the word matches."""
     n = len(fused)
     if not n:
         return np.zeros((0, len(TURN_FEATURES)))
@@ -113,6 +135,7 @@ def turn_features(
     wanted = set(named)
     session_place: dict[object, int] = {}
     speakers: list[str | None] = []
+    texts: list[str] = []
     for i, f in enumerate(fused):
         v = index.vector(f.node_id)
         if v is not None:
@@ -133,6 +156,7 @@ def turn_features(
             elif r == "asks":
                 asking += c.contribution
         said = _said(shard.text, speaker) if shard is not None else ""
+        texts.append(turn_text(shard.text, speaker) if shard is not None else "")
         session = dialog.sessions.get(path) if path is not None else None
         place = session_place.setdefault(
             session if session is not None else ("note", path), len(session_place) + 1
@@ -155,6 +179,9 @@ def turn_features(
     total = np.where(own, 0.0, sims).sum(axis=1)
     rows[:, 7] = np.divide(total, counted, out=np.zeros(n), where=counted > 0)
     rows[:, 8] = [float(sp is not None and sp == speakers[0]) for sp in speakers]
+    matched = words(texts) if words is not None else None
+    if matched is not None:
+        rows[:, 14:16] = matched
     return rows
 
 
@@ -166,6 +193,7 @@ def rescore_turns(
     named: Sequence[str],
     qvec: np.ndarray | None,
     depth: int = RESCORE_DEPTH,
+    words: WordMatches | None = None,
 ) -> list[Fused]:
     """The first `depth` shards of `fused` re-ordered by the model, each taking the fused score of its new place.
 
@@ -176,7 +204,7 @@ def rescore_turns(
     head = fused[:depth]
     if qvec is None or len(head) < 2:
         return fused
-    x = turn_features(head, index, dialog, owners, named, qvec)
+    x = turn_features(head, index, dialog, owners, named, qvec, words)
     logit = ((x - _MEAN) / _SCALE) @ _WEIGHTS
     order = sorted(range(len(head)), key=lambda i: (-logit[i], i))
     scores = [f.score for f in head]

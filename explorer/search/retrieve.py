@@ -13,12 +13,15 @@ from explorer.config import Settings
 from explorer.index.backend import IndexBackend, Restriction, Snapshot, Spread
 from explorer.search.changes import NoteChanges
 from explorer.search.fusion import rrf
+from explorer.search.memory import Owners
 from explorer.search.namedpart import HeadingWords, named_part
 from explorer.search.names import NameIndex
 from explorer.search.notefilters import NoteDates
 from explorer.search.query import ParsedQuery
+from explorer.search.rescore import WordMatches
 from explorer.search.schema import Ranking
 from explorer.search.terms import SearchTerms
+from explorer.search.tokens import TokenVectors, word_matches
 from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.text.tokenize import tokenize
 
@@ -71,6 +74,8 @@ class Retriever:
         self._pairs_cache: tuple[tuple[int, float, int] | None, Spread | None] = (None, None)
         self._names = NameIndex()
         self._heading_words = HeadingWords()
+        self.tokens = TokenVectors()
+        """The word-piece vectors of the turns met last (explorer.search.tokens), kept between searches."""
         """The words of each note's headings (explorer.search.namedpart), per index version."""
         self._speller = Speller()
         self._tables = threading.Lock()
@@ -89,6 +94,15 @@ class Retriever:
             return
         changed = self._changes.since(snap, self._names.version if self._names.version >= 0 else None)
         self._names.refresh(snap.notes, snap.version, snap.name_tokens, changed)
+
+    def word_matcher(self, query: str, owners: Owners) -> WordMatches | None:
+        """The word matches of turn texts with `query` (explorer.search.tokens), or None when no model gives token vectors."""
+        emb = self.index.embedder()
+        encode = getattr(emb, "encode_tokens", None) if emb is not None else None
+        if not callable(encode):
+            return None
+        names = {w for words in owners.words.values() for w in words}
+        return partial(word_matches, query, names=names, encode=encode, vectors=self.tokens)
 
     def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
         """Query vectors by text, or None when no embedding model is available."""

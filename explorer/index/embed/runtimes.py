@@ -11,7 +11,7 @@ import contextlib
 import io
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,9 +222,46 @@ class OnnxEmbedder:
         """
         _check_texts(texts, batch_size)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not len(texts):
-            return out
+        for rows, hidden, mask in self._hidden(texts, batch_size):
+            weights = mask.astype(np.float32)[:, :, None]
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[rows] = pooled / np.maximum(norms, 1e-12)
+        return out
+
+    def encode_tokens(
+        self, texts: Sequence[str], batch_size: int = 32
+    ) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """Each text's word pieces and their contextual vectors (the model's last layer, L2-normalised).
+
+        The special tokens at both ends are left out; a text is cut at the model's length as in
+        `encode`. Used to match a query word by word (explorer.search.tokens).
+        """
+        _check_texts(texts, batch_size)
         encodings = self._encodings(texts)
+        out: list[tuple[tuple[str, ...], np.ndarray]] = [((), np.zeros((0, self.dim), np.float32))] * len(
+            texts
+        )
+        for rows, hidden, mask in self._hidden(texts, batch_size, encodings):
+            for slot, row in enumerate(rows):
+                count = int(mask[slot].sum())
+                vecs = hidden[slot, 1 : max(1, count - 1)]
+                norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+                pieces = tuple(encodings[row].tokens[1 : max(1, count - 1)])
+                out[row] = (pieces, (vecs / np.maximum(norms, 1e-12)).astype(np.float32))
+        return out
+
+    def _hidden(
+        self, texts: Sequence[str], batch_size: int, encodings: list[Any] | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The model's last layer per batch of texts of similar length: (rows of `texts`, hidden states, mask).
+
+        Texts are sorted by token count and batched so each batch pads to similar lengths (a text
+        under half a batch's longest starts a new batch, see :func:`length_batches`).
+        """
+        if not len(texts):
+            return
+        encodings = encodings if encodings is not None else self._encodings(texts)
         lengths = np.fromiter((len(enc.ids) for enc in encodings), dtype=np.int64, count=len(encodings))
         wants_types = "token_type_ids" in self._input_names
         for batch in length_batches(lengths.tolist(), batch_size):
@@ -244,11 +281,7 @@ class OnnxEmbedder:
             if wants_types:
                 feed["token_type_ids"] = types
             hidden = self._session.run(["last_hidden_state"], feed)[0]
-            weights = mask.astype(np.float32)[:, :, None]
-            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[rows] = pooled / np.maximum(norms, 1e-12)
-        return out
+            yield rows, hidden, mask
 
 
 class SentenceTransformerEmbedder:
@@ -331,3 +364,27 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def encode_tokens(
+        self, texts: Sequence[str], batch_size: int = 32
+    ) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """Each text's word pieces and their contextual vectors (see :meth:`OnnxEmbedder.encode_tokens`)."""
+        _check_texts(texts, batch_size)
+        if not len(texts):
+            return []
+        tokenizer = self._model.tokenizer
+        limit = int(getattr(self._model, "max_seq_length", 0) or 256)
+        states = self._model.encode(
+            list(texts), batch_size=batch_size, output_value="token_embeddings", show_progress_bar=False
+        )
+        out = []
+        for text, state in zip(texts, states):
+            ids = tokenizer(text, truncation=True, max_length=limit)["input_ids"]
+            pieces = tuple(tokenizer.convert_ids_to_tokens(ids)[1:-1])
+            vecs = np.asarray(
+                state.detach().cpu().numpy() if hasattr(state, "detach") else state, dtype=np.float32
+            )
+            vecs = vecs[1 : 1 + len(pieces)]
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            out.append((pieces, vecs / np.maximum(norms, 1e-12)))
+        return out
