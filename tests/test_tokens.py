@@ -10,6 +10,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import load_settings
+from explorer.engine.session import Session
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.tokens import TokenVectors, token_scores, word_matches
@@ -118,6 +119,37 @@ def test_each_turn_runs_through_the_model_once_per_session(index: VaultIndex, co
     # the turns were kept: only the new query ran through the model
     assert counter.asked[start + len(asked) :] == ["Which sports does Dan enjoy?"]
     assert first.results
+
+
+def test_a_session_warms_the_turns_so_its_first_search_runs_only_the_query(tmp_path: Path, embedder) -> None:
+    counter = TokenCounter(embedder)
+    vault = write_notes(tmp_path / "v", TURNS)
+    session = Session(vault, load_settings(vault), embedder=counter)
+    session.open()
+    session.start(watch=False, embed=True, serve=False)
+    try:
+        assert session.embedding is not None and session.embedding.wait_idle(60)
+        warmed = list(counter.asked)
+        assert len(warmed) == len(TURNS) == len(set(warmed))
+        assert "Yeah, I play clarinet! Started when I was young and it still relaxes me." in warmed
+        assert session.pipeline is not None
+        first = session.pipeline.search(QUESTION, k=12, two_pass=False)
+        assert counter.asked[len(warmed) :] == [QUESTION]
+    finally:
+        session.close()
+    # the same answer as a session that made the vectors while searching
+    cold = _search_once(vault, embedder)
+    assert [(r.node_id, r.score) for r in first.results] == [(r.node_id, r.score) for r in cold.results]
+
+
+def _search_once(vault: Path, embedder) -> Any:
+    ix = VaultIndex(vault, load_settings(vault), embedder=embedder)
+    ix.open()
+    try:
+        ix.embed_pending()
+        return SearchPipeline(ix, ix.settings).search(QUESTION, k=12, two_pass=False)
+    finally:
+        ix.close()
 
 
 def test_when_questions_and_notes_vaults_ask_for_no_token_vectors(

@@ -81,9 +81,16 @@ class EmbeddingLoop:
     change batches never wait for the model. `stop` cancels between model batches and joins.
     """
 
-    def __init__(self, index: VaultIndex, hooks: SessionHooks) -> None:
+    def __init__(
+        self,
+        index: VaultIndex,
+        hooks: SessionHooks,
+        after: Callable[[Callable[[], bool]], object] | None = None,
+    ) -> None:
         self.index = index
         self.hooks = hooks
+        self.after = after
+        """Called after each run that was not cancelled, with the cancel test (the pipeline's `warm_turns`)."""
         self._cond = threading.Condition()
         self._wanted = True
         self._running = False
@@ -199,6 +206,11 @@ class EmbeddingLoop:
             self._call(self.hooks.on_embedded, done)
         if not self._cancelled():
             self._call(self.hooks.on_model, MODEL_READY, index.runtime)
+        if self.after is not None and not self._cancelled():
+            try:
+                self.after(self._cancelled)
+            except Exception as exc:  # noqa: BLE001 - searches make what a warm-up could not
+                self._call(self.hooks.on_error, f"warming the turns failed: {type(exc).__name__}: {exc}")
 
     def _call(self, hook: Callable[..., object], *args: Any) -> None:
         _call(hook, self.hooks.on_error, *args)
@@ -317,7 +329,12 @@ class Session:
             raise SessionClosed("the session is closed")
         index = self._opened()
         if embed and self.settings.index.embeddings:
-            self.embedding = EmbeddingLoop(index, replace(self.hooks, on_embedded=self._embedded))
+            pipeline = self.pipeline
+            self.embedding = EmbeddingLoop(
+                index,
+                replace(self.hooks, on_embedded=self._embedded),
+                after=pipeline.warm_turns if pipeline is not None else None,
+            )
         if watch:
             self._start_watcher(index)
         if self.watcher is None and index.version == 0:

@@ -39,6 +39,7 @@ from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import AnalysisInfo, RerankInfo, SearchMode, SearchResult, SearchResults
 from explorer.search.terms import SearchTerms, write_terms
+from explorer.search.tokens import turn_text
 from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.when import mentions
 from explorer.text.lru import LRUCache
@@ -120,6 +121,27 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             self._retriever.prepare(snap)
             self._memory.get(snap)
+
+    def warm_turns(self, cancelled: Callable[[], bool] | None = None) -> int:
+        """Run the turns of a vault of conversations through the model for the turn model's token vectors.
+
+        The engine session calls this from its embedding loop once the vectors are made, so the first
+        searches of a session find the turns' token vectors kept (explorer.search.tokens) instead of
+        making them. A search reads the same values either way. Returns how many texts were made.
+        """
+        if not self.settings.experimental.turn_rescore:
+            return 0
+        with self.index.snapshot() as snap:
+            owners, dialog = self._memory.get(snap)
+            shards = snap.shards
+            paths = list(dialog.neighbours)[: self._retriever.tokens.limit]  # no more than are kept
+            texts = [
+                turn_text(shard.text, owners.owner_of.get(path))
+                for path in paths
+                for node_id in snap.shard_ids(path)
+                if (shard := shards.get(node_id)) is not None
+            ]
+        return self._retriever.warm_tokens(texts, cancelled)
 
     def clear_cache(self) -> None:
         """Forget the remembered answers, so the next searches run in full (a benchmark measures

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
@@ -28,6 +28,8 @@ from explorer.text.tokenize import tokenize
 #: Turns away a turn's BM25 document reaches for its neighbours' words, the share
 #: (`experimental.dialog_words`) multiplied at each step: 2 = the adjacent turns at 0.5, the next at 0.25.
 DIALOG_REACH = 2
+#: Turn texts per model run when a session warms the turns' token vectors (explorer.search.tokens).
+WARM_BATCH = 64
 #: Weight of the feedback passages' mean vector added to the query vector.
 FEEDBACK_BETA = 1.0
 #: Weight of the dense feedback ranking.
@@ -103,6 +105,22 @@ class Retriever:
             return None
         names = {w for words in owners.words.values() for w in words}
         return partial(word_matches, query, names=names, encode=encode, vectors=self.tokens)
+
+    def warm_tokens(self, texts: Sequence[str], cancelled: Callable[[], bool] | None = None) -> int:
+        """Make the token vectors of `texts` not kept yet (at most as many as are kept), a model batch at a time."""
+        emb = self.index.embedder()
+        encode = getattr(emb, "encode_tokens", None) if emb is not None else None
+        if not callable(encode):
+            return 0
+        made = 0
+        todo = self.tokens.missing(texts[: self.tokens.limit])
+        for start in range(0, len(todo), WARM_BATCH):
+            if cancelled is not None and cancelled():
+                break
+            chunk = todo[start : start + WARM_BATCH]
+            self.tokens.get(encode, chunk)
+            made += len(chunk)
+        return made
 
     def encode(self, texts: list[str]) -> dict[str, np.ndarray] | None:
         """Query vectors by text, or None when no embedding model is available."""

@@ -44,6 +44,16 @@ class TokenVectors:
         self._kept: OrderedDict[str, Tokens] = OrderedDict()
         self._lock = threading.Lock()
 
+    @property
+    def limit(self) -> int:
+        """How many texts are kept at most."""
+        return self._limit
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The texts of `texts` whose vectors are not kept (each once, in order)."""
+        with self._lock:
+            return [t for t in dict.fromkeys(texts) if t not in self._kept]
+
     def get(self, encode: EncodeTokens, texts: Sequence[str]) -> list[Tokens]:
         """Each text's token vectors, running the model (`encode`) once for the texts not kept."""
         with self._lock:
