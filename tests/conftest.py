@@ -8,7 +8,8 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,32 @@ def write_notes(root: Path, notes: Mapping[str, str]) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
     return root
+
+
+def turn_notes(said: Sequence[tuple[str, str]], per_session: int = 4) -> dict[str, str]:
+    """Conversation turns as notes ({path: text}): each (speaker, text) a turn with its `turn_id`, `speaker`,
+    `session` (`per_session` turns to a session) and `date` (session n on 2023-05-n), written `Speaker: text`."""
+    notes = {}
+    for i, (speaker, text) in enumerate(said):
+        number, session = i + 1, 1 + i // per_session
+        front = f"---\nturn_id: {number}\nspeaker: {speaker}\nsession: {session}\ndate: 2023-05-{session:02d}\n---\n"
+        notes[f"Users/{speaker}/turns/turn_{number:06d}/context.md"] = f"{front}{speaker}: {text}\n"
+    return notes
+
+
+@contextmanager
+def embedded_index(vault: Path, embedder: Any) -> Iterator[Any]:
+    """The vault's index at its own settings, opened with every shard embedded by `embedder`; closed after."""
+    from explorer.config import load_settings
+    from explorer.index.vault_index import VaultIndex
+
+    index = VaultIndex(vault, load_settings(vault), embedder=embedder)
+    index.open()
+    try:
+        index.embed_pending()
+        yield index
+    finally:
+        index.close()
 
 
 def copy_vault(src: Path, dst: Path) -> Path:

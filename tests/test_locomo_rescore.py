@@ -6,19 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_notes
+from conftest import embedded_index, turn_notes, write_notes
 from explorer.config import load_settings
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.rescore import skips_rescore
-
-
-def _turn(number: int, speaker: str, session: int, text: str) -> tuple[str, str]:
-    front = (
-        f"---\nturn_id: {number}\nspeaker: {speaker}\nsession: {session}\ndate: 2023-05-{session:02d}\n---\n"
-    )
-    return f"Users/{speaker}/turns/turn_{number:06d}/context.md", f"{front}{speaker}: {text}\n"
-
 
 _SAID = [
     ("Ana", "I went swimming with the kids this morning, the water was cold but lovely."),
@@ -36,17 +28,13 @@ _SAID = [
     ("Ana", "Our garden has tomatoes and basil now."),
     ("Ben", "I bought a new bike for the commute."),
 ]
-TURNS = dict(_turn(i + 1, who, 1 + i // 4, text) for i, (who, text) in enumerate(_SAID))
+TURNS = turn_notes(_SAID)
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory, embedder):
-    vault = write_notes(tmp_path_factory.mktemp("turns") / "v", TURNS)
-    ix = VaultIndex(vault, load_settings(vault), embedder=embedder)
-    ix.open()
-    ix.embed_pending()
-    yield ix
-    ix.close()
+    with embedded_index(write_notes(tmp_path_factory.mktemp("turns") / "v", TURNS), embedder) as ix:
+        yield ix
 
 
 def _search(index: VaultIndex, query: str, **overrides):

@@ -8,20 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import write_notes
+from conftest import embedded_index, turn_notes, write_notes
 from explorer.config import load_settings
 from explorer.engine.session import Session
 from explorer.index.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.tokens import TokenVectors, token_scores, word_matches
-
-
-def _turn(number: int, speaker: str, session: int, text: str) -> tuple[str, str]:
-    front = (
-        f"---\nturn_id: {number}\nspeaker: {speaker}\nsession: {session}\ndate: 2023-05-{session:02d}\n---\n"
-    )
-    return f"Users/{speaker}/turns/turn_{number:06d}/context.md", f"{front}{speaker}: {text}\n"
-
 
 _SAID = [
     ("Cleo", "Hey Dan! Long week, I finally got some rest on Sunday."),
@@ -37,7 +29,7 @@ _SAID = [
     ("Cleo", "We moved the garden beds to the sunny side of the yard."),
     ("Dan", "My dog learned to fetch the newspaper, finally."),
 ]
-TURNS = dict(_turn(i + 1, who, 1 + i // 4, text) for i, (who, text) in enumerate(_SAID))
+TURNS = turn_notes(_SAID)
 QUESTION = "What instruments does Cleo play?"
 
 
@@ -64,12 +56,8 @@ def counter(embedder) -> TokenCounter:
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory, counter: TokenCounter):
-    vault = write_notes(tmp_path_factory.mktemp("turns") / "v", TURNS)
-    ix = VaultIndex(vault, load_settings(vault), embedder=counter)
-    ix.open()
-    ix.embed_pending()
-    yield ix
-    ix.close()
+    with embedded_index(write_notes(tmp_path_factory.mktemp("turns") / "v", TURNS), counter) as ix:
+        yield ix
 
 
 def _search(index: VaultIndex, query: str, **overrides: Any):
@@ -138,18 +126,9 @@ def test_a_session_warms_the_turns_so_its_first_search_runs_only_the_query(tmp_p
     finally:
         session.close()
     # the same answer as a session that made the vectors while searching
-    cold = _search_once(vault, embedder)
+    with embedded_index(vault, embedder) as ix:
+        cold = SearchPipeline(ix, ix.settings).search(QUESTION, k=12, two_pass=False)
     assert [(r.node_id, r.score) for r in first.results] == [(r.node_id, r.score) for r in cold.results]
-
-
-def _search_once(vault: Path, embedder) -> Any:
-    ix = VaultIndex(vault, load_settings(vault), embedder=embedder)
-    ix.open()
-    try:
-        ix.embed_pending()
-        return SearchPipeline(ix, ix.settings).search(QUESTION, k=12, two_pass=False)
-    finally:
-        ix.close()
 
 
 def test_when_questions_and_notes_vaults_ask_for_no_token_vectors(
@@ -184,19 +163,13 @@ def test_without_token_vectors_the_turn_model_orders_without_them(tmp_path: Path
         def encode(self, texts: Any, batch_size: int = 32) -> Any:
             return self.inner.encode(texts, batch_size)
 
-    vault = write_notes(tmp_path / "v", TURNS)
-    ix = VaultIndex(vault, load_settings(vault), embedder=PooledOnly(embedder))
-    ix.open()
-    try:
-        ix.embed_pending()
+    with embedded_index(write_notes(tmp_path / "v", TURNS), PooledOnly(embedder)) as ix:
         on = _search(ix, QUESTION)
         off = _search(ix, QUESTION, **{"experimental.turn_rescore": False})
         assert any(c.retriever == "rescore" for r in on for c in r.explanation.contributions)
         assert [r.score for r in on] == pytest.approx([r.score for r in off])  # re-ordered, scores kept
         # the word matches (0 for every turn here) are what put the clarinet first
         assert "clarinet" not in on[0].context_shards[0].text
-    finally:
-        ix.close()
 
 
 def test_the_kept_vectors_are_bounded() -> None:
