@@ -329,11 +329,11 @@ class Session:
             raise SessionClosed("the session is closed")
         index = self._opened()
         if embed and self.settings.index.embeddings:
-            pipeline = self.pipeline
+            # a pipeline from another factory (a wrapper, a test's) may not warm turns
             self.embedding = EmbeddingLoop(
                 index,
                 replace(self.hooks, on_embedded=self._embedded),
-                after=pipeline.warm_turns if pipeline is not None else None,
+                after=getattr(self.pipeline, "warm_turns", None),
             )
         if watch:
             self._start_watcher(index)

@@ -317,7 +317,12 @@ class Passes:
                 and run.dialog.neighbours
                 and not skips_rescore(run.parsed.text)
             ):
-                words = self._retriever.word_matcher(run.parsed.text, run.owners)
+                # only with the query embedded: the model is loaded (asking for it earlier would wait for its load)
+                words = (
+                    self._retriever.word_matcher(run.parsed.text, run.owners)
+                    if run.qvec is not None
+                    else None
+                )
                 fused = rescore_turns(fused, snap, run.dialog, run.owners, run.named, run.qvec, words=words)
         shards = snap.shards
 
