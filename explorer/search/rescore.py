@@ -108,11 +108,7 @@ def skips_rescore(query: str) -> bool:
 
 def _said(text: str, owner: str | None) -> str:
     """A turn's first paragraph without a leading `<speaker>:`."""
-    first = text.strip().split("\n\n", 1)[0]
-    head, sep, rest = first.partition(":")
-    if sep and owner is not None and head.strip().casefold() == owner:
-        return rest.strip()
-    return first.strip()
+    return turn_text(text.strip().split("\n\n", 1)[0], owner)
 
 
 def turn_features(

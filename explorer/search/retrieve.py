@@ -21,7 +21,7 @@ from explorer.search.query import ParsedQuery
 from explorer.search.rescore import WordMatches
 from explorer.search.schema import Ranking
 from explorer.search.terms import SearchTerms
-from explorer.search.tokens import TokenVectors, word_matches
+from explorer.search.tokens import EncodeTokens, TokenVectors, word_matches
 from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.text.tokenize import tokenize
 
@@ -97,20 +97,24 @@ class Retriever:
         changed = self._changes.since(snap, self._names.version if self._names.version >= 0 else None)
         self._names.refresh(snap.notes, snap.version, snap.name_tokens, changed)
 
-    def word_matcher(self, query: str, owners: Owners) -> WordMatches | None:
-        """The word matches of turn texts with `query` (explorer.search.tokens), or None when no model gives token vectors."""
+    def _token_encoder(self) -> EncodeTokens | None:
+        """The model's `encode_tokens` (explorer.search.tokens), or None when no model gives token vectors."""
         emb = self.index.embedder()
         encode = getattr(emb, "encode_tokens", None) if emb is not None else None
-        if not callable(encode):
+        return encode if callable(encode) else None
+
+    def word_matcher(self, query: str, owners: Owners) -> WordMatches | None:
+        """The word matches of turn texts with `query` (explorer.search.tokens), or None when no model gives token vectors."""
+        encode = self._token_encoder()
+        if encode is None:
             return None
         names = {w for words in owners.words.values() for w in words}
         return partial(word_matches, query, names=names, encode=encode, vectors=self.tokens)
 
     def warm_tokens(self, texts: Sequence[str], cancelled: Callable[[], bool] | None = None) -> int:
         """Make the token vectors of `texts` not kept yet (at most as many as are kept), a model batch at a time."""
-        emb = self.index.embedder()
-        encode = getattr(emb, "encode_tokens", None) if emb is not None else None
-        if not callable(encode):
+        encode = self._token_encoder()
+        if encode is None:
             return 0
         made = 0
         todo = self.tokens.missing(texts[: self.tokens.limit])
