@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import embedded_index, turn_notes, write_notes
+from conftest import CountingEmbedder, embedded_index, turn_notes, write_notes
 from explorer.config import load_settings
 from explorer.engine.session import Session
 from explorer.index.vault_index import VaultIndex
@@ -33,16 +33,12 @@ TURNS = turn_notes(_SAID)
 QUESTION = "What instruments does Cleo play?"
 
 
-class TokenCounter:
-    """The real model, recording each text whose token vectors are asked for."""
+class TokenCounter(CountingEmbedder):
+    """The real model, recording also each text whose token vectors are asked for."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.model_id, self.dim, self.runtime = inner.model_id, inner.dim, inner.runtime
+        super().__init__(inner)
         self.asked: list[str] = []
-
-    def encode(self, texts: Any, batch_size: int = 32) -> Any:
-        return self.inner.encode(texts, batch_size)
 
     def encode_tokens(self, texts: Any, batch_size: int = 32) -> Any:
         self.asked.extend(texts)
@@ -153,17 +149,9 @@ def test_when_questions_and_notes_vaults_ask_for_no_token_vectors(
 
 
 def test_without_token_vectors_the_turn_model_orders_without_them(tmp_path: Path, embedder) -> None:
-    class PooledOnly:
-        """A model that gives one vector per text and no token vectors."""
-
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-            self.model_id, self.dim, self.runtime = inner.model_id, inner.dim, inner.runtime
-
-        def encode(self, texts: Any, batch_size: int = 32) -> Any:
-            return self.inner.encode(texts, batch_size)
-
-    with embedded_index(write_notes(tmp_path / "v", TURNS), PooledOnly(embedder)) as ix:
+    pooled_only = CountingEmbedder(embedder)  # the real model's vectors, and no token vectors
+    assert not hasattr(pooled_only, "encode_tokens")
+    with embedded_index(write_notes(tmp_path / "v", TURNS), pooled_only) as ix:
         on = _search(ix, QUESTION)
         off = _search(ix, QUESTION, **{"experimental.turn_rescore": False})
         assert any(c.retriever == "rescore" for r in on for c in r.explanation.contributions)

@@ -313,6 +313,18 @@ async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
         assert place_on_screen()
 
 
+async def _first_frame(app: Any, path: str, cursor: int) -> NoteScreen:
+    """Open `path` at `cursor` and return its note view as soon as its first frame is drawn.
+
+    The loop only yields (not `wait_for`, whose 50 ms pauses let the app run on): the view is read
+    before the part above the place comes in.
+    """
+    app.post_message(OpenNote(path, cursor))
+    while not (isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None):
+        await asyncio.sleep(0)
+    return app.screen
+
+
 def _top_block(md: Markdown, text: str) -> MarkdownBlock | None:
     """The top-level block of `md` whose source holds `text`."""
     return next((b for b in md.children if isinstance(b, MarkdownBlock) and text in (b.source or "")), None)
@@ -342,10 +354,7 @@ async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place
         app.refresh_index(["Long/deep.md"])
         await settle(app, pilot)
         cursor = long.index(marker)
-        app.post_message(OpenNote("Long/deep.md", cursor))
-        while not (isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None):
-            await asyncio.sleep(0)
-        screen = app.screen
+        screen = await _first_frame(app, "Long/deep.md", cursor)
         scroll = screen.query_one("#note-scroll")
         md = screen.query_one("#note-md", Markdown)
         # The first frame, as drawn: the place's part only, the place on screen.
@@ -408,10 +417,7 @@ async def test_keys_pressed_while_the_part_above_comes_in_win(
         app.refresh_index(["Long/deep.md"])
         await settle(app, pilot)
         for key in ("down", "home"):
-            app.post_message(OpenNote("Long/deep.md", long.index(marker)))
-            while not (isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None):
-                await asyncio.sleep(0)
-            screen = app.screen
+            screen = await _first_frame(app, "Long/deep.md", long.index(marker))
             scroll = screen.query_one("#note-scroll")
             md = screen.query_one("#note-md", Markdown)
             place = _top_block(md, marker)
@@ -462,10 +468,7 @@ async def test_a_deep_open_splits_no_list_code_fence_or_table(
         index = app.index
         whole = screen_text(note_markdown(index.note("Long/parts.md"), (), index.note))
         for place in ("9. Item 9", "x9 = 9", "| k7 | v7 |"):
-            app.post_message(OpenNote("Long/parts.md", long.index(place)))
-            while not (isinstance(app.screen, NoteScreen) and app.screen.first_screen_s is not None):
-                await asyncio.sleep(0)
-            screen = app.screen
+            screen = await _first_frame(app, "Long/parts.md", long.index(place))
             scroll = screen.query_one("#note-scroll")
             md = screen.query_one("#note-md", Markdown)
             assert f"# Long note {DEEP_KB} KB" not in (screen.first_screen_source or "")
