@@ -124,7 +124,9 @@ def test_a_session_warms_the_turns_so_its_first_search_runs_only_the_query(tmp_p
     # the same answer as a session that made the vectors while searching
     with embedded_index(vault, embedder) as ix:
         cold = SearchPipeline(ix, ix.settings).search(QUESTION, k=12, two_pass=False)
-    assert [(r.node_id, r.score) for r in first.results] == [(r.node_id, r.score) for r in cold.results]
+    # (the model ran the turns in other batches there: scores at a tolerance, as another CPU's kernels need)
+    assert [r.node_id for r in first.results] == [r.node_id for r in cold.results]
+    assert [r.score for r in first.results] == pytest.approx([r.score for r in cold.results], rel=1e-6)
 
 
 def test_when_questions_and_notes_vaults_ask_for_no_token_vectors(
