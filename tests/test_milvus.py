@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -71,9 +72,18 @@ class LiteServer:
         raise RuntimeError("milvus-lite server did not start")
 
     def stop(self) -> None:
+        """Stop the server as its operator does (Ctrl-C: it finishes its requests and closes its files).
+
+        Not SIGTERM: that ends milvus-lite at once, also halfway through writing a segment's index file,
+        which it writes in place; the file cut short leaves the collection unreadable when the server
+        starts again (seen with two test processes sharing the cores)."""
         if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
             self.proc = None
 
 
