@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/explorer $(VAULT)
 
+# Two processes (the machine's two cores), each taking a whole test file, so a file's fixtures are built once.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench-quality: $(STAMP)
 	$(BIN)/python -m benchmarks.quality --dataset ../shared/bench/scifact
