@@ -93,6 +93,8 @@ async def test_slow_full_stage_shows_lexical_then_upgrades_and_never_regresses(
         await wait_for(pilot, lambda: screen.stage == "full")
         full = screen.results
         assert full.mode.dense
+        # its ResultsShown reaches the app after the screen has handled it: let that happen before clearing
+        await settle(app, pilot)
         # An index change searches the same query again: its lexical stage must not replace the list.
         pipe.gate.clear()
         pipe.waiting.clear()
