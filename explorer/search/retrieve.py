@@ -76,9 +76,9 @@ class Retriever:
         self._pairs_cache: tuple[tuple[int, float, int] | None, Spread | None] = (None, None)
         self._names = NameIndex()
         self._heading_words = HeadingWords()
+        """The words of each note's headings (explorer.search.namedpart), per index version."""
         self.tokens = TokenVectors()
         """The word-piece vectors of the turns met last (explorer.search.tokens), kept between searches."""
-        """The words of each note's headings (explorer.search.namedpart), per index version."""
         self._speller = Speller()
         self._tables = threading.Lock()
         """Held while the name table or the speller is read or rebuilt (they are changed in place)."""
