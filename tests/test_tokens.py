@@ -175,3 +175,23 @@ def test_the_kept_vectors_are_bounded() -> None:
     kept.get(encode, ["a", "c", "b"])
     assert made == ["a", "b", "c", "d", "b"]
     assert [p for p, _ in kept.get(encode, ["c", "b", "a"])] == [("c",), ("b",), ("a",)]
+
+
+def test_a_text_pushed_out_by_another_search_meanwhile_is_still_given() -> None:
+    """Two searches share the kept vectors: while one runs the model, the other may push out a text the
+    first found kept; the first still gets that text's vectors (as it found them)."""
+    kept = TokenVectors(limit=2)
+
+    def encode(texts):
+        return [((t,), np.full((1, 4), len(t), np.float32)) for t in texts]
+
+    kept.get(encode, ["a"])
+
+    def encode_while_another_search_runs(texts):
+        kept.get(encode, ["cc", "dd"])  # the other search: "a" is pushed out
+        return encode(texts)
+
+    got = kept.get(encode_while_another_search_runs, ["a", "b"])
+    assert [p for p, _ in got] == [("a",), ("b",)]
+    assert [float(v[0, 0]) for _, v in got] == [1.0, 1.0]
+    assert kept.missing(["a", "b", "cc", "dd"]) == ["cc", "dd"]  # the two this search used are the newest

@@ -57,22 +57,19 @@ class TokenVectors:
     def get(self, encode: EncodeTokens, texts: Sequence[str]) -> list[Tokens]:
         """Each text's token vectors, running the model (`encode`) once for the texts not kept."""
         with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if t not in self._kept]
+            # taken now: another search may push them out while the model runs for the others
+            have = {t: self._kept[t] for t in dict.fromkeys(texts) if t in self._kept}
+        missing = [t for t in dict.fromkeys(texts) if t not in have]
         # kept as float16, and given as kept: a search reads the same values whether they were made now or before
-        made = (
-            {t: (p, v.astype(np.float16)) for t, (p, v) in zip(missing, encode(missing))} if missing else {}
-        )
+        if missing:
+            have.update((t, (p, v.astype(np.float16))) for t, (p, v) in zip(missing, encode(missing)))
         with self._lock:
-            self._kept.update(made)
-            out = []
-            for text in texts:
-                got = made.get(text) or self._kept[text]
-                if text in self._kept:
-                    self._kept.move_to_end(text)
-                out.append(got)
+            for text in texts:  # kept again, or made: the newest now
+                self._kept[text] = have[text]
+                self._kept.move_to_end(text)
             while len(self._kept) > self._limit:
                 self._kept.popitem(last=False)
-        return out
+        return [have[t] for t in texts]
 
 
 def _query_words(pieces: Sequence[str], names: set[str]) -> list[int]:
