@@ -28,10 +28,27 @@ class FixedTimings:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
+    def __getattr__(self, name: str) -> Any:
+        # Everything else is the real pipeline's (the writer's link suggester reads its index and settings).
+        return getattr(self.inner, name)
+
     def search(self, *args: Any, **kwargs: Any):
         results = self.inner.search(*args, **kwargs)
         results.timings_ms = dict.fromkeys(results.timings_ms, 1.0)
         return results
+
+
+@pytest.fixture
+def snap(snap_compare):
+    """`snap_compare`, and the app must not have stopped on an error (its picture would still compare)."""
+
+    def compare(app: Any, **kwargs: Any) -> bool:
+        same = snap_compare(app, **kwargs)
+        # Textual keeps an unhandled error for test frameworks (`exit` with the picture resets the return code).
+        assert app._exception is None, f"the app stopped on an error before its picture: {app._exception!r}"
+        return same
+
+    return compare
 
 
 def snap_app(vault: Path, embedder: Any, tmp_path: Path, **kwargs: Any):
@@ -64,12 +81,12 @@ async def with_results(pilot: Any, query: str = "hamster cage") -> None:
     no_blink(pilot.app)
 
 
-def test_snapshot_main_results(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_main_results(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """Main screen: quality line, ranked results with badges, context of the first."""
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=with_results)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=with_results)
 
 
-def test_snapshot_context_pane(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_context_pane(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """Context pane after stepping to the next match and narrowing the window."""
 
     async def run_before(pilot: Any) -> None:
@@ -77,10 +94,10 @@ def test_snapshot_context_pane(tui_vault: Path, embedder, tmp_path: Path, snap_c
         await pilot.press("ctrl+n", "ctrl+down")
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_snapshot_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """Why-ranked pane: contributions table, search facts, timings."""
 
     async def run_before(pilot: Any) -> None:
@@ -88,10 +105,10 @@ def test_snapshot_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap_com
         await pilot.press("f6")
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_snapshot_note_view(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_note_view(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """Note view: rendered Markdown with wikilinks, tags, backlinks and links."""
 
     async def run_before(pilot: Any) -> None:
@@ -99,10 +116,10 @@ def test_snapshot_note_view(tui_vault: Path, embedder, tmp_path: Path, snap_comp
         pilot.app.post_message(OpenNote("Pets/hamster-cages-and-bedding.md"))
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_snapshot_writing_mode(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_writing_mode(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """Writing mode: editor with unsaved text and the related notes of the current paragraph."""
 
     async def run_before(pilot: Any) -> None:
@@ -115,21 +132,26 @@ def test_snapshot_writing_mode(tui_vault: Path, embedder, tmp_path: Path, snap_c
         editor.scroll_cursor_visible()
         await pilot.pause(0.5)
         await settle(pilot.app, pilot)
+        # The picture is of the finished list: the related search's results under the named notes.
+        screen = pilot.app.screen
+        head = screen.query_one("#related-head")
+        await wait_for(pilot, lambda: bool(screen.suggestions) and "Links (hybrid)" in str(head.content))
+        await settle(pilot.app, pilot)
         # The related list takes the focus: an editor cursor's blink phase would vary.
         pilot.app.screen.query_one("#related").focus()
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_snapshot_light_theme(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_light_theme(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """The main screen in the shipped light theme."""
 
     async def run_before(pilot: Any) -> None:
         pilot.app.theme = "explorer-light"
         await with_results(pilot, "coffee grinder")
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
 @sync
@@ -158,7 +180,7 @@ async def test_small_terminal(tui_vault: Path, embedder, tmp_path: Path) -> None
 NARROW = (80, 24)
 
 
-def test_snapshot_narrow_results(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_narrow_results(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """80x24: results (two lines each) stacked over the context pane, no tree."""
 
     async def run_before(pilot: Any) -> None:
@@ -168,10 +190,10 @@ def test_snapshot_narrow_results(tui_vault: Path, embedder, tmp_path: Path, snap
         pilot.app.main_screen.query_one("#context")._scroll_to_cursor()
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
 
 
-def test_snapshot_narrow_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_narrow_why_ranked(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """80x24: the why-ranked pane under the results, its table at full width."""
 
     async def run_before(pilot: Any) -> None:
@@ -179,7 +201,7 @@ def test_snapshot_narrow_why_ranked(tui_vault: Path, embedder, tmp_path: Path, s
         await pilot.press("f6")
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
 
 
 EMBEDS = {
@@ -196,7 +218,7 @@ EMBEDS = {
 }
 
 
-def test_snapshot_note_properties_and_embeds(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_note_properties_and_embeds(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """Note view: frontmatter as a properties table, an embedded section boxed with its node_id, an unresolved embed marked."""
     from conftest import write_notes
 
@@ -207,10 +229,10 @@ def test_snapshot_note_properties_and_embeds(tui_vault: Path, embedder, tmp_path
         pilot.app.post_message(OpenNote("Projects/🚀 Launch plan.md"))
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_snapshot_narrow_note_view(tui_vault: Path, embedder, tmp_path: Path, snap_compare) -> None:
+def test_snapshot_narrow_note_view(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
     """80x24 note view with wide characters, properties and an embed."""
     from conftest import write_notes
 
@@ -221,4 +243,4 @@ def test_snapshot_narrow_note_view(tui_vault: Path, embedder, tmp_path: Path, sn
         pilot.app.post_message(OpenNote("Projects/🚀 Launch plan.md"))
         await settle(pilot.app, pilot)
 
-    assert snap_compare(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
+    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=NARROW, run_before=run_before)
