@@ -56,10 +56,11 @@ class TokenVectors:
 
     def get(self, encode: EncodeTokens, texts: Sequence[str]) -> list[Tokens]:
         """Each text's token vectors, running the model (`encode`) once for the texts not kept."""
+        unique = list(dict.fromkeys(texts))
         with self._lock:
             # taken now: another search may push them out while the model runs for the others
-            have = {t: self._kept[t] for t in dict.fromkeys(texts) if t in self._kept}
-        missing = [t for t in dict.fromkeys(texts) if t not in have]
+            have = {t: self._kept[t] for t in unique if t in self._kept}
+        missing = [t for t in unique if t not in have]
         # kept as float16, and given as kept: a search reads the same values whether they were made now or before
         if missing:
             have.update((t, (p, v.astype(np.float16))) for t, (p, v) in zip(missing, encode(missing)))
