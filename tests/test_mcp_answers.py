@@ -47,6 +47,7 @@ def test_search_answers_are_brief_paged_and_complete_on_request(tmp_path: Path) 
             first = brief["results"][0]
             assert set(first) >= {"rank", "node_id", "document_path", "title", "source_type", "excerpt"}
             assert first["date"].startswith("2026-01-") and "explanation" not in first
+            assert first["date_from"] == "date"  # which field gave it, as --json says
             assert brief["quality"]["level"] in ("high", "medium", "low") and isinstance(
                 brief["no_good_match"], bool
             )
