@@ -81,6 +81,12 @@ def test_a_subfolder_of_a_vault_finds_the_vault_above_it(garden: Path) -> None:
     assert not (garden / "Beds" / ".explorer").exists()  # no second index in the subfolder
 
 
+def test_index_run_inside_a_vault_names_the_vault_it_found(garden: Path) -> None:
+    proc = _explorer("index", "--no-embeddings", cwd=garden)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "Indexed . (garden)"  # not a bare "."
+
+
 def test_opening_a_note_of_the_vault_you_stand_in(garden: Path) -> None:
     """The case that went wrong: `open NOTE --print` from inside a vault answered from sample_vault."""
     before = _sample_vault_state()
