@@ -303,3 +303,24 @@ def test_the_readme_is_read_in_minutes() -> None:
     assert lines <= MAX_README_LINES, f"README.md has {lines} lines: move detail into docs/"
     first = README.read_text(encoding="utf-8").split("```", 2)[1]
     assert "make run" in first and "make test" in first  # the two commands come first
+
+
+def test_the_comparison_masks_times_tolerates_last_digits_and_catches_words() -> None:
+    shown = ["  time       2.16 s", " 1. Hamsters  0.1020  [bm25 #11]", "430 ms (terms 1.4, bm25 0.3)"]
+    same = ["  time      12.61 s", " 1. Hamsters  0.1021  [bm25 #11]", "1606 ms (terms 0.1, names 1.9)"]
+    assert line_differences(shown, same) == []
+    assert line_differences(shown, [shown[0], " 1. Hamsters  0.1030  [bm25 #11]", shown[2]])  # two units off
+    assert line_differences(shown, [shown[0], " 1. Hamster  0.1020  [bm25 #11]", shown[2]])  # a word
+    assert line_differences(shown, [shown[0], " 1. Hamsters  0.1020  [bm25 #12]", shown[2]])  # a rank
+    assert line_differences(shown, shown[:2])  # a line missing
+
+
+def test_console_blocks_are_read_as_commands_and_their_output() -> None:
+    text = "intro\n\n```console\n$ cd sample_vault\n$ explorer stats\nnotes 3\n\n$ echo $?\n0\n```\n\n```sh\nmake run\n```\n"
+    [block] = console_blocks(text)
+    assert [(c.line, c.shown) for c in block.commands] == [
+        ("cd sample_vault", []),
+        ("explorer stats", ["notes 3", ""]),
+        ("echo $?", ["0"]),
+    ]
+    assert text[block.start : block.end].startswith("$ cd sample_vault")
