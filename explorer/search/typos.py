@@ -8,8 +8,8 @@ at least 4 letters, and it is not a number. Candidates are within an edit distan
 the word: 1 for 4-7 letters, 2 from 8 (optimal string alignment, by rapidfuzz: a swap of two
 neighbouring letters is one edit). They come from two places: the vocabulary itself, the word
 compared both folded (stemmed, as the vocabulary is) and as typed, since a typo can change what the
-stemmer strips (`brewin` stems to itself, `brewing` to `brew`); and the language's words near the
-word as typed whose folded form the vault holds (`attachmnet` -> `attachment`, searched as the
+stemmer strips (`brewin` stems to itself, `brewing` to `brew`); and the English words near the word
+as typed whose folded form the vault holds (`attachmnet` -> `attachment`, searched as the
 vault's `attach`, which no edit of the typed word reaches). The closest candidates win, then the
 most frequent in the vault; at most `MAX_CANDIDATES`.
 
@@ -36,10 +36,6 @@ from explorer.text.tokenize import fold_word, is_stopword
 MAX_CANDIDATES = 2
 #: Closest vocabulary words looked at per query word (by distance, then vocabulary order).
 EXTRACT_LIMIT = 50
-#: A word of the English list counts as a common word from this count on (word occurrences in a
-#: subtitles corpus; under it are mostly names and foreign words). The other languages' lists keep
-#: every word: their nouns are counted low (German `brot` 50), so a floor would drop them.
-MIN_COUNT = {"en": 100}
 #: A language is the vault's when the vocabulary holds at least this share of its `SIGNATURES`.
 SIGNATURE_SHARE = 0.4
 #: Common function words of each language shipped besides English, telling a vault written in it.
@@ -77,23 +73,28 @@ def max_edits(word: str) -> int:
 
 
 class Lexicon:
-    """The common words of one language, kept by length to find the ones near a word."""
+    """The common words of one language; those near a word are found among the words of the same
+    first letter and a close length (kept so on first need: people seldom miss a word's first
+    letter, and that cuts the words compared about twentyfold)."""
 
     def __init__(self, words: Iterable[str]) -> None:
-        self.words = frozenset(w for w in words if w.isalpha())
-        by_length: dict[int, list[str]] = {}
-        for w in sorted(self.words):
-            by_length.setdefault(len(w), []).append(w)
-        self._by_length = by_length
+        self.words = frozenset(words)
+        self._buckets: dict[tuple[str, int], list[str]] | None = None
 
     def __contains__(self, word: object) -> bool:
         return word in self.words
 
     def near(self, word: str, edits: int) -> list[tuple[int, str]]:
-        """(distance, word) of the words within `edits` of `word`."""
+        """(distance, word) of the words within `edits` of `word` that begin with its first letter."""
+        if self._buckets is None:
+            buckets: dict[tuple[str, int], list[str]] = {}
+            for w in self.words:
+                if w:
+                    buckets.setdefault((w[0], len(w)), []).append(w)
+            self._buckets = buckets
         out: list[tuple[int, str]] = []
         for length in range(max(1, len(word) - edits), len(word) + edits + 1):
-            bucket = self._by_length.get(length)
+            bucket = self._buckets.get((word[:1], length))
             if bucket:
                 for term, dist, _i in process.extract(
                     word, bucket, scorer=OSA.distance, score_cutoff=edits, limit=None
@@ -102,11 +103,16 @@ class Lexicon:
         return out
 
 
-def read_counts(lang: str) -> dict[str, int]:
-    """The word counts of language `lang` shipped by pyspellchecker (read as data: its code is not imported)."""
+def read_words(lang: str) -> list[str]:
+    """The words of language `lang` from pyspellchecker's lists (read as data: its code is not imported).
+
+    The lists are JSON objects of plain words (`{"word": count, ...}`, no escapes): split on the
+    quotes, several times faster than decoding the JSON (the counts are not needed)."""
     data = resources.files("spellchecker").joinpath("resources", f"{lang}.json.gz").read_bytes()
-    counts = json.loads(gzip.decompress(data))
-    return counts if isinstance(counts, dict) else {}
+    text = gzip.decompress(data).decode("utf-8")
+    if "\\" in text:  # an escaped word: decode the list as JSON
+        return list(json.loads(text))
+    return text.split('"')[1::2]
 
 
 _lexicons: dict[str, Lexicon | None] = {}
@@ -118,12 +124,9 @@ def lexicon(lang: str) -> Lexicon | None:
     with _lexicons_lock:
         if lang not in _lexicons:
             try:
-                counts = read_counts(lang)
+                _lexicons[lang] = Lexicon(read_words(lang))
             except (OSError, ValueError, ModuleNotFoundError):
                 _lexicons[lang] = None
-            else:
-                floor = MIN_COUNT.get(lang, 0)
-                _lexicons[lang] = Lexicon(w for w, n in counts.items() if isinstance(n, int) and n >= floor)
         return _lexicons[lang]
 
 
@@ -200,7 +203,7 @@ class Speller:
                 continue  # a word of the language, which this vault happens not to use
             found = self._closest((token, low), edits, vocabulary)
             spelled: dict[str, str] = {}
-            for lex in lexicons:
+            for lex in lexicons[:1]:  # English: the other languages' words are not stemmed apart
                 for dist, near in sorted(lex.near(low, edits)):
                     term = fold_word(near)
                     if len(term) >= 3 and term in vocabulary and dist <= found.get(term, edits + 1):

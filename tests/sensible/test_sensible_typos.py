@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_app, quiet_settings, search, settle, sync, wait_for, write_notes
 
+from conftest import make_app, quiet_settings, search, settle, sync, wait_for, write_notes
 from explorer.cli import main as cli_main
 
 #: A baking and house notes vault: words near `proof` (roof), `wafer` (water), `pastry` (pantry),
@@ -91,7 +91,9 @@ def test_a_swapped_letter_is_corrected(kitchen: Path, capsys: pytest.CaptureFixt
     assert "Hamster cage" in out.split("\n\n")[1]
 
 
-def test_two_slips_in_long_words_are_both_corrected(kitchen: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_slips_in_long_words_are_both_corrected(
+    kitchen: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`attachmnet foldr`: the README promises two edits from 8 letters; both words are fixed, and
     the note about the attachments folder comes first."""
     found = {c["word"]: c for c in _corrections(kitchen, "attachmnet foldr", capsys)}
@@ -99,13 +101,13 @@ def test_two_slips_in_long_words_are_both_corrected(kitchen: Path, capsys: pytes
     assert found["attachmnet"]["shown"][0] == "attachment"
     assert found["foldr"]["shown"][0] == "folder"
     code, out = _run(kitchen, "attachmnet foldr", capsys=capsys)
-    assert "Attachments folder" in out.split("\n\n")[1]
+    assert code == 0 and "Attachments folder" in out.split("\n\n")[1], out
 
 
 def test_the_cli_searches_as_typed_on_request(kitchen: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The correction line says how to search the word as typed, and `--no-correct` does it."""
     code, out = _run(kitchen, "hamsetr", capsys=capsys)
-    assert "--no-correct" in out
+    assert code == 0 and "typo: hamsetr" in out and "--no-correct" in out
     code, out = _run(kitchen, "hamsetr", "--no-correct", capsys=capsys)
     assert code == 0 and "typo:" not in out
     assert _corrections(kitchen, "hamsetr", capsys, "--no-correct") == []
