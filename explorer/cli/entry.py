@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--one-pass", action="store_true", help="skip the analysis and second pass")
     p.add_argument("--lexical", action="store_true", help="BM25 only for this search")
     p.add_argument(
+        "--no-correct",
+        dest="correct",
+        action="store_false",
+        help="search every word as typed (no typo correction)",
+    )
+    p.add_argument(
         "--local",
         action="store_true",
         help="search in this process even when a running Explorer serves the vault",

@@ -124,8 +124,10 @@ def print_results(
     if results.search_terms_used:
         print(f"{d}terms: {safe_text(' | '.join(results.search_terms_used))}{r}", file=out)
     for c in results.corrections:
+        shown = c.get("shown") or c["searched"]
         print(
-            f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(c['searched']))}{r}",
+            f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(shown))}"
+            f" (--no-correct searches it as typed){r}",
             file=out,
         )
     if explain and results.stats.feedback_from:

@@ -160,8 +160,13 @@ class SearchPipeline:
         record: bool = True,
         on_stage: Stage | None = None,
         lexical_stage: bool = False,
+        correct: bool = True,
     ) -> SearchResults:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
+
+        A word of the query that is neither in the vault nor a common word of its languages is
+        searched as the vault's closest words (explorer.search.typos; the results' `corrections`
+        say so); with `correct` False every word is searched as typed.
 
         The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
         this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`). With
@@ -173,6 +178,7 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
+            run.correct = correct
             if run.parsed.vaults:
                 self._widen(run)
             key = (
@@ -184,6 +190,7 @@ class SearchPipeline:
                 snap.version,
                 self.index.model_state,
                 run.today,
+                correct,
             )
             # Other vaults change without this index's version: a team search is never answered from the cache.
             hit = None if run.parsed.vaults else self._cached(key, run, record)
