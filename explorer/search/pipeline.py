@@ -31,6 +31,7 @@ from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused
 from explorer.search.llm import Budget
 from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
+from explorer.search.names import names_note
 from explorer.search.notefilters import day_bounds
 from explorer.search.passes import Passes, Run, SearchCancelled, Stage
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
@@ -432,6 +433,7 @@ class SearchPipeline:
             words = query_words(run.parsed.text)
             covered = named_coverage(judged, snap, owners, run.named, words, TOP_N)
             elsewhere = other_coverage(out.trace.entries, snap, owners, run.named, words, OTHERS_N)
+            first = snap.notes.get(searched_results[0].document_path) if searched_results else None
             out.quality = assess(
                 judged,
                 run.qvecs is not None,
@@ -440,6 +442,7 @@ class SearchPipeline:
                 elsewhere,
                 named=bool(run.named),
                 conversation=run.fusion == "score",
+                first_named=first is not None and names_note(run.parsed.text, first),
             )
         out.stats.final_results = len(out.results)
 
