@@ -44,6 +44,7 @@ from explorer.search.tokens import turn_text
 from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.when import mentions
 from explorer.text.lru import LRUCache
+from explorer.vault.model import display_title
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
 
@@ -412,7 +413,10 @@ class SearchPipeline:
                 self._builder.with_corrections(run.snap, r, run.parsed, run.qvec, run.corrections)
                 for r in searched_results
             ]
-        out.results = searched_results + [r for r in out.results if r.source != "search"]
+        out.results = [
+            _shown_title(run.snap, r)
+            for r in searched_results + [r for r in out.results if r.source != "search"]
+        ]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = (
@@ -570,3 +574,11 @@ class SearchPipeline:
         out.advisory = diminishing_returns(self.history, out.query, ids, top)
         self.history.append({"query": out.query, "ids": ids, "top": top, "time": time.time()})
         del self.history[:-50]
+
+
+def _shown_title(snap: Snapshot, result: SearchResult) -> SearchResult:
+    """`result` titled as a person reads it (`display_title`: a conversation turn by who said what
+    when, not by its file name `context`). Done after ranking: the reranker reads the note's title."""
+    note = snap.notes.get(result.document_path)
+    title = display_title(note) if note is not None else result.title
+    return result if title == result.title else replace(result, title=title)
