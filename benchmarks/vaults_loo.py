@@ -9,10 +9,10 @@ both (the first expected note's rank).
 
 Levels (explorer.search.quality): the level score is ``score + LEAD_WEIGHT * lead`` and a query
 that is the first result's name is high whatever it is. Thresholds are chosen toward "high =>
-the first result is right in >= 80 % of cases, low => in <= 30 %": ``high`` the lowest value (0.01
-grid) at which the queries said high are right >= TARGET_HIGH of the time over the vaults chosen
-on, ``medium`` the highest value (not above high) at which those said low are right <= TARGET_LOW
-of the time. For each vault they are chosen on the other vaults (left out) and on all of them (in
+the first result is right in >= 80 % of cases, low => in <= 30 %": ``medium`` the highest value
+(0.01 grid) at which the queries said low are right <= TARGET_LOW of the time over the vaults
+chosen on, then ``high`` the lowest value not below it at which those said high are right >=
+TARGET_HIGH of the time. For each vault they are chosen on the other vaults (left out) and on all of them (in
 sample); the report gives, per vault, how often a high first result is right and a low one is,
 at the current values, in sample and left out. Records go to ``OUT/vaults_loo.jsonl``, the
 summary to ``OUT/vaults_loo.json``.
@@ -96,20 +96,23 @@ def level(r: dict[str, Any], high: float, medium: float) -> str:
 
 
 def choose(recs: Sequence[dict[str, Any]]) -> tuple[float, float]:
-    """(high, medium) toward high => right >= TARGET_HIGH, low => right <= TARGET_LOW, over `recs` pooled."""
-    high = GRID[-1]
-    for t in GRID:
-        said = [r["right"] for r in recs if named(r) or level_score(r) >= t]
-        if said and sum(said) / len(said) >= TARGET_HIGH:
-            high = t
-            break
+    """(high, medium) toward low => right <= TARGET_LOW, high => right >= TARGET_HIGH, over `recs` pooled.
+
+    `medium` first: the highest value at which the queries said low are right at most TARGET_LOW
+    of the time; then `high`: the lowest value not below it at which those said high are right at
+    least TARGET_HIGH of the time (when most first results are right, that is `medium` itself).
+    """
     medium = GRID[0]
     for t in GRID:
-        if t > high:
-            break
         low = [r["right"] for r in recs if not named(r) and level_score(r) < t]
         if not low or sum(low) / len(low) <= TARGET_LOW:
             medium = t
+    high = GRID[-1]
+    for t in GRID:
+        said = [r["right"] for r in recs if named(r) or level_score(r) >= t]
+        if t >= medium and said and sum(said) / len(said) >= TARGET_HIGH:
+            high = t
+            break
     return high, medium
 
 
