@@ -100,8 +100,8 @@ def test_recent_turns_context_windows_and_filtered_find(tmp_path: Path) -> None:
             recent = _payload(await client.call_tool("recent", {"n": 2, "excerpt_chars": 30}))
             assert recent["user"] == "bo"
             assert [(t["turn"], t["date"], t["title"]) for t in recent["turns"]] == [
-                (2, "2026-02-03", "wheel sizes"),
-                (3, "2026-02-02", "bike rims"),
+                (2, "2026-02-03", "bo, 2026-02-03: wheel sizes"),
+                (3, "2026-02-02", "bo, 2026-02-02: bike rims"),
             ]
             assert all(len(t["excerpt"]) <= 30 for t in recent["turns"])
             nobody = _payload(await client.call_tool("recent", {"user": "zed"}))

@@ -767,7 +767,7 @@ def test_team_search_covers_other_vaults_on_request(tmp_path: Path, lite_db: str
         assert alice.note("vault:bob/sky/comet.md").frontmatter.get("status") == "draft"  # type: ignore[union-attr]
         # the note view and get_context read the other vault's note from the collection
         note = alice.note("vault:bob/sky/eclipse.md")
-        assert note is not None and note.title == "Eclipse" and "glows around the black disc" in note.text
+        assert note is not None and note.title == "eclipse" and "glows around the black disc" in note.text
         window = context_for(alice, "vault:bob/sky/eclipse.md#Corona", None, 0, 40)
         assert window.text.startswith("During totality") or "totality" in window.text
         assert alice.note("vault:bob/nothing.md") is None

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
+from explorer.vault.model import display_title
+
 #: Most characters a default answer (its JSON text) may take.
 MAX_ANSWER_CHARS = 8000
 #: Characters of an excerpt by default (a result's snippet is at most 200).
@@ -186,11 +188,10 @@ def recent_turns(index: Any, user: str | None, n: int, chars: int) -> list[dict[
             continue
         ids = index.shard_ids(path)
         body = " ".join(note.text[note.body_start :].split())
-        topic = note.frontmatter.get("topic")
         item: dict[str, Any] = {
             "node_id": ids[0] if ids else path,
             "path": path,
-            "title": topic if isinstance(topic, str) and topic else note.title,
+            "title": display_title(note),
         }
         if number >= 0:
             item["turn"] = number

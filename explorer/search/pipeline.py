@@ -31,6 +31,7 @@ from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused
 from explorer.search.llm import Budget
 from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
+from explorer.search.names import names_note
 from explorer.search.notefilters import day_bounds
 from explorer.search.passes import Passes, Run, SearchCancelled, Stage
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
@@ -43,6 +44,7 @@ from explorer.search.tokens import turn_text
 from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.when import mentions
 from explorer.text.lru import LRUCache
+from explorer.vault.model import display_title
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
 
@@ -418,7 +420,10 @@ class SearchPipeline:
                 self._builder.with_corrections(run.snap, r, run.parsed, run.qvec, run.corrections)
                 for r in searched_results
             ]
-        out.results = searched_results + [r for r in out.results if r.source != "search"]
+        out.results = [
+            _shown_title(run.snap, r)
+            for r in searched_results + [r for r in out.results if r.source != "search"]
+        ]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = (
@@ -439,6 +444,7 @@ class SearchPipeline:
             words = query_words(run.parsed.text)
             covered = named_coverage(judged, snap, owners, run.named, words, TOP_N)
             elsewhere = other_coverage(out.trace.entries, snap, owners, run.named, words, OTHERS_N)
+            first = snap.notes.get(searched_results[0].document_path) if searched_results else None
             out.quality = assess(
                 judged,
                 run.qvecs is not None,
@@ -447,6 +453,7 @@ class SearchPipeline:
                 elsewhere,
                 named=bool(run.named),
                 conversation=run.fusion == "score",
+                first_named=first is not None and names_note(run.parsed.text, first),
             )
         out.stats.final_results = len(out.results)
 
@@ -574,3 +581,11 @@ class SearchPipeline:
         out.advisory = diminishing_returns(self.history, out.query, ids, top)
         self.history.append({"query": out.query, "ids": ids, "top": top, "time": time.time()})
         del self.history[:-50]
+
+
+def _shown_title(snap: Snapshot, result: SearchResult) -> SearchResult:
+    """`result` titled as a person reads it (`display_title`: a conversation turn by who said what
+    when, not by its file name `context`). Done after ranking: the reranker reads the note's title."""
+    note = snap.notes.get(result.document_path)
+    title = display_title(note) if note is not None else result.title
+    return result if title == result.title else replace(result, title=title)
