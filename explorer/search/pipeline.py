@@ -173,6 +173,11 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
+            # An engine backend's answers move without a new version (another writer, the engine gone
+            # or back): what moves them is part of the key, and how the view answers is said.
+            fresh, said = snap.freshness()
+            if said:
+                run.warnings.insert(0, said)
             if run.parsed.vaults:
                 self._widen(run)
             key = (
@@ -182,6 +187,7 @@ class SearchPipeline:
                 run.two_pass,
                 run.rerank,
                 snap.version,
+                fresh,
                 self.index.model_state,
                 run.today,
             )
@@ -202,6 +208,10 @@ class SearchPipeline:
             self._always_include(run, out)
             self._rerank(run, out)
             self._assess(run, out)
+            if not said:  # the view met an engine fault during this search and answered locally from then on
+                said = snap.freshness()[1]
+                if said and said not in out.warnings:
+                    out.warnings.insert(0, said)
             self._stage(run, "quality", out)
             return self._finish(run, out, key, record)
 
