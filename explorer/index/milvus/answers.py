@@ -72,7 +72,12 @@ class Answers:
             generation = self._generation
             for key in keys:
                 kept = self._items.get(key)
-                if kept is not None and kept[0] == now and (kept[1] >= limit or len(kept[2]) < kept[1]):
+                if (
+                    kept is not None
+                    and self.ttl > 0
+                    and kept[0] == now
+                    and (kept[1] >= limit or len(kept[2]) < kept[1])
+                ):
                     self._items.move_to_end(key)
                     out.append(kept[2][:limit])
                 else:
