@@ -181,6 +181,11 @@ class SearchPipeline:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
             run.correct = correct
+            # An engine backend's answers move without a new version (another writer, the engine gone
+            # or back): what moves them is part of the key, and how the view answers is said.
+            fresh, said = snap.freshness()
+            if said:
+                run.warnings.insert(0, said)
             if run.parsed.vaults:
                 self._widen(run)
             key = (
@@ -190,6 +195,7 @@ class SearchPipeline:
                 run.two_pass,
                 run.rerank,
                 snap.version,
+                fresh,
                 self.index.model_state,
                 run.today,
                 correct,
@@ -211,6 +217,10 @@ class SearchPipeline:
             self._always_include(run, out)
             self._rerank(run, out)
             self._assess(run, out)
+            if not said:  # the view met an engine fault during this search and answered locally from then on
+                said = snap.freshness()[1]
+                if said and said not in out.warnings:
+                    out.warnings.insert(0, said)
             self._stage(run, "quality", out)
             return self._finish(run, out, key, record)
 
