@@ -214,7 +214,7 @@ if role == "write":
     while time.time() < until:
         s.put_vectors("m", {f"{os.getpid()}-{i + j}": np.random.rand(8).astype("f4") for j in range(16)})
         i += 16
-        if prune and rnd.random() < 0.1:
+        if prune and rnd.random() < 0.03:
             keep = [h for (h,) in s.conn.execute("SELECT hash FROM vec_rows")]
             s.prune_vectors("m", set(keep[: len(keep) * 3 // 4]))
     s.close()

@@ -84,9 +84,13 @@ class EmbedOwner:
                 return True
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except BlockingIOError:
                 os.close(fd)
                 return False
+            except OSError:
+                # A file system without locks (some network mounts): no owner can be known.
+                os.close(fd)
+                return True
             try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, (this_process() + "\n").encode("utf-8", "replace"), 0)

@@ -129,13 +129,24 @@ class VectorFiles:
         row, and checking 160k rows took a quarter of a second at 50k notes.
         """
         with self.folder.lock, faults():
-            vf = self.vector_file(model)
-            if vf is None or not hashes:
-                return [], np.zeros((0, 0), dtype=np.float32)
-            file, dim, _n = vf
-            stamp = self.folder.file_stamp(file)
-            if len(hashes) > 2000 and stamp is not None and self.folder.checked(file) == stamp:
-                where = dict(self._conn.execute("SELECT hash, row FROM vec_rows WHERE model=?", (model,)))
+            # One read transaction: the file and its rows from the same commit (another process's
+            # prune may switch files between two statements, and these rows are not checked).
+            self._conn.execute("BEGIN")
+            try:
+                vf = self.vector_file(model)
+                if vf is None or not hashes:
+                    return [], np.zeros((0, 0), dtype=np.float32)
+                file, dim, _n = vf
+                stamp = self.folder.file_stamp(file)
+                fast = len(hashes) > 2000 and stamp is not None and self.folder.checked(file) == stamp
+                where = (
+                    dict(self._conn.execute("SELECT hash, row FROM vec_rows WHERE model=?", (model,)))
+                    if fast
+                    else {}
+                )
+            finally:
+                self._conn.execute("COMMIT")
+            if fast:
                 found = [h for h in hashes if h in where]
                 if not found:
                     return [], np.zeros((0, 0), dtype=np.float32)
