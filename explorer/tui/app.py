@@ -330,7 +330,7 @@ class ExplorerApp(App[int]):
         if (
             message.state in ("ready", "embedding", "waiting")
             and was not in ("ready", "embedding", "waiting")
-        ) or (message.state == "ready" and was == "embedding"):
+        ) or (message.state == "ready" and was in ("embedding", "waiting")):
             self._tell(self.main_screen, ModelReady(message.state))
 
     # -- keeping the index current ---------------------------------------------------------
