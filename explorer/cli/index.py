@@ -33,12 +33,26 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     pending_before = len(index.pending())
     cached = index.stats().embedded
     embedded = 0
+
+    def waiting(holder: str) -> None:
+        # Another process embeds into this index folder: its vectors are read as they land.
+        if holder:
+            print(
+                f"explorer: waiting for {safe_text(holder)} to finish embedding…", file=sys.stderr, flush=True
+            )
+        else:
+            bar.done()
+
     if settings.index.embeddings:
         embedded = index.embed_pending(
-            progress=lambda stage, done, total: bar.update(stage, done, total, eta=index.model.eta())
+            progress=lambda stage, done, total: bar.update(stage, done, total, eta=index.model.eta()),
+            waiting=waiting,
         )
         if bar:
             bar.done()
+    run = getattr(index, "embed_run", None)
+    if run is not None:
+        cached += run.borrowed  # written by the process this one waited for: read, not embedded
     st = index.stats()
     out: dict[str, Any] = {
         "vault": str(vault),
@@ -50,6 +64,7 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         "skipped": dict(sorted(index.skipped.items())),
         "shards_embedded": embedded,
         "shards_from_cache": cached,
+        "waited_for": run.waited_for if run is not None else "",
         "shards_without_vectors": st.pending,
         "model": st.model_id if settings.index.embeddings else "off",
         "model_state": st.model_state,
@@ -301,6 +316,11 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
         ),
         on_error=err,
         on_embedded=lambda n: out(f"{time.strftime('%H:%M:%S')}  embedded {n} shard{'s' if n != 1 else ''}"),
+        on_model=lambda state, detail: (
+            out(f"{time.strftime('%H:%M:%S')}  waiting for {detail} to finish embedding…")
+            if state == "waiting"
+            else None
+        ),
     )
     session = Session(
         vault,

@@ -38,6 +38,8 @@ PipelineFactory = Callable[[Any, Settings], Any]
 #: Model states the embedding loop reports through `SessionHooks.on_model`.
 MODEL_LOADING = "loading"
 MODEL_EMBEDDING = "embedding"
+MODEL_WAITING = "waiting"
+"""Another process embeds into the same index folder: the detail names it; its vectors come in as it goes."""
 MODEL_READY = "ready"
 MODEL_UNAVAILABLE = "unavailable"
 MODEL_OFF = "off"
@@ -63,8 +65,8 @@ class SessionHooks:
     on_watcher: Callable[[str], object] = _noop
     """The watcher's state: starting, watching, vault missing, stopped."""
     on_model: Callable[[str, str], object] = _noop
-    """The model's state (loading, embedding, ready, unavailable, off) and a detail: the runtime
-    when embedding or ready, the reason when unavailable."""
+    """The model's state (loading, embedding, waiting, ready, unavailable, off) and a detail: the
+    runtime when embedding or ready, the process waited for when waiting, the reason when unavailable."""
     on_progress: Callable[[str, int, int], object] = _noop
     """Embedding progress: (stage, done, total)."""
     on_embedded: Callable[[int], object] = _noop
@@ -196,7 +198,9 @@ class EmbeddingLoop:
         try:
             while index.pending() and not self._cancelled():
                 self._call(self.hooks.on_model, MODEL_EMBEDDING, index.runtime)
-                n = index.embed_pending(progress=self.hooks.on_progress, cancelled=self._cancelled)
+                n = index.embed_pending(
+                    progress=self.hooks.on_progress, cancelled=self._cancelled, waiting=self._waiting
+                )
                 done += n
                 if not n:
                     break  # nothing could be embedded (vectors refused): wait for the next wake
@@ -211,6 +215,13 @@ class EmbeddingLoop:
                 self.after(self._cancelled)
             except Exception as exc:  # noqa: BLE001 - searches make what a warm-up could not
                 self._call(self.hooks.on_error, f"warming the turns failed: {type(exc).__name__}: {exc}")
+
+    def _waiting(self, holder: str) -> None:
+        """Another process holds the embedding lock (`holder` names it), or '' once this one embeds."""
+        if holder:
+            self._call(self.hooks.on_model, MODEL_WAITING, holder)
+        else:
+            self._call(self.hooks.on_model, MODEL_EMBEDDING, self.index.runtime)
 
     def _call(self, hook: Callable[..., object], *args: Any) -> None:
         _call(hook, self.hooks.on_error, *args)

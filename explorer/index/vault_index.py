@@ -35,6 +35,7 @@ from explorer.index.model_host import EMBED_BATCH, ModelHost
 from explorer.index.reader import IndexReader, IndexStats
 from explorer.index.snapshot import LocalSnapshot
 from explorer.index.store import FileState, Store
+from explorer.index.vector_writer import EmbedRun
 from explorer.index.writer import COMMIT_EVERY, BatchReport, IndexWriter, Progress
 from explorer.vault.links import LinkGraph, resolve_note_name
 from explorer.vault.model import Note, Shard
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from explorer.index.backend import ClassicResult
     from explorer.index.classic import ClassicIndex
 
-__all__ = ["COMMIT_EVERY", "EMBED_BATCH", "BatchReport", "IndexStats", "Progress", "VaultIndex"]
+__all__ = ["COMMIT_EVERY", "EMBED_BATCH", "BatchReport", "EmbedRun", "IndexStats", "Progress", "VaultIndex"]
 
 
 class VaultIndex:
@@ -257,9 +258,19 @@ class VaultIndex:
         progress: Progress | None = None,
         cancelled: Callable[[], bool] | None = None,
         batch: int | None = None,
+        waiting: Callable[[str], object] | None = None,
     ) -> int:
-        """Embed every shard that lacks a vector, batch by batch; returns how many texts were embedded."""
-        return self.writer.vectors.embed_pending(progress, cancelled, batch)
+        """Embed every shard that lacks a vector, batch by batch; returns how many texts were embedded.
+
+        While another process embeds into the same index folder, this one waits for it and takes
+        in its vectors; `waiting` hears whom it waits for, then '' when the wait is over.
+        """
+        return self.writer.vectors.embed_pending(progress, cancelled, batch, waiting)
+
+    @property
+    def embed_run(self) -> EmbedRun | None:
+        """What the last `embed_pending` did: texts embedded, vectors taken from another process, whom it waited for."""
+        return self.writer.vectors.last_run
 
     def encode_query(self, text: str) -> np.ndarray | None:
         """The query vector, or None when no model is available."""

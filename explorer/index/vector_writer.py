@@ -9,7 +9,9 @@ finished chunk is saved to the store's cache and inserted, and the version raise
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,11 +20,29 @@ from explorer.index.keeper import StoreKeeper
 from explorer.index.model_host import ModelHost
 from explorer.index.reader import IndexReader
 from explorer.index.store import StoreError
+from explorer.index.store.owner import EmbedOwner
 from explorer.vault.model import Shard
 
-__all__ = ["VectorWriter"]
+__all__ = ["EmbedRun", "VectorWriter"]
 
 Progress = Callable[[str, int, int], object]
+Waiting = Callable[[str], object]
+"""Told whom the embedding waits for (the owner's description), then '' when this process embeds."""
+
+#: Seconds between a waiting process's looks at the embedding lock and at the vectors its owner wrote.
+WAIT_POLL_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedRun:
+    """What the last embedding run did."""
+
+    embedded: int
+    """Texts this process embedded."""
+    borrowed: int
+    """Shard vectors taken from the cache that another process wrote during the run (while this one waited)."""
+    waited_for: str
+    """The process this one waited for ('' when none held the embedding lock)."""
 
 
 class VectorWriter:
@@ -32,6 +52,10 @@ class VectorWriter:
         self.reader = reader
         self.keeper = keeper
         self.model = model
+        self.last_run: EmbedRun | None = None
+        """What the last `embed_pending` did (None before the first)."""
+        self._rows_seen: int | None = None
+        """The model's vector rows in the store when this index last took in what others wrote."""
 
     def model_changed(self, model_id: str) -> None:
         """The loaded model is another than the configured one: move to its vectors."""
@@ -97,13 +121,104 @@ class VectorWriter:
         progress: Progress | None = None,
         cancelled: Callable[[], bool] | None = None,
         batch: int | None = None,
+        waiting: Waiting | None = None,
     ) -> int:
         """Embed every shard that lacks a vector, batch by batch; returns how many were embedded.
 
         Vectors already in the cache under the same content hash are reused, never recomputed.
+        One process at a time embeds into an index folder (`EmbedOwner`): while another holds
+        it, this one waits (`waiting` hears whom for), taking in the vectors the owner commits
+        as they land, and then embeds only what is still missing.
         """
         if self.model.embedder() is None:
             return 0
+        owner = self.keeper.store.owner
+        borrowed, waited_for = 0, ""
+        if owner is not None and not owner.acquire():
+            waited_for = owner.holder()
+            got = self._wait(owner, waited_for, progress, cancelled, waiting)
+            if got is None:
+                self.last_run = EmbedRun(0, 0, waited_for)
+                return 0
+            borrowed = got
+        try:
+            if owner is not None:
+                # Vectors another process committed since this index last looked (before it held the lock).
+                borrowed += self.take_in()
+            done = self._embed_pending(progress, cancelled, batch)
+        finally:
+            if owner is not None:
+                owner.release()
+        self.last_run = EmbedRun(done, borrowed, waited_for)
+        return done
+
+    def _wait(
+        self,
+        owner: EmbedOwner,
+        holder: str,
+        progress: Progress | None,
+        cancelled: Callable[[], bool] | None,
+        waiting: Waiting | None,
+    ) -> int | None:
+        """Wait for `owner`'s lock, taking in the vectors its holder commits meanwhile.
+
+        Returns how many shard vectors were taken in, once this process holds the lock; None
+        when cancelled first.
+        """
+        if waiting is not None:
+            waiting(holder)
+        total = len(self.reader.pending())
+        taken = 0
+        while True:
+            taken += self.take_in()
+            if progress is not None and total:
+                progress("waiting", total - min(total, len(self.reader.pending())), total)
+            if cancelled is not None and cancelled():
+                return None
+            if owner.acquire():
+                break
+            time.sleep(WAIT_POLL_S)
+        if waiting is not None:
+            waiting("")
+        return taken
+
+    def take_in(self) -> int:
+        """Give shards without a vector the ones the cache holds now (another process may have
+        written them since this index looked); returns how many shards got one.
+
+        Cheap when nothing changed: the model's row count in the store is compared first.
+        """
+        if self.model.state is ModelState.OFF:
+            return 0
+        try:
+            rows = self.keeper.store.vector_rows(self.model.model_id)
+        except StoreError:
+            return 0
+        if rows == self._rows_seen:
+            return 0
+        with self.reader.lock:
+            self._rows_seen = rows
+            missing = [s for s in self.reader.shards.values() if s.node_id not in self.reader.dense]
+            contexts = not self.reader.dialog.complete
+            if not missing and not contexts:
+                return 0
+            self.reader.own("dense", "context")
+            before = len(self.reader.dense)
+            self.load(missing)
+            if contexts:
+                self.refresh_dialog()
+            got = len(self.reader.dense) - before
+            if got or contexts:
+                self.reader.log_version(())  # vectors only: no note changed
+            return got
+
+    def _embed_pending(
+        self,
+        progress: Progress | None,
+        cancelled: Callable[[], bool] | None,
+        batch: int | None,
+    ) -> int:
+        """Embed what lacks a vector now (this process holds the embedding lock, or there is none)."""
         todo = self.reader.pending()
         # Shards sharing a hash are embedded once; so are context texts sharing a key.
         by_hash: dict[str, list[Shard]] = {}
@@ -123,9 +238,14 @@ class VectorWriter:
                         )
 
         def deliver(chunk: list[str], vecs: list[np.ndarray]) -> None:
-            self.keeper.save(
+            if self.keeper.save(
                 lambda: self.keeper.store.put_vectors(self.model.model_id, dict(zip(chunk, vecs)))
-            )
+            ):
+                # What this process wrote is no news to `take_in` (no other process embeds meanwhile).
+                try:
+                    self._rows_seen = self.keeper.store.vector_rows(self.model.model_id)
+                except StoreError:
+                    self._rows_seen = None
             with self.reader.lock:
                 self.reader.own("dense", "context")
                 for h, vec in zip(chunk, vecs):

@@ -314,8 +314,9 @@ class ExplorerApp(App[int]):
         """Track the model; upgrade results when it is ready."""
         was = self.status.model
         runtime = message.detail if message.state in ("ready", "embedding") else self.status.runtime
-        self.status = replace(self.status, model=message.state, runtime=runtime)
-        if message.state != "embedding" and self.status.stage == "embedding":
+        waiting_for = message.detail if message.state == "waiting" else ""
+        self.status = replace(self.status, model=message.state, runtime=runtime, waiting_for=waiting_for)
+        if message.state not in ("embedding", "waiting") and self.status.stage in ("embedding", "waiting"):
             self.status = replace(self.status, stage="")
         if message.state == "unavailable" and message.detail:
             self.notify(
@@ -326,9 +327,10 @@ class ExplorerApp(App[int]):
             )
         if message.state == "ready":
             settle_heap()
-        if (message.state in ("ready", "embedding") and was not in ("ready", "embedding")) or (
-            message.state == "ready" and was == "embedding"
-        ):
+        if (
+            message.state in ("ready", "embedding", "waiting")
+            and was not in ("ready", "embedding", "waiting")
+        ) or (message.state == "ready" and was in ("embedding", "waiting")):
             self._tell(self.main_screen, ModelReady(message.state))
 
     # -- keeping the index current ---------------------------------------------------------

@@ -22,13 +22,16 @@ moment leaves every committed vector readable and at most an uncommitted tail th
 writer overwrites. Pruning writes a new generation file and switches the catalogue to it in one
 transaction; files no catalogue row names are removed on open. Every row read is checked
 against its CRC; a damaged row is dropped (its shard is embedded again) and a damaged database
-is moved aside and rebuilt from the vault.
+is moved aside and rebuilt from the vault (a busy one is not damaged: a new database is created
+in one write transaction, so processes opening a new folder together share it).
+
+`embed.lock` (`owner`): the process embedding into the folder holds it (see `EmbedOwner`).
 
 The parts, one module each: `catalogue` (the SQLite database: opening, upgrading and rebuilding
 it, notes, heads, records and skipped files; `Store` joins the parts), `vectors` (the vector
-files and their catalogue rows), `segment` (the BM25 postings as one array file), `codec` (note
-records, heads and term counts as msgpack) and `db` (the folder, connection and lock the parts
-share, and the store faults).
+files and their catalogue rows), `segment` (the BM25 postings as one array file), `owner` (the
+embedding lock), `codec` (note records, heads and term counts as msgpack) and `db` (the folder,
+connection and lock the parts share, and the store faults).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from explorer.index.store.codec import (
 from explorer.index.store.db import (
     Folder,
     StoreError,
+    busy,
     check_integrity,
     classify,
     faults,
@@ -40,6 +41,7 @@ from explorer.index.store.db import (
     table_exists,
     transaction,
 )
+from explorer.index.store.owner import EmbedOwner
 from explorer.index.store.segment import load_segment, save_segment
 from explorer.index.store.vectors import VectorFiles
 from explorer.vault.model import Note, Shard
@@ -100,6 +102,8 @@ class Store(Folder):
         super().__init__(directory, memory, frozen)
         self.vectors = VectorFiles(self)
         """The vector files and their catalogue rows."""
+        self.owner = EmbedOwner(self.directory) if not (self.memory or frozen) else None
+        """The embedding lock of the folder (None for a store in memory or one taking no writes)."""
         if frozen:
             self.conn = self._open_frozen()
             self.rules_stale = self._stale_rules()
@@ -178,14 +182,10 @@ class Store(Folder):
                 else None
             )
             if row is None:
-                if table_exists(conn, "vectors") or table_exists(conn, "notes"):
-                    check_integrity(conn)  # a lost version row may be damage, not age
-                    raise _Rebuild("older", "index written by an older version (no schema version)")
-                conn.executescript(_SCHEMA)
-                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] == _UPGRADABLE and _upgradable_layout(conn):
+                row = self._create(conn)  # None: created here
+            if row is not None and row[0] == _UPGRADABLE and _upgradable_layout(conn):
                 self._upgrade(conn)
-            elif row[0] != str(SCHEMA_VERSION):
+            elif row is not None and row[0] != str(SCHEMA_VERSION):
                 if not row[0].isdigit():
                     check_integrity(conn)
                 newer = row[0].isdigit() and int(row[0]) > SCHEMA_VERSION
@@ -210,7 +210,35 @@ class Store(Folder):
             kind = classify(exc)
             if kind in ("full", "readonly"):
                 raise StoreError(kind, str(exc)) from exc
+            if busy(exc):
+                # Another process holds the database longer than the busy timeout: it is in
+                # use, not damaged (moving it aside would split the index between two files).
+                raise StoreError("busy", f"the index is in use by another process ({one_line(exc)})") from exc
             return self._rebuild(f"index file unreadable ({one_line(exc)})", "damaged")
+
+    def _create(self, conn: sqlite3.Connection) -> tuple[str] | None:
+        """Create the tables of a new database, or find the schema row another process wrote meanwhile.
+
+        In one write transaction: two processes opening a new index folder at once must not both
+        create it (the second's insert would fail, and a failed open is taken for damage).
+        Returns the schema row when the database was someone else's after all (None: created here).
+        """
+        with transaction(conn):
+            row = (
+                conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if table_exists(conn, "meta")
+                else None
+            )
+            if row is not None:
+                return row
+            if table_exists(conn, "vectors") or table_exists(conn, "notes"):
+                check_integrity(conn)  # a lost version row may be damage, not age
+                raise _Rebuild("older", "index written by an older version (no schema version)")
+            for statement in _SCHEMA.split(";"):  # executescript would commit the transaction
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        return None
 
     def _upgrade(self, conn: sqlite3.Connection) -> None:
         """Schema 8 -> 9 in one transaction: move the records to `records` and store each note's head.
@@ -220,6 +248,9 @@ class Store(Folder):
         """
         t0 = time.perf_counter()
         with transaction(conn):
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None or row[0] != _UPGRADABLE:
+                return  # another process opening the same folder upgraded it meanwhile
             conn.execute("ALTER TABLE notes RENAME TO notes_v8")
             for statement in _SCHEMA.split(";"):  # executescript would commit the transaction
                 if statement.strip():

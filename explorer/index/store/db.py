@@ -24,6 +24,7 @@ _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN
     26,
 )
 _SQLITE_PERM = 3
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
 def one_line(text: object, limit: int = 160) -> str:
@@ -67,6 +68,14 @@ def classify(exc: BaseException) -> str | None:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return "readonly"
     return None
+
+
+def busy(exc: BaseException) -> bool:
+    """True for SQLite's "database is locked": another connection holds the database, nothing is wrong with it."""
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    return isinstance(exc, sqlite3.OperationalError) and (
+        code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "database is locked" in str(exc).lower()
+    )
 
 
 def describe(kind: str, detail: str) -> str:

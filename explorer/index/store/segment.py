@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,8 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], strings: dict[str, l
         offset += (arr.nbytes + 7) // 8 * 8
     head = json.dumps(header).encode()
     start = (len(_MAGIC) + 8 + len(head) + 7) // 8 * 8
-    tmp = path.with_name(path.name + ".tmp")
+    # A name of this writer's own: two processes saving a segment at once must not write into one file.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     with open(tmp, "wb") as fh:
         fh.write(_MAGIC + len(head).to_bytes(8, "little") + head)
         fh.write(b"\0" * (start - fh.tell()))
@@ -157,6 +159,8 @@ def save_segment(
     with folder.lock, faults():
         old = conn.execute("SELECT value FROM meta WHERE key='segment'").fetchone()
         gen = generation(old[0]) + 1 if old else 1
+        # Past every segment file in the folder: another process may be saving one of the next generation.
+        gen = max([gen, *(generation(p.name) + 1 for p in folder.directory.glob("bm25-*.seg"))])
         name = f"bm25-{gen}.seg"
         write_arrays(
             folder.directory / name,

@@ -6,11 +6,17 @@ committed row count and flushed before their catalogue rows are committed, so a 
 at any moment leaves every committed vector readable. Every row read is checked against its CRC
 (except in a file checked whole before and unchanged since); a damaged row is dropped and its
 shard embedded again. Pruning writes a new generation file and switches the catalogue to it in
-one transaction.
+one transaction, holding the write lock from its read of the rows to the switch.
+
+Several processes may share the folder: appends are serialised by SQLite's write lock (the row
+count is read inside the write transaction), a file name is never used twice (a process may
+still map a removed file of that name), and a reader whose file was switched away by another
+process's prune between its catalogue read and its open follows the catalogue to the new file.
 """
 
 from __future__ import annotations
 
+import glob
 import mmap
 import os
 import re
@@ -41,7 +47,8 @@ class VectorFiles:
 
     def __init__(self, folder: Folder) -> None:
         self.folder = folder
-        self._maps: dict[str, tuple[str, mmap.mmap | None, int]] = {}
+        self._maps: dict[str, tuple[tuple[int, int], mmap.mmap | None, int]] = {}
+        """File name -> ((inode, device), its map, the size mapped)."""
         self._mem_vectors: dict[str, np.ndarray] = {}
 
     @property
@@ -59,39 +66,87 @@ class VectorFiles:
         return (row[0], int(row[1]), int(row[2])) if row else None
 
     def _map(self, file: str, need: int) -> memoryview:
-        """A read-only map of `file` covering at least `need` bytes."""
+        """A read-only map of `file` covering at least `need` bytes.
+
+        A map kept from an earlier read is used only while the name still leads to the same file
+        (inode): another process may have removed the file and written a new one of that name.
+        """
         if self.folder.memory:
             return memoryview(self._mem_vectors[file].data).cast("B")
+        path = self.folder.directory / file
         cached = self._maps.get(file)
+        if cached is not None and cached[2] >= need:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                raise _Gone(file) from None
+            if (st.st_ino, st.st_dev) != cached[0]:
+                cached = None
         if cached is None or cached[2] < need:
-            if not (self.folder.directory / file).is_file():
-                raise StoreError("damaged", f"vector file {file} is missing")
-            with open(self.folder.directory / file, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
+            try:
+                fh = open(path, "rb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                raise _Gone(file) from None
+            with fh:
+                st = os.fstat(fh.fileno())
+                size = st.st_size
                 if size < need:
                     raise StoreError("damaged", f"vector file {file} is shorter than its catalogue says")
                 m = _map_populated(fh.fileno(), size) if size else None
-            self._maps[file] = (file, m, size)
-            cached = self._maps[file]
+            cached = ((st.st_ino, st.st_dev), m, size)
+            self._maps[file] = cached
         m = cached[1]
         return memoryview(m) if m is not None else memoryview(b"")
+
+    def _moved(self, model: str, file: str) -> bool:
+        """True when the catalogue names another file for `model` than `file` now (a prune in another
+        process switched files between this reader's catalogue read and its open of the file)."""
+        vf = self.vector_file(model)
+        return vf is not None and vf[0] != file
 
     def get_matrix(self, model: str, hashes: list[str]) -> tuple[list[str], np.ndarray]:
         """(hashes found, in the order asked, and their vectors as the rows of one float32 matrix):
         `get_vectors` without a dict per row.
+
+        A file switched by another process's prune while it was being read is read again from
+        the file the catalogue names now.
+        """
+        for attempt in range(_SWITCHES):
+            try:
+                return self._get_matrix(model, hashes)
+            except _Gone as gone:
+                with self.folder.lock, faults():
+                    if attempt + 1 < _SWITCHES and self._moved(model, gone.file):
+                        continue
+                raise StoreError("damaged", f"vector file {gone.file} is missing") from None
+        raise AssertionError("unreachable")
+
+    def _get_matrix(self, model: str, hashes: list[str]) -> tuple[list[str], np.ndarray]:
+        """`get_matrix` from the file the catalogue names now.
 
         Rows are checked against their CRC, except in a vector file this store has checked whole
         before and that has not changed since (`_checked`): an open of a large index reads every
         row, and checking 160k rows took a quarter of a second at 50k notes.
         """
         with self.folder.lock, faults():
-            vf = self.vector_file(model)
-            if vf is None or not hashes:
-                return [], np.zeros((0, 0), dtype=np.float32)
-            file, dim, _n = vf
-            stamp = self.folder.file_stamp(file)
-            if len(hashes) > 2000 and stamp is not None and self.folder.checked(file) == stamp:
-                where = dict(self._conn.execute("SELECT hash, row FROM vec_rows WHERE model=?", (model,)))
+            # One read transaction: the file and its rows from the same commit (another process's
+            # prune may switch files between two statements, and these rows are not checked).
+            self._conn.execute("BEGIN")
+            try:
+                vf = self.vector_file(model)
+                if vf is None or not hashes:
+                    return [], np.zeros((0, 0), dtype=np.float32)
+                file, dim, _n = vf
+                stamp = self.folder.file_stamp(file)
+                fast = len(hashes) > 2000 and stamp is not None and self.folder.checked(file) == stamp
+                where = (
+                    dict(self._conn.execute("SELECT hash, row FROM vec_rows WHERE model=?", (model,)))
+                    if fast
+                    else {}
+                )
+            finally:
+                self._conn.execute("COMMIT")
+            if fast:
                 found = [h for h in hashes if h in where]
                 if not found:
                     return [], np.zeros((0, 0), dtype=np.float32)
@@ -152,8 +207,20 @@ class VectorFiles:
 
     def get_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors of these shard hashes for `model` (copies; rows failing their CRC are left out)."""
+        wanted = list(hashes)
+        for attempt in range(_SWITCHES):
+            try:
+                return self._get_vectors(model, wanted)
+            except _Gone as gone:
+                with self.folder.lock, faults():
+                    if attempt + 1 < _SWITCHES and self._moved(model, gone.file):
+                        continue
+                raise StoreError("damaged", f"vector file {gone.file} is missing") from None
+        raise AssertionError("unreachable")
+
+    def _get_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         with self.folder.lock, faults():
-            rows, vf = self._lookup(model, list(hashes))
+            rows, vf = self._lookup(model, hashes)
             if not rows or vf is None:
                 return {}
             file, dim, _n = vf
@@ -205,7 +272,7 @@ class VectorFiles:
             items = [(h, v) for h, v in items if h not in have]
             if not items:
                 return
-            file = vf[0] if vf else _vector_file_name(model, 1)
+            file = vf[0] if vf else self._fresh_name(model, 1)
             start = vf[2] if vf else 0
             block = np.ascontiguousarray(np.stack([v for _h, v in items]), dtype="<f4")
             self._write_rows(file, start, block)
@@ -256,7 +323,10 @@ class VectorFiles:
         """
         if self.folder.frozen:
             return 0
-        with self.folder.lock, faults():
+        # One write transaction from the read of the rows to the switch: another process's
+        # vectors committed meanwhile would be dropped by the switch, and two prunes at once
+        # would both write the same next generation.
+        with self.folder.lock, faults(), transaction(self._conn):
             vf = self.vector_file(model)
             if vf is None:
                 return 0
@@ -268,39 +338,57 @@ class VectorFiles:
             dropped = len(rows) - len(kept)
             if dropped == 0 and n == len(rows):
                 return 0
-            buf = self._map(file, (max((r[1] for r in kept), default=-1) + 1) * dim * 4)
+            try:
+                buf = self._map(file, (max((r[1] for r in kept), default=-1) + 1) * dim * 4)
+            except _Gone:
+                raise StoreError("damaged", f"vector file {file} is missing") from None
             good, _bad = _check_rows(buf, dim, kept)
             order = sorted(good)
-            gen = generation(file) + 1
-            new_file = _vector_file_name(model, gen)
+            new_file = self._fresh_name(model, generation(file) + 1)
             block = (
                 np.stack([good[h] for h in order]).astype("<f4") if order else np.zeros((0, dim), dtype="<f4")
             )
             if self.folder.memory:
                 self._mem_vectors[new_file] = block
+            elif len(block):
+                self._write_rows(new_file, 0, block)
             else:
-                (self.folder.directory / new_file).unlink(missing_ok=True)
-                if len(block):
-                    self._write_rows(new_file, 0, block)
-                else:
-                    (self.folder.directory / new_file).touch()
+                (self.folder.directory / new_file).touch()
             crcs = [zlib.crc32(row.tobytes()) for row in block]
-            with transaction(self._conn):
-                self._conn.execute("DELETE FROM vec_rows WHERE model=?", (model,))
-                self._conn.executemany(
-                    "INSERT INTO vec_rows VALUES (?, ?, ?, ?)",
-                    [(model, h, i, crcs[i]) for i, h in enumerate(order)],
-                )
-                self._conn.execute(
-                    "UPDATE vec_files SET file=?, rows=? WHERE model=?", (new_file, len(order), model)
-                )
-                self._conn.execute("DELETE FROM meta WHERE key=?", (f"checked:{file}",))
+            self._conn.execute("DELETE FROM vec_rows WHERE model=?", (model,))
+            self._conn.executemany(
+                "INSERT INTO vec_rows VALUES (?, ?, ?, ?)",
+                [(model, h, i, crcs[i]) for i, h in enumerate(order)],
+            )
+            self._conn.execute(
+                "UPDATE vec_files SET file=?, rows=? WHERE model=?", (new_file, len(order), model)
+            )
+            self._conn.execute("DELETE FROM meta WHERE key=?", (f"checked:{file}",))
+        # Committed: the old file is no one's any more (a reader that read the catalogue before
+        # the switch finds it gone and reads the catalogue again).
+        with self.folder.lock:
             self._maps.pop(file, None)
             if self.folder.memory:
                 self._mem_vectors.pop(file, None)
             else:
                 (self.folder.directory / file).unlink(missing_ok=True)
-            return len(rows) - len(order)
+        return len(rows) - len(order)
+
+    def _fresh_name(self, model: str, gen: int) -> str:
+        """A vector file name for `model` of generation `gen` or later that no file in the folder has.
+
+        A name is never used twice: a process still mapping a removed file of that name (or
+        writing past its end) must not find its rows in another file.
+        """
+        if self.folder.memory:
+            while _vector_file_name(model, gen) in self._mem_vectors:
+                gen += 1
+            return _vector_file_name(model, gen)
+        prefix = _vector_file_name(model, 0)[: -len("0.f32")]
+        for p in self.folder.directory.glob(f"{glob.escape(prefix)}*.f32"):
+            if p.name.startswith(prefix) and p.name[len(prefix) : -4].isdigit():
+                gen = max(gen, generation(p.name) + 1)
+        return _vector_file_name(model, gen)
 
     def salvage(self) -> dict[str, dict[str, np.ndarray]]:
         """Vectors readable from the current database: this format's files, or an older format's table."""
@@ -338,6 +426,18 @@ class VectorFiles:
             if not out[model]:
                 del out[model]
         return out
+
+
+#: Times a read follows the catalogue to another vector file (each switch is another process's prune).
+_SWITCHES = 4
+
+
+class _Gone(Exception):
+    """The vector file the catalogue named is not there (removed by a prune since, or lost)."""
+
+    def __init__(self, file: str) -> None:
+        super().__init__(file)
+        self.file = file
 
 
 def _map_populated(fd: int, size: int) -> mmap.mmap:

@@ -310,6 +310,7 @@ def search_mode(results: SearchResults, model: str) -> str:
     reason = {
         "loading": "model loading",
         "embedding": "vectors coming",
+        "waiting": "vectors coming",
         "off": "embeddings off",
         "unavailable": "semantic search not available",
     }.get(model, "")

@@ -169,7 +169,7 @@ class SearchBox(SafeInput):
 
 def pipeline_label(model: str) -> str:
     """What the search pipeline is, truthfully, for an embedding model state (StatusInfo.model)."""
-    if model in ("ready", "embedding"):
+    if model in ("ready", "embedding", "waiting"):
         return "hybrid"
     return {
         "off": "lexical (embeddings off)",

@@ -32,7 +32,9 @@ class StatusInfo:
     watcher: str = "off"
     """`watching`, `off`, `unavailable` or `error`."""
     model: str = "not loaded"
-    """`not loaded`, `loading`, `embedding`, `ready`, `off` or `unavailable`."""
+    """`not loaded`, `loading`, `embedding`, `waiting`, `ready`, `off` or `unavailable`."""
+    waiting_for: str = ""
+    """While `waiting`: the other process embedding into the same index (its vectors come in as it goes)."""
     runtime: str = ""
     """Embedding runtime once loaded (onnx, sentence-transformers)."""
     llm: str = "off"
@@ -45,7 +47,7 @@ class StatusInfo:
     @property
     def hybrid(self) -> bool:
         """True when searches use embeddings."""
-        return self.model in ("ready", "embedding")
+        return self.model in ("ready", "embedding", "waiting")
 
 
 #: Below this many columns the status line leaves out what matters least.
@@ -117,6 +119,9 @@ class StatusBar(Horizontal):
             parts.append((f"{hybrid} ({info.runtime or 'model'})", "$text-success"))
         elif info.model == "embedding":
             parts.append((f"{hybrid} · embedding…", "$text-warning"))
+        elif info.model == "waiting":
+            who = "another process" if narrow else (info.waiting_for or "another process")
+            parts.append((f"{hybrid} · waiting for {who} to finish embedding…", "$text-warning"))
         elif info.model == "loading":
             parts.append(("lexical · model loading…", "$text-warning"))
         elif info.model == "off":
