@@ -276,7 +276,7 @@ class Proof:
         good = [c for c in self.changes if c.holds]
         if good:
             return f"It {where}; {good[0].claim}"
-        return f"It {where}; no single change tried brings it into the top {self.k}."
+        return f"It {where}; no change tried brings it into the top {self.k}."
 
     def to_dict(self) -> dict[str, Any]:
         """The proof as JSON."""
