@@ -31,6 +31,12 @@ list-like questions, `mmr`: the first places filled greedily with the named spea
 resemble the first results but not each other. Every value is chosen leaving one conversation
 out; each row prints the in-sample figure (trained or chosen on all five) beside the left-out one,
 per category.
+
+``study --write-model PATH`` writes the fit on all conversations of the adopted row (``--adopt``, default
+``weighted l2=1.0``) as the turn model's data file (explorer.search.fitted; the product's is
+explorer/search/models/turn_model.json): its numbers, the command, the records and data it read, the
+split, learner, weighting and L2, and its left-out and in-sample figures. The turn model is refitted by
+that command, never edited by hand; the file's own `fit.command` says how it was made.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import itertools
 import json
 import math
 import re
+import shlex
 import statistics
 import sys
 import time
@@ -58,6 +65,8 @@ from benchmarks.locomo import (
     question_metrics,
     write_vault,
 )
+from explorer.search.fitted import LinearModel
+from explorer.search.fitted import write_model as write_fitted
 
 CATS = (1, 2, 3, 4)
 DEPTH = 100
@@ -568,6 +577,98 @@ def paired(new: dict[str, float], old: dict[str, float], n: int = 10_000) -> dic
     }
 
 
+#: The study's row the product adopts (explorer.search.rescore's turn model), written by `--write-model`.
+ADOPTED = "weighted l2=1.0"
+
+
+def model_file(
+    model: Learner,
+    names: Sequence[str],
+    fit: dict[str, Any],
+    figures: dict[str, Any],
+) -> LinearModel:
+    """A fitted logistic learner as a model file's contents, its numbers rounded as the study prints them
+    (mean and standard deviation to 5 places, weights to 3; a feature constant in training keeps a standard
+    deviation of 1e-5, its weight being 0)."""
+    if model.kind not in ("pointwise", "weighted", "pairwise"):
+        raise ValueError(f"a {model.kind} learner is not a linear model")
+    return LinearModel(
+        tuple(names),
+        tuple(float(v) for v in model.mu.round(5)),
+        tuple(max(float(v), 1e-5) for v in model.sd.round(5)),
+        tuple(round(float(w), 3) for w in model.w),
+        fit=fit,
+        figures=figures,
+    )
+
+
+def write_model(
+    path: Path,
+    model: Learner,
+    names: Sequence[str],
+    fit: dict[str, Any],
+    figures: dict[str, Any],
+) -> LinearModel:
+    """Write the adopted fit as the turn model's file (explorer.search.fitted), checked against
+    explorer.search.rescore.TURN_FEATURES: the file the product loads, replaced by command."""
+    from explorer.search.rescore import TURN_FEATURES
+
+    if tuple(names) != TURN_FEATURES:
+        raise SystemExit(
+            f"--write-model: the features must be the turn model's {list(TURN_FEATURES)}, not {names}"
+        )
+    out = model_file(model, names, fit, figures)
+    write_fitted(path, out)
+    return out
+
+
+def _fit_record(args: argparse.Namespace, learner: Learner, recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a fit was made of: the command, the records and data it read, the split, learner and L2."""
+    model = LEARNER_RECORD[learner.kind]
+    data: dict[str, Any] = {"records": Path(args.records).name, "records_sha256": _sha256(args.records)}
+    if Path(args.data).is_file():
+        data.update(file=Path(args.data).name, sha256=_sha256(Path(args.data)))
+    return {
+        "command": args.command,
+        "data": data,
+        "conversations": sorted({r["conv"] for r in recs}),
+        "questions_dumped": len(recs),
+        "split": "fitted on all conversations; left out: fitted on all but one, scored on it, each in turn, pooled",
+        "learner": model["learner"],
+        "weighting": model["weighting"],
+        "l2": float(learner.l2),
+        "skipped": [f"questions of kind {k!r} left as fused" for k in args.skip_kind],
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+LEARNER_RECORD = {
+    "pointwise": {
+        "learner": "logistic regression (Newton steps), standardised features",
+        "weighting": "every row one",
+    },
+    "weighted": {
+        "learner": "logistic regression (Newton steps), standardised features",
+        "weighting": "each question weighs one; within it the evidence turns 1 / their number, the others 1 / theirs",
+    },
+    "pairwise": {
+        "learner": "logistic regression on pair differences (evidence - other, both orders), standardised features",
+        "weighting": "every pair one",
+    },
+}
+
+
+def _figure(value: float) -> float | None:
+    """A figure as recorded: None for a category without questions (nan)."""
+    return None if math.isnan(value) else value
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def study(args: argparse.Namespace) -> dict[str, Any]:
     recs, convs = load(args.records, args.tag)
     by = {r["qid"]: r for r in recs}
@@ -646,6 +747,21 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
             out[name]["scale"] = {"mean": model.mu.round(5).tolist(), "sd": model.sd.round(5).tolist()}
         left, _inside = res["left"], res["in_sample"]
         out[name]["paired_left_out"] = paired(left, base)
+        if args.write_model is not None and name == args.adopt:
+            if dset is not data or not isinstance(model, Learner) or model.kind not in LEARNER_RECORD:
+                raise SystemExit(f"--write-model: {name!r} is not a linear model over the features")
+            figures = {
+                "metric": "recall@10 of the evidence turns (the study's re-ordering of the dumped first 100)",
+                "left_out": out[name]["left_out"]["all"],
+                "in_sample": out[name]["in_sample"]["all"],
+                "per_category": {
+                    c: {k: _figure(out[name][k][c]) for k in ("in_sample", "left_out")}
+                    for c in out[name]["left_out"]
+                    if c != "all"
+                },
+            }
+            write_model(args.write_model, model, names, _fit_record(args, model, recs), figures)
+            print("model written to", args.write_model, flush=True)
     # speaker MMR for list questions (chosen left out among lam x depth x keep)
     if not args.only or "mmr" in args.only:
         li = KIND_NAMES.index("list")
@@ -769,7 +885,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--skip-kind", nargs="*", default=[], help="study: leave questions of these kinds as they are"
     )
     parser.add_argument("--report", type=Path, default=None)
+    parser.add_argument(
+        "--write-model",
+        type=Path,
+        default=None,
+        help="study: write the --adopt row's fit on all conversations as the turn model's file "
+        "(explorer/search/models/turn_model.json)",
+    )
+    parser.add_argument(
+        "--adopt", default=ADOPTED, help=f"study --write-model: the row written (default {ADOPTED!r})"
+    )
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.command = "python -m benchmarks.locomo_ltr " + shlex.join(argv)
     if args.records is None:
         args.records = args.out / f"locomo-ltr{args.tag}.jsonl"
     if args.action == "dump":
@@ -777,7 +905,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.action == "speed":
         speed(args)
     else:
-        study(args)
+        out = study(args)
+        if args.write_model is not None and args.adopt not in out:
+            raise SystemExit(f"--write-model: the row {args.adopt!r} was not fitted (see --only, --l2)")
     return 0
 
 

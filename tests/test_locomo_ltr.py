@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import locomo_ltr
+from explorer.search.rescore import TURN_FEATURES, load_turn_model
 from tests.test_locomo_reach import _two_conversations
 
 
@@ -65,5 +66,17 @@ def test_dump_study_speed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     for name in ("pointwise l2=1.0", "mmr (list questions)"):
         assert set(study[name]["left_out"]) >= {"all", "multi-hop", "temporal", "single-hop"}, name
     assert set(study["pointwise l2=1.0"]["weights"]) == set(locomo_ltr.DEFAULT_FEATURES)
+
+    # the adopted row written as the turn model's file, by command, read by the product's loader
+    model_path = tmp_path / "turn_model.json"
+    turn = ["--features", *TURN_FEATURES, "--l2", "1", "--skip-kind", "when", "--only", "weighted"]
+    assert locomo_ltr.main(["study", *common, *turn, "--write-model", str(model_path)]) == 0
+    model = load_turn_model(model_path)
+    assert model.features == TURN_FEATURES
+    assert model.fit["conversations"] == sorted({r["conv"] for r in recs})
+    assert model.fit["l2"] == 1.0 and "--write-model" in model.fit["command"]
+    assert model.fit["data"]["records_sha256"] and 0.0 <= model.figures["left_out"] <= 1.0
+    with pytest.raises(SystemExit, match="not fitted"):
+        locomo_ltr.main(["study", *common, *turn[:-1], "pointwise", "--write-model", str(model_path)])
     assert locomo_ltr.main(["speed", *common]) == 0
     assert "ratio on / off" in capsys.readouterr().out

@@ -10,8 +10,8 @@ The scores themselves are kept: the shard placed i-th takes the i-th best of the
 (one more contribution, retriever `rescore`, the difference), so the first result's score, the
 explanation's sums and everything past the first `RESCORE_DEPTH` stay as the fusion made them.
 Questions asking when something happened keep the fused order (their date lift already orders
-them; re-scoring them cost temporal recall). The weights were fitted on LoCoMo dev (all five
-conversations); their left-out figures are in BENCHMARKS.md.
+them; re-scoring them cost temporal recall). The weights are data (TURN_MODEL_FILE), fitted on
+LoCoMo dev (all five conversations) by the command the file records, with their left-out figures.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from explorer.index.backend import Snapshot
+from explorer.search.fitted import LinearModel, load_model
 from explorer.search.fusion import Fused
 from explorer.search.memory import Dialog, Owners, asks
 from explorer.search.schema import Contribution
@@ -32,7 +34,9 @@ __all__ = [
     "RESCORE_DEPTH",
     "TURN_FEATURES",
     "TURN_MODEL",
+    "TURN_MODEL_FILE",
     "WordMatches",
+    "load_turn_model",
     "rescore_turns",
     "skips_rescore",
     "turn_features",
@@ -74,29 +78,20 @@ the query's own words, and the share of the query's words it writes, each betwee
 highest (1) of the shards (explorer.search.tokens.word_matches; 0 for all without a model that gives token
 vectors)."""
 
-#: Per feature of TURN_FEATURES: (mean, standard deviation, weight) of the logistic model fitted by
-#: `python -m benchmarks.locomo_ltr study` on LoCoMo dev (all five conversations; each question weighing
-#: one and its evidence turns 1 / their number, as recall counts them; L2 1, the value best left out
-#: over all five; BENCHMARKS.md).
-TURN_MODEL = (
-    (0.31577, 0.19078, 0.776),
-    (0.10226, 0.11901, 0.06),
-    (0.01207, 0.06025, 0.013),
-    (0.01635, 0.04146, 0.09),
-    (-0.0051, 0.01893, -0.33),
-    (0.28604, 0.12024, -0.358),
-    (0.67433, 0.09281, 0.491),
-    (0.61478, 0.07679, -0.424),
-    (0.62529, 0.48405, 0.114),
-    (0.66232, 0.47292, 0.101),
-    (0.3147, 0.46439, -0.858),
-    (0.55618, 0.25953, 0.141),
-    (0.25348, 0.435, -0.437),
-    (0.42539, 0.22739, 0.539),
-    (0.40555, 0.22636, 0.913),
-    (0.09192, 0.21278, 0.201),
-)
-_MEAN, _SCALE, _WEIGHTS = (np.array(col) for col in zip(*TURN_MODEL))
+#: The turn model's file: per feature of TURN_FEATURES its mean, standard deviation and weight (a logistic
+#: model), with the command that fits it (`python -m benchmarks.locomo_ltr study ... --write-model`), the
+#: data (LoCoMo dev, all five conversations), weighting, L2 and figures (explorer.search.fitted).
+TURN_MODEL_FILE = Path(__file__).parent / "models" / "turn_model.json"
+
+
+def load_turn_model(path: Path = TURN_MODEL_FILE) -> LinearModel:
+    """The turn model in `path`, checked against TURN_FEATURES (ModelFileError naming the file if not)."""
+    return load_model(path, TURN_FEATURES)
+
+
+#: The turn model, read once at import.
+TURN_MODEL = load_turn_model()
+_MEAN, _SCALE, _WEIGHTS = TURN_MODEL.arrays()
 
 _WHEN = re.compile(r"^\s*when\b|\bwhat (?:year|month|date|day)\b|\bhow long\b", re.I)
 
