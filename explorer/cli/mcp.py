@@ -41,14 +41,17 @@ MAX_K = 50
 MAX_CONTEXT = 20_000
 #: Largest note `remember` writes.
 MAX_REMEMBER_CHARS = 100_000
-#: Longest string a tool argument may be (remember's text; a search reads 2,000 characters of a query).
-MAX_ARG_CHARS = MAX_REMEMBER_CHARS
 #: Longest name-like argument: a path or node_id, a note, a user, a title, a date, a keyword.
 MAX_NAME_CHARS = 1_000
-#: Arguments held to MAX_NAME_CHARS (items of a list argument alike).
-NAME_ARGS = frozenset(
-    {"target", "note", "user", "title", "after", "before", "on", "mode", "kind", "keywords"}
-)
+#: The longest string each argument may be, checked before any work (items of a list alike). A
+#: query is not here: a search reads its first 2,000 characters, why-not refuses a longer one.
+ARG_LIMITS = {
+    **dict.fromkeys(
+        ("target", "note", "user", "title", "after", "before", "on", "mode", "kind", "keywords"),
+        MAX_NAME_CHARS,
+    ),
+    "text": MAX_REMEMBER_CHARS,
+}
 #: An argument longer than this is named with its size in an error, never quoted.
 QUOTE_CHARS = 200
 
@@ -410,7 +413,7 @@ class MemoryService:
         for rank, r in enumerate(res.results, 1):
             if r.document_path == path:
                 return {
-                    "query": query,
+                    "query": res.query,
                     "path": path,
                     "found": True,
                     "rank": rank,
@@ -428,7 +431,7 @@ class MemoryService:
                 }
         report = self._why_not(res, path)
         return {
-            "query": query,
+            "query": res.query,
             "path": path,
             "found": False,
             "results": len(res.results),
@@ -672,9 +675,11 @@ def _safe_name(name: str, what: str) -> str:
 
 def _check_sizes(named: dict[str, Any]) -> None:
     """ToolInputError, naming the argument and its size, for a string argument (or list item) over
-    its limit: MAX_NAME_CHARS for NAME_ARGS, MAX_ARG_CHARS for the others."""
+    its limit in ARG_LIMITS."""
     for name, value in named.items():
-        limit = MAX_NAME_CHARS if name in NAME_ARGS else MAX_ARG_CHARS
+        limit = ARG_LIMITS.get(name)
+        if limit is None:
+            continue
         items = value if isinstance(value, list) else [value]
         for item in items:
             if isinstance(item, str) and len(item) > limit:
