@@ -53,12 +53,19 @@ def relabel(
     for r in recs:
         s = level_score(r, weight, mweight)
         level = "high" if s >= high and (not gate or lead(r) > 0) else "medium" if s >= medium else "low"
+        if named(r):
+            level = "high"  # high whatever the score (explorer.search.quality.assess)
         out.append({**r, "level": level})
     return out
 
 
+def named(r: dict[str, Any]) -> bool:
+    """True when the query is the first result's name: its level is high by that, not by a threshold."""
+    return bool((r.get("factors") or {}).get("first_named"))
+
+
 def fit(recs: Sequence[dict[str, Any]], weight: float, mweight: float, gate: bool) -> tuple[float, float]:
-    shifted = [{**r, "score": level_score(r, weight, mweight)} for r in recs]
+    shifted = [{**r, "score": level_score(r, weight, mweight)} for r in recs if not named(r)]
     if gate:  # a lead below 0 is never high: those first results do not bind the high threshold
         shifted_h = [r if lead(r) > 0 else {**r, "score": -1.0} for r in shifted]
         return choose(shifted_h)[0], choose(shifted)[1]

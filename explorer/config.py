@@ -363,11 +363,25 @@ REMOVED_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
-def removed_key_advice(dotted: str, origin: str) -> str | None:
-    """What to tell someone who sets `dotted`, no longer a setting (None: it is one, or never was)."""
+def removed_key_advice(dotted: str, origin: str, flag_value: Any = None) -> str | None:
+    """What to tell someone who sets `dotted`, no longer a setting (None: it is one, or never was).
+
+    A file or the environment gets a warning (the key is ignored); a `--set` flag (`flag_value`
+    given) stops the command, so its advice says what to type instead, not that it is ignored.
+    """
     if dotted not in REMOVED_KEYS:
         return None
     kind, detail = REMOVED_KEYS[dotted]
+    if flag_value is not None:
+        if kind == "experimental":
+            todo = f"it is the experimental tuning value experimental.{detail} now: --set experimental.{detail}={flag_value}"
+        elif kind == "fixed":
+            todo = f"it is fixed at {detail}: leave the flag out"
+        elif kind == "merged":
+            todo = f"set {detail} instead"
+        else:
+            todo = f"the alternative is gone ({detail}): leave the flag out"
+        return f"'{dotted}' is no longer a setting; {todo}"
     env = origin == "environment"
     name = "EXPLORER_" + dotted.replace(".", "_").upper()
     drop = f"unset {name}" if env else "remove it"
@@ -509,7 +523,8 @@ def _apply_section(
             if origin == "environment" or warn is not None or not from_text:
                 _warn_removed(f"{origin}: {advice}", warn)
                 continue
-            raise ConfigError(f"{origin}: {advice}")
+            # A flag is typed for this command: an error, whose advice says what to type instead.
+            raise ConfigError(f"{origin}: {removed_key_advice(f'{section}.{key}', origin, flag_value=raw)}")
         if key not in specs:
             _unknown(f"unknown key '{section}.{key}'", key, list(specs), origin, warn)
             continue

@@ -128,7 +128,11 @@ def set_test_environment() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         os.environ.pop(name, None)
-    for name in [n for n in os.environ if n.startswith("EXPLORER_") and n != "EXPLORER_MODEL_CACHE"]:
+    kept = (
+        "EXPLORER_MODEL_CACHE",
+        "EXPLORER_DOCS_UPDATE",
+    )  # the model's cache; tests/test_readme.py's update mode
+    for name in [n for n in os.environ if n.startswith("EXPLORER_") and n not in kept]:
         os.environ.pop(name, None)
 
 

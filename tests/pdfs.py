@@ -73,6 +73,20 @@ def text_pdf(pages: list[str], compress: bool = False) -> bytes:
     return assemble(objects)
 
 
+def damaged_page_pdf(pages: list[str], damaged: int) -> bytes:
+    """A well-formed PDF whose page number `damaged` (from 1) has a content stream under a filter no reader knows."""
+    data = text_pdf(pages)
+    objects = []
+    for i in range(1, data.count(b" 0 obj\n") + 1):
+        start = data.index(b"%d 0 obj\n" % i) + len(b"%d 0 obj\n" % i)
+        objects.append(data[start : data.index(b"\nendobj\n", start)])
+    body = b"text under an unknown filter"
+    objects[3 + 2 * (damaged - 1) + 1] = (
+        b"<< /Length %d /Filter /Nonsense >>\nstream\n" % len(body) + body + b"\nendstream"
+    )
+    return assemble(objects)
+
+
 def truncated_pdf(pages: list[str], keep: float = 0.6) -> bytes:
     """A download cut short: the first `keep` of a well-formed file (no xref, no trailer)."""
     data = text_pdf(pages)
@@ -174,6 +188,45 @@ def hostile_text_pdf() -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>",
         _stream(b"BT /F1 12 Tf 72 720 Td (escape \x1b]0;owned\x07 title \x1b[2J cleared) Tj ET", False),
     ]
+    return assemble(objects)
+
+
+def repeated_form_pdf(times: int = 200, lines: int = 100, first_page: str = "") -> bytes:
+    """A page that draws a form `times` times, each of which draws a form of `lines` text lines
+    `times` times: a 6 KB file that keeps pypdf's text extraction busy for minutes (it stops after
+    5,000 form drawings, but each one is parsed again, and the text grows with each).
+
+    With `first_page`, that text is a plain page before the hostile one.
+    """
+    leaf = page_content("\n".join(f"line {i} of the drawn form" for i in range(lines)))
+    draws = b"/X Do\n" * times
+    font = b"/Font << /F1 3 0 R >>"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",  # the page tree, once the pages are known
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << "
+        + font
+        + b" /XObject << /X 5 0 R >> >> /Length %d >>\nstream\n" % len(draws)
+        + draws
+        + b"\nendstream",
+        b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << "
+        + font
+        + b" >> /Length %d >>\nstream\n" % len(leaf)
+        + leaf
+        + b"\nendstream",
+    ]
+    kids = []
+    for content in ([page_content(first_page)] if first_page else []) + [draws]:
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << "
+            + font
+            + b" /XObject << /X 4 0 R >> >> /Contents %d 0 R >>" % (len(objects) + 2)
+        )
+        kids.append(len(objects))
+        objects.append(_stream(content, False))
+    refs = b" ".join(b"%d 0 R" % k for k in kids)
+    objects[1] = b"<< /Type /Pages /Kids [" + refs + b"] /Count %d >>" % len(kids)
     return assemble(objects)
 
 

@@ -2,7 +2,7 @@
 
 0 done; 1 ran but fell short of its job (`index`: not saved, or shards left without vectors;
 `eval`: a regression); 2 the command could not run (arguments, query, configuration, vault, target).
-The codes are listed in README.md ("Exit codes"). Ctrl-C (130) and a closed pipe (141) are tested
+The codes are listed in docs/exit-codes.md. Ctrl-C (130) and a closed pipe (141) are tested
 in test_watch.py / test_cli_highlight.py; the long-lived commands' clean stops in test_lifecycle.py.
 """
 

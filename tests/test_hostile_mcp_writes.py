@@ -345,16 +345,14 @@ def test_why_not_on_a_vault_with_a_fifo_and_a_socket(tmp_path: Path) -> None:
         proof = json.loads(proc.stdout)
         assert proof["note"] == "Travel/kyoto.md"
         words = [c for c in proof["changes"] + proof["not_enough"] if c["kind"] == "word"]
-        assert {c["value"] for c in words} == {"hamster", "wheel"}
+        assert {"hamster", "wheel"} <= {c["value"] for c in words}
         assert not proof["unchecked"]
 
         async def session() -> None:
             async with Client(_params(vault)) as client:
                 got = _payload(await client.call_tool("why_not", {"query": "hamster wheel", "note": "kyoto"}))
-                assert {c["value"] for c in got["changes"] + got["not_enough"] if c["kind"] == "word"} == {
-                    "hamster",
-                    "wheel",
-                }
+                tried = {c["value"] for c in got["changes"] + got["not_enough"] if c["kind"] == "word"}
+                assert {"hamster", "wheel"} <= tried
 
         _run(session())
     finally:

@@ -47,6 +47,7 @@ def test_search_answers_are_brief_paged_and_complete_on_request(tmp_path: Path) 
             first = brief["results"][0]
             assert set(first) >= {"rank", "node_id", "document_path", "title", "source_type", "excerpt"}
             assert first["date"].startswith("2026-01-") and "explanation" not in first
+            assert first["date_from"] == "date"  # which field gave it, as --json says
             assert brief["quality"]["level"] in ("high", "medium", "low") and isinstance(
                 brief["no_good_match"], bool
             )
@@ -99,8 +100,8 @@ def test_recent_turns_context_windows_and_filtered_find(tmp_path: Path) -> None:
             recent = _payload(await client.call_tool("recent", {"n": 2, "excerpt_chars": 30}))
             assert recent["user"] == "bo"
             assert [(t["turn"], t["date"], t["title"]) for t in recent["turns"]] == [
-                (2, "2026-02-03", "wheel sizes"),
-                (3, "2026-02-02", "bike rims"),
+                (2, "2026-02-03", "bo, 2026-02-03: wheel sizes"),
+                (3, "2026-02-02", "bo, 2026-02-02: bike rims"),
             ]
             assert all(len(t["excerpt"]) <= 30 for t in recent["turns"])
             nobody = _payload(await client.call_tool("recent", {"user": "zed"}))

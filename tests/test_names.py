@@ -70,7 +70,9 @@ def test_description_is_searchable(vault) -> None:
 
 def test_a_misspelt_word_searches_the_closest_vault_word(vault) -> None:
     res = SearchPipeline(vault).search("kimchi trubleshooting", k=5, record=False)
-    assert res.corrections == [{"word": "trubleshooting", "searched": ["troubleshoot"], "edits": 1}]
+    assert res.corrections == [
+        {"word": "trubleshooting", "searched": ["troubleshoot"], "shown": ["troubleshooting"], "edits": 1}
+    ]
     assert res.results[0].document_path == "Cooking/Kimchi troubleshooting.md"
     assert res.to_dict()["corrections"] == res.corrections
     # Words the vault has are never corrected, nor are short ones.

@@ -1,7 +1,7 @@
 """MCP answers sized for agents: what an agent acts on, under a character budget, the rest on request.
 
 A default `search` answer holds per result its rank, node_id, document_path, title, source_type, date
-(when the note has one) and an excerpt, plus the quality level and `no_good_match`; it stays under
+and date_from (when the note has one) and an excerpt, plus the quality level and `no_good_match`; it stays under
 `MAX_ANSWER_CHARS` by leaving out the last results and saying so (`cut`, `next_offset`). The full
 SearchResults JSON of a page comes with `detail=True`. `recent` lists an owner's latest turns.
 """
@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
+
+from explorer.vault.model import display_title
 
 #: Most characters a default answer (its JSON text) may take.
 MAX_ANSWER_CHARS = 8000
@@ -88,9 +90,13 @@ def brief_result(rank: int, result: Any, note: Any, chars: int) -> dict[str, Any
         "title": title,
         "source_type": result.source_type,
     }
-    when = getattr(result, "date", None) or note_date(note)
+    when, source = getattr(result, "date", None), getattr(result, "date_from", None)
+    if not when:
+        when, source = note_date(note), None
     if when:
         out["date"] = str(when)
+        if source:
+            out["date_from"] = source  # which field gave it: date, created, timestamp, ..., modified
     if result.source != "search":
         out["included"] = result.reason or result.source
     out["excerpt"] = excerpt(result, chars)
@@ -182,11 +188,10 @@ def recent_turns(index: Any, user: str | None, n: int, chars: int) -> list[dict[
             continue
         ids = index.shard_ids(path)
         body = " ".join(note.text[note.body_start :].split())
-        topic = note.frontmatter.get("topic")
         item: dict[str, Any] = {
             "node_id": ids[0] if ids else path,
             "path": path,
-            "title": topic if isinstance(topic, str) and topic else note.title,
+            "title": display_title(note),
         }
         if number >= 0:
             item["turn"] = number

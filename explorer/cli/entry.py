@@ -16,14 +16,39 @@ from typing import Any
 from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
 
-SAMPLE_VAULT = Path(__file__).resolve().parent.parent.parent / "sample_vault"
 COMMANDS = ("search", "index", "find", "context", "open", "watch", "stats", "mcp", "eval", "why-not")
+#: The commands that take the vault as their first argument (the others take --vault).
+_POSITIONAL = ("index", "stats", "watch", "eval", "mcp")
 
 
-def default_vault() -> Path:
-    """$EXPLORER_VAULT, else the bundled sample vault."""
+def default_vault(command: str | None = None) -> Path:
+    """The vault of a command that names none, as git finds its repository.
+
+    $EXPLORER_VAULT, else the current folder or its nearest parent holding `.obsidian/` or
+    `.explorer/`. Nothing else: no index is ever written into a folder the user did not name or
+    stand in.
+
+    Raises:
+        VaultError: when there is none, with one line saying how to name one.
+    """
+    from explorer.vault.scan import VaultError, discover_vault
+
     env = os.environ.get("EXPLORER_VAULT")
-    return Path(env) if env else SAMPLE_VAULT
+    if env:
+        return Path(env)
+    found = discover_vault(Path.cwd())
+    if found is not None:
+        return found
+    if command is None:
+        how = "explorer PATH"
+    elif command in _POSITIONAL:
+        how = f"explorer {command} PATH"
+    else:
+        how = f"explorer {command} --vault PATH ..."
+    raise VaultError(
+        f"no vault here: {Path.cwd()} and its parents hold no .obsidian/ or .explorer/ folder; "
+        f"name one with `{how}` or EXPLORER_VAULT=PATH, or run explorer inside the vault"
+    )
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -32,7 +57,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "-V",
         type=Path,
         default=None,
-        help="vault folder (default: $EXPLORER_VAULT or sample_vault)",
+        help="vault folder (default: $EXPLORER_VAULT, else the vault of the current folder)",
     )
     p.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting"
@@ -45,8 +70,15 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    parser = argparse.ArgumentParser(prog="explorer", description="Explore an Obsidian-style Markdown vault.")
-    sub = parser.add_subparsers(dest="command")
+    parser = argparse.ArgumentParser(
+        prog="explorer",
+        usage="explorer [VAULT] [--set SECTION.KEY=VALUE] [--no-embeddings]\n       explorer COMMAND ...",
+        description="Explore an Obsidian-style Markdown vault. `explorer VAULT` opens the app on VAULT; "
+        "a COMMAND below works headless (explorer COMMAND -h for its options).",
+        epilog="Without a vault named, explorer uses $EXPLORER_VAULT, else the current folder or its nearest "
+        "parent holding .obsidian/ or .explorer/.",
+    )
+    sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
 
     p = sub.add_parser("search", help="search the vault (hybrid BM25 + embeddings)")
     p.add_argument(
@@ -64,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rerank", dest="rerank", action="store_false", help="do not rerank")
     p.add_argument("--one-pass", action="store_true", help="skip the analysis and second pass")
     p.add_argument("--lexical", action="store_true", help="BM25 only for this search")
+    p.add_argument(
+        "--no-correct",
+        dest="correct",
+        action="store_false",
+        help="search every word as typed (no typo correction)",
+    )
     p.add_argument(
         "--local",
         action="store_true",
@@ -225,7 +263,8 @@ def _run_command(args: argparse.Namespace) -> int:
 def _run_app(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="explorer",
-        description="Open the explorer on a vault (default: sample_vault).",
+        description="Open the explorer app on a vault (default: $EXPLORER_VAULT, else the vault of the "
+        "current folder: the nearest one holding .obsidian/ or .explorer/).",
         epilog=f"Sub-commands: {', '.join(COMMANDS)} (explorer COMMAND -h)",
     )
     parser.add_argument("vault", nargs="?", type=Path, default=None)
@@ -255,7 +294,7 @@ def _settings(
 ) -> tuple[Path, Settings]:
     from explorer.vault.scan import VaultError, check_vault, system_root_reason
 
-    root = check_vault(vault or default_vault())
+    root = check_vault(vault or default_vault(getattr(args, "command", None)))
     refused = system_root_reason(root)
     if refused and not getattr(args, "force", False):
         # Before anything reads the folder or writes an index into it.

@@ -94,7 +94,7 @@ Args:
 Returns `quality` {level: high / medium / low, suggestion}, `no_good_match` (true when nothing
 relevant was found, or when a query naming a person finds that the matching memories are someone
 else's: then say you do not know rather than guess), `advisory` (a hint when searching more will
-not help), `results` (rank, node_id, document_path, title, source_type, date when known, excerpt),
+not help), `results` (rank, node_id, document_path, title, source_type, date and date_from when known, excerpt),
 `next_offset` (null when there is no more), `cut` (present when results were left out to stay
 under 8000 characters) and `index`."""
 

@@ -18,8 +18,11 @@ _BOLD, _DIM, _HL, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
 
 def display_path(path: Path | str) -> str:
     """A folder as a person reads it: relative to the working folder when inside it, else `~/...`
-    under the home folder, else absolute (JSON output keeps the absolute path)."""
+    under the home folder, else absolute (JSON output keeps the absolute path). The working folder
+    itself is named too (`. (notes)`): a command run inside its vault names the vault it found."""
     p = Path(path)
+    if p == Path.cwd().resolve():
+        return f". ({p.name})"
     for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
         try:
             rel = p.relative_to(base.resolve())
@@ -121,8 +124,10 @@ def print_results(
     if results.search_terms_used:
         print(f"{d}terms: {safe_text(' | '.join(results.search_terms_used))}{r}", file=out)
     for c in results.corrections:
+        shown = c.get("shown") or c["searched"]
         print(
-            f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(c['searched']))}{r}",
+            f"{d}typo: {safe_text(c['word'])} not in the vault, searched as {safe_text(' / '.join(shown))}"
+            f" (--no-correct searches it as typed){r}",
             file=out,
         )
     if explain and results.stats.feedback_from:

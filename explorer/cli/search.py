@@ -46,6 +46,7 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
                 dense=not args.lexical,
                 two_pass=False if args.one_pass else None,
                 rerank=args.rerank,
+                correct=getattr(args, "correct", True),
             )
         except QueryError as exc:
             print(f"explorer: {exc}", file=sys.stderr)
@@ -82,6 +83,7 @@ def _ask_server(
             "lexical": args.lexical,
             "one_pass": args.one_pass,
             "rerank": args.rerank,
+            "correct": getattr(args, "correct", True),
             "settings": settings_key(settings),
         },
     )

@@ -59,6 +59,8 @@ def print_proof(proof: object, color: bool = False, out: TextIO | None = None) -
     print(safe_text(proof.summary), file=out)
     if proof.path is None:
         return
+    for line in proof.advice:
+        print(safe_text(line), file=out)
     if proof.facts:
         print(f"\n{b}Today{r}", file=out)
         for fact in proof.facts:

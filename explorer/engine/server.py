@@ -266,6 +266,7 @@ class SearchServer:
                     dense=not req.get("lexical"),
                     two_pass=False if req.get("one_pass") else None,
                     rerank=req.get("rerank"),
+                    correct=req.get("correct") is not False,
                     # Answered as the command's own process would: no history of earlier
                     # searches (no "you already searched" advice), nothing kept in the app's.
                     record=False,

@@ -19,7 +19,7 @@ search that ranks several terms under the same filters prepares it once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -286,6 +286,17 @@ class Snapshot(Protocol):
         whether this vault is one of them - when not, the search leaves this vault's shards out).
 
         Raises ScopeError when the backend cannot serve them (the local backend holds one vault).
+        """
+        ...
+
+    def freshness(self) -> tuple[Hashable, str]:
+        """What a kept answer read from this view depends on besides its version, and a note for the
+        search's warnings about how this view answers now ("" for none).
+
+        A search's results are kept by query and version; a backend whose engine's answers change
+        without a new version (another writer, the engine gone or back, a replay of kept changes)
+        adds what moves them here (explorer.search.pipeline keys its cache with it). The local
+        backend: (None, "").
         """
         ...
 

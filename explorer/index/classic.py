@@ -26,7 +26,7 @@ from explorer.index.backend import (
 from explorer.index.positions import NotePositions, NoteSource, PositionalIndex, plain_word
 from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
-from explorer.vault.model import Highlight, Shard
+from explorer.vault.model import Highlight, Shard, display_title
 
 __all__ = [
     "DEFAULTS",
@@ -481,7 +481,7 @@ class ClassicIndex(PositionalIndex):
             match=text[c.cursor : c.match_end],
             keywords=c.keywords,
             terms=tuple(sorted(c.terms)),
-            title=doc.note.title,
+            title=display_title(doc.note),
             snippet=win.text,
             snippet_start=win.start,
             snippet_end=win.end,

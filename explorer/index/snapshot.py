@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Protocol
 
@@ -227,6 +227,10 @@ class LocalSnapshot:
                 "a shared Milvus collection (index.backend = milvus)"
             )
         return self, f"vault: the local index holds one vault, {own!r}: it is the one searched", True
+
+    def freshness(self) -> tuple[Hashable, str]:
+        """Nothing but the version moves a local answer."""
+        return None, ""
 
     # -- lifetime -----------------------------------------------------------------------------
     def release(self) -> None:

@@ -31,6 +31,7 @@ from explorer.index.store import FileState, NoteRecord, StoreError, describe
 from explorer.index.vector_writer import VectorWriter
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard
+from explorer.vault.pdf import is_pdf, start_pdf_reader
 from explorer.vault.scan import NoteFile, is_ignored, load_note, path_refused, scan_vault, with_sidecar
 from explorer.vault.shard import cap_shards, make_shards
 
@@ -309,6 +310,8 @@ class IndexWriter:
         new_skips: list[tuple[str, str, int, int]] = []
         todo = [f for f in candidates if reparse or (reread and paths is not None) or self._needs_read(f)]
         report.unchanged = len(candidates) - len(todo)
+        if any(is_pdf(f.path) for f in todo):
+            start_pdf_reader()  # its start overlaps reading the notes before the first PDF
         for i, f in enumerate(todo):
             if progress:
                 progress("reading", i, len(todo))

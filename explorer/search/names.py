@@ -15,9 +15,12 @@ word of a long name adds no list. The list is fused by RRF like the BM25 and den
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 from explorer.vault.model import Note
+
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 NamesOf = Callable[[Note], tuple[frozenset[str], ...]]
 """A note's name token sets (explorer.index.backend.Snapshot.name_tokens)."""
@@ -163,3 +166,19 @@ class NameIndex:
         scored = [p for p in scored if p[1] >= top - TIER]
         scored.sort(key=lambda p: (-p[1], p[0]))
         return scored[:limit]
+
+
+def _name_words(text: str) -> tuple[str, ...]:
+    """A name or query as its case-folded words (`hamster-diet`, `Hamster diet` and `hamster_diet` alike)."""
+    return tuple(_WORD.findall(text.replace("_", " ").casefold()))
+
+
+def names_note(query: str, note: Note) -> bool:
+    """True when `query` is one of the note's names, word for word (its title, its file name or a
+    frontmatter alias; case, hyphens and underscores aside). A conversation turn's file name
+    (`context`) names no turn: it is the same in every turn folder."""
+    words = _name_words(query)
+    if not words:
+        return False
+    turn = note.source_type == "turn_summary"
+    return any(_name_words(name) == words for name in note.names if not (turn and name == note.stem))

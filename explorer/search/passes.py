@@ -69,6 +69,8 @@ class Run:
     early: bool = False
     analysis: Analysis | None = None
     corrections: list[Correction] = field(default_factory=list)
+    correct: bool = True
+    """Search a word missing from the vault as its closest vault words (False: as typed)."""
     named: list[str] = field(default_factory=list)
     """People of the vault the query names (folded owner names)."""
     favoured: frozenset[str] = frozenset()
@@ -128,7 +130,7 @@ class Passes:
         snap = run.snap
         # `vault:other` alone: this vault's shards are left out of every ranking.
         run.allowed = self._retriever.allowed(snap, parsed) if run.own_vault else set()
-        run.corrections = self._retriever.corrections(snap, parsed.text)
+        run.corrections = self._retriever.corrections(snap, parsed.text) if run.correct else []
         version = snap.version
         stats = self._builder.stats(snap, run.qvecs is not None)
         entries, rankings, searched = self.knowledge_first(run)
@@ -183,7 +185,8 @@ class Passes:
             include_preferences=terms.include_preferences,
             include_n_minus_1=terms.include_n_minus_1,
             corrections=[
-                {"word": c.word, "searched": list(c.candidates), "edits": c.distance} for c in run.corrections
+                {"word": c.word, "searched": list(c.candidates), "shown": list(c.shown), "edits": c.distance}
+                for c in run.corrections
             ],
         )
         out.trace.rankings = rankings
@@ -263,7 +266,7 @@ class Passes:
             run.allowed,
             run.timings,
             "pass2_",
-            corrections=self._retriever.corrections(snap, refined),
+            corrections=self._retriever.corrections(snap, refined) if run.correct else [],
             phrases=run.parsed.phrases,
             threshold=run.threshold,
             feedback=run.fusion != "score",

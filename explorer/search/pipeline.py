@@ -31,6 +31,7 @@ from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused
 from explorer.search.llm import Budget
 from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
+from explorer.search.names import names_note
 from explorer.search.notefilters import day_bounds
 from explorer.search.passes import Passes, Run, SearchCancelled, Stage
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
@@ -43,6 +44,7 @@ from explorer.search.tokens import turn_text
 from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.when import mentions
 from explorer.text.lru import LRUCache
+from explorer.vault.model import display_title
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
 
@@ -165,8 +167,13 @@ class SearchPipeline:
         record: bool = True,
         on_stage: Stage | None = None,
         lexical_stage: bool = False,
+        correct: bool = True,
     ) -> SearchResults:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
+
+        A word of the query that is neither in the vault nor a common word of its languages is
+        searched as the vault's closest words (explorer.search.typos; the results' `corrections`
+        say so); with `correct` False every word is searched as typed.
 
         The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
         this thread after pass 1 (`"pass1"`, its results) and after quality (`"quality"`). With
@@ -178,6 +185,12 @@ class SearchPipeline:
         with self.index.snapshot() as snap:
             run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
             run.on_stage = on_stage
+            run.correct = correct
+            # An engine backend's answers move without a new version (another writer, the engine gone
+            # or back): what moves them is part of the key, and how the view answers is said.
+            fresh, said = snap.freshness()
+            if said:
+                run.warnings.insert(0, said)
             if run.parsed.vaults:
                 self._widen(run)
             key = (
@@ -187,8 +200,10 @@ class SearchPipeline:
                 run.two_pass,
                 run.rerank,
                 snap.version,
+                fresh,
                 self.index.model_state,
                 run.today,
+                correct,
             )
             # Other vaults change without this index's version: a team search is never answered from the cache.
             hit = None if run.parsed.vaults else self._cached(key, run, record)
@@ -207,6 +222,10 @@ class SearchPipeline:
             self._always_include(run, out)
             self._rerank(run, out)
             self._assess(run, out)
+            if not said:  # the view met an engine fault during this search and answered locally from then on
+                said = snap.freshness()[1]
+                if said and said not in out.warnings:
+                    out.warnings.insert(0, said)
             self._stage(run, "quality", out)
             return self._finish(run, out, key, record)
 
@@ -418,7 +437,10 @@ class SearchPipeline:
                 self._builder.with_corrections(run.snap, r, run.parsed, run.qvec, run.corrections)
                 for r in searched_results
             ]
-        out.results = searched_results + [r for r in out.results if r.source != "search"]
+        out.results = [
+            _shown_title(run.snap, r)
+            for r in searched_results + [r for r in out.results if r.source != "search"]
+        ]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
             judged = (
@@ -439,6 +461,7 @@ class SearchPipeline:
             words = query_words(run.parsed.text)
             covered = named_coverage(judged, snap, owners, run.named, words, TOP_N)
             elsewhere = other_coverage(out.trace.entries, snap, owners, run.named, words, OTHERS_N)
+            first = snap.notes.get(searched_results[0].document_path) if searched_results else None
             out.quality = assess(
                 judged,
                 run.qvecs is not None,
@@ -447,6 +470,7 @@ class SearchPipeline:
                 elsewhere,
                 named=bool(run.named),
                 conversation=run.fusion == "score",
+                first_named=first is not None and names_note(run.parsed.text, first),
             )
         out.stats.final_results = len(out.results)
 
@@ -574,3 +598,11 @@ class SearchPipeline:
         out.advisory = diminishing_returns(self.history, out.query, ids, top)
         self.history.append({"query": out.query, "ids": ids, "top": top, "time": time.time()})
         del self.history[:-50]
+
+
+def _shown_title(snap: Snapshot, result: SearchResult) -> SearchResult:
+    """`result` titled as a person reads it (`display_title`: a conversation turn by who said what
+    when, not by its file name `context`). Done after ranking: the reranker reads the note's title."""
+    note = snap.notes.get(result.document_path)
+    title = display_title(note) if note is not None else result.title
+    return result if title == result.title else replace(result, title=title)

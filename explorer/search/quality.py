@@ -113,6 +113,7 @@ def assess(
     other_coverage: float = 0.0,
     named: bool = False,
     conversation: bool = False,
+    first_named: bool = False,
 ) -> Quality:
     """Judge a ranked result list (searched entries only) from each entry's `relevance`.
 
@@ -154,6 +155,10 @@ def assess(
     the memory most likely holds it about the other person), or `matched` < WEAK (the results
     are weak in themselves). With nobody named: when the level is low. A level lowered by the
     cap alone does not set it.
+
+    A query that is the first result's name (`first_named`: its title, file name or an alias,
+    word for word) is `high`, its score at least the `high` threshold: the note asked for by name was
+    found first. A short note or a one-word name gives relevance little to read; that is no doubt about it.
     """
     searched = [r for r in results if r.source == "search"]
     evidence = (named_match + named_coverage) / 2.0
@@ -194,7 +199,9 @@ def assess(
     # The level reads the score and, in a notes vault, how far the first result leads the next ones.
     # The score itself (what the two-pass analysis and the early return read) is left as it is.
     judged = score if conversation else score + LEAD_WEIGHT * first_lead
-    level = "high" if judged >= high else "medium" if judged >= medium else "low"
+    level = "high" if judged >= high or first_named else "medium" if judged >= medium else "low"
+    if first_named:
+        score = max(score, high)
     margin = min(abs(judged - high), abs(judged - medium))
     confidence = min(1.0, 0.5 + margin / 0.3) * (1.0 if dense else 0.8)
     factors = _factors(
@@ -212,17 +219,20 @@ def assess(
     # The flag. With someone named: the memory holds this about someone else, or the results are
     # weak in themselves (a lower bar: on a named question relevance alone separates little).
     # With nobody named: the results are weak (level low).
-    elsewhere = named and named_lead < LEAD_FLAG
-    weak = matched < WEAK if named else level == "low"
+    elsewhere = named and named_lead < LEAD_FLAG and not first_named
+    weak = matched < WEAK and not first_named if named else level == "low"
     factors.update(
         parts,
         matched=round(matched, 4),
         first_lead=round(first_lead, 4),
         level_score=round(judged, 4),
+        first_named=first_named,
         no_good_match=weak or elsewhere,
     )
     suggestion = _suggestion(level, top, relevant, dense)
-    if elsewhere:
+    if first_named and judged < high:
+        suggestion = "The note of that name is the first result."
+    elif elsewhere:
         suggestion = (
             "The best matches are about someone other than the person named, or hold little of what was "
             "asked about them: the memory may not hold this about them."

@@ -11,7 +11,7 @@ from explorer.index.backend import IndexBackend, ModelState, Snapshot
 from explorer.search.quality import COS_FLOOR
 from explorer.search.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.schema import Ranking, SearchResults
-from explorer.text.tokenize import tokenize
+from explorer.text.tokenize import is_stopword, tokenize
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +193,9 @@ DEEP_K = 50
 REHEARSE_MAX_NOTES = 3000
 #: Largest vault plus index (bytes) copied for that rehearsal.
 REHEARSE_MAX_BYTES = 200 * 1024 * 1024
-#: Query words tried as additions to the note, one at a time.
-MAX_WORDS_TRIED = 3
+#: Content words of the query tried as additions to the note, one at a time (the rarest first),
+#: then the two that moved it most together, then all of them together.
+MAX_WORDS_TRIED = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +204,9 @@ class Change:
 
     kind: str
     """`floor` (dense cosine floor), `filter` (a filter of the query left out), `depth` (candidate
-    depth), `rerank` (reranking off) or `word` (the note with one query word added)."""
+    depth), `rerank` (reranking off) or `word` (the note with query words added)."""
     value: str
-    """The changed value as it was run: `0.35`, `-draft`, `150`, `off`, `proofing`."""
+    """The changed value as it was run: `0.35`, `-draft`, `150`, `off`, `proofing`, `cage clean`."""
     query: str
     """The query that was run (the filter claim runs the query without its filter)."""
     k: int
@@ -215,7 +216,9 @@ class Change:
     claim: str
     """The sentence shown: what changes and what it would do, as the run found."""
     at: int | None = None
-    """`word` only: the offset in the note's raw text where the word was written (a line of its own)."""
+    """`word` only: the offset in the note's raw text where the words were written (a line of their own)."""
+    deep: int | None = None
+    """When the run left it out of the top k: where it ranked in the same run `DEEP_K` long (None: not there either)."""
 
     @property
     def holds(self) -> bool:
@@ -233,6 +236,7 @@ class Change:
             "holds": self.holds,
             "claim": self.claim,
             **({"at": self.at} if self.at is not None else {}),
+            **({"deep_rank": self.deep} if self.deep is not None else {}),
         }
 
 
@@ -258,6 +262,8 @@ class Proof:
     """Counterfactuals not tried, with the reason (nothing unchecked is claimed)."""
     trace: WhyNotReport
     """The stage-by-stage trace of today's search."""
+    advice: tuple[str, ...] = ()
+    """In plain words: whether a word change can help, and if not what would."""
 
     @property
     def summary(self) -> str:
@@ -286,6 +292,7 @@ class Proof:
             "changes": [c.to_dict() for c in self.changes if c.holds],
             "not_enough": [c.to_dict() for c in self.changes if not c.holds],
             "unchecked": list(self.unchecked),
+            "advice": list(self.advice),
             "verdict": self.trace.verdict,
             "stages": [{"stage": r.stage, "outcome": r.outcome, "present": r.found} for r in self.trace.rows],
         }
@@ -347,12 +354,18 @@ def prove(
       2. run it `DEEP_K` deep for the note's rank today, and trace it stage by stage (`why_not`);
       3. from the index, the facts: a filter of the query that leaves the note out, its best
          passage's cosine under the dense floor, its place past a retriever's candidate depth,
-         query words it lacks;
+         the query's content words it lacks (not “how”, “do”, “I”: `content_words`), rarest first;
       4. for each, run the search with that one thing changed — the filter left out, the floor
-         lowered under that cosine, the depth past that place, reranking off, the word added to
-         the note in a private copy of the vault (`make_pipeline` builds the pipeline over that
-         copy; without it, or for a large vault, that claim is left unchecked) — and keep the rank
-         the note reached. A change that does not bring it into the top k is stated as not enough.
+         lowered under that cosine, the depth past that place, reranking off, a missing word added
+         to the note in a private copy of the vault, then the two that moved it most together and
+         all of them together (`make_pipeline` builds the pipeline over that copy; without it, or
+         for a large vault, that claim is left unchecked) — and keep the rank the note reached (and,
+         out of the top k, its rank in a `DEEP_K` list of the same run). The changes are listed
+         holding first, then by how high each brought the note; one that does not bring it into
+         the top k is stated as not enough;
+      5. the advice, in plain words: whether a word change can help (not when a filter leaves the
+         note out, or it holds every content word already, or none tried was enough), and if not
+         what would — a change of step 4 that holds, else a list as long as its rank (run first).
 
     The facts of step 3 are read from one snapshot of the index; each run of step 4 is a search
     of its own, on the snapshot it takes.
@@ -389,21 +402,58 @@ def prove(
     ) -> Change:
         res = (pipe or pipeline).search(q or query, k=k, record=False, **options)
         got = rank_of(res, path)
-        change = Change(kind, value, q or query, k, got, f"{claim}, {outcome(got)}")
+        deep = (
+            None
+            if got is not None
+            else rank_of((pipe or pipeline).search(q or query, k=DEEP_K, record=False, **options), path)
+        )
+        change = Change(kind, value, q or query, k, got, f"{claim}, {_outcome(got, deep, k)}", deep=deep)
         changes.append(change)
         return change
 
-    def outcome(got: int | None) -> str:
-        return (
-            f"it would rank #{got}"
-            if got is not None
-            else f"it would still be outside the top {k} (not enough)"
-        )
-
     with index.snapshot() as snap:
         _facts(pipeline, snap, query, path, k, today, run, make_pipeline, rehearse, facts, changes, unchecked)
-    changes.sort(key=lambda c: (not c.holds, c.rank if c.rank is not None else 10**9))
-    return Proof(query, name, path, k, rank, tuple(facts), tuple(changes), tuple(unchecked), trace)
+    changes.sort(key=_moved)
+    advice = _advice(pipeline, query, path, k, rank, facts, changes)
+    return Proof(
+        query, name, path, k, rank, tuple(facts), tuple(changes), tuple(unchecked), trace, tuple(advice)
+    )
+
+
+def _advice(
+    pipeline: Any, query: str, path: str, k: int, rank: int | None, facts: list[str], changes: list[Change]
+) -> list[str]:
+    """In plain words: whether changing the note's words can help, and if not what would (each
+    thing it says run: a longer list is searched before it is advised)."""
+    out: list[str] = []
+    words = [c for c in changes if c.kind == "word"]
+    others = [c for c in changes if c.kind != "word" and c.holds]
+    filters = [f.removeprefix("left out by ") for f in facts if f.startswith("left out by ")]
+    if filters:
+        out.append("No word added to the note can help: " + ", ".join(filters) + " leaves it out.")
+    elif any(f.startswith("it contains every content word") for f in facts):
+        out.append("No word change can help: it already contains every content word of the query.")
+    elif any(f.startswith("the query has only common words") for f in facts):
+        out.append("No word change can help: the query has no content word to add.")
+    elif words and not any(c.holds for c in words):
+        best = words[0]
+        where = f", at best #{best.deep}" if best.deep is not None else ""
+        out.append(
+            f"No word change tried brings it into the top {k}: adding the words it lacks is not enough{where}."
+        )
+    if not out:
+        return out
+    if others:
+        out.append("What would: " + others[0].claim + ".")
+    elif filters:
+        out.append("What would: searching without " + ", ".join(filters) + ".")
+    elif (
+        rank is not None and rank > k and (got := rank_of(pipeline.search(query, k=rank, record=False), path))
+    ):
+        out.append(f"What would: a longer list (-k {rank}), where it shows at #{got}.")
+    else:
+        out.append(f"No other change tried brings it into the top {k} either.")
+    return out
 
 
 def _facts(
@@ -492,36 +542,92 @@ def _facts(
 
     # Query words it lacks.
     if text and not excluded:
-        have: set[str] = set()
-        for node_id in shard_ids:
-            have.update(snap.tokens(node_id))
-        missing = [
-            w
-            for w in dict.fromkeys(word.strip(".,;:!?\"'()[]") for word in text.split())
-            if (toks := tokenize(w)) and not all(t in have for t in toks)
-        ]
-        if missing:
-            facts.append("it lacks " + ", ".join(f"“{w}”" for w in missing))
-            why_skip = _rehearsal_blocked(index, len(snap.notes), make_pipeline, rehearse)
-            if not why_skip and not path.lower().endswith(".md"):
-                why_skip = (
-                    "only a Markdown note's text can be edited as text (this one is read from another format)"
-                )
-            if why_skip:
-                unchecked.append(f"adding a missing word: {why_skip}")
-            else:
-                assert make_pipeline is not None
-                at = _passage_end(snap, path, query)
-                try:
-                    changes.extend(
-                        rehearse_words(
-                            index, settings, make_pipeline, path, query, missing[:MAX_WORDS_TRIED], k, at
-                        )
-                    )
-                except OSError as exc:
-                    unchecked.append(
-                        f"adding a missing word: the vault could not be copied ({_copy_error(exc)})"
-                    )
+        _word_facts(pipeline, snap, query, text, path, k, make_pipeline, rehearse, facts, changes, unchecked)
+
+
+def content_words(text: str) -> list[str]:
+    """The query's content words as typed, once each by their folded form: the words a note can
+    lack (common function words such as “how”, “do”, “I” are left out)."""
+    seen: set[tuple[str, ...]] = set()
+    out: list[str] = []
+    for raw in text.split():
+        word = raw.strip(".,;:!?\"'()[]{}<>")
+        toks = tuple(t for t in tokenize(word) if t)
+        if not toks or is_stopword(word) or all(is_stopword(t) for t in toks) or toks in seen:
+            continue
+        seen.add(toks)
+        out.append(word)
+    return out
+
+
+def _word_facts(
+    pipeline: Any,
+    snap: Snapshot,
+    query: str,
+    text: str,
+    path: str,
+    k: int,
+    make_pipeline: Callable[[Any, Any], Any] | None,
+    rehearse: bool,
+    facts: list[str],
+    changes: list[Change],
+    unchecked: list[str],
+) -> None:
+    """The query's content words the note lacks, rarest first (a rare word moves a ranking most),
+    and each rehearsed: alone, then the ones that moved it most together."""
+    index: IndexBackend = pipeline.index
+    have: set[str] = set()
+    for node_id in snap.shard_ids(path):
+        have.update(snap.tokens(node_id))
+    words = content_words(text)
+    if not words:
+        facts.append(
+            "the query has only common words (such as “how”, “do”, “the”): no word of it picks a note out"
+        )
+        return
+    missing = [w for w in words if not all(t in have for t in tokenize(w))]
+    if not missing:
+        facts.append(
+            "it contains every content word of the query (" + ", ".join(f"“{w}”" for w in words) + ")"
+        )
+        return
+    missing.sort(key=lambda w: min((snap.doc_freq(t) for t in tokenize(w)), default=0))
+    facts.append("it lacks " + ", ".join(f"“{w}”" for w in missing))
+    why_skip = _rehearsal_blocked(index, len(snap.notes), make_pipeline, rehearse)
+    if not why_skip and not path.lower().endswith(".md"):
+        why_skip = "only a Markdown note's text can be edited as text (this one is read from another format)"
+    if why_skip:
+        unchecked.append(f"adding a missing word: {why_skip}")
+        return
+    assert make_pipeline is not None
+    at = _passage_end(snap, path, query)
+    tried = missing[:MAX_WORDS_TRIED]
+    if len(missing) > MAX_WORDS_TRIED:
+        unchecked.append(
+            "adding "
+            + ", ".join(f"“{w}”" for w in missing[MAX_WORDS_TRIED:])
+            + f": only the {MAX_WORDS_TRIED} rarest missing words are tried"
+        )
+    try:
+        changes.extend(rehearse_words(index, pipeline.settings, make_pipeline, path, query, tried, k, at))
+    except OSError as exc:
+        unchecked.append(f"adding a missing word: the vault could not be copied ({_copy_error(exc)})")
+
+
+def _outcome(got: int | None, deep: int | None, k: int) -> str:
+    """What a run found, as the end of a claim."""
+    if got is not None:
+        return f"it would rank #{got}"
+    if deep is not None:
+        return f"it would be #{deep} in a list of {DEEP_K}, still outside the top {k} (not enough)"
+    return f"it would still be outside the top {k} (not enough)"
+
+
+def _moved(change: Change) -> tuple[bool, int, int]:
+    """Order of changes: those that hold first, then by the rank reached (a longer list's when the
+    top k left it out), fewer words first."""
+    where = change.rank if change.holds else change.deep
+    return (not change.holds, where if where is not None else 10**9, len(change.value.split()))
 
 
 def rehearse_words(
@@ -534,9 +640,11 @@ def rehearse_words(
     k: int,
     at: int | None = None,
 ) -> list[Change]:
-    """For each word, the note's rank for `query` if it contained that word: the vault copied to a
-    temporary folder (with its index, so only the edited note is read and embedded again), the
-    word written into the note's best passage, the copy re-indexed and searched."""
+    """For each word, the note's rank for `query` if it contained that word, then for the two words
+    that moved it most together and for all of them together: the vault copied to a temporary
+    folder (with its index, so only the edited note is read and embedded again), the words written
+    into the note's best passage (one line), the copy re-indexed and searched (`DEEP_K` deep too
+    when the top k leaves it out)."""
     import shutil
     import tempfile
     from dataclasses import replace
@@ -566,18 +674,28 @@ def rehearse_words(
             text = original.decode("utf-8")
             at = len(text) if at is None else max(0, min(at, len(text)))
             pipe = make_pipeline(copy, copy_settings)
-            for word in words:
-                file.write_text(text[:at] + f"\n{word}\n" + text[at:], encoding="utf-8")
+
+            def attempt(added: tuple[str, ...]) -> Change:
+                line = " ".join(added)
+                file.write_text(text[:at] + f"\n{line}\n" + text[at:], encoding="utf-8")
                 copy.refresh(paths=[path], reread=True)
                 copy.embed_pending()
                 got = rank_of(pipe.search(query, k=k, record=False), path)
-                claim = (
-                    f"if it contained “{word}” it would rank #{got}"
-                    if got is not None
-                    else f"if it contained “{word}” it would still be outside the top {k} (not enough)"
-                )
-                out.append(Change("word", word, query, k, got, claim, at))
+                deep = None if got is not None else rank_of(pipe.search(query, k=DEEP_K, record=False), path)
                 file.write_bytes(original)
+                quoted = [f"“{w}”" for w in added]
+                said = ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else quoted[0]
+                return Change(
+                    "word", line, query, k, got, f"if it contained {said}, {_outcome(got, deep, k)}", at, deep
+                )
+
+            singles = [attempt((word,)) for word in words]
+            out.extend(singles)
+            # Together: the words that moved it most, two of them, then all that were tried.
+            best = [c.value for c in sorted(singles, key=_moved)]
+            for size in sorted({min(2, len(best)), len(best)}):
+                if size > 1:
+                    out.append(attempt(tuple(best[:size])))
             copy.refresh(paths=[path], reread=True)
         finally:
             copy.close()

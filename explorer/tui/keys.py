@@ -118,6 +118,13 @@ MAIN: list[BindingType] = [
         tooltip="Open the selected note in $EDITOR at the context cursor's line",
     ),
     Binding(
+        "ctrl+r",
+        "as_typed",
+        "Search as typed",
+        show=False,
+        tooltip="Search the query's words as typed, without typo correction (again: correct them)",
+    ),
+    Binding(
         "f8",
         "mark('relevant')",
         "Mark relevant",

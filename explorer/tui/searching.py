@@ -37,6 +37,8 @@ class SearchJob:
     """Embeddings can be used (the model is ready or embedding)."""
     record: bool
     """Keep the search in the pipeline's history (a submitted query)."""
+    correct: bool = True
+    """Search a word missing from the vault as its closest vault words (False: every word as typed)."""
 
 
 Found = Callable[[SearchResults, str, bool], None]
@@ -88,6 +90,7 @@ def run_stages(
             record=job.record,
             on_stage=stage,
             lexical_stage=True,
+            correct=job.correct,
         )
         if not cancelled():
             found(full, "full", True)

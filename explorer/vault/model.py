@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from explorer.text.dates import note_date
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,3 +227,63 @@ def _fast_setstate(*classes: type) -> None:
 
 
 _fast_setstate(Heading, Link, Tag, Block, Note, Shard, Highlight)
+
+
+#: File extensions a title leaves out (Markdown notes, JSON canvases, PDFs).
+TITLE_EXTENSIONS = (".md", ".canvas", ".pdf")
+#: Words of a conversation turn's text that its shown title keeps.
+TURN_TITLE_WORDS = 8
+_TURN_PATH = re.compile(r"(?:^|/)turns/turn_\d+/[^/]+$")
+_USER_FOLDER = re.compile(r"(?:^|/)Users/([^/]+)/")
+_MARKUP = re.compile(r"[#>*_`|\[\]]+")
+
+
+def title_of(path: str, frontmatter: dict[str, Any]) -> str:
+    """A note's title as Obsidian shows it: the frontmatter `title` when set, else the file name
+    without folder and extension (`.md`, `.canvas`, `.pdf`). A first heading is not the title."""
+    title = frontmatter.get("title")
+    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
+        return " ".join(str(title).split())
+    name = path.rsplit("/", 1)[-1]
+    for ext in TITLE_EXTENSIONS:
+        if name.lower().endswith(ext) and len(name) > len(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def display_title(note: Note) -> str:
+    """The title a person reads in a list of notes: the note's title, except for a conversation turn
+    titled only by its file name (every turn is `turns/turn_NNNNNN/context.md`), which says who
+    spoke, when, and what: its `topic`, else its first words
+    (`Caroline, 2023-05-08: I went to a LGBTQ support group yesterday…`)."""
+    turn = note.source_type == "turn_summary" or bool(_TURN_PATH.search(note.path))
+    if not turn or note.title != note.stem:
+        return note.title
+    speaker = ""
+    for source in (note.frontmatter, note.metadata):
+        value = source.get("speaker") if isinstance(source, dict) else None
+        if isinstance(value, str) and value.strip():
+            speaker = " ".join(value.split())
+            break
+    if not speaker and (m := _USER_FOLDER.search(note.path)):
+        speaker = m.group(1)
+    day = note_date(note.frontmatter, note.metadata, note.path, None)
+    what = ""
+    for source in (note.frontmatter, note.metadata):
+        value = source.get("topic") if isinstance(source, dict) else None
+        if isinstance(value, str) and value.strip():
+            what = " ".join(value.split())
+            break
+    if not what:
+        words = _MARKUP.sub(" ", note.text[note.body_start :]).split()
+        if (
+            speaker
+            and words
+            and words[0].rstrip(":").casefold() == speaker.casefold()
+            and words[0].endswith(":")
+        ):
+            words = words[1:]  # `Caroline: I went ...`: the speaker is named already
+        what = " ".join(words[:TURN_TITLE_WORDS]) + ("…" if len(words) > TURN_TITLE_WORDS else "")
+    who = ", ".join(p for p in (speaker, day[0].isoformat() if day else "") if p)
+    out = f"{who}: {what}" if who and what else who or what
+    return out or note.title

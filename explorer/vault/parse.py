@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from explorer.vault.model import Block, Heading, Link, Note, Tag
+from explorer.vault.model import Block, Heading, Link, Note, Tag, title_of
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -370,8 +370,4 @@ def _line(text: str, starts: list[int], i: int) -> str:
 def _title(path: str, frontmatter: dict[str, Any]) -> str:
     """Obsidian's title, the file name without folder and `.md`, unless the frontmatter sets a
     `title`. A first H1 is a heading like any other."""
-    title = frontmatter.get("title")
-    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
-        return " ".join(str(title).split())
-    name = path.rsplit("/", 1)[-1]
-    return name[:-3] if name.lower().endswith(".md") else name
+    return title_of(path, frontmatter)

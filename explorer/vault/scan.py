@@ -86,6 +86,29 @@ def check_vault(root: Path) -> Path:
     return root.resolve()
 
 
+#: A folder holding one of these is a vault: Obsidian's settings folder, or Explorer's own index folder.
+VAULT_MARKERS: tuple[str, ...] = (".obsidian", ".explorer")
+
+
+def discover_vault(start: Path) -> Path | None:
+    """The nearest of `start` and its parents that holds `.obsidian/` or `.explorer/` (None when none does).
+
+    As git finds its repository: a command run anywhere inside a vault works on that vault.
+    """
+    try:
+        here = Path(os.path.abspath(start))
+    except (OSError, ValueError):
+        return None
+    for folder in (here, *here.parents):
+        try:
+            if any((folder / marker).is_dir() for marker in VAULT_MARKERS):
+                # The home folder or a system folder is never found by itself: it must be named (--force).
+                return None if system_root_reason(folder) else folder
+        except OSError:
+            continue
+    return None
+
+
 #: Folders that are never a vault: the file system root, system folders, the home folder itself
 #: (a vault inside one is fine). Opening one needs --force.
 SYSTEM_ROOTS: tuple[str, ...] = (

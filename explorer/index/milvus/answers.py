@@ -7,10 +7,13 @@ first, so the head of a longer answer is the shorter one). What it keeps are row
 content hashes: a view drops rows of another version of a shard than its own, so a kept answer never
 shows a shard's old text; it can only miss a shard that became a candidate since.
 
-Consistency: the writer's own changes empty the cache (`clear`, called after every write), so its
-next search sees them (read-your-writes); another writer's flushed change is seen by a search asked
-at most `ANSWER_TTL_S` after that change reached the engine (bounded staleness, as Milvus's `Bounded`
-level).
+Consistency: the writer's own changes empty the cache (`clear`, called after every write, and when
+the engine goes away or comes back), so its next search sees them (read-your-writes); another
+writer's flushed change is seen by a search asked at most `ANSWER_TTL_S` after that change reached
+the engine (bounded staleness, as Milvus's `Bounded` level). Answers are kept for the current
+period of `ANSWER_TTL_S` (`epoch`) rather than for that long after each was asked, so that a
+search's results kept by the pipeline with `stamp()` in their key are as fresh as the answers they
+were made of.
 """
 
 from __future__ import annotations
@@ -36,16 +39,24 @@ class Answers:
         self.ttl = ttl
         self.kept = kept
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[Any, ...], tuple[float, int, list[Row]]] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], tuple[int, int, list[Row]]] = OrderedDict()
         self._generation = 0
         self.hits = 0
         self.misses = 0
 
     def clear(self) -> None:
-        """Forget every answer (the writer's own change reached the engine)."""
+        """Forget every answer (the writer's own change reached the engine, or the engine's state changed)."""
         with self._lock:
             self._items.clear()
             self._generation += 1
+
+    def epoch(self) -> int:
+        """The current period of `ttl` seconds: answers asked in an earlier one are not read."""
+        return int(time.monotonic() // max(self.ttl, 1e-6))
+
+    def stamp(self) -> tuple[int, int]:
+        """(generation, epoch): changes whenever a kept answer may no longer be read."""
+        return self._generation, self.epoch()
 
     def ask(
         self,
@@ -55,7 +66,7 @@ class Answers:
     ) -> list[list[Row]]:
         """The answers to questions `keys` for `limit` rows each; `fetch(positions)` asks the engine for the
         ones not kept (in one call) and returns their rows in the order given."""
-        now = time.monotonic()
+        now = self.epoch()
         out: list[list[Row] | None] = []
         with self._lock:
             generation = self._generation
@@ -63,7 +74,8 @@ class Answers:
                 kept = self._items.get(key)
                 if (
                     kept is not None
-                    and now - kept[0] <= self.ttl
+                    and self.ttl > 0
+                    and kept[0] == now
                     and (kept[1] >= limit or len(kept[2]) < kept[1])
                 ):
                     self._items.move_to_end(key)

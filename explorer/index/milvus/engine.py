@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import logging
+import os
 import re
 import threading
 from collections import Counter
@@ -95,6 +96,17 @@ _PLAIN = re.compile(r"[a-z0-9]+")
 
 class BackendError(OSError):
     """The engine cannot serve: one line naming the URI (the CLI prints it and exits non-zero)."""
+
+
+def quiet_grpc() -> None:
+    """Keep the gRPC core's own log lines off the terminal (call before pymilvus, which loads gRPC).
+
+    The core writes straight to stderr, past Python's logging: an engine that stops while a call is
+    in flight makes it print `chttp2_transport.cc ... Got goaway` lines over a command's output or
+    the app's screen; the user reads Explorer's one line naming the URI instead. gRPC reads
+    `GRPC_VERBOSITY` when it loads; a value the user set (to debug gRPC) is kept.
+    """
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 
 def public_uri(uri: str) -> str:
@@ -259,6 +271,7 @@ class Engine:
             if self._client is not None and self._ready:
                 return self._client
             try:
+                quiet_grpc()
                 from pymilvus import MilvusClient
 
                 # The client logs every RPC fault with a traceback; the fault reaches the user as one line instead.

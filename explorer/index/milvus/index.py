@@ -6,6 +6,13 @@ the next search reads them: read-your-writes at consistency level Strong). When 
 unreachable, nothing is lost: the difference is simply recomputed and applied when it is back
 (a background retry, or the next batch). Nothing is written into the vault. A text another
 writer of the collection has embedded is borrowed, not embedded again (`borrow_vectors`).
+
+Reads: this vault's searches are answered from the vault's own index (the same rankings) whenever
+the engine does not hold the state a search reads: while an app's engine warms up, while a batch
+is on its way to it, and while it is unreachable (`answers_locally`; the search then says so,
+naming the URI). Searches of other vaults need the engine and fail with its fault. Answers the
+session keeps (`Answers`) are dropped when a write lands and when the engine goes away or comes
+back, so a search never reads an answer from before either.
 """
 
 from __future__ import annotations
@@ -101,6 +108,9 @@ class MilvusIndex(VaultIndex):
         """An interactive index's engine may start (`_catch_up_engine`)."""
         self._caught_up = threading.Event()
         self._answered_locally = False
+        self._engine_version = -1
+        """The index version the collection was last brought to (`sync`): a view of a later version
+        reads shards the engine may not hold yet, and is answered from the vault's own index."""
         self.borrowed = 0
         self._foreign: dict[tuple[str, str], tuple[float, tuple[Note, list[Shard]] | None]] = {}
         self._foreign_lock = threading.Lock()
@@ -172,13 +182,32 @@ class MilvusIndex(VaultIndex):
         """Whether the engine is warm and has held this vault's state since the open (a sync completed)."""
         return self._synced.is_set() and self.engine.warmed
 
-    def answers_locally(self) -> bool:
-        """Whether this vault's searches are answered from its own index now: an interactive index
-        whose engine is not current yet and has not failed (a fault is met and said by the search)."""
-        local = self.interactive and not self.engine_fault and not self.engine_current
+    def answers_locally(self, version: int | None = None) -> bool:
+        """Whether this vault's searches (of a view at `version`, the current one when None) are answered
+        from its own index now: the engine is unreachable, or does not hold that version yet (a batch or
+        vectors on their way to it; an app's engine still starting: `engine_current`)."""
+        version = self.version if version is None else version
+        local = (
+            bool(self.engine_fault)
+            or version > self._engine_version
+            or (self.interactive and not self.engine_current)
+        )
         if local:
             self._answered_locally = True
         return local
+
+    def local_note(self) -> str:
+        """What a search answered from this vault's own index says, when the engine is unreachable ("" else)."""
+        if not self.engine_fault:
+            return ""
+        return (
+            f"milvus at {self.engine.label} is unreachable: answered from this vault's own index "
+            "(its notes only; changes are kept and sent when it is back)"
+        )
+
+    def engine_lost(self, why: str) -> None:
+        """A search met an engine fault: this vault's searches are answered locally until it is back."""
+        self._fell_behind(why)
 
     def view_released(self) -> None:
         """A view of this index was released: after a search answered from the vault's own index,
@@ -269,6 +298,7 @@ class MilvusIndex(VaultIndex):
         first = not self.engine_fault
         self.engine_fault = why
         if first:
+            self.answers.clear()  # nothing the engine answered before it went away is read again
             self.on_message(f"{why}; changes are kept and sent when it is back")
         if self._retry is None or not self._retry.is_alive():
             self._retry = threading.Thread(target=self._retry_loop, name="explorer-milvus-retry", daemon=True)
@@ -277,6 +307,7 @@ class MilvusIndex(VaultIndex):
     def _retry_loop(self) -> None:
         while not self._closing.wait(self.retry_seconds):
             try:
+                self.engine.client()  # connects again (a sync with nothing to send asks nothing of it)
                 self.sync()
             except BackendError as exc:
                 self.engine_fault = str(exc)
@@ -294,13 +325,13 @@ class MilvusIndex(VaultIndex):
             if self._pushed is None:
                 self._pushed = self._read_pushed()
             with self.lock:
+                version = self.version
                 want = {nid: (s.hash, nid in self.dense) for nid, s in self.shards.items()}
                 changed = [self.shards[nid] for nid, state in want.items() if self._pushed.get(nid) != state]
                 gone = [nid for nid in self._pushed if nid not in want]
             self.behind = len(changed) + len(gone)
             if not changed and not gone:
-                self.engine_fault = ""
-                self._synced.set()
+                self._caught_up_to(version)
                 return 0
             name, text_name = self.engine.collection, self.engine.text_collection
             # Shards new to the collection are inserted (an upsert looks each key up first: slower).
@@ -335,10 +366,18 @@ class MilvusIndex(VaultIndex):
             # Unflushed rows are searched ~100x slower: flush after every batch.
             self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
             self.behind = 0
-            self.engine_fault = ""
-            self._synced.set()
             self._written()
+            self._caught_up_to(version)
             return len(changed) + len(gone)
+
+    def _caught_up_to(self, version: int) -> None:
+        """The collection holds this vault at `version`: searches of it go to the engine again."""
+        back = bool(self.engine_fault)
+        self.engine_fault = ""
+        self._engine_version = max(self._engine_version, version)
+        self._synced.set()
+        if back:
+            self.answers.clear()
 
     def _read_pushed(self) -> dict[str, tuple[str, bool]]:
         name = self.engine.collection

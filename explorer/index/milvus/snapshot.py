@@ -9,7 +9,7 @@ drops rows of another version, and BM25 candidates are scored with this view's s
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -20,6 +20,7 @@ from explorer.index.milvus.engine import (
     BM25_PARAMS,
     COSINE_PARAMS,
     MAX_LIMIT,
+    BackendError,
     Engine,
     engine_terms,
     quote,
@@ -49,7 +50,11 @@ class _Owner(Protocol):
 
     def wait_warm(self, seconds: float = 30.0) -> None: ...
 
-    def answers_locally(self) -> bool: ...
+    def answers_locally(self, version: int | None = None) -> bool: ...
+
+    def local_note(self) -> str: ...
+
+    def engine_lost(self, why: str) -> None: ...
 
     def view_released(self) -> None: ...
 
@@ -99,9 +104,24 @@ class MilvusSnapshot(LocalSnapshot):
 
     def _local(self) -> bool:
         """Whether this view's rankings come from the vault's own index now (`MilvusIndex.answers_locally`:
-        an app's first searches while the engine warms up). They are the rankings the engine's
-        candidates give once rescored here: the engine's rows of this vault are this index's shards."""
-        return self._index.answers_locally()
+        an app's first searches while the engine warms up, a version the engine does not hold yet, an
+        engine away). They are the rankings the engine's candidates give once rescored here: the
+        engine's rows of this vault are this index's shards."""
+        return self._index.answers_locally(self.version)
+
+    def _fell_back(self, exc: BackendError) -> bool:
+        """A ranking met an engine fault: the index hears of it; True when this view may answer locally."""
+        self._index.engine_lost(str(exc))
+        return self._local()
+
+    def freshness(self) -> tuple[Hashable, str]:
+        """Answered locally: nothing but the version moves the answer (and a fault is said). From the
+        engine: its kept answers' generation and period (`Answers.stamp`): a write landing, the engine
+        going or coming back, or `ANSWER_TTL_S` passing makes a new key."""
+        ix = self._index
+        if self._local():
+            return ("local",), ix.local_note()
+        return ("engine", *ix.answers.stamp()), ""
 
     def _searchable(self, allowed: Restriction | None) -> bool:
         """Whether a restriction leaves this view anything to ask the engine for."""
@@ -202,6 +222,16 @@ class MilvusSnapshot(LocalSnapshot):
         """
         if self._local():
             return [LocalSnapshot.bm25_top(self, tokens, k, allowed) for tokens in queries]
+        try:
+            return self._engine_bm25(queries, k, allowed)
+        except BackendError as exc:
+            if not self._fell_back(exc):
+                raise
+            return [LocalSnapshot.bm25_top(self, tokens, k, allowed) for tokens in queries]
+
+    def _engine_bm25(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None
+    ) -> list[list[Hit]]:
         out: list[list[Hit]] = [[] for _ in queries]
         asked = [i for i, toks in enumerate(queries) if toks]
         if not asked or k <= 0 or not self._searchable(allowed):
@@ -279,6 +309,16 @@ class MilvusSnapshot(LocalSnapshot):
             return self._context_top(queries, k, floor, allowed)
         if self._local():
             return LocalSnapshot.vector_top(self, queries, k, floor, allowed)
+        try:
+            return self._engine_vectors(queries, k, floor, allowed)
+        except BackendError as exc:
+            if not self._fell_back(exc):
+                raise
+            return LocalSnapshot.vector_top(self, queries, k, floor, allowed)
+
+    def _engine_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
+    ) -> list[list[Hit]]:
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if not len(q) or k <= 0 or not self._searchable(allowed):
             return [[] for _ in range(len(q))]

@@ -19,7 +19,7 @@ from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
 from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.text.tokenize import tokenize
-from explorer.vault.model import Note, Shard, Tag
+from explorer.vault.model import Note, Shard, Tag, title_of
 
 FOREIGN = "vault:"
 """Another vault's notes are known in a team search as `vault:NAME/PATH` (node_ids alike)."""
@@ -36,7 +36,8 @@ def foreign_note(
     """Another vault's note from its rows: (the note, its shards in order, their tokens), named `vault:NAME/...`.
 
     The note's text is its shards' texts at their offsets (what no shard holds, such as
-    frontmatter, is left out); its title is its first heading or file name, its tags the rows'.
+    frontmatter, is left out); its title is the one its own vault gives it (`title_of`: the frontmatter
+    `title`, else the file name), its tags the rows'.
     """
     rows = sorted(rows, key=lambda r: (int(r["ordinal"]), int(r["start"])))
     key = foreign_key(vault, path)
@@ -65,14 +66,13 @@ def foreign_note(
             )
         )
         tokens[nid] = decode_terms(str(r.get("words") or ""))
-    stem = path.rsplit("/", 1)[-1]
-    stem = stem[:-3] if stem.lower().endswith(".md") else stem
     first = shards[0]
+    props = _props(rows[0].get("props"))
     note = Note(
         path=key,
         text=text,
-        title=first.heading_path[0] if first.heading_path else stem,
-        frontmatter=_props(rows[0].get("props")),
+        title=title_of(path, props),
+        frontmatter=props,
         body_start=0,
         headings=(),
         links=(),

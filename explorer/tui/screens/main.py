@@ -35,7 +35,7 @@ from explorer.tui.searching import SearchJob, highlight_terms, search_in_thread
 from explorer.tui.text import note_titles, split_mode
 from explorer.tui.widgets.context_pane import ContextPane, PreparedContext
 from explorer.tui.widgets.footer import KeyFooter
-from explorer.tui.widgets.results import ResultsList, ResultsSummary, RowLayout
+from explorer.tui.widgets.results import CorrectionLine, ResultsList, ResultsSummary, RowLayout
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.status_bar import StatusBar
 from explorer.tui.widgets.vault_tree import VaultTree
@@ -93,6 +93,8 @@ class MainScreen(Screen):
         self.stage = ""
         self.words: list[str] = []
         self.phrases: list[str] = []
+        self.as_typed = ""
+        """The query searched with every word as typed (ctrl+r); any other query has its typos corrected."""
 
     @property
     def explorer(self) -> Host:
@@ -106,6 +108,7 @@ class MainScreen(Screen):
         with Horizontal(id="body"):
             yield VaultTree(id="tree")
             with Vertical(id="results-column"):
+                yield CorrectionLine(id="correction")
                 yield ResultsList(id="results")
             with TabbedContent(id="detail", initial="tab-context"):
                 with TabPane("Context", id="tab-context"):
@@ -220,6 +223,7 @@ class MainScreen(Screen):
             self.shown_query = ""
             self.workers.cancel_group(self, "search")
             self.query_one(ResultsList).clear()
+            self.query_one(CorrectionLine).show(None)
             self._show_selected_later()
             summary.message("Type to search." if not query else "Type words after the mode prefix.")
             return
@@ -228,7 +232,8 @@ class MainScreen(Screen):
             return
         self.query_text, self._started_model = query, self.explorer.status.model
         layout = (self.query_one(ResultsList).row_layout(), self.query_one(ContextPane).chars)
-        self._search(self._seq, query, SearchJob(mode, text, self.explorer.status.hybrid, record), *layout)
+        job = SearchJob(mode, text, self.explorer.status.hybrid, record, correct=query != self.as_typed)
+        self._search(self._seq, query, job, *layout)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, seq: int, query: str, job: SearchJob, rows: RowLayout, chars: int) -> None:
@@ -276,6 +281,9 @@ class MainScreen(Screen):
         self.results_model = self._started_model
         self.words, self.phrases = highlight_terms(*split_mode(message.query, self.query_one(SearchBox).mode))
         self.query_one(ResultsSummary).show(results, message.stage, message.final, self.explorer.status.model)
+        self.query_one(CorrectionLine).show(
+            results, as_typed=message.query == self.as_typed and not results.mode.classic
+        )
         self.query_one(ResultsList).show(
             results,
             self.words,
@@ -306,6 +314,7 @@ class MainScreen(Screen):
         if message.keep and self.results is not None:
             return
         self.query_one(ResultsList).clear()
+        self.query_one(CorrectionLine).show(None)
         self.results = None
         self.shown_query = ""
         self._show_selected()
@@ -402,6 +411,15 @@ class MainScreen(Screen):
         target.insert_text_at_cursor(event.character or "")
         if self.focused is not target:
             self.set_focus(target)
+
+    def action_as_typed(self) -> None:
+        """ctrl+r, or a click on the word in the correction line: search the query's words as typed
+        (no typo correction); again: correct them again."""
+        query = self.query_text
+        if not query:
+            return
+        self.as_typed = "" if self.as_typed == query else query
+        self.run_search(query)
 
     def action_toggle_tree(self) -> None:
         """Show or hide the vault tree."""

@@ -31,7 +31,7 @@ from explorer.tui.widgets.footer import KeyFooter
 from explorer.tui.widgets.long_text import LongText
 from explorer.tui.widgets.pinned_scroll import PinnedScroll
 from explorer.tui.widgets.status_bar import StatusBar
-from explorer.vault.model import Note
+from explorer.vault.model import Note, display_title
 from explorer.vault.parse import markdown_link_target
 from explorer.vault.pdf import is_pdf
 from explorer.vault.shard import link_heading
@@ -221,7 +221,7 @@ def _side_panel(pinned: PinnedNames, note: Note) -> SidePanel:
 
     def title(path: str) -> str:
         found = pinned.note(path)
-        return found.title if found is not None else path
+        return display_title(found) if found is not None else path
 
     backlinks = dict.fromkeys(b.source for b in graph.backlinks(note.path))
     links = dict.fromkeys(
@@ -324,7 +324,7 @@ def note_title(note: Note, nav: str = "", flag: str = "") -> Content:
     """The title line: title, path, source type, the place in the history (`nav`) and a `flag`."""
     return safe_content(
         Content.assemble(
-            (note.title, "bold"),
+            (display_title(note), "bold"),
             "  ",
             (note.path, "$text-muted"),
             f"  · {note.source_type}",

@@ -383,3 +383,38 @@ class ResultsSummary(Static):
         self.set_class(style == "error", "-none")
         self.set_class(style == "warning", "-low")
         steady_update(self, plain(text))
+
+
+class CorrectionLine(Static):
+    """Above the list, as web search engines do: “Showing results for roof — search instead for proof”
+    when a query word missing from the vault was searched as the vault's closest words, and the way
+    back (a click on the word, or ctrl+r: the screen's `as_typed` action); “Searched as typed” then.
+    Hidden when the query was searched as it is."""
+
+    DEFAULT_CSS = """
+    CorrectionLine { height: auto; padding: 0 1; color: $text-muted; display: none; }
+    CorrectionLine.-shown { display: block; }
+    """
+
+    def show(self, results: SearchResults | None, as_typed: bool = False) -> None:
+        """Say what `results` searched instead of the words typed (`as_typed`: corrections were turned off)."""
+        parts: list[str | tuple[str, str] | Content] = []
+        if as_typed:
+            parts = ["Searched as typed — ", _link("correct typos", "screen.as_typed"), " (ctrl+r)"]
+        elif results is not None and results.corrections:
+            shown = ", ".join(" / ".join(c.get("shown") or c["searched"]) for c in results.corrections)
+            typed = " ".join(str(c["word"]) for c in results.corrections)
+            parts = [
+                "Showing results for ",
+                plain(shown, "bold"),
+                " — search instead for ",
+                _link(typed, "screen.as_typed"),
+                " (ctrl+r)",
+            ]
+        self.set_class(bool(parts), "-shown")
+        steady_update(self, safe_content(Content.assemble(*parts)) if parts else Content(""))
+
+
+def _link(text: str, action: str) -> Content:
+    """`text` (made terminal-safe) underlined, running `action` when clicked."""
+    return Content.from_markup(f"[underline @click={action}]$text[/]", text=screen_text(text))

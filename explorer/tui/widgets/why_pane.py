@@ -304,6 +304,8 @@ class WhyPane(VerticalScroll):
             box.update(safe_content(Content.styled(error, "dim")))
             return
         parts: list[Any] = [(proof.summary, "bold")]
+        for line in proof.advice:
+            parts.append(f"\n{line}")
         for fact in proof.facts:
             parts.append(f"\n  · {fact}")
         for change in proof.changes:
