@@ -13,10 +13,9 @@ a dead server.
 
 from __future__ import annotations
 
+import inspect
 import json
-import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +32,8 @@ from explorer.cli.answers import (
     recent_turns,
 )
 from explorer.config import Settings
+from explorer.text.files import RealFolder, UnsafePathError, real_folder
+from explorer.text.safe import plain_input
 
 #: Most results a search or find may ask for.
 MAX_K = 50
@@ -40,6 +41,19 @@ MAX_K = 50
 MAX_CONTEXT = 20_000
 #: Largest note `remember` writes.
 MAX_REMEMBER_CHARS = 100_000
+#: Longest name-like argument: a path or node_id, a note, a user, a title, a date, a keyword.
+MAX_NAME_CHARS = 1_000
+#: The longest string each argument may be, checked before any work (items of a list alike). A
+#: query is not here: a search reads its first 2,000 characters, why-not refuses a longer one.
+ARG_LIMITS = {
+    **dict.fromkeys(
+        ("target", "note", "user", "title", "after", "before", "on", "mode", "kind", "keywords"),
+        MAX_NAME_CHARS,
+    ),
+    "text": MAX_REMEMBER_CHARS,
+}
+#: An argument longer than this is named with its size in an error, never quoted.
+QUOTE_CHARS = 200
 
 INSTRUCTIONS = """\
 Explorer searches an Obsidian-style Markdown vault that serves as long-term memory (notes,
@@ -399,7 +413,7 @@ class MemoryService:
         for rank, r in enumerate(res.results, 1):
             if r.document_path == path:
                 return {
-                    "query": query,
+                    "query": res.query,
                     "path": path,
                     "found": True,
                     "rank": rank,
@@ -417,7 +431,7 @@ class MemoryService:
                 }
         report = self._why_not(res, path)
         return {
-            "query": query,
+            "query": res.query,
             "path": path,
             "found": False,
             "results": len(res.results),
@@ -482,19 +496,31 @@ class MemoryService:
         if not isinstance(text, str) or not text.strip():
             raise ToolInputError("text must be non-empty Markdown")
         if len(text) > MAX_REMEMBER_CHARS:
-            raise ToolInputError(f"text is {len(text)} characters; the limit is {MAX_REMEMBER_CHARS}")
+            raise ToolInputError(f"text is {len(text):,} characters; the limit is {MAX_REMEMBER_CHARS:,}")
         if kind not in ("turn", "knowledge"):
             raise ToolInputError(f"kind must be 'turn' or 'knowledge', got {kind!r}")
+        # Control characters (a NUL makes the note read as binary, and skipped) are dropped on the way in.
+        text = plain_input(text)
+        if not text.strip():
+            raise ToolInputError("text must be non-empty Markdown (it held only control characters)")
         who = _safe_name(user or self.user or self._only_user() or "agent", "user")
-        title = " ".join(str(title or "").split())[:120]
-        words = [str(k).strip() for k in (keywords or []) if str(k).strip()][:20]
+        title = " ".join(plain_input(str(title or "")).split())[:120]
+        words = [w for k in (keywords or [])[:100] if (w := " ".join(plain_input(str(k)).split()))][:20]
         now = datetime.now(UTC).replace(microsecond=0)
         with self._write_lock:
-            if kind == "turn":
-                rel = self._write_turn(who, text, title, words, now)
-            else:
-                rel = self._write_knowledge(who, text, title, now)
-            self.session.refresh(paths=[rel], reread=True)
+            try:
+                if kind == "turn":
+                    rel = self._write_turn(who, text, title, words, now)
+                else:
+                    rel = self._write_knowledge(who, text, title, now)
+            except UnsafePathError as exc:
+                raise ToolInputError(
+                    f"not written: {exc}; remember writes only real files and folders inside the vault, "
+                    "never through a symbolic link"
+                ) from None
+            report = self.session.refresh(paths=[rel], reread=True)
+        if rel in report.skipped:
+            raise ToolInputError(f"{rel} was written but cannot be indexed: {report.skipped[rel]}")
         shards = self.index.shards_by_path.get(rel, [])
         return {
             "path": rel,
@@ -504,18 +530,23 @@ class MemoryService:
             "index": self.freshness(),
         }
 
+    def _folder(self, who: str, name: str) -> RealFolder:
+        """Users/<who>/<name>, made as needed, reached from the vault with no symbolic link on the way."""
+        return real_folder(self.vault, f"Users/{who}/{name}", create=True)
+
     def _write_turn(self, who: str, text: str, title: str, keywords: list[str], now: datetime) -> str:
-        turns = self.vault / "Users" / who / "turns"
-        turns.mkdir(parents=True, exist_ok=True)
-        numbers = [int(m.group(1)) for p in turns.iterdir() if (m := re.fullmatch(r"turn_(\d+)", p.name))]
-        number = max(numbers, default=0) + 1
-        while True:
-            folder = turns / f"turn_{number:06d}"
-            try:
-                folder.mkdir()
-                break
-            except FileExistsError:
+        with self._folder(who, "turns") as turns:
+            numbers = [int(m.group(1)) for n in turns.names() if (m := re.fullmatch(r"turn_(\d+)", n))]
+            number = max(numbers, default=0) + 1
+            while not turns.make(f"turn_{number:06d}"):
                 number += 1
+            with turns.folder(f"turn_{number:06d}") as folder:
+                self._write_turn_files(folder, number, text, title, keywords, now)
+        return f"Users/{who}/turns/turn_{number:06d}/context.md"
+
+    def _write_turn_files(
+        self, folder: RealFolder, number: int, text: str, title: str, keywords: list[str], now: datetime
+    ) -> None:
         front = [
             "---",
             f"turn_id: {number}",
@@ -527,30 +558,43 @@ class MemoryService:
         front += ["tags: [agent/turn]", "---", ""]
         body = (f"# {title}\n\n" if title else "") + text.strip() + "\n"
         meta = {"turn_id": number, "topic": title, "keywords": keywords, "timestamp": now.isoformat()}
-        _atomic_write(folder / "metadata.json", json.dumps(meta, indent=2) + "\n")
-        _atomic_write(folder / "context.md", "\n".join(front) + body)
-        return (folder / "context.md").relative_to(self.vault).as_posix()
+        folder.write("metadata.json", json.dumps(meta, indent=2) + "\n")
+        folder.write("context.md", "\n".join(front) + body)
 
     def _write_knowledge(self, who: str, text: str, title: str, now: datetime) -> str:
+        from explorer.vault.scan import readable_text
+
         if not title:
             raise ToolInputError("a knowledge note needs a title (its file name)")
-        folder = self.vault / "Users" / who / "Knowledge"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{_safe_name(title, 'note')}.md"
+        name = f"{_safe_name(title, 'note')}.md"
+        rel = f"Users/{who}/Knowledge/{name}"
+        limit = self.settings.vault.max_note_bytes
         section = f"\n## {now.date().isoformat()}\n\n{text.strip()}\n"
-        if path.is_file():
-            content = path.read_text(encoding="utf-8")
-            content = content + ("" if content.endswith("\n") else "\n") + section
-        else:
-            content = f"---\ndate: {now.date().isoformat()}\n---\n\n# {title}\n{section}"
-        _atomic_write(path, content)
-        return path.relative_to(self.vault).as_posix()
+        with self._folder(who, "Knowledge") as folder:
+            old = folder.read_bytes(name, limit)
+            if old is None:
+                content = f"---\ndate: {now.date().isoformat()}\n---\n\n# {title}\n{section}"
+            else:
+                # Appending to a note the index skips would answer success for a memory no search finds.
+                current, why = readable_text(old, limit)
+                if current is None:
+                    raise ToolInputError(
+                        f"{rel} is not indexed ({why}): nothing appended; give another title"
+                    )
+                content = current + ("" if current.endswith("\n") else "\n") + section
+            if len(content.encode("utf-8")) > limit:
+                raise ToolInputError(
+                    f"{rel} would pass {limit:,} bytes (setting vault.max_note_bytes) and no longer be "
+                    "indexed: nothing appended; give another title"
+                )
+            folder.write(name, content)
+        return rel
 
     def _only_user(self) -> str | None:
         users = self.vault / "Users"
         names = (
             [p.name for p in users.iterdir() if p.is_dir() and not p.name.startswith(".")]
-            if users.is_dir()
+            if users.is_dir() and not users.is_symlink()
             else []
         )
         return names[0] if len(names) == 1 else None
@@ -629,18 +673,32 @@ def _safe_name(name: str, what: str) -> str:
     return cleaned
 
 
-def _atomic_write(path: Path, content: str) -> None:
-    """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _check_sizes(named: dict[str, Any]) -> None:
+    """ToolInputError, naming the argument and its size, for a string argument (or list item) over
+    its limit in ARG_LIMITS."""
+    for name, value in named.items():
+        limit = ARG_LIMITS.get(name)
+        if limit is None:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, str) and len(item) > limit:
+                what = f"an item of {name}" if isinstance(value, list) else name
+                raise ToolInputError(f"{what} is {len(item):,} characters; the limit is {limit:,}")
+
+
+def _sized(message: str, named: dict[str, Any]) -> str:
+    """`message` with every long argument it quotes replaced by the argument's name and size, and
+    cut to MAX_NAME_CHARS (an agent reads the error, not its own argument back)."""
+    for name, value in named.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and len(item) > QUOTE_CHARS:
+                shown = f"<{name}: {len(item):,} characters>"
+                for quoted in (repr(item), item, " ".join(item.split())):
+                    message = message.replace(quoted, shown)
+    if len(message) > MAX_NAME_CHARS:
+        message = message[:MAX_NAME_CHARS] + f"… (error cut, {len(message):,} characters)"
+    return message
 
 
 # -- the MCP server ----------------------------------------------------------------------------
@@ -654,13 +712,17 @@ def build_server(service: MemoryService) -> Any:
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def guarded(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        signature = inspect.signature(fn)
+
         def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            named = dict(signature.bind_partial(*args, **kwargs).arguments)
             try:
+                _check_sizes(named)
                 return fn(*args, **kwargs)
             except ToolInputError as exc:
-                raise ToolError(str(exc)) from exc
+                raise ToolError(_sized(str(exc), named)) from exc
             except Exception as exc:  # the server must outlive any one call
-                raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+                raise ToolError(_sized(f"{type(exc).__name__}: {exc}", named)) from exc
 
         return call
 

@@ -21,8 +21,13 @@ def cmd_why_not(args: argparse.Namespace, vault: Path, settings: Settings) -> in
         return 2
     from explorer.engine import make_pipeline, open_index
     from explorer.search.pipeline import QueryError
-    from explorer.search.whynot import prove
+    from explorer.search.whynot import check_query, prove
 
+    try:
+        check_query(args.query)  # before the index is opened: a hostile query costs nothing
+    except QueryError as exc:
+        print(f"explorer: {exc}", file=sys.stderr)
+        return 2
     index, _ = open_index(vault, settings, load_model=settings.index.embeddings)
     try:
         proof = prove(

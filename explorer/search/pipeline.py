@@ -35,7 +35,7 @@ from explorer.search.names import names_note
 from explorer.search.notefilters import day_bounds
 from explorer.search.passes import Passes, Run, SearchCancelled, Stage
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
-from explorer.search.query import parse_query
+from explorer.search.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.results import ResultBuilder, make_context_shard
 from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import AnalysisInfo, RerankInfo, SearchMode, SearchResult, SearchResults
@@ -55,6 +55,11 @@ SHARDS_PER_ENTRY = 3
 
 class QueryError(ValueError):
     """The query cannot be searched; the message says why and what to do."""
+
+
+def too_many_filters(count: int) -> str:
+    """The message for a query with `count` filters, over MAX_QUERY_FILTERS."""
+    return f"the query has {count:,} filters; a search takes at most {MAX_QUERY_FILTERS}: keep the ones that matter"
 
 
 class Analyser(Protocol):
@@ -259,6 +264,8 @@ class SearchPipeline:
             query = query[:MAX_QUERY_CHARS]
         today = self.today()
         parsed = parse_query(query, today)
+        if parsed.filter_count > MAX_QUERY_FILTERS:
+            raise QueryError(too_many_filters(parsed.filter_count))
         warnings.extend(parsed.warnings)
         has_reranker = self.reranker is not None
         return Run(

@@ -24,6 +24,9 @@ _DATE_WORDS = 4
 RECENT_DEFAULT_DAYS = 30.0
 _RECENT = re.compile(r"(\d{1,5}(?:\.\d+)?)\s*([dwmy]?)")
 _RECENT_UNIT_DAYS = {"": 1.0, "d": 1.0, "w": 7.0, "m": 30.0, "y": 365.0}
+#: Most filters one query may hold (`tag:`, `path:`, `-word`, `"phrase"`, `[property]`, `after:`, …):
+#: a person's query has a few, and each one is a pass over the index (why-not runs a search per filter).
+MAX_QUERY_FILTERS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +136,30 @@ class ParsedQuery:
             or self.sections
             or self.references
             or self.has_note_filters
+        )
+
+    @property
+    def filter_count(self) -> int:
+        """How many filters were given (each phrase, exclusion, tag, path, file, section, vault,
+        reference, property and date operator counts once)."""
+        return sum(
+            map(
+                len,
+                (
+                    self.phrases,
+                    self.excluded,
+                    self.tags,
+                    self.paths,
+                    self.files,
+                    self.sections,
+                    self.references,
+                    self.vaults,
+                    self.properties,
+                    self.after,
+                    self.before,
+                    self.on,
+                ),
+            )
         )
 
     @property

@@ -9,7 +9,7 @@ from typing import Any
 
 from explorer.index.backend import IndexBackend, ModelState, Snapshot
 from explorer.search.quality import COS_FLOOR
-from explorer.search.query import parse_query
+from explorer.search.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.schema import Ranking, SearchResults
 from explorer.text.tokenize import is_stopword, tokenize
 
@@ -323,6 +323,22 @@ def variant(pipeline: Any, settings: Any) -> Any:
     )
 
 
+def check_query(query: str) -> None:
+    """Raise QueryError when `query` is longer than a search reads (MAX_QUERY_CHARS) or holds more
+    filters than a search takes (MAX_QUERY_FILTERS): a proof runs the query again once per filter
+    and per change, so it is bounded before any work; the message is one line."""
+    from explorer.search.pipeline import MAX_QUERY_CHARS, QueryError, too_many_filters
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query):,} characters; why-not takes at most {MAX_QUERY_CHARS:,} "
+            "(a search reads no more)"
+        )
+    count = parse_query(query).filter_count
+    if count > MAX_QUERY_FILTERS:
+        raise QueryError(too_many_filters(count))
+
+
 def prove(
     pipeline: Any,
     query: str,
@@ -355,8 +371,9 @@ def prove(
     of its own, on the snapshot it takes.
 
     Raises:
-        QueryError: the query cannot be searched.
+        QueryError: the query cannot be searched, or is over the bounds of `check_query`.
     """
+    check_query(query)
     index: IndexBackend = pipeline.index
     settings = pipeline.settings
     k = k or settings.search.top_k
@@ -462,11 +479,12 @@ def _facts(
 
     # Filters of the query that leave the note out.
     if parsed.has_filters:
-        for token, rest in _filter_tokens(query):
+        for token, start, end in _filter_tokens(query):
             if _allows(index, snap, settings, token, shard_ids):
                 continue
             facts.append(f"left out by {token}")
-            if rest.strip():
+            rest = " ".join((query[:start] + " " + query[end:]).split())
+            if rest:
                 run(
                     "filter",
                     token,
@@ -590,7 +608,10 @@ def _word_facts(
             + ", ".join(f"“{w}”" for w in missing[MAX_WORDS_TRIED:])
             + f": only the {MAX_WORDS_TRIED} rarest missing words are tried"
         )
-    changes.extend(rehearse_words(index, pipeline.settings, make_pipeline, path, query, tried, k, at))
+    try:
+        changes.extend(rehearse_words(index, pipeline.settings, make_pipeline, path, query, tried, k, at))
+    except OSError as exc:
+        unchecked.append(f"adding a missing word: the vault could not be copied ({_copy_error(exc)})")
 
 
 def _outcome(got: int | None, deep: int | None, k: int) -> str:
@@ -634,9 +655,15 @@ def rehearse_words(
         root = Path(tmp) / "vault"
         cache = Path(tmp) / "cache"
         skip = [".explorer"] + ([index.cache_dir.name] if index.cache_dir.parent == index.root else [])
-        shutil.copytree(index.root, root, symlinks=True, ignore=shutil.ignore_patterns(*skip))
+        ignored = shutil.ignore_patterns(*skip)
+        shutil.copytree(
+            index.root,
+            root,
+            symlinks=True,
+            ignore=lambda folder, names: ignored(folder, names) | _special_files(folder, names),
+        )
         if index.cache_dir.is_dir():
-            shutil.copytree(index.cache_dir, cache, symlinks=True)
+            shutil.copytree(index.cache_dir, cache, symlinks=True, ignore=_special_files)
         copy_settings = replace(settings, index=replace(settings.index, cache_dir=str(cache)))
         copy = index.local_copy(root, copy_settings)
         try:
@@ -675,6 +702,35 @@ def rehearse_words(
     return out
 
 
+def _special_files(folder: str, names: list[str]) -> set[str]:
+    """The entries of `folder` that are neither folders, regular files nor links: pipes, sockets and
+    devices, left out of a copy as indexing leaves them out (copying a pipe would wait for a writer)."""
+    import os
+    import stat
+
+    out = set()
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            out.add(name)
+    return out
+
+
+def _copy_error(exc: OSError) -> str:
+    """A failed copy as one plain line: the first file that failed and why, and how many more."""
+    import shutil
+
+    errors = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else None
+    if isinstance(errors, list) and errors and isinstance(errors[0], tuple) and len(errors[0]) == 3:
+        src, _dst, why = errors[0]
+        more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+        return " ".join(f"{src}: {why}{more}".split())
+    return " ".join(str(exc.strerror or exc).split())
+
+
 def _rehearsal_blocked(index: IndexBackend, notes: int, make_pipeline: Any, rehearse: bool) -> str:
     """Why an edit of the note cannot be rehearsed here ('' when it can); `notes`: the vault's note count."""
     if not rehearse or make_pipeline is None:
@@ -709,8 +765,9 @@ def _passage_end(snap: Snapshot, path: str, query: str) -> int | None:
     return best.end if best is not None else None
 
 
-def _filter_tokens(query: str) -> list[tuple[str, str]]:
-    """Each filter of `query` as typed (`tag:pets`, `-draft`, `"..."` is not a filter), with the query without it."""
+def _filter_tokens(query: str) -> list[tuple[str, int, int]]:
+    """Each filter of `query` as typed (`tag:pets`, `-draft`, `"..."` is not a filter), with its
+    start and end in `query` (the query without it is made only for a filter that is run)."""
     import re
 
     out = []
@@ -718,8 +775,7 @@ def _filter_tokens(query: str) -> list[tuple[str, str]]:
         token = m.group(0)
         parsed = parse_query(token)
         if parsed.has_filters and not parsed.text and not parsed.references:
-            rest = " ".join((query[: m.start()] + " " + query[m.end() :]).split())
-            out.append((token, rest))
+            out.append((token, m.start(), m.end()))
     return out
 
 

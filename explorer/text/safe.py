@@ -43,6 +43,28 @@ def _escape(m: re.Match[str]) -> str:
     return _visible(m.group(0))
 
 
+# What `plain_input` drops: whole terminal escape sequences (CSI, OSC, two-character ESC ones), then C0
+# controls but tab and newline (CR and form feeds are handled first), DEL and C1 controls.
+_INPUT_ESCAPE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)|\x1b[@-Z\\-_]"
+)
+_INPUT_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def plain_input(text: str) -> str:
+    """Text an agent or a user writes into the vault, without the control characters that would
+    make the note unreadable as text (a NUL makes it binary): terminal escape sequences (colours,
+    titles) are dropped whole, line ends become `\\n`, vertical tab and form feed a space, other C0
+    controls, DEL and C1 controls are dropped, and a lone surrogate (not encodable as UTF-8)
+    becomes U+FFFD. Tab and newline are kept."""
+    if text.isprintable():
+        return text
+    text = _INPUT_ESCAPE.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x0b", " ").replace("\x0c", " ")
+    return _SURROGATE.sub("\ufffd", _INPUT_CONTROL.sub("", text))
+
+
 def safe_text(text: object) -> str:
     """`text` (any object, via `str`) with every control character shown as a visible escape.
 

@@ -367,6 +367,12 @@ def read_text(path: Path, max_bytes: int) -> tuple[str | None, str]:
         return None, "unreadable: permission denied"
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
+    return readable_text(data, max_bytes)
+
+
+def readable_text(data: bytes, max_bytes: int) -> tuple[str | None, str]:
+    """A note's bytes as text, as `read_text` takes them: (text, "") or (None, reason) for huge,
+    binary or non-UTF-8 content."""
     if len(data) > max_bytes:
         return None, f"too large: over {max_bytes / 1e6:.1f} MB (setting vault.max_note_bytes)"
     if b"\x00" in data[:8192]:
