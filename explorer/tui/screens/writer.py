@@ -254,7 +254,9 @@ class WriterScreen(Screen):
             )
         if kept in self.related_paths:
             related.highlighted = self.related_paths.index(kept)
-        para = clip(message.paragraph, 70)
+        # The paragraph as written (the search's own text leads with the sentence at the cursor,
+        # which would show a one-sentence paragraph twice).
+        para = clip(self.paragraph or message.paragraph, 70)
         results = message.suggestions.results
         head = "searching…" if results is None else "hybrid" if results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
