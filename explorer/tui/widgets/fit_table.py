@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich import box
 from rich.cells import cell_len
+from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from textual.widget import Widget
@@ -88,7 +90,7 @@ class FitTable(Widget):
         """A new width may change the layout (table or blocks)."""
         self.refresh(layout=True)
 
-    def render(self) -> Table | Text:
+    def render(self) -> RenderableType:
         """A table when it fits without breaking a word, else one block per row; nothing is ever cut."""
         if not self.rows:
             return Text("")
@@ -110,11 +112,9 @@ class FitTable(Widget):
             for row, style in zip(self.rows, self.styles_of):
                 table.add_row(*row, style=style or None)
             return table
-        out = Text()
-        for n, (row, style) in enumerate(zip(self.rows, self.styles_of)):
-            if n:
-                out.append("\n")
-            out.append(row[0], style="bold")
+        blocks: list[RenderableType] = []
+        for row, style in zip(self.rows, self.styles_of):
             rest = " · ".join(f"{name} {cell}" for name, cell in zip(self.columns[1:], row[1:]) if cell)
-            out.append("\n  " + rest, style=style or "")
-        return out
+            # The rest wraps under itself (a hanging indent), not back at the block's left edge.
+            blocks += [Text(row[0], style="bold"), Padding(Text(rest, style=style or ""), (0, 0, 0, 2))]
+        return Group(*blocks)
