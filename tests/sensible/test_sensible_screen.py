@@ -262,7 +262,8 @@ async def test_the_context_pane_shows_the_match_and_every_pane_whole_words(
     """At 80x24 the context pane gives the note's text at least six rows, and the first
     highlighted match of the selected result is among the rows shown (not lines below them); the
     summary, the results and the context break no word across lines and the status line is drawn
-    whole. The same after the terminal grows to 120x30."""
+    whole. The same after the terminal grows to 120x30, and for a search run while the other tab
+    was open."""
     app = make_app(vault, embedder, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.status.model == "ready")
@@ -287,6 +288,14 @@ async def test_the_context_pane_shows_the_match_and_every_pane_whole_words(
                 drawn = region_lines(app, widget)
                 assert broken_words(drawn, words) == [], (size, type(widget).__name__, drawn)
             assert_status_fits(app)
+        # A search run while "Why ranked" is open: back on the context tab, its match is in view.
+        await pilot.resize_terminal(80, 24)
+        await pilot.press("f6")
+        await search(app, pilot, "lukewarm")
+        await pilot.press("f5")
+        await settle(app, pilot)
+        shown = region_lines(app, screen.query_one(ContextPane).query_one("#ctx-scroll"))
+        assert any("lukewarm" in line for line in shown), shown
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -389,6 +389,10 @@ class ContextPane(Vertical):
                 return
         self.call_after_refresh(self._scroll_to_cursor)
 
+    def keep_match_in_view(self) -> None:
+        """Bring the match back into view once the pane is laid out (its tab was just shown)."""
+        self.call_after_refresh(self._scroll_to_cursor)
+
     def focus_offset(self) -> int:
         """The note offset the pane keeps in view: the current match, else the window's first
         highlighted match at or after the cursor (a shard starts with its heading, the match the
@@ -428,6 +432,8 @@ class ContextPane(Vertical):
         scroll = self.query_one("#ctx-scroll", VerticalScroll)
         region = scroll.scrollable_content_region
         width = self.query_one("#ctx-body", Static).content_region.width or region.width
+        if width <= 0 or region.height <= 0:
+            return  # hidden (the other tab is shown): `keep_match_in_view` runs when it shows
         target = self.row_of(self.focus_offset(), width)
         if not (scroll.scroll_y <= target < scroll.scroll_y + region.height):
             y = max(0, target - (1 if region.height < 9 else region.height // 3))
