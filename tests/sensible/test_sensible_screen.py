@@ -350,13 +350,18 @@ def test_find_phrase_prints_the_lines_around_the_hit_not_the_whole_note(
 async def test_the_writers_header_shows_a_one_sentence_paragraph_once(
     vault: Path, embedder, tmp_path: Path, size
 ) -> None:
-    """Writing a one-sentence paragraph, the side list's header quotes it once, in whole words."""
+    """Writing a one-sentence paragraph, the side list's header quotes it once, and the list shows
+    titles and paths in whole words."""
     sentence = "Wholemeal flour revived the neglected starter"
     (vault / "Baking/Notes.md").write_text(f"# Notes\n\n{sentence}\n", encoding="utf-8")
+    log = "Baking/Sourdough-starter-maintenance-log.md"  # a path with no space to wrap at
+    (vault / log).write_text(
+        "# Starter log\n\nNeglected starter revived with wholemeal flour.\n", encoding="utf-8"
+    )
     app = make_app(vault, embedder, tmp_path)
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.status.model == "ready")
-        app.refresh_index(["Baking/Notes.md"])
+        app.refresh_index(["Baking/Notes.md", log])
         await settle(app, pilot)
         app.main_screen.post_message(EditNote("Baking/Notes.md", len("# Notes\n\n") + 5))
         await wait_for(pilot, lambda: isinstance(app.screen, WriterScreen))
@@ -370,3 +375,8 @@ async def test_the_writers_header_shows_a_one_sentence_paragraph_once(
         assert shown.count("Wholemeal") == 1, shown
         words = source_words([sentence, "Links hybrid BM25 searching"])
         assert broken_words(region_lines(app, head), words) == []
+        # The related list: titles and paths in whole words (a long path loses folders, not letters).
+        related = screen.query_one("#related")
+        assert any(log == s.path for s in screen.suggestions)
+        drawn = region_lines(app, related)
+        assert broken_words(drawn, source_words([*NOTES, log, *NOTES.values()])) == [], drawn
