@@ -173,7 +173,7 @@ async def test_small_terminal(tui_vault: Path, embedder, tmp_path: Path) -> None
             f"quality&#160;{level}" in shot or f"quality {level}" in shot
             for level in ("high", "medium", "low")
         )
-        for text in ("Results (15)", "Hamsters", "Users/alice/Knowledge/hamsters.md", "cursor"):
+        for text in ("Results (15)", "Hamsters", "Users/alice/Knowledge/hamsters.md", "shard 1/"):
             assert text.replace(" ", "&#160;") in shot or text in shot, text
 
 

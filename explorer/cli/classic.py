@@ -18,6 +18,12 @@ from explorer.text.safe import safe_text
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
+#: Characters of a hit's note printed each side of its match unless --context-chars is given
+#: (the phrase and AND tools read up to 2,000 each side, a whole note: the hit got lost in it).
+PRINTED_CHARS = 240
+#: Lines of a hit's note printed above and below its match's line unless --context-chars is given.
+PRINTED_LINES = 3
+
 
 def _fail(message: str) -> int:
     print(f"explorer: {message}", file=sys.stderr)
@@ -48,7 +54,8 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     if args.json:
         print_json(result.to_dict())
         return 0
-    print_find(result, color=use_color())
+    bound = (PRINTED_CHARS, PRINTED_LINES) if args.context_chars is None else None
+    print_find(result, color=use_color(), bound=bound)
     return 0
 
 
@@ -75,8 +82,53 @@ def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> in
     return 0
 
 
-def print_find(result: ClassicResult, color: bool = False, out: TextIO | None = None) -> None:
-    """Hits in the reference layout: score, cursor, node_id, matched keywords, highlighted snippet."""
+def around(text: str, cursor: int, end: int, chars: int, lines: int) -> tuple[int, int]:
+    """(start, end) of the part of `text` printed around its match text[cursor:end]: at most `chars`
+    characters and `lines` lines each side of it, cut between words."""
+    lo = max(0, cursor - chars, _nth_newline_before(text, cursor, lines + 1))
+    hi = min(len(text), end + chars, _nth_newline_after(text, end, lines + 1))
+    if lo > 0 and not text[lo - 1].isspace():
+        space = next((i for i in range(lo, cursor) if text[i].isspace()), cursor)
+        lo = space + 1 if space < cursor else cursor
+    if hi < len(text) and not text[hi].isspace():
+        space = next((i for i in range(hi - 1, end - 1, -1) if text[i].isspace()), end)
+        hi = space if space >= end else end
+    while hi > end and text[hi - 1].isspace():
+        hi -= 1
+    while lo < cursor and text[lo].isspace():
+        lo += 1
+    return lo, hi
+
+
+def _nth_newline_before(text: str, pos: int, n: int) -> int:
+    """Just past the n-th newline before `pos` (0 when there are fewer)."""
+    for _ in range(n):
+        pos = text.rfind("\n", 0, pos)
+        if pos < 0:
+            return 0
+    return pos + 1
+
+
+def _nth_newline_after(text: str, pos: int, n: int) -> int:
+    """The n-th newline at or after `pos` (the end when there are fewer)."""
+    pos -= 1
+    for _ in range(n):
+        pos = text.find("\n", pos + 1)
+        if pos < 0:
+            return len(text)
+    return pos
+
+
+def print_find(
+    result: ClassicResult,
+    color: bool = False,
+    out: TextIO | None = None,
+    bound: tuple[int, int] | None = None,
+) -> None:
+    """Hits in the reference layout: score, cursor, node_id, matched keywords, highlighted snippet.
+
+    `bound` (characters, lines) prints only that much of each snippet around its match, marking
+    each cut with `…`, and says once how to see more."""
     out = out or sys.stdout
     b, d, r = (_BOLD, _DIM, _RESET) if color else ("", "", "")
     n = len(result.hits)
@@ -95,12 +147,26 @@ def print_find(result: ClassicResult, color: bool = False, out: TextIO | None = 
     if not result.hits:
         print("No match. Try other words, another --mode, or a wider --window.", file=out)
         return
+    cut = False
     for i, hit in enumerate(result.hits, 1):
         print(f"\n{b}--- {i}  score {hit.score:.3f}  cursor {hit.cursor}{r}  {safe_text(hit.path)}", file=out)
         print(f"    {d}node: {safe_text(hit.node_id or '-')}{r}", file=out)
         print(f"    matched: {safe_text(', '.join(hit.keywords))}  ({safe_text(repr(hit.match))})", file=out)
-        spans = [(h.start - hit.snippet_start, h.end - hit.snippet_start) for h in hit.highlights]
-        print(_indent(mark(hit.snippet, spans, color), "    | "), file=out)
+        text, start = hit.snippet, hit.snippet_start
+        lo, hi = 0, len(text)
+        if bound is not None:
+            lo, hi = around(text, hit.cursor - start, hit.cursor - start + len(hit.match), *bound)
+        spans = [(h.start - start - lo, h.end - start - lo) for h in hit.highlights]
+        shown = mark(text[lo:hi], [(a, b) for a, b in spans if a >= 0 and b <= hi - lo], color)
+        shown = ("… " if lo > 0 else "") + shown + (" …" if hi < len(text) else "")
+        print(_indent(shown, "    | "), file=out)
+        cut = cut or lo > 0 or hi < len(text)
+    if cut and bound is not None:
+        print(
+            f"\n{d}(each hit printed with up to {bound[1]} lines or {bound[0]} characters each side;"
+            f" --context-chars N prints N characters around it){r}",
+            file=out,
+        )
 
 
 def print_context(window: ContextWindow, color: bool = False, out: TextIO | None = None) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from explorer.cli.render import display_path, print_json
 from explorer.config import Settings
+from explorer.text.durations import format_eta
 from explorer.text.safe import safe_text
 
 if TYPE_CHECKING:
@@ -165,16 +166,6 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
             else:
                 print(f"{key}: {safe_text(value)}")
     return 0
-
-
-def format_eta(seconds: float) -> str:
-    """A duration as 42s, 3m05s or 1h12m."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def _print_coverage(cov: dict) -> None:

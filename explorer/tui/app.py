@@ -248,14 +248,27 @@ class ExplorerApp(App[int]):
         )
 
     def _progress(self, stage: str, done: int, total: int) -> None:
-        """Any thread: opening or embedding progressed."""
-        self.post_message(IndexProgress(stage, done, total))
+        """Any thread: opening or embedding progressed (embedding with the time it still needs)."""
+        self.post_message(
+            IndexProgress(stage, done, total, self._embed_eta() if stage == "embedding" else None)
+        )
+
+    def _embed_eta(self) -> float | None:
+        """Seconds the embedding loop under way still needs: its model's own estimate by text volume
+        (`ModelHost.eta`, the one `explorer index` prints), None while unknown or for an index without one."""
+        model = getattr(self.session.index, "model", None)
+        eta = getattr(model, "eta", None)
+        return eta() if callable(eta) else None
 
     def on_index_progress(self, message: IndexProgress) -> None:
         """Show progress in the status bar."""
         done = message.done < message.total
         self.status = replace(
-            self.status, stage=message.stage if done else "", done=message.done, total=message.total
+            self.status,
+            stage=message.stage if done else "",
+            done=message.done,
+            total=message.total,
+            eta=message.eta if done else None,
         )
 
     def on_index_ready(self, message: IndexReady) -> None:

@@ -21,6 +21,9 @@ class IndexProgress(Message):
     """Items finished."""
     total: int
     """Items in all."""
+    eta: float | None = None
+    """Seconds the stage still needs (embedding: the embedding loop's own estimate, by text
+    volume, the one `explorer index` prints), None while unknown."""
 
     def can_replace(self, message: Message) -> bool:
         """Collapse queued progress of the same stage."""

@@ -375,9 +375,12 @@ class MainScreen(Screen):
 
     @on(TabbedContent.TabActivated, "#detail")
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """The why pane is drawn only while it is on screen: catch up when its tab opens."""
+        """The why pane is drawn only while it is on screen: catch up when its tab opens; the
+        context pane, updated while hidden, brings its match into view."""
         if event.pane.id == "tab-why":
             self.query_one(WhyPane).render_pending()
+        elif event.pane.id == "tab-context":
+            self.query_one(ContextPane).keep_match_in_view()
 
     # -- actions ------------------------------------------------------------------------
     def action_focus_search(self) -> None:

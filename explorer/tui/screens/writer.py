@@ -24,7 +24,7 @@ from explorer.search.suggest import (
     plain_query,
     sentence_bounds,
 )
-from explorer.text.cells import clip
+from explorer.text.cells import cell_len, clip
 from explorer.text.files import write_atomic
 from explorer.text.safe import has_controls
 from explorer.tui import keys
@@ -231,6 +231,8 @@ class WriterScreen(Screen):
             related.get_option_at_index(related.highlighted).id if related.highlighted is not None else None
         )
         related.clear_options()
+        # Inside the list's border, padding and scrollbar; a path longer than that loses folders, not letters.
+        room = max(12, related.scrollable_content_region.width - 1)
         for s in items:
             if s.kind == "mention" and s.mention is not None:
                 note = (
@@ -247,14 +249,22 @@ class WriterScreen(Screen):
             related.add_option(
                 Option(
                     safe_content(
-                        Content.assemble((s.title, "bold"), "\n", (s.path, "$text-muted"), "  ", note)
+                        Content.assemble(
+                            (whole_words(s.title, room), "bold"),
+                            "\n",
+                            (short_path(s.path, room), "$text-muted"),
+                            "  ",
+                            note,
+                        )
                     ),
                     id=s.path,
                 )
             )
         if kept in self.related_paths:
             related.highlighted = self.related_paths.index(kept)
-        para = clip(message.paragraph, 70)
+        # The paragraph as written (the search's own text leads with the sentence at the cursor,
+        # which would show a one-sentence paragraph twice).
+        para = clip(self.paragraph or message.paragraph, 70)
         results = message.suggestions.results
         head = "searching…" if results is None else "hybrid" if results.mode.dense else "BM25"
         self.query_one("#related-head", Static).update(
@@ -363,6 +373,21 @@ class WriterScreen(Screen):
             event.prevent_default()
             self.set_focus(editor)
             editor.insert(event.character or "")
+
+
+def whole_words(text: str, width: int) -> str:
+    """`text` with each part without spaces that is wider than `width` cells clipped with `…`
+    (wrapped, it would be folded mid-word)."""
+    return " ".join(clip(part, width) if cell_len(part) > width else part for part in text.split(" "))
+
+
+def short_path(path: str, width: int) -> str:
+    """`path` within lines of `width` cells: when a part of it without spaces is too wide, its
+    folders become `…/` (the note's name kept), then such parts are clipped."""
+    if all(cell_len(part) <= width for part in path.split(" ")):
+        return path
+    name = path.rsplit("/", 1)[-1]
+    return whole_words(f"…/{name}" if name != path else name, width)
 
 
 def _word_ended(editor: TextArea) -> bool:

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
@@ -25,6 +24,10 @@ WINDOW_STEPS = (150, 300, 600, 1200, 2400, 5000, 10000, 20000)
 
 #: Characters each side of the cursor the pane shows before it is widened or narrowed.
 CONTEXT_CHARS = 600
+
+#: Under this many rows (an 80x24 terminal gives the pane about 10) the header takes one line
+#: (node_id, match and shard; no rule under it), leaving the rows to the text.
+SHORT_ROWS = 14
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,9 @@ class ContextPane(Vertical):
     DEFAULT_CSS = """
     ContextPane { height: 1fr; }
     ContextPane #ctx-head { height: auto; color: $text-muted; border-bottom: hkey $border-blurred; padding: 0 1; }
+    ContextPane.-short #ctx-head {
+        height: 1; border-bottom: none; background: $boost; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     ContextPane #ctx-scroll { height: 1fr; padding: 0 1; }
     ContextPane #ctx-body { height: auto; }
     """
@@ -348,7 +354,11 @@ class ContextPane(Vertical):
         where: list[str | tuple[str, str]] = [(self.node_id, "bold $text-primary")]
         if not self.node_id.startswith(st.path):
             where += ["  ", (st.path, "$text-accent")]
-        head = Content.assemble(*where, "\n", (" · ".join(pos), "$text-muted"))
+        if self.has_class("-short"):
+            # One line: where and which match; the window's size and cursor are left out.
+            head = Content.assemble(*where, "  ", (" · ".join(reversed(pos[:2])), "$text-muted"))
+        else:
+            head = Content.assemble(*where, "\n", (" · ".join(pos), "$text-muted"))
         steady_update(self.query_one("#ctx-head", Static), safe_content(head))
         body = Content(win.text)
         current = self.matches[st.match] if 0 <= st.match < len(self.matches) else None
@@ -370,33 +380,63 @@ class ContextPane(Vertical):
         self.call_after_refresh(self._scroll_to_cursor)
 
     def on_resize(self) -> None:
-        """A new width re-wraps the text: bring the cursor's line back into view."""
+        """A new size re-wraps the text (bring the match back into view); a short pane gets a one-line header."""
+        short = 0 < self.size.height < SHORT_ROWS
+        if short != self.has_class("-short"):
+            self.set_class(short, "-short")
+            if self.state is not None:
+                self._render_window()
+                return
         self.call_after_refresh(self._scroll_to_cursor)
 
+    def keep_match_in_view(self) -> None:
+        """Bring the match back into view once the pane is laid out (its tab was just shown)."""
+        self.call_after_refresh(self._scroll_to_cursor)
+
+    def focus_offset(self) -> int:
+        """The note offset the pane keeps in view: the current match, else the window's first
+        highlighted match at or after the cursor (a shard starts with its heading, the match the
+        person searched for can be lines below it), else the cursor."""
+        st, win = self.state, self.window
+        if st is None or win is None:
+            return 0
+        if st.match >= 0:
+            return st.cursor
+        after = [h.start for h in win.highlights if h.start >= st.cursor]
+        return min(after) if after else st.cursor
+
+    def row_of(self, offset: int, width: int) -> int:
+        """The row (0-based, of the body as drawn wrapped at `width` cells) holding note offset
+        `offset`: the drawn text up to the end of that word, wrapped as the body wraps it."""
+        win = self.window
+        if win is None:
+            return 0
+        rel = max(0, min(offset - win.start, len(win.text)))
+        while rel < len(win.text) and not win.text[rel].isspace():
+            rel += 1
+        # Only the boxes drawn above that row: those of embeds whose line ends before it.
+        above = tuple(e for e in win.embeds if 0 <= win.text.find("\n", max(0, e.link.end - win.start)) < rel)
+        before = with_embed_boxes(Content(win.text[:rel]), win.text[:rel], win.start, above)
+        if win.start > 0:
+            before = Content.assemble("… ", before)
+        return max(0, len(before.wrap(max(1, width))) - 1)
+
     def _scroll_to_cursor(self, tries: int = 5) -> None:
-        """Scroll so the cursor's line is in view (estimated from the wrapped width).
+        """Scroll so the match (`focus_offset`) is in view, with a line or a third of the view above it.
 
         Right after an update the new text may not be laid out yet (the scroll range is still the
         old one): then it tries again after the next refresh, a few times at most.
         """
-        win = self.window
-        if win is None or self.state is None:
+        if self.window is None or self.state is None:
             return
         scroll = self.query_one("#ctx-scroll", VerticalScroll)
         region = scroll.scrollable_content_region
-        width = max(10, region.width - 1)
-        rel = max(0, self.state.cursor - win.start)
-        before = win.text[:rel]
-        # Embed boxes above the cursor's line take rows too.
-        for point, group in after_lines(win.text, win.start, win.embeds):
-            if point <= rel:
-                before += "\n" + "\n".join(embed_box(e).plain for e in group)
-        target = 0
-        for line in before.split("\n"):
-            target += max(1, -(-cell_len(line) // width))
-        target -= 1
+        width = self.query_one("#ctx-body", Static).content_region.width or region.width
+        if width <= 0 or region.height <= 0:
+            return  # hidden (the other tab is shown): `keep_match_in_view` runs when it shows
+        target = self.row_of(self.focus_offset(), width)
         if not (scroll.scroll_y <= target < scroll.scroll_y + region.height):
-            y = max(0, target - region.height // 3)
+            y = max(0, target - (1 if region.height < 9 else region.height // 3))
             if y > scroll.max_scroll_y and tries > 0:
                 self.call_after_refresh(self._scroll_to_cursor, tries - 1)
                 return

@@ -1,4 +1,4 @@
-"""A read-only view of a long text that draws only the rows on screen: soft-wrapped, with line numbers."""
+"""A read-only view of a long text that draws only the rows on screen: wrapped between words, with line numbers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from bisect import bisect_right
 from itertools import accumulate
 from typing import ClassVar
 
-from rich.cells import cell_len, chop_cells
+from rich.cells import cell_len, chop_cells, set_cell_size
 from rich.segment import Segment
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -16,14 +16,45 @@ from textual.strip import Strip
 MIN_WRAP = 8
 
 
+def row_starts(line: str, wrap: int) -> list[int]:
+    """Where each row of `line` starts when it wraps at `wrap` cells: after the last space that
+    leaves the row within `wrap` (the spaces at a break end the row and are not drawn); a word
+    longer than a row is folded, as `less` folds it."""
+    starts = [0]
+    single = line.isascii() or cell_len(line) == len(line)
+    pos, n = 0, len(line)
+    while True:
+        if single:
+            if n - pos <= wrap:
+                return starts
+            end = pos + wrap
+        else:
+            rest = line[pos:]
+            if cell_len(rest) <= wrap:
+                return starts
+            end = pos + len(chop_cells(rest, wrap)[0])
+        space = line.rfind(" ", pos, end + 1)
+        if space > pos and line[pos:space].strip(" "):
+            cut = space + 1
+            while cut < n and line[cut] == " ":
+                cut += 1
+        else:
+            cut = max(end, pos + 1)
+        if cut >= n:
+            return starts
+        starts.append(cut)
+        pos = cut
+
+
 class LongText(ScrollView, can_focus=True):
     """Shows a text of any length at the cost of the rows on screen.
 
     Opening a note of 400 KB must not wait for all of it to be laid out (a TextArea lays out
     every line first, about half a second per 400 KB). Here setting the text only splits it into
     lines and counts each line's rows at the current width (a length division for the usual
-    single-width text); a row is cut and styled when it is drawn. Lines fold at the view's width
-    the way `less` folds them; the text is given already made terminal-safe.
+    single-width text whose lines fit, a scan for the last space of each row otherwise); a row is
+    cut and styled when it is drawn. Lines wrap between words at the view's width (a word longer
+    than a row is folded); the text is given already made terminal-safe.
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"long-text--gutter", "long-text--mark"}
@@ -41,7 +72,8 @@ class LongText(ScrollView, can_focus=True):
         self._starts: list[int] = [0, 1]
         self._wrap = 0
         self._gutter = 2
-        self._pieces: dict[int, list[str]] = {}
+        self._pieces: dict[int, list[int]] = {}
+        """Where each row of a line that wraps starts, by line (for the lines drawn lately)."""
         self._wanted = 0
         """The line to bring to the top once the view has a width (it has none while hidden)."""
         self.mark: int | None = None
@@ -116,22 +148,25 @@ class LongText(ScrollView, can_focus=True):
 
     @staticmethod
     def _rows(line: str, wrap: int) -> int:
-        if line.isascii() or cell_len(line) == len(line):
-            return (max(len(line), 1) - 1) // wrap + 1
-        return max(1, len(chop_cells(line, wrap)))
+        if len(line) <= wrap and (line.isascii() or cell_len(line) <= wrap):
+            return 1
+        return len(row_starts(line, wrap))
 
     def _piece(self, index: int, row: int) -> str:
-        """Row `row` of line `index` as folded at the current width."""
+        """Row `row` of line `index` as wrapped at the current width (its trailing spaces left out)."""
         line = self._lines[index]
         wrap = self._wrap
-        if line.isascii() or cell_len(line) == len(line):
-            return line[row * wrap : (row + 1) * wrap]
-        pieces = self._pieces.get(index)
-        if pieces is None:
+        if len(line) <= wrap and (line.isascii() or cell_len(line) <= wrap):
+            return line if row == 0 else ""
+        starts = self._pieces.get(index)
+        if starts is None:
             if len(self._pieces) > 512:
                 self._pieces.clear()
-            pieces = self._pieces[index] = chop_cells(line, wrap) or [""]
-        return pieces[row] if row < len(pieces) else ""
+            starts = self._pieces[index] = row_starts(line, wrap)
+        if row >= len(starts):
+            return ""
+        piece = line[starts[row] : starts[row + 1] if row + 1 < len(starts) else len(line)]
+        return set_cell_size(piece.rstrip(" "), wrap).rstrip(" ") if cell_len(piece) > wrap else piece
 
     def render_line(self, y: int) -> Strip:
         """One row on screen: a line number on a line's first row, then its piece of the line."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import ProgressBar, Static
 
+from explorer.text.durations import format_eta
 from explorer.tui.safe import safe_content
 from explorer.tui.widgets.steady import steady_update
 
@@ -43,6 +45,8 @@ class StatusInfo:
     """Reranking is on (hybrid results are then reranked)."""
     last_search: str = ""
     """Timing of the last search, e.g. `18 ms (lexical 6 ms)`."""
+    eta: float | None = None
+    """Seconds the running progress still needs (embedding: the embedding loop's estimate), or None."""
 
     @property
     def hybrid(self) -> bool:
@@ -50,12 +54,112 @@ class StatusInfo:
         return self.model in ("ready", "embedding", "waiting")
 
 
-#: Below this many columns the status line leaves out what matters least.
-NARROW_WIDTH = 100
+#: Cells the progress bar widget takes (its bar and its percentage).
+BAR_WIDTH = 24
+#: Cells of padding around the two texts (one each side of each).
+PADDING = 4
+#: What the line gives up, least useful first, until it fits: the search's slowest stage, an unused
+#: LLM, the shard count, the embedding runtime, the long forms of the model state, the bar (the
+#: percentage stays in the text), the counts (the percentage stands for them), the watcher when it
+#: watches, a named LLM, the last search's time. The note count, the progress with its time left
+#: and the model state (hybrid or lexical) always stay.
+SHED = ("slowest", "llm-off", "shards", "runtime", "model-long", "bar", "counts", "watching", "llm", "timing")
+SEP = " │ "
+
+
+@dataclass(frozen=True, slots=True)
+class StatusLine:
+    """The status line as fitted to a width: its left text, whether the bar shows, its right text."""
+
+    left: Content
+    """Index state, note count, progress and time left."""
+    bar: bool
+    """The progress bar widget shows (between the two texts)."""
+    right: Content
+    """Watcher, model state, LLM, last search."""
+
+    @property
+    def cells(self) -> int:
+        """Cells the whole line takes, padding and bar included."""
+        return (
+            cell_len(self.left.plain) + cell_len(self.right.plain) + PADDING + (BAR_WIDTH if self.bar else 0)
+        )
+
+
+def status_line(info: StatusInfo, width: int = 0) -> StatusLine:
+    """The status line for `info` within `width` cells (0: any width): each part of SHED is given
+    up in turn, least useful first, until the line fits (the last form is the shortest there is)."""
+    line = _line(info, frozenset())
+    if width <= 0 or line.cells <= width:
+        return line
+    shed: set[str] = set()
+    for part in SHED:
+        shed.add(part)
+        line = _line(info, frozenset(shed))
+        if line.cells <= width:
+            break
+    return line
+
+
+def _line(info: StatusInfo, shed: frozenset[str]) -> StatusLine:
+    if info.index == "opening":
+        idx = Content.from_markup("[$text-warning]opening index…[/]")
+    elif info.index == "failed":
+        idx = Content.from_markup("[$text-error]index failed[/]")
+    else:
+        idx = Content.assemble(
+            (f"{info.notes} notes", "$text-primary"), "" if "shards" in shed else f" · {info.shards} shards"
+        )
+        if info.index == "updating":
+            idx = Content.assemble(idx, (" · updating", "$text-warning"))
+    progress = bool(info.stage and info.total)
+    bar = progress and "bar" not in shed
+    if progress:
+        pct = 100 * info.done // info.total
+        if "counts" not in shed:
+            count = f"{info.done}/{info.total}" + ("" if bar else f" ({pct}%)")
+        else:
+            count = f"{pct}%"
+        left = f" · {info.stage} {count}"
+        if info.eta is not None and info.done < info.total:
+            left += f" · {format_eta(info.eta)} left"
+        idx = Content.assemble(idx, left)
+    parts: list[Content | str | tuple[str, str]] = []
+    if not (info.watcher == "watching" and "watching" in shed):
+        watch_style = "$text-success" if info.watcher == "watching" else "$text-muted"
+        parts.append((f"watch: {'on' if info.watcher == 'watching' else info.watcher}", watch_style))
+        parts.append(SEP)
+    long = "model-long" not in shed
+    hybrid = "hybrid+rerank" if info.rerank else "hybrid"
+    if info.model == "ready":
+        runtime = f" ({info.runtime or 'model'})" if "runtime" not in shed else ""
+        parts.append((f"{hybrid}{runtime}", "$text-success"))
+    elif info.model == "embedding":
+        # While the left says `embedding n/m`, the short form leaves the repetition out.
+        embedding = " · embedding…" if long or not progress else ""
+        parts.append((f"{hybrid}{embedding}", "$text-warning"))
+    elif info.model == "waiting":
+        who = (info.waiting_for or "another process") if long else "another process"
+        parts.append((f"{hybrid} · waiting for {who} to finish embedding…", "$text-warning"))
+    elif info.model == "loading":
+        parts.append(("lexical · model loading…" if long else "model loading…", "$text-warning"))
+    elif info.model == "off":
+        parts.append(("lexical (embeddings off)" if long else "lexical", "$text-muted"))
+    elif info.model == "unavailable":
+        parts.append(("lexical (semantic not available)" if long else "lexical (no model)", "$text-error"))
+    else:
+        parts.append(("lexical", "$text-muted"))
+    if not ("llm" in shed or (info.llm == "off" and "llm-off" in shed)):
+        parts.append(SEP)
+        parts.append((f"LLM: {info.llm}", "$text-muted"))
+    if info.last_search and "timing" not in shed:
+        parts.append(SEP)
+        parts.append(info.last_search.split(" (")[0] if "slowest" in shed else info.last_search)
+    return StatusLine(idx, bar, safe_content(Content.assemble(*parts)))
 
 
 class StatusBar(Horizontal):
-    """One line at the bottom of every screen; follows the app's `status`."""
+    """One line at the bottom of every screen; follows the app's `status`, fitted to its width."""
 
     DEFAULT_CSS = """
     StatusBar {
@@ -79,6 +183,8 @@ class StatusBar(Horizontal):
     def on_mount(self) -> None:
         """Follow the app's status."""
         self._info: StatusInfo | None = None
+        self.line: StatusLine | None = None
+        """The line as last shown."""
         self.watch(self.app, "status", self.show, init=True)
 
     def on_resize(self) -> None:
@@ -87,53 +193,13 @@ class StatusBar(Horizontal):
             self.show(self._info)
 
     def show(self, info: StatusInfo) -> None:
-        """Render `info`; under NARROW_WIDTH columns the shard count, an unused LLM and the
-        search's slowest stage are left out, so the line fits instead of being cut."""
+        """Render `info`, fitted to the bar's width (`status_line`): it leaves out what matters
+        least, part by part, so the line fits instead of being cut."""
         self._info = info
-        narrow = 0 < self.size.width < NARROW_WIDTH
-        left = self.query_one("#status-left", Static)
+        line = self.line = status_line(info, self.size.width)
         bar = self.query_one("#status-progress", ProgressBar)
-        if info.index == "opening":
-            idx = Content.from_markup("[$text-warning]opening index…[/]")
-        elif info.index == "failed":
-            idx = Content.from_markup("[$text-error]index failed[/]")
-        else:
-            idx = Content.assemble(
-                (f"{info.notes} notes", "$text-primary"), "" if narrow else f" · {info.shards} shards"
-            )
-            if info.index == "updating":
-                idx = Content.assemble(idx, (" · updating", "$text-warning"))
-        if info.stage and info.total:
-            idx = Content.assemble(idx, f" · {info.stage} {info.done}/{info.total}")
-            bar.add_class("-active")
+        bar.set_class(line.bar, "-active")
+        if line.bar:
             bar.update(total=info.total, progress=info.done)
-        else:
-            bar.remove_class("-active")
-        steady_update(left, idx)
-        parts: list[Content | str | tuple[str, str]] = []
-        watch_style = "$text-success" if info.watcher == "watching" else "$text-muted"
-        parts.append((f"watch: {'on' if info.watcher == 'watching' else info.watcher}", watch_style))
-        parts.append(" │ ")
-        hybrid = "hybrid+rerank" if info.rerank else "hybrid"
-        if info.model == "ready":
-            parts.append((f"{hybrid} ({info.runtime or 'model'})", "$text-success"))
-        elif info.model == "embedding":
-            parts.append((f"{hybrid} · embedding…", "$text-warning"))
-        elif info.model == "waiting":
-            who = "another process" if narrow else (info.waiting_for or "another process")
-            parts.append((f"{hybrid} · waiting for {who} to finish embedding…", "$text-warning"))
-        elif info.model == "loading":
-            parts.append(("lexical · model loading…", "$text-warning"))
-        elif info.model == "off":
-            parts.append(("lexical (embeddings off)", "$text-muted"))
-        elif info.model == "unavailable":
-            parts.append(("lexical (semantic not available)", "$text-error"))
-        else:
-            parts.append(("lexical", "$text-muted"))
-        if not (narrow and info.llm == "off"):
-            parts.append(" │ ")
-            parts.append((f"LLM: {info.llm}", "$text-muted"))
-        if info.last_search:
-            parts.append(" │ ")
-            parts.append(info.last_search.split(" (")[0] if narrow else info.last_search)
-        steady_update(self.query_one("#status-right", Static), safe_content(Content.assemble(*parts)))
+        steady_update(self.query_one("#status-left", Static), line.left)
+        steady_update(self.query_one("#status-right", Static), line.right)
