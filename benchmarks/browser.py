@@ -116,6 +116,7 @@ def _open_tab(browser: Chromium, url: str, query: str, top: str) -> dict[str, fl
 def _browser_keystroke(tab: Tab, query: str, top: str) -> float:
     """Type all but the last key, let its results come, then time the last key to the full query's results."""
     tab.press("escape")  # the search box, its query selected: typing replaces it
+    time.sleep(0.3)
     tab.type(query[:-1])
     time.sleep(1.0)
     t0 = time.perf_counter()
