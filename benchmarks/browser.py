@@ -151,7 +151,7 @@ async def _app_keystrokes(vault: Path, flags: dict[str, Any], pairs: list[tuple[
             await pilot.press(query[-1])
             while time.monotonic() < end + 120:
                 sel = results.results[0] if results.results else None
-                if box.value == query and sel is not None and sel.path == top:
+                if box.value == query and sel is not None and sel.document_path == top:
                     break
                 await pilot.pause(0.005)
             out.append((time.perf_counter() - t0) * 1000)
