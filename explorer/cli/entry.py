@@ -16,9 +16,9 @@ from typing import Any
 from explorer.config import ConfigError, Settings, load_settings
 from explorer.text.safe import SafeStream
 
-COMMANDS = ("search", "index", "find", "context", "open", "watch", "stats", "mcp", "eval", "why-not")
+COMMANDS = ("search", "index", "find", "context", "open", "watch", "stats", "mcp", "eval", "why-not", "serve")
 #: The commands that take the vault as their first argument (the others take --vault).
-_POSITIONAL = ("index", "stats", "watch", "eval", "mcp")
+_POSITIONAL = ("index", "stats", "watch", "eval", "mcp", "serve")
 
 
 def default_vault(command: str | None = None) -> Path:
@@ -210,6 +210,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="with --http: a name clients use to reach this machine (Host header check; repeatable)",
     )
+    p = sub.add_parser(
+        "serve", help="open the app in a browser: serves it at a URL it prints (this machine only)"
+    )
+    p.add_argument("vault_pos", nargs="?", type=Path, metavar="VAULT")
+    _add_common(p)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (beyond loopback: EXPLORER_SERVE_TOKEN)"
+    )
+    p.add_argument(
+        "--port", type=int, default=None, help="port (default 8771, or a free one when it is taken)"
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another name browsers use to reach this machine (repeatable)",
+    )
     return parser
 
 
@@ -349,6 +367,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from explorer.cli.whynot import cmd_why_not
 
         return cmd_why_not(args, vault, settings)
+    if args.command == "serve":
+        from explorer.cli.serve_web import run_serve
+
+        return run_serve(vault, settings, args.host, args.port, args.allow_host)
     if args.command == "mcp" and args.http is not None:
         from explorer.cli.mcp_http import run_mcp_http
 

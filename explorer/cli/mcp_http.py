@@ -113,27 +113,29 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def read_token(environ: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
-    """The bearer token from EXPLORER_MCP_TOKEN, None when unset or empty.
+def read_token(environ: dict[str, str] | os._Environ[str] = os.environ, name: str = TOKEN_ENV) -> str | None:
+    """The bearer token from the variable `name` (EXPLORER_MCP_TOKEN), None when unset or empty.
 
     Raises:
         HttpSetupError: A token shorter than MIN_TOKEN_CHARS or with characters a header cannot carry.
     """
-    token = (environ.get(TOKEN_ENV) or "").strip()
+    token = (environ.get(name) or "").strip()
     if not token:
         return None
     if len(token) < MIN_TOKEN_CHARS:
         raise HttpSetupError(
-            f"{TOKEN_ENV} has {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
+            f"{name} has {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     if not all(33 <= ord(c) < 127 for c in token):
-        raise HttpSetupError(f"{TOKEN_ENV} must be printable ASCII without spaces")
+        raise HttpSetupError(f"{name} must be printable ASCII without spaces")
     return token
 
 
-def check_setup(address: Address, token: str | None, allow_hosts: list[str]) -> None:
-    """Refuse a set-up that would expose the vault.
+def check_setup(
+    address: Address, token: str | None, allow_hosts: list[str], token_env: str = TOKEN_ENV
+) -> None:
+    """Refuse a set-up that would expose the vault (`token_env`: the variable a token comes from).
 
     Raises:
         HttpSetupError: Beyond loopback without a token, or on every interface without `allow_hosts`.
@@ -141,7 +143,7 @@ def check_setup(address: Address, token: str | None, allow_hosts: list[str]) -> 
     if not address.loopback and token is None:
         raise HttpSetupError(
             f"refusing to listen on {address.host} (beyond loopback) without a token: "
-            f"set {TOKEN_ENV}, or listen on 127.0.0.1"
+            f"set {token_env}, or listen on 127.0.0.1"
         )
     if _wildcard(address.host) and not allow_hosts:
         raise HttpSetupError(

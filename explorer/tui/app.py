@@ -17,10 +17,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from explorer.config import Settings
 from explorer.engine import Session, SessionHooks
+from explorer.engine.shared import SharedSession
 from explorer.index.backend import ModelState as Model
 from explorer.tui import keys
 from explorer.tui.messages import (
@@ -99,6 +100,7 @@ class ExplorerApp(App[int]):
         watch: bool = True,
         load_model: bool = True,
         notices: Iterable[str] = (),
+        shared: SharedSession | None = None,
     ) -> None:
         """Set up the app; nothing is read from the vault until it runs.
 
@@ -113,6 +115,8 @@ class ExplorerApp(App[int]):
             watch: Start the file watcher when it is available.
             load_model: Load the embedding model and embed pending shards in the background.
             notices: Warnings from loading the settings (unknown keys), shown once the app is up.
+            shared: A session several apps share (the browser tabs of `explorer serve`): the app
+                opens, watches and embeds nothing itself, hears the session, and leaves it open.
         """
         super().__init__()
         self._notices = tuple(notices)
@@ -120,21 +124,28 @@ class ExplorerApp(App[int]):
         self.settings = settings or Settings()
         self.index: Any = None
         self.pipeline: Any = None
-        self.session = Session(
-            self.vault,
-            self.settings,
-            index=index,
-            embedder=embedder,
-            pipeline_factory=pipeline_factory,
-            on_message=self.notify_any_thread,
-            interactive=True,
-            hooks=SessionHooks(
-                on_batch=self._session_batch,
-                on_watcher=self._watch_state,
-                on_model=lambda state, detail: self.post_message(ModelState(state, detail)),
-                on_progress=self._progress,
-                on_error=self._session_error,
-            ),
+        self._hooks = SessionHooks(
+            on_batch=self._session_batch,
+            on_watcher=self._watch_state,
+            on_model=lambda state, detail: self.post_message(ModelState(state, detail)),
+            on_progress=self._progress,
+            on_error=self._session_error,
+        )
+        self._shared = shared
+        self._unsubscribe: Callable[[], None] | None = None
+        self.session = (
+            shared.session
+            if shared is not None
+            else Session(
+                self.vault,
+                self.settings,
+                index=index,
+                embedder=embedder,
+                pipeline_factory=pipeline_factory,
+                on_message=self.notify_any_thread,
+                interactive=True,
+                hooks=self._hooks,
+            )
         )
         """The engine session: index, pipeline, watcher, embedding loop and search server."""
         self.state_path = state_path
@@ -234,7 +245,11 @@ class ExplorerApp(App[int]):
     def _open_index(self) -> None:
         """Open (load + refresh) the session's index and build the pipeline, off the UI thread."""
         t0 = time.perf_counter()
-        report = self.session.open(progress=self._progress)
+        if self._shared is not None:
+            self._wait_shared(self._shared)
+            report = None
+        else:
+            report = self.session.open(progress=self._progress)
         index = self.session.index
         assert index is not None
         summary = f"{index.note_count()} notes"
@@ -246,6 +261,15 @@ class ExplorerApp(App[int]):
         self.post_message(
             IndexReady(index, self.session.pipeline, summary, index.stats(), note_titles(index))
         )
+
+    def _wait_shared(self, shared: SharedSession) -> None:
+        """Worker thread: wait for the shared session to have opened its index (the app quitting ends the wait)."""
+        worker = get_current_worker()
+        while not shared.wait_open(0.1):
+            if worker.is_cancelled:
+                raise RuntimeError("the app quit while the index opened")
+        if shared.error is not None:
+            raise RuntimeError(shared.error)
 
     def _progress(self, stage: str, done: int, total: int) -> None:
         """Any thread: opening or embedding progressed (embedding with the time it still needs)."""
@@ -283,7 +307,12 @@ class ExplorerApp(App[int]):
         self._report_problem_files()
         # The watcher, the embedding loop and, with the watcher, the server answering one-shot
         # `explorer search` of this vault while the app runs.
-        self.session.start(watch=self._watch, embed=self._load_model, serve=self._watch)
+        if self._shared is not None:
+            self._unsubscribe = self._shared.subscribe(
+                self._hooks
+            )  # the model and watcher states come at once
+        else:
+            self.session.start(watch=self._watch, embed=self._load_model, serve=self._watch)
         if not self.settings.index.embeddings:
             self.status = replace(self.status, model="off")
         elif not self._load_model and self.index.model_state is Model.READY:
@@ -517,7 +546,14 @@ class ExplorerApp(App[int]):
 
     # -- shutdown -----------------------------------------------------------------------
     def on_unmount(self) -> None:
-        """Close the session: the server, the watcher and the embedding loop stop, an index it opened closes."""
+        """Close the session: the server, the watcher and the embedding loop stop, an index it opened closes.
+
+        A shared session stays open for the other apps: this one only stops hearing it.
+        """
+        if self._shared is not None:
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+            return
         try:
             self.session.close()
         except Exception:  # noqa: BLE001 - shutting down

@@ -14,6 +14,11 @@ Rules (tests in tests/test_tui_keys.py hold every list here to them):
    asks once when there are unsaved changes).
 4. Only the writer writes files, and only on ctrl+s.
 
+5. In a browser tab (`explorer serve`) the browser keeps some keys for itself (ctrl+t, ctrl+n,
+   ctrl+w, and on some systems the F-keys or ctrl+l): each command on such a key has an alt+letter
+   twin (`_browser`, added after the list's own bindings, same description, so the help shows both
+   on one row). They are priority bindings: the text widgets read alt+letter as a typed letter.
+
 To add keys, add `Binding`s to the list of the screen they act on; the help screen, the footer
 and the command palette pick them up from here. F8 / F9 mark the selected result relevant / not
 relevant for the current query (`.explorer/judgments.jsonl`, replayed by `explorer eval`).
@@ -26,10 +31,18 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Input, TextArea
 
+
+def _browser(key: str, action: str, description: str, tooltip: str) -> Binding:
+    """The in-page twin of a key a browser may keep (rule 5): not in the footer, before any text widget."""
+    return Binding(key, action, description, show=False, priority=True, tooltip=tooltip)
+
+
 #: Keys that work everywhere.
 APP: list[BindingType] = [
     Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Leave the app"),
     Binding("f1", "help", "Keys", tooltip="List the keys of this screen"),
+    _browser("alt+k", "help", "Keys", "List the keys of this screen"),
+    _browser("alt+q", "quit", "Quit", "Leave the app"),
 ]
 
 #: The search screen (search box, results, context and why-ranked panes, vault tree).
@@ -138,6 +151,26 @@ MAIN: list[BindingType] = [
         show=False,
         tooltip="Mark the selected result not relevant for this query",
     ),
+    _browser("alt+v", "toggle_tree", "Tree", "Show or hide the vault tree"),
+    _browser("alt+o", "open_at_cursor", "Open", "Open the whole note at the context cursor"),
+    _browser("alt+w", "edit", "Write", "Open the note in writing mode"),
+    _browser("alt+c", "show_tab('tab-context')", "Context", "Show the context pane"),
+    _browser("alt+y", "show_tab('tab-why')", "Why", "Show why the selected result ranked"),
+    _browser("alt+n", "why_not", "Why not?", "Ask why a note you expected is missing"),
+    _browser("alt+down", "match(1)", "Next match", "Move the context to the next match in the note"),
+    _browser("alt+up", "match(-1)", "Previous match", "Move the context to the previous match in the note"),
+    _browser(
+        "alt+l", "copy_link", "Copy [[link]]", "Copy the node_id under the context cursor as a [[link]]"
+    ),
+    _browser(
+        "alt+r", "mark('relevant')", "Mark relevant", "Mark the selected result relevant for this query"
+    ),
+    _browser(
+        "alt+i",
+        "mark('not_relevant')",
+        "Mark not relevant",
+        "Mark the selected result not relevant for this query",
+    ),
 ]
 
 #: The search box (on top of MAIN while it has focus).
@@ -153,6 +186,7 @@ SEARCH_BOX: list[BindingType] = [
     Binding(
         "ctrl+t", "cycle_mode", "Mode", tooltip="Cycle the search mode: hybrid, phrase, AND, fuzzy, TF-IDF"
     ),
+    _browser("alt+t", "cycle_mode", "Mode", "Cycle the search mode: hybrid, phrase, AND, fuzzy, TF-IDF"),
 ]
 
 #: The vault tree (on top of MAIN while it has focus).
@@ -187,6 +221,8 @@ NOTE: list[BindingType] = [
         tooltip="Open this note in $EDITOR at the shown passage's line",
     ),
     Binding("tab", "app.focus_next", "Next pane", show=False, tooltip="Move to the next pane"),
+    _browser("alt+w", "edit", "Write", "Open the note in writing mode"),
+    _browser("alt+l", "copy_link", "Copy [[link]]", "Copy the shown passage's node_id as a [[link]]"),
 ]
 
 #: Writing mode (TextArea keys stay the editor's: none of these is one of them).
@@ -220,10 +256,18 @@ WRITER: list[BindingType] = [
         show=False,
         tooltip="Select to the end of the note",
     ),
+    _browser("alt+l", "focus_related", "Related list", "Move to the related-notes list"),
 ]
 
 #: The key help.
 HELP: list[BindingType] = [Binding("escape,f1", "dismiss", "Close", tooltip="Close the key help")]
+
+#: What the help screen adds in a browser tab (rule 5).
+BROWSER_NOTE = (
+    "In a browser tab: the alt keys stand in for the keys a browser keeps (F-keys, ctrl+t, ctrl+n, "
+    "ctrl+l); in the editor ctrl+backspace deletes a word (ctrl+w closes the tab). Click a result to "
+    "show it, double-click to open it; links in a note open with a click."
+)
 
 #: What the help screen says about keys that are not commands.
 TYPING_NOTE = (

@@ -45,6 +45,15 @@ def open_in_obsidian(app: ExplorerApp, path: str) -> None:
 
 def open_in_editor(app: ExplorerApp, path: str, cursor: int | None) -> None:
     """Run $VISUAL / $EDITOR on the note at the cursor's line, the app suspended meanwhile; re-index the note after."""
+    if app.is_web:
+        # A browser tab has no terminal to hand over: the editor would start in the server's.
+        app.notify(
+            "An editor runs in a terminal: in a browser tab, write in writing mode (F4 / alt+w) "
+            "or open the note in Obsidian (ctrl+o).",
+            severity="warning",
+            timeout=6,
+        )
+        return
     index = app.index
     note = index.note(path) if index is not None else None
     line = line_at(note.text, cursor) if note is not None and cursor else None

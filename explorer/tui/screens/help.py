@@ -98,6 +98,8 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(Content.styled("Keys  (Esc closes)", "bold $text-accent"))
             yield Static(Content.styled(keys.TYPING_NOTE, "$text-muted"))
+            if self.app.is_web:
+                yield Static(Content.styled(keys.BROWSER_NOTE, "$text-muted"))
             for title, rows in self.sections:
                 parts: list[str | tuple[str, str]] = [(f"\n{title}\n", "bold $text-primary")]
                 for key_names, desc in rows:
