@@ -388,7 +388,7 @@ def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
     port = free_port()
     env["EXPLORER_INDEX_MILVUS_URI"] = f"http://127.0.0.1:{port}"
     out = subprocess.run(
-        [sys.executable, "-m", "explorer", "search", str(vault), "black"],
+        [sys.executable, "-m", "explorer", "search", "--vault", str(vault), "black"],
         env=env,
         capture_output=True,
         text=True,
@@ -935,7 +935,7 @@ def test_a_refused_token_is_one_line_naming_the_uri(tmp_path: Path) -> None:
     server.start()
     vault = write_notes(tmp_path / "vault", NOTES)
     try:
-        for command in (["search", str(vault), "black"], ["stats", str(vault)]):
+        for command in (["search", "--vault", str(vault), "black"], ["stats", str(vault)]):
             out = subprocess.run(
                 [sys.executable, "-m", "explorer", *command],
                 env={

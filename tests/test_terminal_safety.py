@@ -118,8 +118,9 @@ def evil_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [
         ("search", "hamster"),
         ("search", "hamster", "--explain"),
-        ("find", "hamster"),
-        ("find", "--mode", "fuzzy", "hamstr"),
+        # The whole hit, markup and all (without --context-chars find prints a few lines around it).
+        ("find", "hamster", "--context-chars", "2000"),
+        ("find", "--mode", "fuzzy", "hamstr", "--context-chars", "2000"),
         ("context", "Pets/evil.md", "--highlight", "hamster"),
         ("index",),
         ("stats",),

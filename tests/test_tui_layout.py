@@ -275,7 +275,8 @@ async def test_palette_descriptions_are_one_line(tui_vault: Path, embedder, tmp_
         await settle(app, pilot)
         commands = list(app.get_system_commands(app.screen))
         ours = [c for c in commands if c.title.split(" (")[0] in {b.description for b in MainScreen.BINDINGS}]
-        assert len(ours) >= len([b for b in MainScreen.BINDINGS if b.description])
+        # One command an action: an action's browser twin (alt+letter) is the same command.
+        assert len(ours) >= len({b.action for b in MainScreen.BINDINGS if b.description})
         for command in commands:
             assert "\n" not in command.help and len(command.help) <= 100, command
         why_not = next(c for c in ours if c.title == "Why not?")

@@ -57,6 +57,9 @@ PARSE_RULES = 2
 
 #: The schema 9 upgrades in place (its note records are kept; their heads are computed from them).
 _UPGRADABLE = "8"
+#: Tries at switching a database to WAL while another process creates it: SQLite answers that switch
+#: "database is locked" at once, without waiting out the busy timeout (about 20 s in all).
+_WAL_TRIES = 28
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -167,7 +170,15 @@ class Store(Folder):
         target = ":memory:" if self.memory else str(self.path)
         conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=30)
         if not self.memory:
-            conn.execute("PRAGMA journal_mode=WAL")
+            for attempt in range(_WAL_TRIES):
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if not busy(exc) or attempt + 1 == _WAL_TRIES:
+                        conn.close()
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
             conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
