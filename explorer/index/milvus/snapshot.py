@@ -115,12 +115,14 @@ class MilvusSnapshot(LocalSnapshot):
         return self._local()
 
     def freshness(self) -> tuple[Hashable, str]:
-        """Answered locally: nothing but the version moves the answer (and a fault is said). From the
+        """Answered locally: the version and what the answer says of the engine (a fault found after a
+        search answered locally without one makes a new key: that answer is not kept). From the
         engine: its kept answers' generation and period (`Answers.stamp`): a write landing, the engine
         going or coming back, or `ANSWER_TTL_S` passing makes a new key."""
         ix = self._index
         if self._local():
-            return ("local",), ix.local_note()
+            note = ix.local_note()
+            return ("local", note), note
         return ("engine", *ix.answers.stamp()), ""
 
     def _searchable(self, allowed: Restriction | None) -> bool:
