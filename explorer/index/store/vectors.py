@@ -22,8 +22,9 @@ import os
 import re
 import sqlite3
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -111,9 +112,14 @@ class VectorFiles:
         A file switched by another process's prune while it was being read is read again from
         the file the catalogue names now.
         """
+        return self._following(model, lambda: self._get_matrix(model, hashes))
+
+    def _following(self, model: str, read: Callable[[], _T]) -> _T:
+        """`read()`, again from the file the catalogue names now when another process's prune
+        switched the one it was reading (a missing file the catalogue still names is damage)."""
         for attempt in range(_SWITCHES):
             try:
-                return self._get_matrix(model, hashes)
+                return read()
             except _Gone as gone:
                 with self.folder.lock, faults():
                     if attempt + 1 < _SWITCHES and self._moved(model, gone.file):
@@ -208,15 +214,7 @@ class VectorFiles:
     def get_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors of these shard hashes for `model` (copies; rows failing their CRC are left out)."""
         wanted = list(hashes)
-        for attempt in range(_SWITCHES):
-            try:
-                return self._get_vectors(model, wanted)
-            except _Gone as gone:
-                with self.folder.lock, faults():
-                    if attempt + 1 < _SWITCHES and self._moved(model, gone.file):
-                        continue
-                raise StoreError("damaged", f"vector file {gone.file} is missing") from None
-        raise AssertionError("unreachable")
+        return self._following(model, lambda: self._get_vectors(model, wanted))
 
     def _get_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         with self.folder.lock, faults():
@@ -430,6 +428,7 @@ class VectorFiles:
 
 #: Times a read follows the catalogue to another vector file (each switch is another process's prune).
 _SWITCHES = 4
+_T = TypeVar("_T")
 
 
 class _Gone(Exception):
