@@ -126,14 +126,11 @@ def vault_copy(tmp_path: Path) -> Path:
     return copy_vault(SAMPLE_VAULT, tmp_path / "vault")
 
 
-# The app tests' warm index, shared by every tests/test_tui*.py.
-@pytest.fixture(scope="session")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
-    """An index folder for sample_vault with every vector cached (taken from the shared sample index)."""
+def seed_vectors(vault: Path, sample_index) -> None:
+    """Open `vault`'s index and cache in it every vector of the shared sample index (nothing embedded)."""
     from explorer.config import Settings
     from explorer.index.vault_index import VaultIndex
 
-    vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
     index = VaultIndex(vault, Settings(), embedder=None)
     index.open()
     with sample_index.snapshot() as snap:
@@ -142,6 +139,14 @@ def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
         sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes)
     )
     index.close()
+
+
+# The app tests' warm index, shared by every tests/test_tui*.py.
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
+    """An index folder for sample_vault with every vector cached (taken from the shared sample index)."""
+    vault = copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("tui-warm") / "vault")
+    seed_vectors(vault, sample_index)
     return vault / ".explorer"
 
 

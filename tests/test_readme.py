@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLE_VAULT, copy_vault
+from conftest import REPO, SAMPLE_VAULT, copy_vault, seed_vectors
 from golden_compare import text_close
 
 README = REPO / "README.md"
@@ -180,22 +180,13 @@ def docs_root(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
     """A folder holding an indexed copy of sample_vault (file times pinned, vectors from the shared
     sample index), shared by every document: what a reader has after `make run` indexed it."""
     from explorer.cli import main
-    from explorer.config import Settings
-    from explorer.index.vault_index import VaultIndex
 
     root = tmp_path_factory.mktemp("docs")
     vault = copy_vault(SAMPLE_VAULT, root / "sample_vault")
     for path in vault.rglob("*"):
         if path.is_file() and not path.is_symlink():
             os.utime(path, (_FILE_TIME, _FILE_TIME))
-    index = VaultIndex(vault, Settings(), embedder=None)
-    index.open()
-    with sample_index.snapshot() as snap:
-        hashes = {s.hash for s in snap.shards.values()}
-    index.store.put_vectors(
-        sample_index.model_id, sample_index.store.get_vectors(sample_index.model_id, hashes)
-    )
-    index.close()
+    seed_vectors(vault, sample_index)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["index", str(vault)]) == 0
     return root
