@@ -527,10 +527,21 @@ def learned(
 def choose(
     qids: Sequence[str], conv_of: Callable[[str], str], recall: dict[Any, dict[str, float]]
 ) -> dict[str, Any]:
-    """Leave one conversation out over `recall` (value -> qid -> recall@10)."""
-    from benchmarks.locomo_recall import choose as _choose
+    """Leave one conversation out over `recall` (value -> qid -> recall@10): per-fold picks, the in-sample
+    pick and the left-out figure per question."""
+    cands = list(recall)
+    convs = sorted({conv_of(q) for q in qids})
 
-    return _choose(qids, conv_of, recall)
+    def mean_on(c: Any, qs: Sequence[str]) -> float:
+        return statistics.fmean(recall[c][q] for q in qs)
+
+    pick = {}
+    for g in convs:
+        train = [q for q in qids if conv_of(q) != g]
+        pick[g] = max(cands, key=lambda c: mean_on(c, train))  # first best on a tie (grid order)
+    inside = max(cands, key=lambda c: mean_on(c, qids))
+    left = {q: recall[pick[conv_of(q)]][q] for q in qids}
+    return {"pick": pick, "in_sample": inside, "left": left}
 
 
 def mmr_order(r: dict[str, Any], conv: Conv, lam: float, depth: int, keep: int) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -13,7 +14,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import locomo_ltr
 from explorer.search.rescore import TURN_FEATURES, load_turn_model
-from tests.test_locomo_reach import _two_conversations
+from tests.test_locomo_bench import CONVERSATION
+
+
+def _two_conversations() -> list[dict]:
+    """The bench test's conversation and a copy of it under another id, one word changed."""
+    first = copy.deepcopy(CONVERSATION[0])
+    second = copy.deepcopy(first)
+    second["sample_id"] = "conv-y"
+    for turn in second["conversation"]["session_2"]:
+        turn["text"] = turn["text"].replace("frisbee", "ball")
+    return [first, second]
 
 
 def test_question_kinds_from_words() -> None:

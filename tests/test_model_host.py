@@ -99,7 +99,7 @@ def test_the_embedding_eta_counts_text_volume_on_a_real_embed(tmp_path: Path, em
     """Shortest texts go first: an ETA by count says "almost done" while the long texts are still ahead.
 
     The ETA by volume is held against the time the rest of the run really took, beside the ETA by
-    count (no band on the clock alone: a shared machine's speed varies; benchmarks/embed_eta.py
+    count (no band on the clock alone: a shared machine's speed varies; the recorded study
     measures how near it comes).
     """
     rng = random.Random(7)
