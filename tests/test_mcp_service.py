@@ -129,3 +129,24 @@ async def test_find_keywords_are_bounded_in_the_service_too(service: MemoryServi
     async with Client(build_server(service)) as client:
         assert message in _error(await client.call_tool("find", {"keywords": ["grind", long]}))
         assert _payload(await client.call_tool("find", {"keywords": ["grind"]}))["hits"]
+
+
+@sync
+async def test_remember_refuses_what_it_would_drop(service: MemoryService) -> None:
+    vault = service.vault
+    async with Client(build_server(service)) as client:
+        many = [f"word{i}" for i in range(21)]
+        message = _error(
+            await client.call_tool("remember", {"text": "Kept.", "title": "Keep", "keywords": many})
+        )
+        assert "keywords: at most 20" in message and "got 21" in message
+        message = _error(await client.call_tool("remember", {"text": "Kept.", "title": "t" * 121}))
+        assert "title is 121 characters" in message and "at most 120" in message
+        assert not (vault / "Users").exists()  # nothing written
+        done = _payload(
+            await client.call_tool(
+                "remember", {"text": "Kept.", "title": "t" * 120, "keywords": [*many[:20], "", "  "]}
+            )
+        )
+        meta = json.loads((vault / done["path"]).with_name("metadata.json").read_text(encoding="utf-8"))
+        assert meta["keywords"] == many[:20] and meta["topic"] == "t" * 120

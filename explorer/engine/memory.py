@@ -48,6 +48,11 @@ from explorer.text.dates import TimeFilters
 from explorer.text.files import UnsafePathError
 from explorer.text.safe import plain_input
 
+#: Most keywords `remember` stores with a turn.
+MAX_KEYWORDS = 20
+#: Longest title `remember` writes (a turn's topic, a knowledge note's heading).
+MAX_TITLE_CHARS = 120
+
 
 class MemoryService:
     """The system an MCP server (or any agent adapter) serves: index, pipeline, watcher, freshness.
@@ -464,13 +469,13 @@ class MemoryService:
 
         Args:
           text: the Markdown body to remember, e.g. 'Alice prefers oat milk in her coffee.'
-          title: a short topic line, e.g. 'Coffee preference'.
+          title: a short topic line (at most 120 characters), e.g. 'Coffee preference'.
           kind: "turn" (default: a conversation-turn note, Users/<user>/turns/turn_NNNNNN/context.md) or
             "knowledge" (a knowledge note, Users/<user>/Knowledge/<title>.md; an existing one gets the
             text appended as a dated section).
           user: the vault's user folder (default: the server's --user, else the only folder under
             Users/, else "agent").
-          keywords: optional list of keywords stored with a turn.
+          keywords: optional list of keywords (at most 20) stored with a turn.
         Returns the new note's path and node_id."""
         if not self.allow_write:
             raise ToolInputError("this server is read-only: start it with --allow-write to enable remember")
@@ -485,8 +490,16 @@ class MemoryService:
         if not text.strip():
             raise ToolInputError("text must be non-empty Markdown (it held only control characters)")
         who = safe_name(user or self.user or only_user(self.vault) or "agent", "user")
-        title = " ".join(plain_input(str(title or "")).split())[:120]
-        words = [w for k in (keywords or [])[:100] if (w := " ".join(plain_input(str(k)).split()))][:20]
+        title = " ".join(plain_input(str(title or "")).split())
+        if len(title) > MAX_TITLE_CHARS:
+            raise ToolInputError(
+                f"title is {len(title):,} characters; a title is at most {MAX_TITLE_CHARS}: put the rest in text"
+            )
+        words = [w for k in (keywords or []) if (w := " ".join(plain_input(str(k)).split()))]
+        if len(words) > MAX_KEYWORDS:
+            raise ToolInputError(
+                f"keywords: at most {MAX_KEYWORDS}, got {len(words)}: keep the ones that matter"
+            )
         now = datetime.now(UTC).replace(microsecond=0)
         with self._write_lock:
             try:
