@@ -150,3 +150,23 @@ async def test_remember_refuses_what_it_would_drop(service: MemoryService) -> No
         )
         meta = json.loads((vault / done["path"]).with_name("metadata.json").read_text(encoding="utf-8"))
         assert meta["keywords"] == many[:20] and meta["topic"] == "t" * 120
+
+
+@sync
+async def test_an_argument_a_tool_does_not_take_is_an_error_not_dropped(service: MemoryService) -> None:
+    async with Client(build_server(service)) as client:
+        # A misnamed date filter used to be dropped by the SDK: the answer held both years' hikes.
+        message = _error(
+            await client.call_tool("search", {"query": "hike", "mode": "lexical", "date_from": "2023-01-01"})
+        )
+        assert "search takes no argument 'date_from'; nothing was done" in message
+        assert "after, before, on, recent_days" in message
+        message = _error(await client.call_tool("stats", {"x" * 5000: 1, "verbose": True}))
+        assert "'xxx" in message and "'verbose'" in message and len(message) < 300
+        message = _error(await client.call_tool("remember", {"text": "Kept?", "tags": ["a"]}))
+        assert "'tags'" in message and "keywords" in message
+        assert not (service.vault / "Users").exists()
+        found = _payload(
+            await client.call_tool("search", {"query": "hike", "mode": "lexical", "after": "2023-01-01"})
+        )
+        assert [r["document_path"] for r in found["results"]] == ["Trips/hike-may.md"]

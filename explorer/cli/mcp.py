@@ -32,12 +32,26 @@ Every answer has an `index` block: `seconds_since_update` and `watcher` tell how
 
 
 def build_server(service: MemoryService) -> Any:
-    """An MCPServer offering each tool of `service`; anticipated failures become tool errors."""
+    """An MCPServer offering each tool of `service`; anticipated failures become tool errors, and so
+    does an argument the tool does not take (the SDK would drop it without a word: a misnamed date
+    filter would answer as if it had been applied)."""
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
 
-    server = MCPServer(name="explorer", instructions=INSTRUCTIONS, version=_version())
+    takes: dict[str, list[str]] = {}
+
+    class Server(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            known = takes.get(name)
+            unknown = [a for a in arguments or {} if known is not None and a not in known]
+            if unknown:
+                raise ToolError(_unknown_arguments(name, unknown, known or []))
+            return await super().call_tool(name, arguments, context)
+
+    server = Server(name="explorer", instructions=INSTRUCTIONS, version=_version())
     for handler, spec in service.tools():
+        takes[spec.name] = list(inspect.signature(handler).parameters)
         annotations = (
             ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
             if spec.writes
@@ -72,6 +86,16 @@ def _guarded(handler: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, 
             ) from exc
 
     return call
+
+
+def _unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
+    """The error for arguments `tool` does not take: at most 5 of them, each cut to 60 characters."""
+    shown = ", ".join(repr(a if len(a) <= 60 else a[:60] + "…") for a in unknown[:5])
+    more = f" and {len(unknown) - 5:,} more" if len(unknown) > 5 else ""
+    return (
+        f"{tool} takes no argument {shown}{more}; nothing was done. "
+        f"Its arguments are: {', '.join(known) or 'none'}"
+    )
 
 
 def _version() -> str:
