@@ -170,3 +170,38 @@ async def test_an_argument_a_tool_does_not_take_is_an_error_not_dropped(service:
             await client.call_tool("search", {"query": "hike", "mode": "lexical", "after": "2023-01-01"})
         )
         assert [r["document_path"] for r in found["results"]] == ["Trips/hike-may.md"]
+
+
+class _WithEcho(MemoryService):
+    @tool()
+    def echo(self, note: str, times: int = 1) -> dict[str, Any]:
+        """Say a note's name back. Use it to check the connection."""
+        return {"echo": [note] * times}
+
+
+@sync
+async def test_one_method_is_a_whole_new_tool(tmp_path: Path) -> None:
+    vault = write_notes(tmp_path / "vault", NOTES)
+    service = _WithEcho(vault, quiet_settings(**{"index.embeddings": False}), watch=False)
+    try:
+        async with Client(build_server(service)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert list(tools)[-1] == "echo" and "remember" not in tools
+            echo = tools["echo"]
+            assert echo.description == "Say a note's name back. Use it to check the connection."
+            assert echo.input_schema["required"] == ["note"]
+            assert echo.input_schema["properties"]["times"] == {
+                "default": 1,
+                "title": "Times",
+                "type": "integer",
+            }
+            assert echo.annotations is not None and echo.annotations.read_only_hint is True
+            assert _payload(await client.call_tool("echo", {"note": "Kyoto", "times": 2})) == {
+                "echo": ["Kyoto", "Kyoto"]
+            }
+            assert "note is 1,001 characters" in _error(await client.call_tool("echo", {"note": "k" * 1001}))
+            assert "takes no argument 'loud'" in _error(
+                await client.call_tool("echo", {"note": "a", "loud": 1})
+            )
+    finally:
+        service.close()

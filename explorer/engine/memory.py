@@ -126,11 +126,18 @@ class MemoryService:
 
     def tools(self) -> Iterator[tuple[Callable[..., dict[str, Any]], ToolSpec]]:
         """Each tool this service offers (`remember` only when writing is allowed), as its bound
-        handler and its ToolSpec, in the order they are declared."""
-        for attr in vars(type(self)).values():
-            spec = tool_spec(attr)
-            if spec is not None and (self.allow_write or not spec.writes):
-                yield getattr(self, spec.name), spec
+        handler and its ToolSpec, in the order they are declared (a subclass's own tools after)."""
+        specs: dict[str, ToolSpec] = {}
+        for cls in reversed(type(self).__mro__):
+            for name, attr in vars(cls).items():
+                spec = tool_spec(attr)
+                if spec is not None:
+                    specs[name] = spec
+                else:
+                    specs.pop(name, None)  # overridden by a method that is no tool
+        for name, spec in specs.items():
+            if self.allow_write or not spec.writes:
+                yield getattr(self, name), spec
 
     # -- freshness ----------------------------------------------------------------------
     def freshness(self) -> dict[str, Any]:
