@@ -1,9 +1,10 @@
 """`explorer mcp --http HOST:PORT`: the MCP tools over the SDK's streamable HTTP transport, for several agents.
 
-One process, one index, one MemoryService; each agent is its own MCP session at `/mcp`. The SDK
-runs every tool call in a worker thread, so searches of different clients proceed at once against
-the one index (its lock guards each stage's reads; `remember` writes under the service's write
-lock and refreshes the index under the index lock, so a search sees a note whole or not at all).
+One process, one index, one MemoryService (explorer.engine.memory); each agent is its own MCP
+session at `/mcp`. The SDK runs every tool call in a worker thread, so searches of different
+clients proceed at once against the one index (its lock guards each stage's reads; `remember`
+writes under the service's write lock and refreshes the index under the index lock, so a search
+sees a note whole or not at all).
 
 Guards, outermost first:
 
@@ -320,7 +321,8 @@ def run_mcp_http(
     allow_hosts: list[str] | None = None,
 ) -> int:
     """Serve `vault` over streamable HTTP at `http` (HOST:PORT) until interrupted; EXIT_SETUP when it cannot start."""
-    from explorer.cli.mcp import MemoryService, build_server
+    from explorer.cli.mcp import build_server
+    from explorer.engine.memory import MemoryService
 
     def say(message: str) -> None:
         print(f"explorer: {message}", file=sys.stderr, flush=True)

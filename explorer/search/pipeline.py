@@ -43,6 +43,7 @@ from explorer.search.terms import SearchTerms, write_terms
 from explorer.search.tokens import turn_text
 from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.when import mentions
+from explorer.text.dates import TimeFilters
 from explorer.text.lru import LRUCache
 from explorer.vault.model import display_title
 
@@ -168,8 +169,13 @@ class SearchPipeline:
         on_stage: Stage | None = None,
         lexical_stage: bool = False,
         correct: bool = True,
+        when: TimeFilters | None = None,
     ) -> SearchResults:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
+
+        `when` adds date filters and a recency preference given apart from the query's text (an
+        agent's tool arguments): they count as the query's own operators, and the query is echoed
+        with them, but they are not cut with a query over MAX_QUERY_CHARS.
 
         A word of the query that is neither in the vault nor a common word of its languages is
         searched as the vault's closest words (explorer.search.typos; the results' `corrections`
@@ -183,7 +189,7 @@ class SearchPipeline:
         `record` False, the search is left out of the history the diminishing-returns advice reads.
         """
         with self.index.snapshot() as snap:
-            run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled)
+            run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled, when)
             run.on_stage = on_stage
             run.correct = correct
             # An engine backend's answers move without a new version (another writer, the engine gone
@@ -252,11 +258,13 @@ class SearchPipeline:
         two_pass: bool | None,
         rerank: bool | None,
         cancelled: Callable[[], bool] | None,
+        when: TimeFilters | None = None,
     ) -> Run:
-        """Check and parse the query; settle the options of this search."""
+        """Check and parse the query (with `when` joined to its filters); settle the options of this search."""
         s = self.settings.search
         started = time.perf_counter()
-        if not query or not query.strip():
+        operators = when.operators() if when is not None else ""
+        if (not query or not query.strip()) and not operators:
             raise QueryError("empty query: type words to search, or a filter such as tag:name")
         warnings: list[str] = list(self.notices)
         if len(query) > MAX_QUERY_CHARS:
@@ -264,6 +272,15 @@ class SearchPipeline:
             query = query[:MAX_QUERY_CHARS]
         today = self.today()
         parsed = parse_query(query, today)
+        if when is not None and operators:
+            parsed = replace(
+                parsed,
+                raw=f"{parsed.raw} {operators}".strip(),
+                after=parsed.after + when.after,
+                before=parsed.before + when.before,
+                on=parsed.on + when.on,
+                recent=parsed.recent if when.recent is None else when.recent,
+            )
         if parsed.filter_count > MAX_QUERY_FILTERS:
             raise QueryError(too_many_filters(parsed.filter_count))
         warnings.extend(parsed.warnings)

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MONTHS", "DateError", "Period", "note_date", "parse_period", "value_date"]
+__all__ = ["MONTHS", "DateError", "Period", "TimeFilters", "note_date", "parse_period", "value_date"]
 
 #: English month names and their short forms -> month number (the one table for every date reader).
 MONTHS: dict[str, int] = {
@@ -100,6 +100,32 @@ class Period:
             "first": self.start.isoformat(),
             "last": (self.end - _dt.timedelta(days=1)).isoformat(),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class TimeFilters:
+    """Date filters and a recency preference given beside a query rather than in its text (an agent's
+    tool arguments): they hold whatever the query's length, and a quote in the query cannot swallow them."""
+
+    after: tuple[Period, ...] = ()
+    """The note's date must fall after each of these periods (as `after:`)."""
+    before: tuple[Period, ...] = ()
+    """The note's date must fall before each of these periods (as `before:`)."""
+    on: tuple[Period, ...] = ()
+    """The note's date must fall within each of these periods (as `on:`)."""
+    recent: float | None = None
+    """Half-life in days of a preference for newer notes (0: off; None: not given), as `recent:`."""
+
+    def operators(self) -> str:
+        """The same filters written as query operators (how a search echoes its query)."""
+        parts = [
+            f'{name}:"{p.text}"'
+            for name, periods in (("after", self.after), ("before", self.before), ("on", self.on))
+            for p in periods
+        ]
+        if self.recent is not None:
+            parts.append(f"recent:{self.recent:.3f}d")
+        return " ".join(parts)
 
 
 def parse_period(text: str, today: _dt.date) -> Period:
