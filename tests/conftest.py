@@ -4,6 +4,7 @@ and the app tests' set-up (the app as tests build it, a warm index folder, waiti
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import os
 import shutil
@@ -108,11 +109,42 @@ def sample_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("sample") / "vault")
 
 
+def _run_shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """A folder shared by every worker process of this test run (None when the run has one process)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return tmp_path_factory.getbasetemp().parent
+
+
 @pytest.fixture(scope="session")
-def sample_index(sample_copy: Path, embedder):
-    """The sample vault indexed with vectors (shared; do not modify its files)."""
+def sample_index_folder(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
+    """An index folder of sample_vault with every shard embedded, built once per test run: the first
+    worker process to ask embeds the vault (both cores) while the others wait, then each copies it."""
     from explorer.index.vault_index import VaultIndex
 
+    shared = _run_shared_folder(tmp_path_factory)
+    where = (shared or tmp_path_factory.getbasetemp()) / "sample-index"
+    with open(where.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where / "built").exists():
+            shutil.rmtree(where, ignore_errors=True)
+            vault = copy_vault(SAMPLE_VAULT, where / "vault")
+            index = VaultIndex(vault, embedder=embedder)
+            index.open()
+            index.embed_pending()
+            index.close()
+            (where / "built").touch()
+    return where / "vault" / ".explorer"
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_copy: Path, sample_index_folder: Path, embedder):
+    """The sample vault indexed with vectors (shared; do not modify its files). Its index folder starts
+    as a copy of the run's `sample_index_folder`, so opening it embeds nothing."""
+    from explorer.index.vault_index import VaultIndex
+
+    if not (sample_copy / ".explorer").exists():
+        shutil.copytree(sample_index_folder, sample_copy / ".explorer")
     index = VaultIndex(sample_copy, embedder=embedder)
     index.open()
     index.embed_pending()
