@@ -367,3 +367,46 @@ def option_text(results_list: ResultsList, i: int = 0) -> str:
     """The plain text of the i-th result's prompt."""
     option = results_list.get_option(f"r{i + 1}")
     return str(option.prompt)
+
+
+# -- the order the files are handed to the worker processes (`make test`: -n 2 --dist loadfile) --------
+SLOW_FILES = (
+    "test_milvus.py",
+    "test_tui_firstscreen.py",
+    "test_tui.py",
+    "test_tui_keys.py",
+    "test_faults_engine.py",
+    "test_embed_owner.py",
+    "test_session.py",
+    "test_embed.py",
+    "test_golden.py",
+    "test_rerank.py",
+    "test_terminal_safety.py",
+    "test_vaultfiles.py",
+    "test_exit_codes.py",
+    "test_pipeline.py",
+)
+"""The files that take longest, longest first (measured with --durations): each worker takes the next
+file when it finishes one, so the long ones go first and the short ones fill in at the end, instead of
+one long file keeping a worker busy while the other has nothing left to do."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist would hand out the files by their number of tests, most first: the order below replaces it.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files in SLOW_FILES first, in its order; then the others, most tests first (xdist's own
+    order); the tests of each file keep their order."""
+    counts: dict[Path, int] = {}
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if item.path.parent == Path(__file__).parent and item.path.name in SLOW_FILES:
+            return (0, SLOW_FILES.index(item.path.name))
+        return (1, -counts[item.path])
+
+    items.sort(key=rank)
