@@ -4,6 +4,7 @@ and the app tests' set-up (the app as tests build it, a warm index folder, waiti
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import os
 import shutil
@@ -108,11 +109,42 @@ def sample_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_vault(SAMPLE_VAULT, tmp_path_factory.mktemp("sample") / "vault")
 
 
+def _run_shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """A folder shared by every worker process of this test run (None when the run has one process)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return tmp_path_factory.getbasetemp().parent
+
+
 @pytest.fixture(scope="session")
-def sample_index(sample_copy: Path, embedder):
-    """The sample vault indexed with vectors (shared; do not modify its files)."""
+def sample_index_folder(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
+    """An index folder of sample_vault with every shard embedded, built once per test run: the first
+    worker process to ask embeds the vault (both cores) while the others wait, then each copies it."""
     from explorer.index.vault_index import VaultIndex
 
+    shared = _run_shared_folder(tmp_path_factory)
+    where = (shared or tmp_path_factory.getbasetemp()) / "sample-index"
+    with open(where.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where / "built").exists():
+            shutil.rmtree(where, ignore_errors=True)
+            vault = copy_vault(SAMPLE_VAULT, where / "vault")
+            index = VaultIndex(vault, embedder=embedder)
+            index.open()
+            index.embed_pending()
+            index.close()
+            (where / "built").touch()
+    return where / "vault" / ".explorer"
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_copy: Path, sample_index_folder: Path, embedder):
+    """The sample vault indexed with vectors (shared; do not modify its files). Its index folder starts
+    as a copy of the run's `sample_index_folder`, so opening it embeds nothing."""
+    from explorer.index.vault_index import VaultIndex
+
+    if not (sample_copy / ".explorer").exists():
+        shutil.copytree(sample_index_folder, sample_copy / ".explorer")
     index = VaultIndex(sample_copy, embedder=embedder)
     index.open()
     index.embed_pending()
@@ -335,3 +367,46 @@ def option_text(results_list: ResultsList, i: int = 0) -> str:
     """The plain text of the i-th result's prompt."""
     option = results_list.get_option(f"r{i + 1}")
     return str(option.prompt)
+
+
+# -- the order the files are handed to the worker processes (`make test`: -n 2 --dist loadfile) --------
+SLOW_FILES = (
+    "test_milvus.py",
+    "test_tui_firstscreen.py",
+    "test_tui.py",
+    "test_tui_keys.py",
+    "test_faults_engine.py",
+    "test_embed_owner.py",
+    "test_session.py",
+    "test_embed.py",
+    "test_golden.py",
+    "test_rerank.py",
+    "test_terminal_safety.py",
+    "test_vaultfiles.py",
+    "test_exit_codes.py",
+    "test_pipeline.py",
+)
+"""The files that take longest, longest first (measured with --durations): each worker takes the next
+file when it finishes one, so the long ones go first and the short ones fill in at the end, instead of
+one long file keeping a worker busy while the other has nothing left to do."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist would hand out the files by their number of tests, most first: the order below replaces it.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files in SLOW_FILES first, in its order; then the others, most tests first (xdist's own
+    order); the tests of each file keep their order."""
+    counts: dict[Path, int] = {}
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if item.path.parent == Path(__file__).parent and item.path.name in SLOW_FILES:
+            return (0, SLOW_FILES.index(item.path.name))
+        return (1, -counts[item.path])
+
+    items.sort(key=rank)

@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,12 +137,16 @@ def set_test_environment() -> None:
         os.environ.pop(name, None)
 
 
-def prepare_vault(dest: Path) -> Path:
-    """Copy sample_vault to `dest` (without its index) and build its index with vectors."""
+def prepare_vault(dest: Path, seed: Callable[[Path], None] | None = None) -> Path:
+    """Copy sample_vault to `dest` (without its index) and build its index with vectors. `seed(dest)`,
+    when given, runs before the build (the tests cache the vectors of an index built earlier in it,
+    so the command line builds the index without embedding the vault again)."""
     shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".explorer"), symlinks=True)
     for path in dest.rglob("*"):  # a note without a date of its own is dated by its file time: pin it
         if path.is_file() and not path.is_symlink():
             os.utime(path, (_FILE_TIME, _FILE_TIME))
+    if seed is not None:
+        seed(dest)
     code, _, err = _run_cli(["index", str(dest), "--json"])
     if code != 0:
         raise RuntimeError(f"indexing the golden vault failed: {err}")

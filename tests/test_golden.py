@@ -11,14 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from conftest import seed_vectors
 from golden_compare import differences
 from golden_update import CASES, golden_path, prepare_vault, run_case
 
 
 @pytest.fixture(scope="module")
-def golden_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One indexed copy of sample_vault shared by every case."""
-    return prepare_vault(tmp_path_factory.mktemp("golden") / "vault")
+def golden_vault(tmp_path_factory: pytest.TempPathFactory, sample_index) -> Path:
+    """One indexed copy of sample_vault shared by every case (its vectors those of the shared sample
+    index: the command line builds the index without embedding the vault again)."""
+    return prepare_vault(
+        tmp_path_factory.mktemp("golden") / "vault", seed=lambda v: seed_vectors(v, sample_index)
+    )
 
 
 def test_every_case_has_a_golden_file() -> None:

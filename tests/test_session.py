@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import write_notes
+from conftest import seed_vectors, write_notes
 from explorer.config import load_settings
 from explorer.engine import Session, SessionHooks
 from explorer.engine.server import socket_path
@@ -62,9 +62,9 @@ def _lines_without_process_state(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not any(p in line for p in PROCESS_STATE))
 
 
-def test_served_answers_print_as_the_goldens(tmp_path: Path, runtime: Path) -> None:
+def test_served_answers_print_as_the_goldens(tmp_path: Path, runtime: Path, sample_index) -> None:
     set_test_environment()
-    vault = prepare_vault(tmp_path / "vault")
+    vault = prepare_vault(tmp_path / "vault", seed=lambda v: seed_vectors(v, sample_index))
     counted: list[Counted] = []
 
     def factory(index: Any, settings: Any) -> Counted:
