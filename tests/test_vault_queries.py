@@ -79,3 +79,22 @@ def test_a_slice_keeps_the_answers_and_stays_under_its_budget(tmp_path: Path) ->
     assert "big.md" in kept and n == len(kept) == 1  # the kept note alone is over the budget
     n = slice_vault(src, out, max_bytes=1500, keep=["big.md"])
     assert n == 6 and sum(p.stat().st_size for p in out.rglob("*.md")) <= 1500
+
+
+def test_thresholds_keep_high_and_lower_medium_until_low_means_mostly_wrong() -> None:
+    from benchmarks.vaults_loo import TARGET_LOW, calib, choose
+    from explorer.search.quality import HIGH
+
+    def rec(score: float, right: bool) -> dict[str, object]:
+        # One result: its lead is its relevance, 0, so the level score is the score.
+        return {"score": score, "right": right, "relevances": [0.0], "factors": {}}
+
+    recs = [rec(0.9, True)] * 9 + [rec(0.9, False)]  # high: right 90 %
+    recs += [rec(0.6, True)] * 6 + [rec(0.6, False)] * 4  # right 60 %: should not be low
+    recs += [rec(0.3, True)] * 2 + [rec(0.3, False)] * 8  # right 20 %: low
+    high, medium = choose(recs)
+    assert high == HIGH
+    assert 0.3 < medium <= 0.6
+    got = calib(recs, high, medium)
+    assert got["low_right"] is not None and got["low_right"] <= TARGET_LOW
+    assert got["high_right"] == 0.9 and got["medium_right"] == 0.6
