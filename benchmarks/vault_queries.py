@@ -9,6 +9,10 @@ Kinds (each from what the vault's authors wrote, none picked by how it ranks):
     typo     the note's file name with one typo in a word of 4+ letters (benchmarks.known_item.one_typo)
     alias    an alias from the note's frontmatter (``aliases:``) that is not its file name
 
+And the kinds people type, written by hand per vault (benchmarks/vault_written.toml, read by
+`written_for`): ``question`` (a question or request in the asker's words) and ``concept`` (a
+paraphrase with as few of the note's words as possible), each with the note that answers it.
+
 The expected notes: the link's target; the heading's note; every note of that name; the alias's
 note. At most ``cap`` queries per kind and vault are kept (a seeded sample). Run
 ``python -m benchmarks.vault_queries VAULT...`` to count them.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import random
 import re
 import sys
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,9 @@ from benchmarks.known_item import one_typo
 from benchmarks.section_query import headings_of
 
 KINDS = ("anchor", "section", "typo", "alias")
+#: The kinds written by hand (benchmarks/vault_written.toml).
+WRITTEN_KINDS = ("question", "concept")
+WRITTEN = Path(__file__).resolve().parent / "vault_written.toml"
 #: Queries kept per kind and vault at most.
 CAP = 60
 _FM = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)
@@ -102,7 +110,7 @@ def queries_for(vault: Path, cap: int = CAP, seed: int = 42) -> list[dict[str, A
         by_stem.setdefault(_stem(rel).casefold(), []).append(rel)
     found: dict[str, dict[tuple[str, str], dict[str, Any]]] = {k: {} for k in KINDS}
 
-    def add(kind: str, query: str, expected: list[str], note: str) -> None:
+    def add(kind: str, query: str, expected: list[str], note: str, **extra: Any) -> None:
         query = " ".join(query.split())
         if query and _WORD.search(query) and (query.casefold(), note) not in found[kind]:
             found[kind][(query.casefold(), note)] = {
@@ -110,6 +118,7 @@ def queries_for(vault: Path, cap: int = CAP, seed: int = 42) -> list[dict[str, A
                 "query": query,
                 "note": note,
                 "expected": expected,
+                **extra,
             }
 
     rng = random.Random(seed)
@@ -129,12 +138,12 @@ def queries_for(vault: Path, cap: int = CAP, seed: int = 42) -> list[dict[str, A
         counts: dict[str, int] = {}
         for _, _, h in heads:
             counts[h.casefold()] = counts.get(h.casefold(), 0) + 1
-        for level, _, heading in heads:
+        for level, offset, heading in heads:
             if (level == 1 and len(h1) == 1) or counts[heading.casefold()] > 1:
                 continue
             if _spelling(heading) == _spelling(name):
                 continue
-            add("section", f"{name} {heading}", [rel], rel)
+            add("section", f"{name} {heading}", [rel], rel, offset=offset, heading=heading)
         typo = one_typo(rng, name)
         if typo is not None:
             add("typo", typo, by_stem[name.casefold()], rel)
@@ -150,14 +159,30 @@ def queries_for(vault: Path, cap: int = CAP, seed: int = 42) -> list[dict[str, A
     return out
 
 
+def written_for(vault: str, path: Path = WRITTEN) -> list[dict[str, Any]]:
+    """The hand-written queries of the vault named `vault` (its name in benchmarks/vaults.toml)."""
+    with path.open("rb") as fh:
+        rows = tomllib.load(fh)["query"]
+    return [
+        {
+            "kind": r["kind"],
+            "query": r["query"],
+            "note": r["note"],
+            "expected": [r["note"], *r.get("also", [])],
+        }
+        for r in rows
+        if r["vault"] == vault
+    ]
+
+
 def counts(queries: Sequence[dict[str, Any]]) -> dict[str, int]:
-    return {k: sum(q["kind"] == k for q in queries) for k in KINDS}
+    return {k: sum(q["kind"] == k for q in queries) for k in (*KINDS, *WRITTEN_KINDS)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     for folder in argv if argv is not None else sys.argv[1:]:
         vault = Path(folder)
-        print(vault.name, len(notes_of(vault)), "notes", counts(queries_for(vault)))
+        print(vault.name, len(notes_of(vault)), "notes", counts(queries_for(vault) + written_for(vault.name)))
     return 0
 
 

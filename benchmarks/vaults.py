@@ -7,6 +7,12 @@ commit: its Markdown files under the manifest's folders, hidden folders, ``.tras
 left out, are written to ``DIR/<name>/`` with their paths kept. When a vault has more notes than
 ``--max-notes``, a seeded sample of that many is kept (the same sample on every run). Nothing is
 fetched here, and nothing of the vaults is committed: ``DIR`` lives outside the repository.
+
+``python -m benchmarks.vaults --vaults DIR --slice OUT --max-bytes 280000`` copies a smaller slice
+of each laid-out vault to ``OUT/<name>/`` for runs with vectors (embedding is the slow part on a
+small machine): the notes the hand-written queries answer (benchmarks/vault_written.toml), then
+notes in a seeded order while their text stays under the byte budget (``--budget NAME=BYTES``
+for one vault; a vault already under the budget is copied whole).
 """
 
 from __future__ import annotations
@@ -71,12 +77,50 @@ def lay_out(entry: dict[str, Any], mirrors: Path, out: Path, max_notes: int = MA
     return written
 
 
+def slice_vault(src: Path, out: Path, max_bytes: int, keep: Sequence[str] = ()) -> int:
+    """Copy the notes `keep` and then seeded-random others of `src` to `out` within `max_bytes`."""
+    rels = sorted(
+        p.relative_to(src).as_posix()
+        for p in src.rglob("*.md")
+        if not any(x.startswith(".") for x in p.relative_to(src).parts)
+    )
+    order = [r for r in keep if r in rels]
+    rest = [r for r in rels if r not in order]
+    random.Random(f"slice-{src.name}").shuffle(rest)
+    if out.exists():
+        shutil.rmtree(out)
+    used = written = 0
+    for rel in order + rest:
+        size = (src / rel).stat().st_size
+        if rel not in keep and used + size > max_bytes:
+            continue
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, target)
+        used += size
+        written += 1
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.vaults", description=__doc__.splitlines()[0])
     parser.add_argument("--vaults", type=Path, required=True, help="folder to write the vaults into")
     parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS, help="folder of bare snapshots")
     parser.add_argument("--max-notes", type=int, default=MAX_NOTES)
+    parser.add_argument("--slice", type=Path, default=None, help="copy a slice of each laid-out vault here")
+    parser.add_argument("--max-bytes", type=int, default=280_000, help="a slice's text budget")
+    parser.add_argument("--budget", action="append", default=[], help="NAME=BYTES: one vault's budget")
     args = parser.parse_args(argv)
+    if args.slice is not None:
+        from benchmarks.vault_queries import written_for
+
+        budgets = {k: int(v) for k, _, v in (b.partition("=") for b in args.budget)}
+        for entry in manifest():
+            name = entry["name"]
+            keep = [n for q in written_for(name) for n in q["expected"]]
+            n = slice_vault(args.vaults / name, args.slice / name, budgets.get(name, args.max_bytes), keep)
+            print(f"{name}: {n} notes in the slice")
+        return 0
     for entry in manifest():
         n = lay_out(entry, args.mirrors, args.vaults / entry["name"], args.max_notes)
         print(f"{entry['name']}: {n} notes ({entry['repo']} @ {entry['commit'][:10]}, {entry['licence']})")

@@ -290,3 +290,13 @@ def test_a_corrected_typo_counts_as_the_word_it_was_corrected_to(sample_pipeline
     assert typo.results[0].document_path == right.results[0].document_path
     assert typo.results[0].relevance == pytest.approx(right.results[0].relevance, abs=0.05)
     assert typo.quality.level == right.quality.level
+
+
+def test_a_partial_match_just_under_the_old_medium_bar_is_medium() -> None:
+    # On real vaults by other authors, first results whose level score fell in 0.42-0.50 were
+    # right about two times in three: that is medium, not "the vault may not hold this".
+    partial = assess([_r(0.4, dense=None)], dense=True)
+    assert partial.factors["level_score"] == pytest.approx(0.48)
+    assert partial.level == "medium" and partial.factors["no_good_match"] is False
+    weak = assess([_r(0.3, dense=None)], dense=True)
+    assert weak.level == "low" and weak.factors["no_good_match"] is True
