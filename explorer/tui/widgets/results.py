@@ -10,6 +10,8 @@ from rich.cells import cell_len
 from textual import events
 from textual.content import Content
 from textual.css.styles import RulesMap
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -22,6 +24,8 @@ from explorer.tui.widgets.steady import steady_update
 BAR_WIDTH = 8
 #: A result's snippet is shortened to this many terminal cells (a CJK character takes two).
 SNIPPET_CELLS = 160
+#: The longest title `ResultsList.mark` writes.
+MARK_CHARS = 200
 
 
 def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
@@ -220,6 +224,8 @@ class ResultsList(OptionList):
         self.results: list[SearchResult] = []
         self._two_line = False
         self._shown: tuple[SearchResults, Sequence[str], Sequence[str]] | None = None
+        self.mark: str | None = None
+        """Written to the terminal's title once the list is drawn (`experimental.mark_results`)."""
         self._width = 0
 
     @property
@@ -299,6 +305,22 @@ class ResultsList(OptionList):
                 idx = next((i for i, r in enumerate(self.results) if r.document_path == keep), 0)
             self.highlighted = self._option_index(idx)
         self.call_later(self._prerender)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Draw the list; a pending `mark` goes to the terminal after the frame being composed."""
+        lines = super().render_lines(crop)
+        if self.mark is not None:
+            # The compositor writes this frame before this widget's next message is handled, and
+            # the driver writes in order: the title reaches the terminal after the drawn rows.
+            mark, self.mark = self.mark, None
+            self.call_later(self._write_mark, mark)
+        return lines
+
+    def _write_mark(self, mark: str) -> None:
+        driver = self.app._driver
+        if driver is not None:
+            title = "".join(ch for ch in screen_text(mark) if ch.isprintable())[:MARK_CHARS]
+            driver.write(f"\x1b]2;{title}\x07")
 
     def _prerender(self) -> None:
         """Render the rows the next frame shows (OptionList keeps them), as a step of its own
