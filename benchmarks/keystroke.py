@@ -431,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if serve.poll() is None:
             serve.kill()
         shutil.rmtree(runtime, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # the tmux socket, the state folder, the vault copy
     both = [p for p in points if p["browser"]["valid"] and p["terminal"]["valid"]]
     ratios = [p["browser"]["final_ms"] / p["terminal"]["final_ms"] for p in both]
     report["points"] = points
