@@ -255,6 +255,10 @@ class ExperimentalSettings:
     """Quiet period that closes a batch of file changes."""
     typing_debounce_ms: Annotated[int, Range(0, 10_000)] = 150
     """Typing pause before the app's live search."""
+    mark_results: bool = False
+    """The app writes `explorer:<stage>:<query>` to the terminal's title (OSC 2) just after the frame
+    that drew a search's results: how `benchmarks.browser` times keystroke to results in a real
+    terminal and in the browser, and knows the results are the typed query's, not a prefix's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,6 +248,39 @@ async def test_no_good_match_is_said_honestly(tui_vault: Path, embedder, tmp_pat
 
 
 @sync
+async def test_results_mark_reaches_the_terminal_after_the_drawn_list(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """experimental.mark_results (for benchmarks.browser): once a search's list has been drawn, the
+    terminal's title says its stage and query, a control character in the query only ever shown."""
+    settings = quiet_settings(**{"experimental.mark_results": True})
+    app = make_app(tui_vault, embedder, tmp_path, settings=settings)
+    async with app.run_test(size=SIZE) as pilot:
+        written: list[tuple[str, int]] = []
+        results_list = app.main_screen.query_one(ResultsList)
+        drawn = [0]
+        draw = results_list.render_lines
+
+        def counted(crop):
+            drawn[0] += 1
+            return draw(crop)
+
+        results_list.render_lines = counted  # type: ignore[method-assign]
+        assert app._driver is not None
+        app._driver.write = lambda data: written.append((data, drawn[0]))  # type: ignore[method-assign]
+        await settle(app, pilot)
+        await search(app, pilot, "hamster cage")
+        marks = [(d, n) for d, n in written if d.startswith("\x1b]2;")]
+        assert marks and marks[-1][0] == "\x1b]2;explorer:full:hamster cage\x07", marks
+        assert marks[-1][1] > 0  # written after the list was drawn
+        app.main_screen.run_search("hamster\x1b]2;owned\x07 cage")
+        await wait_for(pilot, lambda: len([d for d, _ in written if d.startswith("\x1b]2;")]) > len(marks))
+        await settle(app, pilot)
+        last = [d for d, _ in written if d.startswith("\x1b]2;")][-1]
+        assert last.count("\x1b") == 1 and last.count("\x07") == 1 and "owned" in last, last
+
+
+@sync
 async def test_context_pane_moves_widens_copies_and_opens(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """The context pane centres on the best shard; keys widen, narrow, step matches and shards, copy, open."""
     app = make_app(tui_vault, embedder, tmp_path)

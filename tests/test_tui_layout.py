@@ -16,7 +16,7 @@ from explorer.tui.screens.main import MainScreen
 from explorer.tui.screens.note import NoteScreen
 from explorer.tui.widgets.context_pane import ContextPane
 from explorer.tui.widgets.fit_table import FitTable
-from explorer.tui.widgets.results import ResultsList, ResultsSummary
+from explorer.tui.widgets.results import ResultsList, ResultsSummary, badges
 from explorer.tui.widgets.search_box import SearchBox
 from explorer.tui.widgets.vault_tree import VaultTree
 
@@ -82,9 +82,9 @@ async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(
             and results.region.height >= 8
             and screen.query_one(ContextPane).region.height >= 6
         )
-        first = lines_of(results)[1:3]  # under the border
+        first = lines_of(results)[1:4]  # under the border
         assert "Hamsters" in first[0] or "hamster" in first[0].lower()
-        assert ".md" in first[1] and "bm25 #" in first[1]
+        assert ".md" in first[1] and "bm25 #" in first[1] + first[2]
         assert screen.query_one(ContextPane).window.text.strip()
         # The status line and the footer fit: nothing is cut at the right edge.
         status = screen.query_one("#status-right")
@@ -103,6 +103,47 @@ async def test_80x24_stacks_results_over_the_panes_and_hides_the_tree(
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(app, pilot)
         assert app.main_screen.query_one(VaultTree).display
+
+
+@sync
+async def test_narrow_result_rows_never_cut_or_strand_their_badges(
+    tui_vault: Path, embedder, tmp_path: Path
+) -> None:
+    """Two-line rows (80 and 90 columns): a result's badges follow its path when they all fit
+    there, else they take the next line, broken only between two badges; every line fits the list
+    (none is cut or wrapped again), and the list draws each row's lines in full. A wider list
+    (90 columns) places them again: badges that did not fit at 80 follow the path."""
+    app = make_app(tui_vault, embedder, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(app, pilot)
+        results = await search(app, pilot, "hamster cage")
+        rl = app.main_screen.query_one(ResultsList)
+        own_line: dict[int, list[bool]] = {}
+        for columns in (80, 90):
+            if columns != 80:
+                await pilot.resize_terminal(columns, 24)
+                await settle(app, pilot)
+            layout = rl.row_layout()
+            assert rl.two_line and layout.width > 0
+            for i, res in enumerate(results.results):
+                prompt = rl.get_option(f"r{i + 1}").prompt
+                lines = str(prompt).split("\n")
+                assert prompt.get_height(layout.rules, layout.width) == len(lines), lines
+                assert all(cell_len(line) <= layout.width for line in lines), lines
+                assert not any(line.lstrip().startswith("·") for line in lines), lines
+                texts = [screen_text(text) for text, _ in badges(res)]
+                assert all(any(text in line for line in lines[1:]) for text in texts), (texts, lines)
+                together = " · ".join(texts)
+                assert (together in lines[1]) == (len(lines) == 2)
+                if len(lines) > 2:  # on a line of their own only when they do not fit beside the path
+                    assert cell_len(lines[1]) + 2 + cell_len(together) > layout.width, lines
+                own_line.setdefault(i, []).append(len(lines) > 2)
+            # Drawn: the first rows' lines, each whole, under the top border.
+            drawn = lines_of(rl)[1:-1]
+            expected = [line for i in range(3) for line in str(rl.get_option(f"r{i + 1}").prompt).split("\n")]
+            for row, line in zip(drawn, expected, strict=False):
+                assert line in row, (line, row)
+        assert any(at_80 and not at_90 for at_80, at_90 in own_line.values()), own_line
 
 
 @sync

@@ -291,6 +291,8 @@ class MainScreen(Screen):
             keep=previous.document_path if previous else None,
             prepared=message.rows,
         )
+        if self.explorer.settings.experimental.mark_results:
+            results_list.mark = f"explorer:{message.stage}:{message.query}"
         self._show_selected_later()
         if self._focus_results and results.results:
             self._focus_results = False

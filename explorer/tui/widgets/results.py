@@ -6,9 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from rich.cells import cell_len
 from textual import events
 from textual.content import Content
 from textual.css.styles import RulesMap
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -21,6 +24,8 @@ from explorer.tui.widgets.steady import steady_update
 BAR_WIDTH = 8
 #: A result's snippet is shortened to this many terminal cells (a CJK character takes two).
 SNIPPET_CELLS = 160
+#: The longest title `ResultsList.mark` writes.
+MARK_CHARS = 200
 
 
 def score_bar(score: float, top: float, width: int = BAR_WIDTH) -> str:
@@ -84,6 +89,30 @@ def highlighted(text: str, words: Sequence[str], phrases: Sequence[str] = ()) ->
     return content
 
 
+def badge_lines(badge_list: Sequence[tuple[str, str]], width: int = 0) -> list[Content]:
+    """Badges joined by ` · `, broken into lines of `width` cells (0: one line) between two badges:
+    a line never starts with a separator and a badge is never cut."""
+    lines: list[list[tuple[str, str]]] = [[]]
+    used = 0
+    for text, style in badge_list:
+        text = screen_text(text)
+        cells = cell_len(text)
+        if lines[-1] and width > 0 and used + 3 + cells > width:
+            lines.append([])
+            used = 0
+        used += cells + (3 if lines[-1] else 0)
+        lines[-1].append((text, style))
+    out = []
+    for line in lines:
+        parts: list[str | tuple[str, str]] = []
+        for i, badge in enumerate(line):
+            if i:
+                parts.append(" · ")
+            parts.append(badge)
+        out.append(Content.assemble(*parts))
+    return out
+
+
 def result_prompt(
     rank: int,
     res: SearchResult,
@@ -91,10 +120,13 @@ def result_prompt(
     words: Sequence[str],
     phrases: Sequence[str] = (),
     two_line: bool = False,
+    width: int = 0,
 ) -> Content:
     """The multi-line prompt of one result: rank, bar, score, title / path / badges / snippet.
 
-    `two_line` (narrow terminals): two lines, rank-bar-score-title and path · badges, no snippet.
+    `two_line` (narrow terminals): rank-bar-score-title, then path and badges, no snippet. In
+    `width` cells (0: unknown) the badges follow the path when they all fit after it, else they
+    take the next line, broken between two badges where they need more (`badge_lines`).
     """
     head = Content.assemble(
         (f"{rank:>2} ", "bold $text-muted"),
@@ -105,18 +137,15 @@ def result_prompt(
     path = plain(res.document_path, "$text-accent")
     if res.date and res.date_from != "modified":  # the note's own date; a bare file time is not shown
         path = Content.assemble(path, ("  ", ""), plain(res.date, "$text-muted"))
-    badge_parts: list[str | tuple[str, str]] = []
-    for i, (text, style) in enumerate(badges(res)):
-        if i:
-            badge_parts.append(" · ")
-        badge_parts.append((text, style))
+    badge_list = badges(res)
     snippet = " ".join(res.snippet.split())
     snippet = clip(snippet, SNIPPET_CELLS)
     if two_line:
-        return Content("\n").join(
-            [head, Content.assemble(path, ("  ", ""), safe_content(Content.assemble(*badge_parts)))]
-        )
-    lines = [head, path, safe_content(Content.assemble(*badge_parts))]
+        (line,) = badge_lines(badge_list)
+        if width <= 0 or path.cell_length + 2 + line.cell_length <= width:
+            return Content("\n").join([head, Content.assemble(path, ("  ", ""), line)])
+        return Content("\n").join([head, path, *badge_lines(badge_list, width)])
+    lines = [head, path, *badge_lines(badge_list)]
     if snippet:
         lines.append(highlighted(snippet, words, phrases))
     return Content("\n").join(lines)
@@ -152,6 +181,8 @@ class PreparedRows:
     """One prompt per result, in order."""
     two_line: bool
     """Built as two-line rows."""
+    width: int = 0
+    """The cells they were laid out in (two-line rows place their badges for it)."""
 
 
 def prepare_rows(
@@ -163,13 +194,13 @@ def prepare_rows(
     showing a new list costs the UI thread only the rows it draws."""
     top = max((r.score for r in results.results), default=0.0)
     prompts = tuple(
-        result_prompt(i, res, top, words, phrases, layout.two_line)
+        result_prompt(i, res, top, words, phrases, layout.two_line, layout.width)
         for i, res in enumerate(results.results, 1)
     )
     if layout.width > 0:
         for prompt in prompts:
             prompt.get_height(layout.rules, layout.width)
-    return PreparedRows(results, tuple(words), tuple(phrases), prompts, layout.two_line)
+    return PreparedRows(results, tuple(words), tuple(phrases), prompts, layout.two_line, layout.width)
 
 
 class ResultsList(OptionList):
@@ -185,6 +216,7 @@ class ResultsList(OptionList):
     ResultsList:focus { border: round $border; }
     ResultsList > .option-list--option { padding: 0 1; }
     ResultsList.-weak > .option-list--option { text-opacity: 70%; }
+    ResultsList.-two-line { scrollbar-gutter: stable; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -192,6 +224,9 @@ class ResultsList(OptionList):
         self.results: list[SearchResult] = []
         self._two_line = False
         self._shown: tuple[SearchResults, Sequence[str], Sequence[str]] | None = None
+        self.mark: str | None = None
+        """Written to the terminal's title once the list is drawn (`experimental.mark_results`)."""
+        self._width = 0
 
     @property
     def two_line(self) -> bool:
@@ -202,6 +237,8 @@ class ResultsList(OptionList):
     def two_line(self, value: bool) -> None:
         if value != self._two_line:
             self._two_line = value
+            # The same width with or without a scrollbar: the rows' badges are placed for it.
+            self.set_class(value, "-two-line")
             if self._shown is not None and self.results:
                 selected = self.selected
                 self.show(*self._shown, keep=selected.document_path if selected else None)
@@ -209,6 +246,17 @@ class ResultsList(OptionList):
     def on_mount(self) -> None:
         """Title the border."""
         self.border_title = "Results"
+
+    def on_resize(self) -> None:
+        """Two-line rows place their badges for the list's width: laid out again for a new one."""
+        if (
+            self._two_line
+            and self._shown is not None
+            and self.results
+            and self.row_layout().width != self._width
+        ):
+            selected = self.selected
+            self.show(*self._shown, keep=selected.document_path if selected else None)
 
     def row_layout(self) -> RowLayout:
         """The current row layout, for `prepare_rows` in a worker."""
@@ -231,14 +279,17 @@ class ResultsList(OptionList):
         built for the current layout)."""
         self.results = list(results.results)
         self._shown = (results, words, phrases)
+        width = self.row_layout().width if self._two_line else 0
         if (
             prepared is None
             or prepared.results is not results
             or prepared.two_line != self._two_line
+            or (self._two_line and prepared.width != width)
             or prepared.words != tuple(words)
             or prepared.phrases != tuple(phrases)
         ):
-            prepared = prepare_rows(results, words, phrases, RowLayout(self._two_line, 0))
+            prepared = prepare_rows(results, words, phrases, RowLayout(self._two_line, width))
+        self._width = width
         options: list[Option | None] = []
         for i, prompt in enumerate(prepared.prompts, 1):
             if i > 1 and not self._two_line:  # two-line results start with their rank bar: no rule between
@@ -254,6 +305,22 @@ class ResultsList(OptionList):
                 idx = next((i for i, r in enumerate(self.results) if r.document_path == keep), 0)
             self.highlighted = self._option_index(idx)
         self.call_later(self._prerender)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Draw the list; a pending `mark` goes to the terminal after the frame being composed."""
+        lines = super().render_lines(crop)
+        if self.mark is not None:
+            # The compositor writes this frame before this widget's next message is handled, and
+            # the driver writes in order: the title reaches the terminal after the drawn rows.
+            mark, self.mark = self.mark, None
+            self.call_later(self._write_mark, mark)
+        return lines
+
+    def _write_mark(self, mark: str) -> None:
+        driver = self.app._driver
+        if driver is not None:
+            title = "".join(ch for ch in screen_text(mark) if ch.isprintable())[:MARK_CHARS]
+            driver.write(f"\x1b]2;{title}\x07")
 
     def _prerender(self) -> None:
         """Render the rows the next frame shows (OptionList keeps them), as a step of its own
