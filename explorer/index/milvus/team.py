@@ -7,7 +7,6 @@ rebuilds such a note from its rows (its text from its shards' texts at their off
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from operator import methodcaller
@@ -18,6 +17,7 @@ import numpy as np
 from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
 from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
+from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard, Tag, title_of
 
@@ -300,33 +300,15 @@ class TeamSnapshot(MilvusSnapshot):
         return more.keys() if more is not None else super().tokens(node_id)
 
     def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
-        """BM25 of this vault's and other vaults' candidates alike, with this vault's statistics.
+        """BM25 of every vault's candidates alike, with the collection's statistics (explorer.index.milvus.stats).
 
         Milvus Lite keeps BM25 statistics per segment (a word in 1 of 515 rows, alone in a
         3-row segment of another vault, scored 0.9 there against 6.3 for common words in a
-        big one), so the engine's scores of two vaults do not compare. Every candidate is
-        scored with this view's idf, average length, k1 and b instead; a word this vault
-        lacks counts as a word of no document here.
+        big one), so the engine's scores of two vaults do not compare; nor would this vault's
+        statistics mean the same from another vault. Every candidate is scored with the
+        collection's document count, average length and document frequencies, whichever vault asks.
         """
-        own = [n for n in ids if n not in self._more_tokens]
-        out = self._bm25.get_scores(tokens, keys=own) if own else {}
-        bm = self._bm25
-        idf, avgdl, n = bm.idf(), bm.avgdl or 1.0, len(bm)
-        unseen = math.log(n + 0.5) - math.log(0.5)
-        for nid in ids:
-            counts = self._more_tokens.get(nid)
-            if counts is None:
-                continue
-            dl = sum(counts.values())
-            score = 0.0
-            for t in tokens:
-                tf = counts.get(t, 0)
-                if tf:
-                    known = idf.get(t)
-                    w = unseen if known is None else known
-                    score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
-            out[nid] = score
-        return out
+        return collection_scores(self._index.team_stats, self._bm25, self._more_tokens, tokens, ids)
 
     def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
         return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
