@@ -76,3 +76,34 @@ def test_a_team_score_does_not_depend_on_the_vault_that_asks(tmp_path: Path) -> 
     finally:
         alice.close()
         bob.close()
+
+
+def test_a_team_search_reads_other_vaults_notes_in_one_query(tmp_path: Path) -> None:
+    """The notes of every other vault a `vault:*` ranking returns are read in one query per pass (not one per
+    vault), and their rows' words decode as the writer encoded them."""
+    from collections import Counter
+
+    from explorer.index.milvus.engine import decode_terms, engine_terms
+
+    assert decode_terms(engine_terms(["moon", "東京", "moon", "x1"])) == Counter(
+        {"moon": 2, "東京": 1, "x1": 1}
+    )
+    db = str(tmp_path / "engine" / "m.db")
+    vaults = {}
+    for name in ("alice", "bob", "carol", "dave"):
+        root = write_notes(
+            tmp_path / name,
+            {f"{name}/tide.md": f"# Tide\n\nThe harbour tide table of {name}, spring tide.\n"},
+        )
+        vaults[name] = _open(root, _lexical(db, tmp_path / f"c{name}", name))
+    try:
+        alice = vaults["alice"]
+        before = dict(alice.engine.calls)
+        res = make_pipeline(alice, alice.settings).search("harbour tide vault:*", record=False)
+        reads = alice.engine.calls.get("read", 0) - before.get("read", 0)
+        found = {r.document_path for r in res.results}
+        assert {"vault:bob/bob/tide.md", "vault:carol/carol/tide.md", "vault:dave/dave/tide.md"} <= found
+        assert reads <= 2  # one per pass at most; one per vault and pass before
+    finally:
+        for ix in vaults.values():
+            ix.close()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
-from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
+from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, Engine, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
@@ -97,6 +97,40 @@ def _props(text: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
+
+
+READ_ROWS = MAX_LIMIT
+"""Rows one read of other vaults' notes asks for (notes past it are read by the next query)."""
+
+
+def read_notes(
+    engine: Engine, wanted: Iterable[tuple[str, str]]
+) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """(vault, path, rows) of the notes `wanted` names, read from the text collection in as few queries as
+    the engine's row limit allows: one expression naming every vault's paths (a search of 300k shards
+    returns notes of 30 vaults; one query each cost 30 round trips)."""
+    by_vault: dict[str, list[str]] = {}
+    for vault, path in wanted:
+        by_vault.setdefault(vault, []).append(path)
+    if not by_vault:
+        return
+    expr = " or ".join(
+        f"(vault == {quote(v)} and path in [{', '.join(quote(p) for p in sorted(paths))}])"
+        for v, paths in sorted(by_vault.items())
+    )
+    rows = engine.text_call(
+        "read",
+        methodcaller("query", engine.text_collection, filter=expr, output_fields=ROW_FIELDS, limit=READ_ROWS),
+    )
+    notes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        notes.setdefault((r["vault"], r["path"]), []).append(r)
+    for (vault, path), parts in notes.items():
+        yield vault, path, parts
+    if len(rows) >= READ_ROWS:  # cut at the engine's limit: the notes it did not reach, asked again
+        left = {(v, p) for v, paths in by_vault.items() for p in paths} - set(notes)
+        if left and len(left) < sum(len(p) for p in by_vault.values()):
+            yield from read_notes(engine, left)
 
 
 class _Overlay(Mapping[str, Any]):
@@ -253,31 +287,10 @@ class TeamSnapshot(MilvusSnapshot):
             yield vault, path
 
     def _load(self, wanted: set[tuple[str, str]]) -> None:
-        """Read the notes of other vaults named in `wanted` whole (one query per vault and 100 notes)."""
-        by_vault: dict[str, list[str]] = {}
-        for vault, path in wanted:
-            by_vault.setdefault(vault, []).append(path)
-        ix = self._index
-        for vault, paths in sorted(by_vault.items()):
-            paths.sort()
-            for i in range(0, len(paths), 100):
-                part = paths[i : i + 100]
-                expr = f"vault == {quote(vault)} and path in [{', '.join(quote(p) for p in part)}]"
-                rows = ix.engine.text_call(
-                    "read",
-                    methodcaller(
-                        "query",
-                        ix.engine.text_collection,
-                        filter=expr,
-                        output_fields=ROW_FIELDS,
-                        limit=MAX_LIMIT,
-                    ),
-                )
-                notes: dict[str, list[dict[str, Any]]] = {}
-                for r in rows:
-                    notes.setdefault(r["path"], []).append(r)
-                for path, parts in notes.items():
-                    self._add_note(vault, path, parts)
+        """Read the notes of other vaults named in `wanted` whole: one query of the text collection for
+        every vault's notes (`read_notes`)."""
+        for vault, path, parts in read_notes(self._index.engine, wanted):
+            self._add_note(vault, path, parts)
 
     def _add_note(self, vault: str, path: str, rows: list[dict[str, Any]]) -> None:
         note, shards, tokens = foreign_note(vault, path, rows)
