@@ -895,6 +895,8 @@ def curve_table(res: dict[str, Any]) -> str:
                 " ".join(f"{k} {v}" for k, v in p["team_calls"].items()),
                 " ".join(f"{k} {v}" for k, v in p["team_call_ms"].items()),
                 f"{p['team_client_cpu_ms']} / {p['team_server_cpu_ms']}",
+                f"{p['before_ms']['median']} / {p['before_ms']['p95']}" if "before_ms" in p else "-",
+                " ".join(f"{k} {v}" for k, v in p.get("before_calls", {}).items()) or "-",
                 ing.get("rows_per_s", "-"),
                 p["server_rss_mb"],
                 p["disk_mb"],
@@ -909,6 +911,8 @@ def curve_table(res: dict[str, Any]) -> str:
         "engine calls / search",
         "engine call ms / search",
         "CPU ms client / server",
+        "before p50 / p95",
+        "before calls",
         "ingest rows/s",
         "server RSS MB",
         "disk MB",
@@ -930,9 +934,12 @@ def plot_curve(runs: list[dict[str, Any]], png: Path) -> None:
     for run in runs:
         tag = run.get("tag") or "run"
         xs = [p["shards"] for p in run["sizes"]]
-        for key, style, label in (("team_ms", "-o", "vault:*"), ("own_ms", ":s", "own vault")):
+        arms = [("team_ms", "-o", "vault:*"), ("own_ms", ":s", "own vault")]
+        if all("before_ms" in p for p in run["sizes"]):
+            arms.append(("before_ms", "-.x", "vault:* before"))
+        for key, style, label in arms:
             axes[0].plot(xs, [p[key]["median"] for p in run["sizes"]], style, label=f"{label} p50 ({tag})")
-            if key == "team_ms":
+            if key != "own_ms":
                 axes[0].plot(xs, [p[key]["p95"] for p in run["sizes"]], "--^", label=f"{label} p95 ({tag})")
         axes[1].plot(
             xs, [sum(p["team_calls"].values()) for p in run["sizes"]], "-o", label=f"vault:* ({tag})"
