@@ -552,16 +552,17 @@ class Engine:
 
 
 def decode_terms(terms: str) -> Counter[str]:
-    """The Explorer tokens of an analysed `terms` field with their counts (the inverse of `engine_terms`)."""
-    out: Counter[str] = Counter()
-    for word in terms.split():
-        if word.startswith("q_"):
-            try:
-                out[bytes.fromhex(word[2:]).decode("utf-8")] += 1
-            except ValueError:
-                continue
-        else:
-            out[word] += 1
+    """The Explorer tokens of an analysed `terms` field with their counts (the inverse of `engine_terms`).
+
+    Counted whole first (in C), then the few `q_` words decoded: a team search reads hundreds of rows."""
+    out: Counter[str] = Counter(terms.split())
+    coded = [w for w in out if w.startswith("q_")]
+    for word in coded:
+        n = out.pop(word)
+        try:
+            out[bytes.fromhex(word[2:]).decode("utf-8")] += n
+        except ValueError:
+            continue
     return out
 
 

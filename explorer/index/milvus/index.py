@@ -50,6 +50,7 @@ from explorer.index.milvus.engine import (
     text_row,
 )
 from explorer.index.milvus.snapshot import MilvusSnapshot
+from explorer.index.milvus.stats import StatsTable, vault_statistics
 from explorer.index.milvus.team import FOREIGN, TeamSnapshot, foreign_note
 from explorer.index.vault_index import VaultIndex
 from explorer.text.dates import note_date
@@ -87,6 +88,9 @@ class MilvusIndex(VaultIndex):
         (`engine_current`); a command's `open` brings the collection up to date before it returns."""
         self.answers = Answers()
         """Engine answers of recent searches (emptied by this writer's own writes)."""
+        self.team_stats = StatsTable(self.engine)
+        """The collection's BM25 statistics (explorer.index.milvus.stats): this vault's kept by `sync`."""
+        self._stats_written: dict[int, str] | None = None
         self.bm25_share = 0.5
         """The engine depth kept BM25 rankings of recent searches reached, as a share (`MilvusSnapshot._bm25_first`)."""
         self.dense_share = 0.5
@@ -331,6 +335,8 @@ class MilvusIndex(VaultIndex):
                 gone = [nid for nid in self._pushed if nid not in want]
             self.behind = len(changed) + len(gone)
             if not changed and not gone:
+                if self._stats_written is None:
+                    self._write_stats()
                 self._caught_up_to(version)
                 return 0
             name, text_name = self.engine.collection, self.engine.text_collection
@@ -365,10 +371,19 @@ class MilvusIndex(VaultIndex):
                     self._pushed.pop(nid, None)
             # Unflushed rows are searched ~100x slower: flush after every batch.
             self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
+            self._write_stats()
             self.behind = 0
             self._written()
             self._caught_up_to(version)
             return len(changed) + len(gone)
+
+    def _write_stats(self) -> None:
+        """This vault's rows of the collection's BM25 statistics, brought to its index (changed buckets only)."""
+        with self.lock:
+            docs, length, df = vault_statistics(self.bm25)
+        self._stats_written = self.team_stats.write_vault(
+            self.vault_name, docs, length, df, self._stats_written
+        )
 
     def _caught_up_to(self, version: int) -> None:
         """The collection holds this vault at `version`: searches of it go to the engine again."""

@@ -26,6 +26,7 @@ from explorer.index.milvus.engine import (
     quote,
     shard_pk,
 )
+from explorer.index.milvus.stats import StatsTable
 from explorer.index.snapshot import LocalSnapshot
 
 BM25_SETTLE_SHARE = 0.5
@@ -38,6 +39,7 @@ class _Owner(Protocol):
 
     engine: Engine
     answers: Answers
+    team_stats: StatsTable
     bm25_share: float
     """The share of a BM25 search's rows the kept rankings of the last searches reached (`_bm25_first`)."""
     dense_share: float

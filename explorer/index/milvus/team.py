@@ -7,7 +7,6 @@ rebuilds such a note from its rows (its text from its shards' texts at their off
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from operator import methodcaller
@@ -16,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
-from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
+from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, Engine, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
+from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard, Tag, title_of
 
@@ -97,6 +97,40 @@ def _props(text: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
+
+
+READ_ROWS = MAX_LIMIT
+"""Rows one read of other vaults' notes asks for (notes past it are read by the next query)."""
+
+
+def read_notes(
+    engine: Engine, wanted: Iterable[tuple[str, str]]
+) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """(vault, path, rows) of the notes `wanted` names, read from the text collection in as few queries as
+    the engine's row limit allows: one expression naming every vault's paths (a search of 300k shards
+    returns notes of 30 vaults; one query each cost 30 round trips)."""
+    by_vault: dict[str, list[str]] = {}
+    for vault, path in wanted:
+        by_vault.setdefault(vault, []).append(path)
+    if not by_vault:
+        return
+    expr = " or ".join(
+        f"(vault == {quote(v)} and path in [{', '.join(quote(p) for p in sorted(paths))}])"
+        for v, paths in sorted(by_vault.items())
+    )
+    rows = engine.text_call(
+        "read",
+        methodcaller("query", engine.text_collection, filter=expr, output_fields=ROW_FIELDS, limit=READ_ROWS),
+    )
+    notes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        notes.setdefault((r["vault"], r["path"]), []).append(r)
+    for (vault, path), parts in notes.items():
+        yield vault, path, parts
+    if len(rows) >= READ_ROWS:  # cut at the engine's limit: the notes it did not reach, asked again
+        left = {(v, p) for v, paths in by_vault.items() for p in paths} - set(notes)
+        if left and len(left) < sum(len(p) for p in by_vault.values()):
+            yield from read_notes(engine, left)
 
 
 class _Overlay(Mapping[str, Any]):
@@ -253,31 +287,10 @@ class TeamSnapshot(MilvusSnapshot):
             yield vault, path
 
     def _load(self, wanted: set[tuple[str, str]]) -> None:
-        """Read the notes of other vaults named in `wanted` whole (one query per vault and 100 notes)."""
-        by_vault: dict[str, list[str]] = {}
-        for vault, path in wanted:
-            by_vault.setdefault(vault, []).append(path)
-        ix = self._index
-        for vault, paths in sorted(by_vault.items()):
-            paths.sort()
-            for i in range(0, len(paths), 100):
-                part = paths[i : i + 100]
-                expr = f"vault == {quote(vault)} and path in [{', '.join(quote(p) for p in part)}]"
-                rows = ix.engine.text_call(
-                    "read",
-                    methodcaller(
-                        "query",
-                        ix.engine.text_collection,
-                        filter=expr,
-                        output_fields=ROW_FIELDS,
-                        limit=MAX_LIMIT,
-                    ),
-                )
-                notes: dict[str, list[dict[str, Any]]] = {}
-                for r in rows:
-                    notes.setdefault(r["path"], []).append(r)
-                for path, parts in notes.items():
-                    self._add_note(vault, path, parts)
+        """Read the notes of other vaults named in `wanted` whole: one query of the text collection for
+        every vault's notes (`read_notes`)."""
+        for vault, path, parts in read_notes(self._index.engine, wanted):
+            self._add_note(vault, path, parts)
 
     def _add_note(self, vault: str, path: str, rows: list[dict[str, Any]]) -> None:
         note, shards, tokens = foreign_note(vault, path, rows)
@@ -300,33 +313,15 @@ class TeamSnapshot(MilvusSnapshot):
         return more.keys() if more is not None else super().tokens(node_id)
 
     def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
-        """BM25 of this vault's and other vaults' candidates alike, with this vault's statistics.
+        """BM25 of every vault's candidates alike, with the collection's statistics (explorer.index.milvus.stats).
 
         Milvus Lite keeps BM25 statistics per segment (a word in 1 of 515 rows, alone in a
         3-row segment of another vault, scored 0.9 there against 6.3 for common words in a
-        big one), so the engine's scores of two vaults do not compare. Every candidate is
-        scored with this view's idf, average length, k1 and b instead; a word this vault
-        lacks counts as a word of no document here.
+        big one), so the engine's scores of two vaults do not compare; nor would this vault's
+        statistics mean the same from another vault. Every candidate is scored with the
+        collection's document count, average length and document frequencies, whichever vault asks.
         """
-        own = [n for n in ids if n not in self._more_tokens]
-        out = self._bm25.get_scores(tokens, keys=own) if own else {}
-        bm = self._bm25
-        idf, avgdl, n = bm.idf(), bm.avgdl or 1.0, len(bm)
-        unseen = math.log(n + 0.5) - math.log(0.5)
-        for nid in ids:
-            counts = self._more_tokens.get(nid)
-            if counts is None:
-                continue
-            dl = sum(counts.values())
-            score = 0.0
-            for t in tokens:
-                tf = counts.get(t, 0)
-                if tf:
-                    known = idf.get(t)
-                    w = unseen if known is None else known
-                    score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
-            out[nid] = score
-        return out
+        return collection_scores(self._index.team_stats, self._bm25, self._more_tokens, tokens, ids)
 
     def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
         return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
