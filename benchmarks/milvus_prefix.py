@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         )[0]
         ids = [r["entity"]["node_id"] for r in rows]
         rank = {n: i for i, n in enumerate(ids)}
-        scores = snap.bm25_scores(toks, ids)
+        scores = snap.lexical.scores(toks, ids)
         order = sorted(ids, key=lambda n: (-scores.get(n, 0.0), n))
         seen: set[str] = set()
         kept = []

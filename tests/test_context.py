@@ -13,7 +13,7 @@ from explorer.config import Settings
 from explorer.index.classic import run_mode
 from explorer.index.targets import ContextError, CursorOutOfRange, NoteNotFound, context_for, resolve_target
 from explorer.index.vault_index import VaultIndex
-from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
+from explorer.vault.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 
 WALL = (
     "# Great Wall\n\n"

@@ -19,8 +19,8 @@ from conftest import write_notes
 from explorer.cli.index import format_batch
 from explorer.config import Settings
 from explorer.engine.session import Session, SessionHooks
+from explorer.engine.watch import VAULT_MISSING, WATCHING, VaultWatcher
 from explorer.index.vault_index import BatchReport, VaultIndex
-from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
 from explorer.search.pipeline import SearchPipeline
 from explorer.text.tokenize import tokenize
 from explorer.vault import scan as scan_mod
@@ -609,7 +609,7 @@ def test_save_to_searchable_latency(watched, record_property) -> None:
         term = tokenize(word)
         while True:
             with h.index.snapshot() as snap:
-                found = snap.doc_freq(term[0]) > 0
+                found = snap.lexical.doc_freq(term[0]) > 0
             if found:
                 break
             if time.perf_counter() - t0 > 20:

@@ -354,7 +354,7 @@ class MemoryService:
         self, keywords: list[str], mode: str = "tfidf", max_results: int = 10, window: int | None = None
     ) -> dict[str, Any]:
         """One classic tool's hits."""
-        from explorer.index.classic import ClassicQueryError
+        from explorer.index.backend import ClassicQueryError
         from explorer.search.classic import find
 
         words = [w for w in (keywords or []) if isinstance(w, str) and w.strip()]

@@ -13,7 +13,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from explorer.index.backend import (
     DEFAULTS,
@@ -24,9 +24,9 @@ from explorer.index.backend import (
     ClassicResult,
 )
 from explorer.index.positions import NotePositions, NoteSource, PositionalIndex, plain_word
-from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
 from explorer.vault.model import Highlight, Shard, display_title
+from explorer.vault.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 
 __all__ = [
     "DEFAULTS",
@@ -490,19 +490,25 @@ class ClassicIndex(PositionalIndex):
 
 
 # -- helpers ---------------------------------------------------------------------------------
+class _HasClassic(Protocol):
+    """An index that keeps a classic index (explorer.index.vault_index.VaultIndex)."""
+
+    def classic(self) -> ClassicIndex: ...
+
+
 def run_mode(
-    index: Any,
+    index: ClassicIndex | _HasClassic,
     mode: str,
     keywords: Sequence[str] | str,
     max_results: int | None = None,
     context_chars: int | None = None,
     window: int | None = None,
 ) -> ClassicResult:
-    """Run one tool by name ('tfidf', 'phrase', 'and', 'fuzzy') on a VaultIndex or a ClassicIndex.
+    """Run one tool by name ('tfidf', 'phrase', 'and', 'fuzzy') on a local index or a ClassicIndex.
 
     None for a parameter means the tool's default. Raises ClassicQueryError for bad input.
     """
-    classic = index.classic() if hasattr(index, "classic") else index
+    classic = index if isinstance(index, ClassicIndex) else index.classic()
     return classic.run(mode, keywords, max_results, context_chars, window)
 
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from explorer.config import Settings
-from explorer.index.backend import ModelState
+from explorer.index.backend import IndexStats
 from explorer.index.dense import DenseIndex
 from explorer.index.dialog_context import DialogContext
 from explorer.index.lazy import pending_of
@@ -34,7 +33,7 @@ from explorer.vault.shard import shard_at_cursor
 if TYPE_CHECKING:
     from explorer.index.classic import ClassicIndex
     from explorer.index.model_host import ModelHost
-    from explorer.index.snapshot import LocalSnapshot
+    from explorer.index.snapshot import LocalSnapshot, SnapshotOwner
 
 __all__ = ["IndexReader", "IndexStats"]
 
@@ -44,32 +43,6 @@ S = TypeVar("S", bound="LocalSnapshot")
 PARTS = ("tables", "bm25", "dense", "context")
 #: Versions whose changed note paths the index keeps (`IndexReader.note_log`).
 NOTE_LOG = 64
-
-
-@dataclass(frozen=True, slots=True)
-class IndexStats:
-    """Counts for `explorer index`, `stats` and the status bar."""
-
-    notes: int
-    shards: int
-    skipped: int
-    embedded: int
-    pending: int
-    model_state: ModelState
-    model_id: str
-    runtime: str
-    version: int
-
-    def counts(self) -> dict[str, Any]:
-        """The counts and model of `explorer stats --json` and MCP `stats`, in their order."""
-        return {
-            "notes": self.notes,
-            "shards": self.shards,
-            "embedded": self.embedded,
-            "shards_without_vectors": self.pending,
-            "model": self.model_id,
-            "model_state": self.model_state,
-        }
 
 
 class IndexReader:
@@ -105,7 +78,7 @@ class IndexReader:
         self._classic: ClassicIndex | None = None
 
     # -- copy-on-write ----------------------------------------------------------------------
-    def snapshot(self, cls: type[S], owner: Any) -> S:
+    def snapshot(self, cls: type[S], owner: SnapshotOwner) -> S:
         """A read view (of class `cls`, for `owner`) at the current version, unchanged by later batches until released.
 
         Cheap: it keeps references, and marks what it keeps as shared so that the next writer

@@ -60,6 +60,8 @@ class VaultIndex:
     for the model.
     """
 
+    backend_name = "local"
+
     def __init__(
         self,
         root: Path,
@@ -197,6 +199,10 @@ class VaultIndex:
         """Why the index on disk is not this index ('' when every change is saved)."""
         return self.keeper.not_saved
 
+    def store_lost(self) -> bool:
+        """Whether the store's file is gone (deleted with the vault folder)."""
+        return not Path(self.store.path).exists()
+
     def reopen_store(self) -> None:
         """Start a fresh store file and write the current in-memory index into it (the cache folder vanished)."""
         self.keeper.reopen()
@@ -272,6 +278,10 @@ class VaultIndex:
         """What the last `embed_pending` did: texts embedded, vectors taken from another process, whom it waited for."""
         return self.writer.vectors.last_run
 
+    def embed_eta(self) -> float | None:
+        """Seconds the embedding run under way still needs, by text volume (None while unknown)."""
+        return self.model.eta()
+
     def encode_query(self, text: str) -> np.ndarray | None:
         """The query vector, or None when no model is available."""
         return self.model.encode_query(text)
@@ -288,6 +298,24 @@ class VaultIndex:
     def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph:
         """The wikilink graph of `notes`, the notes of a snapshot at `version`."""
         return self.reader.links_at(version, notes)
+
+    @property
+    def many_vaults(self) -> bool:
+        """The local backend holds one vault."""
+        return False
+
+    @property
+    def backend_uri(self) -> str:
+        """An embedded index: no engine to reach."""
+        return ""
+
+    def backend_info(self) -> dict[str, str]:
+        """Nothing besides the cache folder."""
+        return {}
+
+    def foreign_note(self, target: str) -> tuple[Note, list[Shard]] | None:
+        """The local backend holds one vault: no other vault's notes."""
+        return None
 
     @property
     def vault_name(self) -> str:
@@ -352,6 +380,10 @@ class VaultIndex:
         """node_ids of the shards of `path`, in note order."""
         return self.reader.shard_ids(path)
 
+    def shard(self, node_id: str) -> Shard | None:
+        """The shard `node_id` names, or None (lock-free: a shard object is replaced whole, never changed)."""
+        return self.reader.shards.get(node_id)
+
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         """The shard of `path` that contains `cursor` (the nearest one before it otherwise)."""
         return self.reader.shard_at(path, cursor)
@@ -363,6 +395,11 @@ class VaultIndex:
     def warnings(self) -> dict[str, tuple[str, ...]]:
         """Notes indexed with a problem (truncated, frontmatter ignored), path -> what happened."""
         return self.reader.warnings()
+
+    def ignored_files(self) -> dict[str, str]:
+        """What the ignore rules left out at the last full scan, with the rule, a copy."""
+        with self.lock:
+            return dict(self.reader.ignored)
 
     def file_state(self, path: str) -> FileState | None:
         """What the index last recorded of a vault-relative file (size, mtime, hash), or None."""

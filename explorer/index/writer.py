@@ -15,12 +15,12 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from explorer.config import Settings, VaultSettings
+from explorer.index.backend import BatchReport, Progress
 from explorer.index.dialog import turn_position
 from explorer.index.keeper import StoreKeeper
 from explorer.index.lazy import Pending, pending_of
@@ -37,37 +37,8 @@ from explorer.vault.shard import cap_shards, make_shards
 
 __all__ = ["COMMIT_EVERY", "BatchReport", "IndexWriter", "Progress"]
 
-Progress = Callable[[str, int, int], object]
-
 #: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
 COMMIT_EVERY = 1000
-
-
-@dataclass
-class BatchReport:
-    """What one refresh or change batch did."""
-
-    added: list[str] = field(default_factory=list)
-    """Notes new to the index."""
-    changed: list[str] = field(default_factory=list)
-    """Notes re-parsed because their content changed."""
-    removed: list[str] = field(default_factory=list)
-    """Notes gone from the vault."""
-    skipped: dict[str, str] = field(default_factory=dict)
-    """Files left out in this batch, with reasons."""
-    shards_added: int = 0
-    """Shards new to the index."""
-    shards_removed: int = 0
-    """Shards dropped."""
-    unchanged: int = 0
-    """Files whose state or content was unchanged."""
-    ms: float = 0.0
-    """Wall time of the batch."""
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing changed."""
-        return not (self.added or self.changed or self.removed or self.skipped)
 
 
 class IndexWriter:

@@ -120,6 +120,19 @@ class MilvusIndex(VaultIndex):
     def backend_uri(self) -> str:
         return self.engine.label
 
+    @property
+    def many_vaults(self) -> bool:
+        """A shared collection holds other vaults' notes beside this vault's."""
+        return True
+
+    def backend_info(self) -> dict[str, str]:
+        """The URI without credentials, the collection and this vault's name in it."""
+        return {
+            "backend_uri": self.backend_uri,
+            "collection": self.engine.collection,
+            "vault_name": self.vault_name,
+        }
+
     # -- writes -------------------------------------------------------------------------------
     def open(self, progress: Any = None) -> Any:
         """Open as the local backend does, the engine connecting meanwhile (`Engine.start`).

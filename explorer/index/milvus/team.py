@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
+from explorer.index.backend import ALL_VAULTS, Hit, LexicalStats, Restriction, Scope, Spread
 from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.text.tokenize import tokenize
@@ -128,6 +128,38 @@ class _Overlay(Mapping[str, Any]):
         return len(self._base) + len(self._more)
 
 
+class _TeamLexical:
+    """This vault's BM25 statistics, with the tokens of other vaults' shards read during a team search.
+
+    Other vaults' shards have no score here (`scores` leaves them out); the team view scores its
+    candidates itself (`TeamSnapshot._scores`).
+    """
+
+    __slots__ = ("_base", "_more")
+
+    def __init__(self, base: LexicalStats, more: Mapping[str, Counter[str]]) -> None:
+        self._base, self._more = base, more
+
+    def n_docs(self) -> int:
+        return self._base.n_docs()
+
+    def idf(self) -> Mapping[str, float]:
+        return self._base.idf()
+
+    def doc_freq(self, token: str) -> int:
+        return self._base.doc_freq(token)
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        more = self._more.get(node_id)
+        return more.keys() if more is not None else self._base.tokens(node_id)
+
+    def scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        return self._base.scores(tokens, [n for n in node_ids if n not in self._more])
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        return self._base.spread(triples)
+
+
 class TeamSnapshot(MilvusSnapshot):
     """A `MilvusSnapshot` over several vaults of the collection (`vault:name`, `vault:*`).
 
@@ -169,6 +201,7 @@ class TeamSnapshot(MilvusSnapshot):
         self.shards = _Overlay(base.shards, self._more_shards)
         self._by_path = _Overlay(base._by_path, self._more_paths)  # type: ignore[assignment]
         self._engine_expr = self._scope_expr()
+        self.lexical = _TeamLexical(base.lexical, self._more_tokens)  # type: ignore[assignment]
 
     # -- filters ------------------------------------------------------------------------------
     def _scope_expr(self) -> tuple[str, str]:
@@ -295,10 +328,6 @@ class TeamSnapshot(MilvusSnapshot):
         seconds = int(other.metadata.get("mtime") or 0) if isinstance(other.metadata, dict) else 0
         return seconds * 1_000_000_000 if seconds > 0 else None  # its file time, as its vault recorded it
 
-    def tokens(self, node_id: str) -> Collection[str]:
-        more = self._more_tokens.get(node_id)
-        return more.keys() if more is not None else super().tokens(node_id)
-
     def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
         """BM25 of this vault's and other vaults' candidates alike, with this vault's statistics.
 
@@ -327,9 +356,6 @@ class TeamSnapshot(MilvusSnapshot):
                     score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
             out[nid] = score
         return out
-
-    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
-        return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
 
     def bm25_top_spread(
         self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None

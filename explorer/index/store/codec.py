@@ -16,6 +16,7 @@ from typing import Any
 
 import msgpack
 
+from explorer.index.backend import FileState
 from explorer.index.lazy import Loader, Pending, lazy_note, lazy_shard
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
@@ -25,18 +26,6 @@ _HEAD_VERSION = 1
 
 #: Version of one note record inside `notes.data`.
 _RECORD_VERSION = 2
-
-
-@dataclass(frozen=True, slots=True)
-class FileState:
-    """What the store knows of a file on disk."""
-
-    mtime_ns: int
-    """Modification time when last read."""
-    size: int
-    """Size when last read."""
-    hash: str
-    """Content hash ('' for a skipped file)."""
 
 
 @dataclass(frozen=True, slots=True)
