@@ -45,7 +45,7 @@ def _texts(turns: int, abstracts: int) -> dict[str, str]:
 
 def run_once(notes: dict[str, str]) -> dict[str, float]:
     from explorer.config import Settings
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "vault"

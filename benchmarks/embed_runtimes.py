@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.index.embed import (
+from explorer.index.local.embed import (
     Embedder,
     OnnxEmbedder,
     SentenceTransformerEmbedder,

@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     offline_environment()
     from explorer.config import Settings
     from explorer.engine import make_pipeline
+    from explorer.index.local.vault_index import VaultIndex
     from explorer.index.milvus import MilvusIndex
-    from explorer.index.vault_index import VaultIndex
 
     args.out.mkdir(parents=True, exist_ok=True)
     vocab = vocabulary()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import DEFAULT_OUT, log, machine, summary, write_json
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 
 
 def run(vault: Path, edits: int, takes: int) -> dict:

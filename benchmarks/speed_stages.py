@@ -43,7 +43,7 @@ import cProfile, json, os, statistics, sys, time
 from pathlib import Path
 import benchmarks.speed as speed
 from explorer.config import load_settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 try:
     from explorer.engine import make_pipeline
 except ImportError:  # trees before the engine package

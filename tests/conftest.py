@@ -54,7 +54,7 @@ def turn_notes(said: Sequence[tuple[str, str]], per_session: int = 4) -> dict[st
 def embedded_index(vault: Path, embedder: Any) -> Iterator[Any]:
     """The vault's index at its own settings, opened with every shard embedded by `embedder`; closed after."""
     from explorer.config import load_settings
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     index = VaultIndex(vault, load_settings(vault), embedder=embedder)
     index.open()
@@ -97,7 +97,7 @@ class CountingEmbedder:
 @pytest.fixture(scope="session")
 def embedder():
     """The bundled all-MiniLM-L6-v2 through the ONNX runtime, loaded once per test session."""
-    from explorer.index.embed import load_embedder
+    from explorer.index.local.embed import load_embedder
 
     return load_embedder(None, "onnx")
 
@@ -111,7 +111,7 @@ def sample_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sample_index(sample_copy: Path, embedder):
     """The sample vault indexed with vectors (shared; do not modify its files)."""
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     index = VaultIndex(sample_copy, embedder=embedder)
     index.open()
@@ -129,7 +129,7 @@ def vault_copy(tmp_path: Path) -> Path:
 def seed_vectors(vault: Path, sample_index) -> None:
     """Open `vault`'s index and cache in it every vector of the shared sample index (nothing embedded)."""
     from explorer.config import Settings
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     index = VaultIndex(vault, Settings(), embedder=None)
     index.open()

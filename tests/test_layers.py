@@ -43,6 +43,7 @@ def _contract(source: list[str]) -> dict:
 
 
 def _index_modules() -> set[str]:
+    """The modules and backend packages directly under explorer/index."""
     modules = {
         "explorer.index." + p.stem if p.stem != "__init__" else "explorer.index"
         for p in (REPO / "explorer" / "index").glob("*.py")

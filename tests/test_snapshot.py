@@ -11,8 +11,8 @@ import pytest
 from conftest import write_notes
 from explorer.config import Settings
 from explorer.engine.watch import VaultWatcher
-from explorer.index.lexical import BM25Index
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.twopass import Analysis
 from explorer.text.tokenize import tokenize

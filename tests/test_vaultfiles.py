@@ -14,7 +14,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
 from explorer.vault import pdf as pdf_mod
 from pdfs import HOSTILE, bomb_pdf, damaged_page_pdf, hostile_text_pdf, many_pages_pdf, text_pdf

@@ -20,7 +20,7 @@ from explorer.cli.index import format_batch
 from explorer.config import Settings
 from explorer.engine.session import Session, SessionHooks
 from explorer.engine.watch import VAULT_MISSING, WATCHING, VaultWatcher
-from explorer.index.vault_index import BatchReport, VaultIndex
+from explorer.index.local.vault_index import BatchReport, VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.text.tokenize import tokenize
 from explorer.vault import scan as scan_mod
@@ -262,7 +262,7 @@ def test_chmod_while_closed_is_retried_on_open(tmp_path: Path, monkeypatch: pyte
 
 
 def test_half_written_file_is_read_again_when_it_settles(watched, monkeypatch: pytest.MonkeyPatch) -> None:
-    from explorer.index import writer as vi
+    from explorer.index.local import writer as vi
 
     real_load = vi.load_note
     raced = threading.Event()

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from explorer.config import Settings
 from explorer.engine.watch import VaultWatcher
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.

@@ -33,7 +33,7 @@ def _local_index(
     on_message: Callable[[str], None],
     interactive: bool,
 ) -> IndexBackend:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     return VaultIndex(vault, settings, embedder=embedder, on_message=on_message)
 

@@ -2,7 +2,7 @@
 
 `explorer.search` imports this module and no other part of the index (an import-linter contract
 says so), so a backend is anything that implements `IndexBackend` and `Snapshot`: the local one
-(`explorer.index.vault_index.VaultIndex`, whose snapshots are `explorer.index.snapshot.LocalSnapshot`)
+(`explorer.index.local.vault_index.VaultIndex`, whose snapshots are `explorer.index.local.snapshot.LocalSnapshot`)
 today, an engine such as Milvus next.
 
 A `Snapshot` is a read view at one index version. A search takes one at its start and reads
@@ -366,7 +366,7 @@ class Snapshot(Protocol):
     def bm25_top_spread(
         self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
     ) -> list[Hit]:
-        """`bm25_top` over documents expanded as `spread` says (see explorer.index.lexical.BM25Index.top_spread)."""
+        """`bm25_top` over documents expanded as `spread` says (see explorer.index.local.lexical.BM25Index.top_spread)."""
         ...
 
     # -- vectors ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ someone else's notes match, the memory most likely does not hold the answer. The
 weighs the named people's notes up in the fusion (`experimental.owner_weight`) and judges quality on
 them. Conversation turns are also read as a dialog: the retriever scores a turn's words together
 with its neighbours' and takes the better of its own and its dialog-context vector
-(`experimental.dialog_words`; explorer.index.dialog).
+(`experimental.dialog_words`; explorer.index.local.dialog).
 """
 
 from __future__ import annotations

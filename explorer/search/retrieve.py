@@ -243,7 +243,7 @@ class Retriever:
         cosine floor (default `experimental.dense_threshold`); `feedback` False leaves the feedback ranking out.
         `dialog` reads conversation turns in their dialog: a turn's BM25 document also holds its
         adjacent turns' words at `experimental.dialog_words`, and its cosine is the better of its own
-        vector's and its dialog-context vector's (explorer.index.dialog).
+        vector's and its dialog-context vector's (explorer.index.local.dialog).
         """
         s = self.settings.experimental
         floor = s.dense_threshold if threshold is None else threshold

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Scope
+from explorer.index.local.vault_index import VaultIndex
 from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
     DIM,
@@ -51,13 +52,12 @@ from explorer.index.milvus.engine import (
 )
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.index.milvus.team import FOREIGN, TeamSnapshot, foreign_note
-from explorer.index.vault_index import VaultIndex
 from explorer.text.dates import note_date
 from explorer.vault.model import Note, Shard
 
 if TYPE_CHECKING:
     from explorer.config import Settings
-    from explorer.index.embed import Embedder
+    from explorer.index.local.embed import Embedder
 
 
 ENGINE_START_DELAY_S = 2.0

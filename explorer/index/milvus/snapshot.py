@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from explorer.index.backend import Hit, Restriction, Scope
+from explorer.index.local.snapshot import LocalSnapshot
 from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
     BM25_PARAMS,
@@ -26,7 +27,6 @@ from explorer.index.milvus.engine import (
     quote,
     shard_pk,
 )
-from explorer.index.snapshot import LocalSnapshot
 
 BM25_SETTLE_SHARE = 0.5
 """A first BM25 fetch settles a ranking when its kept rows are all within this share of the rows

@@ -1,6 +1,6 @@
 """Classic cursor search tools over raw note text: TF-IDF, boolean AND, fuzzy OR and exact phrase.
 
-The tools run on the positional index of explorer/index/positions.py; what they return
+The tools run on the positional index of explorer/index/local/positions.py; what they return
 (`ClassicResult`, `ClassicHit`) and their defaults are part of the backend interface
 (explorer/index/backend.py), which is how explorer/search reaches them.
 """
@@ -23,7 +23,7 @@ from explorer.index.backend import (
     ClassicQueryError,
     ClassicResult,
 )
-from explorer.index.positions import NotePositions, NoteSource, PositionalIndex, plain_word
+from explorer.index.local.positions import NotePositions, NoteSource, PositionalIndex, plain_word
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
 from explorer.vault.model import Highlight, Shard, display_title
 from explorer.vault.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
@@ -491,7 +491,7 @@ class ClassicIndex(PositionalIndex):
 
 # -- helpers ---------------------------------------------------------------------------------
 class _HasClassic(Protocol):
-    """An index that keeps a classic index (explorer.index.vault_index.VaultIndex)."""
+    """An index that keeps a classic index (explorer.index.local.vault_index.VaultIndex)."""
 
     def classic(self) -> ClassicIndex: ...
 

@@ -15,11 +15,11 @@ from collections.abc import Callable
 import numpy as np
 
 from explorer.index.backend import EmbedRun, ModelState
-from explorer.index.keeper import StoreKeeper
-from explorer.index.model_host import ModelHost
-from explorer.index.reader import IndexReader
-from explorer.index.store import StoreError
-from explorer.index.store.owner import EmbedOwner
+from explorer.index.local.keeper import StoreKeeper
+from explorer.index.local.model_host import ModelHost
+from explorer.index.local.reader import IndexReader
+from explorer.index.local.store import StoreError
+from explorer.index.local.store.owner import EmbedOwner
 from explorer.vault.model import Shard
 
 __all__ = ["EmbedRun", "VectorWriter"]

@@ -3,14 +3,14 @@
 `VaultIndex` assembles the parts of a local index, each doing one job, and keeps the API the
 rest of Explorer calls:
 
-- `IndexReader` (explorer.index.reader): the live tables, BM25 index and vectors, their lock and
+- `IndexReader` (explorer.index.local.reader): the live tables, BM25 index and vectors, their lock and
   version, copy-on-write snapshots, and the read methods;
-- `IndexWriter` (explorer.index.writer): opening, scanning the vault, applying change batches;
-  with its `VectorWriter` (explorer.index.vector_writer) putting vectors in from the cache and the model;
-- `StoreKeeper` (explorer.index.keeper): the store, and what happens when writes fail;
-- `ModelHost` (explorer.index.model_host): the embedding model, its `ModelState`, the one
+- `IndexWriter` (explorer.index.local.writer): opening, scanning the vault, applying change batches;
+  with its `VectorWriter` (explorer.index.local.vector_writer) putting vectors in from the cache and the model;
+- `StoreKeeper` (explorer.index.local.keeper): the store, and what happens when writes fail;
+- `ModelHost` (explorer.index.local.model_host): the embedding model, its `ModelState`, the one
   embedding loop;
-- `DialogContext` (explorer.index.dialog_context), inside the reader: conversation turns.
+- `DialogContext` (explorer.index.local.dialog_context), inside the reader: conversation turns.
 """
 
 from __future__ import annotations
@@ -25,25 +25,25 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import ModelState
-from explorer.index.dense import DenseIndex
-from explorer.index.dialog_context import DialogContext
-from explorer.index.embed import Embedder
-from explorer.index.keeper import StoreKeeper
-from explorer.index.lazy import Pending
-from explorer.index.lexical import BM25Index
-from explorer.index.model_host import EMBED_BATCH, ModelHost
-from explorer.index.reader import IndexReader, IndexStats
-from explorer.index.snapshot import LocalSnapshot
-from explorer.index.store import FileState, Store
-from explorer.index.vector_writer import EmbedRun
-from explorer.index.writer import COMMIT_EVERY, BatchReport, IndexWriter, Progress
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.dialog_context import DialogContext
+from explorer.index.local.embed import Embedder
+from explorer.index.local.keeper import StoreKeeper
+from explorer.index.local.lazy import Pending
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.model_host import EMBED_BATCH, ModelHost
+from explorer.index.local.reader import IndexReader, IndexStats
+from explorer.index.local.snapshot import LocalSnapshot
+from explorer.index.local.store import FileState, Store
+from explorer.index.local.vector_writer import EmbedRun
+from explorer.index.local.writer import COMMIT_EVERY, BatchReport, IndexWriter, Progress
 from explorer.vault.links import LinkGraph, resolve_note_name
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import check_vault
 
 if TYPE_CHECKING:
     from explorer.index.backend import ClassicResult
-    from explorer.index.classic import ClassicIndex
+    from explorer.index.local.classic import ClassicIndex
 
 __all__ = ["COMMIT_EVERY", "EMBED_BATCH", "BatchReport", "EmbedRun", "IndexStats", "Progress", "VaultIndex"]
 
@@ -96,7 +96,7 @@ class VaultIndex:
     def _batch_applied(self) -> None:
         """Called after each change batch is applied (a backend that mirrors the index sends it on)."""
 
-    # -- the live state (explorer.index.reader) ---------------------------------------------
+    # -- the live state (explorer.index.local.reader) ---------------------------------------------
     @property
     def lock(self) -> threading.RLock:
         """Held by a writer for a whole batch (readers outside index/ use the read methods instead)."""
@@ -154,7 +154,7 @@ class VaultIndex:
 
     @property
     def neighbours(self) -> dict[str, tuple[str, ...]]:
-        """Turn note path -> its adjacent turns' paths (see explorer.index.dialog)."""
+        """Turn note path -> its adjacent turns' paths (see explorer.index.local.dialog)."""
         return self.reader.dialog.neighbours
 
     # -- the model --------------------------------------------------------------------------
@@ -178,7 +178,7 @@ class VaultIndex:
         """The embedding runtime (empty before the model loads)."""
         return self.model.runtime
 
-    # -- the store (explorer.index.keeper) --------------------------------------------------
+    # -- the store (explorer.index.local.keeper) --------------------------------------------------
     @property
     def store(self) -> Store:
         """The store the index is saved in."""
@@ -207,7 +207,7 @@ class VaultIndex:
         """Start a fresh store file and write the current in-memory index into it (the cache folder vanished)."""
         self.keeper.reopen()
 
-    # -- writing (explorer.index.writer) ----------------------------------------------------
+    # -- writing (explorer.index.local.writer) ----------------------------------------------------
     def open(self, progress: Progress | None = None) -> BatchReport:
         """Load the stored index, then bring it up to date with the vault on disk."""
         return self.writer.open(progress)
@@ -250,7 +250,7 @@ class VaultIndex:
         """Make every lazily opened note whole now, in one pass over the store."""
         self.writer.load_all_notes()
 
-    # -- embedding (explorer.index.model_host) -----------------------------------------------
+    # -- embedding (explorer.index.local.model_host) -----------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
         """The embedding model, loaded on first use; None when embeddings are off or unavailable."""
         return self.model.embedder(progress)
@@ -286,7 +286,7 @@ class VaultIndex:
         """The query vector, or None when no model is available."""
         return self.model.encode_query(text)
 
-    # -- snapshots and reading (explorer.index.reader) ---------------------------------------
+    # -- snapshots and reading (explorer.index.local.reader) ---------------------------------------
     def snapshot(self) -> LocalSnapshot:
         """A read view of the index at its current version, unchanged by later batches until released."""
         return self.reader.snapshot(LocalSnapshot, self)

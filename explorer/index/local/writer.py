@@ -1,9 +1,9 @@
 """The writer of a local index: opening it, scanning the vault, applying change batches, inserting vectors.
 
-`IndexWriter` changes the live state of an `IndexReader` (explorer.index.reader) one batch at a
+`IndexWriter` changes the live state of an `IndexReader` (explorer.index.local.reader) one batch at a
 time, under its lock and after `own()` (so that a snapshot keeps its version), and saves every
-batch through a `StoreKeeper` (explorer.index.keeper). Notes are parsed and tokenized outside
-the lock; vectors come from the `ModelHost`'s embedding loop (explorer.index.model_host) and
+batch through a `StoreKeeper` (explorer.index.local.keeper). Notes are parsed and tokenized outside
+the lock; vectors come from the `ModelHost`'s embedding loop (explorer.index.local.model_host) and
 from the store's vector cache, keyed by content hash.
 """
 
@@ -21,14 +21,14 @@ import numpy as np
 
 from explorer.config import Settings, VaultSettings
 from explorer.index.backend import BatchReport, Progress
-from explorer.index.dialog import turn_position
-from explorer.index.keeper import StoreKeeper
-from explorer.index.lazy import Pending, pending_of
-from explorer.index.lexical import BM25Index
-from explorer.index.model_host import ModelHost
-from explorer.index.reader import IndexReader
-from explorer.index.store import FileState, NoteRecord, StoreError, describe
-from explorer.index.vector_writer import VectorWriter
+from explorer.index.local.dialog import turn_position
+from explorer.index.local.keeper import StoreKeeper
+from explorer.index.local.lazy import Pending, pending_of
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.model_host import ModelHost
+from explorer.index.local.reader import IndexReader
+from explorer.index.local.store import FileState, NoteRecord, StoreError, describe
+from explorer.index.local.vector_writer import VectorWriter
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard
 from explorer.vault.pdf import is_pdf, start_pdf_reader

@@ -4,7 +4,7 @@ Nothing decoded here can execute code: documents hold strings, numbers, lists an
 strings for dates, times and sets (msgpack extension types). A note is stored twice: its whole
 record (text, parts, shards, term counts), read when its text is first needed, and a small head
 (everything an open needs, shards without their text), decoded into lazy records
-(`explorer.index.lazy`) when the index opens.
+(`explorer.index.local.lazy`) when the index opens.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 
 from explorer.index.backend import FileState
-from explorer.index.lazy import Loader, Pending, lazy_note, lazy_shard
+from explorer.index.local.lazy import Loader, Pending, lazy_note, lazy_shard
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
 

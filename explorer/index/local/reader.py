@@ -2,7 +2,7 @@
 
 `IndexReader` holds the tables (notes, shards, shard ids by path, file states, skipped and
 ignored files), the BM25 index, the vectors and the dialog context of one index, its lock and
-its version. Writers (explorer.index.writer, the embedding loop) change them under `lock`,
+its version. Writers (explorer.index.local.writer, the embedding loop) change them under `lock`,
 calling `own` first; readers take a `snapshot` or use the read methods here, which take the lock
 briefly or none at all.
 
@@ -20,20 +20,20 @@ from typing import TYPE_CHECKING, TypeVar
 
 from explorer.config import Settings
 from explorer.index.backend import IndexStats
-from explorer.index.dense import DenseIndex
-from explorer.index.dialog_context import DialogContext
-from explorer.index.lazy import pending_of
-from explorer.index.lexical import BM25Index
-from explorer.index.snapshot import NoteLog
-from explorer.index.store import FileState
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.dialog_context import DialogContext
+from explorer.index.local.lazy import pending_of
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.snapshot import NoteLog
+from explorer.index.local.store import FileState
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
 from explorer.vault.shard import shard_at_cursor
 
 if TYPE_CHECKING:
-    from explorer.index.classic import ClassicIndex
-    from explorer.index.model_host import ModelHost
-    from explorer.index.snapshot import LocalSnapshot, SnapshotOwner
+    from explorer.index.local.classic import ClassicIndex
+    from explorer.index.local.model_host import ModelHost
+    from explorer.index.local.snapshot import LocalSnapshot, SnapshotOwner
 
 __all__ = ["IndexReader", "IndexStats"]
 
@@ -174,7 +174,7 @@ class IndexReader:
         """
         with self.lock:
             if self._classic is None:
-                from explorer.index.classic import ClassicIndex
+                from explorer.index.local.classic import ClassicIndex
 
                 self._classic = ClassicIndex(self.shard_at, self.lock, lambda: (self.version, self.notes))
             self.complete_notes(None)

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from explorer.index.backend import Hit, Restriction, Scope, ScopeError, SnapshotCounts, Spread
-from explorer.index.dense import DenseIndex
-from explorer.index.lazy import Pending, pending_of
-from explorer.index.lexical import BM25Index
-from explorer.index.store import FileState, name_tokens
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.lazy import Pending, pending_of
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.store import FileState, name_tokens
 from explorer.vault.model import Note, Shard
 from explorer.vault.shard import shard_at_cursor
 
@@ -76,7 +76,7 @@ class LocalLexicalStats:
 
 
 class SnapshotOwner(Protocol):
-    """The index a snapshot was taken of (explorer.index.vault_index.VaultIndex)."""
+    """The index a snapshot was taken of (explorer.index.local.vault_index.VaultIndex)."""
 
     @property
     def vault_name(self) -> str: ...
@@ -92,7 +92,7 @@ class LocalSnapshot:
     """A `VaultIndex` at one version (explorer.index.backend.Snapshot).
 
     It holds the objects the index had when it was taken; the index forks an object before its
-    first change after that (`IndexReader.own`, explorer.index.reader), so these stay as they were without being copied
+    first change after that (`IndexReader.own`, explorer.index.local.reader), so these stay as they were without being copied
     here. Reads take no lock.
     """
 
