@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from explorer.cli.answers import (
     DEFAULT_EXCERPT,
@@ -34,6 +34,10 @@ from explorer.cli.answers import (
 from explorer.config import Settings
 from explorer.text.files import RealFolder, UnsafePathError, real_folder
 from explorer.text.safe import plain_input
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
+    from explorer.search.pipeline import SearchPipeline
 
 #: Most results a search or find may ask for.
 MAX_K = 50
@@ -226,14 +230,18 @@ class MemoryService:
         self.session.start(watch=watch, embed=settings.index.embeddings, serve=True)
 
     @property
-    def index(self) -> Any:
+    def index(self) -> IndexBackend:
         """The session's open index."""
-        return self.session.index
+        index = self.session.index
+        assert index is not None  # opened by __init__
+        return index
 
     @property
-    def pipeline(self) -> Any:
+    def pipeline(self) -> SearchPipeline:
         """The session's pipeline."""
-        return self.session.pipeline
+        pipeline = self.session.pipeline
+        assert pipeline is not None  # built by __init__
+        return pipeline
 
     @property
     def watcher(self) -> Any:
@@ -477,7 +485,7 @@ class MemoryService:
         return {
             "vault": str(self.vault),
             **st.counts(),
-            "skipped": dict(sorted(self.index.skipped.items())),
+            "skipped": dict(sorted(self.index.skipped_files().items())),
             "read_only": not self.allow_write,
             "index": self.freshness(),
         }
@@ -521,7 +529,8 @@ class MemoryService:
             report = self.session.refresh(paths=[rel], reread=True)
         if rel in report.skipped:
             raise ToolInputError(f"{rel} was written but cannot be indexed: {report.skipped[rel]}")
-        shards = self.index.shards_by_path.get(rel, [])
+        with self.index.snapshot() as snap:
+            shards = snap.shard_ids(rel)
         return {
             "path": rel,
             "node_id": shards[0] if shards else rel,

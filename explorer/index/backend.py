@@ -258,6 +258,10 @@ class LexicalStats(Protocol):
         """Shards that contain `token`."""
         ...
 
+    def avgdl(self) -> float:
+        """The mean document length in tokens (0.0 for none)."""
+        ...
+
     def tokens(self, node_id: str) -> Collection[str]:
         """The distinct BM25 tokens of a shard (empty when absent)."""
         ...

@@ -64,6 +64,9 @@ class LocalLexicalStats:
     def doc_freq(self, token: str) -> int:
         return self._bm25.doc_freq(token)
 
+    def avgdl(self) -> float:
+        return self._bm25.avgdl
+
     def tokens(self, node_id: str) -> Collection[str]:
         return self._bm25.tokens(node_id)
 
@@ -167,6 +170,11 @@ class LocalSnapshot:
 
     def links(self) -> LinkGraph:
         return self._owner.links_at(self.version, self.notes)
+
+    def links_over(self, notes: Mapping[str, Note]) -> LinkGraph:
+        """The wikilink graph of `notes` (this view's notes with others' beside them: a wider view's),
+        kept by the index as this view's version's graph."""
+        return self._owner.links_at(self.version, notes)
 
     def notes_changed(self, since: int) -> frozenset[str] | None:
         """Paths whose note was added, replaced or removed after version `since` up to this one;

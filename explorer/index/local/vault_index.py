@@ -68,10 +68,13 @@ class VaultIndex:
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         on_message: Callable[[str], None] | None = None,
+        on_batch: Callable[[], None] | None = None,
     ) -> None:
         self.root = check_vault(root)
         self.settings = settings or Settings()
         self.on_message = on_message or (lambda _msg: None)
+        self.on_batch = on_batch or (lambda: None)
+        """Called after each change batch is applied (a backend that mirrors this index sends it on)."""
 
         def say(msg: str) -> None:
             self.on_message(msg)
@@ -94,7 +97,7 @@ class VaultIndex:
         self.writer.vectors.model_changed(model_id)
 
     def _batch_applied(self) -> None:
-        """Called after each change batch is applied (a backend that mirrors the index sends it on)."""
+        self.on_batch()
 
     # -- the live state (explorer.index.local.reader) ---------------------------------------------
     @property
@@ -258,6 +261,24 @@ class VaultIndex:
     def load_model_in_background(self) -> None:
         """Start loading the embedding model in a thread, so that it loads while the index opens."""
         self.model.load_in_background()
+
+    def put_vectors(self, by_hash: Mapping[str, np.ndarray]) -> int:
+        """Give every shard without a vector whose text's content hash is in `by_hash` that vector
+        (computed elsewhere: another writer of a shared collection), cached by the current model;
+        returns the shards given one. A new version when any was."""
+        if not by_hash:
+            return 0
+        self.keeper.save(lambda: self.store.put_vectors(self.model_id, dict(by_hash)))
+        given = 0
+        with self.lock:
+            self.reader.own("dense")
+            for s in list(self.shards.values()):
+                vec = by_hash.get(s.hash)
+                if vec is not None and s.node_id not in self.dense:
+                    self.dense.set(s.node_id, vec)
+                    given += 1
+            self.reader.log_version(())  # vectors only: no note changed
+        return given
 
     def embed_pending(
         self,

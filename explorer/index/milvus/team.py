@@ -15,11 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from explorer.index.backend import ALL_VAULTS, Hit, LexicalStats, Restriction, Scope, Spread
+from explorer.index.backend import ALL_VAULTS, Hit, LexicalStats, Restriction, Scope, SnapshotCounts, Spread
+from explorer.index.local.lexical import BM25_B, BM25_K1
 from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.text.tokenize import tokenize
+from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard, Tag, title_of
+from explorer.vault.shard import shard_at_cursor
 
 FOREIGN = "vault:"
 """Another vault's notes are known in a team search as `vault:NAME/PATH` (node_ids alike)."""
@@ -149,6 +152,9 @@ class _TeamLexical:
     def doc_freq(self, token: str) -> int:
         return self._base.doc_freq(token)
 
+    def avgdl(self) -> float:
+        return self._base.avgdl()
+
     def tokens(self, node_id: str) -> Collection[str]:
         more = self._more.get(node_id)
         return more.keys() if more is not None else self._base.tokens(node_id)
@@ -176,21 +182,8 @@ class TeamSnapshot(MilvusSnapshot):
 
     OUTPUT_FIELDS = ("node_id", "content_hash", "vault", "path")
 
-    __slots__ = ("_engine_expr", "_more_notes", "_more_paths", "_more_shards", "_more_tokens", "_scope")
-
     def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
-        super().__init__(
-            base._owner,
-            base.version,
-            base.notes,  # type: ignore[arg-type]
-            base.shards,  # type: ignore[arg-type]
-            base._by_path,
-            base.neighbours,  # type: ignore[arg-type]
-            base._bm25,
-            base._dense,
-            base._context,
-            states=base._states,
-        )
+        super().__init__(base.index, base.local)
         self._released = True  # the base view holds the pin and releases it
         self._scope = scope
         self._more_notes: dict[str, Note] = {}
@@ -199,9 +192,8 @@ class TeamSnapshot(MilvusSnapshot):
         self._more_tokens: dict[str, Counter[str]] = {}
         self.notes = _Overlay(base.notes, self._more_notes)
         self.shards = _Overlay(base.shards, self._more_shards)
-        self._by_path = _Overlay(base._by_path, self._more_paths)  # type: ignore[assignment]
         self._engine_expr = self._scope_expr()
-        self.lexical = _TeamLexical(base.lexical, self._more_tokens)  # type: ignore[assignment]
+        self.lexical = _TeamLexical(base.lexical, self._more_tokens)
 
     # -- filters ------------------------------------------------------------------------------
     def _scope_expr(self) -> tuple[str, str]:
@@ -321,6 +313,28 @@ class TeamSnapshot(MilvusSnapshot):
         self._more_notes[note.path] = note
 
     # -- reads --------------------------------------------------------------------------------
+    def shard_ids(self, path: str) -> Sequence[str]:
+        more = self._more_paths.get(path)
+        return more if more is not None else self.local.shard_ids(path)
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        shards = self.shards
+        return shard_at_cursor((shards.get(n) for n in self.shard_ids(path)), cursor)
+
+    def links(self) -> LinkGraph:
+        return self.local.links_over(self.notes)
+
+    def counts(self) -> SnapshotCounts:
+        """The sizes of this view, other vaults' notes read so far included."""
+        own = self.local.counts()
+        with_vectors = len(self.local.shards) - own.pending
+        return SnapshotCounts(
+            notes=len(self.notes),
+            shards=len(self.shards),
+            pending=len(self.shards) - with_vectors,
+            version=self.version,
+        )
+
     def modified(self, path: str) -> int | None:
         other = self._more_notes.get(path)
         if other is None:
@@ -338,9 +352,9 @@ class TeamSnapshot(MilvusSnapshot):
         lacks counts as a word of no document here.
         """
         own = [n for n in ids if n not in self._more_tokens]
-        out = self._bm25.get_scores(tokens, keys=own) if own else {}
-        bm = self._bm25
-        idf, avgdl, n = bm.idf(), bm.avgdl or 1.0, len(bm)
+        lex = self.local.lexical
+        out = lex.scores(tokens, own) if own else {}
+        idf, avgdl, n = lex.idf(), lex.avgdl() or 1.0, lex.n_docs()
         unseen = math.log(n + 0.5) - math.log(0.5)
         for nid in ids:
             counts = self._more_tokens.get(nid)
@@ -353,7 +367,7 @@ class TeamSnapshot(MilvusSnapshot):
                 if tf:
                     known = idf.get(t)
                     w = unseen if known is None else known
-                    score += w * tf * (bm.k1 + 1) / (tf + bm.k1 * (1 - bm.b + bm.b * dl / avgdl))
+                    score += w * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
             out[nid] = score
         return out
 
