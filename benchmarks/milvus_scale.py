@@ -133,12 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         from explorer.index.milvus import MilvusSnapshot
 
         class FullFetch(MilvusSnapshot):  # every vector search asks for all its rows at once, as before
-            __slots__ = ()
-
             def _first_fetch(self, k: int) -> int:
                 return k
 
-        flat.snapshot = lambda: flat.reader.snapshot(FullFetch, flat)  # type: ignore[method-assign, assignment]
+        flat.snapshot = lambda: FullFetch(flat, flat.local.snapshot())  # type: ignore[method-assign]
         flat.open()
         res["flat_arm_index"] = flat.engine.client().describe_index(flat.engine.collection, "vector")
     wide = nocache = server = served = None
