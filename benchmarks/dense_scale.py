@@ -51,8 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scipy import sparse
 
     from benchmarks.speed import _WordStream, make_queries, vocabulary, word_vectors
-    from explorer.index.dense import DenseIndex
-    from explorer.index.embed import load_embedder
+    from explorer.index.local.dense import DenseIndex
+    from explorer.index.local.embed import load_embedder
 
     vocab = vocabulary()
     wv = np.load(word_vectors(vocab, args.out)).astype(np.float32)

@@ -95,7 +95,7 @@ def rankings(vault: Path, cache: Path) -> list[dict[str, Any]]:
             first = plain_query(body[spans[0][0] : spans[0][1]])[:400] if spans else ""
             heads.append(f"{note.title}. {first}")
         head_vecs = emb.embedder.encode(heads)
-        idf = snap.idf()
+        idf = snap.lexical.idf()
 
         def by_vector(matrix: Any, vec: Any) -> list[str]:
             return [paths[i] for i in np.argsort(-(matrix @ vec))[:DEPTH]]

@@ -35,10 +35,10 @@ from typing import Any
 
 from benchmarks.locomo import DEFAULT_DATA, load_conversations
 from benchmarks.locomo_loo import ANSWERABLE_FLAG_MAX, _load, _mean, loo
-from explorer.index.windows import query_words
 from explorer.search.quality import TURN_MEDIUM, coverage, token_idf
 from explorer.search.stated import stated_tokens
 from explorer.text.tokenize import tokenize
+from explorer.vault.windows import query_words
 
 
 def features(records: list[dict[str, Any]], data: Path) -> None:

@@ -331,8 +331,8 @@ def features(r: dict[str, Any], conv: Conv, cut: int = DEPTH) -> tuple[np.ndarra
     first_speaker = conv.speaker[rows_i[0]]
     top3_sessions = [conv.session[i] for i in rows_i[:3]]
     named = set(r["named"])
-    from explorer.index.windows import query_words
     from explorer.search.quality import coverage, token_idf
+    from explorer.vault.windows import query_words
 
     asked = [w for w in query_words(r["question"]) if w not in conv.names]
     n_docs = len(conv.dias)

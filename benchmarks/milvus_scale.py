@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     offline_environment()
     from explorer.config import Settings
     from explorer.engine import make_pipeline
+    from explorer.index.local.vault_index import VaultIndex
     from explorer.index.milvus import MilvusIndex
-    from explorer.index.vault_index import VaultIndex
 
     args.out.mkdir(parents=True, exist_ok=True)
     vocab = vocabulary()
@@ -153,12 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         from explorer.index.milvus import MilvusSnapshot
 
         class FullFetch(MilvusSnapshot):  # every vector search asks for all its rows at once, as before
-            __slots__ = ()
-
             def _first_fetch(self, k: int) -> int:
                 return k
 
-        flat.snapshot = lambda: flat.reader.snapshot(FullFetch, flat)  # type: ignore[method-assign, assignment]
+        flat.snapshot = lambda: FullFetch(flat, flat.local.snapshot())  # type: ignore[method-assign]
         flat.open()
         res["flat_arm_index"] = flat.engine.client().describe_index(flat.engine.collection, "vector")
     wide = nocache = server = served = None
@@ -419,8 +417,8 @@ def curve_main(argv: list[str]) -> int:
 def _caller(args: argparse.Namespace, uri: str) -> tuple[Any, Any]:
     """The searching vault's MilvusIndex on `uri` (opened; not synced) and its settings."""
     from explorer.config import Settings
+    from explorer.index.local.vault_index import VaultIndex
     from explorer.index.milvus import MilvusIndex
-    from explorer.index.vault_index import VaultIndex
 
     vocab = vocabulary()
     vault = ensure_vault(args.notes, args.out, vocab)

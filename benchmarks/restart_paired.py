@@ -74,7 +74,7 @@ BUILD = r"""
 import sys, time
 from pathlib import Path
 from explorer.config import load_settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 sys.path.insert(0, sys.argv[4])
 from benchmarks.speed import install_standin_vectors, vocabulary
 vault, cache, wordvecs = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])

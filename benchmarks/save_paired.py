@@ -43,7 +43,7 @@ try:
     from explorer.engine import make_pipeline
 except ImportError:  # an older tree
     from explorer.cli import make_pipeline
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 
 def status(key):
     for line in open("/proc/self/status"):

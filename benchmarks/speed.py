@@ -250,7 +250,7 @@ def word_vectors(vocab: list[str], out: Path) -> Path:
     path = out / f"speed-wordvecs-{key}.npy"
     if path.is_file():
         return path
-    from explorer.index.embed import load_embedder
+    from explorer.index.local.embed import load_embedder
 
     emb = load_embedder(None, "onnx")
     t = time.perf_counter()
@@ -360,7 +360,7 @@ def worker(
     t = time.perf_counter()
     from explorer.config import load_settings
     from explorer.engine import make_pipeline
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     res["import_s"] = round(time.perf_counter() - t, 2)
 
@@ -557,8 +557,8 @@ def embed_throughput_child(vault: Path, n_shards: int, repeats: int) -> int:
     import numpy as np
 
     from explorer.config import load_settings
-    from explorer.index.embed import resolve_model
-    from explorer.index.vault_index import EMBED_BATCH, VaultIndex
+    from explorer.index.local.embed import resolve_model
+    from explorer.index.local.vault_index import EMBED_BATCH, VaultIndex
 
     cache = Path(tempfile.mkdtemp(prefix="explorer-embed-bench-"))
     try:

@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     offline_environment()
     if args.no_embedding:
-        from explorer.index.vault_index import VaultIndex
+        from explorer.index.local.vault_index import VaultIndex
 
         VaultIndex.pending = lambda self: []  # the model worker then finds nothing to embed
     from benchmarks.speed import make_queries, vocabulary

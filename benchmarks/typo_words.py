@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     index, _ = open_index(vault, load_settings(vault))
     try:
         with index.snapshot() as snap:
-            vocab, doc_freq = snap.idf(), snap.doc_freq
+            vocab, doc_freq = snap.lexical.idf(), snap.lexical.doc_freq
             words = vault_words(vault)
             lists: dict[str, tuple[Lexicon | None, float]] = {"vault only": (None, 0.0)}
             t = time.perf_counter()

@@ -55,7 +55,7 @@ def turn_notes(said: Sequence[tuple[str, str]], per_session: int = 4) -> dict[st
 def embedded_index(vault: Path, embedder: Any) -> Iterator[Any]:
     """The vault's index at its own settings, opened with every shard embedded by `embedder`; closed after."""
     from explorer.config import load_settings
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     index = VaultIndex(vault, load_settings(vault), embedder=embedder)
     index.open()
@@ -98,7 +98,7 @@ class CountingEmbedder:
 @pytest.fixture(scope="session")
 def embedder():
     """The bundled all-MiniLM-L6-v2 through the ONNX runtime, loaded once per test session."""
-    from explorer.index.embed import load_embedder
+    from explorer.index.local.embed import load_embedder
 
     return load_embedder(None, "onnx")
 
@@ -120,7 +120,7 @@ def _run_shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
 def sample_index_folder(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
     """An index folder of sample_vault with every shard embedded, built once per test run: the first
     worker process to ask embeds the vault (both cores) while the others wait, then each copies it."""
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     shared = _run_shared_folder(tmp_path_factory)
     where = (shared or tmp_path_factory.getbasetemp()) / "sample-index"
@@ -141,7 +141,7 @@ def sample_index_folder(tmp_path_factory: pytest.TempPathFactory, embedder) -> P
 def sample_index(sample_copy: Path, sample_index_folder: Path, embedder):
     """The sample vault indexed with vectors (shared; do not modify its files). Its index folder starts
     as a copy of the run's `sample_index_folder`, so opening it embeds nothing."""
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     if not (sample_copy / ".explorer").exists():
         shutil.copytree(sample_index_folder, sample_copy / ".explorer")
@@ -161,7 +161,7 @@ def vault_copy(tmp_path: Path) -> Path:
 def seed_vectors(vault: Path, sample_index) -> None:
     """Open `vault`'s index and cache in it every vector of the shared sample index (nothing embedded)."""
     from explorer.config import Settings
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     index = VaultIndex(vault, Settings(), embedder=None)
     index.open()

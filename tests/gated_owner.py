@@ -41,12 +41,12 @@ class GatedEmbedder:
 def main() -> int:
     vault, gate = Path(sys.argv[1]), Path(sys.argv[2])
     from explorer.config import load_settings
-    from explorer.index.embed import load_embedder
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.embed import load_embedder
+    from explorer.index.local.vault_index import VaultIndex
 
     if len(sys.argv) > 3:
         try:
-            from explorer.index.store.owner import name_this_process
+            from explorer.index.local.store.owner import name_this_process
         except ImportError:  # a version without an embedding owner
             pass
         else:

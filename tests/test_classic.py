@@ -13,7 +13,7 @@ import pytest
 from conftest import write_notes
 from explorer.cli import main
 from explorer.config import Settings
-from explorer.index.classic import (
+from explorer.index.local.classic import (
     DEFAULTS,
     MAX_RESULTS,
     MAX_SNIPPET_CHARS,
@@ -22,7 +22,7 @@ from explorer.index.classic import (
     ClassicResult,
     run_mode,
 )
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 
 NOTES = {
     "Knowledge/great-wall.md": (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from explorer.index.debounce import Debouncer
+from explorer.engine.debounce import Debouncer
 
 
 def _consumer(deb: Debouncer[int], out: list[tuple[float, list[int], bool]], stop: threading.Event):

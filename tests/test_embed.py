@@ -1,4 +1,4 @@
-"""Tests for explorer.index.embed: runtime parity, the ONNX artefact cache, and errors."""
+"""Tests for explorer.index.local.embed: runtime parity, the ONNX artefact cache, and errors."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.index import embed
-from explorer.index.embed import (
+from explorer.index.local import embed
+from explorer.index.local.embed import (
     DEFAULT_MODEL_ID,
     Embedder,
     EmbedderUnavailable,
@@ -28,8 +28,8 @@ from explorer.index.embed import (
     model_id_for_dir,
     resolve_model,
 )
-from explorer.index.embed import artefact as embed_artefact
-from explorer.index.embed import models as embed_models
+from explorer.index.local.embed import artefact as embed_artefact
+from explorer.index.local.embed import models as embed_models
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -260,7 +260,7 @@ def test_onnx_order_and_batching_do_not_change_vectors(embed_onnx: OnnxEmbedder)
 
 
 def test_length_batches_keep_short_texts_apart_from_long_ones() -> None:
-    from explorer.index.embed.runtimes import length_batches
+    from explorer.index.local.embed.runtimes import length_batches
 
     # A 300-token paragraph, short sentences and mid-length ones: each position once, longest first,
     # no batch over its size, and no text under half its batch's longest.
@@ -464,7 +464,7 @@ def test_onnx_path_does_not_import_torch(embed_onnx: OnnxEmbedder, embed_cache_d
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from explorer.index.embed import OnnxEmbedder, resolve_model\n"
+        "from explorer.index.local.embed import OnnxEmbedder, resolve_model\n"
         "messages = []\n"
         f"e = OnnxEmbedder(resolve_model(None), Path({str(embed_cache_dir)!r}),"
         " progress=messages.append)\n"

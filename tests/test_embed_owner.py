@@ -120,7 +120,7 @@ def test_an_owner_killed_mid_run_leaves_the_lock_free(tmp_path: Path) -> None:
 
 def test_a_waiting_process_stops_waiting_when_cancelled(tmp_path: Path, embedder) -> None:
     from explorer.config import load_settings
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     vault = small_vault(tmp_path / "vault")
     gate = tmp_path / "gate"
@@ -146,7 +146,7 @@ def test_a_waiting_process_stops_waiting_when_cancelled(tmp_path: Path, embedder
 
 
 def test_the_lock_is_one_per_folder_across_processes(tmp_path: Path) -> None:
-    from explorer.index.store.owner import EmbedOwner, name_this_process
+    from explorer.index.local.store.owner import EmbedOwner, name_this_process
 
     folder = tmp_path / "idx"
     folder.mkdir()
@@ -158,7 +158,7 @@ def test_the_lock_is_one_per_folder_across_processes(tmp_path: Path) -> None:
                 f"""
                 import sys, time
                 from pathlib import Path
-                from explorer.index.store.owner import EmbedOwner, name_this_process
+                from explorer.index.local.store.owner import EmbedOwner, name_this_process
                 name_this_process("explorer mcp")
                 lock = EmbedOwner(Path({str(folder)!r}))
                 assert lock.acquire()
@@ -202,7 +202,7 @@ STORE_WORKER = """
 import os, sys, time, random
 import numpy as np
 from pathlib import Path
-from explorer.index.store import Store
+from explorer.index.local.store import Store
 folder, role, until, prune = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
 go = folder.parent / "go"
 while not go.exists():
@@ -261,7 +261,7 @@ def test_two_writers_and_a_reader_share_one_store(tmp_path: Path, prune: bool) -
         assert p.returncode == 0, err[-3000:]
     assert outs[-1][0].split() == ["short", "0"]
     assert not [p.name for p in folder.iterdir() if p.name.startswith("index.sqlite.")]  # none moved aside
-    from explorer.index.store import Store
+    from explorer.index.local.store import Store
 
     store = Store(folder)
     hashes = [h for (h,) in store.conn.execute("SELECT hash FROM vec_rows")]
@@ -278,7 +278,7 @@ OPEN_WORKER = """
 import os, sys, time
 import numpy as np
 from pathlib import Path
-from explorer.index.store import Store
+from explorer.index.local.store import Store
 base, start, rounds = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 for k in range(rounds):
     at = start + 0.4 * k
@@ -312,7 +312,7 @@ def test_processes_opening_a_new_index_folder_at_once_keep_one_database(tmp_path
     outs = [p.communicate(timeout=PATIENCE) for p in procs]
     for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
-    from explorer.index.store import Store
+    from explorer.index.local.store import Store
 
     for k in range(rounds):
         folder = tmp_path / f"idx-{k}"

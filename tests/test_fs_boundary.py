@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO, write_notes
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.vault.scan import system_root_reason
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.llm import TERMS_SYSTEM, parse_analysis_reply
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.prompt import NOTE_CLOSE

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO, write_notes
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 
 NEIGHBOURS = {

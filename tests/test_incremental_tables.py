@@ -16,8 +16,8 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import load_settings
-from explorer.index.lexical import BM25Index
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 
 NOTES = {

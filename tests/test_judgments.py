@@ -9,8 +9,8 @@ import pytest
 
 from conftest import SIZE, make_app, search, settle, sync, write_notes
 from explorer.cli import main
-from explorer.index.judgments import append_judgment, load_judgments, make_judgment
 from explorer.tui.widgets.results import ResultsList
+from explorer.vault.judgments import append_judgment, load_judgments, make_judgment
 
 NOTES = {
     "Pets/hamster.md": "# Hamster\n\nA Syrian hamster needs a 30 cm wheel and deep bedding.\n",

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from explorer.config import Settings
-from explorer.index.lexical import BM25Index
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
 
 

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.link_suggest import cases, hide_links
 from conftest import write_notes
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.vault.parse import parse_note
 
 TEXT = "Fed the [[Sourdough starter|levain]] today, see [[Bread]] and [crumb notes](Crumb%20notes.md).\n"

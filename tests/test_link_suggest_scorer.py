@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import write_notes
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.linkrank import FEATURES, Candidates, by_name, fit
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.suggest import TRAIN_MIN, LinkSuggester

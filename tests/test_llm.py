@@ -14,7 +14,7 @@ import pytest
 from conftest import write_notes
 from explorer.config import LLMSettings, Settings, load_settings
 from explorer.engine import make_pipeline
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.llm import (
     ANALYSIS_SYSTEM,
     TERMS_SYSTEM,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import write_notes
+from explorer.index.local.vault_index import VaultIndex
 from explorer.index.targets import resolve_target
-from explorer.index.vault_index import VaultIndex
 from explorer.vault.parse import parse_note
 
 NOTES = {

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import load_settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.memory import asks
 from explorer.search.pipeline import SearchPipeline
 

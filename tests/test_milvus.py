@@ -181,7 +181,7 @@ def test_analyzer_keeps_explorer_tokens_whole(lite_db: str, tmp_path: Path) -> N
 
 def test_milvus_rankings_match_local(tmp_path: Path, lite_db: str, embedder) -> None:
     """The same vault answers the same on both backends (the sample vault, real model)."""
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     vault = write_notes(tmp_path / "vault", NOTES)
     local = VaultIndex(
@@ -214,7 +214,7 @@ def test_smaller_first_fetches_keep_the_rankings(tmp_path: Path, lite_db: str, e
     """Vector and BM25 searches ask the engine for fewer rows first and again for all when those do not
     settle the ranking (no cosine floor here, notes of many sections, words in every note): the answers
     stay the local ones."""
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     topics = ["river", "mountain", "bread", "engine", "violin", "garden", "comet", "harbour"]
     notes = {
@@ -291,7 +291,7 @@ def test_an_app_index_answers_from_its_own_index_until_the_engine_is_current(
     the URI; once a real engine serves at that URI, the collection catches up and searches go to it."""
     if not MILVUS_LITE.exists():
         pytest.skip("milvus-lite server is not installed")
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     vault = write_notes(tmp_path / "vault", NOTES)
     local_settings = replace(Settings(), index=replace(Settings().index, cache_dir=str(tmp_path / "c1")))
@@ -525,7 +525,7 @@ def test_two_watchers_and_an_mcp_writer_share_one_collection(tmp_path: Path) -> 
     from mcp import Client, StdioServerParameters
     from pymilvus import MilvusClient
 
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     server = LiteServer(tmp_path / "engine")
     server.start()

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from explorer.config import Settings
-from explorer.index import model_host
 from explorer.index.backend import ModelState
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local import model_host
+from explorer.index.local.vault_index import VaultIndex
 from tests.conftest import write_notes
 
 WORDS = (

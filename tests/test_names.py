@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_notes
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 
 LONG = " ".join(

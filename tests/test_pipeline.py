@@ -12,7 +12,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.fusion import Ranking, rrf
 from explorer.search.pipeline import QueryError, SearchPipeline
 from explorer.search.query import parse_query

@@ -7,7 +7,7 @@ from pathlib import Path
 from conftest import write_notes
 from explorer.config import Settings
 from explorer.engine import make_pipeline
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 
 LEXICAL = Settings().with_overrides({"index.embeddings": False, "rerank.enabled": False})
 NOTES = {

@@ -542,7 +542,7 @@ def test_local_backend_budget_estimate_counts_uncached_windows(sample_index, ham
 
 
 def test_local_backend_scores_notes_not_embedded_yet_within_its_estimate(tmp_path: Path, embedder) -> None:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     root = tmp_path / "fresh"
     root.mkdir()
@@ -824,7 +824,7 @@ def test_llm_prompt_lists_every_candidate() -> None:
 def test_cross_encoder_backend_scores_with_a_local_model(tmp_path: Path) -> None:
     from transformers import AutoTokenizer, BertForSequenceClassification
 
-    from explorer.index.embed import bundled_model_dir
+    from explorer.index.local.embed import bundled_model_dir
 
     src = bundled_model_dir()
     if src is None:
@@ -861,7 +861,7 @@ import sys
 from pathlib import Path
 from explorer.engine import make_pipeline
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 s = Settings().with_overrides({"experimental.rerank_pass2_timeout_ms": 5, "experimental.rerank_early_exit_ratio": 100.0, "experimental.rerank_early_exit_gap": 1.0})
 ix = VaultIndex(Path(sys.argv[1]), s)
 ix.open()

@@ -10,7 +10,7 @@ import pytest
 from conftest import write_notes
 from explorer.config import Settings
 from explorer.engine import make_pipeline
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.fusion import Fused, rrf, score_fusion
 from explorer.search.schema import Ranking
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import write_notes
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 
 WORDS = "Hamsters are small rodents kept as pets; they sleep by day and run at night on a wheel."

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, write_notes
 from explorer.config import load_settings
 from explorer.engine.server import SearchServer, ask, settings_key, socket_path
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 
 FLAGS = {"index.embeddings": False}
 

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import Settings
-from explorer.index.lexical import BM25Index
-from explorer.index.vault_index import VaultIndex
-from explorer.index.watch import VaultWatcher
+from explorer.engine.watch import VaultWatcher
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.twopass import Analysis
 from explorer.text.tokenize import tokenize
@@ -128,7 +128,7 @@ def test_a_snapshot_keeps_its_rankings_while_batches_land_and_its_release_lets_r
         top = snap.bm25_top(tokenize("lanterns harbour"), 10)
         allowed = snap.restrict({i for i in snap.shards if snap.shards[i].path != "garden.md"})
         restricted = snap.bm25_top(tokenize("lanterns"), 10, allowed)
-        df = snap.doc_freq("lantern")
+        df = snap.lexical.doc_freq("lantern")
         write_notes(root, {"zephyr.md": NEW_NOTE, "harbour.md": CHANGED_HARBOUR})
         (root / "market.md").unlink()
         for _ in range(3):  # several batches while the snapshot is held
@@ -136,7 +136,11 @@ def test_a_snapshot_keeps_its_rankings_while_batches_land_and_its_release_lets_r
             write_notes(root, {"zephyr.md": NEW_NOTE + "\nMore lanterns.\n"})
         assert snap.bm25_top(tokenize("lanterns harbour"), 10) == top
         assert snap.bm25_top(tokenize("lanterns"), 10, allowed) == restricted
-        assert snap.doc_freq("lantern") == df and snap.n_docs() == 3 and set(snap.notes) == set(NOTES)
+        assert (
+            snap.lexical.doc_freq("lantern") == df
+            and snap.lexical.n_docs() == 3
+            and set(snap.notes) == set(NOTES)
+        )
         assert snap.counts().version < index.version
         snap.release()
         with index.snapshot() as now:

@@ -17,9 +17,9 @@ import numpy as np
 
 from conftest import CountingEmbedder
 from explorer.config import Settings
-from explorer.index import store as store_mod
-from explorer.index.store import Store
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local import store as store_mod
+from explorer.index.local.store import Store
+from explorer.index.local.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
 
 LEXICAL = Settings().with_overrides({"index.embeddings": False})
@@ -169,7 +169,7 @@ def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None
     before = index.store.load_record  # the records are not read until the text is needed
     reads: list[str] = []
     index.store.load_record = lambda path, digest: reads.append(path) or before(path, digest)  # type: ignore[method-assign]
-    from explorer.index.store import name_tokens
+    from explorer.index.local.store import name_tokens
     from explorer.search.names import NameIndex
 
     names = NameIndex()
@@ -209,7 +209,7 @@ def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None
 WRITER = textwrap.dedent(
     """
     import sys, numpy as np
-    from explorer.index.store import Store
+    from explorer.index.local.store import Store
     s = Store(__import__("pathlib").Path(sys.argv[1]))
     print("ready", flush=True)
     i = 0
@@ -249,7 +249,7 @@ def test_store_schema_version_is_recorded(tmp_path: Path) -> None:
 
 
 def test_dense_set_many_equals_set() -> None:
-    from explorer.index.dense import DenseIndex
+    from explorer.index.local.dense import DenseIndex
 
     rng = np.random.default_rng(3)
     vecs = rng.normal(size=(300, 8)).astype(np.float32)
@@ -269,7 +269,7 @@ def test_dense_set_many_equals_set() -> None:
 
 def test_dense_search_equals_a_brute_force_reference_on_every_path() -> None:
     """All rows live, rows removed (free slots), a small and a large filter, one and several queries."""
-    from explorer.index.dense import DenseIndex
+    from explorer.index.local.dense import DenseIndex
 
     rng = np.random.default_rng(5)
     vecs = rng.normal(size=(400, 8)).astype(np.float32)
@@ -304,7 +304,7 @@ def test_dense_search_equals_a_brute_force_reference_on_every_path() -> None:
 
 
 def test_an_interrupted_first_index_resumes_where_it_stopped(tmp_path: Path, monkeypatch) -> None:
-    from explorer.index import writer
+    from explorer.index.local import writer
 
     monkeypatch.setattr(writer, "COMMIT_EVERY", 10)
     root = _vault(tmp_path, n=35)
@@ -384,7 +384,7 @@ def test_vector_file_checked_whole_once_until_it_changes(tmp_path: Path) -> None
 
 
 def test_dense_rows_off_unit_length_by_more_than_a_thousandth_are_normalised() -> None:
-    from explorer.index.dense import DenseIndex
+    from explorer.index.local.dense import DenseIndex
 
     rng = np.random.default_rng(5)
     unit = rng.standard_normal((6, 384)).astype(np.float32)
@@ -405,7 +405,7 @@ def test_notes_parsed_under_older_rules_are_read_again_with_their_vectors_kept(
     tmp_path: Path, monkeypatch
 ) -> None:
     """A parser or sharder change reaches notes whose files did not change; no vector is lost."""
-    import explorer.index.writer as vi
+    import explorer.index.local.writer as vi
 
     root = _vault(tmp_path)
     real = vi.make_shards

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, CountingEmbedder, fill_disk, run_mount, write_notes
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 
 LEXICAL = Settings().with_overrides({"index.embeddings": False})
 
@@ -100,7 +100,7 @@ def test_crafted_pickle_in_an_old_store_is_never_executed(tmp_path: Path) -> Non
 
 
 def test_a_version_number_reused_by_another_layout_is_rebuilt_not_misread(tmp_path: Path) -> None:
-    from explorer.index.store import SCHEMA_VERSION
+    from explorer.index.local.store import SCHEMA_VERSION
 
     root = _vault(tmp_path)
     marker = tmp_path / "pwned"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CountingEmbedder, write_notes
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
 

@@ -45,7 +45,7 @@ def dated_vault(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def pipe(tmp_path_factory: pytest.TempPathFactory, embedder) -> SearchPipeline:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     vault = dated_vault(tmp_path_factory.mktemp("dated") / "vault")
     index = VaultIndex(vault, Settings(), embedder=embedder)
@@ -386,7 +386,7 @@ def test_app_rows_show_the_notes_date(tui_vault: Path, embedder, tmp_path: Path)
 
 
 def test_an_edited_property_or_date_is_searched_at_once(tmp_path: Path, embedder) -> None:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
 
     vault = dated_vault(tmp_path / "vault")
     index = VaultIndex(vault, Settings(), embedder=embedder)
@@ -411,7 +411,7 @@ def test_an_edited_property_or_date_is_searched_at_once(tmp_path: Path, embedder
 
 
 def test_a_pdf_is_dated_by_its_file_time_and_filtered_like_a_note(tmp_path: Path, embedder) -> None:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local.vault_index import VaultIndex
     from pdfs import text_pdf
 
     vault = dated_vault(tmp_path / "vault")

@@ -11,7 +11,7 @@ import pytest
 from conftest import CountingEmbedder, embedded_index, turn_notes, write_notes
 from explorer.config import load_settings
 from explorer.engine.session import Session
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.tokens import TokenVectors, token_scores, word_matches
 

@@ -534,8 +534,8 @@ async def test_model_loads_in_background_and_results_upgrade(
     tui_vault: Path, embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Until the model is ready the status says lexical (model loading) and so do the results; then they turn hybrid."""
-    from explorer.index import model_host
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.local import model_host
+    from explorer.index.local.vault_index import VaultIndex
 
     gate = threading.Event()
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import write_notes
 from explorer.config import Settings
 from explorer.engine import make_pipeline
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.search.schema import ContextShard, SearchResult, SearchResults
 from explorer.search.twopass import Analysis, heuristic_analysis, merge_passes, repeats_query

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from explorer.config import Settings, VaultSettings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.vault.links import LinkGraph
 from explorer.vault.parse import parse_note
 from explorer.vault.scan import is_ignored, load_note, read_text, scan_vault, source_type_for
@@ -181,7 +181,7 @@ def test_long_sections_split_within_model_window_with_overlap() -> None:
 def test_estimate_never_far_below_real_word_pieces(embedder) -> None:
     from tokenizers import Tokenizer
 
-    from explorer.index.embed import bundled_model_dir
+    from explorer.index.local.embed import bundled_model_dir
 
     tok = Tokenizer.from_file(str(bundled_model_dir() / "tokenizer.json"))
     tok.no_padding()

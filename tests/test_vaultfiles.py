@@ -14,7 +14,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
+from explorer.index.local.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
 from explorer.vault import pdf as pdf_mod
 from pdfs import HOSTILE, bomb_pdf, damaged_page_pdf, hostile_text_pdf, many_pages_pdf, text_pdf
@@ -412,7 +412,7 @@ def test_cli_stats_and_search_show_pdfs_and_canvases_safely(tmp_path: Path) -> N
 
 
 def test_watcher_follows_pdf_and_canvas_changes(tmp_path: Path) -> None:
-    from explorer.index.watch import VaultWatcher
+    from explorer.engine.watch import VaultWatcher
 
     root = write_notes(tmp_path / "v", {"keep.md": "steady anchor\n"})
     index = VaultIndex(root, LEXICAL.with_overrides({"experimental.watch_debounce_ms": 100}))

@@ -19,8 +19,8 @@ from conftest import write_notes
 from explorer.cli.index import format_batch
 from explorer.config import Settings
 from explorer.engine.session import Session, SessionHooks
-from explorer.index.vault_index import BatchReport, VaultIndex
-from explorer.index.watch import VAULT_MISSING, WATCHING, VaultWatcher
+from explorer.engine.watch import VAULT_MISSING, WATCHING, VaultWatcher
+from explorer.index.local.vault_index import BatchReport, VaultIndex
 from explorer.search.pipeline import SearchPipeline
 from explorer.text.tokenize import tokenize
 from explorer.vault import scan as scan_mod
@@ -262,7 +262,7 @@ def test_chmod_while_closed_is_retried_on_open(tmp_path: Path, monkeypatch: pyte
 
 
 def test_half_written_file_is_read_again_when_it_settles(watched, monkeypatch: pytest.MonkeyPatch) -> None:
-    from explorer.index import writer as vi
+    from explorer.index.local import writer as vi
 
     real_load = vi.load_note
     raced = threading.Event()
@@ -609,7 +609,7 @@ def test_save_to_searchable_latency(watched, record_property) -> None:
         term = tokenize(word)
         while True:
             with h.index.snapshot() as snap:
-                found = snap.doc_freq(term[0]) > 0
+                found = snap.lexical.doc_freq(term[0]) > 0
             if found:
                 break
             if time.perf_counter() - t0 > 20:

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from explorer.config import Settings
-from explorer.index.vault_index import VaultIndex
-from explorer.index.watch import VaultWatcher
+from explorer.engine.watch import VaultWatcher
+from explorer.index.local.vault_index import VaultIndex
 from explorer.text.tokenize import tokenize
 
 # watchdog's own notice when a new folder is registered twice during its recursive walk.
@@ -156,14 +156,14 @@ class WatchedVault(RuleBasedStateMachine):
             with self.index.snapshot() as live:  # what a search reads: one version
                 live_notes = set(live.notes)
                 live_shards = {k: s.hash for k, s in live.shards.items()}
-                live_scores = [live.bm25_scores(tokenize(q), list(live.shards)) for q in queries]
+                live_scores = [live.lexical.scores(tokenize(q), list(live.shards)) for q in queries]
             assert live_notes == self.files, (sorted(live_notes ^ self.files), self.errors)
             assert live_notes == set(fresh.notes)
             assert live_shards == {k: s.hash for k, s in fresh.shards.items()}
             assert live_skipped == fresh.skipped == {}
             for q, live_q in zip(queries, live_scores):
                 with fresh.snapshot() as ref_snap:
-                    ref = ref_snap.bm25_scores(tokenize(q), list(ref_snap.shards))
+                    ref = ref_snap.lexical.scores(tokenize(q), list(ref_snap.shards))
                 assert live_q.keys() == ref.keys()
                 for key, score in ref.items():
                     assert abs(live_q[key] - score) <= 1e-9, (q, key, live_q[key], score)

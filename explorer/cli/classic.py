@@ -9,12 +9,12 @@ from typing import TextIO
 
 from explorer.cli.render import embed_lines, mark, print_json, use_color
 from explorer.config import Settings
-from explorer.index.classic import ClassicQueryError, ClassicResult
+from explorer.index.backend import ClassicQueryError, ClassicResult
 from explorer.index.targets import ContextError, context_for
 from explorer.index.transclusion import after_lines, with_embeds
-from explorer.index.windows import ContextWindow
 from explorer.search.classic import find
 from explorer.text.safe import safe_text
+from explorer.vault.windows import ContextWindow
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 

@@ -6,17 +6,23 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.cli.render import print_json
 from explorer.config import Settings
-from explorer.index.judgments import Judgment, latest_marks, load_judgments, score_query
 from explorer.text.safe import safe_text
+from explorer.vault.judgments import Judgment, latest_marks, load_judgments, score_query
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
+    from explorer.search.pipeline import SearchPipeline
 
 BASELINE = "eval-baseline.json"
 
 
-def replay(pipeline: Any, index: Any, judgments: list[Judgment], k: int = 10) -> dict[str, Any]:
+def replay(
+    pipeline: SearchPipeline, index: IndexBackend, judgments: list[Judgment], k: int = 10
+) -> dict[str, Any]:
     """Run every marked query again and score it against its marks.
 
     Per query: nDCG@10 and MRR@10 over the notes marked relevant, the relevant notes that
@@ -34,8 +40,8 @@ def replay(pipeline: Any, index: Any, judgments: list[Judgment], k: int = 10) ->
         queries[query] = {
             **{m: round(v, 4) for m, v in scores.items()},
             "relevant": len(relevant),
-            "dropped": sorted(p for p in relevant if p not in ranked and p in index.notes),
-            "gone": sorted(p for p in relevant if p not in index.notes),
+            "dropped": sorted(p for p in relevant if p not in ranked and index.note(p) is not None),
+            "gone": sorted(p for p in relevant if index.note(p) is None),
             "unwanted": sorted(p for p in wrong if p in ranked),
             "marked_generation": max(j.generation for j in marks.values()),
         }

@@ -15,7 +15,7 @@ from explorer.text.durations import format_eta
 from explorer.text.safe import safe_text
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import BatchReport
+    from explorer.index.backend import BatchReport
 
 
 def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
@@ -46,12 +46,12 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
 
     if settings.index.embeddings:
         embedded = index.embed_pending(
-            progress=lambda stage, done, total: bar.update(stage, done, total, eta=index.model.eta()),
+            progress=lambda stage, done, total: bar.update(stage, done, total, eta=index.embed_eta()),
             waiting=waiting,
         )
         if bar:
             bar.done()
-    run = getattr(index, "embed_run", None)
+    run = index.embed_run
     if run is not None:
         cached += run.borrowed  # written by the process this one waited for: read, not embedded
     st = index.stats()
@@ -62,7 +62,7 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
         "added": len(report.added),
         "changed": len(report.changed),
         "removed": len(report.removed),
-        "skipped": dict(sorted(index.skipped.items())),
+        "skipped": dict(sorted(index.skipped_files().items())),
         "shards_embedded": embedded,
         "shards_from_cache": cached,
         "waited_for": run.waited_for if run is not None else "",
@@ -124,8 +124,7 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     """Print index counts, model state and skipped files."""
     from explorer.config import cache_dir_for
     from explorer.engine import open_index
-    from explorer.index.coverage import coverage_report, stored_index_mtime
-    from explorer.index.milvus import MilvusIndex
+    from explorer.engine.coverage import coverage_report, stored_index_mtime
 
     stored = stored_index_mtime(cache_dir_for(vault, settings)) if getattr(args, "coverage", False) else None
     index, opened = open_index(vault, settings)
@@ -133,18 +132,13 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     out: dict[str, Any] = {
         "vault": str(vault),
         **st.counts(),
-        "skipped": dict(sorted(index.skipped.items())),
-        "ignored": dict(sorted(index.ignored.items())),
+        "skipped": dict(sorted(index.skipped_files().items())),
+        "ignored": dict(sorted(index.ignored_files().items())),
         "warnings": {p: list(w) for p, w in index.warnings().items()},
         "cache_dir": str(index.cache_dir),
-        "backend": getattr(index, "backend_name", "local"),
+        "backend": index.backend_name,
+        **index.backend_info(),  # an engine's URI without credentials, its collection, this vault's name in it
     }
-    if isinstance(
-        index, MilvusIndex
-    ):  # the URI without credentials, the collection and this vault's name in it
-        out.update(
-            backend_uri=index.backend_uri, collection=index.engine.collection, vault_name=index.vault_name
-        )
     if getattr(args, "coverage", False):
         out["coverage"] = coverage_report(index, opened, stored_before=stored if stored is not None else -1.0)
     index.close()
@@ -292,7 +286,7 @@ def cmd_watch(vault: Path, settings: Settings) -> int:
     import signal
 
     from explorer.engine import Session, SessionHooks
-    from explorer.index.watch import VAULT_MISSING, WATCHING
+    from explorer.engine.watch import VAULT_MISSING, WATCHING
 
     def out(line: str) -> None:
         print(safe_text(line), flush=True)

@@ -12,9 +12,13 @@ import json
 import re
 from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.vault.model import display_title
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend, Snapshot
+    from explorer.search.schema import SearchResults
 
 #: Most characters a default answer (its JSON text) may take.
 MAX_ANSWER_CHARS = 8000
@@ -127,8 +131,8 @@ def _cut_note(left: int, budget: int, how: str) -> str:
 
 
 def brief_search(
-    res: Any,
-    index: Any,
+    res: SearchResults,
+    index: IndexBackend,
     *,
     offset: int,
     k: int,
@@ -170,12 +174,18 @@ def brief_search(
     return out
 
 
-def recent_turns(index: Any, user: str | None, n: int, chars: int) -> list[dict[str, Any]]:
+def recent_turns(index: IndexBackend, user: str | None, n: int, chars: int) -> list[dict[str, Any]]:
+    """See `_recent_turns` (read from one snapshot of `index`)."""
+    with index.snapshot() as snap:
+        return _recent_turns(snap, user, n, chars)
+
+
+def _recent_turns(index: Snapshot, user: str | None, n: int, chars: int) -> list[dict[str, Any]]:
     """The latest `n` conversation turns of `user` (any owner when None), newest first: by date,
     then turn number."""
     rows: list[tuple[str, int, str]] = []
     prefix = f"Users/{user}/" if user else ""
-    for path, note in list(index.notes.items()):
+    for path, note in index.notes.items():
         if note.source_type != "turn_summary" or not path.startswith(prefix):
             continue
         m = _TURN.search(path)
@@ -183,9 +193,10 @@ def recent_turns(index: Any, user: str | None, n: int, chars: int) -> list[dict[
     rows.sort(reverse=True)
     out = []
     for when, number, path in rows[:n]:
-        note = index.note(path)
-        if note is None:
+        found = index.note(path)
+        if found is None:
             continue
+        note = found
         ids = index.shard_ids(path)
         body = " ".join(note.text[note.body_start :].split())
         item: dict[str, Any] = {

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from explorer.config import Settings
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import BatchReport, VaultIndex
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.index.backend import BatchReport, Encoder, IndexBackend
+    from explorer.search.llm import LLMClient
+    from explorer.search.pipeline import Analyser, Reranker, SearchPipeline
+    from explorer.search.terms import SearchTerms
 
 # The index and pipeline modules (numpy, the model runtime) are imported where they are used, so
 # that a one-shot command asking a running process pays only for this package.
@@ -24,27 +26,53 @@ def _to_stderr(message: str) -> None:
     print(f"explorer: {message}", file=sys.stderr)
 
 
+def _local_index(
+    vault: Path,
+    settings: Settings,
+    embedder: Encoder | None,
+    on_message: Callable[[str], None],
+    interactive: bool,
+) -> IndexBackend:
+    from explorer.index.local.vault_index import VaultIndex
+
+    return VaultIndex(vault, settings, embedder=embedder, on_message=on_message)
+
+
+def _milvus_index(
+    vault: Path,
+    settings: Settings,
+    embedder: Encoder | None,
+    on_message: Callable[[str], None],
+    interactive: bool,
+) -> IndexBackend:
+    from explorer.index.milvus import MilvusIndex
+
+    return MilvusIndex(vault, settings, embedder=embedder, on_message=on_message, interactive=interactive)
+
+
+BackendFactory = Callable[[Path, Settings, "Encoder | None", Callable[[str], None], bool], "IndexBackend"]
+"""Makes a backend's index of a vault, unopened: (vault, settings, embedder, on_message, interactive)."""
+
+BACKENDS: dict[str, BackendFactory] = {"local": _local_index, "milvus": _milvus_index}
+"""The index backends by their `index.backend` name: a new backend is one entry here (and a name
+`explorer.config` accepts). Each module is imported only when its backend is chosen."""
+
+
 def new_index(
     vault: Path,
     settings: Settings,
     on_message: Callable[[str], None] | None = None,
-    embedder: Any = None,
+    embedder: Encoder | None = None,
     interactive: bool = False,
-) -> VaultIndex:
-    """The index of `vault`, not opened yet; store messages go to `on_message` (default: stderr).
+) -> IndexBackend:
+    """The index of `vault` by the backend `index.backend` names (`BACKENDS`), not opened yet; store
+    messages go to `on_message` (default: stderr).
 
     `interactive`: an app's index (a Milvus-backed one answers from the vault's own index until its
     engine is ready: `MilvusIndex.interactive`).
     """
-    if settings.index.backend == "milvus":
-        from explorer.index.milvus import MilvusIndex
-
-        return MilvusIndex(
-            vault, settings, embedder=embedder, on_message=on_message or _to_stderr, interactive=interactive
-        )
-    from explorer.index.vault_index import VaultIndex
-
-    return VaultIndex(vault, settings, embedder=embedder, on_message=on_message or _to_stderr)
+    make = BACKENDS[settings.index.backend]
+    return make(vault, settings, embedder, on_message or _to_stderr, interactive)
 
 
 def open_index(
@@ -54,7 +82,7 @@ def open_index(
     on_message: Callable[[str], None] | None = None,
     embedder: Any = None,
     load_model: bool = False,
-) -> tuple[VaultIndex, BatchReport]:
+) -> tuple[IndexBackend, BatchReport]:
     """Open (load + refresh) the index of `vault`; closed again if opening fails.
 
     With `load_model`, the embedding model loads in a background thread meanwhile (for a caller
@@ -71,7 +99,9 @@ def open_index(
     return index, report
 
 
-def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
+def build_components(
+    index: IndexBackend, settings: Settings
+) -> tuple[Callable[[str], SearchTerms] | None, Analyser | None, Reranker | None]:
     """(term_writer, analyser, reranker) for SearchPipeline; None where the offline default applies.
 
     Raises ImportError when a configured component's module cannot be loaded (`make_pipeline`
@@ -81,7 +111,9 @@ def build_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
     return term_writer, analyser, _reranker(index, settings, llm)
 
 
-def _llm_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
+def _llm_components(
+    index: IndexBackend, settings: Settings
+) -> tuple[Callable[[str], SearchTerms] | None, Analyser | None, LLMClient | None]:
     """(term_writer, analyser, llm client) as configured; Nones without an LLM."""
     term_writer = analyser = llm = None
     if settings.llm.configured:
@@ -99,7 +131,7 @@ def _llm_components(index: Any, settings: Settings) -> tuple[Any, Any, Any]:
     return term_writer, analyser, llm
 
 
-def _reranker(index: Any, settings: Settings, llm: Any) -> Any:
+def _reranker(index: IndexBackend, settings: Settings, llm: LLMClient | None) -> Reranker | None:
     """The configured reranker, or None with `rerank.backend = "none"`."""
     if settings.rerank.backend == "none":
         return None
@@ -115,7 +147,7 @@ def _failed_import(exc: ImportError) -> str:
     return f"{name}: {detail}" if name and name not in detail else detail
 
 
-def make_pipeline(index: VaultIndex, settings: Settings) -> SearchPipeline:
+def make_pipeline(index: IndexBackend, settings: Settings) -> SearchPipeline:
     """The SearchPipeline with the configured term writer, analyser and reranker.
 
     A component whose module fails to load is left out, and the pipeline says so: the message is

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from explorer.config import Settings
 from explorer.engine.answers import (
@@ -47,6 +47,10 @@ from explorer.engine.tools import (
 from explorer.text.dates import TimeFilters
 from explorer.text.files import UnsafePathError
 from explorer.text.safe import plain_input
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
+    from explorer.search.pipeline import SearchPipeline
 
 #: Most keywords `remember` stores with a turn.
 MAX_KEYWORDS = 20
@@ -94,14 +98,18 @@ class MemoryService:
         self.session.start(watch=watch, embed=settings.index.embeddings, serve=True)
 
     @property
-    def index(self) -> Any:
+    def index(self) -> IndexBackend:
         """The session's open index."""
-        return self.session.index
+        index = self.session.index
+        assert index is not None  # opened by __init__
+        return index
 
     @property
-    def pipeline(self) -> Any:
+    def pipeline(self) -> SearchPipeline:
         """The session's pipeline."""
-        return self.session.pipeline
+        pipeline = self.session.pipeline
+        assert pipeline is not None  # built by __init__
+        return pipeline
 
     @property
     def watcher(self) -> Any:
@@ -291,7 +299,7 @@ class MemoryService:
             tolerating typos and partial words).
           max_results: 1-50 (default 10). window: proximity window in words for "and"/"phrase".
         Returns hits with path, node_id, cursor, score, matched keywords and a snippet."""
-        from explorer.index.classic import ClassicQueryError
+        from explorer.index.backend import ClassicQueryError
         from explorer.search.classic import find
 
         if isinstance(keywords, str):  # a library caller's one keyword, not its characters
@@ -456,7 +464,7 @@ class MemoryService:
         return {
             "vault": str(self.vault),
             **st.counts(),
-            "skipped": dict(sorted(self.index.skipped.items())),
+            "skipped": dict(sorted(self.index.skipped_files().items())),
             "read_only": not self.allow_write,
             "index": self.freshness(),
         }
@@ -524,7 +532,8 @@ class MemoryService:
             report = self.session.refresh(paths=[rel], reread=True)
         if rel in report.skipped:
             raise ToolInputError(f"{rel} was written but cannot be indexed: {report.skipped[rel]}")
-        shards = self.index.shards_by_path.get(rel, [])
+        with self.index.snapshot() as snap:
+            shards = snap.shard_ids(rel)
         return {
             "path": rel,
             "node_id": shards[0] if shards else rel,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from explorer.config import Settings
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.backend import IndexBackend
     from explorer.search.pipeline import SearchPipeline
 
 # The server's own modules (threading, socketserver) and the pipeline are imported where they are
@@ -115,7 +115,7 @@ class SearchServer:
     def __init__(
         self,
         vault: Path,
-        index: VaultIndex,
+        index: IndexBackend,
         settings: Settings,
         sync: Callable[[], Any] | None = None,
         pipeline: SearchPipeline | None = None,

@@ -29,11 +29,11 @@ from explorer.index.backend import ModelState
 
 if TYPE_CHECKING:
     from explorer.engine.server import SearchServer
-    from explorer.index.vault_index import BatchReport, VaultIndex
-    from explorer.index.watch import VaultWatcher
+    from explorer.engine.watch import VaultWatcher
+    from explorer.index.backend import BatchReport, IndexBackend
     from explorer.search.pipeline import SearchPipeline
 
-PipelineFactory = Callable[[Any, Settings], Any]
+PipelineFactory = Callable[["IndexBackend", Settings], "SearchPipeline"]
 
 #: Model states the embedding loop reports through `SessionHooks.on_model`.
 MODEL_LOADING = "loading"
@@ -85,7 +85,7 @@ class EmbeddingLoop:
 
     def __init__(
         self,
-        index: VaultIndex,
+        index: IndexBackend,
         hooks: SessionHooks,
         after: Callable[[Callable[[], bool]], object] | None = None,
     ) -> None:
@@ -258,7 +258,7 @@ class Session:
         vault: Path,
         settings: Settings,
         *,
-        index: VaultIndex | None = None,
+        index: IndexBackend | None = None,
         embedder: Any = None,
         pipeline_factory: PipelineFactory | None = None,
         hooks: SessionHooks | None = None,
@@ -273,7 +273,7 @@ class Session:
         self._embedder = embedder
         self._pipeline_factory = pipeline_factory or make_pipeline
         self._on_message = on_message
-        self.index: VaultIndex | None = index
+        self.index: IndexBackend | None = index
         self.pipeline: SearchPipeline | None = None
         self.watcher: VaultWatcher | None = None
         self.embedding: EmbeddingLoop | None = None
@@ -360,14 +360,14 @@ class Session:
             )
             self.server = server if server.start() else None
 
-    def _opened(self) -> VaultIndex:
+    def _opened(self) -> IndexBackend:
         if self.index is None or self.pipeline is None:
             raise RuntimeError("the session is not open")
         return self.index
 
-    def _start_watcher(self, index: VaultIndex) -> None:
+    def _start_watcher(self, index: IndexBackend) -> None:
         try:
-            from explorer.index.watch import VaultWatcher
+            from explorer.engine.watch import VaultWatcher
 
             watcher = VaultWatcher(
                 index,
@@ -385,7 +385,7 @@ class Session:
 
     # -- changes ----------------------------------------------------------------------------
     def _watcher_state(self, state: str) -> None:
-        from explorer.index.watch import WATCHING
+        from explorer.engine.watch import WATCHING
 
         if state == WATCHING and self.embedding is not None:
             # Watching again after a full reconcile (the first batch, a vault back): it may have

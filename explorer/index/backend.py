@@ -2,7 +2,7 @@
 
 `explorer.search` imports this module and no other part of the index (an import-linter contract
 says so), so a backend is anything that implements `IndexBackend` and `Snapshot`: the local one
-(`explorer.index.vault_index.VaultIndex`, whose snapshots are `explorer.index.snapshot.LocalSnapshot`)
+(`explorer.index.local.vault_index.VaultIndex`, whose snapshots are `explorer.index.local.snapshot.LocalSnapshot`)
 today, an engine such as Milvus next.
 
 A `Snapshot` is a read view at one index version. A search takes one at its start and reads
@@ -39,13 +39,19 @@ __all__ = [
     "DEFAULTS",
     "MAX_RESULTS",
     "MODES",
+    "BatchReport",
     "ClassicHit",
     "ClassicQueryError",
     "ClassicResult",
+    "EmbedRun",
     "Encoder",
+    "FileState",
     "Hit",
     "IndexBackend",
+    "IndexStats",
+    "LexicalStats",
     "ModelState",
+    "Progress",
     "Restriction",
     "Scope",
     "ScopeError",
@@ -152,12 +158,140 @@ class SnapshotCounts:
     """The index version it reads."""
 
 
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What an index recorded of a file on disk when it last read it."""
+
+    mtime_ns: int
+    """Modification time when last read."""
+    size: int
+    """Size when last read."""
+    hash: str
+    """Content hash ('' for a skipped file)."""
+
+
+Progress = Callable[[str, int, int], object]
+"""A progress hook: (stage, done, total)."""
+
+
+@dataclass
+class BatchReport:
+    """What one refresh or change batch did."""
+
+    added: list[str] = field(default_factory=list)
+    """Notes new to the index."""
+    changed: list[str] = field(default_factory=list)
+    """Notes re-parsed because their content changed."""
+    removed: list[str] = field(default_factory=list)
+    """Notes gone from the vault."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Files left out in this batch, with reasons."""
+    shards_added: int = 0
+    """Shards new to the index."""
+    shards_removed: int = 0
+    """Shards dropped."""
+    unchanged: int = 0
+    """Files whose state or content was unchanged."""
+    ms: float = 0.0
+    """Wall time of the batch."""
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing changed."""
+        return not (self.added or self.changed or self.removed or self.skipped)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """Counts for `explorer index`, `stats` and the status bar."""
+
+    notes: int
+    shards: int
+    skipped: int
+    embedded: int
+    pending: int
+    model_state: ModelState
+    model_id: str
+    runtime: str
+    version: int
+
+    def counts(self) -> dict[str, Any]:
+        """The counts and model of `explorer stats --json` and MCP `stats`, in their order."""
+        return {
+            "notes": self.notes,
+            "shards": self.shards,
+            "embedded": self.embedded,
+            "shards_without_vectors": self.pending,
+            "model": self.model_id,
+            "model_state": self.model_state,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedRun:
+    """What the last embedding run did."""
+
+    embedded: int
+    """Texts this process embedded."""
+    borrowed: int
+    """Shard vectors taken from the cache that another process wrote during the run (while this one waited)."""
+    waited_for: str
+    """The process this one waited for ('' when none held the embedding lock)."""
+
+
+class LexicalStats(Protocol):
+    """A snapshot's BM25 statistics, kept apart from its rankings (as Lucene keeps `CollectionStatistics`).
+
+    What a search reads of the lexical side besides its rankings: document count, idf, document
+    frequencies, a shard's tokens and the BM25 score of given shards, all at the snapshot's version.
+    """
+
+    def n_docs(self) -> int:
+        """BM25 documents (shards)."""
+        ...
+
+    def idf(self) -> Mapping[str, float]:
+        """Token -> BM25 idf (rank_bm25.BM25Okapi's, negative values floored)."""
+        ...
+
+    def doc_freq(self, token: str) -> int:
+        """Shards that contain `token`."""
+        ...
+
+    def avgdl(self) -> float:
+        """The mean document length in tokens (0.0 for none)."""
+        ...
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        """The distinct BM25 tokens of a shard (empty when absent)."""
+        ...
+
+    def term_counts(self, node_id: str) -> Mapping[str, int]:
+        """A shard's BM25 tokens with how often each occurs (empty when absent)."""
+        ...
+
+    def scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        """The BM25 score of each of `node_ids` (0.0 where no token occurs)."""
+        ...
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        """Prepare (dst, src, weight) node_id triples for `Snapshot.bm25_top_spread` (pairs of absent shards dropped)."""
+        ...
+
+
 class Encoder(Protocol):
     """The embedding model a backend's vectors were made with (queries are embedded with it too)."""
 
     model_id: str
+    """Cache-key part naming the model (vectors are kept by it and the text's content hash)."""
+    dim: int
+    """Vector dimension."""
+    runtime: str
+    """The runtime that runs it (onnx, sentence-transformers)."""
 
-    def encode(self, texts: list[str], batch_size: int = ...) -> np.ndarray: ...
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """L2-normalised float32 rows, one per text."""
+        ...
 
 
 class Snapshot(Protocol):
@@ -201,10 +335,6 @@ class Snapshot(Protocol):
         when it recorded none (a note of another vault): the date of a note that states no other."""
         ...
 
-    def tokens(self, node_id: str) -> Collection[str]:
-        """The distinct BM25 tokens of a shard (empty when absent)."""
-        ...
-
     def links(self) -> LinkGraph:
         """The wikilink graph of this view's notes."""
         ...
@@ -217,17 +347,18 @@ class Snapshot(Protocol):
         """Notes, shards, shards without vectors, version."""
         ...
 
+    def note(self, path: str) -> Note | None:
+        """The note at `path` (another vault's too, where the view reads several), or None."""
+        ...
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        """The shard of `path` that contains `cursor` (the nearest one before it otherwise), or None."""
+        ...
+
     # -- lexical ----------------------------------------------------------------------------
-    def n_docs(self) -> int:
-        """BM25 documents (shards)."""
-        ...
-
-    def idf(self) -> Mapping[str, float]:
-        """Token -> BM25 idf (rank_bm25.BM25Okapi's, negative values floored)."""
-        ...
-
-    def doc_freq(self, token: str) -> int:
-        """Shards that contain `token`."""
+    @property
+    def lexical(self) -> LexicalStats:
+        """The BM25 statistics of this view (idf, document frequencies, a shard's tokens, scores of given shards)."""
         ...
 
     def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
@@ -240,18 +371,10 @@ class Snapshot(Protocol):
         """`bm25_top` of each token list, in order (an engine answers them in one call)."""
         ...
 
-    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
-        """Prepare (dst, src, weight) node_id triples for `bm25_top_spread` (pairs of absent shards dropped)."""
-        ...
-
     def bm25_top_spread(
         self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
     ) -> list[Hit]:
-        """`bm25_top` over documents expanded as `spread` says (see explorer.index.lexical.BM25Index.top_spread)."""
-        ...
-
-    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
-        """The BM25 score of each of `node_ids` (0.0 where no token occurs)."""
+        """`bm25_top` over documents expanded as `spread` says (see explorer.index.local.lexical.BM25Index.top_spread)."""
         ...
 
     # -- vectors ----------------------------------------------------------------------------
@@ -310,11 +433,81 @@ class Snapshot(Protocol):
 
 
 class IndexBackend(Protocol):
-    """An index a search can read: snapshots, the embedding model's state, the settings it was built with."""
+    """An index of one vault, the whole face the rest of Explorer sees: its lifecycle and writes, the
+    embedding model's state, snapshots to search, and the reads the front ends make between searches.
+
+    Lifecycle: made unopened (`explorer.engine.build.new_index`), `open` loads what is stored and
+    brings it up to date with the vault; `refresh` applies a change batch (a new version);
+    `embed_pending` gives every shard without one a vector, by content hash (a text embedded once
+    is never embedded again); `close` ends it. Every write raises `version`; a `snapshot` taken
+    before it keeps reading the version it was taken at.
+    """
 
     settings: Settings
     root: Path
     """The vault folder (why-not copies it to rehearse an edit)."""
+    backend_name: str
+    """The backend's name in `index.backend` (local, milvus)."""
+
+    @property
+    def backend_uri(self) -> str:
+        """Where a backend engine is reached, for messages ("" for an embedded one)."""
+        ...
+
+    @property
+    def vault_name(self) -> str:
+        """This vault's name among others (`vault:` in a query)."""
+        ...
+
+    # -- lifecycle and writes -----------------------------------------------------------------
+    def open(self, progress: Progress | None = None) -> BatchReport:
+        """Load the stored index, then bring it up to date with the vault on disk."""
+        ...
+
+    def refresh(
+        self,
+        paths: Iterable[str] | None = None,
+        progress: Progress | None = None,
+        reread: bool = False,
+        reparse: bool = False,
+    ) -> BatchReport:
+        """Apply a change batch: re-read what changed on disk, the whole vault or only `paths`
+        (`reread`: read files whose size and time look unchanged too; `reparse`: parse them again)."""
+        ...
+
+    def embed_pending(
+        self,
+        progress: Progress | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        batch: int | None = None,
+        waiting: Callable[[str], object] | None = None,
+    ) -> int:
+        """Embed every shard that lacks a vector (vectors are kept by content hash); returns how many
+        texts were embedded. `waiting` hears whom it waits for while another process embeds."""
+        ...
+
+    @property
+    def embed_run(self) -> EmbedRun | None:
+        """What the last `embed_pending` did (None before the first)."""
+        ...
+
+    def pending(self) -> list[Shard]:
+        """Shards that have no vector yet."""
+        ...
+
+    def load_model_in_background(self) -> None:
+        """Start loading the embedding model in a thread, so that it loads while the index opens."""
+        ...
+
+    def prune_vectors(self) -> int:
+        """Drop cached vectors no current shard uses; returns how many."""
+        ...
+
+    def close(self, exiting: bool = False) -> None:
+        """Close the index (`exiting`: the process ends right after; skip what the exit frees anyway)."""
+        ...
+
+    # -- model and store state ----------------------------------------------------------------
 
     @property
     def cache_dir(self) -> Path:
@@ -324,6 +517,21 @@ class IndexBackend(Protocol):
     @property
     def model_state(self) -> ModelState:
         """Where the embedding model stands (`ModelState.READY` once queries can be embedded)."""
+        ...
+
+    @property
+    def model_error(self) -> str:
+        """Why the embedding model is unavailable ('' otherwise)."""
+        ...
+
+    @property
+    def model_id(self) -> str:
+        """The id this index's vectors are cached under."""
+        ...
+
+    @property
+    def not_saved(self) -> str:
+        """Why the index on disk is not this index ('' when every change is saved)."""
         ...
 
     @property
@@ -344,8 +552,85 @@ class IndexBackend(Protocol):
         """The embedding model (loaded on first use), or None when embeddings are off or unavailable."""
         ...
 
+    @property
+    def many_vaults(self) -> bool:
+        """Whether this backend holds other vaults' notes beside this vault's (a shared collection):
+        `vault:NAME/PATH` names one of them (`foreign_note`)."""
+        ...
+
+    def backend_info(self) -> dict[str, str]:
+        """What `explorer stats` says of where the backend keeps the index besides `cache_dir` (an
+        engine's URI without credentials, its collection, this vault's name in it; {} for none)."""
+        ...
+
+    def embed_eta(self) -> float | None:
+        """Seconds the embedding run under way still needs (the model's estimate by text volume), None while unknown."""
+        ...
+
+    def store_lost(self) -> bool:
+        """Whether the store's file is gone (deleted with the vault folder): `reopen_store` writes it anew."""
+        ...
+
+    def reopen_store(self) -> None:
+        """Start a fresh store and write the current index into it."""
+        ...
+
+    def encode_query(self, text: str) -> np.ndarray | None:
+        """The query vector, or None when no model is available."""
+        ...
+
+    # -- reads between searches (the front ends') -----------------------------------------------
+    def stats(self) -> IndexStats:
+        """Counts for status displays."""
+        ...
+
+    def note(self, path: str) -> Note | None:
+        """The note at `path` (another vault's, `vault:NAME/PATH`, where the backend holds several), or None."""
+        ...
+
+    def note_titles(self) -> dict[str, str]:
+        """{path: title} of every note, a copy."""
+        ...
+
+    def note_count(self) -> int:
+        """How many notes are indexed."""
+        ...
+
+    def shard(self, node_id: str) -> Shard | None:
+        """The shard `node_id` names, or None (lock-free: the app's event loop asks)."""
+        ...
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        """The shard of `path` that contains `cursor` (the nearest one before it otherwise)."""
+        ...
+
+    def links(self) -> LinkGraph:
+        """The wikilink graph of the current notes."""
+        ...
+
+    def warnings(self) -> dict[str, tuple[str, ...]]:
+        """Notes indexed with a problem (truncated, frontmatter ignored), path -> what happened."""
+        ...
+
+    def paths_under(self, folder: str) -> list[str]:
+        """Known files (notes and skipped files) at or below a vault-relative folder; '' is the root."""
+        ...
+
     def skipped_files(self) -> dict[str, str]:
         """{path: reason} of the vault's files that are not indexed (a copy)."""
+        ...
+
+    def ignored_files(self) -> dict[str, str]:
+        """{path: rule} of what the ignore rules left out at the last full scan (folders end in `/`), a copy."""
+        ...
+
+    def file_state(self, path: str) -> FileState | None:
+        """What the index last recorded of a vault-relative file (size, mtime, hash), or None."""
+        ...
+
+    def foreign_note(self, target: str) -> tuple[Note, list[Shard]] | None:
+        """Another vault's note (and its shards) named by `vault:NAME/PATH[#...]`, or None (always
+        None for a backend holding one vault)."""
         ...
 
     def resolve_note(self, name: str) -> str | None:
@@ -353,7 +638,7 @@ class IndexBackend(Protocol):
         (path suffix, file stem or alias, case-insensitively); None when it names none."""
         ...
 
-    def local_copy(self, root: Path, settings: Settings) -> Any:
+    def local_copy(self, root: Path, settings: Settings) -> IndexBackend:
         """A new, unopened local index over `root` (a copy of this vault) with this index's model
         when it is loaded: why-not rehearses an edit of a note in it, never in this index."""
         ...

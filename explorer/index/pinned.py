@@ -1,41 +1,20 @@
 """Name resolution over one snapshot: what `transclusion.embeds_in` and `targets.resolve_target` read
 of an index (notes, shards, the link graph), pinned at one version and read without the index lock.
 
-A viewer that expands a note's embeds or follows its links in a worker thread reads a `PinnedNames`
-instead of the live index: the index lock is taken only to pin the snapshot (as every search
-does), never while names resolve or the link graph is built, so a writer's batch never holds the
-viewer up and a batch that lands meanwhile does not change what one view resolves.
+Both resolve names in a `PinnedNames`: the index lock is taken only to pin the snapshot (as every
+search does), never while names resolve or the link graph is built, so a writer's batch never holds
+a viewer up and a batch that lands meanwhile does not change what one view resolves. A viewer that
+expands a note's embeds part by part keeps one `PinnedNames` for all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import nullcontext
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
-from explorer.index.backend import Snapshot
+from explorer.index.backend import IndexBackend, Snapshot
 from explorer.vault.links import LinkGraph, resolve_note_name
 from explorer.vault.model import Note, Shard
 from explorer.vault.shard import shard_at_cursor
-
-
-class _ShardsByPath(Mapping[str, list[str]]):
-    """`index.shards_by_path` as a snapshot answers it (lists built on demand)."""
-
-    def __init__(self, snap: Snapshot) -> None:
-        self._snap = snap
-
-    def __getitem__(self, path: str) -> list[str]:
-        ids = self._snap.shard_ids(path)
-        if not ids and path not in self._snap.notes:
-            raise KeyError(path)
-        return list(ids)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._snap.notes)
-
-    def __len__(self) -> int:
-        return len(self._snap.notes)
 
 
 class _Notes(Mapping[str, Note]):
@@ -58,24 +37,28 @@ class _Notes(Mapping[str, Note]):
 
 
 class PinnedNames:
-    """The index reads of name resolution, from `snap` (taken of `index`); `own` is the note the viewer
+    """The reads of name resolution, from `snap` (taken of `index`); `own` is the note the viewer
     shows, used for its own path (its offsets are the ones the viewer has)."""
 
-    lock = nullcontext()
-    """Resolution code written for the live index takes `index.lock`: here there is nothing to guard."""
-
-    def __init__(self, index: Any, snap: Snapshot, own: Note | None = None) -> None:
+    def __init__(self, index: IndexBackend, snap: Snapshot, own: Note | None = None) -> None:
         self.root = index.root
-        self.skipped: Mapping[str, str] = getattr(index, "skipped", {})
+        self._index = index
         self.snapshot = snap
         self.notes: Mapping[str, Note] = _Notes(snap.notes, own)
         self.shards: Mapping[str, Shard] = snap.shards
-        self.shards_by_path: Mapping[str, list[str]] = _ShardsByPath(snap)
         self._links: LinkGraph | None = None
+
+    def skipped_files(self) -> dict[str, str]:
+        """{path: reason} of the files the index leaves out (read from the index: not versioned)."""
+        return self._index.skipped_files()
 
     def note(self, path: str) -> Note | None:
         """The note at `path` in the snapshot, or None."""
         return self.notes.get(path)
+
+    def shard_ids(self, path: str) -> Sequence[str]:
+        """node_ids of the shards of `path` in the snapshot, in note order."""
+        return self.snapshot.shard_ids(path)
 
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         """The shard of `path` that contains `cursor` (the nearest one before it otherwise), in the snapshot."""
@@ -88,5 +71,5 @@ class PinnedNames:
         return self._links
 
     def resolve_note(self, name: str) -> str | None:
-        """The note `name` names, as `VaultIndex.resolve_note` resolves it, in the snapshot."""
+        """The note `name` names, as `IndexBackend.resolve_note` resolves it, in the snapshot."""
         return resolve_note_name(name, self.notes, self.links)

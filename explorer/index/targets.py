@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from explorer.index.windows import ContextWindow, get_context_at_cursor
+from explorer.index.pinned import PinnedNames
+from explorer.vault.windows import ContextWindow, get_context_at_cursor
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.backend import IndexBackend
+    from explorer.vault.model import Shard
 
 
 class ContextError(ValueError):
@@ -37,7 +39,7 @@ class Target:
     """shard, block, heading or note."""
 
 
-def resolve_target(index: VaultIndex, target: str) -> Target:
+def resolve_target(index: IndexBackend, target: str) -> Target:
     """Find a node_id (`path#Heading#Sub`, the older `path#Heading > Sub`, `path#^block`) or a note path in the index.
 
     A path may omit `.md` or be any link target Obsidian would resolve (a file stem, a path
@@ -45,54 +47,59 @@ def resolve_target(index: VaultIndex, target: str) -> Target:
     when the note is not indexed or its file no longer exists, ContextError when the
     fragment names nothing in it.
     """
+    with index.snapshot() as snap:
+        return resolve_pinned(PinnedNames(index, snap), target)
+
+
+def resolve_pinned(names: PinnedNames, target: str) -> Target:
+    """`resolve_target` in one snapshot of the index (see `explorer.index.pinned`)."""
     t = target.strip()
     if not t:
         raise ContextError("empty target: give a node_id or a note path")
-    with index.lock:
-        shard = index.shards.get(t)
-        if shard is not None:
-            _check_on_disk(index, shard.path)
-            return _shard_target(index, shard)
-        name, sep, frag = t.partition("#")
-        path = _note_path(index, name)
-        _check_on_disk(index, path)
-        if not sep or not frag.strip():
-            return Target(path, 0, "note")
-        frag = frag.strip()
-        note = index.notes[path]
-        if frag.startswith("^"):
-            block_id = frag[1:].strip()
-            for block in note.blocks:
-                if block.id == block_id or block.id.lower() == block_id.lower():
-                    return Target(path, block.start, "block")
-            raise ContextError(f"no block ^{block_id} in {path}")
-        from explorer.vault.shard import heading_paths
+    shard = names.shards.get(t)
+    if shard is not None:
+        _check_on_disk(names, shard.path)
+        return _shard_target(names, shard)
+    name, sep, frag = t.partition("#")
+    path = _note_path(names, name)
+    _check_on_disk(names, path)
+    if not sep or not frag.strip():
+        return Target(path, 0, "note")
+    frag = frag.strip()
+    note = names.notes[path]
+    if frag.startswith("^"):
+        block_id = frag[1:].strip()
+        for block in note.blocks:
+            if block.id == block_id or block.id.lower() == block_id.lower():
+                return Target(path, block.start, "block")
+        raise ContextError(f"no block ^{block_id} in {path}")
+    from explorer.vault.shard import heading_paths
 
-        # `Heading#Sub` (Obsidian's form) and `Heading > Sub` (the older node_id form) alike.
-        comps = [c.strip() for c in re.split(r"#| > ", frag) if c.strip()]
-        if not comps:
-            return Target(path, 0, "note")
-        joined = "#".join(comps)
-        shard = index.shards.get(f"{path}#{joined}")
-        ids = index.shards_by_path.get(path, [])
-        if shard is None:
-            # A path that leaves out outer headings (a first H1, say) names the section too.
-            shard = next((index.shards[i] for i in ids if i.lower().endswith("#" + joined.lower())), None)
-        if shard is None:
-            # Headings compared as Obsidian compares link targets: node_ids written before headings
-            # were put in link form (`C# tips` is now `C tips`), with their ` (n)` / `@k` suffixes.
-            shard = _loose_shard(index, ids, frag)
-        if shard is not None:
-            return _shard_target(index, shard)
-        want = _loose(frag)
-        for heading, hpath in heading_paths(note):
-            if _loose_suffix_match(hpath, want):
-                return Target(path, heading.start, "heading")
-        last = _loose(comps[-1])
-        for heading in note.headings:
-            if _loose(heading.text) in (want, last):
-                return Target(path, heading.start, "heading")
-        raise ContextError(f"no section {frag!r} in {path}")
+    # `Heading#Sub` (Obsidian's form) and `Heading > Sub` (the older node_id form) alike.
+    comps = [c.strip() for c in re.split(r"#| > ", frag) if c.strip()]
+    if not comps:
+        return Target(path, 0, "note")
+    joined = "#".join(comps)
+    shard = names.shards.get(f"{path}#{joined}")
+    ids = names.shard_ids(path)
+    if shard is None:
+        # A path that leaves out outer headings (a first H1, say) names the section too.
+        shard = next((names.shards[i] for i in ids if i.lower().endswith("#" + joined.lower())), None)
+    if shard is None:
+        # Headings compared as Obsidian compares link targets: node_ids written before headings
+        # were put in link form (`C# tips` is now `C tips`), with their ` (n)` / `@k` suffixes.
+        shard = _loose_shard(names, ids, frag)
+    if shard is not None:
+        return _shard_target(names, shard)
+    want = _loose(frag)
+    for heading, hpath in heading_paths(note):
+        if _loose_suffix_match(hpath, want):
+            return Target(path, heading.start, "heading")
+    last = _loose(comps[-1])
+    for heading in note.headings:
+        if _loose(heading.text) in (want, last):
+            return Target(path, heading.start, "heading")
+    raise ContextError(f"no section {frag!r} in {path}")
 
 
 _SUFFIX = re.compile(r"^(.*?)( \(\d+\))?(@\d+)?$", re.DOTALL)
@@ -110,17 +117,17 @@ def _loose_suffix_match(heading_path: tuple[str, ...], want: str) -> bool:
     return any(_loose(" ".join(heading_path[j:])) == want for j in range(len(heading_path)))
 
 
-def _loose_shard(index: VaultIndex, ids: Sequence[str], frag: str):
+def _loose_shard(names: PinnedNames, ids: Sequence[str], frag: str) -> Shard | None:
     """The shard of a note whose heading path matches `frag` loosely, keeping its suffix:
     ` (n)` picks the n-th section of that path, `@k` its k-th piece (the first when absent)."""
     m = _SUFFIX.match(frag)
     want = _loose(m.group(1)) if m else _loose(frag)
     repeat = int(m.group(2)[2:-1]) if m and m.group(2) else 1
     piece = int(m.group(3)[1:]) if m and m.group(3) else 1
-    sections: list[list] = []
+    sections: list[list[Shard]] = []
     last_path = None
     for node_id in ids:
-        shard = index.shards[node_id]
+        shard = names.shards[node_id]
         if not shard.heading_path or not _loose_suffix_match(shard.heading_path, want):
             last_path = None
             continue
@@ -135,11 +142,11 @@ def _loose_shard(index: VaultIndex, ids: Sequence[str], frag: str):
     return sections[repeat - 1][piece - 1]
 
 
-def _shard_target(index: VaultIndex, shard) -> Target:
+def _shard_target(names: PinnedNames, shard: Shard) -> Target:
     """A shard's target; a shard can open with bare headings above its own, the cursor goes to its own."""
     from explorer.vault.shard import heading_paths
 
-    note = index.notes.get(shard.path)
+    note = names.notes.get(shard.path)
     pairs = heading_paths(note) if note is not None and shard.heading_path else []
     own = next(
         (h.start for h, hp in pairs if hp == shard.heading_path and shard.start <= h.start < shard.end),
@@ -148,7 +155,7 @@ def _shard_target(index: VaultIndex, shard) -> Target:
     return Target(shard.path, own, "shard")
 
 
-def resolve_note(index: VaultIndex, name: str) -> str | None:
+def resolve_note(index: IndexBackend | PinnedNames, name: str) -> str | None:
     """The indexed note `name` names, or None.
 
     A vault path (with or without `.md`, slashes either way) wins; else `name` resolves as an
@@ -157,25 +164,26 @@ def resolve_note(index: VaultIndex, name: str) -> str | None:
     return index.resolve_note(name)
 
 
-def _note_path(index: VaultIndex, name: str) -> str:
-    found = resolve_note(index, name)
+def _note_path(names: PinnedNames, name: str) -> str:
+    found = names.resolve_note(name)
     if found is not None:
         return found
     name = name.strip().replace("\\", "/").lstrip("/")
+    skipped = names.skipped_files()
     for candidate in (name, f"{name}.md"):
-        reason = index.skipped.get(candidate)
+        reason = skipped.get(candidate)
         if reason:
             raise NoteNotFound(f"{candidate} is not indexed: {reason}")
     raise NoteNotFound(f"no note {name!r} in the index (deleted or renamed since the search?)")
 
 
-def _check_on_disk(index: VaultIndex, path: str) -> None:
-    if not (index.root / path).is_file():
+def _check_on_disk(names: PinnedNames, path: str) -> None:
+    if not (names.root / path).is_file():
         raise NoteNotFound(f"{path} was deleted or renamed since it was indexed")
 
 
 def context_for(
-    index: VaultIndex,
+    index: IndexBackend,
     target: str,
     cursor: int | None = None,
     chars_before: int = 1000,
@@ -199,16 +207,14 @@ def context_for(
             raise ContextError(f"{name} must be a whole number of 0 or more, got {value!r}")
     if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)):
         raise ContextError(f"cursor must be a whole number, got {cursor!r}")
-    foreign = getattr(
-        index, "foreign_note", None
-    )  # another vault of a shared collection (explorer.index.milvus)
-    if foreign is not None and target.strip().startswith("vault:") and target.strip() not in index.shards:
-        return _foreign_context(
-            foreign, target.strip(), cursor, chars_before, chars_after, words, phrases, clamp
-        )
-    with index.lock:
-        found = resolve_target(index, target)
-        note = index.notes[found.path]
+    with index.snapshot() as snap:
+        if index.many_vaults and target.strip().startswith("vault:") and target.strip() not in snap.shards:
+            # another vault of a shared collection
+            return _foreign_context(
+                index, target.strip(), cursor, chars_before, chars_after, words, phrases, clamp
+            )
+        found = resolve_pinned(PinnedNames(index, snap), target)
+        note = snap.notes[found.path]
         n = len(note.text)
         if cursor is None:
             cursor = found.cursor
@@ -220,7 +226,7 @@ def context_for(
             raise CursorOutOfRange(
                 f"cursor {cursor} is beyond the end of {found.path} ({n} characters); the note may have changed since the search"
             )
-        shard = index.shard_at(found.path, min(max(cursor, 0), n))
+        shard = snap.shard_at(found.path, min(max(cursor, 0), n))
         return get_context_at_cursor(
             note.text,
             cursor,
@@ -234,7 +240,7 @@ def context_for(
 
 
 def _foreign_context(
-    foreign,
+    index: IndexBackend,
     target: str,
     cursor: int | None,
     chars_before: int,
@@ -244,7 +250,7 @@ def _foreign_context(
     clamp: bool,
 ) -> ContextWindow:
     """`context_for` on another vault's note, read from the shared collection (`vault:NAME/PATH[#...]`)."""
-    found = foreign(target)
+    found = index.foreign_note(target)
     if found is None:
         raise NoteNotFound(f"no note {target!r} in the shared collection")
     note, shards = found

@@ -14,12 +14,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from explorer.index.targets import ContextError, resolve_note, resolve_target
-from explorer.index.windows import ContextWindow
+from explorer.index.pinned import PinnedNames
+from explorer.index.targets import ContextError, resolve_note, resolve_pinned
 from explorer.vault.model import Link, Note
+from explorer.vault.windows import ContextWindow
 
 if TYPE_CHECKING:
-    from explorer.index.vault_index import VaultIndex
+    from explorer.index.backend import IndexBackend
 
 #: Embeds inside embedded text are expanded down to this depth (1: only the note's own embeds).
 MAX_EMBED_DEPTH = 3
@@ -110,7 +111,7 @@ def is_file_embed(link: Link) -> bool:
 
 
 def embeds_in(
-    index: VaultIndex,
+    index: IndexBackend | PinnedNames,
     path: str,
     start: int = 0,
     end: int | None = None,
@@ -121,9 +122,20 @@ def embeds_in(
 ) -> tuple[Embed, ...]:
     """The embeds whose link lies in `[start, end)` of the note at `path`, expanded (see the module doc).
 
-    Returns () when the note is not indexed. Reads the index's notes through its read API; the
-    lock is taken only by the name resolution it shares with `explorer context`.
+    Returns () when the note is not indexed. Reads one snapshot of the index: the one `index`
+    pins (a `PinnedNames`, which a viewer keeps for every part of one note), else a new one.
     """
+    if not isinstance(index, PinnedNames):
+        with index.snapshot() as snap:
+            return embeds_in(
+                PinnedNames(index, snap),
+                path,
+                start,
+                end,
+                depth=depth,
+                max_chars=max_chars,
+                max_embeds=max_embeds,
+            )
     note = index.note(path)
     if note is None:
         return ()
@@ -132,7 +144,7 @@ def embeds_in(
     return _expand(index, note, start, end, depth, max_chars, budget, ((path, -1),))
 
 
-def with_embeds(index: VaultIndex, window: ContextWindow) -> ContextWindow:
+def with_embeds(index: IndexBackend | PinnedNames, window: ContextWindow) -> ContextWindow:
     """`window` with the embeds whose link lies in it expanded (`ContextWindow.embeds`): what
     `explorer context`, the MCP `get_context` tool and the app's context pane show."""
     return replace(window, embeds=embeds_in(index, window.path, window.start, window.end))
@@ -153,7 +165,7 @@ def after_lines(text: str, offset: int, embeds: tuple[Embed, ...]) -> list[tuple
 
 
 def _expand(
-    index: VaultIndex,
+    index: PinnedNames,
     note: Note,
     start: int,
     end: int,
@@ -171,7 +183,7 @@ def _expand(
 
 
 def _one(
-    index: VaultIndex,
+    index: PinnedNames,
     note: Note,
     link: Link,
     depth: int,
@@ -229,7 +241,7 @@ def _one(
     )
 
 
-def _resolve(index: VaultIndex, note: Note, link: Link) -> tuple[Note, int, int, str] | str:
+def _resolve(index: PinnedNames, note: Note, link: Link) -> tuple[Note, int, int, str] | str:
     """(note, start, end, node_id) of what an embed names, or why it names nothing."""
     if link.target.strip():
         path = index.links().resolve(link.target, note.path, link.markdown) if link.markdown else None
@@ -248,7 +260,7 @@ def _resolve(index: VaultIndex, note: Note, link: Link) -> tuple[Note, int, int,
         return target, block.start, block.end, f"{path}#^{block.id}"
     if link.heading:
         try:
-            found = resolve_target(index, f"{path}#{link.heading}")
+            found = resolve_pinned(index, f"{path}#{link.heading}")
         except ContextError as exc:
             return str(exc)
         heading = next((h for h in target.headings if h.start == found.cursor), None)
@@ -276,7 +288,7 @@ def _rstrip(text: str, start: int, end: int) -> int:
     return end
 
 
-def _section_id(index: VaultIndex, path: str, cursor: int, heading: str, written: str) -> str:
+def _section_id(index: PinnedNames, path: str, cursor: int, heading: str, written: str) -> str:
     """The node_id of the shard of the section's heading, or `path#Heading` as written."""
     shard = index.shard_at(path, cursor)
     if (

@@ -14,11 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from explorer.text.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from explorer.index.backend import Snapshot
 
 #: What describes a candidate note (one column each, in this order).
 FEATURES = (
@@ -57,7 +60,9 @@ class Candidates:
     """One row per path, one column per FEATURES entry (float32)."""
 
 
-def note_vector(snap: Any, path: str, cache: dict[str, np.ndarray | None] | None = None) -> np.ndarray | None:
+def note_vector(
+    snap: Snapshot, path: str, cache: dict[str, np.ndarray | None] | None = None
+) -> np.ndarray | None:
     """The normalised mean of a note's shard vectors (None without any)."""
     if cache is not None and path in cache:
         return cache[path]
@@ -71,7 +76,7 @@ def note_vector(snap: Any, path: str, cache: dict[str, np.ndarray | None] | None
     return out
 
 
-def _bm25_notes(snap: Any, tokens: Sequence[str], own: str | None, depth: int) -> dict[str, float]:
+def _bm25_notes(snap: Snapshot, tokens: Sequence[str], own: str | None, depth: int) -> dict[str, float]:
     """Notes by the BM25 score of their best shard for `tokens` (at most `depth` notes)."""
     got: dict[str, float] = {}
     if not tokens:
@@ -87,7 +92,7 @@ def _bm25_notes(snap: Any, tokens: Sequence[str], own: str | None, depth: int) -
 
 
 def candidate_features(
-    snap: Any,
+    snap: Snapshot,
     *,
     path: str | None,
     sentence: str,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from explorer.config import LLMSettings, Settings
-from explorer.index.windows import snippet
 from explorer.search.prompt import DATA_RULE, quote_note
 from explorer.search.schema import SearchResults
 from explorer.search.terms import (
@@ -22,6 +21,7 @@ from explorer.search.terms import (
 )
 from explorer.search.twopass import PASS1_ENTRIES, Analysis
 from explorer.text.lru import LRUCache
+from explorer.vault.windows import snippet
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend, Snapshot

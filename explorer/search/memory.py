@@ -8,7 +8,7 @@ someone else's notes match, the memory most likely does not hold the answer. The
 weighs the named people's notes up in the fusion (`experimental.owner_weight`) and judges quality on
 them. Conversation turns are also read as a dialog: the retriever scores a turn's words together
 with its neighbours' and takes the better of its own and its dialog-context vector
-(`experimental.dialog_words`; explorer.index.dialog).
+(`experimental.dialog_words`; explorer.index.local.dialog).
 """
 
 from __future__ import annotations
@@ -387,7 +387,7 @@ def named_match(
     if not asked:
         return 1.0
     candidates = [node_id for node_id, _ in ranking.items]
-    scores = index.bm25_scores(asked, candidates)
+    scores = index.lexical.scores(asked, candidates)
     wanted = set(named)
     mine = total = 0.0
     counted = 0
@@ -434,12 +434,12 @@ def named_coverage(
     asked = [w for w in words if w not in names]
     if not asked:
         return 1.0
-    n_docs = index.n_docs()
+    n_docs = index.lexical.n_docs()
     df: dict[str, float] = {}
 
     def idf(word: str) -> float:
         if word not in df:
-            df[word] = token_idf(n_docs, index.doc_freq(word))
+            df[word] = token_idf(n_docs, index.lexical.doc_freq(word))
         return df[word]
 
     best = 0.0
@@ -476,10 +476,10 @@ def other_coverage(
     if not asked:
         return 0.0
     wanted = set(named)
-    n_docs = index.n_docs()
+    n_docs = index.lexical.n_docs()
 
     def idf(word: str) -> float:
-        return token_idf(n_docs, index.doc_freq(word))
+        return token_idf(n_docs, index.lexical.doc_freq(word))
 
     others: list[str] = []
     for path, _score in entries:

@@ -67,7 +67,7 @@ def named_part(
     ids = [n for n in snap.shard_ids(path) if allowed is None or n in allowed]
     if len(ids) < 2:
         return None
-    idf = snap.idf()
+    idf = snap.lexical.idf()
     overlap: dict[str, float] = {}
     for node_id in ids:
         shard = snap.shards.get(node_id)
@@ -79,5 +79,5 @@ def named_part(
     tied = [n for n in ids if overlap[n] == top]
     if len(tied) == 1:
         return tied[0]
-    scores = snap.bm25_scores(rest, tied)
+    scores = snap.lexical.scores(rest, tied)
     return max(tied, key=lambda n: scores.get(n, 0.0))

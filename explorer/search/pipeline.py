@@ -25,7 +25,6 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import IndexBackend, ModelState, Scope, ScopeError, Snapshot
-from explorer.index.windows import query_words
 from explorer.search.always import always_include, latest_turn
 from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Entry, Fused
@@ -46,6 +45,7 @@ from explorer.search.when import mentions
 from explorer.text.dates import TimeFilters
 from explorer.text.lru import LRUCache
 from explorer.vault.model import display_title
+from explorer.vault.windows import query_words
 
 __all__ = ["QueryError", "SearchCancelled", "SearchPipeline", "latest_turn", "make_context_shard"]
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from explorer.index.windows import query_words
 from explorer.search.schema import Quality, SearchResult
+from explorer.vault.windows import query_words
 
 #: Level score (the quality score plus LEAD_WEIGHT times the first result's lead) at or above which
 #: results are `high` (notes vaults; BENCHMARKS.md "What the levels mean", "The first result's lead").

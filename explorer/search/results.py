@@ -9,7 +9,6 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import Snapshot
-from explorer.index.windows import highlight_spans, query_words, snippet
 from explorer.search.fusion import Entry
 from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf
@@ -17,6 +16,7 @@ from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
 from explorer.search.typos import Correction
 from explorer.vault.model import Shard
+from explorer.vault.windows import highlight_spans, query_words, snippet
 
 
 class ResultBuilder:
@@ -175,14 +175,14 @@ class ResultBuilder:
     ) -> float:
         toks: set[str] = set()
         for node_id in ids:
-            toks.update(snap.tokens(node_id))
+            toks.update(snap.lexical.tokens(node_id))
         if corrections:
             fixed = {c.token: c.candidates for c in corrections if c.candidates}
             words = [
                 next((t for t in fixed[w] if t in toks), fixed[w][0]) if w in fixed else w for w in words
             ]
-        n_docs = snap.n_docs()
-        cover = coverage(words, toks, lambda w: token_idf(n_docs, snap.doc_freq(w)))
+        n_docs = snap.lexical.n_docs()
+        cover = coverage(words, toks, lambda w: token_idf(n_docs, snap.lexical.doc_freq(w)))
         cos: float | None = None
         if qvec is not None:
             sims = [float(np.dot(v, qvec)) for v in (snap.vector(n) for n in ids) if v is not None]

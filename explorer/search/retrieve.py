@@ -88,7 +88,7 @@ class Retriever:
         """Build the tables a query reads for the snapshot's version: the name table and the idf."""
         with self._tables:
             self._refresh_names(snap)
-        snap.idf()
+        snap.lexical.idf()
 
     def _refresh_names(self, snap: Snapshot) -> None:
         """Bring the name table to the snapshot's version (the caller holds `_tables`)."""
@@ -158,7 +158,7 @@ class Retriever:
         if excluded_tokens:
             for node_id, shard in snap.shards.items():
                 if shard.path not in banned:
-                    toks = set(snap.tokens(node_id))
+                    toks = set(snap.lexical.tokens(node_id))
                     if any(ex and all(t in toks for t in ex) for ex in excluded_tokens):
                         banned.add(shard.path)
         for node_id, shard in snap.shards.items():
@@ -243,7 +243,7 @@ class Retriever:
         cosine floor (default `experimental.dense_threshold`); `feedback` False leaves the feedback ranking out.
         `dialog` reads conversation turns in their dialog: a turn's BM25 document also holds its
         adjacent turns' words at `experimental.dialog_words`, and its cosine is the better of its own
-        vector's and its dialog-context vector's (explorer.index.dialog).
+        vector's and its dialog-context vector's (explorer.index.local.dialog).
         """
         s = self.settings.experimental
         floor = s.dense_threshold if threshold is None else threshold
@@ -410,9 +410,9 @@ class Retriever:
         """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.typos)."""
         if not self.settings.search.typo_tolerance or not text:
             return []
-        idf = snap.idf()
+        idf = snap.lexical.idf()
         with self._tables:
-            return self._speller.corrections(text, idf, snap.doc_freq)
+            return self._speller.corrections(text, idf, snap.lexical.doc_freq)
 
     def _name_ranking(
         self,
@@ -443,7 +443,7 @@ class Retriever:
                     return node_id
             return None
 
-        idf = snap.idf()
+        idf = snap.lexical.idf()
         with self._tables:
             self._refresh_names(snap)
             found = self._names.search(
@@ -517,7 +517,7 @@ class Retriever:
                     triples += [
                         (dst, src, w) for q in frontier for dst in shard_ids(path) for src in shard_ids(q)
                     ]
-            cached = self._pairs_cache = (key, snap.spread(triples))
+            cached = self._pairs_cache = (key, snap.lexical.spread(triples))
         assert cached[1] is not None
         return cached[1]
 

@@ -36,7 +36,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import numpy as np
@@ -49,6 +49,10 @@ from explorer.text.safe import has_controls
 from explorer.text.tokenize import is_stopword, tokenize_spans
 from explorer.vault.model import Link, Note
 from explorer.vault.parse import markdown_link_target
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
+    from explorer.search.pipeline import SearchPipeline
 
 #: Score of a mention in the sentence at the cursor (a mention elsewhere in the paragraph: 1.0).
 SENTENCE_WEIGHT = 2.0
@@ -613,7 +617,7 @@ class SentenceVectors:
 class _SentenceIndex:
     """The index as the related search reads it: the same in everything but its embedder (`SentenceVectors`)."""
 
-    def __init__(self, index: Any) -> None:
+    def __init__(self, index: IndexBackend) -> None:
         self._index = index
         self._model: Any = None
         self._vectors: SentenceVectors | None = None
@@ -636,7 +640,7 @@ class LinkSuggester:
 
     def __init__(
         self,
-        pipeline: Any,
+        pipeline: SearchPipeline,
         sentence_weight: float = SENTENCE_WEIGHT,
         fuzzy_factor: float = FUZZY_FACTOR,
         scope: str = QUERY_SCOPE,
@@ -720,7 +724,7 @@ class LinkSuggester:
         training call under way stops between its stages when one starts, so typing is answered first. None (the search's order stays) when cancelled or with fewer than
         `TRAIN_MIN` usable links.
         """
-        key = self.pipeline.index
+        key: IndexBackend | None = self.pipeline.index
         try:
             if key in _FITTED:
                 self.scorer = _FITTED[key]

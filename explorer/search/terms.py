@@ -6,7 +6,10 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from explorer.index.backend import Snapshot
 
 MAX_TERMS = 5
 TRUNCATE_ABOVE = 10
@@ -135,7 +138,7 @@ def write_terms(
     writer: Callable[..., SearchTerms] | None,
     max_terms: int,
     budget: Any = None,
-    snapshot: Any = None,
+    snapshot: Snapshot | None = None,
 ) -> SearchTerms:
     """The terms stage: `writer` (an LLM) when given, the query alone otherwise or when it fails.
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from explorer.search.quality import RELEVANT, SUFFICIENT, assess, query_key, token_idf
 from explorer.search.schema import SearchResult, SearchResults
@@ -51,7 +51,12 @@ class Analysis:
 
 
 def analyse(
-    analyser: Any, mode: str, query: str, results: SearchResults, index: Snapshot, budget: Any = None
+    analyser: Callable[..., Analysis] | None,
+    mode: str,
+    query: str,
+    results: SearchResults,
+    index: Snapshot,
+    budget: object = None,
 ) -> Analysis:
     """The analysis stage: `analyser` (an LLM) unless `mode` is `heuristic`; the heuristic otherwise or on failure."""
     if analyser is not None and mode != "heuristic":
@@ -110,7 +115,7 @@ def feedback_terms(
 ) -> list[str]:
     """Up to `n` words (surface form, lower case) that characterise the feedback entries' passages."""
     q_tokens = {t for t, _, _ in tokenize_spans(query)}
-    n_docs = index.n_docs()
+    n_docs = index.lexical.n_docs()
     tf: Counter[str] = Counter()
     docs: Counter[str] = Counter()
     forms: dict[str, Counter[str]] = {}
@@ -130,7 +135,7 @@ def feedback_terms(
     for tok, count in tf.items():
         if count < FEEDBACK_MIN_TF:
             continue
-        idf = token_idf(n_docs, index.doc_freq(tok))
+        idf = token_idf(n_docs, index.lexical.doc_freq(tok))
         if idf < FEEDBACK_MIN_IDF:
             continue
         scored.append((docs[tok] * (1.0 + math.log(count)) * idf, tok))

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.index.backend import IndexBackend, ModelState, Snapshot
 from explorer.search.quality import COS_FLOOR
 from explorer.search.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.schema import Ranking, SearchResults
 from explorer.text.tokenize import is_stopword, tokenize
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from explorer.config import Settings
+    from explorer.search.pipeline import SearchPipeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +316,7 @@ def with_tuning(settings: Any, **changes: Any) -> Any:
     return replace(settings, experimental=replace(settings.experimental, **changes))
 
 
-def variant(pipeline: Any, settings: Any) -> Any:
+def variant(pipeline: SearchPipeline, settings: Settings) -> SearchPipeline:
     """A pipeline like `pipeline` (same index and components) that runs with `settings`."""
     from explorer.search.pipeline import SearchPipeline
 
@@ -340,7 +346,7 @@ def check_query(query: str) -> None:
 
 
 def prove(
-    pipeline: Any,
+    pipeline: SearchPipeline,
     query: str,
     name: str,
     k: int | None = None,
@@ -421,7 +427,13 @@ def prove(
 
 
 def _advice(
-    pipeline: Any, query: str, path: str, k: int, rank: int | None, facts: list[str], changes: list[Change]
+    pipeline: SearchPipeline,
+    query: str,
+    path: str,
+    k: int,
+    rank: int | None,
+    facts: list[str],
+    changes: list[Change],
 ) -> list[str]:
     """In plain words: whether changing the note's words can help, and if not what would (each
     thing it says run: a longer list is searched before it is advised)."""
@@ -457,7 +469,7 @@ def _advice(
 
 
 def _facts(
-    pipeline: Any,
+    pipeline: SearchPipeline,
     snap: Snapshot,
     query: str,
     path: str,
@@ -561,7 +573,7 @@ def content_words(text: str) -> list[str]:
 
 
 def _word_facts(
-    pipeline: Any,
+    pipeline: SearchPipeline,
     snap: Snapshot,
     query: str,
     text: str,
@@ -578,7 +590,7 @@ def _word_facts(
     index: IndexBackend = pipeline.index
     have: set[str] = set()
     for node_id in snap.shard_ids(path):
-        have.update(snap.tokens(node_id))
+        have.update(snap.lexical.tokens(node_id))
     words = content_words(text)
     if not words:
         facts.append(
@@ -591,7 +603,7 @@ def _word_facts(
             "it contains every content word of the query (" + ", ".join(f"“{w}”" for w in words) + ")"
         )
         return
-    missing.sort(key=lambda w: min((snap.doc_freq(t) for t in tokenize(w)), default=0))
+    missing.sort(key=lambda w: min((snap.lexical.doc_freq(t) for t in tokenize(w)), default=0))
     facts.append("it lacks " + ", ".join(f"“{w}”" for w in missing))
     why_skip = _rehearsal_blocked(index, len(snap.notes), make_pipeline, rehearse)
     if not why_skip and not path.lower().endswith(".md"):
@@ -731,7 +743,12 @@ def _copy_error(exc: OSError) -> str:
     return " ".join(str(exc.strerror or exc).split())
 
 
-def _rehearsal_blocked(index: IndexBackend, notes: int, make_pipeline: Any, rehearse: bool) -> str:
+def _rehearsal_blocked(
+    index: IndexBackend,
+    notes: int,
+    make_pipeline: Callable[[IndexBackend, Settings], SearchPipeline] | None,
+    rehearse: bool,
+) -> str:
     """Why an edit of the note cannot be rehearsed here ('' when it can); `notes`: the vault's note count."""
     if not rehearse or make_pipeline is None:
         return "not asked for"
@@ -759,7 +776,7 @@ def _passage_end(snap: Snapshot, path: str, query: str) -> int | None:
         shard = snap.shards.get(node_id)
         if shard is None:
             continue
-        hits = len(words & set(snap.tokens(node_id)))
+        hits = len(words & set(snap.lexical.tokens(node_id)))
         if hits > best_hits:
             best, best_hits = shard, hits
     return best.end if best is not None else None
@@ -780,7 +797,7 @@ def _filter_tokens(query: str) -> list[tuple[str, int, int]]:
 
 
 def _allows(
-    index: IndexBackend, snap: Snapshot, settings: Any, token: str, shard_ids: tuple[str, ...]
+    index: IndexBackend, snap: Snapshot, settings: Settings, token: str, shard_ids: tuple[str, ...]
 ) -> bool:
     """True when filter `token` keeps at least one shard of the note."""
     from explorer.search.retrieve import Retriever
@@ -795,7 +812,7 @@ def _query_vector(index: IndexBackend, text: str) -> Any:
     return emb.encode([text])[0] if emb is not None else None
 
 
-def _best_cosine(snap: Snapshot, shard_ids: tuple[str, ...], qvec: Any) -> float | None:
+def _best_cosine(snap: Snapshot, shard_ids: tuple[str, ...], qvec: np.ndarray | None) -> float | None:
     """The best cosine between the query vector and the note's passages (None: no vectors)."""
     import numpy as np
 
@@ -830,7 +847,9 @@ def _round_up(place: int) -> int:
     return ((place + 49) // 50) * 50
 
 
-def _note_places(snap: Snapshot, path: str, text: str, qvec: Any, floor: float) -> dict[str, int]:
+def _note_places(
+    snap: Snapshot, path: str, text: str, qvec: np.ndarray | None, floor: float
+) -> dict[str, int]:
     """The note's place among notes in the query's BM25 ranking and dense ranking (above the floor),
     counting each note once at its best passage; a retriever that does not find it is left out."""
     import numpy as np

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -51,8 +51,12 @@ from explorer.tui.text import note_titles
 from explorer.tui.themes import SHIPPED_THEMES_DIR, load_themes, user_themes_dir
 from explorer.tui.widgets.status_bar import StatusInfo
 
+if TYPE_CHECKING:
+    from explorer.index.backend import Encoder, IndexBackend
+    from explorer.search.pipeline import SearchPipeline
+
 DEFAULT_THEME = "explorer-dark"
-PipelineFactory = Callable[[Any, Settings], Any]
+PipelineFactory = Callable[["IndexBackend", Settings], "SearchPipeline"]
 
 
 def settle_heap() -> None:
@@ -92,8 +96,8 @@ class ExplorerApp(App[int]):
         vault: Path,
         settings: Settings | None = None,
         *,
-        index: Any = None,
-        embedder: Any = None,
+        index: IndexBackend | None = None,
+        embedder: Encoder | None = None,
         pipeline_factory: PipelineFactory | None = None,
         state_path: Path | None = None,
         theme_dirs: Iterable[Path] | None = None,
@@ -107,7 +111,7 @@ class ExplorerApp(App[int]):
         Args:
             vault: The vault root.
             settings: Settings (default: defaults).
-            index: An already opened VaultIndex to use (tests, embedding apps); not closed on exit.
+            index: An already opened index to use (tests, embedding apps); not closed on exit.
             embedder: An embedding model to give the index the app opens.
             pipeline_factory: Builds the SearchPipeline (default `explorer.engine.make_pipeline`).
             state_path: Where the theme choice and query history are kept (None: nowhere).
@@ -122,8 +126,8 @@ class ExplorerApp(App[int]):
         self._notices = tuple(notices)
         self.vault = Path(vault)
         self.settings = settings or Settings()
-        self.index: Any = None
-        self.pipeline: Any = None
+        self.index: IndexBackend | None = None
+        self.pipeline: SearchPipeline | None = None
         self._hooks = SessionHooks(
             on_batch=self._session_batch,
             on_watcher=self._watch_state,
@@ -250,17 +254,15 @@ class ExplorerApp(App[int]):
             report = None
         else:
             report = self.session.open(progress=self._progress)
-        index = self.session.index
-        assert index is not None
+        index, pipeline = self.session.index, self.session.pipeline
+        assert index is not None and pipeline is not None
         summary = f"{index.note_count()} notes"
         if report is not None:
             summary += (
                 f" ({len(report.added)} new, {len(report.changed)} changed, {len(report.removed)} removed)"
             )
         summary += f" in {(time.perf_counter() - t0) * 1000:.0f} ms"
-        self.post_message(
-            IndexReady(index, self.session.pipeline, summary, index.stats(), note_titles(index))
-        )
+        self.post_message(IndexReady(index, pipeline, summary, index.stats(), note_titles(index)))
 
     def _wait_shared(self, shared: SharedSession) -> None:
         """Worker thread: wait for the shared session to have opened its index (the app quitting ends the wait)."""
@@ -280,9 +282,8 @@ class ExplorerApp(App[int]):
     def _embed_eta(self) -> float | None:
         """Seconds the embedding loop under way still needs: its model's own estimate by text volume
         (`ModelHost.eta`, the one `explorer index` prints), None while unknown or for an index without one."""
-        model = getattr(self.session.index, "model", None)
-        eta = getattr(model, "eta", None)
-        return eta() if callable(eta) else None
+        index = self.session.index
+        return index.embed_eta() if index is not None else None
 
     def on_index_progress(self, message: IndexProgress) -> None:
         """Show progress in the status bar."""
@@ -326,6 +327,8 @@ class ExplorerApp(App[int]):
 
     def _report_problem_files(self) -> None:
         """One notification listing files left out or only partly indexed, with their reasons."""
+        if self.index is None:
+            return
         skipped = self.index.skipped_files()
         warned = self.index.warnings()
         if not skipped and not warned:

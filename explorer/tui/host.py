@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from explorer.config import Settings
 from explorer.tui.widgets.status_bar import StatusInfo
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
+    from explorer.search.pipeline import SearchPipeline
 
 
 class Host(Protocol):
@@ -20,9 +24,9 @@ class Host(Protocol):
     """The vault root."""
     settings: Settings
     """The app's settings."""
-    index: Any
+    index: IndexBackend | None
     """The open index (None until it opened)."""
-    pipeline: Any
+    pipeline: SearchPipeline | None
     """The search pipeline over it (None until the index opened)."""
     status: StatusInfo
     """What the status bar shows: index, model and watcher states."""

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from explorer.search.schema import SearchResults
 from explorer.search.suggest import Suggestions
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend, IndexStats
+    from explorer.search.pipeline import SearchPipeline
 
 
 @dataclass
@@ -34,13 +38,13 @@ class IndexProgress(Message):
 class IndexReady(Message):
     """The index is open and searchable (lexically at least)."""
 
-    index: Any
-    """The VaultIndex."""
-    pipeline: Any
+    index: IndexBackend
+    """The index."""
+    pipeline: SearchPipeline
     """The SearchPipeline built over it."""
     summary: str
     """What opening did, in a line."""
-    stats: Any = None
+    stats: IndexStats | None = None
     """The index's counts (IndexStats), taken in the worker so the UI never waits on the index lock."""
     titles: dict[str, str] | None = None
     """Every note's title by path, for the vault tree (taken in the worker too)."""
@@ -62,7 +66,7 @@ class IndexUpdated(Message):
     """Vault-relative paths added, changed or removed."""
     summary: str
     """What the batch did, in a line."""
-    stats: Any = None
+    stats: IndexStats | None = None
     """The index's counts after the batch (IndexStats), taken off the UI thread."""
     titles: dict[str, str] | None = None
     """Every note's title by path after the batch."""

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.config import Settings
-from explorer.index.windows import query_words
 from explorer.search.query import parse_query
 from explorer.search.schema import SearchResults
 from explorer.tui.messages import ContextsPrepared, SearchFailed, SearchFinished
 from explorer.tui.widgets.context_pane import prepare_context
 from explorer.tui.widgets.results import RowLayout, prepare_rows
+from explorer.vault.windows import query_words
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
+    from explorer.search.pipeline import SearchPipeline
 
 
 def highlight_terms(mode: str, text: str) -> tuple[list[str], list[str]]:
@@ -47,8 +51,8 @@ Found = Callable[[SearchResults, str, bool], None]
 
 def run_stages(
     job: SearchJob,
-    pipeline: Any,
-    index: Any,
+    pipeline: SearchPipeline,
+    index: IndexBackend,
     settings: Settings,
     found: Found,
     cancelled: Callable[[], bool],

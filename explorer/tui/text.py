@@ -6,11 +6,14 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from explorer.search.suggest import paragraph_bounds, plain_query
 from explorer.vault.model import Link, Note
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
 
 #: Scheme of the Markdown links that stand for wikilinks in the note view.
 WIKILINK_SCHEME = "wikilink:"
@@ -310,7 +313,7 @@ def read_note_file(path: Path) -> str:
         return fh.read()
 
 
-def note_titles(index: Any) -> dict[str, str] | None:
+def note_titles(index: IndexBackend | None) -> dict[str, str] | None:
     """Every note's title by path, through the index's read API (call it off the UI thread)."""
     if index is None:
         return None

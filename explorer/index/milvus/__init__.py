@@ -1,6 +1,6 @@
 """The Milvus backend: the rankings of a search served by a Milvus engine (Milvus Lite, Standalone, a cluster).
 
-`MilvusIndex` is a `VaultIndex` (it reads, parses and shards the vault, and keeps its vector
+`MilvusIndex` holds a local `VaultIndex` (it reads, parses and shards the vault, and keeps its vector
 cache by content hash, exactly as the local backend does) whose shards are also kept in one Milvus
 collection, and whose snapshots ask that collection for the BM25 and vector rankings. Explorer's
 own fusion, explanations, two-pass, quality and why-not stay above the interface: a ranking comes

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from explorer.index.lexical import BM25_B, BM25_K1
+from explorer.index.local.lexical import BM25_B, BM25_K1
 
 TOKEN_ENV = "EXPLORER_MILVUS_TOKEN"
 """The only place the engine's token is read from."""

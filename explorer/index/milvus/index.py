@@ -1,4 +1,4 @@
-"""`MilvusIndex`: a `VaultIndex` whose shards are also kept in one Milvus collection.
+"""`MilvusIndex`: a vault's local index (held, not extended) whose shards are also kept in one Milvus collection.
 
 Writes: after every change batch and every vector batch the collection is brought to the
 index's state (`sync`: the difference of content hashes, upserted and deleted, then flushed, so
@@ -21,14 +21,28 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from operator import methodcaller
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from explorer.index.backend import ALL_VAULTS, Scope
+from explorer.config import Settings
+from explorer.index.backend import (
+    ALL_VAULTS,
+    BatchReport,
+    ClassicResult,
+    EmbedRun,
+    FileState,
+    IndexStats,
+    ModelState,
+    Progress,
+    Scope,
+)
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.vault_index import VaultIndex
 from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
     DIM,
@@ -52,13 +66,12 @@ from explorer.index.milvus.engine import (
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.index.milvus.stats import StatsTable, vault_statistics
 from explorer.index.milvus.team import FOREIGN, TeamSnapshot, foreign_note
-from explorer.index.vault_index import VaultIndex
 from explorer.text.dates import note_date
 from explorer.vault.model import Note, Shard
 
 if TYPE_CHECKING:
-    from explorer.config import Settings
-    from explorer.index.embed import Embedder
+    from explorer.index.local.embed import Embedder
+    from explorer.vault.links import LinkGraph
 
 
 ENGINE_START_DELAY_S = 2.0
@@ -66,8 +79,14 @@ ENGINE_START_DELAY_S = 2.0
 search). Not tuned: about the time an app takes from its open to a first search typed at once."""
 
 
-class MilvusIndex(VaultIndex):
-    """A `VaultIndex` whose rankings a Milvus collection serves (explorer.index.backend.IndexBackend)."""
+class MilvusIndex:
+    """A vault's index whose rankings a Milvus collection serves (explorer.index.backend.IndexBackend).
+
+    It keeps a local index of the vault (`local`, a `VaultIndex`: reading, parsing and sharding the
+    vault, vectors cached by content hash) and delegates to it explicitly: the face's writes and
+    reads are the local index's, with the collection brought to its state after each write, and
+    snapshots are `MilvusSnapshot`s over a local snapshot.
+    """
 
     backend_name = "milvus"
 
@@ -79,7 +98,12 @@ class MilvusIndex(VaultIndex):
         on_message: Callable[[str], None] | None = None,
         interactive: bool = False,
     ) -> None:
-        super().__init__(root, settings, embedder=embedder, on_message=on_message)
+        self.local = VaultIndex(
+            root, settings, embedder=embedder, on_message=on_message, on_batch=self._batch_applied
+        )
+        """The vault's own index: what this backend keeps locally, and answers from while the engine cannot."""
+        self.root = self.local.root
+        self.settings = self.local.settings
         ix = self.settings.index
         self.engine = Engine(ix.milvus_uri, ix.collection, os.environ.get(TOKEN_ENV, ""))
         self.interactive = interactive
@@ -124,8 +148,21 @@ class MilvusIndex(VaultIndex):
     def backend_uri(self) -> str:
         return self.engine.label
 
+    @property
+    def many_vaults(self) -> bool:
+        """A shared collection holds other vaults' notes beside this vault's."""
+        return True
+
+    def backend_info(self) -> dict[str, str]:
+        """The URI without credentials, the collection and this vault's name in it."""
+        return {
+            "backend_uri": self.backend_uri,
+            "collection": self.engine.collection,
+            "vault_name": self.vault_name,
+        }
+
     # -- writes -------------------------------------------------------------------------------
-    def open(self, progress: Any = None) -> Any:
+    def open(self, progress: Progress | None = None) -> BatchReport:
         """Open as the local backend does, the engine connecting meanwhile (`Engine.start`).
 
         A command's open then waits for the engine (raising BackendError, naming the URI, when
@@ -136,7 +173,7 @@ class MilvusIndex(VaultIndex):
         """
         if not self.interactive:
             self.engine.start(warm=False)
-        report = super().open(progress)
+        report = self.local.open(progress)
         self._opened = True
         if self.interactive:
             self._catch_up = threading.Thread(
@@ -226,13 +263,21 @@ class MilvusIndex(VaultIndex):
     def _batch_applied(self) -> None:
         self._sync_soft()
 
-    def embed_pending(self, *args: Any, **kwargs: Any) -> int:
+    def embed_pending(
+        self,
+        progress: Progress | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        batch: int | None = None,
+        waiting: Callable[[str], object] | None = None,
+    ) -> int:
+        """The local index's `embed_pending`, after borrowing what the collection already holds; the
+        collection is brought up to date after."""
         if self.interactive and self.pending():
             # Vectors may be borrowed from the collection: the engine starts now, and is waited for.
             self._go.set()
             self._caught_up.wait(60.0)
         borrowed = self.borrow_vectors()
-        done = super().embed_pending(*args, **kwargs)
+        done = self.local.embed_pending(progress, cancelled, batch, waiting)
         if done or borrowed:
             self._sync_soft()
         return done
@@ -274,16 +319,7 @@ class MilvusIndex(VaultIndex):
             return 0
         if not found:
             return 0
-        self.keeper.save(lambda: self.store.put_vectors(self.model_id, found))
-        given = 0
-        with self.lock:
-            self.reader.own("dense")
-            for s in list(self.shards.values()):
-                vec = found.get(s.hash)
-                if vec is not None and s.node_id not in self.dense:
-                    self.dense.set(s.node_id, vec)
-                    given += 1
-            self.reader.log_version(())  # vectors only: no note changed
+        given = self.local.put_vectors(found)
         self.borrowed += given
         return given
 
@@ -420,9 +456,9 @@ class MilvusIndex(VaultIndex):
         """This writer's change reached the engine: answers kept from before are no longer read."""
         self.answers.clear()
 
-    def _row(self, s: Any) -> dict[str, Any]:
+    def _row(self, s: Shard) -> dict[str, Any]:
         note = self.notes.get(s.path)
-        state = self.reader.states.get(s.path)
+        state = self.local.file_state(s.path)
         vec = self.dense.vector(s.node_id)
         has = vec is not None
         if not has:
@@ -469,7 +505,7 @@ class MilvusIndex(VaultIndex):
     # -- reads --------------------------------------------------------------------------------
     def note(self, path: str) -> Note | None:
         """The note at `path`; another vault's (`vault:NAME/PATH`, as a team search names it) is read from the collection."""
-        found = super().note(path)
+        found = self.local.note(path)
         if found is None and path.startswith(FOREIGN):
             other = self.foreign_note(path)
             return other[0] if other is not None else None
@@ -535,15 +571,164 @@ class MilvusIndex(VaultIndex):
         return TeamSnapshot(base, scope), note, scope.everything or own in scope.vaults
 
     def snapshot(self) -> MilvusSnapshot:
-        return self.reader.snapshot(MilvusSnapshot, self)
+        """A view at the current version: a local snapshot, whose rankings the collection serves."""
+        return MilvusSnapshot(self, self.local.snapshot())
 
     def close(self, exiting: bool = False) -> None:
         self._closing.set()
         self._go.set()
         try:
-            super().close(exiting)
+            self.local.close(exiting)
         finally:
             self.engine.close(final=True)
+
+    # -- the local index's, delegated ----------------------------------------------------------
+    @property
+    def on_message(self) -> Callable[[str], None]:
+        """Where store, model and engine messages go."""
+        return self.local.on_message
+
+    @on_message.setter
+    def on_message(self, hook: Callable[[str], None]) -> None:
+        self.local.on_message = hook
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self.local.lock
+
+    @property
+    def version(self) -> int:
+        return self.local.version
+
+    @property
+    def notes(self) -> dict[str, Note]:
+        return self.local.notes
+
+    @property
+    def shards(self) -> dict[str, Shard]:
+        return self.local.shards
+
+    @property
+    def dense(self) -> DenseIndex:
+        return self.local.dense
+
+    @property
+    def bm25(self) -> BM25Index:
+        return self.local.bm25
+
+    @property
+    def vault_name(self) -> str:
+        return self.local.vault_name
+
+    @property
+    def model_state(self) -> ModelState:
+        return self.local.model_state
+
+    @property
+    def model_error(self) -> str:
+        return self.local.model_error
+
+    @property
+    def model_id(self) -> str:
+        return self.local.model_id
+
+    @property
+    def runtime(self) -> str:
+        return self.local.runtime
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.local.cache_dir
+
+    @property
+    def not_saved(self) -> str:
+        return self.local.not_saved
+
+    @property
+    def embed_run(self) -> EmbedRun | None:
+        return self.local.embed_run
+
+    def refresh(
+        self,
+        paths: Iterable[str] | None = None,
+        progress: Progress | None = None,
+        reread: bool = False,
+        reparse: bool = False,
+    ) -> BatchReport:
+        return self.local.refresh(paths, progress, reread, reparse)
+
+    def pending(self) -> list[Shard]:
+        return self.local.pending()
+
+    def load_model_in_background(self) -> None:
+        self.local.load_model_in_background()
+
+    def prune_vectors(self) -> int:
+        return self.local.prune_vectors()
+
+    def embedder(self) -> Embedder | None:
+        return self.local.embedder()
+
+    def encode_query(self, text: str) -> np.ndarray | None:
+        return self.local.encode_query(text)
+
+    def embed_eta(self) -> float | None:
+        return self.local.embed_eta()
+
+    def store_lost(self) -> bool:
+        return self.local.store_lost()
+
+    def reopen_store(self) -> None:
+        self.local.reopen_store()
+
+    def stats(self) -> IndexStats:
+        return self.local.stats()
+
+    def note_titles(self) -> dict[str, str]:
+        return self.local.note_titles()
+
+    def note_count(self) -> int:
+        return self.local.note_count()
+
+    def shard(self, node_id: str) -> Shard | None:
+        return self.local.shard(node_id)
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        return self.local.shard_at(path, cursor)
+
+    def links(self) -> LinkGraph:
+        return self.local.links()
+
+    def warnings(self) -> dict[str, tuple[str, ...]]:
+        return self.local.warnings()
+
+    def paths_under(self, folder: str) -> list[str]:
+        return self.local.paths_under(folder)
+
+    def skipped_files(self) -> dict[str, str]:
+        return self.local.skipped_files()
+
+    def ignored_files(self) -> dict[str, str]:
+        return self.local.ignored_files()
+
+    def file_state(self, path: str) -> FileState | None:
+        return self.local.file_state(path)
+
+    def resolve_note(self, name: str) -> str | None:
+        return self.local.resolve_note(name)
+
+    def local_copy(self, root: Path, settings: Settings) -> VaultIndex:
+        return self.local.local_copy(root, settings)
+
+    def classic_search(
+        self,
+        mode: str,
+        keywords: Sequence[str] | str,
+        max_results: int | None = None,
+        context_chars: int | None = None,
+        window: int | None = None,
+    ) -> ClassicResult:
+        return self.local.classic_search(mode, keywords, max_results, context_chars, window)
 
 
 def wait_until(check: Callable[[], bool], seconds: float) -> bool:

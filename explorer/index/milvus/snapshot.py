@@ -9,12 +9,18 @@ drops rows of another version, and BM25 candidates are scored with this view's s
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from explorer.index.backend import Hit, Restriction, Scope
+from explorer.index.backend import Hit, LexicalStats, Restriction, Scope, SnapshotCounts, Spread
+from explorer.vault.model import Note, Shard
+
+if TYPE_CHECKING:
+    from explorer.index.local.snapshot import LocalSnapshot
+    from explorer.vault.links import LinkGraph
 from explorer.index.milvus.answers import Answers
 from explorer.index.milvus.engine import (
     BM25_PARAMS,
@@ -27,7 +33,6 @@ from explorer.index.milvus.engine import (
     shard_pk,
 )
 from explorer.index.milvus.stats import StatsTable
-from explorer.index.snapshot import LocalSnapshot
 
 BM25_SETTLE_SHARE = 0.5
 """A first BM25 fetch settles a ranking when its kept rows are all within this share of the rows
@@ -61,28 +66,100 @@ class _Owner(Protocol):
     def view_released(self) -> None: ...
 
 
-class MilvusSnapshot(LocalSnapshot):
+class MilvusSnapshot:
     """A `MilvusIndex` at one version: the BM25 and vector rankings come from the collection.
+
+    It holds a snapshot of the index's local index (`local`) at the same version and delegates to it
+    what the collection does not serve: notes and shards, their texts, BM25 statistics, dialog-context
+    vectors, spread BM25, and every ranking while this view answers locally (`_local`).
 
     Rows the collection holds for another version of a shard (another content hash) or for a
     shard this view does not know are left out, so a search still reads one version. Scores are
     the raw BM25 scores of this view's index (the engine picks the candidates with the same k1
-    and b) and the engine's cosines. Dialog-context vectors and spread BM25 stay local.
+    and b) and the engine's cosines.
     """
-
-    __slots__ = ()
 
     # What each engine row brings back (a team view also reads the row's vault and path).
     OUTPUT_FIELDS: tuple[str, ...] = ("node_id", "content_hash")
 
+    version: int
+    notes: Mapping[str, Note]
+    shards: Mapping[str, Shard]
+    neighbours: Mapping[str, tuple[str, ...]]
+    lexical: LexicalStats
+
+    def __init__(self, index: _Owner, local: LocalSnapshot) -> None:
+        self._index = index
+        self.local = local
+        """The local index's view at the same version (released with this one)."""
+        # Plain attributes, not properties: the search reads `shards` in its innermost loops.
+        self.version = local.version
+        self.notes = local.notes
+        self.shards = local.shards
+        self.neighbours = local.neighbours
+        self.lexical = local.lexical
+        self._released = False
+
     @property
-    def _index(self) -> _Owner:
-        return self._owner  # type: ignore[return-value]
+    def index(self) -> _Owner:
+        """The index this view was taken of."""
+        return self._index
 
     def release(self) -> None:
         if not self._released:
+            self._released = True
             self._index.view_released()
-        super().release()
+            self.local.release()
+
+    def __enter__(self) -> MilvusSnapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # -- the local view's, delegated ----------------------------------------------------------
+    def prefetch(self, paths: Iterable[str]) -> None:
+        self.local.prefetch(paths)
+
+    def shard_ids(self, path: str) -> Sequence[str]:
+        return self.local.shard_ids(path)
+
+    def modified(self, path: str) -> int | None:
+        return self.local.modified(path)
+
+    def links(self) -> LinkGraph:
+        return self.local.links()
+
+    def notes_changed(self, since: int) -> frozenset[str] | None:
+        """Paths whose note changed after version `since` (see `LocalSnapshot.notes_changed`)."""
+        return self.local.notes_changed(since)
+
+    def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
+        return self.local.name_tokens(note)
+
+    def note(self, path: str) -> Note | None:
+        return self.notes.get(path)
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        return self.local.shard_at(path, cursor)
+
+    def counts(self) -> SnapshotCounts:
+        return self.local.counts()
+
+    def bm25_top_spread(
+        self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
+    ) -> list[Hit]:
+        """Spread BM25 stays local (the collection holds each shard's own words)."""
+        return self.local.bm25_top_spread(tokens, k, spread, allowed)
+
+    def has_vectors(self, context: bool = False) -> bool:
+        return self.local.has_vectors(context)
+
+    def vector(self, node_id: str) -> np.ndarray | None:
+        return self.local.vector(node_id)
+
+    def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
+        return self.local.restrict(node_ids)
 
     # -- the hooks a wider view overrides -----------------------------------------------------
     def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
@@ -142,13 +219,13 @@ class MilvusSnapshot(LocalSnapshot):
 
     def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
         """The BM25 scores of candidates `ids` for `tokens`, with this view's statistics."""
-        return self._bm25.get_scores(tokens, keys=ids)
+        return self.local.lexical.scores(tokens, ids)
 
     def _context_top(
         self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
     ) -> list[list[Hit]]:
         """Dialog-context cosines (kept locally, not in the collection)."""
-        return super().vector_top(queries, k, floor, allowed, True)
+        return self.local.vector_top(queries, k, floor, allowed, True)
 
     # -- rows ---------------------------------------------------------------------------------
     def _current(self, row: dict[str, Any]) -> str | None:
@@ -225,13 +302,13 @@ class MilvusSnapshot(LocalSnapshot):
         first rows do not settle its ranking (`_bm25_settled`) is asked again for all `k`.
         """
         if self._local():
-            return [LocalSnapshot.bm25_top(self, tokens, k, allowed) for tokens in queries]
+            return [self.local.bm25_top(tokens, k, allowed) for tokens in queries]
         try:
             return self._engine_bm25(queries, k, allowed)
         except BackendError as exc:
             if not self._fell_back(exc):
                 raise
-            return [LocalSnapshot.bm25_top(self, tokens, k, allowed) for tokens in queries]
+            return [self.local.bm25_top(tokens, k, allowed) for tokens in queries]
 
     def _engine_bm25(
         self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None
@@ -312,13 +389,13 @@ class MilvusSnapshot(LocalSnapshot):
         if context:
             return self._context_top(queries, k, floor, allowed)
         if self._local():
-            return LocalSnapshot.vector_top(self, queries, k, floor, allowed)
+            return self.local.vector_top(queries, k, floor, allowed)
         try:
             return self._engine_vectors(queries, k, floor, allowed)
         except BackendError as exc:
             if not self._fell_back(exc):
                 raise
-            return LocalSnapshot.vector_top(self, queries, k, floor, allowed)
+            return self.local.vector_top(queries, k, floor, allowed)
 
     def _engine_vectors(
         self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from operator import methodcaller
 from typing import Any
 
-from explorer.index.lexical import BM25_B, BM25_EPSILON, BM25_K1
+from explorer.index.backend import LexicalStats
+from explorer.index.local.lexical import BM25_B, BM25_EPSILON, BM25_K1
 from explorer.index.milvus.engine import MAX_LIMIT, Engine, engine_term, quote
 
 STATS_SUFFIX = "_stats"
@@ -255,7 +256,7 @@ def _text(row: Mapping[str, Any]) -> str:
 
 def vault_statistics(bm25: Any) -> tuple[int, int, dict[str, int]]:
     """(documents, total length, word -> documents holding it) of a vault's BM25 index."""
-    from explorer.index.lexical_segment import document_frequencies
+    from explorer.index.local.lexical_segment import document_frequencies
 
     terms, df = document_frequencies(bm25)
     n = len(bm25)
@@ -264,17 +265,17 @@ def vault_statistics(bm25: Any) -> tuple[int, int, dict[str, int]]:
 
 def collection_scores(
     table: StatsTable,
-    own: Any,
+    own: LexicalStats,
     more: Mapping[str, Mapping[str, int]],
     tokens: Sequence[str],
     ids: Sequence[str],
 ) -> dict[str, float]:
     """BM25 of candidates `ids` for `tokens` with the collection's statistics: another vault's rows by their
-    words in `more`, this vault's by its BM25 index `own`. A collection whose table holds nothing yet is
-    read with this vault's own statistics."""
+    words in `more`, this vault's by its own BM25 statistics `own`. A collection whose table holds nothing
+    yet is read with this vault's own statistics."""
     stats = table.collection(tokens)
     if not stats.docs:
-        n = len(own)
-        stats = CollectionStats(n, round(own.avgdl * n), {t: own.doc_freq(t) for t in set(tokens)}, 1)
-    docs = {nid: (more[nid] if nid in more else own.terms(nid)) for nid in ids}
-    return stats.scores(tokens, docs, own.k1, own.b)
+        n = own.n_docs()
+        stats = CollectionStats(n, round(own.avgdl() * n), {t: own.doc_freq(t) for t in set(tokens)}, 1)
+    docs = {nid: (more[nid] if nid in more else own.term_counts(nid)) for nid in ids}
+    return stats.scores(tokens, docs, BM25_K1, BM25_B)

@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from explorer.index.backend import ALL_VAULTS, Hit, Restriction, Scope, Spread
+from explorer.index.backend import ALL_VAULTS, Hit, LexicalStats, Restriction, Scope, SnapshotCounts, Spread
 from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, Engine, decode_terms, quote
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
+from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard, Tag, title_of
+from explorer.vault.shard import shard_at_cursor
 
 FOREIGN = "vault:"
 """Another vault's notes are known in a team search as `vault:NAME/PATH` (node_ids alike)."""
@@ -162,6 +164,45 @@ class _Overlay(Mapping[str, Any]):
         return len(self._base) + len(self._more)
 
 
+class _TeamLexical:
+    """This vault's BM25 statistics, with the tokens of other vaults' shards read during a team search.
+
+    Other vaults' shards have no score here (`scores` leaves them out); the team view scores its
+    candidates itself (`TeamSnapshot._scores`).
+    """
+
+    __slots__ = ("_base", "_more")
+
+    def __init__(self, base: LexicalStats, more: Mapping[str, Counter[str]]) -> None:
+        self._base, self._more = base, more
+
+    def n_docs(self) -> int:
+        return self._base.n_docs()
+
+    def idf(self) -> Mapping[str, float]:
+        return self._base.idf()
+
+    def doc_freq(self, token: str) -> int:
+        return self._base.doc_freq(token)
+
+    def avgdl(self) -> float:
+        return self._base.avgdl()
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        more = self._more.get(node_id)
+        return more.keys() if more is not None else self._base.tokens(node_id)
+
+    def term_counts(self, node_id: str) -> Mapping[str, int]:
+        more = self._more.get(node_id)
+        return more if more is not None else self._base.term_counts(node_id)
+
+    def scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        return self._base.scores(tokens, [n for n in node_ids if n not in self._more])
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        return self._base.spread(triples)
+
+
 class TeamSnapshot(MilvusSnapshot):
     """A `MilvusSnapshot` over several vaults of the collection (`vault:name`, `vault:*`).
 
@@ -178,21 +219,8 @@ class TeamSnapshot(MilvusSnapshot):
 
     OUTPUT_FIELDS = ("node_id", "content_hash", "vault", "path")
 
-    __slots__ = ("_engine_expr", "_more_notes", "_more_paths", "_more_shards", "_more_tokens", "_scope")
-
     def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
-        super().__init__(
-            base._owner,
-            base.version,
-            base.notes,  # type: ignore[arg-type]
-            base.shards,  # type: ignore[arg-type]
-            base._by_path,
-            base.neighbours,  # type: ignore[arg-type]
-            base._bm25,
-            base._dense,
-            base._context,
-            states=base._states,
-        )
+        super().__init__(base.index, base.local)
         self._released = True  # the base view holds the pin and releases it
         self._scope = scope
         self._more_notes: dict[str, Note] = {}
@@ -201,8 +229,8 @@ class TeamSnapshot(MilvusSnapshot):
         self._more_tokens: dict[str, Counter[str]] = {}
         self.notes = _Overlay(base.notes, self._more_notes)
         self.shards = _Overlay(base.shards, self._more_shards)
-        self._by_path = _Overlay(base._by_path, self._more_paths)  # type: ignore[assignment]
         self._engine_expr = self._scope_expr()
+        self.lexical = _TeamLexical(base.lexical, self._more_tokens)
 
     # -- filters ------------------------------------------------------------------------------
     def _scope_expr(self) -> tuple[str, str]:
@@ -301,16 +329,34 @@ class TeamSnapshot(MilvusSnapshot):
         self._more_notes[note.path] = note
 
     # -- reads --------------------------------------------------------------------------------
+    def shard_ids(self, path: str) -> Sequence[str]:
+        more = self._more_paths.get(path)
+        return more if more is not None else self.local.shard_ids(path)
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        shards = self.shards
+        return shard_at_cursor((shards.get(n) for n in self.shard_ids(path)), cursor)
+
+    def links(self) -> LinkGraph:
+        return self.local.links_over(self.notes)
+
+    def counts(self) -> SnapshotCounts:
+        """The sizes of this view, other vaults' notes read so far included."""
+        own = self.local.counts()
+        with_vectors = len(self.local.shards) - own.pending
+        return SnapshotCounts(
+            notes=len(self.notes),
+            shards=len(self.shards),
+            pending=len(self.shards) - with_vectors,
+            version=self.version,
+        )
+
     def modified(self, path: str) -> int | None:
         other = self._more_notes.get(path)
         if other is None:
             return super().modified(path)
         seconds = int(other.metadata.get("mtime") or 0) if isinstance(other.metadata, dict) else 0
         return seconds * 1_000_000_000 if seconds > 0 else None  # its file time, as its vault recorded it
-
-    def tokens(self, node_id: str) -> Collection[str]:
-        more = self._more_tokens.get(node_id)
-        return more.keys() if more is not None else super().tokens(node_id)
 
     def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
         """BM25 of every vault's candidates alike, with the collection's statistics (explorer.index.milvus.stats).
@@ -321,10 +367,7 @@ class TeamSnapshot(MilvusSnapshot):
         statistics mean the same from another vault. Every candidate is scored with the
         collection's document count, average length and document frequencies, whichever vault asks.
         """
-        return collection_scores(self._index.team_stats, self._bm25, self._more_tokens, tokens, ids)
-
-    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
-        return super().bm25_scores(tokens, [n for n in node_ids if n not in self._more_shards])
+        return collection_scores(self._index.team_stats, self.local.lexical, self._more_tokens, tokens, ids)
 
     def bm25_top_spread(
         self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None

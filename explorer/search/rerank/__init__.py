@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from explorer.index.backend import ModelState
 from explorer.search.rerank.base import (
@@ -54,6 +54,7 @@ from explorer.search.rerank.policy import (
 if TYPE_CHECKING:
     from explorer.config import Settings
     from explorer.index.backend import IndexBackend
+    from explorer.search.llm import LLMClient
 
 __all__ = [
     "CROSS_ENCODER_CHARS",
@@ -90,7 +91,9 @@ __all__ = [
 ]
 
 
-def build_reranker(index: IndexBackend, settings: Settings, llm: Any = None) -> MultiPassReranker | None:
+def build_reranker(
+    index: IndexBackend, settings: Settings, llm: LLMClient | None = None
+) -> MultiPassReranker | None:
     """The reranker `settings.rerank` asks for; None when the backend is `none`.
 
     It is built even when `rerank.enabled` is false, so a search can still ask for it

@@ -492,7 +492,7 @@ class MainScreen(Screen):
         """Copy the node_id under the context cursor as an Obsidian [[link]]."""
         target, index = self._target(), self.explorer.index
         if target is not None:
-            shard = index.shards.get(target[2]) if index is not None else None
+            shard = index.shard(target[2]) if index is not None else None
             launch.copy_link(
                 self.explorer, target[2], shard.heading_path[-1] if shard and shard.heading_path else None
             )

@@ -8,7 +8,7 @@ import re
 import time
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -35,6 +35,9 @@ from explorer.vault.model import Note, display_title
 from explorer.vault.parse import markdown_link_target
 from explorer.vault.pdf import is_pdf
 from explorer.vault.shard import link_heading
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
 
 #: Notes longer than this (characters) open in a plain text view: rendering Markdown costs
 #: about 40 ms per KB, the plain view (`LongText`) draws only the rows on screen.
@@ -181,19 +184,18 @@ def _line_start(text: str, line: int) -> int:
 
 
 def _rendered_part(
-    index: Any, note: Note, start: int, end: int | None, pinned: PinnedNames | None = None
+    index: IndexBackend, note: Note, start: int, end: int | None, pinned: PinnedNames | None = None
 ) -> NoteSource:
     """The part `[start, end)` of the note as the view's Markdown, its embeds expanded
     (`explorer.index.transclusion`), names resolved in a snapshot (`PinnedNames`)."""
     if pinned is None:
         with index.snapshot() as snap:
             return _rendered_part(index, note, start, end, PinnedNames(index, snap, note))
-    names: Any = pinned  # reads what embeds_in reads of an index, from the snapshot
-    return note_source(note, embeds_in(names, note.path, start, end), pinned.note, start, end)
+    return note_source(note, embeds_in(pinned, note.path, start, end), pinned.note, start, end)
 
 
 def _rest(
-    index: Any, note: Note, cut: int, start: int = 0
+    index: IndexBackend, note: Note, cut: int, start: int = 0
 ) -> tuple[list[NoteSource], list[NoteSource], SidePanel]:
     """In a worker thread, after the first frame: the part of the note above `start` and its rest from
     `cut`, each as parts of about REST_CHUNK_CHARS (their embeds expanded), and the side panel, read
@@ -230,13 +232,13 @@ def _side_panel(pinned: PinnedNames, note: Note) -> SidePanel:
     return SidePanel(tuple((p, title(p)) for p in backlinks), tuple((p, title(p)) for p in links))
 
 
-def _side_of(index: Any, note: Note) -> SidePanel:
+def _side_of(index: IndexBackend, note: Note) -> SidePanel:
     """The side panel of `note` from a fresh snapshot (a worker thread's)."""
     with index.snapshot() as snap:
         return _side_panel(PinnedNames(index, snap, note), note)
 
 
-def _link_target(index: Any, target: str, here: str, markdown: bool) -> Note | None:
+def _link_target(index: IndexBackend, target: str, here: str, markdown: bool) -> Note | None:
     """The note a clicked link names (a worker thread's: names resolve in a snapshot)."""
     with index.snapshot() as snap:
         pinned = PinnedNames(index, snap)
@@ -633,6 +635,7 @@ class NoteScreen(Screen):
         scroll = self.query_one("#note-scroll", PinnedScroll)
         if any(link.embed and start <= link.start < cut for link in note.links):
             # Embeds name other notes: they resolve in a snapshot, in a thread (not on the UI thread).
+            assert index is not None  # the note was read from it
             first = await asyncio.to_thread(_rendered_part, index, note, start, cut)
             if showing != self._showing:
                 return  # another place was asked for meanwhile
@@ -805,6 +808,8 @@ class NoteScreen(Screen):
             parsed, markdown = (target, "^" + block if block else heading), True
         target, heading = parsed
         index = self.explorer.index
+        if index is None:
+            return
         note = await asyncio.to_thread(_link_target, index, target, self.place.path, markdown)
         if note is None:
             self.notify(f"No note named “{target}” (a dangling link).", severity="warning", timeout=4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -13,10 +13,13 @@ from textual.message import Message
 from textual.widgets import Static
 
 from explorer.index.transclusion import Embed, after_lines, with_embeds
-from explorer.index.windows import ContextWindow, get_context_at_cursor, highlight_spans
 from explorer.search.schema import Highlight, SearchResult
 from explorer.tui.safe import safe_content
 from explorer.tui.widgets.steady import steady_update
+from explorer.vault.windows import ContextWindow, get_context_at_cursor, highlight_spans
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
 
 #: Window sizes (characters each side of the cursor) that widen/narrow step through.
 WINDOW_STEPS = (150, 300, 600, 1200, 2400, 5000, 10000, 20000)
@@ -69,7 +72,13 @@ class PreparedContext:
 
 
 def context_window(
-    index: Any, text: str, path: str, cursor: int, chars: int, words: Sequence[str], phrases: Sequence[str]
+    index: IndexBackend | None,
+    text: str,
+    path: str,
+    cursor: int,
+    chars: int,
+    words: Sequence[str],
+    phrases: Sequence[str],
 ) -> ContextWindow:
     """The pane's window of `text` (the note at `path`) around `cursor`, its embeds expanded."""
     shard = index.shard_at(path, cursor) if index is not None else None
@@ -81,7 +90,11 @@ def context_window(
 
 
 def prepare_context(
-    index: Any, result: SearchResult | None, words: Sequence[str], phrases: Sequence[str], chars: int
+    index: IndexBackend | None,
+    result: SearchResult | None,
+    words: Sequence[str],
+    phrases: Sequence[str],
+    chars: int,
 ) -> PreparedContext | None:
     """What the pane will show first for `result` (None when its note is not in the index).
 
@@ -181,7 +194,7 @@ class ContextPane(Vertical):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.index: Any = None
+        self.index: IndexBackend | None = None
         self.result: SearchResult | None = None
         self.text = ""
         self.words: tuple[str, ...] = ()
@@ -211,7 +224,7 @@ class ContextPane(Vertical):
 
     def show(
         self,
-        index: Any,
+        index: IndexBackend | None,
         result: SearchResult | None,
         words: Sequence[str],
         phrases: Sequence[str] = (),
@@ -232,7 +245,13 @@ class ContextPane(Vertical):
             steady_update(self.query_one("#ctx-body", Static), Content(""))
             return
         cursor = result.context_shards[0].cursor if result.context_shards else 0
-        key = (result.document_path, cursor, tuple(words), tuple(phrases), getattr(index, "version", None))
+        key = (
+            result.document_path,
+            cursor,
+            tuple(words),
+            tuple(phrases),
+            index.version if index is not None else None,
+        )
         st = self.state
         if (
             st is not None

@@ -15,11 +15,11 @@ from textual.strip import Strip
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from explorer.index.windows import highlight_spans
 from explorer.search.schema import SearchResult, SearchResults
 from explorer.text.cells import clip
 from explorer.tui.safe import plain, safe_content, screen_text
 from explorer.tui.widgets.steady import steady_update
+from explorer.vault.windows import highlight_spans
 
 BAR_WIDTH = 8
 #: A result's snippet is shortened to this many terminal cells (a CJK character takes two).

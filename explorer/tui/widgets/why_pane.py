@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -16,6 +16,10 @@ from explorer.search.whynot import Proof, WhyNotReport, why_not
 from explorer.tui.safe import SafeInput, safe_content, screen_text
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import shown_ranks
+
+if TYPE_CHECKING:
+    from explorer.index.backend import IndexBackend
+    from explorer.search.pipeline import SearchPipeline
 
 CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret·term·src")
 
@@ -59,13 +63,13 @@ class WhyPane(VerticalScroll):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.index: Any = None
+        self.index: IndexBackend | None = None
         self.results: SearchResults | None = None
         self.result: SearchResult | None = None
         self.report: WhyNotReport | None = None
         self.proof: Proof | None = None
         """The last proven answer (each change run), once its worker finished."""
-        self.pipeline: Any = None
+        self.pipeline: SearchPipeline | None = None
         """The search pipeline the proof re-runs (set by the screen with the index)."""
         self._pending = False
 
@@ -88,7 +92,11 @@ class WhyPane(VerticalScroll):
 
     # -- showing ---------------------------------------------------------------------
     def show(
-        self, index: Any, results: SearchResults | None, result: SearchResult | None, visible: bool = True
+        self,
+        index: IndexBackend | None,
+        results: SearchResults | None,
+        result: SearchResult | None,
+        visible: bool = True,
     ) -> None:
         """Explain `result` within `results` (drawn now when `visible`, else when `render_pending` is called)."""
         self.index, self.results, self.result = index, results, result
@@ -278,7 +286,7 @@ class WhyPane(VerticalScroll):
         return report
 
     @work(thread=True, exclusive=True, group="why-not", exit_on_error=False)
-    def _prove(self, pipeline: Any, query: str, path: str) -> None:
+    def _prove(self, pipeline: SearchPipeline, query: str, path: str) -> None:
         """Run the proof off the UI thread; show it when it is done (a newer question cancels it)."""
         from textual.worker import get_current_worker
 

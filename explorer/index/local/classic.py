@@ -1,6 +1,6 @@
 """Classic cursor search tools over raw note text: TF-IDF, boolean AND, fuzzy OR and exact phrase.
 
-The tools run on the positional index of explorer/index/positions.py; what they return
+The tools run on the positional index of explorer/index/local/positions.py; what they return
 (`ClassicResult`, `ClassicHit`) and their defaults are part of the backend interface
 (explorer/index/backend.py), which is how explorer/search reaches them.
 """
@@ -13,7 +13,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from explorer.index.backend import (
     DEFAULTS,
@@ -23,10 +23,10 @@ from explorer.index.backend import (
     ClassicQueryError,
     ClassicResult,
 )
-from explorer.index.positions import NotePositions, NoteSource, PositionalIndex, plain_word
-from explorer.index.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
+from explorer.index.local.positions import NotePositions, NoteSource, PositionalIndex, plain_word
 from explorer.text.tokenize import fold_word, is_stopword, tokenize_spans
 from explorer.vault.model import Highlight, Shard, display_title
+from explorer.vault.windows import MAX_CONTEXT_CHARS, get_context_at_cursor
 
 __all__ = [
     "DEFAULTS",
@@ -490,19 +490,25 @@ class ClassicIndex(PositionalIndex):
 
 
 # -- helpers ---------------------------------------------------------------------------------
+class _HasClassic(Protocol):
+    """An index that keeps a classic index (explorer.index.local.vault_index.VaultIndex)."""
+
+    def classic(self) -> ClassicIndex: ...
+
+
 def run_mode(
-    index: Any,
+    index: ClassicIndex | _HasClassic,
     mode: str,
     keywords: Sequence[str] | str,
     max_results: int | None = None,
     context_chars: int | None = None,
     window: int | None = None,
 ) -> ClassicResult:
-    """Run one tool by name ('tfidf', 'phrase', 'and', 'fuzzy') on a VaultIndex or a ClassicIndex.
+    """Run one tool by name ('tfidf', 'phrase', 'and', 'fuzzy') on a local index or a ClassicIndex.
 
     None for a parameter means the tool's default. Raises ClassicQueryError for bad input.
     """
-    classic = index.classic() if hasattr(index, "classic") else index
+    classic = index if isinstance(index, ClassicIndex) else index.classic()
     return classic.run(mode, keywords, max_results, context_chars, window)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer.index.embed.base import EmbedderUnavailable
+from explorer.index.local.embed.base import EmbedderUnavailable
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2"
 """Cache-key id of the bundled model, shared by its ONNX and sentence-transformers runtimes."""

@@ -10,7 +10,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from explorer.index.lexical_segment import document_frequencies, export_segment
+from explorer.index.local.lexical_segment import document_frequencies, export_segment
 
 #: rank_bm25.BM25Okapi's defaults, fixed by the parity test against it (tests/test_bm25_parity.py):
 #: term-frequency saturation, length normalisation, and the floor of a negative idf as a share of the mean idf.
@@ -53,7 +53,7 @@ class IdfTable(Mapping[str, float]):
         self._values: dict[str, float] = {}
         self._complete = False
         self.vocabulary = vocabulary
-        """The terms of this index's tables so far (explorer.index.lexical.Vocabulary)."""
+        """The terms of this index's tables so far (explorer.index.local.lexical.Vocabulary)."""
 
     def get(self, term: str, default: float | None = None) -> float | None:  # type: ignore[override]
         value = self._values.get(term)

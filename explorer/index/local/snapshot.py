@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from explorer.index.backend import Hit, Restriction, Scope, ScopeError, SnapshotCounts, Spread
-from explorer.index.dense import DenseIndex
-from explorer.index.lazy import Pending, pending_of
-from explorer.index.lexical import BM25Index
-from explorer.index.store import FileState, name_tokens
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.lazy import Pending, pending_of
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.store import FileState, name_tokens
 from explorer.vault.model import Note, Shard
+from explorer.vault.shard import shard_at_cursor
 
 if TYPE_CHECKING:
     from explorer.vault.links import LinkGraph
@@ -45,8 +46,43 @@ def notes_changed(log: NoteLog, since: int, upto: int) -> frozenset[str] | None:
     return frozenset(out)
 
 
-class _Owner(Protocol):
-    """The index a snapshot was taken of (explorer.index.vault_index.VaultIndex)."""
+class LocalLexicalStats:
+    """The BM25 statistics of a local snapshot (explorer.index.backend.LexicalStats): its BM25 index at one version."""
+
+    __slots__ = ("_bm25", "version")
+
+    def __init__(self, bm25: BM25Index, version: int) -> None:
+        self._bm25 = bm25
+        self.version = version
+
+    def n_docs(self) -> int:
+        return len(self._bm25)
+
+    def idf(self) -> Mapping[str, float]:
+        return self._bm25.idf()
+
+    def doc_freq(self, token: str) -> int:
+        return self._bm25.doc_freq(token)
+
+    def avgdl(self) -> float:
+        return self._bm25.avgdl
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        return self._bm25.tokens(node_id)
+
+    def term_counts(self, node_id: str) -> Mapping[str, int]:
+        return self._bm25.terms(node_id)
+
+    def scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        return self._bm25.get_scores(tokens, keys=node_ids)
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        arrays = self._bm25.spread_pairs(triples)
+        return Spread(self.version, len(arrays[0]), arrays)
+
+
+class SnapshotOwner(Protocol):
+    """The index a snapshot was taken of (explorer.index.local.vault_index.VaultIndex)."""
 
     @property
     def vault_name(self) -> str: ...
@@ -62,7 +98,7 @@ class LocalSnapshot:
     """A `VaultIndex` at one version (explorer.index.backend.Snapshot).
 
     It holds the objects the index had when it was taken; the index forks an object before its
-    first change after that (`IndexReader.own`, explorer.index.reader), so these stay as they were without being copied
+    first change after that (`IndexReader.own`, explorer.index.local.reader), so these stay as they were without being copied
     here. Reads take no lock.
     """
 
@@ -75,6 +111,7 @@ class LocalSnapshot:
         "_owner",
         "_released",
         "_states",
+        "lexical",
         "neighbours",
         "notes",
         "shards",
@@ -85,10 +122,11 @@ class LocalSnapshot:
     notes: Mapping[str, Note]
     shards: Mapping[str, Shard]
     neighbours: Mapping[str, tuple[str, ...]]
+    lexical: LocalLexicalStats
 
     def __init__(
         self,
-        owner: _Owner,
+        owner: SnapshotOwner,
         version: int,
         notes: dict[str, Note],
         shards: dict[str, Shard],
@@ -107,6 +145,8 @@ class LocalSnapshot:
         self._by_path = by_path
         self.neighbours = neighbours
         self._bm25 = bm25
+        self.lexical = LocalLexicalStats(bm25, version)
+        """The BM25 statistics of this view."""
         self._dense = dense
         self._context = context
         self._states: Mapping[str, FileState] = states if states is not None else {}
@@ -131,11 +171,13 @@ class LocalSnapshot:
         state = self._states.get(path)
         return state.mtime_ns if state is not None else None
 
-    def tokens(self, node_id: str) -> Collection[str]:
-        return self._bm25.tokens(node_id)
-
     def links(self) -> LinkGraph:
         return self._owner.links_at(self.version, self.notes)
+
+    def links_over(self, notes: Mapping[str, Note]) -> LinkGraph:
+        """The wikilink graph of `notes` (this view's notes with others' beside them: a wider view's),
+        kept by the index as this view's version's graph."""
+        return self._owner.links_at(self.version, notes)
 
     def notes_changed(self, since: int) -> frozenset[str] | None:
         """Paths whose note was added, replaced or removed after version `since` up to this one;
@@ -144,6 +186,13 @@ class LocalSnapshot:
 
     def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
         return name_tokens(note)
+
+    def note(self, path: str) -> Note | None:
+        return self.notes.get(path)
+
+    def shard_at(self, path: str, cursor: int) -> Shard | None:
+        shards = self.shards
+        return shard_at_cursor((shards.get(n) for n in self._by_path.get(path, ())), cursor)
 
     def counts(self) -> SnapshotCounts:
         # The dense index only ever holds vectors of current shards.
@@ -155,15 +204,6 @@ class LocalSnapshot:
         )
 
     # -- lexical ----------------------------------------------------------------------------
-    def n_docs(self) -> int:
-        return len(self._bm25)
-
-    def idf(self) -> Mapping[str, float]:
-        return self._bm25.idf()
-
-    def doc_freq(self, token: str) -> int:
-        return self._bm25.doc_freq(token)
-
     def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
         return self._bm25.top(tokens, k, self._mask(allowed, "bm25"))
 
@@ -172,17 +212,10 @@ class LocalSnapshot:
     ) -> list[list[Hit]]:
         return [self.bm25_top(tokens, k, allowed) for tokens in queries]
 
-    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
-        arrays = self._bm25.spread_pairs(triples)
-        return Spread(self.version, len(arrays[0]), arrays)
-
     def bm25_top_spread(
         self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
     ) -> list[Hit]:
         return self._bm25.top_spread(tokens, k, spread.prepared, self._mask(allowed, "bm25"))
-
-    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
-        return self._bm25.get_scores(tokens, keys=node_ids)
 
     # -- vectors ----------------------------------------------------------------------------
     def has_vectors(self, context: bool = False) -> bool:

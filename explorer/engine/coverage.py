@@ -5,22 +5,29 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.config import ALWAYS_IGNORED_DIRS
 from explorer.vault.scan import ignore_reason, is_note_name, is_temp_file
+
+if TYPE_CHECKING:
+    from explorer.config import VaultSettings
+    from explorer.index.backend import BatchReport, IndexBackend
 
 #: Example paths kept per reason.
 EXAMPLES = 5
 
 
 def coverage_report(
-    index: Any, opened: Any = None, largest: int = 10, stored_before: float | None = None
+    index: IndexBackend,
+    opened: BatchReport | None = None,
+    largest: int = 10,
+    stored_before: float | None = None,
 ) -> dict[str, Any]:
     """A JSON-ready account of the index's coverage of its vault.
 
     Args:
-        index: An opened VaultIndex.
+        index: An opened index.
         opened: The BatchReport of the open that brought the stored index up to date (how stale
             it was), when known.
         largest: How many of the largest notes to list.
@@ -36,10 +43,10 @@ def coverage_report(
     """
     settings = index.settings.vault
     root = Path(index.root)
-    index.load_all_notes()
-    with index.lock:
-        notes = {p: (len(n.text), len(index.shards_by_path.get(p, ()))) for p, n in index.notes.items()}
-        skipped = dict(index.skipped)
+    with index.snapshot() as snap:
+        snap.prefetch(snap.notes)  # every note's text in one read
+        notes = {p: (len(n.text), len(snap.shard_ids(p))) for p, n in snap.notes.items()}
+        skipped = index.skipped_files()
         pending = index.pending()
         st = index.stats()
     ignored: dict[str, dict[str, Any]] = {}
@@ -133,7 +140,9 @@ def stored_index_mtime(cache_dir: Path) -> float | None:
         return None
 
 
-def _freshness(index: Any, opened: Any, stored_before: float | None) -> dict[str, Any]:
+def _freshness(
+    index: IndexBackend, opened: BatchReport | None, stored_before: float | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"index_version": index.version}
     newest = stored_before if stored_before is not None else stored_index_mtime(Path(index.cache_dir))
     out["stored_index_written"] = (
@@ -150,6 +159,6 @@ def _freshness(index: Any, opened: Any, stored_before: float | None) -> dict[str
     return out
 
 
-def _by_rule(rel: str, settings: Any, is_dir: bool) -> bool:
+def _by_rule(rel: str, settings: VaultSettings, is_dir: bool) -> bool:
     """True when an ignore rule (defaults plus `vault.ignore`, gitignore syntax) leaves `rel` out."""
     return (ignore_reason(rel, settings, is_dir) or "").startswith("ignore rule")

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.index.backend import ModelState
-from explorer.index.keeper import StoreKeeper
-from explorer.index.model_host import ModelHost
-from explorer.index.reader import IndexReader
-from explorer.index.store import StoreError
-from explorer.index.store.owner import EmbedOwner
+from explorer.index.backend import EmbedRun, ModelState
+from explorer.index.local.keeper import StoreKeeper
+from explorer.index.local.model_host import ModelHost
+from explorer.index.local.reader import IndexReader
+from explorer.index.local.store import StoreError
+from explorer.index.local.store.owner import EmbedOwner
 from explorer.vault.model import Shard
 
 __all__ = ["EmbedRun", "VectorWriter"]
@@ -31,18 +30,6 @@ Waiting = Callable[[str], object]
 
 #: Seconds between a waiting process's looks at the embedding lock and at the vectors its owner wrote.
 WAIT_POLL_S = 0.25
-
-
-@dataclass(frozen=True, slots=True)
-class EmbedRun:
-    """What the last embedding run did."""
-
-    embedded: int
-    """Texts this process embedded."""
-    borrowed: int
-    """Shard vectors taken from the cache that another process wrote during the run (while this one waited)."""
-    waited_for: str
-    """The process this one waited for ('' when none held the embedding lock)."""
 
 
 class VectorWriter:

@@ -4,7 +4,7 @@ Nothing read back is deserialised by code that can execute: note records are msg
 of plain values (strings, numbers, lists, maps, and ISO dates for YAML dates), decoded into the
 frozen records of `explorer.vault.model`; vectors are raw little-endian float32 rows. An open
 reads only the heads (`load_heads`); a note's record is read when its text is first needed
-(`explorer.index.lazy`).
+(`explorer.index.local.lazy`).
 
 Layout of the index folder:
 
@@ -36,8 +36,8 @@ connection and lock the parts share, and the store faults).
 
 from __future__ import annotations
 
-from explorer.index.store.catalogue import PARSE_RULES, SCHEMA_VERSION, Store, user_cache_dir
-from explorer.index.store.codec import (
+from explorer.index.local.store.catalogue import PARSE_RULES, SCHEMA_VERSION, Store, user_cache_dir
+from explorer.index.local.store.codec import (
     FileState,
     NoteRecord,
     decode_head,
@@ -46,7 +46,7 @@ from explorer.index.store.codec import (
     encode_record,
     name_tokens,
 )
-from explorer.index.store.db import StoreError, classify, describe, one_line
+from explorer.index.local.store.db import StoreError, classify, describe, one_line
 
 __all__ = [
     "PARSE_RULES",

@@ -30,13 +30,13 @@ from watchdog.events import (
 )
 
 from explorer.config import Settings, VaultSettings
-from explorer.index.debounce import Debouncer
+from explorer.engine.debounce import Debouncer
 from explorer.vault.scan import is_ignored, with_sidecar
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
-    from explorer.index.vault_index import BatchReport, VaultIndex
+    from explorer.index.backend import BatchReport, IndexBackend
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class VaultWatcher:
     Two threads cooperate. The watchdog observer's callback only records each event (kind and
     vault-relative paths) under a condition variable. The watcher thread waits for a burst to go
     quiet for `debounce_ms` (or for `max_latency_ms` since its first event, so an endless stream
-    still flushes: `explorer.index.debounce.Debouncer`), turns the burst into a set of paths (a folder move or delete becomes every
+    still flushes: `explorer.engine.debounce.Debouncer`), turns the burst into a set of paths (a folder move or delete becomes every
     note the index knows under it, a new folder is walked) and applies it with
     `VaultIndex.refresh(paths=..., reread=True)`. Events that arrive while a batch is applied
     wait for the next batch, and a file that changed again between the indexer's stat and read
@@ -196,7 +196,7 @@ class VaultWatcher:
 
     def __init__(
         self,
-        index: VaultIndex,
+        index: IndexBackend,
         settings: Settings | None = None,
         *,
         on_batch: Callable[[BatchReport], None] | None = None,
@@ -523,7 +523,7 @@ class VaultWatcher:
 
     def _reattach_store(self) -> None:
         """A store file deleted with the vault is written anew from the in-memory index."""
-        if Path(self.index.store.path).exists():
+        if not self.index.store_lost():
             return
         if self.embedding is not None:
             self.embedding.pause()
@@ -590,7 +590,7 @@ class _Recorder(FileSystemEventHandler):
         self._watcher._record(event)
 
 
-def expand_events(events: list[RawEvent], root: Path, vault: VaultSettings, index: VaultIndex) -> ChangeSet:
+def expand_events(events: list[RawEvent], root: Path, vault: VaultSettings, index: IndexBackend) -> ChangeSet:
     """Turn raw events into paths to re-read (folders become the notes under them, as `index` and the disk know them)."""
     paths: set[str] = set()
     full = root_gone = False
@@ -618,7 +618,7 @@ def expand_events(events: list[RawEvent], root: Path, vault: VaultSettings, inde
             # Folder permissions decide what can be read below it. A readable folder is
             # rescanned; an unreadable one needs the full scan that records it as skipped.
             prefix = ev.src + "/"
-            folder_skip = any(k == ev.src or k.startswith(prefix) for k in list(index.skipped))
+            folder_skip = any(k == ev.src or k.startswith(prefix) for k in index.skipped_files())
             if os.access(root / ev.src, os.R_OK | os.X_OK) and not folder_skip:
                 paths.update(index.paths_under(ev.src))
                 paths.update(walk_notes(root, ev.src, vault))

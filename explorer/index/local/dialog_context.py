@@ -1,6 +1,6 @@
 """The dialog-context vectors of an index: for each conversation turn's shard, the turn read with its neighbours.
 
-`DialogContext` keeps which turns are adjacent (`neighbours`, see explorer.index.dialog), which
+`DialogContext` keeps which turns are adjacent (`neighbours`, see explorer.index.local.dialog), which
 context vector each turn shard needs (`want`: a cache key made of the content hashes of the
 turns it reads, in order) and which it has (`have`), and the vectors themselves. The index
 calls `refresh` under its lock after a batch touched a turn; the embedding loop asks for the
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from explorer.index.dense import DenseIndex
-from explorer.index.dialog import context_key, context_text, dialog_neighbours, turn_position
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.dialog import context_key, context_text, dialog_neighbours, turn_position
 from explorer.vault.model import Note, Shard
 
 __all__ = ["DialogContext", "Fetch"]

@@ -3,14 +3,14 @@
 `VaultIndex` assembles the parts of a local index, each doing one job, and keeps the API the
 rest of Explorer calls:
 
-- `IndexReader` (explorer.index.reader): the live tables, BM25 index and vectors, their lock and
+- `IndexReader` (explorer.index.local.reader): the live tables, BM25 index and vectors, their lock and
   version, copy-on-write snapshots, and the read methods;
-- `IndexWriter` (explorer.index.writer): opening, scanning the vault, applying change batches;
-  with its `VectorWriter` (explorer.index.vector_writer) putting vectors in from the cache and the model;
-- `StoreKeeper` (explorer.index.keeper): the store, and what happens when writes fail;
-- `ModelHost` (explorer.index.model_host): the embedding model, its `ModelState`, the one
+- `IndexWriter` (explorer.index.local.writer): opening, scanning the vault, applying change batches;
+  with its `VectorWriter` (explorer.index.local.vector_writer) putting vectors in from the cache and the model;
+- `StoreKeeper` (explorer.index.local.keeper): the store, and what happens when writes fail;
+- `ModelHost` (explorer.index.local.model_host): the embedding model, its `ModelState`, the one
   embedding loop;
-- `DialogContext` (explorer.index.dialog_context), inside the reader: conversation turns.
+- `DialogContext` (explorer.index.local.dialog_context), inside the reader: conversation turns.
 """
 
 from __future__ import annotations
@@ -25,25 +25,25 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import ModelState
-from explorer.index.dense import DenseIndex
-from explorer.index.dialog_context import DialogContext
-from explorer.index.embed import Embedder
-from explorer.index.keeper import StoreKeeper
-from explorer.index.lazy import Pending
-from explorer.index.lexical import BM25Index
-from explorer.index.model_host import EMBED_BATCH, ModelHost
-from explorer.index.reader import IndexReader, IndexStats
-from explorer.index.snapshot import LocalSnapshot
-from explorer.index.store import FileState, Store
-from explorer.index.vector_writer import EmbedRun
-from explorer.index.writer import COMMIT_EVERY, BatchReport, IndexWriter, Progress
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.dialog_context import DialogContext
+from explorer.index.local.embed import Embedder
+from explorer.index.local.keeper import StoreKeeper
+from explorer.index.local.lazy import Pending
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.model_host import EMBED_BATCH, ModelHost
+from explorer.index.local.reader import IndexReader, IndexStats
+from explorer.index.local.snapshot import LocalSnapshot
+from explorer.index.local.store import FileState, Store
+from explorer.index.local.vector_writer import EmbedRun
+from explorer.index.local.writer import COMMIT_EVERY, BatchReport, IndexWriter, Progress
 from explorer.vault.links import LinkGraph, resolve_note_name
 from explorer.vault.model import Note, Shard
 from explorer.vault.scan import check_vault
 
 if TYPE_CHECKING:
     from explorer.index.backend import ClassicResult
-    from explorer.index.classic import ClassicIndex
+    from explorer.index.local.classic import ClassicIndex
 
 __all__ = ["COMMIT_EVERY", "EMBED_BATCH", "BatchReport", "EmbedRun", "IndexStats", "Progress", "VaultIndex"]
 
@@ -60,16 +60,21 @@ class VaultIndex:
     for the model.
     """
 
+    backend_name = "local"
+
     def __init__(
         self,
         root: Path,
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         on_message: Callable[[str], None] | None = None,
+        on_batch: Callable[[], None] | None = None,
     ) -> None:
         self.root = check_vault(root)
         self.settings = settings or Settings()
         self.on_message = on_message or (lambda _msg: None)
+        self.on_batch = on_batch or (lambda: None)
+        """Called after each change batch is applied (a backend that mirrors this index sends it on)."""
 
         def say(msg: str) -> None:
             self.on_message(msg)
@@ -92,9 +97,9 @@ class VaultIndex:
         self.writer.vectors.model_changed(model_id)
 
     def _batch_applied(self) -> None:
-        """Called after each change batch is applied (a backend that mirrors the index sends it on)."""
+        self.on_batch()
 
-    # -- the live state (explorer.index.reader) ---------------------------------------------
+    # -- the live state (explorer.index.local.reader) ---------------------------------------------
     @property
     def lock(self) -> threading.RLock:
         """Held by a writer for a whole batch (readers outside index/ use the read methods instead)."""
@@ -152,7 +157,7 @@ class VaultIndex:
 
     @property
     def neighbours(self) -> dict[str, tuple[str, ...]]:
-        """Turn note path -> its adjacent turns' paths (see explorer.index.dialog)."""
+        """Turn note path -> its adjacent turns' paths (see explorer.index.local.dialog)."""
         return self.reader.dialog.neighbours
 
     # -- the model --------------------------------------------------------------------------
@@ -176,7 +181,7 @@ class VaultIndex:
         """The embedding runtime (empty before the model loads)."""
         return self.model.runtime
 
-    # -- the store (explorer.index.keeper) --------------------------------------------------
+    # -- the store (explorer.index.local.keeper) --------------------------------------------------
     @property
     def store(self) -> Store:
         """The store the index is saved in."""
@@ -197,11 +202,15 @@ class VaultIndex:
         """Why the index on disk is not this index ('' when every change is saved)."""
         return self.keeper.not_saved
 
+    def store_lost(self) -> bool:
+        """Whether the store's file is gone (deleted with the vault folder)."""
+        return not Path(self.store.path).exists()
+
     def reopen_store(self) -> None:
         """Start a fresh store file and write the current in-memory index into it (the cache folder vanished)."""
         self.keeper.reopen()
 
-    # -- writing (explorer.index.writer) ----------------------------------------------------
+    # -- writing (explorer.index.local.writer) ----------------------------------------------------
     def open(self, progress: Progress | None = None) -> BatchReport:
         """Load the stored index, then bring it up to date with the vault on disk."""
         return self.writer.open(progress)
@@ -244,7 +253,7 @@ class VaultIndex:
         """Make every lazily opened note whole now, in one pass over the store."""
         self.writer.load_all_notes()
 
-    # -- embedding (explorer.index.model_host) -----------------------------------------------
+    # -- embedding (explorer.index.local.model_host) -----------------------------------------------
     def embedder(self, progress: Callable[[str], None] | None = None) -> Embedder | None:
         """The embedding model, loaded on first use; None when embeddings are off or unavailable."""
         return self.model.embedder(progress)
@@ -252,6 +261,24 @@ class VaultIndex:
     def load_model_in_background(self) -> None:
         """Start loading the embedding model in a thread, so that it loads while the index opens."""
         self.model.load_in_background()
+
+    def put_vectors(self, by_hash: Mapping[str, np.ndarray]) -> int:
+        """Give every shard without a vector whose text's content hash is in `by_hash` that vector
+        (computed elsewhere: another writer of a shared collection), cached by the current model;
+        returns the shards given one. A new version when any was."""
+        if not by_hash:
+            return 0
+        self.keeper.save(lambda: self.store.put_vectors(self.model_id, dict(by_hash)))
+        given = 0
+        with self.lock:
+            self.reader.own("dense")
+            for s in list(self.shards.values()):
+                vec = by_hash.get(s.hash)
+                if vec is not None and s.node_id not in self.dense:
+                    self.dense.set(s.node_id, vec)
+                    given += 1
+            self.reader.log_version(())  # vectors only: no note changed
+        return given
 
     def embed_pending(
         self,
@@ -272,11 +299,15 @@ class VaultIndex:
         """What the last `embed_pending` did: texts embedded, vectors taken from another process, whom it waited for."""
         return self.writer.vectors.last_run
 
+    def embed_eta(self) -> float | None:
+        """Seconds the embedding run under way still needs, by text volume (None while unknown)."""
+        return self.model.eta()
+
     def encode_query(self, text: str) -> np.ndarray | None:
         """The query vector, or None when no model is available."""
         return self.model.encode_query(text)
 
-    # -- snapshots and reading (explorer.index.reader) ---------------------------------------
+    # -- snapshots and reading (explorer.index.local.reader) ---------------------------------------
     def snapshot(self) -> LocalSnapshot:
         """A read view of the index at its current version, unchanged by later batches until released."""
         return self.reader.snapshot(LocalSnapshot, self)
@@ -288,6 +319,24 @@ class VaultIndex:
     def links_at(self, version: int, notes: Mapping[str, Note]) -> LinkGraph:
         """The wikilink graph of `notes`, the notes of a snapshot at `version`."""
         return self.reader.links_at(version, notes)
+
+    @property
+    def many_vaults(self) -> bool:
+        """The local backend holds one vault."""
+        return False
+
+    @property
+    def backend_uri(self) -> str:
+        """An embedded index: no engine to reach."""
+        return ""
+
+    def backend_info(self) -> dict[str, str]:
+        """Nothing besides the cache folder."""
+        return {}
+
+    def foreign_note(self, target: str) -> tuple[Note, list[Shard]] | None:
+        """The local backend holds one vault: no other vault's notes."""
+        return None
 
     @property
     def vault_name(self) -> str:
@@ -352,6 +401,10 @@ class VaultIndex:
         """node_ids of the shards of `path`, in note order."""
         return self.reader.shard_ids(path)
 
+    def shard(self, node_id: str) -> Shard | None:
+        """The shard `node_id` names, or None (lock-free: a shard object is replaced whole, never changed)."""
+        return self.reader.shards.get(node_id)
+
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         """The shard of `path` that contains `cursor` (the nearest one before it otherwise)."""
         return self.reader.shard_at(path, cursor)
@@ -363,6 +416,11 @@ class VaultIndex:
     def warnings(self) -> dict[str, tuple[str, ...]]:
         """Notes indexed with a problem (truncated, frontmatter ignored), path -> what happened."""
         return self.reader.warnings()
+
+    def ignored_files(self) -> dict[str, str]:
+        """What the ignore rules left out at the last full scan, with the rule, a copy."""
+        with self.lock:
+            return dict(self.reader.ignored)
 
     def file_state(self, path: str) -> FileState | None:
         """What the index last recorded of a vault-relative file (size, mtime, hash), or None."""

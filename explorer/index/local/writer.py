@@ -1,9 +1,9 @@
 """The writer of a local index: opening it, scanning the vault, applying change batches, inserting vectors.
 
-`IndexWriter` changes the live state of an `IndexReader` (explorer.index.reader) one batch at a
+`IndexWriter` changes the live state of an `IndexReader` (explorer.index.local.reader) one batch at a
 time, under its lock and after `own()` (so that a snapshot keeps its version), and saves every
-batch through a `StoreKeeper` (explorer.index.keeper). Notes are parsed and tokenized outside
-the lock; vectors come from the `ModelHost`'s embedding loop (explorer.index.model_host) and
+batch through a `StoreKeeper` (explorer.index.local.keeper). Notes are parsed and tokenized outside
+the lock; vectors come from the `ModelHost`'s embedding loop (explorer.index.local.model_host) and
 from the store's vector cache, keyed by content hash.
 """
 
@@ -15,20 +15,20 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from explorer.config import Settings, VaultSettings
-from explorer.index.dialog import turn_position
-from explorer.index.keeper import StoreKeeper
-from explorer.index.lazy import Pending, pending_of
-from explorer.index.lexical import BM25Index
-from explorer.index.model_host import ModelHost
-from explorer.index.reader import IndexReader
-from explorer.index.store import FileState, NoteRecord, StoreError, describe
-from explorer.index.vector_writer import VectorWriter
+from explorer.index.backend import BatchReport, Progress
+from explorer.index.local.dialog import turn_position
+from explorer.index.local.keeper import StoreKeeper
+from explorer.index.local.lazy import Pending, pending_of
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.model_host import ModelHost
+from explorer.index.local.reader import IndexReader
+from explorer.index.local.store import FileState, NoteRecord, StoreError, describe
+from explorer.index.local.vector_writer import VectorWriter
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Note, Shard
 from explorer.vault.pdf import is_pdf, start_pdf_reader
@@ -37,37 +37,8 @@ from explorer.vault.shard import cap_shards, make_shards
 
 __all__ = ["COMMIT_EVERY", "BatchReport", "IndexWriter", "Progress"]
 
-Progress = Callable[[str, int, int], object]
-
 #: A full scan saves its parsed notes every this many notes (each save is one batch for readers).
 COMMIT_EVERY = 1000
-
-
-@dataclass
-class BatchReport:
-    """What one refresh or change batch did."""
-
-    added: list[str] = field(default_factory=list)
-    """Notes new to the index."""
-    changed: list[str] = field(default_factory=list)
-    """Notes re-parsed because their content changed."""
-    removed: list[str] = field(default_factory=list)
-    """Notes gone from the vault."""
-    skipped: dict[str, str] = field(default_factory=dict)
-    """Files left out in this batch, with reasons."""
-    shards_added: int = 0
-    """Shards new to the index."""
-    shards_removed: int = 0
-    """Shards dropped."""
-    unchanged: int = 0
-    """Files whose state or content was unchanged."""
-    ms: float = 0.0
-    """Wall time of the batch."""
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing changed."""
-        return not (self.added or self.changed or self.removed or self.skipped)
 
 
 class IndexWriter:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.index.lazy import Loader
-from explorer.index.store.codec import (
+from explorer.index.local.lazy import Loader
+from explorer.index.local.store.codec import (
     FileState,
     NoteRecord,
     decode_counts,
@@ -28,7 +28,7 @@ from explorer.index.store.codec import (
     encode_head,
     encode_record,
 )
-from explorer.index.store.db import (
+from explorer.index.local.store.db import (
     Folder,
     StoreError,
     busy,
@@ -41,9 +41,9 @@ from explorer.index.store.db import (
     table_exists,
     transaction,
 )
-from explorer.index.store.owner import EmbedOwner
-from explorer.index.store.segment import load_segment, save_segment
-from explorer.index.store.vectors import VectorFiles
+from explorer.index.local.store.owner import EmbedOwner
+from explorer.index.local.store.segment import load_segment, save_segment
+from explorer.index.local.store.vectors import VectorFiles
 from explorer.vault.model import Note, Shard
 
 #: Bump when the stored layout or the meaning of stored data changes (parser, sharder, tokenizer).
@@ -51,7 +51,7 @@ SCHEMA_VERSION = 9
 
 #: Bump when the parser or the sharder makes other notes or shards from the same file: stores
 #: written under other rules (no `rules` row: rules 1) keep their vectors, but every stored
-#: note is read again from the vault on the next open (explorer.index.vault_index).
+#: note is read again from the vault on the next open (explorer.index.local.vault_index).
 #: 2: a name with no letters no longer heads the shard text.
 PARSE_RULES = 2
 
@@ -409,7 +409,7 @@ class Store(Folder):
         return out
 
     def load_heads(self, loader: Loader) -> list[NoteRecord]:
-        """Every stored note from its head, as lazy records (`explorer.index.lazy`) that `loader` completes.
+        """Every stored note from its head, as lazy records (`explorer.index.local.lazy`) that `loader` completes.
 
         Unreadable heads are dropped (their notes are read again from the vault).
         """
@@ -462,7 +462,7 @@ class Store(Folder):
                 out[path] = counts
         return out
 
-    # -- the lexical segment (explorer.index.store.segment) ---------------------------------
+    # -- the lexical segment (explorer.index.local.store.segment) ---------------------------------
     def save_segment(
         self,
         notes: list[tuple[str, str]],
@@ -532,7 +532,7 @@ class Store(Folder):
             for path, mtime, size in touched:
                 self.conn.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (mtime, size, path))
 
-    # -- vectors (explorer.index.store.vectors) ----------------------------------------------
+    # -- vectors (explorer.index.local.store.vectors) ----------------------------------------------
     def get_matrix(self, model: str, hashes: list[str]) -> tuple[list[str], np.ndarray]:
         """(hashes found, in the order asked, and their vectors as the rows of one float32 matrix)."""
         return self.vectors.get_matrix(model, hashes)

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from explorer.index.store.db import (
+from explorer.index.local.store.db import (
     Folder,
     StoreError,
     faults,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.index.embed.artefact import (
+from explorer.index.local.embed.artefact import (
     LOCK_FILENAME,
     ONNX_FILENAME,
     VerifiedArtefact,
@@ -26,8 +26,8 @@ from explorer.index.embed.artefact import (
     exclusive_lock,
     read_verified,
 )
-from explorer.index.embed.base import EmbedderUnavailable, _emit
-from explorer.index.embed.models import _read_model_config, model_id_for_dir
+from explorer.index.local.embed.base import EmbedderUnavailable, _emit
+from explorer.index.local.embed.models import _read_model_config, model_id_for_dir
 
 _MAX_DEFAULT_THREADS = 4
 #: A text joins the batch being filled only while it is at least this share of the batch's longest

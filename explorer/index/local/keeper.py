@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from explorer.config import Settings, cache_dir_for
-from explorer.index.store import Store, StoreError, classify, describe, user_cache_dir
+from explorer.index.local.store import Store, StoreError, classify, describe, user_cache_dir
 
 __all__ = ["StoreKeeper"]
 

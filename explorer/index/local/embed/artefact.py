@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.index.embed.base import EmbedderUnavailable, ProgressFn, _emit
-from explorer.index.embed.models import _ModelConfig, _read_json, model_id_for_dir
+from explorer.index.local.embed.base import EmbedderUnavailable, ProgressFn, _emit
+from explorer.index.local.embed.models import _ModelConfig, _read_json, model_id_for_dir
 from explorer.text.files import fsync_dir, write_atomic
 
 ARTEFACT_FORMAT_VERSION = 1

@@ -15,7 +15,7 @@ import numpy as np
 
 
 class _Index(Protocol):
-    """The state of an index these functions read (explorer.index.lexical.BM25Index)."""
+    """The state of an index these functions read (explorer.index.local.lexical.BM25Index)."""
 
     @property
     def _slot_of(self) -> dict[str, int]: ...

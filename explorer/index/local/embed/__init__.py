@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from explorer.index.embed.artefact import (
+from explorer.index.local.embed.artefact import (
     ARTEFACT_FORMAT_VERSION,
     LOCK_FILENAME,
     MANIFEST_FILENAME,
@@ -30,14 +30,14 @@ from explorer.index.embed.artefact import (
     artefact_dir_for,
     default_model_cache_dir,
 )
-from explorer.index.embed.base import Embedder, EmbedderUnavailable, _emit
-from explorer.index.embed.models import (
+from explorer.index.local.embed.base import Embedder, EmbedderUnavailable, _emit
+from explorer.index.local.embed.models import (
     DEFAULT_MODEL_ID,
     bundled_model_dir,
     model_id_for_dir,
     resolve_model,
 )
-from explorer.index.embed.runtimes import OnnxEmbedder, SentenceTransformerEmbedder
+from explorer.index.local.embed.runtimes import OnnxEmbedder, SentenceTransformerEmbedder
 
 __all__ = [
     "ARTEFACT_FORMAT_VERSION",

@@ -4,7 +4,7 @@ Nothing decoded here can execute code: documents hold strings, numbers, lists an
 strings for dates, times and sets (msgpack extension types). A note is stored twice: its whole
 record (text, parts, shards, term counts), read when its text is first needed, and a small head
 (everything an open needs, shards without their text), decoded into lazy records
-(`explorer.index.lazy`) when the index opens.
+(`explorer.index.local.lazy`) when the index opens.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 
 import msgpack
 
-from explorer.index.lazy import Loader, Pending, lazy_note, lazy_shard
+from explorer.index.backend import FileState
+from explorer.index.local.lazy import Loader, Pending, lazy_note, lazy_shard
 from explorer.text.tokenize import tokenize
 from explorer.vault.model import Block, Heading, Link, Note, Shard, Tag
 
@@ -25,18 +26,6 @@ _HEAD_VERSION = 1
 
 #: Version of one note record inside `notes.data`.
 _RECORD_VERSION = 2
-
-
-@dataclass(frozen=True, slots=True)
-class FileState:
-    """What the store knows of a file on disk."""
-
-    mtime_ns: int
-    """Modification time when last read."""
-    size: int
-    """Size when last read."""
-    hash: str
-    """Content hash ('' for a skipped file)."""
 
 
 @dataclass(frozen=True, slots=True)

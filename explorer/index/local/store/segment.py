@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.index.store.db import Folder, faults, generation, one_line, transaction
+from explorer.index.local.store.db import Folder, faults, generation, one_line, transaction
 
 _MAGIC = b"EXPLARR1"
 _DTYPES = {"<i4", "<i8", "<f8", "<f4", "|u1"}

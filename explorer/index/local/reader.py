@@ -2,7 +2,7 @@
 
 `IndexReader` holds the tables (notes, shards, shard ids by path, file states, skipped and
 ignored files), the BM25 index, the vectors and the dialog context of one index, its lock and
-its version. Writers (explorer.index.writer, the embedding loop) change them under `lock`,
+its version. Writers (explorer.index.local.writer, the embedding loop) change them under `lock`,
 calling `own` first; readers take a `snapshot` or use the read methods here, which take the lock
 briefly or none at all.
 
@@ -16,25 +16,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from explorer.config import Settings
-from explorer.index.backend import ModelState
-from explorer.index.dense import DenseIndex
-from explorer.index.dialog_context import DialogContext
-from explorer.index.lazy import pending_of
-from explorer.index.lexical import BM25Index
-from explorer.index.snapshot import NoteLog
-from explorer.index.store import FileState
+from explorer.index.backend import IndexStats
+from explorer.index.local.dense import DenseIndex
+from explorer.index.local.dialog_context import DialogContext
+from explorer.index.local.lazy import pending_of
+from explorer.index.local.lexical import BM25Index
+from explorer.index.local.snapshot import NoteLog
+from explorer.index.local.store import FileState
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import Note, Shard
 from explorer.vault.shard import shard_at_cursor
 
 if TYPE_CHECKING:
-    from explorer.index.classic import ClassicIndex
-    from explorer.index.model_host import ModelHost
-    from explorer.index.snapshot import LocalSnapshot
+    from explorer.index.local.classic import ClassicIndex
+    from explorer.index.local.model_host import ModelHost
+    from explorer.index.local.snapshot import LocalSnapshot, SnapshotOwner
 
 __all__ = ["IndexReader", "IndexStats"]
 
@@ -44,32 +43,6 @@ S = TypeVar("S", bound="LocalSnapshot")
 PARTS = ("tables", "bm25", "dense", "context")
 #: Versions whose changed note paths the index keeps (`IndexReader.note_log`).
 NOTE_LOG = 64
-
-
-@dataclass(frozen=True, slots=True)
-class IndexStats:
-    """Counts for `explorer index`, `stats` and the status bar."""
-
-    notes: int
-    shards: int
-    skipped: int
-    embedded: int
-    pending: int
-    model_state: ModelState
-    model_id: str
-    runtime: str
-    version: int
-
-    def counts(self) -> dict[str, Any]:
-        """The counts and model of `explorer stats --json` and MCP `stats`, in their order."""
-        return {
-            "notes": self.notes,
-            "shards": self.shards,
-            "embedded": self.embedded,
-            "shards_without_vectors": self.pending,
-            "model": self.model_id,
-            "model_state": self.model_state,
-        }
 
 
 class IndexReader:
@@ -105,7 +78,7 @@ class IndexReader:
         self._classic: ClassicIndex | None = None
 
     # -- copy-on-write ----------------------------------------------------------------------
-    def snapshot(self, cls: type[S], owner: Any) -> S:
+    def snapshot(self, cls: type[S], owner: SnapshotOwner) -> S:
         """A read view (of class `cls`, for `owner`) at the current version, unchanged by later batches until released.
 
         Cheap: it keeps references, and marks what it keeps as shared so that the next writer
@@ -201,7 +174,7 @@ class IndexReader:
         """
         with self.lock:
             if self._classic is None:
-                from explorer.index.classic import ClassicIndex
+                from explorer.index.local.classic import ClassicIndex
 
                 self._classic = ClassicIndex(self.shard_at, self.lock, lambda: (self.version, self.notes))
             self.complete_notes(None)

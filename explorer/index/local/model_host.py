@@ -20,7 +20,7 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import ModelState
-from explorer.index.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
+from explorer.index.local.embed import DEFAULT_MODEL_ID, Embedder, EmbedderUnavailable, load_embedder
 
 __all__ = ["EMBED_BATCH", "EmbedProgress", "ModelHost", "model_id_for", "text_volume"]
 
