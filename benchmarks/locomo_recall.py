@@ -14,7 +14,7 @@ question (dialog id and fused score), each a small grid chosen the same way:
 
     reply       a turn that asks (its text ends in "?") by someone other than the person the
                 question names lends `w` of its score to the next turn of its session and keeps
-                1 - `d` of its own (the pipeline's explorer.search.memory.lift_answers)
+                1 - `d` of its own (the pipeline's explorer.search.memory.signals.lift_answers)
     cap         at most `m` turns of one session in the first places, the rest after
     diversity   each turn's score times (1 - `d`) per turn of its session ranked above it
     asking      a turn times (1 - `p` x its share of sentences that ask) x (1 + `l` x min(1, words / 40))

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.config import Settings
     from explorer.engine import make_pipeline
     from explorer.index.milvus import MilvusIndex, MilvusSnapshot
-    from explorer.search.terms import SearchTerms
+    from explorer.search.core.terms import SearchTerms
 
     vocab = vocabulary()
     vault = ensure_vault(args.notes, args.out, vocab)

@@ -13,8 +13,8 @@ from explorer.config import Settings
 from explorer.index.lexical import BM25Index
 from explorer.index.vault_index import VaultIndex
 from explorer.index.watch import VaultWatcher
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.twopass import Analysis
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.core.twopass import Analysis
 from explorer.text.tokenize import tokenize
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")

@@ -13,7 +13,7 @@ from explorer.index.classic import ClassicQueryError, ClassicResult
 from explorer.index.targets import ContextError, context_for
 from explorer.index.transclusion import after_lines, with_embeds
 from explorer.index.windows import ContextWindow
-from explorer.search.classic import find
+from explorer.search.core.classic import find
 from explorer.text.safe import safe_text
 
 _BOLD, _DIM, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"

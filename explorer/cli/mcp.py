@@ -291,7 +291,7 @@ class MemoryService:
         `after` / `before` / `on` and `recent_days` join the query as its `after:` / `before:` /
         `on:` / `recent:` operators; a date that does not parse is a tool error that says why.
         """
-        from explorer.search.pipeline import QueryError
+        from explorer.search.core.pipeline import QueryError
 
         _check_k(k, "k")
         if mode not in ("hybrid", "quick", "lexical"):
@@ -355,7 +355,7 @@ class MemoryService:
     ) -> dict[str, Any]:
         """One classic tool's hits."""
         from explorer.index.classic import ClassicQueryError
-        from explorer.search.classic import find
+        from explorer.search.core.classic import find
 
         words = [w for w in (keywords or []) if isinstance(w, str) and w.strip()]
         if not words:
@@ -399,7 +399,7 @@ class MemoryService:
     def explain(self, query: str, target: str) -> dict[str, Any]:
         """Rank, score and contributions of one note for `query`."""
         from explorer.index.targets import ContextError, resolve_target
-        from explorer.search.pipeline import QueryError
+        from explorer.search.core.pipeline import QueryError
 
         target = self._inside(target)
         try:
@@ -443,8 +443,8 @@ class MemoryService:
     def why_not(self, query: str, note: str, k: int | None = None) -> dict[str, Any]:
         """Why `note` is not in the top k for `query`, and what would bring it there, each change run first."""
         from explorer.engine import make_pipeline
-        from explorer.search.pipeline import QueryError
-        from explorer.search.whynot import prove
+        from explorer.search.core.pipeline import QueryError
+        from explorer.search.explain.whynot import prove
 
         if k is not None:
             _check_k(k, "k")
@@ -460,7 +460,7 @@ class MemoryService:
         return {**proof.to_dict(), "index": self.freshness()}
 
     def _why_not(self, res: Any, name: str) -> dict[str, Any]:
-        from explorer.search.whynot import why_not
+        from explorer.search.explain.whynot import why_not
 
         report = why_not(self.index, res, name)
         if report.path is None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from explorer.engine.server import SearchServer
     from explorer.index.vault_index import BatchReport, VaultIndex
     from explorer.index.watch import VaultWatcher
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 PipelineFactory = Callable[[Any, Settings], Any]
 

@@ -8,7 +8,7 @@ from typing import Any
 from textual.message import Message
 
 from explorer.search.schema import SearchResults
-from explorer.search.suggest import Suggestions
+from explorer.search.writing.suggest import Suggestions
 
 
 @dataclass
@@ -162,7 +162,7 @@ class RelatedFound(Message, bubble=False):
     paragraph: str
     """The text that was searched."""
     suggestions: Suggestions
-    """Mentions, related and linked notes (explorer.search.suggest)."""
+    """Mentions, related and linked notes (explorer.search.writing.suggest)."""
 
 
 # -- what the app tells its screens (posted to a screen; they do not bubble back) -------------------

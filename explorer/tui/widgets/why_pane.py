@@ -11,8 +11,8 @@ from textual.content import Content
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
+from explorer.search.explain.whynot import Proof, WhyNotReport, why_not
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.search.whynot import Proof, WhyNotReport, why_not
 from explorer.tui.safe import SafeInput, safe_content, screen_text
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import shown_ranks
@@ -283,7 +283,7 @@ class WhyPane(VerticalScroll):
         from textual.worker import get_current_worker
 
         from explorer.engine import make_pipeline
-        from explorer.search.whynot import prove
+        from explorer.search.explain.whynot import prove
 
         worker = get_current_worker()
         try:

@@ -1,6 +1,6 @@
 """The retrieval passes of one search, and the state (`Run`) its stages share.
 
-`SearchPipeline` (explorer.search.pipeline) settles a search's options and runs its stages in order;
+`SearchPipeline` (explorer.search.core.pipeline) settles a search's options and runs its stages in order;
 `Passes` holds the ones that retrieve: pass 1 (knowledge notes first), pass 2 on a refined query,
 and the fusion both read (weighted RRF or score fusion, turns lifted by date, recent notes preferred).
 Each reads the one `Snapshot` of the index the search took when it started.
@@ -18,20 +18,20 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import Snapshot
+from explorer.search.core.llm import Budget
+from explorer.search.core.notefilters import recency_factor
+from explorer.search.core.query import ParsedQuery
+from explorer.search.core.results import ResultBuilder
+from explorer.search.core.retrieve import Retriever, source_weights
+from explorer.search.core.terms import SearchTerms
+from explorer.search.core.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS, Analysis, merge_passes
+from explorer.search.core.typos import Correction
 from explorer.search.fusion import Entry, aggregate, rrf, score_fusion
-from explorer.search.llm import Budget
-from explorer.search.memory import Dialog, Owners, lift_answers, lift_by_date
-from explorer.search.notefilters import recency_factor
+from explorer.search.memory.rescore import rescore_turns, skips_rescore
+from explorer.search.memory.signals import Dialog, Owners, lift_answers, lift_by_date
+from explorer.search.memory.when import Span
 from explorer.search.quality import COS_FLOOR, SUFFICIENT, assess
-from explorer.search.query import ParsedQuery
-from explorer.search.rescore import rescore_turns, skips_rescore
-from explorer.search.results import ResultBuilder
-from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import PassInfo, Ranking, SearchResults
-from explorer.search.terms import SearchTerms
-from explorer.search.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS, Analysis, merge_passes
-from explorer.search.typos import Correction
-from explorer.search.when import Span
 
 __all__ = ["Passes", "Run", "SearchCancelled", "Stage"]
 
@@ -80,9 +80,9 @@ class Run:
     dialog: Dialog | None = None
     """Adjacent conversation turns of the index version searched."""
     spans: list[Span] = field(default_factory=list)
-    """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
+    """The days the query names (explorer.search.memory.when), read in conversation-turn vaults only."""
     owners: Owners | None = None
-    """Owners of the notes of the index version searched (explorer.search.memory)."""
+    """Owners of the notes of the index version searched (explorer.search.memory.signals)."""
     fusion: str = "rrf"
     """`rrf` or `score` (experimental.fusion, `auto` settled by the vault: score with conversation turns)."""
     threshold: float | None = None

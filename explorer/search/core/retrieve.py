@@ -12,23 +12,23 @@ import numpy as np
 from explorer.config import Settings
 from explorer.index.backend import IndexBackend, Restriction, Snapshot, Spread
 from explorer.search.changes import NoteChanges
+from explorer.search.core.namedpart import HeadingWords, named_part
+from explorer.search.core.names import NameIndex
+from explorer.search.core.notefilters import NoteDates
+from explorer.search.core.query import ParsedQuery
+from explorer.search.core.terms import SearchTerms
+from explorer.search.core.typos import Correction, Speller, corrected_tokens
 from explorer.search.fusion import rrf
-from explorer.search.memory import Owners
-from explorer.search.namedpart import HeadingWords, named_part
-from explorer.search.names import NameIndex
-from explorer.search.notefilters import NoteDates
-from explorer.search.query import ParsedQuery
-from explorer.search.rescore import WordMatches
+from explorer.search.memory.rescore import WordMatches
+from explorer.search.memory.signals import Owners
+from explorer.search.memory.turn_vectors import EncodeTokens, TokenVectors, word_matches
 from explorer.search.schema import Ranking
-from explorer.search.terms import SearchTerms
-from explorer.search.tokens import EncodeTokens, TokenVectors, word_matches
-from explorer.search.typos import Correction, Speller, corrected_tokens
 from explorer.text.tokenize import tokenize
 
 #: Turns away a turn's BM25 document reaches for its neighbours' words, the share
 #: (`experimental.dialog_words`) multiplied at each step: 2 = the adjacent turns at 0.5, the next at 0.25.
 DIALOG_REACH = 2
-#: Turn texts per model run when a session warms the turns' token vectors (explorer.search.tokens).
+#: Turn texts per model run when a session warms the turns' token vectors (explorer.search.memory.turn_vectors).
 WARM_BATCH = 64
 #: Weight of the feedback passages' mean vector added to the query vector.
 FEEDBACK_BETA = 1.0
@@ -76,9 +76,9 @@ class Retriever:
         self._pairs_cache: tuple[tuple[int, float, int] | None, Spread | None] = (None, None)
         self._names = NameIndex()
         self._heading_words = HeadingWords()
-        """The words of each note's headings (explorer.search.namedpart), per index version."""
+        """The words of each note's headings (explorer.search.core.namedpart), per index version."""
         self.tokens = TokenVectors()
-        """The word-piece vectors of the turns met last (explorer.search.tokens), kept between searches."""
+        """The word-piece vectors of the turns met last (explorer.search.memory.turn_vectors), kept between searches."""
         self._speller = Speller()
         self._tables = threading.Lock()
         """Held while the name table or the speller is read or rebuilt (they are changed in place)."""
@@ -98,13 +98,13 @@ class Retriever:
         self._names.refresh(snap.notes, snap.version, snap.name_tokens, changed)
 
     def _token_encoder(self) -> EncodeTokens | None:
-        """The model's `encode_tokens` (explorer.search.tokens), or None when no model gives token vectors."""
+        """The model's `encode_tokens` (explorer.search.memory.turn_vectors), or None when no model gives token vectors."""
         emb = self.index.embedder()
         encode = getattr(emb, "encode_tokens", None) if emb is not None else None
         return encode if callable(encode) else None
 
     def word_matcher(self, query: str, owners: Owners) -> WordMatches | None:
-        """The word matches of turn texts with `query` (explorer.search.tokens), or None when no model gives token vectors."""
+        """The word matches of turn texts with `query` (explorer.search.memory.turn_vectors), or None when no model gives token vectors."""
         encode = self._token_encoder()
         if encode is None:
             return None
@@ -407,7 +407,7 @@ class Retriever:
         )
 
     def corrections(self, snap: Snapshot, text: str) -> list[Correction]:
-        """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.typos)."""
+        """Typo corrections of `text`'s words against the BM25 vocabulary (explorer.search.core.typos)."""
         if not self.settings.search.typo_tolerance or not text:
             return []
         idf = snap.idf()
@@ -423,7 +423,7 @@ class Retriever:
         depth: int,
         corrections: list[Correction],
     ) -> Ranking | None:
-        """The name ranking (explorer.search.names): notes whose names the query names.
+        """The name ranking (explorer.search.core.names): notes whose names the query names.
 
         Each named note is credited through one of its shards: the part of the note the query's
         other words name (`namedpart.named_part`: "Docker setup troubleshooting" credits the section on

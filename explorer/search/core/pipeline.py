@@ -2,11 +2,11 @@
 
 Each stage lives in its own module; `SearchPipeline.search` runs them in order:
 
-    terms (search/terms.py)  ->  query vectors + retrieve (search/retrieve.py)
-      ->  fuse (search/fusion.py) and build results (search/results.py)   [pass 1, knowledge first;
-          the passes in search/passes.py]
-      ->  analyse and pass 2 (search/twopass.py)  ->  always-include (search/always.py)
-      ->  rerank (search/rerank.py)  ->  quality (search/quality.py)
+    terms (search/core/terms.py)  ->  query vectors + retrieve (search/core/retrieve.py)
+      ->  fuse (search/fusion.py) and build results (search/core/results.py)   [pass 1, knowledge first;
+          the passes in search/core/passes.py]
+      ->  analyse and pass 2 (search/core/twopass.py)  ->  always-include (search/core/always.py)
+      ->  rerank (search/rerank/)  ->  quality (search/quality.py)
 
 The stages record what they saw in `SearchResults.trace` as they run. Every stage reads one
 `Snapshot` of the index (explorer.index.backend), taken when the search starts: a change batch
@@ -26,23 +26,29 @@ import numpy as np
 from explorer.config import Settings
 from explorer.index.backend import IndexBackend, ModelState, Scope, ScopeError, Snapshot
 from explorer.index.windows import query_words
-from explorer.search.always import always_include, latest_turn
 from explorer.search.changes import NoteChanges
+from explorer.search.core.always import always_include, latest_turn
+from explorer.search.core.llm import Budget
+from explorer.search.core.names import names_note
+from explorer.search.core.notefilters import day_bounds
+from explorer.search.core.passes import Passes, Run, SearchCancelled, Stage
+from explorer.search.core.query import MAX_QUERY_FILTERS, parse_query
+from explorer.search.core.results import ResultBuilder, make_context_shard
+from explorer.search.core.retrieve import Retriever, source_weights
+from explorer.search.core.terms import SearchTerms, write_terms
+from explorer.search.core.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.fusion import Entry, Fused
-from explorer.search.llm import Budget
-from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
-from explorer.search.names import names_note
-from explorer.search.notefilters import day_bounds
-from explorer.search.passes import Passes, Run, SearchCancelled, Stage
+from explorer.search.memory.signals import (
+    MemoryCache,
+    named_coverage,
+    named_match,
+    other_coverage,
+    owner_weights,
+)
+from explorer.search.memory.turn_vectors import turn_text
+from explorer.search.memory.when import mentions
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
-from explorer.search.query import MAX_QUERY_FILTERS, parse_query
-from explorer.search.results import ResultBuilder, make_context_shard
-from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import AnalysisInfo, RerankInfo, SearchMode, SearchResult, SearchResults
-from explorer.search.terms import SearchTerms, write_terms
-from explorer.search.tokens import turn_text
-from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
-from explorer.search.when import mentions
 from explorer.text.lru import LRUCache
 from explorer.vault.model import display_title
 
@@ -133,7 +139,7 @@ class SearchPipeline:
         """Run the turns of a vault of conversations through the model for the turn model's token vectors.
 
         The engine session calls this from its embedding loop once the vectors are made, so the first
-        searches of a session find the turns' token vectors kept (explorer.search.tokens) instead of
+        searches of a session find the turns' token vectors kept (explorer.search.memory.turn_vectors) instead of
         making them. A search reads the same values either way. Returns how many texts were made.
         """
         if not self.settings.experimental.turn_rescore:
@@ -172,7 +178,7 @@ class SearchPipeline:
         """Answer `query`. Raises QueryError for an empty query, SearchCancelled when `cancelled()`.
 
         A word of the query that is neither in the vault nor a common word of its languages is
-        searched as the vault's closest words (explorer.search.typos; the results' `corrections`
+        searched as the vault's closest words (explorer.search.core.typos; the results' `corrections`
         say so); with `correct` False every word is searched as typed.
 
         The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
@@ -296,7 +302,7 @@ class SearchPipeline:
             p.sections,
             p.excluded,
             day_bounds(p),
-            # Other vaults' notes pass [property:value] as this vault's do (explorer.search.notefilters).
+            # Other vaults' notes pass [property:value] as this vault's do (explorer.search.core.notefilters).
             (lambda front: all(f.matches(dict(front)) != f.negated for f in props)) if props else None,
         )
         base = run.snap
