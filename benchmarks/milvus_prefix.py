@@ -3,7 +3,7 @@
     nice -n 10 python -m benchmarks.milvus_prefix --out /tmp/milvus-bench --notes 3750 --queries 60
 
 On the vault and engine of a `benchmarks.milvus_scale` run (same `--out`, `--notes`): for each
-generated query, the engine's BM25 answer at the search's depth (`Retriever._shard_depth` of the
+generated query, the engine's BM25 answer at the search's depth (`retrievers.base.shard_depth` of the
 candidate notes), in the engine's order, is rescored with Explorer's BM25 as the search does; the
 ranking the search keeps is that order cut after the shards of its first `candidates` notes. The
 figure is the deepest engine rank among the kept shards: the smallest first fetch that would have

@@ -106,37 +106,110 @@ ix.close()
 
 #: (stage, [(file suffix, function name), ...]): the names of both trees; inclusive CPU per search.
 STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    ("whole search", (("search/core/pipeline.py", "search"),)),
-    ("terms", (("search/core/pipeline.py", "_write_terms"),)),
-    ("query vectors (model)", (("index/embed.py", "encode"), ("embed/runtimes.py", "encode"))),
+    (
+        "whole search",
+        (
+            ("search/pipeline.py", "search"),
+            ("search/core/pipeline.py", "search"),
+        ),
+    ),
+    (
+        "terms",
+        (
+            ("search/pipeline.py", "_write_terms"),
+            ("search/core/pipeline.py", "_write_terms"),
+        ),
+    ),
+    (
+        "query vectors (model)",
+        (
+            ("index/embed.py", "encode"),
+            ("embed/runtimes.py", "encode"),
+        ),
+    ),
     ("BM25 top-k", (("index/lexical.py", "top"),)),
     ("dense scan", (("index/dense.py", "search_many"),)),
     (
         "depth in notes",
-        (("search/core/pipeline.py", "_note_depth"), ("search/core/retrieve.py", "_note_depth")),
+        (
+            ("search/pipeline.py", "_note_depth"),
+            ("search/retrieve.py", "_note_depth"),
+            ("search/core/retrievers/base.py", "note_depth"),
+        ),
     ),
-    ("dense feedback", (("search/core/pipeline.py", "_feedback"), ("search/core/retrieve.py", "_feedback"))),
-    ("name ranking", (("search/core/retrieve.py", "_name_ranking"),)),
-    ("typo corrections", (("search/core/retrieve.py", "corrections"),)),
+    (
+        "dense feedback",
+        (
+            ("search/pipeline.py", "_feedback"),
+            ("search/retrieve.py", "_feedback"),
+            ("search/core/retrievers/feedback.py", "rank"),
+        ),
+    ),
+    (
+        "name ranking",
+        (
+            ("search/retrieve.py", "_name_ranking"),
+            ("search/core/retrievers/name.py", "rank"),
+        ),
+    ),
+    (
+        "typo corrections",
+        (
+            ("search/retrieve.py", "corrections"),
+            ("search/core/retrieve.py", "corrections"),
+        ),
+    ),
     ("fusion (rrf)", (("search/fusion.py", "rrf"),)),
-    ("notes from shards", (("search/core/pipeline.py", "_entries"), ("search/fusion.py", "aggregate"))),
+    (
+        "notes from shards",
+        (
+            ("search/pipeline.py", "_entries"),
+            ("search/fusion.py", "aggregate"),
+        ),
+    ),
     (
         "result records",
         (
-            ("search/core/pipeline.py", "_result"),
+            ("search/pipeline.py", "_result"),
+            ("search/results.py", "_result"),
+            ("search/results.py", "judged"),
             ("search/core/results.py", "_result"),
             ("search/core/results.py", "judged"),
         ),
     ),
-    ("  relevance", (("search/core/pipeline.py", "_relevance"), ("search/core/results.py", "_relevance"))),
+    (
+        "  relevance",
+        (
+            ("search/pipeline.py", "_relevance"),
+            ("search/results.py", "_relevance"),
+            ("search/core/results.py", "_relevance"),
+        ),
+    ),
     (
         "  passages + highlights",
-        (("search/core/pipeline.py", "make_context_shard"), ("search/core/results.py", "make_context_shard")),
+        (
+            ("search/pipeline.py", "make_context_shard"),
+            ("search/results.py", "make_context_shard"),
+            ("search/core/results.py", "make_context_shard"),
+        ),
     ),
     ("  note texts read (prefetch)", (("index/snapshot.py", "prefetch"),)),
-    ("analysis (two-pass)", (("search/core/pipeline.py", "_analyse"), ("search/core/twopass.py", "analyse"))),
+    (
+        "analysis (two-pass)",
+        (
+            ("search/pipeline.py", "_analyse"),
+            ("search/twopass.py", "analyse"),
+            ("search/core/twopass.py", "analyse"),
+        ),
+    ),
     ("quality", (("search/quality.py", "assess"),)),
-    ("history + advice", (("search/core/pipeline.py", "_record"),)),
+    (
+        "history + advice",
+        (
+            ("search/pipeline.py", "_record"),
+            ("search/core/pipeline.py", "_record"),
+        ),
+    ),
 )
 
 

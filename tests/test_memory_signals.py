@@ -74,7 +74,7 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
 
 
 def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex, monkeypatch) -> None:
-    import explorer.search.core.retrieve as retrieve
+    import explorer.search.core.retrievers.lexical as lexical
 
     comet = "Users/Ana/turns/turn_000003/context.md"
     no_lift: dict[str, object] = {}
@@ -102,7 +102,7 @@ def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex, 
         f"Users/{who}/turns/turn_00000{n}/context.md" for who, n in (("Ana", 1), ("Ben", 2), ("Ana", 3))
     )
     assert scores[third] > scores[second] > scores[first] > 0
-    monkeypatch.setattr(retrieve, "DIALOG_REACH", 1)
+    monkeypatch.setattr(lexical, "DIALOG_REACH", 1)
     assert first not in _paths(_search(index, "Comet sky", **no_lift))
     monkeypatch.undo()
     # Other vaults (rank fusion) keep plain BM25.

@@ -22,7 +22,8 @@ from explorer.search.core.llm import Budget
 from explorer.search.core.notefilters import recency_factor
 from explorer.search.core.query import ParsedQuery
 from explorer.search.core.results import ResultBuilder
-from explorer.search.core.retrieve import Retriever, source_weights
+from explorer.search.core.retrieve import Retriever
+from explorer.search.core.retrievers.base import source_weights
 from explorer.search.core.terms import SearchTerms
 from explorer.search.core.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS, Analysis, merge_passes
 from explorer.search.core.typos import Correction

@@ -29,12 +29,13 @@ from explorer.index.windows import query_words
 from explorer.search.changes import NoteChanges
 from explorer.search.core.always import always_include, latest_turn
 from explorer.search.core.llm import Budget
-from explorer.search.core.names import names_note
 from explorer.search.core.notefilters import day_bounds
 from explorer.search.core.passes import Passes, Run, SearchCancelled, Stage
 from explorer.search.core.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.core.results import ResultBuilder, make_context_shard
-from explorer.search.core.retrieve import Retriever, source_weights
+from explorer.search.core.retrieve import Retriever
+from explorer.search.core.retrievers.base import source_weights
+from explorer.search.core.retrievers.names import names_note
 from explorer.search.core.terms import SearchTerms, write_terms
 from explorer.search.core.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.fusion import Entry, Fused
