@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = make_queries(vocab, args.queries + 10, seed=21)
     for q in queries[:10]:
         emb.encode([q])
-    # The pipeline fetches ~2 shards per note of its 100-note depth (`Retriever._shard_depth`).
+    # The pipeline fetches ~2 shards per note of its 100-note depth (`retrievers.base.shard_depth`).
     fetch = 100 * 2 * 3 + 16
 
     def keystroke(qv: np.ndarray, floor: float) -> int:

@@ -101,7 +101,7 @@ def _paragraphs(text: str, start: int) -> list[tuple[int, int]]:
 
 def hide_links(text: str, links: Sequence[Any], keep_words: bool) -> tuple[str, list[int]]:
     """`text` with `links` replaced by their words (or by nothing), and each link's end offset in the result."""
-    from explorer.search.suggest import remove_links
+    from explorer.search.writing.suggest import remove_links
 
     return remove_links(text, links, keep_words)
 
@@ -163,7 +163,7 @@ def quality(
     """All rows of the quality table for one vault."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
-    from explorer.search.suggest import LinkSuggester, paragraph_bounds, plain_query
+    from explorer.search.writing.suggest import LinkSuggester, paragraph_bounds, plain_query
 
     index, settings, info = open_vault_index(vault, {"index.cache_dir": str(cache)}, embeddings=True)
     base = make_pipeline(index, settings)
@@ -261,7 +261,7 @@ def leave_one_vault_out(results: dict[str, dict[str, Any]]) -> list[tuple[str, s
 
 
 def _default() -> tuple[str, float, float]:
-    from explorer.search.suggest import FUZZY_FACTOR, QUERY_SCOPE, SENTENCE_WEIGHT
+    from explorer.search.writing.suggest import FUZZY_FACTOR, QUERY_SCOPE, SENTENCE_WEIGHT
 
     return (QUERY_SCOPE, SENTENCE_WEIGHT, FUZZY_FACTOR)
 
@@ -278,7 +278,7 @@ def diagnose(vault: Path, cache: Path) -> dict[str, Any]:
     word says less about the linked note than people's text does."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
-    from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
+    from explorer.search.writing.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
     from explorer.text.tokenize import tokenize
 
     index, settings, info = open_vault_index(vault, {"index.cache_dir": str(cache)}, embeddings=True)
@@ -368,7 +368,7 @@ def latency(
     from benchmarks import speed
     from explorer.config import load_settings
     from explorer.engine import make_pipeline, open_index
-    from explorer.search.suggest import LinkSuggester, paragraph_bounds, plain_query
+    from explorer.search.writing.suggest import LinkSuggester, paragraph_bounds, plain_query
     from explorer.tui.screens.writer import RELATED_DELAY, WORD_END_DELAY
 
     vocab = speed.vocabulary()
@@ -400,8 +400,8 @@ def latency(
             # worth of calls on paragraphs not seen before, and rank with a stand-in scorer.
             import numpy as np
 
-            from explorer.search.linkrank import FEATURES, LinkScorer
-            from explorer.search.suggest import TRAIN_LINKS
+            from explorer.search.writing.linkrank import FEATURES, LinkScorer
+            from explorer.search.writing.suggest import TRAIN_LINKS
 
             probe = random.Random(seed + 1)
             t, c = time.perf_counter(), time.process_time()
@@ -639,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.related:
         import json
 
-        from explorer.search import suggest
+        from explorer.search.writing import suggest
 
         for item in args.related:
             key, _, value = item.partition("=")

@@ -4,7 +4,7 @@ Run with ``python -m benchmarks.link_suggest_learned [VAULT ...]`` (the generate
 follow the text, then every vault named). The cases are those of ``benchmarks.link_suggest`` (each
 link of a paragraph, its links hidden: A keeps the link words, B removes them). For each case the
 writer's call runs once without the scorer (``LinkSuggester.suggest``), and its candidates are
-described by ``explorer.search.linkrank.candidate_features`` from what the writer has at that
+described by ``explorer.search.writing.linkrank.candidate_features`` from what the writer has at that
 moment (the hidden text: the paragraph's own links are gone, the rest of the note's links stay).
 
 Protocol: a vault's scorer is fitted on the same vault's other paragraphs, never on the tested
@@ -34,7 +34,7 @@ def collect(vault: Path, cache: Path) -> list[dict[str, Any]]:
     """Every case of `vault` with the writer's list and its candidates' features, both variants."""
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
-    from explorer.search.suggest import LinkSuggester
+    from explorer.search.writing.suggest import LinkSuggester
 
     index, settings, _info = open_vault_index(vault, {"index.cache_dir": str(cache)}, embeddings=True)
     sug = LinkSuggester(make_pipeline(index, settings), learn=False)
@@ -60,7 +60,7 @@ def collect(vault: Path, cache: Path) -> list[dict[str, Any]]:
 
 def top(case: dict[str, Any], scorer: Any) -> list[str]:
     """The first K of the list: the writer's as it is (no scorer), or named notes then the scored candidates."""
-    from explorer.search.linkrank import rerank
+    from explorer.search.writing.linkrank import rerank
 
     if scorer is None:
         return [p for p, _kind in case["items"]][:K]
@@ -70,8 +70,8 @@ def top(case: dict[str, Any], scorer: Any) -> list[str]:
 
 def evaluate(data: dict[str, list[dict[str, Any]]], columns: Sequence[int] | None = None) -> dict[str, Any]:
     """Recall per vault: the writer's list, fitted on the other folds, on the other vaults, in-sample."""
-    from explorer.search.linkrank import fit
-    from explorer.search.suggest import TRAIN_LINKS
+    from explorer.search.writing.linkrank import fit
+    from explorer.search.writing.suggest import TRAIN_LINKS
 
     def groups(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, str]]:
         return [(r["B"]["candidates"], r["target"]) for r in rows]

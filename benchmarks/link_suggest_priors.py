@@ -60,7 +60,7 @@ def rankings(vault: Path, cache: Path) -> list[dict[str, Any]]:
 
     from benchmarks.quality import open_vault_index
     from explorer.engine import make_pipeline
-    from explorer.search.suggest import (
+    from explorer.search.writing.suggest import (
         _MDLINK,
         _WIKILINK,
         LinkSuggester,

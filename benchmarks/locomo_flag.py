@@ -13,7 +13,7 @@ folded content words without the speakers' names; IDF over the conversation's tu
     rare_other    1 when it occurs in the other speaker's turn among the first 100
     margin        (score of result 1 - score of result 2) / score of result 1
 
-    named_said_k  as named_cov_k on the turns' statements (explorer.search.stated: questions and
+    named_said_k  as named_cov_k on the turns' statements (explorer.search.memory.stated: questions and
     other_said_k  sentences said to the other person left out), as the pipeline reads them
 
 Rules (each flags "no good match"): the recorded one (`named_coverage - w * other_coverage < L or
@@ -35,8 +35,8 @@ from typing import Any
 
 from benchmarks.locomo import DEFAULT_DATA, load_conversations
 from benchmarks.locomo_loo import ANSWERABLE_FLAG_MAX, _load, _mean, loo
+from explorer.search.memory.stated import stated_tokens
 from explorer.search.quality import TURN_MEDIUM, coverage, token_idf
-from explorer.search.stated import stated_tokens
 from explorer.text.tokenize import tokenize
 from explorer.vault.windows import query_words
 
@@ -203,7 +203,7 @@ def study(
     ):
         run(f"cov named {kn} / other {ko}", grid, on_features(f"named_cov_{kn}", f"other_cov_{ko}"))
 
-    # The same form on the turns' statements (explorer.search.stated: questions and sentences said
+    # The same form on the turns' statements (explorer.search.memory.stated: questions and sentences said
     # to the other person left out), as the pipeline now reads them.
     for kn, ko in ((3, 5), (3, 10), (5, 5), (10, 10)):
         run(f"statements: named {kn} / other {ko}", grid, on_features(f"named_said_{kn}", f"other_said_{ko}"))

@@ -5,7 +5,7 @@ per-question records of ``python -m benchmarks.locomo --rows explorer --candidat
 pipeline run: numpy-free, seconds). Two choices, each made on four conversations and scored on the
 fifth, the five left-out parts pooled, beside the value chosen on all five (in-sample):
 
-1. The date lift (explorer.search.memory.lift_by_date): on records of a run *without* it
+1. The date lift (explorer.search.memory.signals.lift_by_date): on records of a run *without* it
    (``--set experimental.date_weight=0``), each question's first 100 results are re-scored as the pipeline
    would: score + weight * best score * closeness(turn's session day, the query's dates,
    after_days); the grid of (weight, after_days) with the best mean recall@10 (categories 1-4)
@@ -68,7 +68,7 @@ def loo(
 
 
 def date_choice(records: list[dict[str, Any]], data: Path) -> dict[str, Any]:
-    from explorer.search.when import closeness, mentions
+    from explorer.search.memory.when import closeness, mentions
 
     days = {
         (c.sample_id, t.dia_id): (t.when.date() if t.when else None)

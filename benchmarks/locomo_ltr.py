@@ -18,7 +18,7 @@ per candidate features from them:
     words, asks (ends with "?"), the turn before it asks, the best own cosine of its neighbours
     word matches: each query word's best cosine among the turn's token vectors other than the word
     itself, and the share of the query's words the turn writes, idf-weighted, each between the lowest
-    and the highest of the first 100 (explorer.search.tokens, recorded by `dump`)
+    and the highest of the first 100 (explorer.search.memory.turn_vectors, recorded by `dump`)
     question kind from its wording: when, would / likely, "what ... like", list-like ("what
     activities / things / ...", plural "what X does"), both / in common, how many
 
@@ -33,8 +33,8 @@ out; each row prints the in-sample figure (trained or chosen on all five) beside
 per category.
 
 ``study --write-model PATH`` writes the fit on all conversations of the adopted row (``--adopt``, default
-``weighted l2=1.0``) as the turn model's data file (explorer.search.fitted; the product's is
-explorer/search/models/turn_model.json): its numbers, the command, the records and data it read, the
+``weighted l2=1.0``) as the turn model's data file (explorer.search.memory.fitted; the product's is
+explorer/search/memory/models/turn_model.json): its numbers, the command, the records and data it read, the
 split, learner, weighting and L2, and its left-out and in-sample figures. The turn model is refitted by
 that command, never edited by hand; the file's own `fit.command` says how it was made.
 """
@@ -65,8 +65,8 @@ from benchmarks.locomo import (
     question_metrics,
     write_vault,
 )
-from explorer.search.fitted import LinearModel
-from explorer.search.fitted import write_model as write_fitted
+from explorer.search.memory.fitted import LinearModel
+from explorer.search.memory.fitted import write_model as write_fitted
 
 CATS = (1, 2, 3, 4)
 DEPTH = 100
@@ -79,8 +79,8 @@ def dump(args: argparse.Namespace) -> None:
     from benchmarks.locomo import open_vault_index
     from benchmarks.quality import parse_overrides
     from explorer.engine import make_pipeline
-    from explorer.search.memory import name_words
-    from explorer.search.tokens import TokenVectors, turn_text, word_matches
+    from explorer.search.memory.signals import name_words
+    from explorer.search.memory.turn_vectors import TokenVectors, turn_text, word_matches
 
     convs = load_conversations(args.data)[: args.conversations]
     out = args.out / f"locomo-ltr{args.tag}.jsonl"
@@ -184,7 +184,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
             False: make_pipeline(index, settings.with_overrides({"experimental.turn_rescore": False})),
         }
         # the first question of the session: with the model it also runs the first turns through the model
-        # once for their token vectors (explorer.search.tokens), which later searches find kept
+        # once for their token vectors (explorer.search.memory.turn_vectors), which later searches find kept
         first = conv.questions[0].text
         index.encode_query("warm up the model")
         for on in (False, True):
@@ -293,7 +293,7 @@ class Conv:
         self.speaker: list[str] = rec["speaker"]
         self.number = np.array(rec["number"])
         texts = [said(t) for t in rec["text"]]
-        from explorer.search.stated import stated_tokens
+        from explorer.search.memory.stated import stated_tokens
         from explorer.text.tokenize import tokenize
 
         self.toks = [set(tokenize(t)) for t in texts]
@@ -588,7 +588,7 @@ def paired(new: dict[str, float], old: dict[str, float], n: int = 10_000) -> dic
     }
 
 
-#: The study's row the product adopts (explorer.search.rescore's turn model), written by `--write-model`.
+#: The study's row the product adopts (explorer.search.memory.rescore's turn model), written by `--write-model`.
 ADOPTED = "weighted l2=1.0"
 
 
@@ -620,9 +620,9 @@ def write_model(
     fit: dict[str, Any],
     figures: dict[str, Any],
 ) -> LinearModel:
-    """Write the adopted fit as the turn model's file (explorer.search.fitted), checked against
-    explorer.search.rescore.TURN_FEATURES: the file the product loads, replaced by command."""
-    from explorer.search.rescore import TURN_FEATURES
+    """Write the adopted fit as the turn model's file (explorer.search.memory.fitted), checked against
+    explorer.search.memory.rescore.TURN_FEATURES: the file the product loads, replaced by command."""
+    from explorer.search.memory.rescore import TURN_FEATURES
 
     if tuple(names) != TURN_FEATURES:
         raise SystemExit(
@@ -901,7 +901,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         default=None,
         help="study: write the --adopt row's fit on all conversations as the turn model's file "
-        "(explorer/search/models/turn_model.json)",
+        "(explorer/search/memory/models/turn_model.json)",
     )
     parser.add_argument(
         "--adopt", default=ADOPTED, help=f"study --write-model: the row written (default {ADOPTED!r})"

@@ -1,7 +1,7 @@
 r"""Typo correction on sample_vault: real words kept, typos corrected, by the word list used.
 
 Run with ``nice -n 10 python -m benchmarks.typo_words [--lists DIR]``. A labelled list of query
-words, each searched alone against sample_vault's BM25 vocabulary (explorer.search.typos.Speller):
+words, each searched alone against sample_vault's BM25 vocabulary (explorer.search.core.typos.Speller):
 
     real     English words a person types that no note of sample_vault holds (`proof`, `knead`):
              any correction is a false one
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import markdown_table, offline_environment
-from explorer.search.typos import Lexicon, Speller, read_words
+from explorer.search.core.typos import Lexicon, Speller, read_words
 from explorer.text.tokenize import fold_word, is_stopword
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lists", type=Path, help="folder of other word lists as JSON (ps_en, ss_en, wf_en)")
     ap.add_argument(
-        "--before", type=Path, help="an older explorer/search/typos.py to measure too (its Speller)"
+        "--before", type=Path, help="an older explorer/search/core/typos.py to measure too (its Speller)"
     )
     args = ap.parse_args(argv)
     from explorer.config import load_settings

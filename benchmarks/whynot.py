@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     from explorer.config import load_settings
     from explorer.engine import make_pipeline, open_index
-    from explorer.search.whynot import prove
+    from explorer.search.explain.whynot import prove
 
     parser = argparse.ArgumentParser()
     parser.add_argument("vault", nargs="?", type=Path, default=ROOT / "sample_vault")

@@ -132,7 +132,7 @@ class SearchSettings:
     two_pass: bool = True
     """Run the analysis and, when it says REFINE, a second pass."""
     recency_half_life_days: Annotated[float, Range(0, 1_000_000)] = 0.0
-    """A gentle preference for newer notes (explorer.search.notefilters): a note this many days older
+    """A gentle preference for newer notes (explorer.search.core.notefilters): a note this many days older
     than today loses half of the most its age can cost it, a much older one all of it. 0 = off (the
     default); a query's `recent:30d` / `recent:off` overrides it."""
 
@@ -214,7 +214,7 @@ class ExperimentalSettings:
     name_weight: Annotated[float, Range(0, 100)] = 2.0
     """Weight of the name ranking (notes whose title, file name or alias the query names; 0: none)."""
     owner_weight: Annotated[float, Range(0, 100)] = 1.5
-    """Weight of the notes of a person the query names (explorer.search.memory; 1: off)."""
+    """Weight of the notes of a person the query names (explorer.search.memory.signals; 1: off)."""
     date_weight: Annotated[float, Range(0, 10)] = 0.5
     """Share of the best fused score a turn recorded on the day the query names gains (0: off)."""
     answer_weight: Annotated[float, Range(0, 10)] = 0.4
@@ -222,7 +222,7 @@ class ExperimentalSettings:
     asking_discount: Annotated[float, Range(0, 1)] = 0.2
     """Share of its fused score such an asking turn loses (the answer is in the reply)."""
     turn_rescore: bool = True
-    """Re-order the first fused conversation turns by the turn model (explorer.search.rescore)."""
+    """Re-order the first fused conversation turns by the turn model (explorer.search.memory.rescore)."""
     dialog_words: Annotated[float, Range(0, 10)] = 0.5
     """Share of the adjacent turns' words in a turn's BM25 document (0: its own words only)."""
     recency_weight: Annotated[float, Range(0, 1)] = 0.1

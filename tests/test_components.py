@@ -57,12 +57,12 @@ def test_a_reranker_that_fails_to_load_is_named_in_every_answer(tmp_path: Path) 
 
 
 def test_an_llm_module_that_fails_to_load_stops_the_command_with_one_line(tmp_path: Path) -> None:
-    out = search_without("explorer.search.llm", tmp_path, "kites")
+    out = search_without("explorer.search.core.llm", tmp_path, "kites")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert (
         out.stderr.startswith("explorer: a part of explorer could not be loaded")
-        and "explorer.search.llm" in out.stderr
+        and "explorer.search.core.llm" in out.stderr
     )
 
 

@@ -16,8 +16,8 @@ def _write(vault: Path, text: str) -> None:
 
 def test_defaults_follow_the_design() -> None:
     from explorer.index.local.lexical import BM25_B, BM25_EPSILON, BM25_K1
+    from explorer.search.core.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS
     from explorer.search.rerank import RerankPolicy
-    from explorer.search.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS
 
     s = Settings()
     assert (BM25_K1, BM25_B, BM25_EPSILON) == (1.5, 0.75, 0.25)

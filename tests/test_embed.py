@@ -323,7 +323,7 @@ def test_vector_parity_with_sentence_transformers(
 def test_token_vector_parity_with_sentence_transformers(
     embed_onnx: OnnxEmbedder, embed_st: SentenceTransformerEmbedder
 ) -> None:
-    """Both runtimes give the same word pieces and token vectors (explorer.search.tokens reads them), in any batch."""
+    """Both runtimes give the same word pieces and token vectors (explorer.search.memory.turn_vectors reads them), in any batch."""
     texts = [*PARITY_TEXTS[2:4], *PARITY_TEXTS[5:], "", LONG_TEXT]
     onnx_tokens = embed_onnx.encode_tokens(texts, batch_size=2)
     st_tokens = embed_st.encode_tokens(texts, batch_size=4)

@@ -12,11 +12,11 @@ import pytest
 from conftest import write_notes
 from explorer.config import Settings
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.llm import TERMS_SYSTEM, parse_analysis_reply
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.llm import TERMS_SYSTEM, parse_analysis_reply
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.core.terms import clamp_terms
 from explorer.search.prompt import NOTE_CLOSE
 from explorer.search.rerank import parse_index_list
-from explorer.search.terms import clamp_terms
 from llm_server import FakeLLMServer, Reply, chat_body, terms, text
 
 TIMEOUT = 30.0

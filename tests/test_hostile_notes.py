@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from conftest import REPO, write_notes
 from explorer.config import Settings
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 
 NEIGHBOURS = {
     "Pets/hamster.md": "# Hamster\n\nThe hamster sleeps in a nest of paper bedding.\n",

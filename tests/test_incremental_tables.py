@@ -18,7 +18,7 @@ from conftest import write_notes
 from explorer.config import load_settings
 from explorer.index.local.lexical import BM25Index
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 
 NOTES = {
     "Knowledge/hamsters.md": "# Hamsters\n\nHamsters store seeds in their cheek pouches and sleep by day.\n",
@@ -159,7 +159,7 @@ def _new_index(docs: dict[str, list[str]]) -> BM25Index:
 def test_a_speller_reading_the_term_list_corrects_as_one_reading_the_whole_table(index: VaultIndex) -> None:
     # A speller first used at a later version reads the index's term list (which keeps terms since
     # removed) rather than computing every idf of the table: the same corrections either way.
-    from explorer.search.typos import Speller
+    from explorer.search.core.typos import Speller
 
     for rel, text in EDITS:
         _edit(index, rel, text)

@@ -7,9 +7,9 @@ import pytest
 
 from conftest import write_notes
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.linkrank import FEATURES, Candidates, by_name, fit
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.suggest import TRAIN_MIN, LinkSuggester
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.writing.linkrank import FEATURES, Candidates, by_name, fit
+from explorer.search.writing.suggest import TRAIN_MIN, LinkSuggester
 
 WORDS = "amber birch cedar delta ember fjord grove harbor iris juniper kestrel lagoon".split()
 
@@ -105,7 +105,7 @@ def test_a_cancelled_fit_leaves_no_scorer_and_is_tried_again(tmp_path, embedder)
 
 
 def test_training_links_hide_each_paragraphs_links_and_skip_huge_notes() -> None:
-    from explorer.search.suggest import TRAIN_NOTE_CHARS, training_links
+    from explorer.search.writing.suggest import TRAIN_NOTE_CHARS, training_links
     from explorer.vault.links import LinkGraph
     from explorer.vault.parse import parse_note
 

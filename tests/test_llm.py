@@ -15,7 +15,7 @@ from conftest import write_notes
 from explorer.config import LLMSettings, Settings, load_settings
 from explorer.engine import make_pipeline
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.llm import (
+from explorer.search.core.llm import (
     ANALYSIS_SYSTEM,
     TERMS_SYSTEM,
     Budget,
@@ -31,7 +31,7 @@ from explorer.search.llm import (
     parse_analysis_reply,
     parse_terms_reply,
 )
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 from llm_server import FakeLLMServer, Reply, closed_port_url, error, prompt_of, terms, text
 
 TIMEOUT = 30.0
@@ -213,7 +213,7 @@ def test_client_is_lazy_about_openai() -> None:
     probe = (
         "import sys\n"
         "from explorer.config import LLMSettings\n"
-        "from explorer.search.llm import LLMClient\n"
+        "from explorer.search.core.llm import LLMClient\n"
         "LLMClient(LLMSettings(base_url='http://127.0.0.1:9/v1', model='m'))\n"
         "print('openai' in sys.modules)\n"
     )

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import locomo_ltr
-from explorer.search.rescore import TURN_FEATURES, load_turn_model
+from explorer.search.memory.rescore import TURN_FEATURES, load_turn_model
 from tests.test_locomo_bench import CONVERSATION
 
 

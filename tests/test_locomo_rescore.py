@@ -1,4 +1,4 @@
-"""Conversation turns re-ordered by the turn model (explorer.search.rescore), through the real pipeline and model."""
+"""Conversation turns re-ordered by the turn model (explorer.search.memory.rescore), through the real pipeline and model."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from conftest import embedded_index, turn_notes, write_notes
 from explorer.config import load_settings
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.rescore import skips_rescore
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.memory.rescore import skips_rescore
 
 _SAID = [
     ("Ana", "I went swimming with the kids this morning, the water was cold but lovely."),

@@ -10,8 +10,8 @@ import pytest
 from conftest import write_notes
 from explorer.config import load_settings
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.when import closeness, mentions
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.memory.when import closeness, mentions
 
 
 def _spans(query: str) -> list[tuple[date, date, bool]]:

@@ -1,4 +1,4 @@
-"""A question to a named person: the turn that asks lends its score to the reply (explorer.search.memory.lift_answers)."""
+"""A question to a named person: the turn that asks lends its score to the reply (explorer.search.memory.signals.lift_answers)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from conftest import write_notes
 from explorer.config import load_settings
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.memory import asks
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.memory.signals import asks
 
 
 def _turn(number: int, speaker: str, session: int, text: str, prefix: bool = True) -> tuple[str, str]:

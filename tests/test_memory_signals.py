@@ -9,7 +9,7 @@ import pytest
 from conftest import write_notes
 from explorer.config import load_settings
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 
 
 def _turn(number: int, speaker: str, session: int | None, text: str) -> tuple[str, str]:
@@ -74,7 +74,7 @@ def test_named_person_notes_weigh_more(index: VaultIndex) -> None:
 
 
 def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex, monkeypatch) -> None:
-    import explorer.search.retrieve as retrieve
+    import explorer.search.core.retrievers.lexical as lexical
 
     comet = "Users/Ana/turns/turn_000003/context.md"
     no_lift: dict[str, object] = {}
@@ -102,7 +102,7 @@ def test_a_turn_is_found_by_the_words_of_the_turns_around_it(index: VaultIndex, 
         f"Users/{who}/turns/turn_00000{n}/context.md" for who, n in (("Ana", 1), ("Ben", 2), ("Ana", 3))
     )
     assert scores[third] > scores[second] > scores[first] > 0
-    monkeypatch.setattr(retrieve, "DIALOG_REACH", 1)
+    monkeypatch.setattr(lexical, "DIALOG_REACH", 1)
     assert first not in _paths(_search(index, "Comet sky", **no_lift))
     monkeypatch.undo()
     # Other vaults (rank fusion) keep plain BM25.
@@ -280,7 +280,7 @@ def test_no_good_match_when_someone_elses_results_hold_what_is_asked(index: Vaul
 
 def test_what_a_person_only_asks_or_tells_the_other_about_is_not_theirs(tmp_path: Path) -> None:
     # Ben's turns hold every word of the pottery course, but only in a question to Ana and in a
-    # sentence said to her: his statements hold none of it, hers do (explorer.search.stated).
+    # sentence said to her: his statements hold none of it, hers do (explorer.search.memory.stated).
     turns = dict(
         [
             _turn(1, "Ana", 1, "I finally finished my pottery course. The glazing week was the best part."),
@@ -314,7 +314,7 @@ def test_what_a_person_only_asks_or_tells_the_other_about_is_not_theirs(tmp_path
 
 
 def test_statements_leave_out_questions_and_what_is_said_to_someone() -> None:
-    from explorer.search.stated import stated_tokens
+    from explorer.search.memory.stated import stated_tokens
 
     said = stated_tokens(
         "Ben: Congrats on the race! Did you win? Your medal looks great. I ran it too (barely)."

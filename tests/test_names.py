@@ -8,7 +8,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 
 LONG = " ".join(
     ["Kimchi ferments best when the kimchi jar stays cool; kimchi brine should cover the cabbage."] * 6
@@ -99,7 +99,7 @@ def test_a_quoted_phrase_is_evidence_not_a_wall(vault) -> None:
 
 
 def test_most_recent_turn_rule_fires_on_references_not_pronouns() -> None:
-    from explorer.search.terms import offline_terms
+    from explorer.search.core.terms import offline_terms
 
     for query in ("When did she read the book?", "What did her brother give them?", "is it in that note"):
         assert not offline_terms(query).include_n_minus_1, query

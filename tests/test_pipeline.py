@@ -13,10 +13,10 @@ import pytest
 from conftest import write_notes
 from explorer.config import Settings
 from explorer.index.local.vault_index import VaultIndex
+from explorer.search.core.pipeline import QueryError, SearchPipeline
+from explorer.search.core.query import parse_query
+from explorer.search.core.terms import SearchTerms, clamp_terms, offline_terms
 from explorer.search.fusion import Ranking, rrf
-from explorer.search.pipeline import QueryError, SearchPipeline
-from explorer.search.query import parse_query
-from explorer.search.terms import SearchTerms, clamp_terms, offline_terms
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -275,7 +275,7 @@ def test_always_include_rules(sample_pipeline) -> None:
     assert res.include_preferences and res.include_n_minus_1
     prefs = [p for p, n in sample_pipeline.index.notes.items() if n.source_type == "preference"]
     assert prefs and all(p in always or p in searched for p in prefs)
-    from explorer.search.always import latest_turn
+    from explorer.search.core.always import latest_turn
 
     latest = latest_turn(sample_pipeline.index.notes)
     assert latest in always or latest in searched

@@ -10,7 +10,7 @@ import pytest
 import explorer.search.quality as qmod
 from explorer.config import Settings
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 from explorer.search.quality import (
     HIGH,
     MEDIUM,

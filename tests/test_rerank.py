@@ -739,7 +739,7 @@ class ScriptedLLM:
         self.messages: list[Any] = []
 
     def chat(self, messages, max_tokens=None, temperature=None, json=False, budget=None):
-        from explorer.search.llm import LLMReply
+        from explorer.search.core.llm import LLMReply
 
         self.messages.append(messages)
         answer = self.answers.pop(0)
@@ -788,7 +788,7 @@ def test_llm_rerank_skips_high_quality_results() -> None:
 
 
 def test_llm_rerank_through_the_real_client_and_a_local_server(sample_index) -> None:
-    from explorer.search.llm import LLMClient
+    from explorer.search.core.llm import LLMClient
 
     with FakeLLMServer() as server:
         server.push(text("1, 0, 2"), error(500))

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import write_notes
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 
 WORDS = "Hamsters are small rodents kept as pets; they sleep by day and run at night on a wheel."
 NOTES = {

@@ -13,8 +13,8 @@ from explorer.config import Settings
 from explorer.engine.watch import VaultWatcher
 from explorer.index.local.lexical import BM25Index
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.twopass import Analysis
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.core.twopass import Analysis
 from explorer.text.tokenize import tokenize
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")

@@ -170,7 +170,7 @@ def test_notes_open_lazily_and_read_their_stored_version(tmp_path: Path) -> None
     reads: list[str] = []
     index.store.load_record = lambda path, digest: reads.append(path) or before(path, digest)  # type: ignore[method-assign]
     from explorer.index.local.store import name_tokens
-    from explorer.search.names import NameIndex
+    from explorer.search.core.retrievers.names import NameIndex
 
     names = NameIndex()
     names.refresh(index.notes, index.version, name_tokens)  # the first query's name table reads heads only

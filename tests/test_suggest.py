@@ -7,8 +7,8 @@ import pytest
 
 from conftest import CountingEmbedder, write_notes
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.writing.suggest import LinkSuggester, paragraph_bounds, sentence_bounds
 
 NOTES = {
     "Programming/Docker setup.md": "---\naliases: [container setup]\n---\nInstall the engine, add your user to the group.",
@@ -179,7 +179,7 @@ def test_the_paragraph_never_grows_into_the_frontmatter(suggester: LinkSuggester
 def test_sentence_vectors_match_the_whole_text_and_embed_only_new_sentences(embedder) -> None:
     import numpy as np
 
-    from explorer.search.suggest import SentenceVectors
+    from explorer.search.writing.suggest import SentenceVectors
 
     counting = CountingEmbedder(embedder)
     calls = counting.batches

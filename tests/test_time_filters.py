@@ -14,8 +14,8 @@ import pytest
 
 from conftest import SIZE, make_app, option_text, search, wait_for, write_notes
 from explorer.config import Settings
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.query import parse_query
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.core.query import parse_query
 from explorer.text.dates import DateError, note_date, parse_period
 
 TODAY = dt.date(2023, 5, 10)  # a Wednesday

@@ -1,4 +1,4 @@
-"""Conversation turns matched word by word (explorer.search.tokens): the real model's token vectors, read by the turn model."""
+"""Conversation turns matched word by word (explorer.search.memory.turn_vectors): the real model's token vectors, read by the turn model."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from conftest import CountingEmbedder, embedded_index, turn_notes, write_notes
 from explorer.config import load_settings
 from explorer.engine.session import Session
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
-from explorer.search.tokens import TokenVectors, token_scores, word_matches
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.memory.turn_vectors import TokenVectors, token_scores, word_matches
 
 _SAID = [
     ("Cleo", "Hey Dan! Long week, I finally got some rest on Sunday."),

@@ -210,7 +210,7 @@ async def test_one_term_writer_call_per_query(tui_vault: Path, embedder, tmp_pat
     """With an LLM term writer, a query's lexical stage and its hybrid result come from one search:
     the endpoint (a real HTTP server on 127.0.0.1) is asked for terms once per query, also when
     it fails (a failed reply is not cached, so a second search would ask again)."""
-    from explorer.search.llm import TERMS_SYSTEM
+    from explorer.search.core.llm import TERMS_SYSTEM
     from llm_server import FakeLLMServer, error, prompt_of, text
 
     def answer(request: dict[str, Any]):

@@ -11,9 +11,9 @@ from conftest import write_notes
 from explorer.config import Settings
 from explorer.engine import make_pipeline
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
+from explorer.search.core.twopass import Analysis, heuristic_analysis, merge_passes, repeats_query
 from explorer.search.schema import ContextShard, SearchResult, SearchResults
-from explorer.search.twopass import Analysis, heuristic_analysis, merge_passes, repeats_query
 
 GARDEN = {
     "Garden/plan.md": "# Garden plan\n\n## Tomatoes\n\nTomatoes want full sun and deep water.\n\n"

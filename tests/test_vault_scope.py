@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, write_notes
-from explorer.search.query import parse_query
+from explorer.search.core.query import parse_query
 
 NOTES = {
     "astro/holes.md": "# Black holes\n\nA black hole bends light near the event horizon.\n",

@@ -21,7 +21,7 @@ from explorer.config import Settings
 from explorer.engine.session import Session, SessionHooks
 from explorer.engine.watch import VAULT_MISSING, WATCHING, VaultWatcher
 from explorer.index.local.vault_index import BatchReport, VaultIndex
-from explorer.search.pipeline import SearchPipeline
+from explorer.search.core.pipeline import SearchPipeline
 from explorer.text.tokenize import tokenize
 from explorer.vault import scan as scan_mod
 

@@ -11,7 +11,7 @@ import pytest
 from explorer.config import Settings
 from explorer.engine import make_pipeline
 from explorer.index.local.vault_index import VaultIndex
-from explorer.search.whynot import Change, prove
+from explorer.search.explain.whynot import Change, prove
 from tests.conftest import write_notes
 
 K = 10

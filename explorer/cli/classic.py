@@ -12,7 +12,7 @@ from explorer.config import Settings
 from explorer.index.backend import ClassicQueryError, ClassicResult
 from explorer.index.targets import ContextError, context_for
 from explorer.index.transclusion import after_lines, with_embeds
-from explorer.search.classic import find
+from explorer.search.core.classic import find
 from explorer.text.safe import safe_text
 from explorer.vault.windows import ContextWindow
 

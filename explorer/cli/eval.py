@@ -15,7 +15,7 @@ from explorer.vault.judgments import Judgment, latest_marks, load_judgments, sco
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 BASELINE = "eval-baseline.json"
 

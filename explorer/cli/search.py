@@ -35,7 +35,7 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
         results = served
     if results is None:
         from explorer.engine import make_pipeline, open_index
-        from explorer.search.pipeline import QueryError
+        from explorer.search.core.pipeline import QueryError
 
         index, _ = open_index(vault, settings, load_model=not args.lexical)
         pipeline = make_pipeline(index, settings)

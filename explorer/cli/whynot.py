@@ -20,8 +20,8 @@ def cmd_why_not(args: argparse.Namespace, vault: Path, settings: Settings) -> in
         print("explorer: -k must be 1 or more", file=sys.stderr)
         return 2
     from explorer.engine import make_pipeline, open_index
-    from explorer.search.pipeline import QueryError
-    from explorer.search.whynot import check_query, prove
+    from explorer.search.core.pipeline import QueryError
+    from explorer.search.explain.whynot import check_query, prove
 
     try:
         check_query(args.query)  # before the index is opened: a hostile query costs nothing
@@ -47,7 +47,7 @@ def cmd_why_not(args: argparse.Namespace, vault: Path, settings: Settings) -> in
 
 def print_proof(proof: object, color: bool = False, out: TextIO | None = None) -> None:
     """The proof as text: summary, facts, the changes run (holding first), what was not checked, the stages."""
-    from explorer.search.whynot import Proof
+    from explorer.search.explain.whynot import Proof
 
     assert isinstance(proof, Proof)
     out = out or sys.stdout

@@ -11,9 +11,9 @@ from explorer.config import Settings
 
 if TYPE_CHECKING:
     from explorer.index.backend import BatchReport, Encoder, IndexBackend
-    from explorer.search.llm import LLMClient
-    from explorer.search.pipeline import Analyser, Reranker, SearchPipeline
-    from explorer.search.terms import SearchTerms
+    from explorer.search.core.llm import LLMClient
+    from explorer.search.core.pipeline import Analyser, Reranker, SearchPipeline
+    from explorer.search.core.terms import SearchTerms
 
 # The index and pipeline modules (numpy, the model runtime) are imported where they are used, so
 # that a one-shot command asking a running process pays only for this package.
@@ -117,7 +117,7 @@ def _llm_components(
     """(term_writer, analyser, llm client) as configured; Nones without an LLM."""
     term_writer = analyser = llm = None
     if settings.llm.configured:
-        from explorer.search.llm import LLMClient, llm_analyser, llm_term_writer
+        from explorer.search.core.llm import LLMClient, llm_analyser, llm_term_writer
 
         llm = LLMClient(settings.llm)
         term_writer = llm_term_writer(llm, index, settings)
@@ -125,7 +125,7 @@ def _llm_components(
             analyser = llm_analyser(llm, index, settings)
     elif settings.experimental.analyser == "llm":
         # Asked for but not configured: the analyser falls back and names the reason.
-        from explorer.search.llm import LLMClient, llm_analyser
+        from explorer.search.core.llm import LLMClient, llm_analyser
 
         analyser = llm_analyser(LLMClient(settings.llm), index, settings)
     return term_writer, analyser, llm
@@ -154,7 +154,7 @@ def make_pipeline(index: IndexBackend, settings: Settings) -> SearchPipeline:
     one of its `notices`, which every search repeats among its warnings (so the CLI, MCP and the
     app all show it). The pipeline module itself failing to load is an error, never silence.
     """
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
     notices: list[str] = []
     term_writer = analyser = llm = reranker = None

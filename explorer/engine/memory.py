@@ -50,7 +50,7 @@ from explorer.text.safe import plain_input
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 #: Most keywords `remember` stores with a turn.
 MAX_KEYWORDS = 20
@@ -210,7 +210,7 @@ class MemoryService:
         # Results offset + 1..offset + k: briefly under MAX_ANSWER_CHARS (explorer.engine.answers), or
         # with `detail` as the pipeline's SearchResults JSON (that page's results only). The time
         # arguments are filters beside the query (explorer.text.dates.TimeFilters), never cut with it.
-        from explorer.search.pipeline import QueryError
+        from explorer.search.core.pipeline import QueryError
 
         check_k(k, "k")
         if mode not in ("hybrid", "quick", "lexical"):
@@ -300,7 +300,7 @@ class MemoryService:
           max_results: 1-50 (default 10). window: proximity window in words for "and"/"phrase".
         Returns hits with path, node_id, cursor, score, matched keywords and a snippet."""
         from explorer.index.backend import ClassicQueryError
-        from explorer.search.classic import find
+        from explorer.search.core.classic import find
 
         if isinstance(keywords, str):  # a library caller's one keyword, not its characters
             keywords = [keywords]
@@ -368,7 +368,7 @@ class MemoryService:
         Returns its rank, score and, per search term and retriever (bm25, dense), the rank, raw score
         and RRF contribution, plus rerank movement when reranking ran."""
         from explorer.index.targets import ContextError, resolve_target
-        from explorer.search.pipeline import QueryError
+        from explorer.search.core.pipeline import QueryError
 
         target = self._inside(target)
         try:
@@ -425,8 +425,8 @@ class MemoryService:
         -draft — without it, ...", "if it contained “proofing” it would rank #3"); `not_enough` holds
         changes that were run and did not reach the top k; `stages` traces each retriever's list."""
         from explorer.engine.build import make_pipeline
-        from explorer.search.pipeline import QueryError
-        from explorer.search.whynot import prove
+        from explorer.search.core.pipeline import QueryError
+        from explorer.search.explain.whynot import prove
 
         if k is not None:
             check_k(k, "k")
@@ -442,7 +442,7 @@ class MemoryService:
         return {**proof.to_dict(), "index": self.freshness()}
 
     def _why_not(self, res: Any, name: str) -> dict[str, Any]:
-        from explorer.search.whynot import why_not
+        from explorer.search.explain.whynot import why_not
 
         report = why_not(self.index, res, name)
         if report.path is None:

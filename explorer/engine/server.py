@@ -20,7 +20,7 @@ from explorer.config import Settings
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 # The server's own modules (threading, socketserver) and the pipeline are imported where they are
 # used, so that a one-shot command asking a running process pays only for this module.
@@ -255,7 +255,7 @@ class SearchServer:
         k = req.get("k")
         if not isinstance(query, str) or (k is not None and (not isinstance(k, int) or k < 1)):
             return {"ok": False, "error": "bad request"}
-        from explorer.search.pipeline import QueryError
+        from explorer.search.core.pipeline import QueryError
 
         with self._lock:
             self.sync()

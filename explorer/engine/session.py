@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from explorer.engine.server import SearchServer
     from explorer.engine.watch import VaultWatcher
     from explorer.index.backend import BatchReport, IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 PipelineFactory = Callable[["IndexBackend", Settings], "SearchPipeline"]
 

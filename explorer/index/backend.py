@@ -418,7 +418,7 @@ class Snapshot(Protocol):
 
         A search's results are kept by query and version; a backend whose engine's answers change
         without a new version (another writer, the engine gone or back, a replay of kept changes)
-        adds what moves them here (explorer.search.pipeline keys its cache with it). The local
+        adds what moves them here (explorer.search.core.pipeline keys its cache with it). The local
         backend: (None, "").
         """
         ...

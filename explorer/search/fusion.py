@@ -211,7 +211,7 @@ class Entry:
     fusion: str = "rrf"
     """How its shards' scores were fused: `rrf` or `score`."""
     recency: float | None = None
-    """The share of its score a recency preference leaves it (None: no preference; explorer.search.notefilters)."""
+    """The share of its score a recency preference leaves it (None: no preference; explorer.search.core.notefilters)."""
 
     @property
     def score(self) -> float:

@@ -41,7 +41,7 @@ LEXICAL_ONLY_CAP = 0.85
 INFORMATIVE_IDF = 1.0
 #: How many of the top entries the level is judged from.
 TOP_N = 3
-#: How many results of people other than the named ones `other_coverage` reads (explorer.search.memory).
+#: How many results of people other than the named ones `other_coverage` reads (explorer.search.memory.signals).
 OTHERS_N = 5
 #: `named_lead = named_coverage - OTHER_WEIGHT * other_coverage`: what the named person's own results hold
 #: of the question, less what someone else's hold (chosen on LoCoMo leaving one conversation out).
@@ -144,11 +144,11 @@ def assess(
     when only BM25 ran. Factors also describe the score distribution (spread, gap) that the
     two-pass analyser reads.
 
-    When the query names a person of an agent-memory vault (explorer.search.memory), the list
+    When the query names a person of an agent-memory vault (explorer.search.memory.signals), the list
     is theirs and two more parts judge whether the memory holds the answer about *them*:
     `named_match`, the share of the best lexical evidence that is that person's, and
     `named_coverage`, the share of the query's other words that the person's best result states
-    (explorer.search.stated: its questions and sentences said to someone else left out).
+    (explorer.search.memory.stated: its questions and sentences said to someone else left out).
     Their mean, `named_evidence`, caps the score at its square: a good match that is someone
     else's, or the person's notes holding only the common words of the question, cannot be high.
     The factor `no_good_match` answers "does the memory hold this?". With someone named

@@ -254,7 +254,7 @@ class Explanation:
     normalised to 0-1 within its ranking; see explorer.search.fusion.score_fusion)."""
     recency: float | None = field(default=None, metadata=OPTIONAL)
     """The share of the note's score a recency preference left it (None: no preference asked;
-    explorer.search.notefilters)."""
+    explorer.search.core.notefilters)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (`recency` only when a recency preference applied; `pass` last)."""

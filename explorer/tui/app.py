@@ -53,7 +53,7 @@ from explorer.tui.widgets.status_bar import StatusInfo
 
 if TYPE_CHECKING:
     from explorer.index.backend import Encoder, IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 DEFAULT_THEME = "explorer-dark"
 PipelineFactory = Callable[["IndexBackend", Settings], "SearchPipeline"]

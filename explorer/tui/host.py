@@ -10,7 +10,7 @@ from explorer.tui.widgets.status_bar import StatusInfo
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 
 class Host(Protocol):

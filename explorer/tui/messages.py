@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from explorer.search.schema import SearchResults
-from explorer.search.suggest import Suggestions
+from explorer.search.writing.suggest import Suggestions
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend, IndexStats
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 
 @dataclass
@@ -166,7 +166,7 @@ class RelatedFound(Message, bubble=False):
     paragraph: str
     """The text that was searched."""
     suggestions: Suggestions
-    """Mentions, related and linked notes (explorer.search.suggest)."""
+    """Mentions, related and linked notes (explorer.search.writing.suggest)."""
 
 
 # -- what the app tells its screens (posted to a screen; they do not bubble back) -------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from explorer.config import Settings
-from explorer.search.query import parse_query
+from explorer.search.core.query import parse_query
 from explorer.search.schema import SearchResults
 from explorer.tui.messages import ContextsPrepared, SearchFailed, SearchFinished
 from explorer.tui.widgets.context_pane import prepare_context
@@ -17,7 +17,7 @@ from explorer.vault.windows import query_words
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 
 def highlight_terms(mode: str, text: str) -> tuple[list[str], list[str]]:
@@ -64,8 +64,8 @@ def run_stages(
     ready). Raises SearchCancelled when `cancelled()` turns true, OSError when the index cannot
     serve (an engine backend unreachable).
     """
-    from explorer.search.classic import ClassicUnavailable, allowed_shards, classic_results
-    from explorer.search.pipeline import QueryError
+    from explorer.search.core.classic import ClassicUnavailable, allowed_shards, classic_results
+    from explorer.search.core.pipeline import QueryError
 
     try:
         if job.mode:
@@ -119,7 +119,7 @@ def search_in_thread(
     rows (`prepare_rows`, for the list's row layout) and, for a final stage, the context pane's window
     of the first result (`prepare_context`, at the pane's window size; the other results' windows
     follow in a `ContextsPrepared`): `layout` is (row layout, window size)."""
-    from explorer.search.pipeline import SearchCancelled
+    from explorer.search.core.pipeline import SearchCancelled
 
     def cancelled() -> bool:
         return bool(worker.is_cancelled)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from explorer.search.suggest import paragraph_bounds, plain_query
+from explorer.search.writing.suggest import paragraph_bounds, plain_query
 from explorer.vault.model import Link, Note
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ def paragraph_at(text: str, index: int, min_words: int = 8, max_chars: int = 600
     return " ".join(text[start:end].split())
 
 
-#: Text made safe to search as words (the writer's query): explorer.search.suggest.plain_query.
+#: Text made safe to search as words (the writer's query): explorer.search.writing.suggest.plain_query.
 as_plain_query = plain_query
 
 

@@ -6,7 +6,7 @@ session. Turn n and turn n + 1 of the same session are adjacent. A turn is often
 understood with its neighbours ("Went to the support group" answers "What did you do
 yesterday?"), so the index keeps, for each such turn, a second vector of the turn read with the
 turns before and after it (`context_text`), and the search can score a turn's words together
-with its neighbours' (see explorer.search.memory).
+with its neighbours' (see explorer.search.memory.signals).
 """
 
 from __future__ import annotations

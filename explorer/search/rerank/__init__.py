@@ -54,7 +54,7 @@ from explorer.search.rerank.policy import (
 if TYPE_CHECKING:
     from explorer.config import Settings
     from explorer.index.backend import IndexBackend
-    from explorer.search.llm import LLMClient
+    from explorer.search.core.llm import LLMClient
 
 __all__ = [
     "CROSS_ENCODER_CHARS",

@@ -16,7 +16,7 @@ from textual.widgets.option_list import Option
 from textual.widgets.text_area import Document
 from textual.worker import get_current_worker
 
-from explorer.search.suggest import (
+from explorer.search.writing.suggest import (
     LinkSuggester,
     Suggestion,
     Suggestions,
@@ -194,7 +194,7 @@ class WriterScreen(Screen):
     @work(thread=True, exclusive=True, group="related", exit_on_error=False)
     def _related(self, seq: int, suggester: LinkSuggester, text: str, cursor: int, dense: bool) -> None:
         """Find the link suggestions (names in the paragraph, then one hybrid pass) in a thread."""
-        from explorer.search.pipeline import QueryError, SearchCancelled
+        from explorer.search.core.pipeline import QueryError, SearchCancelled
 
         worker = get_current_worker()
 

@@ -11,15 +11,15 @@ from textual.content import Content
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
+from explorer.search.explain.whynot import Proof, WhyNotReport, why_not
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.search.whynot import Proof, WhyNotReport, why_not
 from explorer.tui.safe import SafeInput, safe_content, screen_text
 from explorer.tui.widgets.fit_table import FitTable
 from explorer.tui.widgets.results import shown_ranks
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 CONTRIB_COLUMNS = ("term", "retriever", "rank", "raw", "RRF contrib", "w_ret·term·src")
 
@@ -291,7 +291,7 @@ class WhyPane(VerticalScroll):
         from textual.worker import get_current_worker
 
         from explorer.engine import make_pipeline
-        from explorer.search.whynot import prove
+        from explorer.search.explain.whynot import prove
 
         worker = get_current_worker()
         try:

@@ -235,7 +235,7 @@ class OnnxEmbedder:
         """Each text's word pieces and their contextual vectors (the model's last layer, L2-normalised).
 
         The special tokens at both ends are left out; a text is cut at the model's length as in
-        `encode`. Used to match a query word by word (explorer.search.tokens).
+        `encode`. Used to match a query word by word (explorer.search.memory.turn_vectors).
         """
         _check_texts(texts, batch_size)
         encodings = self._encodings(texts)

@@ -4,7 +4,7 @@ In a conversation both speakers use the same words about one thing, but only one
 "I ran a charity race last Saturday" (Melanie) and "That charity race sounds great, Mel! I'm proud
 of you" or "What motivated you to run it?" (Caroline). A question about what Caroline did after
 *her* charity race finds her turns holding its words, yet they only ask about or answer to what
-Melanie did. The agent-memory parts of the quality judgement (explorer.search.memory
+Melanie did. The agent-memory parts of the quality judgement (explorer.search.memory.signals
 `named_coverage`, `other_coverage`) therefore read a note's *statements*: its sentences that are
 not questions and not addressed to someone else (second-person words without first-person ones).
 The pronoun lists are English, as the folded tokens of explorer.text.tokenize spell them.

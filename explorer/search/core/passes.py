@@ -1,6 +1,6 @@
 """The retrieval passes of one search, and the state (`Run`) its stages share.
 
-`SearchPipeline` (explorer.search.pipeline) settles a search's options and runs its stages in order;
+`SearchPipeline` (explorer.search.core.pipeline) settles a search's options and runs its stages in order;
 `Passes` holds the ones that retrieve: pass 1 (knowledge notes first), pass 2 on a refined query,
 and the fusion both read (weighted RRF or score fusion, turns lifted by date, recent notes preferred).
 Each reads the one `Snapshot` of the index the search took when it started.
@@ -18,22 +18,23 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import Snapshot
+from explorer.search.core.llm import Budget
+from explorer.search.core.notefilters import recency_factor
+from explorer.search.core.query import ParsedQuery
+from explorer.search.core.results import ResultBuilder
+from explorer.search.core.retrieve import Retriever
+from explorer.search.core.retrievers.base import source_weights
+from explorer.search.core.terms import SearchTerms
+from explorer.search.core.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS, merge_passes
+from explorer.search.core.typos import Correction
 from explorer.search.fusion import Entry, aggregate, rrf, score_fusion
-from explorer.search.llm import Budget
-from explorer.search.memory import Dialog, Owners, lift_answers, lift_by_date
-from explorer.search.notefilters import recency_factor
+from explorer.search.memory.rescore import rescore_turns, skips_rescore
+from explorer.search.memory.signals import Dialog, Owners, lift_answers, lift_by_date
+from explorer.search.memory.when import Span
 from explorer.search.quality import COS_FLOOR, SUFFICIENT, assess
-from explorer.search.query import ParsedQuery
-from explorer.search.rescore import rescore_turns, skips_rescore
-from explorer.search.results import ResultBuilder
-from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import PassInfo, Ranking, SearchResults
-from explorer.search.terms import SearchTerms
-from explorer.search.twopass import PASS1_ENTRIES, PASS2_ENTRIES, PASS2_SHARDS, Analysis, merge_passes
-from explorer.search.typos import Correction
-from explorer.search.when import Span
 
-__all__ = ["Passes", "Run", "SearchCancelled", "Stage"]
+__all__ = ["Conversation", "Passes", "Run", "SearchCancelled", "Stage"]
 
 
 class SearchCancelled(Exception):
@@ -44,53 +45,64 @@ Stage = Callable[[str, SearchResults], None]
 """A hook called after a stage (its name, the results so far), in the searching thread."""
 
 
-@dataclass
-class Run:
-    """One search in progress: what it was asked and what its stages produced so far."""
+@dataclass(frozen=True)
+class Conversation:
+    """What conversation memory settles for one search (`SearchPipeline._people`), read where it fuses
+    and where its quality is judged: how the rankings are fused and whose notes weigh more."""
 
-    snap: Snapshot
-    """The index as this search reads it, from its first stage to its last."""
-    parsed: ParsedQuery
-    k: int
-    use_dense: bool
-    two_pass: bool
-    rerank: bool
-    cancelled: Callable[[], bool] | None
-    started: float
-    budget: Budget
-    warnings: list[str]
-    timings: dict[str, float] = field(default_factory=dict)
-    terms: SearchTerms | None = None
-    qvecs: dict[str, np.ndarray] | None = None
-    qvec: np.ndarray | None = None
-    allowed: set[str] | None = None
-    own_vault: bool = True
-    """False when `vault:` names only other vaults."""
-    early: bool = False
-    analysis: Analysis | None = None
-    corrections: list[Correction] = field(default_factory=list)
-    correct: bool = True
-    """Search a word missing from the vault as its closest vault words (False: as typed)."""
-    named: list[str] = field(default_factory=list)
-    """People of the vault the query names (folded owner names)."""
-    favoured: frozenset[str] = frozenset()
-    """Paths of their notes."""
+    fusion: str = "rrf"
+    """`rrf` or `score` (experimental.fusion, `auto` settled by the vault: score with conversation turns)."""
+    threshold: float | None = None
+    """The dense rankings' cosine floor (None: experimental.dense_threshold)."""
     weight: Callable[[str], float] | None = None
     """The fusion's per-shard weight for this search."""
     dialog: Dialog | None = None
     """Adjacent conversation turns of the index version searched."""
     spans: list[Span] = field(default_factory=list)
-    """The days the query names (explorer.search.when), read in conversation-turn vaults only."""
+    """The days the query names (explorer.search.memory.when), read in conversation-turn vaults only."""
     owners: Owners | None = None
-    """Owners of the notes of the index version searched (explorer.search.memory)."""
-    fusion: str = "rrf"
-    """`rrf` or `score` (experimental.fusion, `auto` settled by the vault: score with conversation turns)."""
-    threshold: float | None = None
-    """The dense rankings' cosine floor (None: experimental.dense_threshold)."""
-    on_stage: Stage | None = None
-    """Called after pass 1 and after quality (see SearchPipeline.search)."""
-    today: _dt.date = field(default_factory=_dt.date.today)
+    """Owners of the notes of the index version searched (explorer.search.memory.signals)."""
+    named: list[str] = field(default_factory=list)
+    """People of the vault the query names (folded owner names)."""
+    favoured: frozenset[str] = frozenset()
+    """Paths of their notes."""
+
+    @property
+    def scored(self) -> bool:
+        """Score fusion (conversation turns): the dialog read, no dense feedback ranking."""
+        return self.fusion == "score"
+
+
+@dataclass
+class Run:
+    """One search in progress: what it was asked and what its stages produced so far that later ones read.
+
+    What one stage alone reads stays with it (`SearchPipeline.search` keeps its options, the analysis
+    and the hook as locals).
+    """
+
+    snap: Snapshot
+    """The index as this search reads it, from its first stage to its last."""
+    parsed: ParsedQuery
+    k: int
+    two_pass: bool
+    rerank: bool
+    correct: bool
+    """Search a word missing from the vault as its closest vault words (False: as typed)."""
+    cancelled: Callable[[], bool] | None
+    budget: Budget
+    warnings: list[str]
+    today: _dt.date
     """The date relative dates and recency were read against."""
+    timings: dict[str, float] = field(default_factory=dict)
+    terms: SearchTerms | None = None
+    qvecs: dict[str, np.ndarray] | None = None
+    qvec: np.ndarray | None = None
+    allowed: set[str] | None = None
+    """node_ids the query's filters allow (None: all), found once for every pass."""
+    corrections: list[Correction] = field(default_factory=list)
+    conversation: Conversation = field(default_factory=Conversation)
+    """How it fuses and whose notes weigh more (settled by conversation memory)."""
 
     def check(self) -> None:
         """Raise SearchCancelled when a newer search replaced this one."""
@@ -128,12 +140,10 @@ class Passes:
         s, terms, parsed = self.settings.experimental, run.terms, run.parsed
         assert terms is not None
         snap = run.snap
-        # `vault:other` alone: this vault's shards are left out of every ranking.
-        run.allowed = self._retriever.allowed(snap, parsed) if run.own_vault else set()
-        run.corrections = self._retriever.corrections(snap, parsed.text) if run.correct else []
         version = snap.version
         stats = self._builder.stats(snap, run.qvecs is not None)
         entries, rankings, searched = self.knowledge_first(run)
+        early = entries is not None
         run.check()
         t = time.perf_counter()
         if entries is None:
@@ -147,9 +157,9 @@ class Passes:
                     "",
                     corrections=run.corrections,
                     phrases=parsed.phrases,
-                    threshold=run.threshold,
-                    feedback=run.fusion != "score",
-                    dialog=run.fusion == "score",
+                    threshold=run.conversation.threshold,
+                    feedback=not run.conversation.scored,
+                    dialog=run.conversation.scored,
                 )
             with run.timed("fusion"):
                 entries = self.fuse(rankings, 1, run)
@@ -180,7 +190,7 @@ class Passes:
             passes=passes,
             warnings=run.warnings,
             filters=parsed.filters_dict() if parsed.has_filters or parsed.recent is not None else {},
-            early_return=run.early,
+            early_return=early,
             searched_sources=searched,
             include_preferences=terms.include_preferences,
             include_n_minus_1=terms.include_n_minus_1,
@@ -195,7 +205,7 @@ class Passes:
             out.warnings.append(f"no exact match for {quoted}: ranked by its words")
         out.trace.entries = [(e.path, e.fused[0].score) for e in entries]
         out.trace.version = version
-        out.stats.named_people = list(run.named)
+        out.stats.named_people = list(run.conversation.named)
         feedback = next((r for r in rankings if r.retriever == "feedback"), None)
         out.stats.feedback_from = list(feedback.sources) if feedback is not None else []
         return out
@@ -225,9 +235,9 @@ class Passes:
                 "",
                 corrections=run.corrections,
                 phrases=run.parsed.phrases,
-                threshold=run.threshold,
-                feedback=run.fusion != "score",
-                dialog=run.fusion == "score",
+                threshold=run.conversation.threshold,
+                feedback=not run.conversation.scored,
+                dialog=run.conversation.scored,
             )
             kb_rankings = [replace(r, items=tuple(it for it in r.items if it[0] in facts)) for r in rankings]
             kb_entries = self.fuse(kb_rankings, 1, run, dialog=False)
@@ -247,7 +257,6 @@ class Passes:
                 and kb_quality.factors["relevant_count"] >= min(run.k, PASS1_ENTRIES)
                 and not named_elsewhere
             ):
-                run.early = True
                 return kb_entries, kb_rankings, ["fact"]
         return None, rankings, ["fact", "all"]
 
@@ -268,9 +277,9 @@ class Passes:
             "pass2_",
             corrections=self._retriever.corrections(snap, refined) if run.correct else [],
             phrases=run.parsed.phrases,
-            threshold=run.threshold,
-            feedback=run.fusion != "score",
-            dialog=run.fusion == "score",
+            threshold=run.conversation.threshold,
+            feedback=not run.conversation.scored,
+            dialog=run.conversation.scored,
         )
         entries2 = self.fuse(rankings2, 2, run)
         found2 = self._builder.results(
@@ -304,36 +313,34 @@ class Passes:
     def fuse(self, rankings: list[Ranking], pass_: int, run: Run, dialog: bool = True) -> list[Entry]:
         """Weighted RRF (or score fusion) over `rankings`, turns lifted by date and replies to questions, aggregated to notes."""
         s = self.settings.experimental
-        snap = run.snap
-        weight = run.weight or source_weights(snap, self._weights)
-        if run.fusion == "score":
+        snap, c = run.snap, run.conversation
+        weight = c.weight or source_weights(snap, self._weights)
+        if c.fusion == "score":
             fused = score_fusion(rankings, COS_FLOOR, weight)
         else:
             fused = rrf(rankings, s.rrf_k, weight)
-        if dialog and run.dialog is not None and run.fusion == "score":
-            fused = lift_by_date(fused, snap, run.dialog, run.spans, s.date_weight)
-            fused = lift_answers(fused, snap, run.dialog, run.favoured, s.answer_weight, s.asking_discount)
+        if dialog and c.dialog is not None and c.fusion == "score":
+            fused = lift_by_date(fused, snap, c.dialog, c.spans, s.date_weight)
+            fused = lift_answers(fused, snap, c.dialog, c.favoured, s.answer_weight, s.asking_discount)
             # (recall) conversation turns: the first ones re-ordered by the turn model, but for "when" questions
             if (
                 s.turn_rescore
-                and run.owners is not None
-                and run.dialog.neighbours
+                and c.owners is not None
+                and c.dialog.neighbours
                 and not skips_rescore(run.parsed.text)
             ):
                 # only with the query embedded: the model is loaded (asking for it earlier would wait for its load)
                 words = (
-                    self._retriever.word_matcher(run.parsed.text, run.owners)
-                    if run.qvec is not None
-                    else None
+                    self._retriever.word_matcher(run.parsed.text, c.owners) if run.qvec is not None else None
                 )
-                fused = rescore_turns(fused, snap, run.dialog, run.owners, run.named, run.qvec, words=words)
+                fused = rescore_turns(fused, snap, c.dialog, c.owners, c.named, run.qvec, words=words)
         shards = snap.shards
 
         def path_of(node_id: str) -> str | None:
             shard = shards.get(node_id)
             return shard.path if shard is not None else None
 
-        entries = aggregate(fused, path_of, pass_, run.fusion)
+        entries = aggregate(fused, path_of, pass_, c.fusion)
         return self.prefer_recent(entries, run)
 
     def half_life(self, run: Run) -> float:

@@ -9,12 +9,12 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import Snapshot
+from explorer.search.core.notefilters import NoteDates
+from explorer.search.core.query import ParsedQuery
+from explorer.search.core.typos import Correction
 from explorer.search.fusion import Entry
-from explorer.search.notefilters import NoteDates
 from explorer.search.quality import coverage, relevance, token_idf
-from explorer.search.query import ParsedQuery
 from explorer.search.schema import ContextShard, Explanation, SearchResult, SearchStats
-from explorer.search.typos import Correction
 from explorer.vault.model import Shard
 from explorer.vault.windows import highlight_spans, query_words, snippet
 
@@ -157,7 +157,7 @@ class ResultBuilder:
         qvec: np.ndarray | None,
         corrections: Sequence[Correction],
     ) -> SearchResult:
-        """`result` with its relevance judged with each misspelt word (explorer.search.typos) read as
+        """`result` with its relevance judged with each misspelt word (explorer.search.core.typos) read as
         its correction: the first one the result's shards hold, else the closest."""
         if result.source != "search" or not corrections:
             return result

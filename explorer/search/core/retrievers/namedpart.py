@@ -1,6 +1,6 @@
 """The part of a named note that a query also names: its headings' words and the section they credit.
 
-The name ranking (explorer.search.retrieve) credits a named note through one of its shards; these
+The name ranking (explorer.search.core.retrievers.name) credits a named note through one of its shards; these
 helpers pick the section whose headings hold the query's other words ("the section on Diet in Hamsters").
 """
 

@@ -2,7 +2,7 @@
 
 A question to an agent's memory often says when something happened: a day, a month, a year, a
 season, or a span relative to a date it names. `mentions` reads those spans offline (no LLM, no
-locale: English month names, digits); the memory ranking (explorer.search.memory) then prefers the
+locale: English month names, digits); the memory ranking (explorer.search.memory.signals) then prefers the
 conversation turns recorded on or shortly after such a span. Relative words with no date to count
 from ("last week", "yesterday") are left alone: a vault's turns carry the date they were said, and
 "last week" of a question asked today names no span of theirs.

@@ -10,16 +10,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from explorer.config import LLMSettings, Settings
-from explorer.search.prompt import DATA_RULE, quote_note
-from explorer.search.schema import SearchResults
-from explorer.search.terms import (
+from explorer.search.core.terms import (
     SearchTerms,
     clamp_terms,
     clean_term,
     offline_terms,
     plausible_term,
 )
-from explorer.search.twopass import PASS1_ENTRIES, Analysis
+from explorer.search.core.twopass import PASS1_ENTRIES, Analysis
+from explorer.search.prompt import DATA_RULE, quote_note
+from explorer.search.schema import SearchResults
 from explorer.text.lru import LRUCache
 from explorer.vault.windows import snippet
 
@@ -434,7 +434,7 @@ class LLMAnalyser:
             tokens = reply.tokens_used
             decision, refined = parse_analysis_reply(reply.text)
         except LLMError as exc:
-            from explorer.search.twopass import heuristic_analysis
+            from explorer.search.core.twopass import heuristic_analysis
 
             if snapshot is not None:
                 fallback = heuristic_analysis(query, results, snapshot)

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from explorer.index.backend import Snapshot
-from explorer.search.fitted import LinearModel, load_model
 from explorer.search.fusion import Fused
-from explorer.search.memory import Dialog, Owners, asks
+from explorer.search.memory.fitted import LinearModel, load_model
+from explorer.search.memory.signals import Dialog, Owners, asks
+from explorer.search.memory.turn_vectors import turn_text
 from explorer.search.schema import Contribution
-from explorer.search.tokens import turn_text
 
 __all__ = [
     "RESCORE_DEPTH",
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 WordMatches = Callable[[Sequence[str]], "np.ndarray | None"]
-"""The `word matches` of turn texts (explorer.search.tokens.word_matches with the query bound)."""
+"""The `word matches` of turn texts (explorer.search.memory.turn_vectors.word_matches with the query bound)."""
 
 #: Fused shards re-ordered (the rest keep their place after them).
 RESCORE_DEPTH = 100
@@ -75,12 +75,12 @@ shard's; its speaker named by the query, or someone else when the query names so
 (min(1, n / LENGTH_WORDS)); whether it asks; 1 / log2(1 + the place of its session among the
 sessions of the list, in order of first appearance); how well its words match the query's one by one beyond
 the query's own words, and the share of the query's words it writes, each between the lowest (0) and the
-highest (1) of the shards (explorer.search.tokens.word_matches; 0 for all without a model that gives token
+highest (1) of the shards (explorer.search.memory.turn_vectors.word_matches; 0 for all without a model that gives token
 vectors)."""
 
 #: The turn model's file: per feature of TURN_FEATURES its mean, standard deviation and weight (a logistic
 #: model), with the command that fits it (`python -m benchmarks.locomo_ltr study ... --write-model`), the
-#: data (LoCoMo dev, all five conversations), weighting, L2 and figures (explorer.search.fitted).
+#: data (LoCoMo dev, all five conversations), weighting, L2 and figures (explorer.search.memory.fitted).
 TURN_MODEL_FILE = Path(__file__).parent / "models" / "turn_model.json"
 
 

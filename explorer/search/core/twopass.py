@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from explorer.search.core.terms import call_with_budget
 from explorer.search.quality import RELEVANT, SUFFICIENT, assess, query_key, token_idf
 from explorer.search.schema import SearchResult, SearchResults
-from explorer.search.terms import call_with_budget
 from explorer.text.tokenize import is_stopword, tokenize_spans
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import datetime as _dt
 import threading
 
 from explorer.index.backend import Snapshot
-from explorer.search.query import ParsedQuery, property_values
+from explorer.search.core.query import ParsedQuery, property_values
 from explorer.text.dates import note_date
 
 

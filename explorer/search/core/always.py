@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from explorer.index.backend import Snapshot
+from explorer.search.core.query import ParsedQuery
+from explorer.search.core.terms import SearchTerms
 from explorer.search.fusion import Entry
-from explorer.search.query import ParsedQuery
 from explorer.search.schema import SearchResult
-from explorer.search.terms import SearchTerms
 
 _TURN = re.compile(r"turn_(\d+)")
 

@@ -7,7 +7,7 @@ interaction). `token_scores` gives each turn, for each content word of the query
 not a name of a speaker), the best cosine among the turn's contextual token vectors other than the
 word itself (BM25 already counts the word), averaged with the word's inverse document frequency
 among the turns scored as its weight, and the share of the words the turn writes itself;
-`word_matches` places both between 0 and 1 for the turn model (explorer.search.rescore), which reads
+`word_matches` places both between 0 and 1 for the turn model (explorer.search.memory.rescore), which reads
 them as two of its features.
 
 The token vectors come from the embedding model (`encode_tokens`, one run per turn text); a

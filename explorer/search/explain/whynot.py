@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from explorer.index.backend import IndexBackend, ModelState, Snapshot
+from explorer.search.core.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.quality import COS_FLOOR
-from explorer.search.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.schema import Ranking, SearchResults
 from explorer.text.tokenize import is_stopword, tokenize
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from explorer.config import Settings
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +318,7 @@ def with_tuning(settings: Any, **changes: Any) -> Any:
 
 def variant(pipeline: SearchPipeline, settings: Settings) -> SearchPipeline:
     """A pipeline like `pipeline` (same index and components) that runs with `settings`."""
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
     return SearchPipeline(
         pipeline.index,
@@ -333,7 +333,7 @@ def check_query(query: str) -> None:
     """Raise QueryError when `query` is longer than a search reads (MAX_QUERY_CHARS) or holds more
     filters than a search takes (MAX_QUERY_FILTERS): a proof runs the query again once per filter
     and per change, so it is bounded before any work; the message is one line."""
-    from explorer.search.pipeline import MAX_QUERY_CHARS, QueryError, too_many_filters
+    from explorer.search.core.pipeline import MAX_QUERY_CHARS, QueryError, too_many_filters
 
     if len(query) > MAX_QUERY_CHARS:
         raise QueryError(
@@ -800,7 +800,7 @@ def _allows(
     index: IndexBackend, snap: Snapshot, settings: Settings, token: str, shard_ids: tuple[str, ...]
 ) -> bool:
     """True when filter `token` keeps at least one shard of the note."""
-    from explorer.search.retrieve import Retriever
+    from explorer.search.core.retrieve import Retriever
 
     allowed = Retriever(index, settings, {}).allowed(snap, parse_query(token))
     return allowed is None or any(n in allowed for n in shard_ids)

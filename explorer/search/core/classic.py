@@ -10,8 +10,8 @@ from typing import Any
 
 from explorer.config import Settings
 from explorer.index.backend import DEFAULTS, MAX_RESULTS, ClassicQueryError, IndexBackend, Snapshot
-from explorer.search.query import parse_query
-from explorer.search.retrieve import Retriever
+from explorer.search.core.query import parse_query
+from explorer.search.core.retrieve import Retriever
 from explorer.search.schema import ContextShard, Quality, SearchMode, SearchResult, SearchResults, SearchStats
 from explorer.vault.model import Shard
 from explorer.vault.shard import shard_at_cursor

@@ -22,10 +22,10 @@ from typing import Any
 from explorer.index.backend import Snapshot
 from explorer.search.changes import NoteChanges
 from explorer.search.fusion import Fused
+from explorer.search.memory.stated import stated_tokens
+from explorer.search.memory.when import Span, closeness, note_day
 from explorer.search.quality import coverage, token_idf
 from explorer.search.schema import Contribution, SearchResult
-from explorer.search.stated import stated_tokens
-from explorer.search.when import Span, closeness, note_day
 from explorer.text.tokenize import tokenize
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -421,7 +421,7 @@ def named_coverage(
     `results` are the named people's results, best first, and `words` the query's folded content
     words. The named people's names are left out of `words` (they select whose notes answer; a
     turn of theirs holds their name whatever it says), and of the rest, the IDF-weighted share
-    (explorer.search.quality.coverage) found in the statements (explorer.search.stated: questions
+    (explorer.search.quality.coverage) found in the statements (explorer.search.memory.stated: questions
     and sentences said to someone else left out) of the context shards of the best of the first
     `top_n` results is returned. 1 when no person is named or the query holds nothing but names;
     0 when the named people have no result. A question about someone whose own notes only hold
@@ -499,6 +499,6 @@ def other_coverage(
 
 
 def _stated(index: Snapshot, node_id: str) -> set[str]:
-    """The tokens of a shard's statements (explorer.search.stated): what its owner says of their own."""
+    """The tokens of a shard's statements (explorer.search.memory.stated): what its owner says of their own."""
     shard = index.shards.get(node_id)
     return stated_tokens(shard.text) if shard is not None else set()

@@ -2,11 +2,11 @@
 
 Each stage lives in its own module; `SearchPipeline.search` runs them in order:
 
-    terms (search/terms.py)  ->  query vectors + retrieve (search/retrieve.py)
-      ->  fuse (search/fusion.py) and build results (search/results.py)   [pass 1, knowledge first;
-          the passes in search/passes.py]
-      ->  analyse and pass 2 (search/twopass.py)  ->  always-include (search/always.py)
-      ->  rerank (search/rerank.py)  ->  quality (search/quality.py)
+    terms (search/core/terms.py)  ->  query vectors + retrieve (search/core/retrieve.py)
+      ->  fuse (search/fusion.py) and build results (search/core/results.py)   [pass 1, knowledge first;
+          the passes in search/core/passes.py]
+      ->  analyse and pass 2 (search/core/twopass.py)  ->  always-include (search/core/always.py)
+      ->  rerank (search/rerank/)  ->  quality (search/quality.py)
 
 The stages record what they saw in `SearchResults.trace` as they run. Every stage reads one
 `Snapshot` of the index (explorer.index.backend), taken when the search starts: a change batch
@@ -25,23 +25,30 @@ import numpy as np
 
 from explorer.config import Settings
 from explorer.index.backend import IndexBackend, ModelState, Scope, ScopeError, Snapshot
-from explorer.search.always import always_include, latest_turn
 from explorer.search.changes import NoteChanges
+from explorer.search.core.always import always_include, latest_turn
+from explorer.search.core.llm import Budget
+from explorer.search.core.notefilters import day_bounds
+from explorer.search.core.passes import Conversation, Passes, Run, SearchCancelled, Stage
+from explorer.search.core.query import MAX_QUERY_FILTERS, parse_query
+from explorer.search.core.results import ResultBuilder, make_context_shard
+from explorer.search.core.retrieve import Retriever
+from explorer.search.core.retrievers.base import source_weights
+from explorer.search.core.retrievers.names import names_note
+from explorer.search.core.terms import SearchTerms, write_terms
+from explorer.search.core.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.fusion import Entry, Fused
-from explorer.search.llm import Budget
-from explorer.search.memory import MemoryCache, named_coverage, named_match, other_coverage, owner_weights
-from explorer.search.names import names_note
-from explorer.search.notefilters import day_bounds
-from explorer.search.passes import Passes, Run, SearchCancelled, Stage
+from explorer.search.memory.signals import (
+    MemoryCache,
+    named_coverage,
+    named_match,
+    other_coverage,
+    owner_weights,
+)
+from explorer.search.memory.turn_vectors import turn_text
+from explorer.search.memory.when import mentions
 from explorer.search.quality import COS_FLOOR, OTHERS_N, TOP_N, assess, diminishing_returns
-from explorer.search.query import MAX_QUERY_FILTERS, parse_query
-from explorer.search.results import ResultBuilder, make_context_shard
-from explorer.search.retrieve import Retriever, source_weights
 from explorer.search.schema import AnalysisInfo, RerankInfo, SearchMode, SearchResult, SearchResults
-from explorer.search.terms import SearchTerms, write_terms
-from explorer.search.tokens import turn_text
-from explorer.search.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
-from explorer.search.when import mentions
 from explorer.text.dates import TimeFilters
 from explorer.text.lru import LRUCache
 from explorer.vault.model import display_title
@@ -134,7 +141,7 @@ class SearchPipeline:
         """Run the turns of a vault of conversations through the model for the turn model's token vectors.
 
         The engine session calls this from its embedding loop once the vectors are made, so the first
-        searches of a session find the turns' token vectors kept (explorer.search.tokens) instead of
+        searches of a session find the turns' token vectors kept (explorer.search.memory.turn_vectors) instead of
         making them. A search reads the same values either way. Returns how many texts were made.
         """
         if not self.settings.experimental.turn_rescore:
@@ -178,7 +185,7 @@ class SearchPipeline:
         with them, but they are not cut with a query over MAX_QUERY_CHARS.
 
         A word of the query that is neither in the vault nor a common word of its languages is
-        searched as the vault's closest words (explorer.search.typos; the results' `corrections`
+        searched as the vault's closest words (explorer.search.core.typos; the results' `corrections`
         say so); with `correct` False every word is searched as typed.
 
         The whole search reads one snapshot of the index. `on_stage(name, results)` is called in
@@ -189,20 +196,19 @@ class SearchPipeline:
         `record` False, the search is left out of the history the diminishing-returns advice reads.
         """
         with self.index.snapshot() as snap:
-            run = self._begin(snap, query, k, dense, two_pass, rerank, cancelled, when)
-            run.on_stage = on_stage
-            run.correct = correct
+            started = time.perf_counter()
+            run = self._begin(snap, query, k, two_pass, rerank, cancelled, correct, when)
+            use_dense = dense and self.index.model_state is not ModelState.OFF
             # An engine backend's answers move without a new version (another writer, the engine gone
             # or back): what moves them is part of the key, and how the view answers is said.
             fresh, said = snap.freshness()
             if said:
                 run.warnings.insert(0, said)
-            if run.parsed.vaults:
-                self._widen(run)
+            own_vault = self._widen(run) if run.parsed.vaults else True
             key = (
                 run.parsed.raw,
                 run.k,
-                run.use_dense,
+                use_dense,
                 run.two_pass,
                 run.rerank,
                 snap.version,
@@ -212,19 +218,20 @@ class SearchPipeline:
                 correct,
             )
             # Other vaults change without this index's version: a team search is never answered from the cache.
-            hit = None if run.parsed.vaults else self._cached(key, run, record)
+            hit = None if run.parsed.vaults else self._cached(key, started, record)
             if hit is not None:
                 return hit
             if not run.parsed.text:
-                return self._browse(run)
+                return self._browse(run, started)
             self._write_terms(run)
             self._people(run)
-            if lexical_stage and (run.use_dense or run.two_pass or run.rerank):
-                self._stage(run, "lexical", self._lexical(run))
-            self._embed_query(run)
+            self._filters(run, own_vault)
+            if lexical_stage and (use_dense or run.two_pass or run.rerank):
+                _stage(on_stage, "lexical", self._lexical(run, started))
+            self._embed_query(run, use_dense)
             out = self._passes.first_pass(run)
-            self._stage(run, "pass1", out)
-            self._analyse_and_refine(run, out)
+            _stage(on_stage, "pass1", out)
+            analysis = self._analyse_and_refine(run, out)
             self._always_include(run, out)
             self._rerank(run, out)
             self._assess(run, out)
@@ -232,8 +239,8 @@ class SearchPipeline:
                 said = snap.freshness()[1]
                 if said and said not in out.warnings:
                     out.warnings.insert(0, said)
-            self._stage(run, "quality", out)
-            return self._finish(run, out, key, record)
+            _stage(on_stage, "quality", out)
+            return self._finish(run, out, key, record, started, analysis)
 
     def allowed_paths(self, query: str) -> set[str] | None:
         """The notes the filters of `query` allow (tag:, path:, file:, section:, -word, [property:value],
@@ -254,15 +261,14 @@ class SearchPipeline:
         snap: Snapshot,
         query: str,
         k: int | None,
-        dense: bool,
         two_pass: bool | None,
         rerank: bool | None,
         cancelled: Callable[[], bool] | None,
+        correct: bool,
         when: TimeFilters | None = None,
     ) -> Run:
         """Check and parse the query (with `when` joined to its filters); settle the options of this search."""
         s = self.settings.search
-        started = time.perf_counter()
         operators = when.operators() if when is not None else ""
         if (not query or not query.strip()) and not operators:
             raise QueryError("empty query: type words to search, or a filter such as tag:name")
@@ -289,20 +295,21 @@ class SearchPipeline:
             snap=snap,
             parsed=parsed,
             k=k or s.top_k,
-            use_dense=dense and self.index.model_state is not ModelState.OFF,
             two_pass=s.two_pass if two_pass is None else two_pass,
             rerank=(self.settings.rerank.enabled and has_reranker)
             if rerank is None
             else (rerank and has_reranker),
+            correct=correct,
             cancelled=cancelled,
-            started=started,
             budget=Budget(self.settings.llm.token_budget),
             warnings=warnings,
             today=today,
         )
 
-    def _widen(self, run: Run) -> None:
-        """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such)."""
+    def _widen(self, run: Run) -> bool:
+        """`vault:name` / `vault:*`: the search reads the vaults named (a QueryError when the backend has no such).
+
+        Returns whether this vault is among them (False when `vault:` names only other vaults)."""
         p = run.parsed
         props = p.properties
         scope = Scope(
@@ -313,24 +320,25 @@ class SearchPipeline:
             p.sections,
             p.excluded,
             day_bounds(p),
-            # Other vaults' notes pass [property:value] as this vault's do (explorer.search.notefilters).
+            # Other vaults' notes pass [property:value] as this vault's do (explorer.search.core.notefilters).
             (lambda front: all(f.matches(dict(front)) != f.negated for f in props)) if props else None,
         )
         base = run.snap
         try:
-            run.snap, note, run.own_vault = base.widen(scope)
+            run.snap, note, own_vault = base.widen(scope)
         except ScopeError as exc:
             raise QueryError(str(exc)) from None
         if note:
             run.warnings.append(note)
+        return own_vault
 
-    def _cached(self, key: tuple, run: Run, record: bool) -> SearchResults | None:
+    def _cached(self, key: tuple, started: float, record: bool) -> SearchResults | None:
         """A copy of the results of the same search on the same index version, if kept."""
         hit = self._cache.get(key)
         if hit is None:
             return None
-        ms = (time.perf_counter() - run.started) * 1000
-        out = replace(hit, timings_ms={"cache": ms, "total": (time.perf_counter() - run.started) * 1000})
+        ms = (time.perf_counter() - started) * 1000
+        out = replace(hit, timings_ms={"cache": ms, "total": (time.perf_counter() - started) * 1000})
         out.mode = replace(out.mode, cached=True)
         self._record(out, record)
         return out
@@ -345,27 +353,43 @@ class SearchPipeline:
     def _people(self, run: Run) -> None:
         """Agent memory: the people the query names (their notes weigh `owner_weight` more) and the dialog."""
         s = self.settings.experimental
-        owners, run.dialog = self._memory.get(run.snap)
-        run.owners = owners
-        run.fusion = s.fusion if s.fusion != "auto" else ("score" if run.dialog.neighbours else "rrf")
-        if run.fusion == "score":
+        owners, dialog = self._memory.get(run.snap)
+        fusion = s.fusion if s.fusion != "auto" else ("score" if dialog.neighbours else "rrf")
+        threshold, spans = None, []
+        if fusion == "score":
             # Cosines count from the floor of unrelated texts, so the dense rankings reach down to it.
             # No dense feedback ranking: its cosines would count the query's meaning twice (on LoCoMo
             # it cost 0.026 recall@10 under score fusion; BENCHMARKS.md).
-            run.threshold = min(s.dense_threshold, COS_FLOOR)
-            if s.date_weight > 0 and run.dialog.days:
-                run.spans = mentions(run.parsed.text)
+            threshold = min(s.dense_threshold, COS_FLOOR)
+            if s.date_weight > 0 and dialog.days:
+                spans = mentions(run.parsed.text)
+        named: list[str] = []
+        favoured: frozenset[str] = frozenset()
         if s.owner_weight != 1.0:
-            run.named = owners.named(run.parsed.text)
-            run.favoured = owners.favoured(run.named)
-        run.weight = owner_weights(
-            source_weights(run.snap, self._weights), run.snap, run.favoured, s.owner_weight
+            named = owners.named(run.parsed.text)
+            favoured = owners.favoured(named)
+        weight = owner_weights(source_weights(run.snap, self._weights), run.snap, favoured, s.owner_weight)
+        run.conversation = Conversation(
+            fusion=fusion,
+            threshold=threshold,
+            weight=weight,
+            dialog=dialog,
+            spans=spans,
+            owners=owners,
+            named=named,
+            favoured=favoured,
         )
 
-    def _embed_query(self, run: Run) -> None:
+    def _filters(self, run: Run, own_vault: bool) -> None:
+        """The shards the filters allow and the corrections of misspelt words, found once for every pass."""
+        # `vault:other` alone: this vault's shards are left out of every ranking.
+        run.allowed = self._retriever.allowed(run.snap, run.parsed) if own_vault else set()
+        run.corrections = self._retriever.corrections(run.snap, run.parsed.text) if run.correct else []
+
+    def _embed_query(self, run: Run, use_dense: bool) -> None:
         """The query vectors of every term (none when the model is off or unavailable)."""
         assert run.terms is not None
-        if run.use_dense:
+        if use_dense:
             with run.timed("embed_query"):
                 run.qvecs = self._retriever.encode(run.terms.all_terms)
             if run.qvecs is None:
@@ -373,9 +397,12 @@ class SearchPipeline:
         run.qvec = run.qvecs.get(run.terms.all_terms[0]) if run.qvecs is not None else None
         run.check()
 
-    def _analyse_and_refine(self, run: Run, out: SearchResults) -> None:
-        """5. Two-pass: analyse pass 1 (SUFFICIENT or REFINE: query), then search the refined query and merge."""
-        if run.two_pass and run.early:
+    def _analyse_and_refine(self, run: Run, out: SearchResults) -> Analysis | None:
+        """5. Two-pass: analyse pass 1 (SUFFICIENT or REFINE: query), then search the refined query and merge.
+
+        Returns the analysis (None when there was none)."""
+        analysis = None
+        if run.two_pass and out.early_return:
             out.analysis = AnalysisInfo(
                 "SUFFICIENT",
                 reason="knowledge notes answered with high quality (early return)",
@@ -386,7 +413,7 @@ class SearchPipeline:
                 # The analyser sees pass 1's page (ke), not the k results asked for: the number of
                 # results requested must not change the refinement, hence the top 10.
                 page = replace(out, results=out.results[:PASS1_ENTRIES])
-                analysis = run.analysis = analyse(
+                analysis = analyse(
                     self.analyser,
                     self.settings.experimental.analyser,
                     run.parsed.text,
@@ -413,6 +440,7 @@ class SearchPipeline:
             elif refined:
                 self._passes.second_pass(run, out, refined)
         run.check()
+        return analysis
 
     def _always_include(self, run: Run, out: SearchResults) -> None:
         """Preferences, the last turn and named notes, appended after the passes (so they stay at the end)."""
@@ -460,24 +488,25 @@ class SearchPipeline:
         ]
         with run.timed("quality"):
             # A query that names people is judged on their notes: someone else's matches do not answer it.
+            c = run.conversation
             judged = (
-                [r for r in searched_results if r.document_path in run.favoured]
-                if run.favoured
+                [r for r in searched_results if r.document_path in c.favoured]
+                if c.favoured
                 else searched_results
             )
             snap = run.snap
             owners = self._memory.get(snap)[0]
             rankings = out.trace.rankings
-            if run.named and run.fusion == "score" and self.settings.experimental.dialog_words > 0:
+            if c.named and c.scored and self.settings.experimental.dialog_words > 0:
                 # Whose words match is judged on each turn's own words, not the neighbours' it also holds.
                 assert run.terms is not None
                 rankings = [
                     self._retriever.own_words(snap, run.terms.all_terms[0], run.allowed, run.corrections)
                 ]
-            share = named_match(rankings, snap, owners, run.named, TOP_N)
+            share = named_match(rankings, snap, owners, c.named, TOP_N)
             words = query_words(run.parsed.text)
-            covered = named_coverage(judged, snap, owners, run.named, words, TOP_N)
-            elsewhere = other_coverage(out.trace.entries, snap, owners, run.named, words, OTHERS_N)
+            covered = named_coverage(judged, snap, owners, c.named, words, TOP_N)
+            elsewhere = other_coverage(out.trace.entries, snap, owners, c.named, words, OTHERS_N)
             first = snap.notes.get(searched_results[0].document_path) if searched_results else None
             out.quality = assess(
                 judged,
@@ -485,17 +514,16 @@ class SearchPipeline:
                 share,
                 covered,
                 elsewhere,
-                named=bool(run.named),
-                conversation=run.fusion == "score",
+                named=bool(c.named),
+                conversation=c.scored,
                 first_named=first is not None and names_note(run.parsed.text, first),
             )
         out.stats.final_results = len(out.results)
 
-    def _lexical(self, run: Run) -> SearchResults:
+    def _lexical(self, run: Run, started: float) -> SearchResults:
         """Pass 1 with BM25 alone (no vectors, no pass 2, no rerank), from the search's own terms."""
         lex = replace(
             run,
-            use_dense=False,
             two_pass=False,
             rerank=False,
             timings=dict(run.timings),
@@ -512,14 +540,21 @@ class SearchPipeline:
             terms=lex.terms.source,
             llm_tokens=lex.budget.used,
         )
-        lex.timings["total"] = (time.perf_counter() - run.started) * 1000
+        lex.timings["total"] = (time.perf_counter() - started) * 1000
         out.timings_ms = lex.timings
         return out
 
-    def _finish(self, run: Run, out: SearchResults, key: tuple, record: bool) -> SearchResults:
+    def _finish(
+        self,
+        run: Run,
+        out: SearchResults,
+        key: tuple,
+        record: bool,
+        started: float,
+        analysis: Analysis | None,
+    ) -> SearchResults:
         """Mode and timings; record the search in the history and keep it in the cache."""
         assert run.terms is not None
-        analysis = run.analysis
         out.mode = SearchMode(
             dense=run.qvecs is not None,
             model_state=self.index.model_state.value,
@@ -530,7 +565,7 @@ class SearchPipeline:
             two_pass=run.two_pass,
             rerank=bool(run.rerank),
         )
-        run.timings["total"] = (time.perf_counter() - run.started) * 1000
+        run.timings["total"] = (time.perf_counter() - started) * 1000
         out.timings_ms = run.timings
         self._record(out, record)
         # A search that fell back from the LLM is not kept: the next one may reach it again.
@@ -543,7 +578,7 @@ class SearchPipeline:
             self._cache.put(key, out)
         return out
 
-    def _browse(self, run: Run) -> SearchResults:
+    def _browse(self, run: Run, started: float) -> SearchResults:
         """A filter-only query: the notes the filters allow, in path order (no ranking); newest first under
         a date filter or a recency preference."""
         parsed, k, snap = run.parsed, run.k, run.snap
@@ -580,15 +615,10 @@ class SearchPipeline:
         )
         stats.final_results = len(out.results)
         out.warnings = run.warnings
-        out.timings_ms = {"total": (time.perf_counter() - run.started) * 1000}
+        out.timings_ms = {"total": (time.perf_counter() - started) * 1000}
         return out
 
     # -- helpers -----------------------------------------------------------------------------
-    def _stage(self, run: Run, name: str, out: SearchResults) -> None:
-        """Tell the caller's hook that stage `name` is done."""
-        if run.on_stage is not None:
-            run.on_stage(name, out)
-
     def _terms_for(self, run: Run, text: str) -> SearchTerms:
         return write_terms(
             text,
@@ -615,6 +645,12 @@ class SearchPipeline:
         out.advisory = diminishing_returns(self.history, out.query, ids, top)
         self.history.append({"query": out.query, "ids": ids, "top": top, "time": time.time()})
         del self.history[:-50]
+
+
+def _stage(on_stage: Stage | None, name: str, out: SearchResults) -> None:
+    """Tell the caller's hook that stage `name` is done."""
+    if on_stage is not None:
+        on_stage(name, out)
 
 
 def _shown_title(snap: Snapshot, result: SearchResult) -> SearchResult:

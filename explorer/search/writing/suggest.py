@@ -42,8 +42,8 @@ from urllib.parse import quote
 import numpy as np
 from rapidfuzz.distance import OSA
 
-from explorer.search.linkrank import Candidates, LinkScorer, candidate_features, fit
 from explorer.search.schema import SearchResult, SearchResults
+from explorer.search.writing.linkrank import Candidates, LinkScorer, candidate_features, fit
 from explorer.text.lru import LRUCache
 from explorer.text.safe import has_controls
 from explorer.text.tokenize import is_stopword, tokenize_spans
@@ -52,7 +52,7 @@ from explorer.vault.parse import markdown_link_target
 
 if TYPE_CHECKING:
     from explorer.index.backend import IndexBackend
-    from explorer.search.pipeline import SearchPipeline
+    from explorer.search.core.pipeline import SearchPipeline
 
 #: Score of a mention in the sentence at the cursor (a mention elsewhere in the paragraph: 1.0).
 SENTENCE_WEIGHT = 2.0
@@ -648,7 +648,7 @@ class LinkSuggester:
         scorer: LinkScorer | None = None,
         learn: bool = LEARN,
     ) -> None:
-        from explorer.search.pipeline import SearchPipeline
+        from explorer.search.core.pipeline import SearchPipeline
 
         self.pipeline = pipeline
         """The app's pipeline (its index is the one read)."""
@@ -750,7 +750,7 @@ class LinkSuggester:
         """(candidates, linked note) for each of `todo` (`training_links`), asked as the writer asks;
         None when cancelled. Gives way to this suggester's own calls: waits while one runs, and a
         call of its own under way stops between its stages when one starts (it runs again after)."""
-        from explorer.search.pipeline import SearchCancelled
+        from explorer.search.core.pipeline import SearchCancelled
 
         def stop() -> bool:
             return cancelled is not None and cancelled()
@@ -886,7 +886,7 @@ class LinkSuggester:
         early: Callable[[Suggestions], None] | None,
         features: bool,
     ) -> Suggestions:
-        from explorer.search.pipeline import QueryError
+        from explorer.search.core.pipeline import QueryError
 
         t0 = time.perf_counter()
         (start, end), mentions = self.mentions(text, cursor, path)

@@ -1,0 +1,1 @@
+"""Explanations beyond a result's own trace: why a note the user expected is not in the top k."""
