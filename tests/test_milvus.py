@@ -430,28 +430,26 @@ def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
     assert after == before
 
 
-def test_stats_names_backend_without_secrets(tmp_path: Path, lite_db: str) -> None:
+def test_stats_names_backend_without_secrets(
+    tmp_path: Path, lite_db: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from explorer.cli import main
+
     vault = write_notes(tmp_path / "vault", NOTES)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
+    for name, value in {
         "EXPLORER_INDEX_BACKEND": "milvus",
         "EXPLORER_INDEX_MILVUS_URI": lite_db,
         "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
         "EXPLORER_INDEX_EMBEDDINGS": "false",
         "EXPLORER_MILVUS_TOKEN": "s3cret-token",
-    }
-    out = subprocess.run(
-        [sys.executable, "-m", "explorer", "stats", str(vault), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    }.items():
+        monkeypatch.setenv(name, value)
+    code = main(["stats", str(vault), "--json"])
+    out = capfd.readouterr()
+    assert code == 0, out.err
+    data = json.loads(out.out)
     assert data["backend"] == "milvus" and data["backend_uri"] == lite_db and data["shards"] > 0
-    assert "s3cret" not in out.stdout
+    assert "s3cret" not in out.out
 
 
 def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: Path, embedder) -> None:
