@@ -103,6 +103,33 @@ def embedder():
     return load_embedder(None, "onnx")
 
 
+class RememberingEmbedder:
+    """The real model, answering a text it has embedded before with the vector it gave then: tests that
+    write the same long notes into fresh vaults have each text embedded once per test process."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id, self.dim, self.runtime = inner.model_id, inner.dim, inner.runtime
+        self._vectors: dict[str, Any] = {}
+
+    def encode(self, texts: Any, batch_size: int = 32) -> Any:
+        import numpy as np
+
+        texts = list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if new:
+            self._vectors.update(zip(new, self.inner.encode(new, batch_size)))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts])
+
+
+@pytest.fixture(scope="session")
+def remembering_embedder(embedder) -> RememberingEmbedder:
+    """The session's model behind a memory of the texts it embedded (for the app tests' long notes)."""
+    return RememberingEmbedder(embedder)
+
+
 @pytest.fixture(scope="session")
 def sample_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A read-only-by-convention copy of sample_vault shared by the session (do not modify)."""

@@ -373,6 +373,21 @@ def test_an_app_index_starts_its_engine_after_its_first_search(
         index.close()
 
 
+def make_other_collection(db: str) -> None:
+    """A Milvus Lite file holding an `explorer_shards` collection of 8-d vectors, written here and closed
+    (its engine stopped), so that another process opens the file next."""
+    from milvus_lite.server_manager import server_manager_instance
+    from pymilvus import DataType, MilvusClient
+
+    c = MilvusClient(db)
+    s = MilvusClient.create_schema(auto_id=False)
+    s.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=64)
+    s.add_field("vector", DataType.FLOAT_VECTOR, dim=8)
+    c.create_collection("explorer_shards", schema=s)
+    c.close()
+    server_manager_instance.release_server(db)
+
+
 def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
     """Unreachable engine, a collection of another dimension: one line, non-zero exit, vault untouched."""
     vault = write_notes(tmp_path / "vault", NOTES)
@@ -400,14 +415,7 @@ def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
     assert "s3cret" not in out.stderr + out.stdout
 
     db = str(tmp_path / "other.db")
-    make_other = (
-        f"from pymilvus import DataType, MilvusClient\nc = MilvusClient({db!r})\n"
-        "s = MilvusClient.create_schema(auto_id=False)\n"
-        "s.add_field('pk', DataType.VARCHAR, is_primary=True, max_length=64)\n"
-        "s.add_field('vector', DataType.FLOAT_VECTOR, dim=8)\n"
-        "c.create_collection('explorer_shards', schema=s)\nc.close()\n"
-    )
-    subprocess.run([sys.executable, "-c", make_other], check=True, timeout=120, capture_output=True)
+    make_other_collection(db)
     env["EXPLORER_INDEX_MILVUS_URI"] = db
     out = subprocess.run(
         [sys.executable, "-m", "explorer", "stats", str(vault)],
@@ -422,28 +430,26 @@ def test_faults_are_one_line_naming_the_uri(tmp_path: Path) -> None:
     assert after == before
 
 
-def test_stats_names_backend_without_secrets(tmp_path: Path, lite_db: str) -> None:
+def test_stats_names_backend_without_secrets(
+    tmp_path: Path, lite_db: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from explorer.cli import main
+
     vault = write_notes(tmp_path / "vault", NOTES)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
+    for name, value in {
         "EXPLORER_INDEX_BACKEND": "milvus",
         "EXPLORER_INDEX_MILVUS_URI": lite_db,
         "EXPLORER_INDEX_CACHE_DIR": str(tmp_path / "cache"),
         "EXPLORER_INDEX_EMBEDDINGS": "false",
         "EXPLORER_MILVUS_TOKEN": "s3cret-token",
-    }
-    out = subprocess.run(
-        [sys.executable, "-m", "explorer", "stats", str(vault), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    }.items():
+        monkeypatch.setenv(name, value)
+    code = main(["stats", str(vault), "--json"])
+    out = capfd.readouterr()
+    assert code == 0, out.err
+    data = json.loads(out.out)
     assert data["backend"] == "milvus" and data["backend_uri"] == lite_db and data["shards"] > 0
-    assert "s3cret" not in out.stdout
+    assert "s3cret" not in out.out
 
 
 def test_changes_while_the_engine_is_down_are_applied_when_it_is_back(tmp_path: Path, embedder) -> None:

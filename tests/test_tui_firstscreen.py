@@ -49,12 +49,12 @@ def _write_deep_note(vault: Path, path: str, inserted: str, text: str | None = N
 
 @sync
 async def test_context_pane_draws_the_windows_the_search_computed(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """Moving down the results shows each result's window at its best shard with its matches, every
     one computed by the search worker: the pane computes none itself (its `computed` count stays 0)
     and shows what it would have computed."""
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         results = await search(app, pilot, "hamster cage bedding")
@@ -119,7 +119,7 @@ class _HeldCount:
 
 @sync
 async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the_lock(
-    tui_vault: Path, embedder, tmp_path: Path, monkeypatch
+    tui_vault: Path, remembering_embedder, tmp_path: Path, monkeypatch
 ) -> None:
     """A 60 KB note with embeds near its top and further down: the first frame holds about a screenful
     (its embed boxed), the rest and the side panel come after it; every embed resolves off the UI
@@ -131,7 +131,7 @@ async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/embeds.md").write_text(long, encoding="utf-8")
     (tui_vault / "Long/to-it.md").write_text("# To it\n\nSee [[embeds]].\n", encoding="utf-8")
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     calls: list[tuple[bool, int]] = []
     real = note_view.embeds_in
 
@@ -170,7 +170,7 @@ async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the
 
 @sync
 async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """Open a long note, go back, open another: the same note view shows the second, its first frame
     holds the second note's start and nothing of the first, and it ends with the second note's whole
@@ -180,7 +180,7 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/first.md").write_text(first_note, encoding="utf-8")
     (tui_vault / "Long/second.md").write_text(second_note, encoding="utf-8")
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     collections: list[float] = []
 
     def count(phase: str, info: dict[str, int]) -> None:
@@ -222,11 +222,11 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
 
 @sync
 async def test_a_note_opened_from_the_writer_over_the_note_view_gets_a_view_of_its_own(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """Note view -> writer -> a note opened from the writer: a second note view over the writer shows
     it (the kept one stays under the writer); back to the search, the next open shows the kept view."""
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         paths = sorted(app.index.note_titles())[:3]
@@ -246,12 +246,12 @@ async def test_a_note_opened_from_the_writer_over_the_note_view_gets_a_view_of_i
 
 @sync
 async def test_quitting_while_a_note_opens_leaves_the_garbage_collector_on(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """The app quits while a note's first frame is still to come: the collector is on afterwards."""
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/note.md").write_text(make_note(40), encoding="utf-8")
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/note.md"])
@@ -267,7 +267,7 @@ async def test_quitting_while_a_note_opens_leaves_the_garbage_collector_on(
 
 @sync
 async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """A long note opened at a cursor three quarters down (a search result's passage): the first frame
     reads the note up to a screenful past the place, not the whole note; the view is scrolled to the
@@ -275,7 +275,7 @@ async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
     marker = MARKER
     long = _write_deep_note(tui_vault, "Long/deep.md", marker)
     last = long[long.rindex("## Section") :].split("\n")[0]
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/deep.md"])
@@ -337,7 +337,7 @@ def _row(block: MarkdownBlock, scroll: Any) -> int:
 
 @sync
 async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place_and_keeps_it_there(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """A long note (frontmatter, an embed near its top) opened at a cursor three quarters down: the first
     frame's Markdown starts at the place's paragraph (not at the note's start) with the place on screen;
@@ -348,7 +348,7 @@ async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place
     long = _write_deep_note(
         tui_vault, "Long/deep.md", marker, make_note(DEEP_KB).replace("## Section 1\n", embed, 1)
     )
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/deep.md"])
@@ -405,13 +405,13 @@ async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place
 
 @sync
 async def test_keys_pressed_while_the_part_above_comes_in_win(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """Opened deep, the view scrolled down a row before the part above is in stays a row down from the
     place's first row; `home` pressed then stays at the note's top when the part above arrives."""
     marker = MARKER
     long = _write_deep_note(tui_vault, "Long/deep.md", marker)
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/deep.md"])
@@ -448,7 +448,7 @@ def _top_level(source: str) -> list[tuple[str, int, int]]:
 
 @sync
 async def test_a_deep_open_splits_no_list_code_fence_or_table(
-    tui_vault: Path, embedder, tmp_path: Path
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
     """Opened deep inside a loose list (an item with an indented paragraph), inside a code fence with
     blank lines and inside a table: the view shown in two parts reads as the whole note does (the
@@ -460,7 +460,7 @@ async def test_a_deep_open_splits_no_list_code_fence_or_table(
     code = "\n".join(["```python", *(f"x{n} = {n}\n" for n in range(15)), "```"])
     table = "\n".join(["| key | value |", "|---|---|", *(f"| k{n} | v{n} |" for n in range(12))])
     long = _write_deep_note(tui_vault, "Long/parts.md", f"{items}\n\nBetween.\n\n{code}\n\nAnd.\n\n{table}")
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/parts.md"])
