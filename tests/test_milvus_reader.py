@@ -28,13 +28,9 @@ QUERIES = (
     "how to brew cold brew coffee",
     "rust ownership borrow",
     "compound interest savings",
-    "moon craters observing",
-    "greenhouse gases warming",
     "sourdough starter",
-    "python virtual environment",
     "great wall history",
     "sleep better at night",
-    "chord progressions in music",
     "tomatoes in raised beds",
 )
 """Queries whose answers lie in both vaults (the sample vault's folders, dealt alternately to alice and bob)."""
