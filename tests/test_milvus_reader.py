@@ -186,3 +186,26 @@ def test_split_target() -> None:
     assert split_target("https://u:p@h/team/", "c") == ("https://u:p@h", "team")
     assert split_target("/x/team.db", "c") == ("/x/team.db", "c")
     assert split_target("/x/team.db/mem", "c") == ("/x/team.db", "mem")
+
+
+def test_mcp_team_service_reads_the_collection(team) -> None:
+    """What `explorer mcp --team` serves: search and get_context over every vault, stats; no vault tools."""
+    from dataclasses import replace
+
+    from explorer.cli.mcp import ToolInputError
+    from explorer.cli.team import TeamService
+
+    server, _ = team
+    s = Settings()
+    service = TeamService(server.uri, replace(s, index=replace(s.index, embeddings=False)))
+    try:
+        found = service.search("hamster diet", k=5, mode="lexical")
+        paths = [r["document_path"] for r in found["results"]]
+        assert paths and all(p.startswith("vault:") for p in paths), found
+        window = service.get_context(paths[0], window=200)
+        assert window["text"] and window["path"] == paths[0]
+        assert service.stats()["vaults"] == ["alice", "bob"] and service.stats()["read_only"]
+        with pytest.raises(ToolInputError, match="vault on disk"):
+            service.why_not("hamster", "x")
+    finally:
+        service.close()
