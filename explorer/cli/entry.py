@@ -107,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="search in this process even when a running Explorer serves the vault",
     )
+    p.add_argument(
+        "--team",
+        default=None,
+        metavar="URI[/COLLECTION]",
+        help="search a team's shared Milvus collection with no vault on disk (read-only; every vault, "
+        "as vault:* does)",
+    )
 
     p = sub.add_parser(
         "why-not", help="why a note is not in the top k for a query, and what would bring it there"
@@ -196,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--user", default=None, help="user folder remember writes under (Users/<user>/)")
     p.add_argument("--no-watch", action="store_true", help="do not watch the vault for changes while serving")
+    p.add_argument(
+        "--team",
+        default=None,
+        metavar="URI[/COLLECTION]",
+        help="serve a team's shared Milvus collection with no vault on disk (read-only: search, get_context, stats)",
+    )
     p.add_argument(
         "--http",
         default=None,
@@ -329,6 +342,10 @@ def _settings(
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "team", None) is not None:
+        from explorer.cli.team import cmd_team_search, run_team_mcp
+
+        return cmd_team_search(args) if args.command == "search" else run_team_mcp(args)
     vault_arg = getattr(args, "vault_pos", None) or args.vault
     vault, settings = _settings(vault_arg, args)
     if args.command == "search":

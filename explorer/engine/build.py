@@ -174,3 +174,24 @@ def make_pipeline(index: IndexBackend, settings: Settings) -> SearchPipeline:
     return SearchPipeline(
         index, settings, term_writer=term_writer, analyser=analyser, reranker=reranker, notices=notices
     )
+
+
+def open_team_reader(target: str, settings: Settings, load_model: bool = False) -> Any:
+    """A read-only team reader (explorer.index.milvus.reader.TeamReader) of the collection `target`
+    names (`URI[/COLLECTION]`; the collection defaults to `index.collection`), connected and its
+    statistics read; raises BackendError (one line naming the URI) when it cannot serve.
+    """
+    import os
+
+    from explorer.index.milvus import TOKEN_ENV
+    from explorer.index.milvus.reader import TeamReader, split_target
+
+    uri, collection = split_target(target, settings.index.collection)
+    reader = TeamReader(uri, collection, settings, os.environ.get(TOKEN_ENV, ""))
+    if load_model:
+        reader.load_model_in_background()
+    try:
+        return reader.open()
+    except BaseException:
+        reader.close()
+        raise

@@ -121,6 +121,8 @@ class MilvusIndex:
         """The share of a vector search's rows recent searches needed (`MilvusSnapshot._first_fetch`)."""
         self._pushed: dict[str, tuple[str, bool]] | None = None
         """node_id -> (content hash, has a vector) of this vault's rows in the collection, as last known."""
+        self._reread = False
+        """An engine fault came since `_pushed` was read: the next `sync` reads it again."""
         self._sync_lock = threading.Lock()
         self._retry: threading.Thread | None = None
         self._closing = threading.Event()
@@ -335,6 +337,7 @@ class MilvusIndex:
             self._fell_behind(str(exc))
 
     def _fell_behind(self, why: str) -> None:
+        self._reread = True
         first = not self.engine_fault
         self.engine_fault = why
         if first:
@@ -362,7 +365,9 @@ class MilvusIndex:
         computes the difference again).
         """
         with self._sync_lock:
-            if self._pushed is None:
+            if self._pushed is None or self._reread:
+                # After a fault, the engine's rows are read again: a write may have landed without its answer.
+                self._reread = False
                 self._pushed = self._read_pushed()
             with self.lock:
                 version = self.version

@@ -1,0 +1,693 @@
+"""A team reader: a shared collection searched with no vault on disk (`explorer search --team URI`).
+
+`TeamReader` is an `IndexBackend` whose notes are the engine's rows: it reads, parses and keeps
+nothing of a vault. Every search covers the whole collection (`vault:*`; `vault:NAME` narrows it);
+its BM25 and vector candidates come from the engine as a writer's team search gets them
+(explorer.index.milvus.team), its BM25 scores from the collection's statistics (`read_statistics`),
+and the notes the rankings return (titles, dates, frontmatter, texts for the context windows) from
+the text collection, read whole once per search. The search pipeline runs on it unchanged.
+
+Read-only: the reader never creates, loads into or writes to a collection beyond what a search
+needs (`ReadOnlyEngine`), and writes nothing to disk; a collection that does not exist, or an
+engine that cannot be reached, is one `BackendError` line naming the URI.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from operator import methodcaller
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from explorer.index.backend import (
+    ALL_VAULTS,
+    ClassicQueryError,
+    ClassicResult,
+    Hit,
+    ModelState,
+    Restriction,
+    Scope,
+    SnapshotCounts,
+    Spread,
+)
+from explorer.index.lexical import BM25_B, BM25_EPSILON, BM25_K1
+from explorer.index.milvus.engine import (
+    BM25_PARAMS,
+    COSINE_PARAMS,
+    MAX_LIMIT,
+    ROW_FIELDS,
+    BackendError,
+    Engine,
+    decode_terms,
+    engine_terms,
+    quote,
+    shard_pk,
+)
+from explorer.index.milvus.team import FOREIGN, foreign_key, foreign_note
+from explorer.index.model_host import ModelHost
+from explorer.index.store import name_tokens
+from explorer.text.tokenize import tokenize
+from explorer.vault.links import LinkGraph
+
+if TYPE_CHECKING:
+    from explorer.config import Settings
+    from explorer.index.embed import Embedder
+    from explorer.vault.model import Note, Shard
+
+STATS_MAX_AGE_S = 30.0
+"""A reader reads the collection's BM25 statistics again when they are older than this (and its row
+count moved) - a long-lived reader (`explorer mcp --team`) follows the writers within this bound."""
+STATS_BATCH = 4000
+"""Rows per page when the statistics are read."""
+ROW_OUTPUT = ("node_id", "content_hash", "vault", "path")
+"""What each ranked row brings back."""
+
+
+def split_target(target: str, collection: str) -> tuple[str, str]:
+    """(URI, collection) of a reader's `URI[/COLLECTION]` (`http://host:19530/team`, `~/team.db/team`);
+    without a collection named, `collection`."""
+    target = target.strip()
+    if "://" in target:
+        scheme, _, rest = target.partition("://")
+        host, slash, name = rest.partition("/")
+        return f"{scheme}://{host}", (name.strip("/") if slash and name.strip("/") else collection)
+    head, sep, name = target.rpartition(".db/")
+    if sep and name.strip("/") and "/" not in name.strip("/"):
+        return head + ".db", name.strip("/")
+    return target, collection
+
+
+class ReadOnlyEngine(Engine):
+    """An `Engine` that creates nothing: a missing collection, or a `.db` path that is not there, is a fault."""
+
+    def client(self) -> Any:
+        if "://" not in self.uri and self.uri and not Path(self.uri).expanduser().exists():
+            raise self.fail("unreachable (no such Milvus Lite file; a reader creates nothing)")
+        return super().client()
+
+    def _prepare(self, client: Any) -> None:
+        for name in (self.collection, self.text_collection):
+            if not client.has_collection(name):
+                raise self.fail(
+                    f"collection {name!r} does not exist (a reader creates nothing: a writer of the team "
+                    "makes it; name another with /COLLECTION or index.collection)"
+                )
+        self._check(client.describe_collection(self.collection))
+        client.load_collection(self.collection)
+        self._text_loaded = False
+
+
+# -- the statistics BM25 reads -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TeamStatistics:
+    """BM25 statistics of a whole collection (every vault's rows): documents, length, document frequencies.
+
+    Scores are `rank_bm25.BM25Okapi`'s over the collection's rows (the local backend's formula:
+    explorer.index.lexical.BM25Index), so a score never depends on who asks.
+    """
+
+    n: int
+    """Rows (shards) of the collection."""
+    total: int
+    """Tokens over all rows."""
+    df: Mapping[str, int]
+    """Token -> rows holding it."""
+    notes: int = 0
+    """Distinct (vault, path) of the rows."""
+    vectors: int = 0
+    """Rows with a vector."""
+    vaults: frozenset[str] = frozenset()
+    """The vaults of the collection."""
+    k1: float = BM25_K1
+    b: float = BM25_B
+    epsilon: float = BM25_EPSILON
+    _idf: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+    _eps: list[float] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def avgdl(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+    def floor(self) -> float:
+        """`epsilon` x the mean raw idf over the vocabulary (what a negative idf is raised to)."""
+        if not self._eps:
+            if self.df:
+                df = np.fromiter(self.df.values(), dtype=np.float64, count=len(self.df))
+                raw = np.log(self.n - df + 0.5) - np.log(df + 0.5)
+                self._eps.append(self.epsilon * (float(raw.sum()) / len(raw)))
+            else:
+                self._eps.append(0.0)
+        return self._eps[0]
+
+    def idf(self, token: str) -> float | None:
+        """The token's idf (None when no row holds it)."""
+        value = self._idf.get(token)
+        if value is not None:
+            return value
+        df = self.df.get(token, 0)
+        if df <= 0:
+            return None
+        raw = float(np.log(np.float64(self.n - df + 0.5)) - np.log(np.float64(df + 0.5)))
+        value = self._idf[token] = self.floor() if raw < 0 else raw
+        return value
+
+    def score(self, tokens: Sequence[str], counts: Mapping[str, int]) -> float:
+        """BM25 of one row (its token counts) for the query tokens (repeats count, as in BM25Okapi)."""
+        avgdl = self.avgdl
+        if not avgdl:
+            return 0.0
+        dl = sum(counts.values())
+        k1, b = self.k1, self.b
+        score = 0.0
+        for t in tokens:
+            tf = counts.get(t, 0)
+            if not tf:
+                continue
+            w = self.idf(t)
+            if w is None:
+                continue
+            score += w * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)))
+        return score
+
+
+class _IdfView(Mapping[str, float]):
+    """Token -> idf of a `TeamStatistics` (computed per token when asked)."""
+
+    def __init__(self, stats: TeamStatistics) -> None:
+        self._stats = stats
+
+    def __getitem__(self, token: str) -> float:
+        value = self._stats.idf(token)
+        if value is None:
+            raise KeyError(token)
+        return value
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, str) and self._stats.df.get(token, 0) > 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stats.df)
+
+    def __len__(self) -> int:
+        return len(self._stats.df)
+
+
+def read_statistics(engine: Engine) -> TeamStatistics:
+    """The collection's BM25 statistics, read from the engine: one pass over every row's `terms`.
+
+    This is the one place a reader gets its statistics. Its cost grows with the collection (a
+    read of the token column: seconds at 100k rows); a per-collection statistics table kept by the
+    writers would make it one small query, and would be read here instead.
+    """
+    name = engine.collection
+
+    def read(c: Any) -> TeamStatistics:
+        df: Counter[str] = Counter()
+        n = total = vectors = 0
+        notes: set[tuple[str, str]] = set()
+        it = c.query_iterator(
+            name, batch_size=STATS_BATCH, filter="", output_fields=["vault", "path", "terms", "has_vector"]
+        )
+        try:
+            while True:
+                page = it.next()
+                if not page:
+                    break
+                for r in page:
+                    counts = decode_terms(str(r.get("terms") or ""))
+                    n += 1
+                    total += sum(counts.values())
+                    df.update(counts.keys())
+                    vectors += bool(r.get("has_vector"))
+                    notes.add((str(r.get("vault")), str(r.get("path"))))
+        finally:
+            it.close()
+        return TeamStatistics(
+            n=n,
+            total=total,
+            df=dict(df),
+            notes=len(notes),
+            vectors=vectors,
+            vaults=frozenset(v for v, _ in notes),
+        )
+
+    return engine.call("read", read)
+
+
+def row_count(engine: Engine) -> int:
+    """Rows of the search collection now (one count query)."""
+    rows = engine.call(
+        "read", methodcaller("query", engine.collection, filter="", output_fields=["count(*)"])
+    )
+    return int(rows[0]["count(*)"]) if rows else 0
+
+
+# -- the backend ---------------------------------------------------------------------------------
+class TeamReader:
+    """A shared collection as a read-only index backend (explorer.index.backend.IndexBackend)."""
+
+    backend_name = "milvus"
+
+    def __init__(
+        self,
+        uri: str,
+        collection: str,
+        settings: Settings,
+        token: str = "",
+        embedder: Embedder | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.engine = ReadOnlyEngine(uri, collection, token)
+        self.on_message = on_message or (lambda _m: None)
+        self.model = ModelHost(settings, embedder, self.on_message)
+        self.root = Path(f"{FOREIGN}*")
+        """No vault on disk: a name no file has (nothing reads or writes under it)."""
+        self._stats: TeamStatistics | None = None
+        self._stats_at = 0.0
+        self._stats_rows = -1
+        self._version = 0
+        self._lock = threading.Lock()
+
+    @property
+    def backend_uri(self) -> str:
+        return self.engine.label
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root
+
+    @property
+    def model_state(self) -> ModelState:
+        return self.model.state
+
+    @property
+    def runtime(self) -> str:
+        return self.model.runtime
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def open(self) -> TeamReader:
+        """Connect, check the collection, read its statistics; raises BackendError (one line) when it cannot."""
+        self.statistics()
+        return self
+
+    def statistics(self) -> TeamStatistics:
+        """The collection's statistics, read again when older than `STATS_MAX_AGE_S` and the row count moved."""
+        with self._lock:
+            now = time.monotonic()
+            if self._stats is not None and now - self._stats_at < STATS_MAX_AGE_S:
+                return self._stats
+            if self._stats is not None:
+                rows = row_count(self.engine)
+                if rows == self._stats_rows:
+                    self._stats_at = now
+                    return self._stats
+            stats = read_statistics(self.engine)
+            self._stats, self._stats_at, self._stats_rows = stats, now, stats.n
+            return stats
+
+    def snapshot(self) -> ReaderSnapshot:
+        """A view of the collection for one search. Each view is a new version: its notes are the ones
+        its rankings read, so what a search keeps per version (the name table, the knowledge shards)
+        is made again from them."""
+        stats = self.statistics()
+        with self._lock:
+            self._version += 1
+            version = self._version
+        return ReaderSnapshot(self, version, stats, Scope((ALL_VAULTS,)))
+
+    def embedder(self) -> Embedder | None:
+        return self.model.embedder()
+
+    def load_model_in_background(self) -> None:
+        self.model.load_in_background()
+
+    @property
+    def shards(self) -> Mapping[str, Shard]:
+        """No shard of its own: every note is another vault's, read by `foreign_note`."""
+        return {}
+
+    def skipped_files(self) -> dict[str, str]:
+        return {}
+
+    def resolve_note(self, name: str) -> str | None:
+        """A `vault:NAME/PATH` the collection holds, else None."""
+        found = self.foreign_note(name)
+        return found[0].path if found is not None else None
+
+    def note(self, path: str) -> Note | None:
+        found = self.foreign_note(path)
+        return found[0] if found is not None else None
+
+    def foreign_note(self, target: str) -> tuple[Note, list[Shard]] | None:
+        """The note (and its shards) a `vault:NAME/PATH[#...]` names, read from the text collection."""
+        if not target.startswith(FOREIGN):
+            return None
+        vault, _, rest = target[len(FOREIGN) :].partition("/")
+        path = rest.partition("#")[0]
+        if not vault or not path:
+            return None
+        found = read_notes(self.engine, [(vault, path)])
+        return (found[0][0], found[0][1]) if found else None
+
+    def local_copy(self, root: Path, settings: Settings) -> Any:
+        raise BackendError(
+            f"milvus at {self.engine.label}: why-not needs a vault on disk (a team reader has none)"
+        )
+
+    def classic_search(
+        self,
+        mode: str,
+        keywords: Sequence[str] | str,
+        max_results: int | None = None,
+        context_chars: int | None = None,
+        window: int | None = None,
+    ) -> ClassicResult:
+        raise ClassicQueryError("the classic tools read a vault on disk: a team reader has none")
+
+    def close(self, exiting: bool = False) -> None:
+        self.model.close()
+        self.engine.close(final=True)
+
+
+def read_notes(
+    engine: Engine, wanted: Iterable[tuple[str, str]]
+) -> list[tuple[Note, list[Shard], dict[str, Counter[str]]]]:
+    """Notes of the collection by (vault, path), read whole from the text collection (one query per vault
+    and 100 notes): (note named `vault:NAME/PATH`, its shards, their tokens) of each that it holds."""
+    by_vault: dict[str, list[str]] = {}
+    for vault, path in wanted:
+        by_vault.setdefault(vault, []).append(path)
+    out: list[tuple[Note, list[Shard], dict[str, Counter[str]]]] = []
+    for vault, paths in sorted(by_vault.items()):
+        paths.sort()
+        for i in range(0, len(paths), 100):
+            part = paths[i : i + 100]
+            expr = f"vault == {quote(vault)} and path in [{', '.join(quote(p) for p in part)}]"
+            rows = engine.text_call(
+                "read",
+                methodcaller(
+                    "query", engine.text_collection, filter=expr, output_fields=ROW_FIELDS, limit=MAX_LIMIT
+                ),
+            )
+            grouped: dict[str, list[dict[str, Any]]] = {}
+            for r in rows:
+                grouped.setdefault(str(r["path"]), []).append(dict(r))
+            out.extend(foreign_note(vault, path, parts) for path, parts in grouped.items())
+    return out
+
+
+def foreign_split(node_id: str) -> tuple[str, str]:
+    """(vault, node_id in its vault) of a `vault:NAME/...` node_id (the inverse of `foreign_key`)."""
+    vault, _, rest = node_id[len(FOREIGN) :].partition("/")
+    return vault, rest
+
+
+# -- the snapshot --------------------------------------------------------------------------------
+class ReaderSnapshot:
+    """The collection at one statistics version, over the vaults of `scope` (explorer.index.backend.Snapshot).
+
+    It starts with no notes: a note joins `notes` and `shards` (as `vault:NAME/PATH`) when a ranking
+    first returns one of its rows, read whole from the text collection, so results, context windows
+    and explanations work for it; rows of another content hash than the one read are left out (one
+    version per search). Filters: `tag:`, `after:`/`before:`/`on:` and the vaults are engine
+    expressions; `path:`, `file:`, `section:`, `-word` and `[property:value]` are checked on the
+    rows returned, as a writer's team search checks other vaults' rows.
+    """
+
+    def __init__(
+        self,
+        owner: TeamReader,
+        version: int,
+        stats: TeamStatistics,
+        scope: Scope,
+        loaded: _Loaded | None = None,
+    ) -> None:
+        self._owner = owner
+        self.version = version
+        self._stats = stats
+        self._scope = scope
+        self._loaded = loaded if loaded is not None else _Loaded()
+        self.notes: Mapping[str, Note] = self._loaded.notes
+        self.shards: Mapping[str, Shard] = self._loaded.shards
+        self.neighbours: Mapping[str, tuple[str, ...]] = {}
+        self._expr = self._scope_expr()
+
+    # -- notes and shards -------------------------------------------------------------------
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Notes are read whole when a ranking returns them: nothing to do."""
+
+    def shard_ids(self, path: str) -> Sequence[str]:
+        return self._loaded.paths.get(path, ())
+
+    def modified(self, path: str) -> int | None:
+        note = self.notes.get(path)
+        if note is None or not isinstance(note.metadata, dict):
+            return None
+        seconds = int(note.metadata.get("mtime") or 0)
+        return seconds * 1_000_000_000 if seconds > 0 else None
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        return self._loaded.tokens.get(node_id, Counter()).keys()
+
+    def links(self) -> LinkGraph:
+        return LinkGraph(self.notes)
+
+    def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
+        return name_tokens(note)
+
+    def counts(self) -> SnapshotCounts:
+        s = self._stats
+        return SnapshotCounts(notes=s.notes, shards=s.n, pending=s.n - s.vectors, version=self.version)
+
+    # -- lexical ----------------------------------------------------------------------------
+    def n_docs(self) -> int:
+        return self._stats.n
+
+    def idf(self) -> Mapping[str, float]:
+        return _IdfView(self._stats)
+
+    def doc_freq(self, token: str) -> int:
+        return self._stats.df.get(token, 0)
+
+    def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
+        return self.bm25_top_many([tokens], k, allowed)[0]
+
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """Each token list's candidates from one engine search, scored with the collection's statistics."""
+        out: list[list[Hit]] = [[] for _ in queries]
+        asked = [i for i, toks in enumerate(queries) if toks]
+        if not asked or k <= 0:
+            return out
+        res = self._search("sparse", [engine_terms(queries[i]) for i in asked], k, self._expr, BM25_PARAMS)
+        for i, rows in zip(asked, res, strict=True):
+            ids = [nid for nid, _ in self._read(rows)]
+            scores = self.bm25_scores(queries[i], ids)
+            hits = [(nid, scores.get(nid, 0.0)) for nid in ids]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out[i] = hits[:k]
+        return out
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        return Spread(self.version, 0, None)
+
+    def bm25_top_spread(
+        self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
+    ) -> list[Hit]:
+        # Words read with a turn's neighbours are a writer's own: a team search ranks every vault's own words.
+        return self.bm25_top(tokens, k, allowed)
+
+    def bm25_scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        stats, kept = self._stats, self._loaded.tokens
+        return {nid: stats.score(tokens, kept[nid]) for nid in node_ids if nid in kept}
+
+    # -- vectors ----------------------------------------------------------------------------
+    def has_vectors(self, context: bool = False) -> bool:
+        return not context and self._stats.vectors > 0
+
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
+        q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        if context or not len(q) or k <= 0:
+            return [[] for _ in range(len(q))]
+        expr = f"({self._expr}) and has_vector == true" if self._expr else "has_vector == true"
+        res = self._search("vector", [row.tolist() for row in q], k, expr, COSINE_PARAMS)
+        out: list[list[Hit]] = []
+        for rows in res:
+            hits = [(nid, score) for nid, score in self._read(rows) if score >= floor]
+            hits.sort(key=lambda h: (-h[1], h[0]))
+            out.append(hits[:k])
+        return out
+
+    def vector(self, node_id: str) -> np.ndarray | None:
+        """A loaded shard's vector, read from the engine (with every other loaded shard's not read yet)."""
+        return self._loaded.vector(self._owner.engine, node_id)
+
+    def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
+        return Restriction(node_ids)
+
+    # -- scope ------------------------------------------------------------------------------
+    def widen(self, scope: Scope) -> tuple[ReaderSnapshot, str, bool]:
+        """This view over the vaults (and with the filters) `scope` names; a note names vaults the collection lacks.
+
+        The third value is True: every note the view reads is one the search covers. The filters
+        apply here, on every vault's rows (the search's own filter pass sees only the notes read so far).
+        """
+        missing = [v for v in scope.vaults if v != ALL_VAULTS and v not in self._stats.vaults]
+        note = (
+            f"no vault {', '.join(repr(m) for m in missing)} in the collection {self._owner.engine.collection!r}"
+            if missing
+            else ""
+        )
+        return ReaderSnapshot(self._owner, self.version, self._stats, scope, self._loaded), note, True
+
+    def _scope_expr(self) -> str:
+        sc = self._scope
+        parts = []
+        if not sc.everything:
+            parts.append(f"vault in [{', '.join(quote(v) for v in sc.vaults)}]")
+        parts.extend(f"array_contains(tags, {quote(t)})" for t in sc.tags)
+        if sc.days is not None:
+            lo, hi = sc.days
+            parts.extend([f"day >= {max(lo, 1)}", f"day < {hi}"])
+        return " and ".join(parts)
+
+    def _passes(self, shard: Shard) -> bool:
+        """A row's shard under the query's path:, file:, section:, -word and [property] filters."""
+        sc = self._scope
+        low = shard.path.partition("/")[2].lower()  # the path inside its vault
+        if sc.paths and not all(p.lower() in low for p in sc.paths):
+            return False
+        if sc.files and not all(f.lower() in low.rsplit("/", 1)[-1] for f in sc.files):
+            return False
+        if sc.sections and not all(
+            any(x.lower() in h.lower() for h in shard.heading_path) for x in sc.sections
+        ):
+            return False
+        note = self.notes.get(shard.path)
+        if sc.note_passes is not None and not sc.note_passes(note.frontmatter if note is not None else {}):
+            return False
+        if sc.excluded:
+            for nid in self._loaded.paths.get(shard.path, ()):
+                toks = self._loaded.tokens.get(nid, Counter())
+                if any(ex and all(t in toks for t in tokenize(ex)) for ex in sc.excluded):
+                    return False
+        return True
+
+    # -- rows -------------------------------------------------------------------------------
+    def _search(self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]) -> list[Any]:
+        engine, limit = self._owner.engine, min(k, MAX_LIMIT)
+        return list(
+            engine.call(
+                "search",
+                lambda c: c.search(
+                    engine.collection,
+                    data=data,
+                    anns_field=field,
+                    limit=limit,
+                    filter=expr,
+                    search_params=params,
+                    output_fields=list(ROW_OUTPUT),
+                    consistency_level="Strong",
+                ),
+            )
+        )
+
+    def _read(self, rows: Iterable[Any]) -> list[tuple[str, float]]:
+        """(node_id, engine score) of the rows this view reads, in the engine's order; their notes loaded."""
+        flat = [dict(r.get("entity", r)) | {"distance": float(r.get("distance", 0.0))} for r in rows]
+        self._loaded.load(self._owner.engine, {(str(r["vault"]), str(r["path"])) for r in flat})
+        out = []
+        for r in flat:
+            nid = foreign_key(str(r["vault"]), str(r["node_id"]))
+            shard = self._loaded.shards.get(nid)
+            if shard is None or shard.hash != r.get("content_hash") or not self._passes(shard):
+                continue
+            out.append((nid, float(r["distance"])))
+        return out
+
+    def freshness(self) -> tuple[Hashable, str]:
+        return ("reader", self.version, math.floor(time.monotonic())), ""
+
+    def release(self) -> None:
+        pass
+
+    def __enter__(self) -> ReaderSnapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class _Loaded:
+    """The notes one search has read from the text collection (shared by a view and its widened views)."""
+
+    def __init__(self) -> None:
+        self.notes: dict[str, Note] = {}
+        self.shards: dict[str, Shard] = {}
+        self.paths: dict[str, list[str]] = {}
+        self.tokens: dict[str, Counter[str]] = {}
+        self._seen: set[tuple[str, str]] = set()
+        self._vectors: dict[str, np.ndarray | None] = {}
+        self._lock = threading.Lock()
+
+    def vector(self, engine: Engine, node_id: str) -> np.ndarray | None:
+        """The vector of a loaded shard (None when it has none); the vectors of every loaded shard
+        not asked for yet are read with it, in one query per 200 shards."""
+        with self._lock:
+            if node_id in self._vectors or node_id not in self.shards:
+                return self._vectors.get(node_id)
+            todo = [nid for nid in self.shards if nid not in self._vectors]
+            keys = {shard_pk(*foreign_split(nid)): nid for nid in todo}
+            pks = sorted(keys)
+            for nid in todo:
+                self._vectors[nid] = None
+            for i in range(0, len(pks), 200):
+                part = pks[i : i + 200]
+                rows = engine.call(
+                    "read",
+                    methodcaller(
+                        "query",
+                        engine.collection,
+                        filter=f"has_vector == true and pk in [{', '.join(quote(p) for p in part)}]",
+                        output_fields=["pk", "content_hash", "vector"],
+                        limit=len(part),
+                    ),
+                )
+                for r in rows:
+                    got = keys.get(str(r["pk"]))
+                    if got is not None and self.shards[got].hash == r.get("content_hash"):
+                        self._vectors[got] = np.asarray(r["vector"], dtype=np.float32)
+            return self._vectors.get(node_id)
+
+    def load(self, engine: Engine, wanted: set[tuple[str, str]]) -> None:
+        with self._lock:
+            todo = wanted - self._seen
+            if not todo:
+                return
+            for note, shards, tokens in read_notes(engine, todo):
+                for sh in shards:
+                    self.shards[sh.node_id] = sh
+                self.tokens.update(tokens)
+                self.paths[note.path] = [sh.node_id for sh in shards]
+                self.notes[note.path] = note
+            self._seen |= todo

@@ -1,0 +1,211 @@
+"""A team reader with no vault on disk (`explorer search --team URI`) on a real `milvus-lite server` process:
+two vaults write into one collection, the reader answers as a writer's `vault:*` search does, and
+writes nothing anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE_VAULT, seed_vectors
+
+pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
+
+from explorer.cli.entry import main
+from explorer.cli.team import team_query
+from explorer.config import Settings
+from explorer.engine import make_pipeline, new_index
+from explorer.index.milvus import MilvusIndex
+from explorer.index.milvus.reader import TeamReader, read_statistics, split_target
+from test_milvus import MILVUS_LITE, LiteServer, free_port, milvus_settings
+
+QUERIES = (
+    "hamster diet",
+    "how to brew cold brew coffee",
+    "rust ownership borrow",
+    "compound interest savings",
+    "sourdough starter",
+    "great wall history",
+    "sleep better at night",
+    "tomatoes in raised beds",
+)
+"""Queries whose answers lie in both vaults (the sample vault's folders, dealt alternately to alice and bob)."""
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory, sample_index):
+    """A `milvus-lite server` holding two vaults (the sample vault split in two) written by two writers."""
+    if not MILVUS_LITE.exists():
+        pytest.skip("milvus-lite server is not installed")
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    tmp = tmp_path_factory.mktemp("team")
+    server = LiteServer(tmp / "engine")
+    server.start()
+    a, b = tmp / "alice", tmp / "bob"
+    folders = sorted(p for p in SAMPLE_VAULT.iterdir() if p.is_dir())
+    for i, folder in enumerate(folders):
+        shutil.copytree(folder, (a if i % 2 == 0 else b) / folder.name)
+    shutil.copy(SAMPLE_VAULT / "Welcome.md", a / "Welcome.md")
+    writers: list[MilvusIndex] = []
+    try:
+        for vault, name in ((a, "alice"), (b, "bob")):
+            seed_vectors(vault, sample_index)  # nothing to embed: the shared sample index's vectors
+            index = new_index(
+                vault,
+                milvus_settings(server.uri, vault / ".explorer", vault_name=name),
+                embedder=sample_index.embedder(),
+            )
+            assert isinstance(index, MilvusIndex)
+            index.open()
+            index.embed_pending()
+            assert index.stats().pending == 0
+            writers.append(index)
+        yield server, writers
+    finally:
+        for w in writers:
+            w.close()
+        server.stop()
+
+
+def _reader(uri: str, embedder=None) -> TeamReader:
+    return TeamReader(uri, Settings().index.collection, Settings(), embedder=embedder).open()
+
+
+def _as_team(path: str, own: str) -> str:
+    return path if path.startswith("vault:") else f"vault:{own}/{path}"
+
+
+def test_a_reader_answers_as_a_writers_team_search(team, sample_index, monkeypatch) -> None:
+    """The reader's top 10 are the writer's `vault:*` top 10 when both score BM25 with the collection's
+    statistics (what `vault:*` reads once every vault's BM25 means one thing; the writer's is given
+    them here). Tolerance: 9.5 of 10 on average, 8 at worst - the writer's name table and dense
+    feedback read its own vault's vectors and notes only."""
+    server, (alice, _bob) = team
+    reader = _reader(server.uri, sample_index.embedder())
+    stats = read_statistics(reader.engine)
+    assert stats.n == alice.stats().shards + _bob.stats().shards and stats.vaults == {"alice", "bob"}
+    from explorer.index.milvus.team import TeamSnapshot
+
+    def collection_scores(self, tokens, ids):  # the writer's team view with the collection's statistics
+        return {n: stats.score(tokens, self._more_tokens.get(n) or self._bm25.terms(n)) for n in ids}
+
+    monkeypatch.setattr(TeamSnapshot, "_scores", collection_scores, raising=False)
+    writer, ours = make_pipeline(alice, alice.settings), make_pipeline(reader, reader.settings)
+    overlaps = []
+    try:
+        for q in QUERIES:
+            w = [_as_team(r.document_path, "alice") for r in writer.search(f"{q} vault:*", k=10).results]
+            r = [x.document_path for x in ours.search(team_query(q), k=10).results]
+            assert r and all(p.startswith(("vault:alice/", "vault:bob/")) for p in r)
+            overlaps.append(10 * len(set(w) & set(r)) / max(len(set(w) | set(r)), 1))
+    finally:
+        reader.close()
+    assert min(overlaps) >= 8 and sum(overlaps) / len(overlaps) >= 9.5, overlaps
+
+
+def test_a_reader_writes_nothing_and_filters_every_vault(team, tmp_path: Path, monkeypatch) -> None:
+    server, (alice, bob) = team
+    monkeypatch.chdir(tmp_path)
+    reader = _reader(server.uri)
+    engine = reader.engine
+    before = [
+        engine.call("read", lambda c, n=n: c.query(n, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        for n in (engine.collection, engine.text_collection)
+    ]
+    pipe = make_pipeline(reader, reader.settings)
+    try:
+
+        def paths(q: str) -> list[str]:
+            return [r.document_path for r in pipe.search(team_query(q), dense=False).results]
+
+        assert {p.split("/")[0] for p in paths("hamster diet")} == {"vault:alice", "vault:bob"}
+        assert all(p.startswith("vault:bob/") for p in paths("hamster vault:bob"))
+        assert paths("hamster path:Pets") and all("/Pets/" in p for p in paths("hamster path:Pets"))
+        assert not any(p.endswith("hamster-diet.md") for p in paths("hamster -diet"))
+        res = pipe.search(team_query("hamster diet"), dense=False)
+        top = res.results[0]
+        assert top.title and top.context_shards and top.context_shards[0].text  # from the text collection
+        nobody = pipe.search("hamster vault:nobody", dense=False)
+        assert not nobody.results and any("no vault 'nobody'" in w for w in nobody.warnings)
+        after = [
+            engine.call(
+                "read", lambda c, n=n: c.query(n, filter="", output_fields=["count(*)"])[0]["count(*)"]
+            )
+            for n in (engine.collection, engine.text_collection)
+        ]
+        assert after == before == [alice.stats().shards + bob.stats().shards] * 2
+    finally:
+        reader.close()
+    assert list(tmp_path.iterdir()) == []  # no vault folder, no index, no cache
+    assert not reader.root.exists()
+
+
+def test_cli_team_search_needs_no_vault(team, tmp_path: Path, monkeypatch, capsys) -> None:
+    server, _ = team
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EXPLORER_VAULT", raising=False)
+    assert main(["search", "--team", server.uri, "--lexical", "--json", "-k", "5", "hamster", "diet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["results"] and {r["document_path"].split("/")[0] for r in data["results"]} >= {"vault:bob"}
+    assert main(["search", "--team", f"{server.uri}/explorer_shards", "--lexical", "moon vault:alice"]) == 0
+    out = capsys.readouterr().out
+    assert "vault:alice/" in out and "vault:bob/" not in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_team_faults_are_one_line_and_create_nothing(team, tmp_path: Path, monkeypatch, capsys) -> None:
+    server, _ = team
+    monkeypatch.chdir(tmp_path)
+    down = f"http://127.0.0.1:{free_port()}"
+    assert main(["search", "--team", down, "--lexical", "moon"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and down in err and "unreachable" in err
+    assert main(["search", "--team", f"{server.uri}/nobody_here", "--lexical", "moon"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'nobody_here' does not exist" in err and server.uri in err
+    reader = _reader(server.uri)
+    try:
+        assert not reader.engine.call("read", lambda c: c.has_collection("nobody_here"))
+    finally:
+        reader.close()
+    missing = tmp_path / "none.db"
+    assert main(["search", "--team", str(missing), "--lexical", "moon"]) == 2
+    assert "no such Milvus Lite file" in capsys.readouterr().err and not missing.exists()
+    assert main(["search", "--team", server.uri, "--vault", str(tmp_path), "moon"]) == 2
+    assert "leave out the vault" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_split_target() -> None:
+    assert split_target("http://h:19530", "c") == ("http://h:19530", "c")
+    assert split_target("http://h:19530/team", "c") == ("http://h:19530", "team")
+    assert split_target("https://u:p@h/team/", "c") == ("https://u:p@h", "team")
+    assert split_target("/x/team.db", "c") == ("/x/team.db", "c")
+    assert split_target("/x/team.db/mem", "c") == ("/x/team.db", "mem")
+
+
+def test_mcp_team_service_reads_the_collection(team) -> None:
+    """What `explorer mcp --team` serves: search and get_context over every vault, stats; no vault tools."""
+    from dataclasses import replace
+
+    from explorer.cli.mcp import ToolInputError
+    from explorer.cli.team import TeamService
+
+    server, _ = team
+    s = Settings()
+    service = TeamService(server.uri, replace(s, index=replace(s.index, embeddings=False)))
+    try:
+        found = service.search("hamster diet", k=5, mode="lexical")
+        paths = [r["document_path"] for r in found["results"]]
+        assert paths and all(p.startswith("vault:") for p in paths), found
+        window = service.get_context(paths[0], window=200)
+        assert window["text"] and window["path"] == paths[0]
+        assert service.stats()["vaults"] == ["alice", "bob"] and service.stats()["read_only"]
+        with pytest.raises(ToolInputError, match="vault on disk"):
+            service.why_not("hamster", "x")
+    finally:
+        service.close()
