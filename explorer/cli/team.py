@@ -9,17 +9,22 @@ collection that does not exist, is one line naming the URI and exit status 2.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from explorer.cli.render import print_json, print_results, use_color
 from explorer.config import ConfigError, Settings, load_settings
 
+if TYPE_CHECKING:
+    from explorer.engine.tools import ToolSpec
+
 
 def team_query(query: str) -> str:
     """The query as a team reader searches it: `vault:*` added when it names no vault."""
-    from explorer.search.query import parse_query
+    from explorer.search.core.query import parse_query
 
     return query if parse_query(query).vaults else f"{query} vault:*"
 
@@ -49,7 +54,7 @@ def refuse_vault(args: argparse.Namespace) -> str:
 def cmd_team_search(args: argparse.Namespace) -> int:
     """One search of the team's collection, printed as `explorer search` prints one."""
     from explorer.engine.build import make_pipeline, open_team_reader
-    from explorer.search.pipeline import QueryError
+    from explorer.search.core.pipeline import QueryError
 
     why = refuse_vault(args)
     if why:
@@ -115,8 +120,30 @@ class TeamService:
             "model_state": self.index.model_state.value,
         }
 
+    def tools(self) -> Iterator[tuple[Callable[..., dict[str, Any]], ToolSpec]]:
+        """The memory service's read-only tools, each answered by this service's method of that name
+        (offered with the memory service's signature and description, so an agent sees one tool list)."""
+        from explorer.engine.memory import MemoryService
+        from explorer.engine.tools import tool_spec
+
+        for name, attr in vars(MemoryService).items():
+            spec = tool_spec(attr)
+            if spec is None or spec.writes:
+                continue
+            mine = getattr(self, name)
+
+            def call(
+                *args: Any, _mine: Callable[..., dict[str, Any]] = mine, **kwargs: Any
+            ) -> dict[str, Any]:
+                return _mine(*args, **kwargs)
+
+            signature = inspect.signature(attr)
+            call.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])  # type: ignore[attr-defined]
+            call.__name__, call.__doc__ = name, attr.__doc__
+            yield call, spec
+
     def search(self, query: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        from explorer.cli.mcp import MemoryService
+        from explorer.engine.memory import MemoryService
 
         return MemoryService.search(self, team_query(query), *args, **kwargs)  # type: ignore[arg-type]
 
@@ -128,11 +155,11 @@ class TeamService:
         after: int = 1000,
         window: int | None = None,
     ) -> dict[str, Any]:
-        from explorer.cli.mcp import MAX_CONTEXT, ToolInputError, _check_int
+        from explorer.engine.tools import MAX_CONTEXT, ToolInputError, check_int
         from explorer.index.targets import ContextError, context_for
 
         if window is not None:
-            _check_int(window, "window", 0, 2 * MAX_CONTEXT)
+            check_int(window, "window", 0, 2 * MAX_CONTEXT)
             before, after = window // 2, window - window // 2
         for name, value in (("before", before), ("after", after)):
             if not isinstance(value, int) or value < 0 or value > MAX_CONTEXT:
@@ -149,7 +176,7 @@ class TeamService:
         return {**self.freshness(), "read_only": True}
 
     def _needs_vault(self, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
-        from explorer.cli.mcp import ToolInputError
+        from explorer.engine.tools import ToolInputError
 
         raise ToolInputError("this tool reads a vault on disk: a team reader (explorer mcp --team) has none")
 

@@ -38,7 +38,9 @@ from explorer.index.backend import (
     SnapshotCounts,
     Spread,
 )
-from explorer.index.lexical import BM25_B, BM25_EPSILON, BM25_K1
+from explorer.index.local.lexical import BM25_B, BM25_EPSILON, BM25_K1
+from explorer.index.local.model_host import ModelHost
+from explorer.index.local.store import name_tokens
 from explorer.index.milvus.engine import (
     BM25_PARAMS,
     COSINE_PARAMS,
@@ -52,14 +54,12 @@ from explorer.index.milvus.engine import (
     shard_pk,
 )
 from explorer.index.milvus.team import FOREIGN, foreign_key, foreign_note
-from explorer.index.model_host import ModelHost
-from explorer.index.store import name_tokens
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 
 if TYPE_CHECKING:
     from explorer.config import Settings
-    from explorer.index.embed import Embedder
+    from explorer.index.local.embed import Embedder
     from explorer.vault.model import Note, Shard
 
 STATS_MAX_AGE_S = 30.0
@@ -111,7 +111,7 @@ class TeamStatistics:
     """BM25 statistics of a whole collection (every vault's rows): documents, length, document frequencies.
 
     Scores are `rank_bm25.BM25Okapi`'s over the collection's rows (the local backend's formula:
-    explorer.index.lexical.BM25Index), so a score never depends on who asks.
+    explorer.index.local.lexical.BM25Index), so a score never depends on who asks.
     """
 
     n: int
