@@ -181,7 +181,7 @@ class UISettings:
 
 @dataclass(frozen=True, slots=True)
 class ExperimentalSettings:
-    """Tuning values, for measuring alternatives: the defaults are the measured ones (BENCHMARKS.md).
+    """Tuning values, for measuring alternatives: the defaults are the measured ones (BENCHMARKS.md, by area).
 
     Not settings a person needs: setting one in config.toml or the environment warns once per load
     (a `--set` flag does not: it is asked for each time), and any of them may change or go without
@@ -359,10 +359,22 @@ REMOVED_KEYS: dict[str, tuple[str, str]] = {
     "llm.temperature": ("fixed", "0.4"),
     "llm.max_tokens": ("fixed", "200 tokens per completion"),
     "ui.context_chars": ("fixed", "600 characters; the context pane's keys widen and narrow it"),
-    "search.neighbour_weight": ("gone", "the lift from adjacent turns lowered LoCoMo recall (BENCHMARKS.md)"),
-    "search.feedback_list": ("gone", "the other feedback lists lowered SciFact and LoCoMo (BENCHMARKS.md)"),
-    "search.second_shard_weight": ("gone", "a note's second shard lowered SciFact nDCG@10 (BENCHMARKS.md)"),
-    "search.keyword_terms": ("gone", "offline keyword terms lowered SciFact nDCG@10 (BENCHMARKS.md)"),
+    "search.neighbour_weight": (
+        "gone",
+        "the lift from adjacent turns lowered LoCoMo recall (BENCHMARKS.md#agent-memory-locomo)",
+    ),
+    "search.feedback_list": (
+        "gone",
+        "the other feedback lists lowered SciFact and LoCoMo (BENCHMARKS.md#retrieval-quality-scifact)",
+    ),
+    "search.second_shard_weight": (
+        "gone",
+        "a note's second shard lowered SciFact nDCG@10 (BENCHMARKS.md#retrieval-quality-scifact)",
+    ),
+    "search.keyword_terms": (
+        "gone",
+        "offline keyword terms lowered SciFact nDCG@10 (BENCHMARKS.md#retrieval-quality-scifact)",
+    ),
     "llm.rerank": ("merged", 'rerank.backend = "llm" with rerank.enabled = true'),
 }
 

@@ -12,22 +12,22 @@ from explorer.search.schema import Quality, SearchResult
 from explorer.vault.windows import query_words
 
 #: Level score (the quality score plus LEAD_WEIGHT times the first result's lead) at or above which
-#: results are `high` (notes vaults; BENCHMARKS.md "What the levels mean", "The first result's lead").
+#: results are `high` (notes vaults; BENCHMARKS.md#levels-and-abstention).
 HIGH = 0.85
 #: Level score at or above which results are `medium` (below: `low`). Chosen on six real vaults by
-#: other authors with vectors (benchmarks.vaults_loo, BENCHMARKS.md "Real vaults, left out by vault"):
+#: other authors with vectors (benchmarks.vaults_loo, BENCHMARKS.md#real-vaults-left-out-by-vault):
 #: at 0.50 a low first result was right 43 % of the time; at 0.42, 29 % (35 % on vaults left out).
 MEDIUM = 0.42
 #: Notes vaults: weight of the first result's lead (its relevance less the best of the next TOP_N - 1)
 #: in the level score. A first result that a later one outdoes in relevance is less likely right; one
-#: well clear of the rest more likely (chosen on benchmarks.levels, see BENCHMARKS.md).
+#: well clear of the rest more likely (chosen on benchmarks.levels, BENCHMARKS.md#levels-and-abstention).
 LEAD_WEIGHT = 0.2
 #: The same two levels in a vault of conversation turns, whose score runs lower (a question naming
 #: someone is capped by the evidence about them): chosen leaving one LoCoMo conversation out.
 TURN_HIGH = 0.60
 TURN_MEDIUM = 0.08
 #: Score at or above which pass 1 is enough (two-pass analysis, knowledge-first early return): the
-#: ranking's own bar, measured with the ranking (BENCHMARKS.md), apart from what the levels say.
+#: ranking's own bar, measured with the ranking (BENCHMARKS.md#levels-and-abstention), apart from what the levels say.
 SUFFICIENT = 0.75
 #: An entry with at least this relevance counts as relevant.
 RELEVANT = 0.5

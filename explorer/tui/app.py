@@ -464,7 +464,7 @@ class ExplorerApp(App[int]):
     def on_open_note(self, message: OpenNote) -> None:
         """Show a note: in the open note view, or in the note view made at the first open (one screen
         for every open: composing, styling and laying out a new one cost more than the note's first
-        screen itself; BENCHMARKS.md, note view)."""
+        screen itself; BENCHMARKS.md#note-opening)."""
         if self.index is None:
             return
         place = Place(message.path, message.cursor)

@@ -55,7 +55,7 @@ START_SECONDS = 60.0
 #: Seconds the reading process holds pages back before it sends them (see `_serve`).
 SEND_EVERY_S = 0.2
 #: The reading process's address-space limit (pypdf's worst page measured, a Flate bomb stopped by its
-#: own limit, peaks at 181 MB; BENCHMARKS.md).
+#: own limit, peaks at 181 MB; BENCHMARKS.md#pdfs).
 READER_MEMORY_BYTES = 2 << 30
 
 #: The line before each page's text in a PDF note (shown in the note view; not part of any shard).
@@ -245,7 +245,7 @@ class PdfProcess:
 
     Started on first use (or early by `start`) and kept for the next PDF: its start (Python and
     pypdf, about half a second) is paid once, a PDF then costs what reading it costs plus a pipe
-    (BENCHMARKS.md). It runs in its own session (a Ctrl-C in the terminal is this process's to
+    (BENCHMARKS.md#pdfs). It runs in its own session (a Ctrl-C in the terminal is this process's to
     handle), ignores SIGINT, ends when this process closes its stdin, and arms an alarm with each
     file, so an orphan never reads on. A request is a JSON line on its stdin; it answers with JSON
     lines: the page count, each page's text as it is read, then the end (`_serve`).

@@ -41,7 +41,7 @@ NLIST = 16
 VECTOR_INDEX = "IVF_FLAT"
 """The vector index: IVF_FLAT probed whole gives the exact cosines of FLAT, from vectors normalised
 once when the index is built. Milvus Lite's FLAT normalises every vector of a segment on each
-search and copies the matrix: 6.6x slower at 12k shards (see BENCHMARKS.md). On a cluster, HNSW
+search and copies the matrix: 6.6x slower at 12k shards (BENCHMARKS.md#milvus-backend). On a cluster, HNSW
 (approximate) is the usual choice: deploy/milvus-standalone/docker-compose.yml."""
 COSINE_PARAMS = {"metric_type": "COSINE", "params": {"nprobe": NLIST}}
 UPSERT_BATCH = 500
@@ -60,7 +60,7 @@ FIELDS = (
     "sparse",
 )
 """The search collection: only what a search ranks, filters and reads back per row (an engine builds
-every column of every row it returns, so each column costs every search; see BENCHMARKS.md)."""
+every column of every row it returns, so each column costs every search; BENCHMARKS.md#milvus-backend)."""
 TEXT_FIELDS = (
     "pk",
     "node_id",

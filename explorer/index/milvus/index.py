@@ -197,7 +197,7 @@ class MilvusIndex:
         `ENGINE_START_DELAY_S` after the open when none comes first: importing pymilvus, opening
         the collection, Milvus Lite's warm-up (in process) and reading the row state take seconds
         of the same interpreter that the app's start, the model and that search need
-        (BENCHMARKS.md, the Milvus backend's fifth round).
+        (BENCHMARKS.md#milvus-backend).
         """
         try:
             self._go.wait(ENGINE_START_DELAY_S)

@@ -36,7 +36,7 @@ from explorer.index.milvus.stats import StatsTable
 
 BM25_SETTLE_SHARE = 0.5
 """A first BM25 fetch settles a ranking when its kept rows are all within this share of the rows
-fetched (the engine's order and Explorer's differ; BENCHMARKS.md, fourth round)."""
+fetched (the engine's order and Explorer's differ; BENCHMARKS.md#milvus-backend)."""
 
 
 class _Owner(Protocol):
@@ -357,7 +357,7 @@ class MilvusSnapshot:
         Explorer by its own, so no prefix is proven; taken as settled when every kept row is
         among the first half of the engine's rows: the engine's lower half, rescored, all fell
         below the cut, so a row below all of them is taken not to reach it either.
-        (BENCHMARKS.md, fourth round, measures how deep the kept rows reach.) Learns the depth needed.
+        (BENCHMARKS.md#milvus-backend measures how deep the kept rows reach.) Learns the depth needed.
         """
         wanted, seen, deepest = self._notes_for(k) + 1, set(), 0
         for nid, _score, rank in hits:

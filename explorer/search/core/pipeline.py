@@ -359,7 +359,7 @@ class SearchPipeline:
         if fusion == "score":
             # Cosines count from the floor of unrelated texts, so the dense rankings reach down to it.
             # No dense feedback ranking: its cosines would count the query's meaning twice (on LoCoMo
-            # it cost 0.026 recall@10 under score fusion; BENCHMARKS.md).
+            # it cost 0.026 recall@10 under score fusion; BENCHMARKS.md#agent-memory-locomo).
             threshold = min(s.dense_threshold, COS_FLOOR)
             if s.date_weight > 0 and dialog.days:
                 spans = mentions(run.parsed.text)

@@ -82,7 +82,7 @@ def offline_terms(query: str) -> SearchTerms:
     """Offline terms: the query alone, with the flags its cue words raise (follow-up phrases; shopping, plans).
 
     Without an LLM no terms are written besides the query: keyword-extracted ones lowered the
-    benchmarks (BENCHMARKS.md).
+    benchmarks (BENCHMARKS.md#retrieval-quality-scifact).
     """
     return SearchTerms(
         query=query.strip(),

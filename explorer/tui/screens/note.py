@@ -46,7 +46,7 @@ PLAIN_VIEW_CHARS = 64_000
 #: A long Markdown note shows a screenful first: its lines up to the first blank line (outside code
 #: fences) once they fill the view's rows, FIRST_SCREEN_CHARS at most. Textual's Markdown widget
 #: mounts a widget per block, so the first frame costs what that part holds, whatever the note's size
-#: (BENCHMARKS.md, note view). The rest is appended after that frame, REST_CHUNK_CHARS at a time, each
+#: (BENCHMARKS.md#note-opening). The rest is appended after that frame, REST_CHUNK_CHARS at a time, each
 #: part a frame of its own, so keys typed meanwhile are answered between them.
 FIRST_SCREEN_CHARS = 4_000
 REST_CHUNK_CHARS = 4_000

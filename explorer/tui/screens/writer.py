@@ -37,10 +37,10 @@ from explorer.tui.widgets.results import badges
 from explorer.tui.widgets.status_bar import StatusBar
 
 RELATED_K = 8
-#: Quiet time after a keystroke or cursor move before the list is asked for (see BENCHMARKS.md, link suggestions).
+#: Quiet time after a keystroke or cursor move before the list is asked for (BENCHMARKS.md#link-suggestions).
 RELATED_DELAY = 0.1
 #: Quiet time after a key that ends a word (a space, a punctuation mark, a new line): the word is
-#: whole, so the list is asked for sooner than in the middle of one (BENCHMARKS.md, link suggestions).
+#: whole, so the list is asked for sooner than in the middle of one (BENCHMARKS.md#link-suggestions).
 WORD_END_DELAY = 0.05
 
 

@@ -32,7 +32,7 @@ from explorer.index.local.embed.models import _read_model_config, model_id_for_d
 _MAX_DEFAULT_THREADS = 4
 #: A text joins the batch being filled only while it is at least this share of the batch's longest
 #: text (in tokens); a shorter one starts a new batch, so a short sentence is never padded to a long
-#: paragraph's length (BENCHMARKS.md, "Link suggestions while writing").
+#: paragraph's length (BENCHMARKS.md#link-suggestions).
 BATCH_LENGTH_SHARE = 0.5
 
 

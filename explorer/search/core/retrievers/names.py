@@ -33,7 +33,7 @@ TIER = 0.01
 #: much, against 1 for a name word: "the section on Diet in Hamsters" names the note Hamsters and
 #: a part of it. Under 1, so a name made of the query's words still outranks a shorter name whose
 #: note has a heading with the rest ("Docker setup" over "Docker" with its "## Setup").
-#: Chosen by leave-one-vault-out on benchmarks.section_query (BENCHMARKS.md, "Section queries").
+#: Chosen by leave-one-vault-out on benchmarks.section_query (BENCHMARKS.md#section-queries).
 PART_WEIGHT = 0.9
 
 
