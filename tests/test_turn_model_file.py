@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import locomo_ltr
 from explorer.search.memory.fitted import FIGURE_FIELDS, FIT_FIELDS, ModelFileError
-from explorer.search.memory.signals import rescore
+from explorer.search.memory import rescore
 
 SHIPPED = rescore.TURN_MODEL_FILE
 

@@ -338,6 +338,11 @@ class TeamReader:
         """No shard of its own: every note is another vault's, read by `foreign_note`."""
         return {}
 
+    @property
+    def many_vaults(self) -> bool:
+        """Every note a reader knows is a vault's of the collection (`vault:NAME/PATH`)."""
+        return True
+
     def skipped_files(self) -> dict[str, str]:
         return {}
 
@@ -415,6 +420,39 @@ def foreign_split(node_id: str) -> tuple[str, str]:
 
 
 # -- the snapshot --------------------------------------------------------------------------------
+class _ReaderLexical:
+    """A reader snapshot's BM25 statistics (explorer.index.backend.LexicalStats): the collection's."""
+
+    __slots__ = ("_snap",)
+
+    def __init__(self, snap: ReaderSnapshot) -> None:
+        self._snap = snap
+
+    def n_docs(self) -> int:
+        return self._snap.n_docs()
+
+    def idf(self) -> Mapping[str, float]:
+        return self._snap.idf()
+
+    def doc_freq(self, token: str) -> int:
+        return self._snap.doc_freq(token)
+
+    def avgdl(self) -> float:
+        return self._snap._stats.avgdl
+
+    def tokens(self, node_id: str) -> Collection[str]:
+        return self._snap.tokens(node_id)
+
+    def term_counts(self, node_id: str) -> Mapping[str, int]:
+        return self._snap._loaded.tokens.get(node_id, Counter())
+
+    def scores(self, tokens: Sequence[str], node_ids: Sequence[str]) -> dict[str, float]:
+        return self._snap.bm25_scores(tokens, node_ids)
+
+    def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
+        return self._snap.spread(triples)
+
+
 class ReaderSnapshot:
     """The collection at one statistics version, over the vaults of `scope` (explorer.index.backend.Snapshot).
 
@@ -443,6 +481,7 @@ class ReaderSnapshot:
         self.shards: Mapping[str, Shard] = self._loaded.shards
         self.neighbours: Mapping[str, tuple[str, ...]] = {}
         self._expr = self._scope_expr()
+        self.lexical = _ReaderLexical(self)
 
     # -- notes and shards -------------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
