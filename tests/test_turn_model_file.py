@@ -16,8 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import locomo_ltr
-from explorer.search.memory.fitted import FIGURE_FIELDS, FIT_FIELDS, ModelFileError
 from explorer.search.memory import rescore
+from explorer.search.memory.fitted import FIGURE_FIELDS, FIT_FIELDS, ModelFileError
 
 SHIPPED = rescore.TURN_MODEL_FILE
 
