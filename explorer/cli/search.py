@@ -11,6 +11,7 @@ from explorer.cli.render import print_json, print_results, use_color
 from explorer.config import Settings
 
 if TYPE_CHECKING:
+    from explorer.search.core.pipeline import SearchPipeline
     from explorer.search.schema import SearchResults
 
 
@@ -35,30 +36,39 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
         results = served
     if results is None:
         from explorer.engine import make_pipeline, open_index
-        from explorer.search.core.pipeline import QueryError
 
         index, _ = open_index(vault, settings, load_model=not args.lexical)
-        pipeline = make_pipeline(index, settings)
         try:
-            results = pipeline.search(
-                query,
-                k=args.k,
-                dense=not args.lexical,
-                two_pass=False if args.one_pass else None,
-                rerank=args.rerank,
-                correct=getattr(args, "correct", True),
-            )
-        except QueryError as exc:
-            print(f"explorer: {exc}", file=sys.stderr)
-            return 2
+            results = search_once(make_pipeline(index, settings), query, args)
         finally:
             index.close(exiting=True)
+        if results is None:
+            return 2
     if args.json:
         print_json(results if isinstance(results, dict) else results.to_dict())
         return 0
     assert not isinstance(results, dict)
     print_results(results, explain=args.explain, color=use_color())
     return 0
+
+
+def search_once(pipeline: SearchPipeline, query: str, args: argparse.Namespace) -> SearchResults | None:
+    """`query` searched with the command's options (`-k`, `--lexical`, `--one-pass`, `--rerank`,
+    `--no-correct`); a query the pipeline refuses is said on stderr and gives None."""
+    from explorer.search.core.pipeline import QueryError
+
+    try:
+        return pipeline.search(
+            query,
+            k=args.k,
+            dense=not args.lexical,
+            two_pass=False if args.one_pass else None,
+            rerank=args.rerank,
+            correct=getattr(args, "correct", True),
+        )
+    except QueryError as exc:
+        print(f"explorer: {exc}", file=sys.stderr)
+        return None
 
 
 def _ask_server(

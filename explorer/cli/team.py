@@ -53,8 +53,8 @@ def refuse_vault(args: argparse.Namespace) -> str:
 
 def cmd_team_search(args: argparse.Namespace) -> int:
     """One search of the team's collection, printed as `explorer search` prints one."""
+    from explorer.cli.search import search_once
     from explorer.engine.build import make_pipeline, open_team_reader
-    from explorer.search.core.pipeline import QueryError
 
     why = refuse_vault(args)
     if why:
@@ -66,21 +66,11 @@ def cmd_team_search(args: argparse.Namespace) -> int:
     settings = team_settings(args)
     reader = open_team_reader(args.team, settings, load_model=not args.lexical)
     try:
-        pipeline = make_pipeline(reader, settings)
-        try:
-            results = pipeline.search(
-                team_query(" ".join(args.query)),
-                k=args.k,
-                dense=not args.lexical,
-                two_pass=False if args.one_pass else None,
-                rerank=args.rerank,
-                correct=getattr(args, "correct", True),
-            )
-        except QueryError as exc:
-            print(f"explorer: {exc}", file=sys.stderr)
-            return 2
+        results = search_once(make_pipeline(reader, settings), team_query(" ".join(args.query)), args)
     finally:
         reader.close(exiting=True)
+    if results is None:
+        return 2
     if args.json:
         print_json(results.to_dict())
         return 0
