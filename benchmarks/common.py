@@ -167,3 +167,31 @@ def write_json(path: Path, data: Any) -> None:
 def log(message: str) -> None:
     """Progress line on stderr (kept off stdout, which carries the tables)."""
     print(message, file=sys.stderr, flush=True)
+
+
+def start_milvus_server(data: Path, port: int | None = None, wait: float = 60.0) -> tuple[Any, str]:
+    """A `milvus-lite server` process (the venv's) on `data` at 127.0.0.1:`port` (a free port when
+    None): (process, URI), once the port answers. RuntimeError when it does not within `wait` s."""
+    import socket
+    import subprocess
+    import time
+
+    if port is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            *(str(Path(sys.executable).with_name("milvus-lite")), "server", "--data-dir", str(data)),
+            *("--host", "127.0.0.1", "--port", str(port)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}"
+        time.sleep(0.1)
+    raise RuntimeError(f"milvus-lite server on {data} did not answer within {wait:.0f} s")

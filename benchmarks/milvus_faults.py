@@ -21,14 +21,12 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import log, machine, write_json
+from benchmarks.common import log, machine, start_milvus_server, write_json
 
 WORDS = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
@@ -47,33 +45,12 @@ class Server:
         self.uri = f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        exe = Path(sys.executable).with_name("milvus-lite")
-        self.proc = subprocess.Popen(  # type: ignore[assignment]
-            [
-                str(exe),
-                "server",
-                "--data-dir",
-                str(self.data),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError("milvus-lite server did not start")
+        self.proc, _ = start_milvus_server(self.data, self.port, wait=120)
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None
-        self.proc.send_signal(sig)  # type: ignore[attr-defined]
-        self.proc.wait(timeout=120)  # type: ignore[attr-defined]
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=120)
         self.proc = None
 
     def stop(self) -> None:

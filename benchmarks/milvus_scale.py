@@ -33,7 +33,16 @@ from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, log, machine, markdown_table, offline_environment, summary, write_json
+from benchmarks.common import (
+    REPO,
+    log,
+    machine,
+    markdown_table,
+    offline_environment,
+    start_milvus_server,
+    summary,
+    write_json,
+)
 from benchmarks.speed import (
     _WordStream,
     ensure_vault,
@@ -274,39 +283,13 @@ def main(argv: list[str] | None = None) -> int:
 def server_on_copy(out: Path, tag: str) -> tuple[Any, str, Path]:
     """A `milvus-lite server` process on copies of the benchmark's engine (`out/engine/m.db`) and its
     vector cache, named after `tag`: (process, URI, the copied cache folder). Returns once the port
-    answers (or after 60 s)."""
-    import socket
-    import subprocess
-    import sys
-
+    answers (RuntimeError after 60 s)."""
     data, cache = out / f"engine-{tag}", out / f"cache-milvus-{tag}"
     for src, dst in ((out / "engine" / "m.db", data), (out / "cache-milvus", cache)):
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(src, dst)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("milvus-lite")),
-            "server",
-            "--data-dir",
-            str(data),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    return proc, f"http://127.0.0.1:{port}", cache
+    proc, uri = start_milvus_server(data)
+    return proc, uri, cache
 
 
 def _server_arm(vault: Path, settings: Any, out: Path) -> tuple[Any, Any]:
@@ -456,7 +439,7 @@ def curve_ingest(args: argparse.Namespace, sizes: list[int]) -> None:
     data = args.out / "engine-grow"
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
-    proc, uri = start_server(data)
+    proc, uri = start_milvus_server(data)
     res: dict[str, Any] = {"machine": machine(), "notes": args.notes, "sizes": {}}
     vocab = vocabulary()
     try:
@@ -486,7 +469,7 @@ def curve_ingest(args: argparse.Namespace, sizes: list[int]) -> None:
             res["sizes"][str(size)] = point
             write_json(args.out / "ingest.json", res)
             log(f"{size}: {point}")
-            proc, uri = start_server(data)
+            proc, uri = start_milvus_server(data)
             ix.engine.uri = uri
         ix.close()
     finally:
@@ -504,7 +487,7 @@ def curve_search(args: argparse.Namespace, sizes: list[int]) -> dict[str, Any]:
     before = _load_before(args.before) if args.before is not None else None
     for n, size in enumerate(sizes):
         data = args.out / f"engine-{size}"
-        proc, uri = start_server(data)
+        proc, uri = start_milvus_server(data)
         try:
             ix, ms = _caller(args, uri)
             ix.sync()  # reads the row state (writes nothing: the copy holds this vault)
@@ -586,30 +569,6 @@ def _before_index(team_cls: Any, ix: Any) -> Any:
 
     old.team_view = team_view
     return old
-
-
-def start_server(data: Path) -> tuple[Any, str]:
-    """A `milvus-lite server` process on `data` at 127.0.0.1 (returns once the port answers)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            *(str(Path(sys.executable).with_name("milvus-lite")), "server", "--data-dir", str(data)),
-            *("--host", "127.0.0.1", "--port", str(port)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def _tree(pid: int) -> list[int]:
