@@ -127,6 +127,10 @@ def set_test_environment() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # A test process that has loaded gRPC (the Milvus tests) and then starts a child: with gRPC's
+    # fork handlers on, the forked child restarts gRPC's poller before exec, and closing its fds
+    # makes it print an epoll error on the child's stderr (seen in about 1 start in 20).
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         os.environ.pop(name, None)
     kept = (

@@ -104,9 +104,12 @@ def quiet_grpc() -> None:
     The core writes straight to stderr, past Python's logging: an engine that stops while a call is
     in flight makes it print `chttp2_transport.cc ... Got goaway` lines over a command's output or
     the app's screen; the user reads Explorer's one line naming the URI instead. gRPC reads
-    `GRPC_VERBOSITY` when it loads; a value the user set (to debug gRPC) is kept.
+    `GRPC_VERBOSITY` when it loads; a value the user set (to debug gRPC) is kept. Explorer never
+    calls gRPC in a forked child, so gRPC's fork handlers stay off: with them on, a child started
+    while a call is in flight restarts the poller before exec and prints an epoll error on its stderr.
     """
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 def public_uri(uri: str) -> str:
