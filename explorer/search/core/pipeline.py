@@ -34,7 +34,7 @@ from explorer.search.core.query import MAX_QUERY_FILTERS, parse_query
 from explorer.search.core.results import ResultBuilder, make_context_shard
 from explorer.search.core.retrieve import Retriever
 from explorer.search.core.retrievers.base import source_weights
-from explorer.search.core.retrievers.names import names_note
+from explorer.search.core.retrievers.names import name_likeness, names_note
 from explorer.search.core.terms import SearchTerms, write_terms
 from explorer.search.core.twopass import PASS1_ENTRIES, Analysis, analyse, repeats_query
 from explorer.search.fusion import Entry, Fused
@@ -517,6 +517,7 @@ class SearchPipeline:
                 named=bool(c.named),
                 conversation=c.scored,
                 first_named=first is not None and names_note(run.parsed.text, first),
+                first_likeness=name_likeness(run.parsed.text, first) if first is not None else 0.0,
             )
         out.stats.final_results = len(out.results)
 

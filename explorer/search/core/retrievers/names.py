@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 
+from rapidfuzz.distance import Indel
+
 from explorer.vault.model import Note
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -182,3 +184,22 @@ def names_note(query: str, note: Note) -> bool:
         return False
     turn = note.source_type == "turn_summary"
     return any(_name_words(name) == words for name in note.names if not (turn and name == note.stem))
+
+
+def name_likeness(query: str, note: Note) -> float:
+    """How nearly `query` spells one of the note's names, 0-1: the best, over its names (as `names_note`
+    reads them: case, hyphens and underscores aside), of 1 - (letters inserted and deleted to turn one
+    into the other) / (their lengths summed). 1 for the name itself; one letter wrong in a ten-letter
+    name about 0.9 (`GDScript For Lpoo`, `ch15-03-dro`); 0 for an empty query."""
+    words = " ".join(_name_words(query))
+    if not words:
+        return 0.0
+    turn = note.source_type == "turn_summary"
+    return max(
+        (
+            Indel.normalized_similarity(words, " ".join(_name_words(name)))
+            for name in note.names
+            if not (turn and name == note.stem)
+        ),
+        default=0.0,
+    )
