@@ -6,7 +6,8 @@ best relevance of the next TOP_N - 1 results (negative when a later result is mo
 margin is how far its fused score is ahead of the second result's, as a share of its own (0 when
 the two tie: the ranking could as well have put the other first). The level is read from
 `score + a * lead + b * margin` (explorer.search.quality LEAD_WEIGHT, MARGIN_WEIGHT), optionally
-with high needing a lead >= 0 (`gate`). For each (a, b, gate), the thresholds are chosen as
+with high needing a lead >= 0 (`gate`); a query that is the first result's name is high, one that
+nearly spells it (NEAR_NAME) at least medium, as the pipeline says. For each (a, b, gate), the thresholds are chosen as
 benchmarks.levels does (benchmarks.levels.choose: the lowest high with at most 10 % of wrong first
 results high in every training vault, the highest medium with at most 10 % of right ones low in
 each); the choice is the one whose worst rate on the training vaults is lowest (ties: the smaller
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.levels import choose, rates
-from explorer.search.quality import TOP_N
+from explorer.search.quality import NEAR_NAME, TOP_N
 
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 MARGIN_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -55,6 +56,8 @@ def relabel(
         level = "high" if s >= high and (not gate or lead(r) > 0) else "medium" if s >= medium else "low"
         if named(r):
             level = "high"  # high whatever the score (explorer.search.quality.assess)
+        elif level == "low" and (r.get("factors") or {}).get("first_likeness", 0.0) >= NEAR_NAME:
+            level = "medium"  # a query that nearly spells the first result's name (the same)
         out.append({**r, "level": level})
     return out
 

@@ -19,7 +19,9 @@ Values chosen leaving one vault out:
   "high => the first result is right in >= 80 % of cases, low => in <= 30 %" (`choose`):
   ``high`` stays the shipped value unless those said high are right less than TARGET_HIGH of the
   time over the vaults chosen on, ``medium`` is the highest value (0.01 grid) not above it at
-  which the queries said low are right <= TARGET_LOW of the time.
+  which the queries said low are right <= TARGET_LOW of the time. A query that nearly spells the
+  first result's name (its ``first_likeness`` at least NEAR_NAME) is at least medium; that bar is
+  chosen first (`choose_near`), among the queries the other vaults' ``medium`` without it calls low.
 
 Sections: for each ``<note name> <heading>`` query, whether the note comes first (beside BM25 over
 name + body), and whether the first result's passage is the heading's shard (beside plain BM25
@@ -43,11 +45,13 @@ from typing import Any
 from benchmarks.common import DEFAULT_OUT, log, markdown_table, offline_environment, write_json
 from benchmarks.levels_loo import lead
 from benchmarks.vault_queries import KINDS, WRITTEN_KINDS, queries_for, written_for
-from explorer.search.quality import HIGH, LEAD_WEIGHT, MEDIUM
+from explorer.search.quality import HIGH, LEAD_WEIGHT, MEDIUM, NEAR_NAME
 
 TARGET_HIGH = 0.80
 TARGET_LOW = 0.30
 GRID = [i / 100 for i in range(-20, 121)]
+#: NEAR_NAME values chosen among (None: no such floor).
+NEAR_GRID: tuple[float | None, ...] = (None, *(i / 100 for i in range(60, 100, 5)))
 #: A row's override of explorer.search.names.PART_WEIGHT (a constant, not a setting).
 PART_KEY = "names.part_weight"
 
@@ -58,7 +62,7 @@ _PIECE = re.compile(r"@\d+$")
 @contextmanager
 def _part_weight(value: float | None) -> Iterator[None]:
     """explorer.search.names.PART_WEIGHT set to `value` for the block (None: as shipped)."""
-    from explorer.search import names
+    from explorer.search.core.retrievers import names
 
     saved = names.PART_WEIGHT
     if value is not None:
@@ -176,12 +180,35 @@ def named(r: dict[str, Any]) -> bool:
     return bool((r.get("factors") or {}).get("first_named"))
 
 
-def level(r: dict[str, Any], high: float, medium: float) -> str:
+def likeness(r: dict[str, Any]) -> float:
+    """How nearly the query spells the first result's name (0 in records made before it was recorded)."""
+    return float((r.get("factors") or {}).get("first_likeness", 0.0))
+
+
+def level(r: dict[str, Any], high: float, medium: float, near: float | None = NEAR_NAME) -> str:
     s = level_score(r)
-    return "high" if named(r) or s >= high else "medium" if s >= medium else "low"
+    if named(r) or s >= high:
+        return "high"
+    return "medium" if s >= medium or (near is not None and likeness(r) >= near) else "low"
 
 
-def choose(recs: Sequence[dict[str, Any]]) -> tuple[float, float]:
+def choose_near(recs: Sequence[dict[str, Any]]) -> float | None:
+    """The NEAR_NAME bar over `recs` pooled: among the queries said low at the `medium` chosen there
+    without the bar, those it lifts to medium should be right: the value with the most right less
+    wrong ones lifted (ties: the higher value, lifting fewer), None when no value lifts more right
+    ones than wrong."""
+    _high, medium = choose(recs, None)
+    low = [r for r in recs if level(r, HIGH, medium, None) == "low"]
+    best: tuple[int, float | None] = (0, None)
+    for t in NEAR_GRID[1:]:
+        assert t is not None
+        gain = sum(1 if r["right"] else -1 for r in low if likeness(r) >= t)
+        if gain > 0 and gain >= best[0]:
+            best = (gain, t)
+    return best[1]
+
+
+def choose(recs: Sequence[dict[str, Any]], near: float | None = NEAR_NAME) -> tuple[float, float]:
     """(high, medium) toward low => right <= TARGET_LOW, high => right >= TARGET_HIGH, over `recs` pooled.
 
     `high` stays the shipped HIGH while the queries said high there are right at least
@@ -189,7 +216,7 @@ def choose(recs: Sequence[dict[str, Any]]) -> tuple[float, float]:
     `high` would meet the mark too when most first results are right, but the mark does not ask
     for it, and it would undo what HIGH was chosen for on the other benchmarks). `medium`: the
     highest value not above `high` at which the queries said low are right at most TARGET_LOW of
-    the time.
+    the time (a query that spells the first result's name `near`ly is not low whatever its score).
     """
 
     def said_high(t: float) -> list[bool]:
@@ -204,14 +231,26 @@ def choose(recs: Sequence[dict[str, Any]]) -> tuple[float, float]:
         )
     medium = GRID[0]
     for t in GRID:
-        low = [r["right"] for r in recs if not named(r) and level_score(r) < t]
+        low = [r["right"] for r in recs if level(r, high, t, near) == "low"]
         if t <= high and (not low or sum(low) / len(low) <= TARGET_LOW):
             medium = t
     return high, medium
 
 
-def calib(recs: Sequence[dict[str, Any]], high: float, medium: float) -> dict[str, Any]:
-    lv = [level(r, high, medium) for r in recs]
+def choose_all(recs: Sequence[dict[str, Any]]) -> tuple[float, float, float | None]:
+    """(high, medium, near) chosen over `recs` pooled: the near-name bar first, then the thresholds with it."""
+    near = choose_near(recs)
+    return (*choose(recs, near), near)
+
+
+def _near(x: float | None) -> str:
+    return "off" if x is None else f"{x:.2f}"
+
+
+def calib(
+    recs: Sequence[dict[str, Any]], high: float, medium: float, near: float | None = NEAR_NAME
+) -> dict[str, Any]:
+    lv = [level(r, high, medium, near) for r in recs]
     n = len(recs)
     out: dict[str, Any] = {"n": n}
     for name in ("high", "medium", "low"):
@@ -347,13 +386,13 @@ def report(recs: list[dict[str, Any]], default_row: str = "default") -> tuple[di
         table,
     )
     # Levels.
-    in_sample = choose(base)
+    in_sample = choose_all(base)
     summary["levels"]["in_sample_thresholds"] = in_sample
     table = []
     left: list[dict[str, Any]] = []
     for v in vaults:
         test = [r for r in base if r["vault"] == v]
-        th = choose([r for r in base if r["vault"] != v])
+        th = choose_all([r for r in base if r["vault"] != v])
         cur, ins, out = calib(test, HIGH, MEDIUM), calib(test, *in_sample), calib(test, *th)
         left.extend({**r, "_th": th} for r in test)
         summary["levels"][v] = {"left_out_thresholds": th, "current": cur, "in_sample": ins, "left_out": out}
@@ -363,7 +402,7 @@ def report(recs: list[dict[str, Any]], default_row: str = "default") -> tuple[di
                 cur["n"],
                 f"{_p(cur['high_right'])} / {_p(cur['low_right'])}",
                 f"{_p(ins['high_right'])} / {_p(ins['low_right'])}",
-                f"{th[0]:.2f} / {th[1]:.2f}",
+                f"{th[0]:.2f} / {th[1]:.2f} / {_near(th[2])}",
                 f"{_p(out['high_right'])} / {_p(out['low_right'])}",
                 f"{_p(out['high_share'])} / {_p(out['low_share'])}",
             ]
@@ -381,8 +420,8 @@ def report(recs: list[dict[str, Any]], default_row: str = "default") -> tuple[di
     }
     summary["levels"]["pooled"] = pooled
     text += (
-        f"\n\n### Levels: top-1 right when high / when low (current HIGH {HIGH} / MEDIUM {MEDIUM};"
-        f" in sample {in_sample[0]:.2f} / {in_sample[1]:.2f})\n\n"
+        f"\n\n### Levels: top-1 right when high / when low (current HIGH {HIGH} / MEDIUM {MEDIUM} /"
+        f" NEAR_NAME {NEAR_NAME}; in sample {in_sample[0]:.2f} / {in_sample[1]:.2f} / {_near(in_sample[2])})\n\n"
     )
     text += markdown_table(
         [
@@ -390,7 +429,7 @@ def report(recs: list[dict[str, Any]], default_row: str = "default") -> tuple[di
             "n",
             "current",
             "in sample",
-            "left-out high / medium",
+            "left-out high / medium / near name",
             "left out",
             "left out: share high / low",
         ],
