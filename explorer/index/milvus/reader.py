@@ -577,6 +577,11 @@ class ReaderSnapshot:
             out.append(hits[:k])
         return out
 
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """Each ranking is asked for on its own: nothing to prepare."""
+
     def vector(self, node_id: str) -> np.ndarray | None:
         """A loaded shard's vector, read from the engine (with every other loaded shard's not read yet)."""
         return self._loaded.vector(self._owner.engine, node_id)

@@ -155,6 +155,11 @@ class MilvusSnapshot:
     def has_vectors(self, context: bool = False) -> bool:
         return self.local.has_vectors(context)
 
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """Each ranking is asked for on its own: nothing to prepare."""
+
     def vector(self, node_id: str) -> np.ndarray | None:
         return self.local.vector(node_id)
 

@@ -15,7 +15,17 @@ from typing import Any
 import numpy as np
 
 from explorer.index.backend import ALL_VAULTS, Hit, LexicalStats, Restriction, Scope, SnapshotCounts, Spread
-from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, Engine, decode_terms, quote
+from explorer.index.milvus.engine import (
+    BM25_PARAMS,
+    COSINE_PARAMS,
+    MAX_LIMIT,
+    ROW_FIELDS,
+    BackendError,
+    Engine,
+    decode_terms,
+    engine_terms,
+    quote,
+)
 from explorer.index.milvus.snapshot import MilvusSnapshot
 from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
@@ -231,6 +241,8 @@ class TeamSnapshot(MilvusSnapshot):
         self.shards = _Overlay(base.shards, self._more_shards)
         self._engine_expr = self._scope_expr()
         self.lexical = _TeamLexical(base.lexical, self._more_tokens)
+        self._expected: tuple[np.ndarray, int, Restriction | None] | None = None
+        self._pool: _Pool | None = None
 
     # -- filters ------------------------------------------------------------------------------
     def _scope_expr(self) -> tuple[str, str]:
@@ -358,6 +370,10 @@ class TeamSnapshot(MilvusSnapshot):
         seconds = int(other.metadata.get("mtime") or 0) if isinstance(other.metadata, dict) else 0
         return seconds * 1_000_000_000 if seconds > 0 else None  # its file time, as its vault recorded it
 
+    def scores_of(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
+        """BM25 of candidates `ids` for `tokens`, every vault's alike (`_scores`)."""
+        return self._scores(tokens, ids)
+
     def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
         """BM25 of every vault's candidates alike, with the collection's statistics (explorer.index.milvus.stats).
 
@@ -378,6 +394,120 @@ class TeamSnapshot(MilvusSnapshot):
 
     def vector(self, node_id: str) -> np.ndarray | None:
         return None if node_id in self._more_shards else super().vector(node_id)
+
+    # -- one engine request per retrieval -----------------------------------------------------
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """The dense rankings the retrieval asks for after its BM25 rankings: asked for with them (`_ask_once`)."""
+        self._expected = (np.atleast_2d(np.asarray(queries, dtype=np.float32)), k, allowed)
+
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """Every term's BM25 ranking. With the retrieval's dense queries known (`expect_vectors`), from one
+        engine request carrying both (`_ask_once`); a ranking the last request answered whole, from it."""
+        expected, self._expected = self._expected, None
+        if not self._local():
+            try:
+                if expected is not None and expected[2] is allowed:
+                    return self._ask_once(queries, k, expected[0], expected[1], allowed)
+                kept = self._pool.bm25(queries, k, allowed) if self._pool is not None else None
+                if kept is not None:
+                    return kept
+            except BackendError as exc:
+                if not self._fell_back(exc):
+                    raise
+        return super().bm25_top_many(queries, k, allowed)
+
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
+        """The cosine rankings of the last engine request (`_ask_once`) when it holds them; a query it did not
+        carry (the feedback vector) ranks the rows it returned. Otherwise asked for as `MilvusSnapshot` asks."""
+        if not context and self._pool is not None and not self._local():
+            kept = self._pool.dense(np.atleast_2d(np.asarray(queries, dtype=np.float32)), k, floor, allowed)
+            if kept is not None:
+                return kept
+        return super().vector_top(queries, k, floor, allowed, context)
+
+    def _ask_once(
+        self,
+        queries: Sequence[Sequence[str]],
+        k: int,
+        dense: np.ndarray,
+        dense_k: int,
+        allowed: Restriction | None,
+    ) -> list[list[Hit]]:
+        """One engine request (`hybrid_search`) carrying every term's BM25 query and every dense query, the
+        filters as engine expressions; its rows (the union of every ranking's candidates, with their
+        vectors) are rescored here: BM25 with the collection's statistics, cosines exactly. The notes of
+        other vaults among them are read in one query (`_read`)."""
+        from pymilvus import AnnSearchRequest, RRFRanker
+
+        engine = self._index.engine
+        if k <= 0 or not self._searchable(allowed):
+            return [[] for _ in queries]
+        lexical_k, dense_k = min(k, MAX_LIMIT), min(dense_k, MAX_LIMIT)
+        sparse_expr, dense_expr = self._filter(allowed), self._filter(allowed, "has_vector == true")
+        requests = [
+            AnnSearchRequest(
+                data=[engine_terms(toks)],
+                anns_field="sparse",
+                param=BM25_PARAMS,
+                limit=lexical_k,
+                expr=sparse_expr,
+            )
+            for toks in queries
+            if toks
+        ]
+        requests += [
+            AnnSearchRequest(
+                data=[row.tolist()], anns_field="vector", param=COSINE_PARAMS, limit=dense_k, expr=dense_expr
+            )
+            for row in dense
+        ]
+        fields = [*self.OUTPUT_FIELDS, "has_vector", "vector"]
+        limit = min(MAX_LIMIT, sum(r.limit for r in requests))
+        self._index.wait_warm()
+        res = engine.call(
+            "search",
+            lambda c: c.hybrid_search(
+                engine.collection,
+                requests,
+                RRFRanker(),
+                limit=limit,
+                output_fields=fields,
+                consistency_level="Strong",
+            ),
+        )
+        rows: list[dict[str, Any]] = [
+            {"distance": 0.0, "entity": dict(r.get("entity", r))} for r in (res[0] if res else [])
+        ]
+        own = self._index.vault_name
+        vectors: dict[str, np.ndarray] = {}
+        for r in rows:
+            e: dict[str, Any] = r["entity"]
+            if e.get("vault") != own and e.get("has_vector"):
+                vectors[foreign_key(e["vault"], e["node_id"])] = np.asarray(e["vector"], dtype=np.float32)
+        ids = [nid for nid, _ in self._read(rows)]
+        for nid in ids:
+            if (
+                nid not in vectors
+                and nid not in self._more_shards
+                and (v := self.local.vector(nid)) is not None
+            ):
+                vectors[nid] = v
+        self._pool = _Pool(self, ids, vectors, allowed, lexical_k, dense_k)
+        self._pool.plan(dense)
+        got = self._pool.bm25(queries, k, allowed)
+        assert got is not None
+        return got
 
     def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
         return MilvusSnapshot.widen(self, scope)
@@ -400,3 +530,97 @@ class TeamSnapshot(MilvusSnapshot):
         self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
     ) -> list[list[Hit]]:
         return [[] for _ in range(len(np.atleast_2d(queries)))]  # dialog context is this vault's alone
+
+
+class _Pool:
+    """The rows one engine request returned for a retrieval (`TeamSnapshot._ask_once`): every ranking of it
+    is made from them, and a ranking they hold whole (fewer candidates than the request asked for) too.
+
+    A BM25 ranking is the rows holding one of its words, scored with the collection's statistics; a
+    cosine ranking is the rows with a vector by exact cosine. The engine returned every ranking's top
+    rows, so each ranking's head is there: rows other rankings brought only add candidates.
+    """
+
+    def __init__(
+        self,
+        view: TeamSnapshot,
+        ids: list[str],
+        vectors: dict[str, np.ndarray],
+        allowed: Restriction | None,
+        lexical_k: int,
+        dense_k: int,
+    ) -> None:
+        self._view, self._ids, self._allowed = view, ids, allowed
+        self._lexical_k, self._dense_k = lexical_k, dense_k
+        self._bm25: dict[tuple[str, ...], list[Hit]] = {}
+        self._cos: dict[bytes, list[Hit]] = {}
+        with_vectors = [nid for nid in ids if nid in vectors]
+        self._vector_ids = with_vectors
+        matrix = (
+            np.stack([vectors[nid] for nid in with_vectors]).astype(np.float32)
+            if with_vectors
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True) if len(matrix) else np.ones((0, 1))
+        self._matrix = matrix / np.where(norms > 0, norms, 1.0)
+
+    def _counts(self, nid: str) -> Mapping[str, int]:
+        return self._view.lexical.term_counts(nid)
+
+    def bm25(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None
+    ) -> list[list[Hit]] | None:
+        """Each token list's ranking from these rows, or None when one of them needs rows they may not hold."""
+        if allowed is not self._allowed:
+            return None
+        out: list[list[Hit]] = []
+        for toks in queries:
+            if not toks:
+                out.append([])
+                continue
+            key = tuple(toks)
+            hits = self._bm25.get(key)
+            if hits is None:
+                wanted = set(toks)
+                ids = [nid for nid in self._ids if not wanted.isdisjoint(self._counts(nid))]
+                scores = self._view.scores_of(toks, ids)
+                hits = sorted(
+                    ((nid, float(scores.get(nid, 0.0))) for nid in ids), key=lambda h: (-h[1], h[0])
+                )
+                self._bm25[key] = hits
+                if len(hits) >= self._lexical_k and k > self._lexical_k:
+                    return None
+            elif k > self._lexical_k and len(hits) >= self._lexical_k:
+                return None  # the request may have been cut before rows this depth reaches
+            out.append(hits[:k])
+        return out
+
+    def plan(self, dense: np.ndarray) -> None:
+        for row in dense:
+            self._cos[row.tobytes()] = self._rank(row)
+
+    def _rank(self, row: np.ndarray) -> list[Hit]:
+        if not len(self._matrix):
+            return []
+        q = row / (float(np.linalg.norm(row)) or 1.0)
+        cos = self._matrix @ q
+        return sorted(
+            zip(self._vector_ids, (float(c) for c in cos), strict=True), key=lambda h: (-h[1], h[0])
+        )
+
+    def dense(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
+    ) -> list[list[Hit]] | None:
+        """Each query row's cosine ranking from these rows (a row the request did not carry, such as the
+        feedback vector, ranks them too), or None when a planned ranking is asked deeper than the request."""
+        if allowed is not self._allowed:
+            return None
+        out: list[list[Hit]] = []
+        for row in queries:
+            hits = self._cos.get(row.tobytes())
+            if hits is None:
+                hits = self._rank(row)
+            elif k > self._dense_k and len(hits) >= self._dense_k:
+                return None
+            out.append([h for h in hits[:k] if h[1] >= floor])
+        return out
