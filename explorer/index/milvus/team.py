@@ -472,8 +472,8 @@ class TeamSnapshot:
             if kept is not None:
                 return kept
             pool = self._ask(queries, k, empty, 0, allowed)  # a deeper ranking: the retrieval's pool kept
-        got = pool.bm25(queries, k, allowed)
-        assert got is not None  # the pool asked for `k` rows of each
+        got = pool.bm25(queries, min(k, MAX_LIMIT), allowed)
+        assert got is not None  # the pool asked for as many rows of each (at most the engine's limit)
         return got
 
     def vector_top(
@@ -492,7 +492,7 @@ class TeamSnapshot:
         kept = self._pool.dense(q, k, floor, allowed) if self._pool is not None else None
         if kept is not None:
             return kept
-        got = self._ask([], k, q, k, allowed).dense(q, k, floor, allowed)
+        got = self._ask([], k, q, k, allowed).dense(q, min(k, MAX_LIMIT), floor, allowed)
         assert got is not None
         return got
 
