@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     remote.local.open()  # parse and index as the local backend does; the engine is written below
     res["milvus_parse_s"] = round(time.perf_counter() - t, 2)
     if not args.shared_cache:
-        install_standin_vectors(remote, wv, vocab)  # as a warm vector cache would give them at open
+        install_standin_vectors(remote.local, wv, vocab)  # as a warm vector cache would give them at open
     sample = list(remote.shards.values())[:2000]
     t = time.perf_counter()
     for s in sample:
@@ -417,7 +417,8 @@ def _caller(args: argparse.Namespace, uri: str) -> tuple[Any, Any]:
     )
     ix = MilvusIndex(vault, ms)
     ix.local.open()  # parse and index as the local backend does; the engine is written by `sync`
-    install_standin_vectors(ix, word_vectors(vocab, args.out), vocab)  # the shards the vector cache lacks
+    # the shards the vector cache lacks
+    install_standin_vectors(ix.local, word_vectors(vocab, args.out), vocab)
     ix.engine.client()
     ix._opened = True  # noqa: SLF001 - opened by VaultIndex.open above
     return ix, ms
