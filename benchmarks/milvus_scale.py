@@ -178,10 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         res["wide_arm_engine"] = str(args.wide_arm)
     remote = MilvusIndex(vault, ms)
     t = time.perf_counter()
-    VaultIndex.open(remote)  # parse and index as the local backend does; the engine is written below
+    remote.local.open()  # parse and index as the local backend does; the engine is written below
     res["milvus_parse_s"] = round(time.perf_counter() - t, 2)
     if not args.shared_cache:
-        install_standin_vectors(remote, wv, vocab)  # as a warm vector cache would give them at open
+        install_standin_vectors(remote.local, wv, vocab)  # as a warm vector cache would give them at open
     sample = list(remote.shards.values())[:2000]
     t = time.perf_counter()
     for s in sample:
@@ -400,7 +400,6 @@ def curve_main(argv: list[str]) -> int:
 def _caller(args: argparse.Namespace, uri: str) -> tuple[Any, Any]:
     """The searching vault's MilvusIndex on `uri` (opened; not synced) and its settings."""
     from explorer.config import Settings
-    from explorer.index.local.vault_index import VaultIndex
     from explorer.index.milvus import MilvusIndex
 
     vocab = vocabulary()
@@ -417,8 +416,9 @@ def _caller(args: argparse.Namespace, uri: str) -> tuple[Any, Any]:
         ),
     )
     ix = MilvusIndex(vault, ms)
-    VaultIndex.open(ix)  # parse and index as the local backend does; the engine is written by `sync`
-    install_standin_vectors(ix, word_vectors(vocab, args.out), vocab)  # the shards the vector cache lacks
+    ix.local.open()  # parse and index as the local backend does; the engine is written by `sync`
+    # the shards the vector cache lacks
+    install_standin_vectors(ix.local, word_vectors(vocab, args.out), vocab)
     ix.engine.client()
     ix._opened = True  # noqa: SLF001 - opened by VaultIndex.open above
     return ix, ms

@@ -20,7 +20,7 @@ from explorer.cli.team import team_query
 from explorer.config import Settings
 from explorer.engine import make_pipeline, new_index
 from explorer.index.milvus import MilvusIndex
-from explorer.index.milvus.reader import TeamReader, read_statistics, split_target
+from explorer.index.milvus.reader import TeamReader, read_statistics, split_target, table_statistics
 from test_milvus import MILVUS_LITE, LiteServer, free_port, milvus_settings
 
 QUERIES = (
@@ -99,6 +99,35 @@ def test_a_reader_answers_as_a_writers_team_search(team, sample_index, monkeypat
     finally:
         reader.close()
     assert min(overlaps) >= 8 and sum(overlaps) / len(overlaps) >= 9.5, overlaps
+
+
+def test_a_reader_reads_the_statistics_table_the_writers_keep(team) -> None:
+    """The reader's BM25 statistics come from the `<collection>_stats` table (a few small queries, no scan of
+    the rows) and equal a scan's; its lexical `vault:*` top 10 hold a writer's documents."""
+    server, (alice, bob) = team
+    reader = _reader(server.uri)
+    assert reader.engine.calls.get("stats") == 1  # opened on the table, not on a scan of the rows
+    try:
+        table, scan = table_statistics(reader.engine), read_statistics(reader.engine)
+        assert table is not None and table == scan
+        assert table.n == alice.stats().shards + bob.stats().shards and table.vaults == {"alice", "bob"}
+        assert reader.statistics() == table
+        writer, ours = make_pipeline(alice, alice.settings), make_pipeline(reader, reader.settings)
+        exact: list[bool] = []
+        for q in QUERIES:
+            w = [
+                _as_team(r.document_path, "alice") for r in writer.search(f"{q} vault:*", dense=False).results
+            ]
+            r = [x.document_path for x in ours.search(team_query(q), dense=False).results]
+            assert set(r[:10]) == set(w[:10]), q
+            exact.append(r[:10] == w[:10])
+    finally:
+        reader.close()
+    # The same documents in every top 10; the same order for most queries (the writer's name table and
+    # knowledge shards are its own vault's: a title or fact of alice's can move up in her search).
+    # (5 of these 8 in the same order when written; BM25's floor of a negative idf also differs: the
+    # writer's at its query words' mean, the reader's at the vocabulary's).
+    assert sum(exact) >= len(QUERIES) // 2, exact
 
 
 def test_a_reader_writes_nothing_and_filters_every_vault(team, tmp_path: Path, monkeypatch) -> None:

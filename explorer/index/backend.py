@@ -396,6 +396,13 @@ class Snapshot(Protocol):
         """
         ...
 
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """A hint before a retrieval's rankings: its `vector_top(queries, k, floor, allowed)` follows the BM25
+        rankings. A backend that asks an engine can ask for both in one request; one that ranks locally ignores it."""
+        ...
+
     def vector(self, node_id: str) -> np.ndarray | None:
         """A shard's unit vector, or None."""
         ...

@@ -233,6 +233,11 @@ class LocalSnapshot:
             return self._context.search_many(queries, k, floor, self._mask(allowed, "context"))
         return self._dense.search_many(queries, k, floor, self._mask(allowed, "dense"))
 
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """Each ranking is asked for on its own: nothing to prepare."""
+
     def vector(self, node_id: str) -> np.ndarray | None:
         return self._dense.vector(node_id)
 

@@ -39,6 +39,7 @@ from explorer.index.backend import (
     ModelState,
     Progress,
     Scope,
+    Snapshot,
 )
 from explorer.index.local.dense import DenseIndex
 from explorer.index.local.lexical import BM25Index
@@ -554,7 +555,7 @@ class MilvusIndex:
             self._foreign[(vault, path)] = (now, found)
         return found
 
-    def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+    def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[Snapshot, str, bool]:
         """`base` over the vaults `scope` names: (the view, a note naming vaults the collection lacks, own vault covered)."""
         own = self.vault_name
         missing = []

@@ -3,7 +3,8 @@
 `TeamReader` is an `IndexBackend` whose notes are the engine's rows: it reads, parses and keeps
 nothing of a vault. Every search covers the whole collection (`vault:*`; `vault:NAME` narrows it);
 its BM25 and vector candidates come from the engine as a writer's team search gets them
-(explorer.index.milvus.team), its BM25 scores from the collection's statistics (`read_statistics`),
+(explorer.index.milvus.team), its BM25 scores from the collection's statistics (the table the writers
+keep, `table_statistics`; a scan of the rows, `read_statistics`, for a collection written without it),
 and the notes the rankings return (titles, dates, frontmatter, texts for the context windows) from
 the text collection, read whole once per search. The search pipeline runs on it unchanged.
 
@@ -53,6 +54,7 @@ from explorer.index.milvus.engine import (
     quote,
     shard_pk,
 )
+from explorer.index.milvus.stats import HEADER, STATS_SUFFIX
 from explorer.index.milvus.team import FOREIGN, foreign_key, foreign_note
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
@@ -203,9 +205,9 @@ class _IdfView(Mapping[str, float]):
 def read_statistics(engine: Engine) -> TeamStatistics:
     """The collection's BM25 statistics, read from the engine: one pass over every row's `terms`.
 
-    This is the one place a reader gets its statistics. Its cost grows with the collection (a
-    read of the token column: seconds at 100k rows); a per-collection statistics table kept by the
-    writers would make it one small query, and would be read here instead.
+    A reader reads the statistics table its writers keep instead (`table_statistics`); this scan is
+    for a collection whose table is missing or does not account for every row. Its cost grows with
+    the collection (a read of the token column: seconds at 100k rows).
     """
     name = engine.collection
 
@@ -240,6 +242,82 @@ def read_statistics(engine: Engine) -> TeamStatistics:
         )
 
     return engine.call("read", read)
+
+
+def table_statistics(engine: Engine) -> TeamStatistics | None:
+    """The collection's BM25 statistics from the table its writers keep (`<collection>_stats`,
+    explorer.index.milvus.stats): one query of the table and three counts, whatever the collection's size.
+
+    None when the collection has no such table, or when the table does not account for every row (a
+    vault whose writer predates it, or one that has not synced since): `read_statistics` scans the rows
+    then. Negative idf is floored as `TeamStatistics` floors it (at the vocabulary's mean), from the
+    table's full vocabulary.
+    """
+    name = engine.collection + STATS_SUFFIX
+    fields = ["vault", "bucket", "docs", "length", "dfs"]
+
+    def read(c: Any) -> list[dict[str, Any]] | None:
+        if not c.has_collection(name):
+            return None
+        c.load_collection(name)
+        rows = c.query(name, filter=f"bucket >= {HEADER}", output_fields=fields, limit=MAX_LIMIT)
+        if len(rows) < MAX_LIMIT:
+            return [dict(r) for r in rows]
+        out: list[dict[str, Any]] = []
+        it = c.query_iterator(
+            name, batch_size=STATS_BATCH, filter=f"bucket >= {HEADER}", output_fields=fields
+        )
+        try:
+            while page := it.next():
+                out.extend(dict(r) for r in page)
+        finally:
+            it.close()
+        return out
+
+    rows = engine.call("stats", read)
+    heads = [r for r in rows or () if int(r["bucket"]) == HEADER]
+    n = sum(int(r["docs"]) for r in heads)
+    if not n or n != row_count(engine):
+        return None
+    df: Counter[str] = Counter()
+    for r in rows or ():
+        if int(r["bucket"]) != HEADER:
+            words = str(r.get("dfs") or "").split(" ")
+            for i in range(0, len(words) - 1, 2):
+                df[words[i]] += int(words[i + 1])
+    vectors = _count(engine, engine.collection, "has_vector == true")
+    notes = _count(engine, engine.text_collection, "ordinal == 0")
+    return TeamStatistics(
+        n=n,
+        total=sum(int(r["length"]) for r in heads),
+        df=_decoded(df),
+        notes=notes,
+        vectors=vectors,
+        vaults=frozenset(str(r["vault"]) for r in heads),
+    )
+
+
+def _decoded(df: Counter[str]) -> dict[str, int]:
+    """Document frequencies by Explorer token (the table's words are in `engine_term` form)."""
+    out: dict[str, int] = {}
+    for word, count in df.items():
+        if word.startswith("q_"):
+            try:
+                word = bytes.fromhex(word[2:]).decode("utf-8")
+            except ValueError:
+                continue
+        out[word] = out.get(word, 0) + count
+    return out
+
+
+def _count(engine: Engine, collection: str, expr: str) -> int:
+    def count(c: Any) -> int:
+        if collection == engine.text_collection:
+            c.load_collection(collection)
+        rows = c.query(collection, filter=expr, output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    return int(engine.call("read", count))
 
 
 def row_count(engine: Engine) -> int:
@@ -313,7 +391,7 @@ class TeamReader:
                 if rows == self._stats_rows:
                     self._stats_at = now
                     return self._stats
-            stats = read_statistics(self.engine)
+            stats = table_statistics(self.engine) or read_statistics(self.engine)
             self._stats, self._stats_at, self._stats_rows = stats, now, stats.n
             return stats
 
@@ -576,6 +654,11 @@ class ReaderSnapshot:
             hits.sort(key=lambda h: (-h[1], h[0]))
             out.append(hits[:k])
         return out
+
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """Each ranking is asked for on its own: nothing to prepare."""
 
     def vector(self, node_id: str) -> np.ndarray | None:
         """A loaded shard's vector, read from the engine (with every other loaded shard's not read yet)."""

@@ -1,9 +1,8 @@
 """`MilvusSnapshot`: a `MilvusIndex` at one version, whose BM25 and vector rankings the collection serves.
 
-One ranking loop serves this vault's view and the team view (explorer.index.milvus.team): the
-engine returns rows, a row reader (`_read`) turns them into (node_id, engine score) pairs and
+The engine returns rows, a row reader (`_read`) turns them into (node_id, engine score) pairs and
 drops rows of another version, and BM25 candidates are scored with this view's statistics
-(`_scores`). A wider view overrides those two hooks and the engine filter, nothing else.
+(`_scores`). The team view (explorer.index.milvus.team) is a class of its own holding one of these.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from explorer.index.backend import Hit, LexicalStats, Restriction, Scope, SnapshotCounts, Spread
+from explorer.index.backend import Hit, LexicalStats, Restriction, Scope, Snapshot, SnapshotCounts, Spread
 from explorer.vault.model import Note, Shard
 
 if TYPE_CHECKING:
@@ -39,6 +38,15 @@ BM25_SETTLE_SHARE = 0.5
 fetched (the engine's order and Explorer's differ; BENCHMARKS.md#milvus-backend)."""
 
 
+def allowed_expr(vault: str, allowed: Restriction) -> str:
+    """`allowed` as an engine expression on `vault`'s row keys (built once per restriction)."""
+    expr = allowed.prepared.get("milvus")
+    if expr is None:
+        pks = ", ".join(quote(shard_pk(vault, n)) for n in sorted(allowed.node_ids))
+        expr = allowed.prepared["milvus"] = f"pk in [{pks}]"
+    return str(expr)
+
+
 class _Owner(Protocol):
     """The index a view was taken of (explorer.index.milvus.index.MilvusIndex)."""
 
@@ -53,7 +61,7 @@ class _Owner(Protocol):
     @property
     def vault_name(self) -> str: ...
 
-    def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[MilvusSnapshot, str, bool]: ...
+    def team_view(self, base: MilvusSnapshot, scope: Scope) -> tuple[Snapshot, str, bool]: ...
 
     def wait_warm(self, seconds: float = 30.0) -> None: ...
 
@@ -155,6 +163,11 @@ class MilvusSnapshot:
     def has_vectors(self, context: bool = False) -> bool:
         return self.local.has_vectors(context)
 
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """Each ranking is asked for on its own: nothing to prepare."""
+
     def vector(self, node_id: str) -> np.ndarray | None:
         return self.local.vector(node_id)
 
@@ -173,13 +186,7 @@ class MilvusSnapshot:
         return " and ".join(parts)
 
     def _allowed_expr(self, allowed: Restriction) -> str:
-        """`allowed` as an engine expression on this vault's row keys (built once per restriction)."""
-        expr = allowed.prepared.get("milvus")
-        if expr is None:
-            own = self._index.vault_name
-            pks = ", ".join(quote(shard_pk(own, n)) for n in sorted(allowed.node_ids))
-            expr = allowed.prepared["milvus"] = f"pk in [{pks}]"
-        return str(expr)
+        return allowed_expr(self._index.vault_name, allowed)
 
     def _local(self) -> bool:
         """Whether this view's rankings come from the vault's own index now (`MilvusIndex.answers_locally`:
@@ -280,7 +287,7 @@ class MilvusSnapshot:
         return self._index.answers.ask(keys, limit, fetch)
 
     # -- scope --------------------------------------------------------------------------------
-    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
+    def widen(self, scope: Scope) -> tuple[Snapshot, str, bool]:
         """This view over the vaults `scope` names (a team view, `MilvusIndex.team_view`)."""
         own = self._index.vault_name
         if not scope.everything and set(scope.vaults) == {own}:

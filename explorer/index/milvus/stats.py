@@ -10,8 +10,8 @@ bucket of words (a word's bucket is a hash of it, `BUCKETS` of them), holding `w
 of the words of that bucket (words as `engine_term` writes them, so a pair never holds a space).
 A writer compares its vault's table with the rows it wrote last and rewrites only the buckets that
 changed (`StatsTable.write_vault`, after every sync). A reader asks for the header rows and the
-query words' buckets in one query (`StatsTable.collection`), kept `STATS_TTL_S` (the writer's
-own writes clear it). Milvus Lite keeps its own BM25 statistics per segment, and a cluster per
+whole table in one query (`StatsTable.collection`) and keeps it `STATS_TTL_S` (the writer's own
+writes clear it): a search reads its words' buckets from what is kept, not from the engine. Milvus Lite keeps its own BM25 statistics per segment, and a cluster per
 segment too, so the engine's BM25 scores of two vaults' rows do not compare: they only pick the
 candidates.
 
@@ -215,16 +215,14 @@ class StatsTable:
             got = {b: kept[1] for b in wanted if (kept := self._kept.get(b)) and now - kept[0] < self.ttl}
         missing = sorted(wanted - got.keys())
         if missing:
-            rows = self._call(
-                "stats",
-                methodcaller(
-                    "query",
-                    self.name,
-                    filter=f"bucket in [{', '.join(str(b) for b in missing)}]",
-                    output_fields=["vault", "bucket", "docs", "length", "dfs"],
-                    limit=MAX_LIMIT,
-                ),
-            )
+            # The whole table in one query (every bucket of every vault: ~257 rows a vault), so that the
+            # next searches' words are read from what is kept; a bucket at a time past the engine's row limit.
+            whole = self._call("stats", methodcaller("query", self.name, filter="bucket >= -1", **_FIELDS))
+            if len(whole) < MAX_LIMIT:
+                rows, missing = whole, list(range(HEADER, BUCKETS))
+            else:
+                expr = f"bucket in [{', '.join(str(b) for b in missing)}]"
+                rows = self._call("stats", methodcaller("query", self.name, filter=expr, **_FIELDS))
             fresh: dict[int, list[dict[str, Any]]] = {b: [] for b in missing}
             for r in rows:
                 fresh.setdefault(int(r["bucket"]), []).append(dict(r))
@@ -246,6 +244,9 @@ class StatsTable:
                     if term is not None:
                         df[term] = df.get(term, 0) + int(words[i + 1])
         return CollectionStats(docs, length, df, len(got[HEADER]))
+
+
+_FIELDS: dict[str, Any] = {"output_fields": ["vault", "bucket", "docs", "length", "dfs"], "limit": MAX_LIMIT}
 
 
 def _text(row: Mapping[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""Team search: `TeamSnapshot`, a `MilvusSnapshot` over several vaults of one collection, and how another vault's rows become notes.
+"""Team search: `TeamSnapshot`, a view of several vaults of one collection holding this vault's view, and how
+another vault's rows become notes.
 
 Another vault's notes and shards are named `vault:NAME/PATH` (`foreign_key`); `foreign_note`
 rebuilds such a note from its rows (its text from its shards' texts at their offsets).
@@ -8,15 +9,35 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from operator import methodcaller
 from typing import Any
 
 import numpy as np
 
-from explorer.index.backend import ALL_VAULTS, Hit, LexicalStats, Restriction, Scope, SnapshotCounts, Spread
-from explorer.index.milvus.engine import MAX_LIMIT, ROW_FIELDS, Engine, decode_terms, quote
-from explorer.index.milvus.snapshot import MilvusSnapshot
+from explorer.index.backend import (
+    ALL_VAULTS,
+    Hit,
+    LexicalStats,
+    Restriction,
+    Scope,
+    Snapshot,
+    SnapshotCounts,
+    Spread,
+)
+from explorer.index.milvus.engine import (
+    BM25_PARAMS,
+    COSINE_PARAMS,
+    MAX_LIMIT,
+    ROW_FIELDS,
+    BackendError,
+    Engine,
+    decode_terms,
+    engine_terms,
+    quote,
+)
+from explorer.index.milvus.snapshot import MilvusSnapshot, allowed_expr
 from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
@@ -168,7 +189,7 @@ class _TeamLexical:
     """This vault's BM25 statistics, with the tokens of other vaults' shards read during a team search.
 
     Other vaults' shards have no score here (`scores` leaves them out); the team view scores its
-    candidates itself (`TeamSnapshot._scores`).
+    candidates itself (`TeamSnapshot.scores_of`).
     """
 
     __slots__ = ("_base", "_more")
@@ -203,39 +224,89 @@ class _TeamLexical:
         return self._base.spread(triples)
 
 
-class TeamSnapshot(MilvusSnapshot):
-    """A `MilvusSnapshot` over several vaults of the collection (`vault:name`, `vault:*`).
+class TeamSnapshot:
+    """A view over several vaults of the collection (`vault:name`, `vault:*`), made of this vault's view.
 
-    This vault's shards are read as in `MilvusSnapshot`. Another vault's rows come from the
-    collection: a note any ranking returns is read whole (all its rows, once per search) and
-    joins `notes` and `shards` as `vault:NAME/PATH`, so results, context windows and the note
-    view work for it; later rows of another content hash are left out (one version per search).
-    Rankings score every vault alike: BM25 with this vault's statistics (see `_scores`), the
-    engine's cosines. `tag:` is an engine expression on the other vaults' rows; `path:`,
-    `file:`, `section:`, `-word` and `[property:value]` (on the note's frontmatter, stored as
-    JSON) are checked on the rows the engine returns; `after:`/`before:`/`on:` are engine
-    expressions on the note's date (`day`, read as the local index reads it).
+    It holds this vault's `MilvusSnapshot` (`base`) and delegates to it what is this vault's alone:
+    its notes and shards, their vectors, texts and dates, the name table, restrictions. Another vault's
+    rows come from the collection: a note any ranking returns is read whole (all its rows, once per
+    search) and joins `notes` and `shards` as `vault:NAME/PATH`, so results, context windows and the
+    note view work for it; later rows of another content hash are left out (one version per search).
+
+    Rankings ask the engine once per retrieval (`expect_vectors`, then `_ask`): one `hybrid_search`
+    carrying every term's BM25 query and every dense query, the filters as engine expressions; its
+    rows are rescored here (`_Pool`): BM25 of every vault alike with the collection's statistics
+    (`scores_of`), cosines exactly. `tag:` and `after:`/`before:`/`on:` (the note's `day`) are engine
+    expressions on the other vaults' rows; `path:`, `file:`, `section:`, `-word` and
+    `[property:value]` (on the note's frontmatter, stored as JSON) are checked on the rows returned.
+    The view never answers from this vault's local index: other vaults' rows are the engine's alone.
     """
 
-    OUTPUT_FIELDS = ("node_id", "content_hash", "vault", "path")
+    FIELDS = ("node_id", "content_hash", "vault", "path", "has_vector", "vector")
+    """What each row of a team request brings back (the vector: cosines are computed here)."""
 
     def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
-        super().__init__(base.index, base.local)
-        self._released = True  # the base view holds the pin and releases it
+        self._base = base
+        """This vault's view (it holds the version's pin and releases it)."""
+        self._owner = base.index
+        self.local = base.local
         self._scope = scope
+        self.version = base.version
+        self.neighbours = base.neighbours
         self._more_notes: dict[str, Note] = {}
         self._more_shards: dict[str, Shard] = {}
         self._more_paths: dict[str, list[str]] = {}
         self._more_tokens: dict[str, Counter[str]] = {}
-        self.notes = _Overlay(base.notes, self._more_notes)
-        self.shards = _Overlay(base.shards, self._more_shards)
+        self.notes: Mapping[str, Note] = _Overlay(base.notes, self._more_notes)
+        self.shards: Mapping[str, Shard] = _Overlay(base.shards, self._more_shards)
+        self.lexical: LexicalStats = _TeamLexical(base.lexical, self._more_tokens)
         self._engine_expr = self._scope_expr()
-        self.lexical = _TeamLexical(base.lexical, self._more_tokens)
+        self._expected: tuple[np.ndarray, int, Restriction | None] | None = None
+        self._pool: _Pool | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def release(self) -> None:
+        """Nothing to release: the base view holds the version's pin."""
+
+    def __enter__(self) -> TeamSnapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def freshness(self) -> tuple[Hashable, str]:
+        """The engine's kept answers' generation and period (`Answers.stamp`): a team view is the engine's."""
+        return ("engine", *self._owner.answers.stamp()), ""
+
+    def widen(self, scope: Scope) -> tuple[Snapshot, str, bool]:
+        return self._base.widen(scope)
+
+    # -- this vault's, delegated --------------------------------------------------------------
+    def prefetch(self, paths: Iterable[str]) -> None:
+        self._base.prefetch(p for p in paths if p not in self._more_notes)
+
+    def notes_changed(self, since: int) -> frozenset[str] | None:
+        return self._base.notes_changed(since)
+
+    def name_tokens(self, note: Note) -> tuple[frozenset[str], ...]:
+        return self._base.name_tokens(note)
+
+    def note(self, path: str) -> Note | None:
+        return self.notes.get(path)
+
+    def has_vectors(self, context: bool = False) -> bool:
+        return self._base.has_vectors(context)
+
+    def vector(self, node_id: str) -> np.ndarray | None:
+        return None if node_id in self._more_shards else self._base.vector(node_id)
+
+    def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
+        return self._base.restrict(node_ids)
 
     # -- filters ------------------------------------------------------------------------------
     def _scope_expr(self) -> tuple[str, str]:
         """(this vault's part, the other vaults' part) of the engine filter ("" when not covered)."""
-        sc, own = self._scope, self._index.vault_name
+        sc, own = self._scope, self._owner.vault_name
         mine = f"vault == {quote(own)}" if sc.everything or own in sc.vaults else ""
         others = [v for v in sc.vaults if v not in (own, ALL_VAULTS)]
         if sc.everything:
@@ -260,7 +331,7 @@ class TeamSnapshot(MilvusSnapshot):
     def _filter(self, allowed: Restriction | None, extra: str = "") -> str:
         mine, theirs = self._engine_expr
         if mine and allowed is not None:
-            mine = f"{mine} and {self._allowed_expr(allowed)}"
+            mine = f"{mine} and {allowed_expr(self._owner.vault_name, allowed)}"
         scope = " or ".join(f"({p})" for p in (mine, theirs) if p)
         return f"({scope}) and {extra}" if extra else scope
 
@@ -285,19 +356,20 @@ class TeamSnapshot(MilvusSnapshot):
                     return False
         return True
 
-    # -- other vaults' rows -------------------------------------------------------------------
-    def _read(self, rows: Iterable[dict[str, Any]]) -> list[tuple[str, float]]:
-        """(node_id, engine score) of the rows this view reads, this vault's and the others' alike."""
-        own = self._index.vault_name
-        rows = [r.get("entity", r) | {"distance": r.get("distance", 0.0)} for r in rows]
-        self._load(
-            {(r["vault"], r["path"]) for r in rows if r.get("vault") != own}
-            - {(v, p) for v, p in self._loaded()}
-        )
+    # -- rows ---------------------------------------------------------------------------------
+    def _read(self, rows: Iterable[dict[str, Any]]) -> list[str]:
+        """The node_ids of the rows this view reads, this vault's and the others' alike, in the engine's
+        order; the other vaults' notes among them read first, in one query (`read_notes`)."""
+        own = self._owner.vault_name
+        flat = [dict(r.get("entity", r)) for r in rows]
+        self._load({(r["vault"], r["path"]) for r in flat if r.get("vault") != own} - set(self._loaded()))
         out = []
-        for r in rows:
+        for r in flat:
             if r.get("vault") == own:
-                nid = self._current(r)
+                nid = str(r.get("node_id", ""))
+                shard = self._base.shards.get(nid)
+                if shard is None or shard.hash != r.get("content_hash"):
+                    continue  # another version of the shard than this view's, or one it does not know
             else:
                 nid = foreign_key(r["vault"], r["node_id"])
                 shard = self._more_shards.get(nid)
@@ -305,8 +377,7 @@ class TeamSnapshot(MilvusSnapshot):
                     continue
                 if not self._passes(shard, self._more_notes.get(shard.path)):
                     continue
-            if nid is not None:
-                out.append((nid, float(r["distance"])))
+            out.append(nid)
         return out
 
     def _loaded(self) -> Iterator[tuple[str, str]]:
@@ -317,7 +388,7 @@ class TeamSnapshot(MilvusSnapshot):
     def _load(self, wanted: set[tuple[str, str]]) -> None:
         """Read the notes of other vaults named in `wanted` whole: one query of the text collection for
         every vault's notes (`read_notes`)."""
-        for vault, path, parts in read_notes(self._index.engine, wanted):
+        for vault, path, parts in read_notes(self._owner.engine, wanted):
             self._add_note(vault, path, parts)
 
     def _add_note(self, vault: str, path: str, rows: list[dict[str, Any]]) -> None:
@@ -331,7 +402,7 @@ class TeamSnapshot(MilvusSnapshot):
     # -- reads --------------------------------------------------------------------------------
     def shard_ids(self, path: str) -> Sequence[str]:
         more = self._more_paths.get(path)
-        return more if more is not None else self.local.shard_ids(path)
+        return more if more is not None else self._base.shard_ids(path)
 
     def shard_at(self, path: str, cursor: int) -> Shard | None:
         shards = self.shards
@@ -354,11 +425,11 @@ class TeamSnapshot(MilvusSnapshot):
     def modified(self, path: str) -> int | None:
         other = self._more_notes.get(path)
         if other is None:
-            return super().modified(path)
+            return self._base.modified(path)
         seconds = int(other.metadata.get("mtime") or 0) if isinstance(other.metadata, dict) else 0
         return seconds * 1_000_000_000 if seconds > 0 else None  # its file time, as its vault recorded it
 
-    def _scores(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
+    def scores_of(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
         """BM25 of every vault's candidates alike, with the collection's statistics (explorer.index.milvus.stats).
 
         Milvus Lite keeps BM25 statistics per segment (a word in 1 of 515 rows, alone in a
@@ -367,7 +438,17 @@ class TeamSnapshot(MilvusSnapshot):
         statistics mean the same from another vault. Every candidate is scored with the
         collection's document count, average length and document frequencies, whichever vault asks.
         """
-        return collection_scores(self._index.team_stats, self.local.lexical, self._more_tokens, tokens, ids)
+        return collection_scores(self._owner.team_stats, self.local.lexical, self._more_tokens, tokens, ids)
+
+    # -- rankings: one engine request per retrieval -------------------------------------------
+    def expect_vectors(
+        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
+    ) -> None:
+        """The dense rankings the retrieval asks for after its BM25 rankings: asked for with them (`_ask`)."""
+        self._expected = (np.atleast_2d(np.asarray(queries, dtype=np.float32)), k, allowed)
+
+    def bm25_top(self, tokens: Sequence[str], k: int, allowed: Restriction | None = None) -> list[Hit]:
+        return self.bm25_top_many([tokens], k, allowed)[0]
 
     def bm25_top_spread(
         self, tokens: Sequence[str], k: int, spread: Spread, allowed: Restriction | None = None
@@ -376,27 +457,198 @@ class TeamSnapshot(MilvusSnapshot):
         # every vault's own words, so that the vaults compare.
         return self.bm25_top(tokens, k, allowed)
 
-    def vector(self, node_id: str) -> np.ndarray | None:
-        return None if node_id in self._more_shards else super().vector(node_id)
+    def bm25_top_many(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
+    ) -> list[list[Hit]]:
+        """Every term's BM25 ranking. With the retrieval's dense queries known (`expect_vectors`), from one
+        engine request carrying both; a ranking the last request holds whole, from it; else asked alone."""
+        expected, self._expected = self._expected, None
+        empty = np.zeros((0, 1), dtype=np.float32)
+        if expected is not None and expected[2] is allowed:
+            self._pool = self._ask(queries, k, expected[0], expected[1], allowed)
+            pool = self._pool
+        else:
+            kept = self._pool.bm25(queries, k, allowed) if self._pool is not None else None
+            if kept is not None:
+                return kept
+            pool = self._ask(queries, k, empty, 0, allowed)  # a deeper ranking: the retrieval's pool kept
+        got = pool.bm25(queries, min(k, MAX_LIMIT), allowed)
+        assert got is not None  # the pool asked for as many rows of each (at most the engine's limit)
+        return got
 
-    def widen(self, scope: Scope) -> tuple[MilvusSnapshot, str, bool]:
-        return MilvusSnapshot.widen(self, scope)
+    def vector_top(
+        self,
+        queries: np.ndarray,
+        k: int,
+        floor: float,
+        allowed: Restriction | None = None,
+        context: bool = False,
+    ) -> list[list[Hit]]:
+        """The cosine rankings of the retrieval's engine request when it holds them; a query it did not
+        carry (the feedback vector) ranks the rows it returned; a ranking asked deeper is asked alone."""
+        q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        if context:
+            return [[] for _ in range(len(q))]  # dialog context is this vault's alone
+        kept = self._pool.dense(q, k, floor, allowed) if self._pool is not None else None
+        if kept is not None:
+            return kept
+        got = self._ask([], k, q, k, allowed).dense(q, min(k, MAX_LIMIT), floor, allowed)
+        assert got is not None
+        return got
 
-    def _first_fetch(self, k: int) -> int:
-        return k  # the notes of several vaults: no estimate of the rows a ranking needs
+    def _ask(
+        self,
+        queries: Sequence[Sequence[str]],
+        k: int,
+        dense: np.ndarray,
+        dense_k: int,
+        allowed: Restriction | None,
+    ) -> _Pool:
+        """One engine request (`hybrid_search`) carrying every BM25 query and every dense query, the
+        filters as engine expressions: the union of every ranking's candidates, with their vectors, as a
+        `_Pool` that rescores them here. The notes of other vaults among them are read in one query."""
+        owner, engine = self._owner, self._owner.engine
+        lexical_k, dense_k = min(max(k, 0), MAX_LIMIT), min(max(dense_k, 0), MAX_LIMIT)
+        sparse_expr, dense_expr = self._filter(allowed), self._filter(allowed, "has_vector == true")
+        asked = [
+            (engine_terms(toks), "sparse", BM25_PARAMS, lexical_k, sparse_expr) for toks in queries if toks
+        ]
+        asked += [(row.tolist(), "vector", COSINE_PARAMS, dense_k, dense_expr) for row in dense]
+        asked = [a for a in asked if a[3] > 0]
+        rows: list[dict[str, Any]] = []
+        if asked:
+            from pymilvus import AnnSearchRequest, RRFRanker
 
-    def _bm25_first(self, k: int) -> int:
-        return (
-            k  # other vaults' rows are scored with this vault's statistics: the engine's order differs more
+            requests = [
+                AnnSearchRequest(data=[data], anns_field=field, param=params, limit=limit, expr=expr)
+                for data, field, params, limit, expr in asked
+            ]
+            fields = list(self.FIELDS)
+            limit = min(MAX_LIMIT, sum(a[3] for a in asked))
+            owner.wait_warm()
+            try:
+                res = engine.call(
+                    "search",
+                    lambda c: c.hybrid_search(
+                        engine.collection,
+                        requests,
+                        RRFRanker(),
+                        limit=limit,
+                        output_fields=fields,
+                        consistency_level="Strong",
+                    ),
+                )
+            except BackendError as exc:
+                owner.engine_lost(
+                    str(exc)
+                )  # the index hears of it; other vaults' rows are the engine's alone
+                raise
+            rows = [dict(r.get("entity", r)) for r in (res[0] if res else [])]
+        own = owner.vault_name
+        vectors: dict[str, np.ndarray] = {}
+        for r in rows:
+            if r.get("vault") != own and r.get("has_vector"):
+                vectors[foreign_key(r["vault"], r["node_id"])] = np.asarray(r["vector"], dtype=np.float32)
+        ids = self._read(rows)
+        for nid in ids:
+            if nid not in vectors and nid not in self._more_shards:
+                v = self._base.vector(nid)
+                if v is not None:
+                    vectors[nid] = v
+        pool = _Pool(self, ids, vectors, allowed, lexical_k, dense_k)
+        pool.plan(dense)
+        return pool
+
+
+class _Pool:
+    """The rows one engine request returned for a retrieval (`TeamSnapshot._ask_once`): every ranking of it
+    is made from them, and a ranking they hold whole (fewer candidates than the request asked for) too.
+
+    A BM25 ranking is the rows holding one of its words, scored with the collection's statistics; a
+    cosine ranking is the rows with a vector by exact cosine. The engine returned every ranking's top
+    rows, so each ranking's head is there: rows other rankings brought only add candidates.
+    """
+
+    def __init__(
+        self,
+        view: TeamSnapshot,
+        ids: list[str],
+        vectors: dict[str, np.ndarray],
+        allowed: Restriction | None,
+        lexical_k: int,
+        dense_k: int,
+    ) -> None:
+        self._view, self._ids, self._allowed = view, ids, allowed
+        self._lexical_k, self._dense_k = lexical_k, dense_k
+        self._bm25: dict[tuple[str, ...], list[Hit]] = {}
+        self._cos: dict[bytes, list[Hit]] = {}
+        with_vectors = [nid for nid in ids if nid in vectors]
+        self._vector_ids = with_vectors
+        matrix = (
+            np.stack([vectors[nid] for nid in with_vectors]).astype(np.float32)
+            if with_vectors
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True) if len(matrix) else np.ones((0, 1))
+        self._matrix = matrix / np.where(norms > 0, norms, 1.0)
+
+    def _counts(self, nid: str) -> Mapping[str, int]:
+        return self._view.lexical.term_counts(nid)
+
+    def bm25(
+        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None
+    ) -> list[list[Hit]] | None:
+        """Each token list's ranking from these rows, or None when one of them needs rows they may not hold."""
+        if allowed is not self._allowed:
+            return None
+        out: list[list[Hit]] = []
+        for toks in queries:
+            if not toks:
+                out.append([])
+                continue
+            key = tuple(toks)
+            hits = self._bm25.get(key)
+            if hits is None:
+                wanted = set(toks)
+                ids = [nid for nid in self._ids if not wanted.isdisjoint(self._counts(nid))]
+                scores = self._view.scores_of(toks, ids)
+                hits = sorted(
+                    ((nid, float(scores.get(nid, 0.0))) for nid in ids), key=lambda h: (-h[1], h[0])
+                )
+                self._bm25[key] = hits
+                if len(hits) >= self._lexical_k and k > self._lexical_k:
+                    return None
+            elif k > self._lexical_k and len(hits) >= self._lexical_k:
+                return None  # the request may have been cut before rows this depth reaches
+            out.append(hits[:k])
+        return out
+
+    def plan(self, dense: np.ndarray) -> None:
+        for row in dense:
+            self._cos[row.tobytes()] = self._rank(row)
+
+    def _rank(self, row: np.ndarray) -> list[Hit]:
+        if not len(self._matrix):
+            return []
+        q = row / (float(np.linalg.norm(row)) or 1.0)
+        cos = self._matrix @ q
+        return sorted(
+            zip(self._vector_ids, (float(c) for c in cos), strict=True), key=lambda h: (-h[1], h[0])
         )
 
-    def _local(self) -> bool:
-        return False  # other vaults' rows are the engine's alone
-
-    def _searchable(self, allowed: Restriction | None) -> bool:
-        return True  # a restriction narrows this vault's rows; other vaults' rows stay searchable
-
-    def _context_top(
+    def dense(
         self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
-    ) -> list[list[Hit]]:
-        return [[] for _ in range(len(np.atleast_2d(queries)))]  # dialog context is this vault's alone
+    ) -> list[list[Hit]] | None:
+        """Each query row's cosine ranking from these rows (a row the request did not carry, such as the
+        feedback vector, ranks them too), or None when a planned ranking is asked deeper than the request."""
+        if allowed is not self._allowed:
+            return None
+        out: list[list[Hit]] = []
+        for row in queries:
+            hits = self._cos.get(row.tobytes())
+            if hits is None:
+                hits = self._rank(row)
+            elif k > self._dense_k and len(hits) >= self._dense_k:
+                return None
+            out.append([h for h in hits[:k] if h[1] >= floor])
+        return out

@@ -20,6 +20,7 @@ from explorer.search.core.notefilters import NoteDates
 from explorer.search.core.query import ParsedQuery
 from explorer.search.core.retrievers import build_retrievers
 from explorer.search.core.retrievers.base import Request, note_depth, shard_depth
+from explorer.search.core.retrievers.dense import expect_dense
 from explorer.search.core.terms import SearchTerms
 from explorer.search.core.typos import Correction, Speller, corrected_tokens
 from explorer.search.memory.rescore import WordMatches
@@ -232,6 +233,8 @@ class Retriever:
             dialog=dialog,
         )
         rankings: list[Ranking] = []
+        if any(r.name == "dense" and r.applies(request) for r in self.retrievers):
+            expect_dense(request, s.term_retrievers)  # an engine asks for BM25 and dense rankings at once
         for retriever in self.retrievers:
             if not retriever.applies(request):
                 continue

@@ -40,9 +40,7 @@ class DenseRetriever:
             request.floor,
             request.restriction,
         )
-        embedded = [
-            t for i, t in enumerate(terms.all_terms) if t in qvecs and (i == 0 or s.term_retrievers != "bm25")
-        ]
+        embedded = embedded_terms(request, s.term_retrievers)
         if not embedded:
             return []
         rankings: list[Ranking] = []
@@ -67,6 +65,25 @@ class DenseRetriever:
                 items = _better_of(items, in_context[j])
             rankings.append(Ranking(term, "dense", s.dense_weight, tw, tuple(items)))
         return rankings
+
+
+def embedded_terms(request: Request, term_retrievers: str) -> list[str]:
+    """The search terms the dense rankings are made for: those with a query vector (the whole query, and
+    every other term unless `experimental.term_retrievers` gives the other terms to BM25 alone)."""
+    qvecs = request.qvecs or {}
+    return [
+        t
+        for i, t in enumerate(request.terms.all_terms)
+        if t in qvecs and (i == 0 or term_retrievers != "bm25")
+    ]
+
+
+def expect_dense(request: Request, term_retrievers: str) -> None:
+    """Tell the snapshot the dense rankings this retrieval will ask for (`Snapshot.expect_vectors`)."""
+    embedded = embedded_terms(request, term_retrievers)
+    if embedded and request.qvecs is not None:
+        matrix = np.stack([request.qvecs[t] for t in embedded])
+        request.snap.expect_vectors(matrix, request.fetch, request.floor, request.restriction)
 
 
 def _better_of(own: list[tuple[str, float]], context: list[tuple[str, float]]) -> list[tuple[str, float]]:
