@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -105,29 +106,59 @@ def embedder():
 
 class RememberingEmbedder:
     """The real model, answering a text it has embedded before with the vector it gave then: tests that
-    write the same long notes into fresh vaults have each text embedded once per test process."""
+    write the same long notes into fresh vaults have each text embedded once per test process, or once
+    per test run with `folder` (a folder every worker process of the run shares, one file a text)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, folder: Path | None = None) -> None:
         self.inner = inner
         self.model_id, self.dim, self.runtime = inner.model_id, inner.dim, inner.runtime
+        self.folder = folder
         self._vectors: dict[str, Any] = {}
+
+    def _file(self, text: str) -> Path | None:
+        if self.folder is None:
+            return None
+        return self.folder / (hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() + ".npy")
+
+    def _recall(self, text: str) -> bool:
+        """Whether a vector of `text` is known (taking it from the shared folder if another process left it)."""
+        import numpy as np
+
+        if text in self._vectors:
+            return True
+        file = self._file(text)
+        if file is None or not file.exists():
+            return False
+        self._vectors[text] = np.load(file)
+        return True
 
     def encode(self, texts: Any, batch_size: int = 32) -> Any:
         import numpy as np
 
         texts = list(texts)
-        new = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        new = [t for t in dict.fromkeys(texts) if not self._recall(t)]
         if new:
-            self._vectors.update(zip(new, self.inner.encode(new, batch_size)))
+            vectors = self.inner.encode(new, batch_size)
+            self._vectors.update(zip(new, vectors))
+            for text, vector in zip(new, vectors):
+                file = self._file(text)
+                if file is not None:  # whole files only: written aside, then renamed into place
+                    part = file.with_suffix(f".{os.getpid()}.part")
+                    with open(part, "wb") as fh:
+                        np.save(fh, vector)
+                    os.replace(part, file)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._vectors[t] for t in texts])
 
 
 @pytest.fixture(scope="session")
-def remembering_embedder(embedder) -> RememberingEmbedder:
-    """The session's model behind a memory of the texts it embedded (for the app tests' long notes)."""
-    return RememberingEmbedder(embedder)
+def remembering_embedder(tmp_path_factory: pytest.TempPathFactory, embedder) -> RememberingEmbedder:
+    """The session's model behind a memory of the texts it embedded, shared by the run's worker processes
+    (for the app tests' long notes and writing mode)."""
+    folder = (_run_shared_folder(tmp_path_factory) or tmp_path_factory.getbasetemp()) / "remembered-vectors"
+    folder.mkdir(exist_ok=True)
+    return RememberingEmbedder(embedder, folder)
 
 
 @pytest.fixture(scope="session")

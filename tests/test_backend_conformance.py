@@ -4,14 +4,17 @@ Each backend (the local one, and Milvus on a Milvus Lite engine in process) open
 through the registry (`explorer.engine.new_index`) and is read only through `IndexBackend` and
 `Snapshot`: open, search reads (BM25 and vector rankings, restrictions), the reads the front ends
 make (note, shard at an offset, stats, link targets, embeds), versions, a change batch, vectors by
-content hash, close. The tests of one backend share one opened index and run in file order; the
-change batch and the close come last.
+content hash, close. The tests that only read share one opened index of each backend; each test that
+opens, embeds, changes or closes an index has its own, so every test passes alone and in any order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -52,21 +55,49 @@ def _settings(name: str, tmp: Path) -> Settings:
 
 
 @pytest.fixture(scope="module", params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, embedder):
-    """(the opened index, its embedder, the vault) of one backend of the registry."""
-    tmp = tmp_path_factory.mktemp(f"conformance-{request.param}")
+def backend_name(request: pytest.FixtureRequest) -> str:
+    """One backend of the registry."""
+    return request.param
+
+
+@contextmanager
+def _index(
+    name: str, tmp: Path, embedder: Any
+) -> Iterator[tuple[IndexBackend, CountingEmbedder, Path, dict]]:
+    """(a new, unopened index of NOTES on backend `name`, its counting embedder, the vault, a state whose
+    "closed" a test that closes the index sets) in `tmp`; closed after unless the test closed it."""
     vault = write_notes(tmp / "vault", NOTES)
     counting = CountingEmbedder(embedder)
-    index = new_index(vault, _settings(request.param, tmp), on_message=lambda _m: None, embedder=counting)
-    assert index.backend_name == request.param
+    index = new_index(vault, _settings(name, tmp), on_message=lambda _m: None, embedder=counting)
+    assert index.backend_name == name
     state = {"closed": False}
-    yield index, counting, vault, state
-    if not state["closed"]:
-        index.close()
+    try:
+        yield index, counting, vault, state
+    finally:
+        if not state["closed"]:
+            index.close()
 
 
-def test_open_reports_the_vault_and_raises_the_version(backend) -> None:
-    index, _, _, _ = backend
+@pytest.fixture()
+def fresh(backend_name: str, tmp_path: Path, remembering_embedder):
+    """(a new index of its own, not opened yet, its counting embedder, the vault), for a test that writes.
+    Texts embedded by an earlier test are answered from memory (the counting embedder still sees them)."""
+    with _index(backend_name, tmp_path, remembering_embedder) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def opened(backend_name: str, tmp_path_factory: pytest.TempPathFactory, remembering_embedder):
+    """One opened index with every shard embedded, shared by the tests that only read it (do not change it)."""
+    tmp = tmp_path_factory.mktemp(f"conformance-{backend_name}")
+    with _index(backend_name, tmp, remembering_embedder) as (index, _, _, _):
+        index.open()
+        index.embed_pending()
+        yield index
+
+
+def test_open_reports_the_vault_and_raises_the_version(fresh) -> None:
+    index, _, _, _ = fresh
     assert index.version == 0
     report = index.open()
     assert sorted(report.added) == sorted(NOTES)
@@ -79,9 +110,10 @@ def test_open_reports_the_vault_and_raises_the_version(backend) -> None:
     assert index.note_titles()["Pets/hamsters.md"] == "hamsters"
 
 
-def test_vectors_by_content_hash(backend) -> None:
+def test_vectors_by_content_hash(fresh) -> None:
     """Every shard gets a vector; a text two shards share is embedded once."""
-    index, counting, _, _ = backend
+    index, counting, _, _ = fresh
+    index.open()
     assert index.model_state.usable
     pending = index.pending()
     assert pending
@@ -100,8 +132,8 @@ def test_vectors_by_content_hash(backend) -> None:
         assert a is not None and abs(float(np.linalg.norm(a)) - 1.0) < 1e-4
 
 
-def test_snapshot_reads_notes_and_shards(backend) -> None:
-    index, _, _, _ = backend
+def test_snapshot_reads_notes_and_shards(opened) -> None:
+    index = opened
     with index.snapshot() as snap:
         assert snap.version == index.version
         assert set(snap.notes) == set(NOTES)
@@ -128,8 +160,8 @@ def test_snapshot_reads_notes_and_shards(backend) -> None:
     assert index.skipped_files() == {}
 
 
-def test_lexical_statistics_and_bm25_rankings(backend) -> None:
-    index, _, _, _ = backend
+def test_lexical_statistics_and_bm25_rankings(opened) -> None:
+    index = opened
     with index.snapshot() as snap:
         lex = snap.lexical
         assert lex.n_docs() == len(snap.shards)
@@ -149,8 +181,8 @@ def test_lexical_statistics_and_bm25_rankings(backend) -> None:
         assert limited and {n for n, _ in limited} <= set(allowed.node_ids)
 
 
-def test_vector_rankings(backend) -> None:
-    index, _, _, _ = backend
+def test_vector_rankings(opened) -> None:
+    index = opened
     emb = index.embedder()
     assert emb is not None
     q = index.encode_query("what do hamsters eat")
@@ -165,8 +197,8 @@ def test_vector_rankings(backend) -> None:
         assert {n for n, _ in snap.vector_top(np.atleast_2d(q), 5, -1.0, allowed)[0]} <= set(allowed.node_ids)
 
 
-def test_link_targets_and_embeds(backend) -> None:
-    index, _, _, _ = backend
+def test_link_targets_and_embeds(opened) -> None:
+    index = opened
     assert resolve_target(index, "Pets/hamsters.md#^wheel").kind == "block"
     found = resolve_target(index, "hamsters#Diet")
     assert found.path == "Pets/hamsters.md" and found.kind in ("shard", "heading")
@@ -177,8 +209,10 @@ def test_link_targets_and_embeds(backend) -> None:
     assert "seeds, grains" in embeds[0].text and embeds[0].path == "Pets/hamsters.md"
 
 
-def test_a_change_batch_is_a_new_version_and_a_held_snapshot_keeps_its_own(backend) -> None:
-    index, _, vault, _ = backend
+def test_a_change_batch_is_a_new_version_and_a_held_snapshot_keeps_its_own(fresh) -> None:
+    index, _, vault, _ = fresh
+    index.open()
+    index.embed_pending()
     old = index.snapshot()
     try:
         before = index.version
@@ -202,8 +236,9 @@ def test_a_change_batch_is_a_new_version_and_a_held_snapshot_keeps_its_own(backe
         old.release()
 
 
-def test_close(backend) -> None:
-    index, _, _, state = backend
+def test_close(fresh) -> None:
+    index, _, _, state = fresh
+    index.open()
     snap: Snapshot = index.snapshot()
     snap.release()
     snap.release()  # idempotent

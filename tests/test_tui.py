@@ -485,12 +485,14 @@ def _walk(node):
 
 
 @sync
-async def test_writing_mode_related_notes_save_and_search(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def test_writing_mode_related_notes_save_and_search(
+    tui_vault: Path, remembering_embedder, tmp_path: Path
+) -> None:
     """Typing updates related notes; ctrl+s saves atomically; the new words are then found by the search box."""
     from textual.widgets import OptionList, TextArea
 
     path = "Garden/composting.md"
-    app = make_app(tui_vault, embedder, tmp_path)
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         results = await search(app, pilot, "composting")

@@ -121,11 +121,11 @@ class _HeldCount:
 async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the_lock(
     tui_vault: Path, remembering_embedder, tmp_path: Path, monkeypatch
 ) -> None:
-    """A 60 KB note with embeds near its top and further down: the first frame holds about a screenful
+    """A 40 KB note with embeds near its top and further down: the first frame holds about a screenful
     (its embed boxed), the rest and the side panel come after it; every embed resolves off the UI
     thread in a snapshot, taking the index lock not once while it resolves; the whole is the note's
     Markdown, nothing lost or doubled."""
-    long = make_note(60)
+    long = make_note(40)
     long = long.replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
     long = long.replace("## Section 30\n", "## Section 30\n\n![[Welcome]]\n", 1)
     (tui_vault / "Long").mkdir()
@@ -176,7 +176,7 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
     holds the second note's start and nothing of the first, and it ends with the second note's whole
     Markdown. The closed view lets its blocks go. No garbage collection runs between the start of the
     open and its first frame, even with one due every 50 allocations, and they run again after it."""
-    first_note, second_note = make_note(40), make_note(60)
+    first_note, second_note = make_note(20), make_note(40)
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/first.md").write_text(first_note, encoding="utf-8")
     (tui_vault / "Long/second.md").write_text(second_note, encoding="utf-8")
@@ -196,7 +196,7 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
         view = app.screen
         md = view.query_one("#note-md", Markdown)
         await wait_for(pilot, lambda: view.view == "markdown")
-        assert "Long note 40 KB" in md.source
+        assert "Long note 20 KB" in md.source
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen) and not md.query(MarkdownBlock))
         gc.callbacks.append(count)
@@ -212,7 +212,7 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
         assert gc.isenabled()
         assert not [t for t in collections if frame[0] <= t <= frame[1]]
         first = view.first_screen_source or ""
-        assert "# Long note 60 KB" in first and "## Section 1\n" in first and "Long note 40 KB" not in first
+        assert "# Long note 40 KB" in first and "## Section 1\n" in first and "Long note 20 KB" not in first
         await wait_for(pilot, lambda: view.view == "markdown")
         index = app.index
         assert md.source == screen_text(

@@ -164,39 +164,34 @@ async def test_keys_typed_on_the_results_or_in_the_note_view_go_to_the_search_bo
         assert tree.filter_box.value == "compost" and box.value == "ewe"
 
 
-@sync
-async def test_writer_related_list_key_changes_no_text(tui_vault: Path, embedder, tmp_path: Path) -> None:
+async def _writer_related_list_key_changes_no_text(app, pilot, tui_vault: Path) -> None:
     """ctrl+l moves between editor and related list without selecting anything; keys typed in the list land in the editor."""
     path = "Garden/composting.md"
     before = (tui_vault / path).read_bytes()
-    app = make_app(tui_vault, embedder, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        app.post_message(EditNote(path))
-        await settle(app, pilot)
-        writer = app.screen
-        assert isinstance(writer, WriterScreen)
-        editor = writer.query_one(TextArea)
-        text = editor.text
-        await pilot.press("ctrl+l")
-        assert writer.query_one("#related", OptionList).has_focus
-        assert editor.selection.is_empty and editor.text == text
-        await pilot.press("ctrl+l")
-        assert editor.has_focus and editor.text == text and editor.selection.is_empty
-        # A key typed while the list has focus is inserted (not a replacement of a selection).
-        await pilot.press("ctrl+l", "x")
-        assert editor.has_focus and len(editor.text) == len(text) + 1 and writer.dirty
-        # Leaving discards only after a warning; nothing was written.
-        await pilot.press("escape", "escape")
-        await settle(app, pilot)
-        assert isinstance(app.screen, MainScreen)
-        assert app.main_screen.query_one(SearchBox).has_focus
+    app.post_message(EditNote(path))
+    await settle(app, pilot)
+    writer = app.screen
+    assert isinstance(writer, WriterScreen)
+    editor = writer.query_one(TextArea)
+    text = editor.text
+    await pilot.press("ctrl+l")
+    assert writer.query_one("#related", OptionList).has_focus
+    assert editor.selection.is_empty and editor.text == text
+    await pilot.press("ctrl+l")
+    assert editor.has_focus and editor.text == text and editor.selection.is_empty
+    # A key typed while the list has focus is inserted (not a replacement of a selection).
+    await pilot.press("ctrl+l", "x")
+    assert editor.has_focus and len(editor.text) == len(text) + 1 and writer.dirty
+    # Leaving discards only after a warning; nothing was written.
+    await pilot.press("escape", "escape")
+    await settle(app, pilot)
+    assert isinstance(app.screen, MainScreen)
+    assert app.main_screen.query_one(SearchBox).has_focus
     assert (tui_vault / path).read_bytes() == before
 
 
-@sync
-async def test_writer_opens_below_frontmatter_moves_to_ends_and_keeps_mode_of_a_deleted_note(
-    tui_vault: Path, embedder, tmp_path: Path
+async def _writer_opens_below_frontmatter_moves_to_ends_and_keeps_mode_of_a_deleted_note(
+    app, pilot, tui_vault: Path
 ) -> None:
     """The cursor starts on the body; ctrl+home/end jump; a save to a deleted path keeps the old permission bits."""
     path = "Notes/with-frontmatter.md"
@@ -204,47 +199,60 @@ async def test_writer_opens_below_frontmatter_moves_to_ends_and_keeps_mode_of_a_
     file.parent.mkdir(exist_ok=True)
     file.write_text("---\ntags: [a, b]\naliases: [x]\n---\n# Title\n\nBody text.\n", encoding="utf-8")
     os.chmod(file, 0o640)
-    app = make_app(tui_vault, embedder, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        app.refresh_index([path])
-        await settle(app, pilot)
-        app.post_message(EditNote(path))
-        await settle(app, pilot)
-        writer = app.screen
-        assert isinstance(writer, WriterScreen)
-        editor = writer.query_one(TextArea)
-        assert editor.cursor_location == (4, 0)
-        await pilot.press("ctrl+end")
-        assert editor.cursor_location == editor.document.end
-        await pilot.press("ctrl+home")
-        assert editor.cursor_location == (0, 0)
-        file.unlink()
-        await pilot.press("ctrl+end", *"more")
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: writer.save_count == 1)
-        assert stat.S_IMODE(file.stat().st_mode) == 0o640
-        assert file.read_text(encoding="utf-8").endswith("Body text.\nmore")
+    app.refresh_index([path])
+    await settle(app, pilot)
+    app.post_message(EditNote(path))
+    await settle(app, pilot)
+    writer = app.screen
+    assert isinstance(writer, WriterScreen)
+    editor = writer.query_one(TextArea)
+    assert editor.cursor_location == (4, 0)
+    await pilot.press("ctrl+end")
+    assert editor.cursor_location == editor.document.end
+    await pilot.press("ctrl+home")
+    assert editor.cursor_location == (0, 0)
+    file.unlink()
+    await pilot.press("ctrl+end", *"more")
+    await pilot.press("ctrl+s")
+    await wait_for(pilot, lambda: writer.save_count == 1)
+    assert stat.S_IMODE(file.stat().st_mode) == 0o640
+    assert file.read_text(encoding="utf-8").endswith("Body text.\nmore")
+    await wait_for(pilot, lambda: not writer.dirty)
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def _writer_never_saves_over_a_note_it_could_not_read(app, pilot, tui_vault: Path) -> None:
+    """A note that fails to load opens read-only and ctrl+s leaves it alone."""
+    path = "Garden/composting.md"
+    (tui_vault / path).write_bytes(b"\xff\xfe not utf-8 \x80")
+    app.post_message(EditNote(path))
+    await settle(app, pilot)
+    writer = app.screen
+    assert isinstance(writer, WriterScreen) and writer.load_error
+    await pilot.press(*"abc", "ctrl+s")
+    await settle(app, pilot)
+    assert writer.save_count == 0
+    assert (tui_vault / path).read_bytes() == b"\xff\xfe not utf-8 \x80"
 
 
 @sync
-async def test_writer_never_saves_over_a_note_it_could_not_read(
-    tui_vault: Path, embedder, tmp_path: Path
+async def test_writer_keys_cursor_saves_and_an_unreadable_note(
+    tui_vault: Path, remembering_embedder, tmp_path: Path
 ) -> None:
-    """A note that fails to load opens read-only and ctrl+s leaves it alone."""
-    path = "Garden/composting.md"
-    app = make_app(tui_vault, embedder, tmp_path)
+    """Writing mode in one app (its set-up, fitting the vault's link scorer, is paid once), one note after
+    another: the related list's key changes no text; a note opens below its frontmatter, ctrl+home/end
+    jump, a save to a deleted path keeps its permission bits; a note that could not be read is never
+    saved over."""
+    app = make_app(tui_vault, remembering_embedder, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        (tui_vault / path).write_bytes(b"\xff\xfe not utf-8 \x80")
-        app.post_message(EditNote(path))
-        await settle(app, pilot)
-        writer = app.screen
-        assert isinstance(writer, WriterScreen) and writer.load_error
-        await pilot.press(*"abc", "ctrl+s")
-        await settle(app, pilot)
-        assert writer.save_count == 0
-    assert (tui_vault / path).read_bytes() == b"\xff\xfe not utf-8 \x80"
+        await _writer_related_list_key_changes_no_text(app, pilot, tui_vault)
+        await _writer_opens_below_frontmatter_moves_to_ends_and_keeps_mode_of_a_deleted_note(
+            app, pilot, tui_vault
+        )
+        await _writer_never_saves_over_a_note_it_could_not_read(app, pilot, tui_vault)
+    assert (tui_vault / "Garden/composting.md").read_bytes() == b"\xff\xfe not utf-8 \x80"
 
 
 @sync

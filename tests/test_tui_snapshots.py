@@ -119,7 +119,7 @@ def test_snapshot_note_view(tui_vault: Path, embedder, tmp_path: Path, snap) -> 
     assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_snapshot_writing_mode(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
+def test_snapshot_writing_mode(tui_vault: Path, remembering_embedder, tmp_path: Path, snap) -> None:
     """Writing mode: editor with unsaved text and the related notes of the current paragraph."""
 
     async def run_before(pilot: Any) -> None:
@@ -141,7 +141,9 @@ def test_snapshot_writing_mode(tui_vault: Path, embedder, tmp_path: Path, snap) 
         pilot.app.screen.query_one("#related").focus()
         await settle(pilot.app, pilot)
 
-    assert snap(snap_app(tui_vault, embedder, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap(
+        snap_app(tui_vault, remembering_embedder, tmp_path), terminal_size=SIZE, run_before=run_before
+    )
 
 
 def test_snapshot_light_theme(tui_vault: Path, embedder, tmp_path: Path, snap) -> None:
