@@ -242,8 +242,8 @@ class TeamSnapshot:
     The view never answers from this vault's local index: other vaults' rows are the engine's alone.
     """
 
-    FIELDS = ("node_id", "content_hash", "vault", "path", "has_vector", "vector")
-    """What each row of a team request brings back (the vector: cosines are computed here)."""
+    FIELDS = ("node_id", "content_hash", "vault", "path")
+    """What each row of a team request brings back (cosines are the engine's: exact, IVF_FLAT probed whole)."""
 
     def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
         self._base = base
@@ -509,32 +509,36 @@ class TeamSnapshot:
         `_Pool` that rescores them here. The notes of other vaults among them are read in one query."""
         owner, engine = self._owner, self._owner.engine
         lexical_k, dense_k = min(max(k, 0), MAX_LIMIT), min(max(dense_k, 0), MAX_LIMIT)
-        sparse_expr, dense_expr = self._filter(allowed), self._filter(allowed, "has_vector == true")
-        asked = [
-            (engine_terms(toks), "sparse", BM25_PARAMS, lexical_k, sparse_expr) for toks in queries if toks
-        ]
-        asked += [(row.tolist(), "vector", COSINE_PARAMS, dense_k, dense_expr) for row in dense]
-        asked = [a for a in asked if a[3] > 0]
+        texts = [engine_terms(toks) for toks in queries if toks] if lexical_k > 0 else []
         rows: list[dict[str, Any]] = []
-        if asked:
-            from pymilvus import AnnSearchRequest, RRFRanker
-
-            requests = [
-                AnnSearchRequest(data=[data], anns_field=field, param=params, limit=limit, expr=expr)
-                for data, field, params, limit, expr in asked
-            ]
-            fields = list(self.FIELDS)
-            limit = min(MAX_LIMIT, sum(a[3] for a in asked))
+        found: list[list[tuple[str, str, float]]] = []  # each dense query's (vault, node_id, cosine)
+        asked = [
+            ("sparse", texts, BM25_PARAMS, lexical_k, self._filter(allowed)),
+            (
+                "vector",
+                [r.tolist() for r in dense] if dense_k > 0 else [],
+                COSINE_PARAMS,
+                dense_k,
+                self._filter(allowed, "has_vector == true"),
+            ),
+        ]
+        if texts or (dense_k > 0 and len(dense)):
             owner.wait_warm()
+        for field, data, params, limit, expr in asked:
+            if not data:
+                continue
             try:
                 res = engine.call(
                     "search",
-                    lambda c: c.hybrid_search(
+                    methodcaller(
+                        "search",
                         engine.collection,
-                        requests,
-                        RRFRanker(),
+                        data=data,
+                        anns_field=field,
+                        search_params=params,
                         limit=limit,
-                        output_fields=fields,
+                        filter=expr,
+                        output_fields=list(self.FIELDS),
                         consistency_level="Strong",
                     ),
                 )
@@ -543,21 +547,19 @@ class TeamSnapshot:
                     str(exc)
                 )  # the index hears of it; other vaults' rows are the engine's alone
                 raise
-            rows = [dict(r.get("entity", r)) for r in (res[0] if res else [])]
-        own = owner.vault_name
-        vectors: dict[str, np.ndarray] = {}
-        for r in rows:
-            if r.get("vault") != own and r.get("has_vector"):
-                vectors[foreign_key(r["vault"], r["node_id"])] = np.asarray(r["vector"], dtype=np.float32)
+            for hits in res:
+                got = [(dict(h.get("entity", h)), float(h.get("distance", 0.0))) for h in hits]
+                rows.extend(r for r, _d in got)
+                if field == "vector":
+                    found.append([(str(r.get("vault")), str(r.get("node_id")), d) for r, d in got])
         ids = self._read(rows)
-        for nid in ids:
-            if nid not in vectors and nid not in self._more_shards:
-                v = self._base.vector(nid)
-                if v is not None:
-                    vectors[nid] = v
-        pool = _Pool(self, ids, vectors, allowed, lexical_k, dense_k)
-        pool.plan(dense)
-        return pool
+        own = owner.vault_name
+        kept = set(ids)
+        cosines = []
+        for ranking in found:
+            named = ((nid if v == own else foreign_key(v, nid), d) for v, nid, d in ranking)
+            cosines.append(sorted(((n, d) for n, d in named if n in kept), key=lambda h: (-h[1], h[0])))
+        return _Pool(self, list(dict.fromkeys(ids)), allowed, lexical_k, dense_k, dense, cosines)
 
 
 class _Pool:
@@ -573,24 +575,18 @@ class _Pool:
         self,
         view: TeamSnapshot,
         ids: list[str],
-        vectors: dict[str, np.ndarray],
         allowed: Restriction | None,
         lexical_k: int,
         dense_k: int,
+        dense: np.ndarray,
+        cosines: list[list[Hit]],
     ) -> None:
         self._view, self._ids, self._allowed = view, ids, allowed
         self._lexical_k, self._dense_k = lexical_k, dense_k
         self._bm25: dict[tuple[str, ...], list[Hit]] = {}
-        self._cos: dict[bytes, list[Hit]] = {}
-        with_vectors = [nid for nid in ids if nid in vectors]
-        self._vector_ids = with_vectors
-        matrix = (
-            np.stack([vectors[nid] for nid in with_vectors]).astype(np.float32)
-            if with_vectors
-            else np.zeros((0, 1), dtype=np.float32)
-        )
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True) if len(matrix) else np.ones((0, 1))
-        self._matrix = matrix / np.where(norms > 0, norms, 1.0)
+        self._cos: dict[bytes, list[Hit]] = {
+            row.tobytes(): hits for row, hits in zip(dense, cosines, strict=False)
+        }
 
     def _counts(self, nid: str) -> Mapping[str, int]:
         return self._view.lexical.term_counts(nid)
@@ -623,32 +619,17 @@ class _Pool:
             out.append(hits[:k])
         return out
 
-    def plan(self, dense: np.ndarray) -> None:
-        for row in dense:
-            self._cos[row.tobytes()] = self._rank(row)
-
-    def _rank(self, row: np.ndarray) -> list[Hit]:
-        if not len(self._matrix):
-            return []
-        q = row / (float(np.linalg.norm(row)) or 1.0)
-        cos = self._matrix @ q
-        return sorted(
-            zip(self._vector_ids, (float(c) for c in cos), strict=True), key=lambda h: (-h[1], h[0])
-        )
-
     def dense(
         self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
     ) -> list[list[Hit]] | None:
-        """Each query row's cosine ranking from these rows (a row the request did not carry, such as the
-        feedback vector, ranks them too), or None when a planned ranking is asked deeper than the request."""
+        """Each query row's cosine ranking as the engine returned it, or None when the request did not carry
+        one of them (such as the feedback vector) or a ranking is asked deeper than the request."""
         if allowed is not self._allowed:
             return None
         out: list[list[Hit]] = []
         for row in queries:
             hits = self._cos.get(row.tobytes())
-            if hits is None:
-                hits = self._rank(row)
-            elif k > self._dense_k and len(hits) >= self._dense_k:
+            if hits is None or (k > self._dense_k and len(hits) >= self._dense_k):
                 return None
             out.append([h for h in hits[:k] if h[1] >= floor])
         return out
