@@ -70,7 +70,7 @@ def _calls(ix: MilvusIndex) -> int:
 
 
 def test_a_team_search_asks_the_engine_once_per_pass_and_ranks_as_before(pair) -> None:
-    """A `vault:*` search asks the engine at most twice in a pass (one request, one read of notes) and its
+    """A `vault:*` search asks the engine at most four times in a pass (three searches, one read of notes) and its
     top 10 are those recorded from the code that asked per ranking."""
     alice, _bob = pair
     pipe = make_pipeline(alice, alice.settings)
@@ -92,11 +92,12 @@ def test_a_team_search_asks_the_engine_once_per_pass_and_ranks_as_before(pair) -
         pytest.skip("recorded")
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
     assert tops == golden["top10"]
-    # One engine request per pass (every term's BM25 query and the dense queries together), the other
-    # vaults' notes in one read, the statistics from what this version read: two calls for a search of one
-    # pass (the earlier code: 5 to 10, a search and a note read per ranking, a statistics read per query).
+    # Two engine searches per retrieval (every term's BM25 query in one, the dense queries in another) and
+    # one more when the retrieval ranks a feedback vector (known only after the first rankings), the other
+    # vaults' notes in one read, the statistics from what this version read (the earlier code: 5 to 10, a
+    # search and a note read per ranking, a statistics read per query).
     for q in QUERIES:
-        assert kinds[q].get("search", 0) == passes[q] and kinds[q].get("read", 0) <= 1, kinds
-        assert calls[q] <= 1 + passes[q], kinds
+        assert kinds[q].get("search", 0) <= 3 * passes[q] and kinds[q].get("read", 0) <= 1, kinds
+        assert calls[q] <= 1 + 3 * passes[q], kinds
     assert any(n == 1 for n in passes.values())
-    assert all(calls[q] <= 2 for q in QUERIES if passes[q] == 1), kinds
+    assert all(calls[q] <= 4 for q in QUERIES if passes[q] == 1), kinds
