@@ -274,10 +274,11 @@ class TeamSnapshot:
     search) and joins `notes` and `shards` as `vault:NAME/PATH`, so results, context windows and the
     note view work for it; later rows of another content hash are left out (one version per search).
 
-    Rankings ask the engine once per retrieval (`expect_vectors`, then `_ask`): one `hybrid_search`
-    carrying every term's BM25 query and every dense query, the filters as engine expressions; its
-    rows are rescored here (`_Pool`): BM25 of every vault alike with the collection's statistics
-    (`scores_of`), cosines exactly. `tag:` and `after:`/`before:`/`on:` (the note's `day`) are engine
+    Rankings ask the engine twice per retrieval (`expect_vectors`, then `_ask`): one batched BM25
+    search with every term's query and one batched dense search, no vectors returned, the filters as
+    engine expressions (a feedback vector, known only after the first rankings, is one search more);
+    the rows are rescored here (`_Pool`): BM25 of every vault alike with the collection's statistics
+    (`scores_of`), the engine's cosines (exact: the vector index is probed whole). `tag:` and `after:`/`before:`/`on:` (the note's `day`) are engine
     expressions on the other vaults' rows; `path:`, `file:`, `section:`, `-word` and
     `[property:value]` (on the note's frontmatter, stored as JSON) are checked on the rows returned.
     The view never answers from this vault's local index: other vaults' rows are the engine's alone.
@@ -545,9 +546,10 @@ class TeamSnapshot:
         dense_k: int,
         allowed: Restriction | None,
     ) -> _Pool:
-        """One engine request (`hybrid_search`) carrying every BM25 query and every dense query, the
-        filters as engine expressions: the union of every ranking's candidates, with their vectors, as a
-        `_Pool` that rescores them here. The notes of other vaults among them are read in one query."""
+        """Two batched engine searches (every BM25 query in one, every dense query in the other; a
+        `hybrid_search` returning the rows' vectors took twice as long), the filters as engine
+        expressions: the union of every ranking's candidates as a `_Pool` that rescores them here. The
+        notes of other vaults among them are read in one query."""
         owner, engine = self._owner, self._owner.engine
         lexical_k, dense_k = min(max(k, 0), MAX_LIMIT), min(max(dense_k, 0), MAX_LIMIT)
         texts = [engine_terms(toks) for toks in queries if toks] if lexical_k > 0 else []
