@@ -93,7 +93,9 @@ def test_a_vault_with_few_links_keeps_the_search_order(tmp_path, embedder) -> No
 
 
 def test_a_cancelled_fit_leaves_no_scorer_and_is_tried_again(tmp_path, embedder) -> None:
-    index = VaultIndex(write_notes(tmp_path / "v", _vault()), embedder=embedder)
+    # Notes of their own: a scorer fitted on another test's vault of the same notes would be taken.
+    notes = {**_vault(), "Cancelled.md": "A fit of these notes is cancelled first."}
+    index = VaultIndex(write_notes(tmp_path / "v", notes), embedder=embedder)
     index.open()
     try:
         sug = LinkSuggester(SearchPipeline(index, index.settings))
@@ -102,6 +104,39 @@ def test_a_cancelled_fit_leaves_no_scorer_and_is_tried_again(tmp_path, embedder)
         assert sug.fit_scorer() is not None and not sug.learn
     finally:
         index.close()
+
+
+def test_indexes_opened_on_the_same_notes_share_one_fit_and_a_changed_note_fits_again(
+    tmp_path, embedder, monkeypatch
+) -> None:
+    from explorer.search.writing import suggest
+
+    fits: list[int] = []
+
+    def counting_fit(groups):
+        fits.append(len(groups))
+        return fit(groups)
+
+    monkeypatch.setattr(suggest, "fit", counting_fit)
+    vault = write_notes(tmp_path / "v", {**_vault(), "Shared.md": "Two windows open this vault."})
+
+    def fitted() -> object:
+        index = VaultIndex(vault, embedder=embedder)
+        index.open()
+        try:
+            index.embed_pending()
+            return LinkSuggester(SearchPipeline(index, index.settings)).fit_scorer()
+        finally:
+            index.close()
+
+    first = fitted()
+    assert first is not None and len(fits) == 1
+    # Another index object on the same notes (another app, another window): the same scorer, no fit.
+    assert fitted() is first and len(fits) == 1
+    # A note changes: the vault's links are read again.
+    (vault / "Days" / "Day 03.md").write_text("Called [[Contact 05]] today.\n", encoding="utf-8")
+    again = fitted()
+    assert again is not None and again is not first and len(fits) == 2
 
 
 def test_training_links_hide_each_paragraphs_links_and_skip_huge_notes() -> None:

@@ -34,7 +34,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -257,8 +257,23 @@ def training_links(
     return out
 
 
-#: Scorers fitted per open index (fitted once; the writer opens a suggester per note).
-_FITTED: weakref.WeakKeyDictionary[Any, LinkScorer | None] = weakref.WeakKeyDictionary()
+#: Scorers fitted in this process, by what a fit reads (`LinkSuggester.fit_key`): the writer opens a
+#: suggester per note, and every app or index opened on the same vault content takes the same scorer.
+_FITTED: LRUCache[Hashable, tuple[LinkScorer | None]] = LRUCache(8)
+#: The scorer an open index took last: its later suggesters take it even after its notes changed
+#: (the writer saves notes as it goes; a scorer of the links as they were still ranks well).
+_TAKEN: weakref.WeakKeyDictionary[Any, tuple[LinkScorer | None]] = weakref.WeakKeyDictionary()
+#: The digest of an index's notes, by index and version (a note's content is hashed once per version).
+_CONTENT: weakref.WeakKeyDictionary[Any, tuple[int, str]] = weakref.WeakKeyDictionary()
+
+
+def content_digest(notes: Mapping[str, Note]) -> str:
+    """A digest of the notes' paths and texts (any change to a note, a note added or gone, changes it)."""
+    h = hashlib.blake2b(digest_size=16)
+    for path in sorted(notes):
+        h.update(path.encode("utf-8", "surrogatepass") + b"\0")
+        h.update(hashlib.blake2b(notes[path].text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    return h.hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -719,19 +734,27 @@ class LinkSuggester:
         """Fit the related notes' scorer on the vault's own links (`training_links`) and use it.
 
         Each link is asked for as the writer asks with the link not typed yet; the candidates and
-        the linked note train a `linkrank.LinkScorer`. Done once per open index (a later suggester
-        takes the same scorer); waits while a `suggest` call of this suggester runs, and a
-        training call under way stops between its stages when one starts, so typing is answered first. None (the search's order stays) when cancelled or with fewer than
+        the linked note train a `linkrank.LinkScorer`. Done once per vault content (`fit_key`: a later
+        suggester, on this index or another opened on the same notes, takes the same scorer; an index
+        opened on changed notes fits again) and once per open index (its later suggesters take the
+        scorer it took, though notes were saved since). Waits while a `suggest` call of this
+        suggester runs, and a training call under way stops between its stages when one starts, so
+        typing is answered first. None (the search's order stays) when cancelled or with fewer than
         `TRAIN_MIN` usable links.
         """
-        key: IndexBackend | None = self.pipeline.index
+        index = self.pipeline.index
         try:
-            if key in _FITTED:
-                self.scorer = _FITTED[key]
-                self.learn = False
-                return self.scorer
+            kept = _TAKEN.get(index)
         except TypeError:
-            key = None
+            kept = None
+        key = None
+        if kept is None:
+            key = self.fit_key(limit)
+            kept = _FITTED.get(key)
+        if kept is not None:
+            self.scorer, self.learn = kept[0], False
+            self._took(kept)
+            return self.scorer
         with self.pipeline.index.snapshot() as snap:
             todo = training_links(snap.notes, snap.links(), limit)
         groups = self.training_groups(todo, cancelled=cancelled)
@@ -740,9 +763,46 @@ class LinkSuggester:
         usable = sum(target in c.paths for c, target in groups)
         scorer = fit(groups) if usable >= TRAIN_MIN else None
         self.scorer, self.learn = scorer, False
-        if key is not None:
-            _FITTED[key] = scorer
+        _FITTED.put(key, (scorer,))
+        self._took((scorer,))
         return scorer
+
+    def _took(self, kept: tuple[LinkScorer | None]) -> None:
+        try:
+            _TAKEN[self.pipeline.index] = kept
+        except TypeError:
+            pass
+
+    def fit_key(self, limit: int = TRAIN_LINKS) -> Hashable:
+        """What a fit of the scorer reads: the vault's notes (a digest of their paths and texts, with
+        how many shards wait for a vector), the model, the related search's settings and this
+        suggester's own. A backend that holds other vaults' notes too (whose answers move without
+        this vault changing) keys by its open index as well."""
+        index = self.pipeline.index
+        with index.snapshot() as snap:
+            version, pending = snap.version, snap.counts().pending
+            try:
+                kept = _CONTENT.get(index)
+            except TypeError:
+                kept = None
+            if kept is not None and kept[0] == version:
+                digest = kept[1]
+            else:
+                digest = content_digest(snap.notes)
+                try:
+                    _CONTENT[index] = (version, digest)
+                except TypeError:
+                    pass
+        emb = index.embedder()
+        model = None if emb is None else (str(emb.model_id), int(emb.dim), str(emb.runtime))
+        own = (
+            self.scope,
+            self.sentence_weight,
+            self.fuzzy_factor,
+            isinstance(self.related.index, _SentenceIndex),
+        )
+        where = id(index) if index.many_vaults else type(index).__qualname__
+        return (digest, pending, model, repr(self.related.settings), own, limit, where)
 
     def training_groups(
         self, todo: Iterable[tuple[str, str, int, str]], *, cancelled: Callable[[], bool] | None = None
