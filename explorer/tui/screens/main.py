@@ -110,7 +110,10 @@ class MainScreen(Screen):
             with Vertical(id="results-column"):
                 yield CorrectionLine(id="correction")
                 yield ResultsList(id="results")
-            with TabbedContent(id="detail", initial="tab-context"):
+            # No `initial`: the first pane (the context) is shown, and Textual's tabs pick it from the
+            # tabs they hold; naming it made their mount look it up, which raised when the app quit
+            # while the screen was still mounting (ctrl+q at once: "No Tab with id ...", exit 1).
+            with TabbedContent(id="detail"):
                 with TabPane("Context", id="tab-context"):
                     yield ContextPane(id="context")
                 with TabPane("Why ranked", id="tab-why"):
