@@ -606,12 +606,13 @@ class TeamSnapshot:
 
 
 class _Pool:
-    """The rows one engine request returned for a retrieval (`TeamSnapshot._ask_once`): every ranking of it
-    is made from them, and a ranking they hold whole (fewer candidates than the request asked for) too.
+    """The rows a retrieval's two batched searches returned (`TeamSnapshot._ask`): every ranking of it
+    is made from them, and a ranking they hold whole (fewer candidates than the search asked for) too.
 
     A BM25 ranking is the rows holding one of its words, scored with the collection's statistics; a
-    cosine ranking is the rows with a vector by exact cosine. The engine returned every ranking's top
-    rows, so each ranking's head is there: rows other rankings brought only add candidates.
+    cosine ranking is the engine's own for that dense query (exact: the vector index is probed whole).
+    The engine returned every ranking's top rows, so each ranking's head is there: rows other rankings
+    brought only add candidates.
     """
 
     def __init__(
