@@ -18,9 +18,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/explorer $(VAULT)
 
-# Two processes (the machine's two cores), each taking a whole test file, so a file's fixtures are built once.
+# Three processes on the machine's two cores, each taking a whole test file, so a file's fixtures are built
+# once: many files mostly wait on processes they start (engines, servers, commands), and the third process
+# keeps both cores busy meanwhile.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 bench-quality: $(STAMP)
 	$(BIN)/python -m benchmarks.quality --dataset ../shared/bench/scifact

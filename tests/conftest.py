@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,9 +28,15 @@ if TYPE_CHECKING:
 
 # Offline model, and no test may reach an LLM endpoint it did not start itself.
 set_test_environment()
+# Every process of the run (the workers, and each command a test starts) keeps the bytecode it compiles:
+# with PYTHONDONTWRITEBYTECODE set, each would compile Explorer's modules again, and each worker would
+# rewrite every test module's asserts again (~0.5 s a command, ~11 s a worker).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_VAULT = REPO / "sample_vault"
+TESTS = Path(__file__).resolve().parent
 
 
 def write_notes(root: Path, notes: Mapping[str, str]) -> Path:
@@ -109,22 +116,29 @@ class RememberingEmbedder:
     write the same long notes into fresh vaults have each text embedded once per test process, or once
     per test run with `folder` (a folder every worker process of the run shares, one file a text)."""
 
-    def __init__(self, inner: Any, folder: Path | None = None) -> None:
+    def __init__(
+        self, inner: Any, folder: Path | None = None, known: Mapping[str, Any] | None = None
+    ) -> None:
         self.inner = inner
         self.model_id, self.dim, self.runtime = inner.model_id, inner.dim, inner.runtime
         self.folder = folder
+        self.known = known or {}  # vectors by the sha256 of their text (sample_vectors())
         self._vectors: dict[str, Any] = {}
 
     def _file(self, text: str) -> Path | None:
         if self.folder is None:
             return None
-        return self.folder / (hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() + ".npy")
+        return self.folder / (text_key(text) + ".npy")
 
     def _recall(self, text: str) -> bool:
         """Whether a vector of `text` is known (taking it from the shared folder if another process left it)."""
         import numpy as np
 
         if text in self._vectors:
+            return True
+        kept = self.known.get(text_key(text))
+        if kept is not None:
+            self._vectors[text] = kept
             return True
         file = self._file(text)
         if file is None or not file.exists():
@@ -152,13 +166,37 @@ class RememberingEmbedder:
         return np.stack([self._vectors[t] for t in texts])
 
 
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+SAMPLE_VECTORS = Path(__file__).resolve().parent / "data" / "sample-vectors.npz"
+"""The model's vector of every text the index of sample_vault embeds, by the sha256 of the text, as this
+model computed them (`python tests/sample_vectors.py` writes the file again after sample_vault changes;
+tests/test_sample_vectors.py checks that it covers the vault and matches the model). Embedding the
+vault takes ~45 s of CPU, which every run would otherwise spend before its first app test."""
+
+
+@functools.cache
+def sample_vectors(model_id: str) -> dict[str, Any]:
+    """The stored vectors of sample_vault's texts for `model_id` (empty for another model)."""
+    import numpy as np
+
+    if not SAMPLE_VECTORS.exists():
+        return {}
+    with np.load(SAMPLE_VECTORS) as data:
+        if str(data["model_id"]) != model_id:
+            return {}
+        return dict(zip((str(k) for k in data["keys"]), data["vectors"]))
+
+
 @pytest.fixture(scope="session")
 def remembering_embedder(tmp_path_factory: pytest.TempPathFactory, embedder) -> RememberingEmbedder:
     """The session's model behind a memory of the texts it embedded, shared by the run's worker processes
     (for the app tests' long notes and writing mode)."""
     folder = (_run_shared_folder(tmp_path_factory) or tmp_path_factory.getbasetemp()) / "remembered-vectors"
     folder.mkdir(exist_ok=True)
-    return RememberingEmbedder(embedder, folder)
+    return RememberingEmbedder(embedder, folder, sample_vectors(embedder.model_id))
 
 
 @pytest.fixture(scope="session")
@@ -177,7 +215,8 @@ def _run_shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
 @pytest.fixture(scope="session")
 def sample_index_folder(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
     """An index folder of sample_vault with every shard embedded, built once per test run: the first
-    worker process to ask embeds the vault (both cores) while the others wait, then each copies it."""
+    worker process to ask builds it (its vectors taken from SAMPLE_VECTORS, any text missing there
+    embedded by the model) while the others wait, then each copies it."""
     from explorer.index.local.vault_index import VaultIndex
 
     shared = _run_shared_folder(tmp_path_factory)
@@ -187,7 +226,8 @@ def sample_index_folder(tmp_path_factory: pytest.TempPathFactory, embedder) -> P
         if not (where / "built").exists():
             shutil.rmtree(where, ignore_errors=True)
             vault = copy_vault(SAMPLE_VAULT, where / "vault")
-            index = VaultIndex(vault, embedder=embedder)
+            known = RememberingEmbedder(embedder, known=sample_vectors(embedder.model_id))
+            index = VaultIndex(vault, embedder=known)
             index.open()
             index.embed_pending()
             index.close()
@@ -427,26 +467,35 @@ def option_text(results_list: ResultsList, i: int = 0) -> str:
     return str(option.prompt)
 
 
-# -- the order the files are handed to the worker processes (`make test`: -n 2 --dist loadfile) --------
+# -- the order the files are handed to the worker processes (`make test`: -n 3 --dist loadfile) --------
 SLOW_FILES = (
-    "test_milvus.py",
-    "test_tui_firstscreen.py",
-    "test_tui.py",
-    "test_tui_keys.py",
     "test_faults_engine.py",
-    "test_embed_owner.py",
-    "test_session.py",
+    "test_tui_firstscreen.py",
+    "test_milvus.py",
+    "test_tui.py",
+    "test_milvus_faults.py",
+    "test_lifecycle.py",
+    "sensible/test_sensible_faults.py",
+    "test_tui_layout.py",
     "test_embed.py",
+    "test_tui_views.py",
+    "test_tui_snapshots.py",
+    "test_milvus_reader.py",
+    "test_mcp_http.py",
+    "sensible/test_sensible_screen.py",
+    "test_browser_serve.py",
+    "test_hostile_mcp_writes.py",
+    "test_embed_owner.py",
+    "test_tui_keys.py",
     "test_golden.py",
-    "test_rerank.py",
-    "test_terminal_safety.py",
-    "test_vaultfiles.py",
-    "test_exit_codes.py",
-    "test_pipeline.py",
+    "test_serve.py",
+    "test_tui_progressive.py",
+    "test_store_faults.py",
 )
-"""The files that take longest, longest first (measured with --durations): each worker takes the next
-file when it finishes one, so the long ones go first and the short ones fill in at the end, instead of
-one long file keeping a worker busy while the other has nothing left to do."""
+"""The files that take longest, longest first (wall time per file, measured in a run), those that mostly
+wait on processes they start (engines, servers, commands) between those that keep a core busy: each
+worker takes the next file when it finishes one, so the long ones go first and the short ones fill in
+at the end, instead of one long file keeping a worker busy while the others have nothing left to do."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -463,8 +512,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         counts[item.path] = counts.get(item.path, 0) + 1
 
     def rank(item: pytest.Item) -> tuple[int, int]:
-        if item.path.parent == Path(__file__).parent and item.path.name in SLOW_FILES:
-            return (0, SLOW_FILES.index(item.path.name))
+        name = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
+        if name in SLOW_FILES:
+            return (0, SLOW_FILES.index(name))
         return (1, -counts[item.path])
 
     items.sort(key=rank)
