@@ -131,6 +131,10 @@ def set_test_environment() -> None:
     # fork handlers on, the forked child restarts gRPC's poller before exec, and closing its fds
     # makes it print an epoll error on the child's stderr (seen in about 1 start in 20).
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    # The test modules load pymilvus (and gRPC) at collection, before Explorer quiets gRPC's own log
+    # lines: without this, a test process's idle connection to a test server prints the server's
+    # keepalive complaints over the run's report.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         os.environ.pop(name, None)
     kept = (
