@@ -59,6 +59,7 @@ from explorer.index.milvus.team import FOREIGN, foreign_key, foreign_note, read_
 from explorer.index.milvus.team import read_notes as team_read_notes
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
+from explorer.vault.model import display_title
 
 if TYPE_CHECKING:
     from explorer.config import Settings
@@ -565,8 +566,11 @@ class ReaderSnapshot:
 
     # -- notes and shards -------------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
-        """The notes a ranking returned some shards of, read whole (every shard) in one query."""
-        self._loaded.complete(self._owner.engine, paths)
+        """The notes a ranking returned some shards of are read whole (every shard) when something reads
+        their shards (`shard_ids`), all of those named here in one query (a search's results need only
+        the shards it ranked; reading a note by its path scans the text collection). A note whose shown
+        title is made of its text (a conversation turn's first words) is read now."""
+        self._loaded.hint(self._owner.engine, paths)
 
     def shard_ids(self, path: str) -> Sequence[str]:
         self._loaded.complete(self._owner.engine, (path,))
@@ -781,6 +785,8 @@ class _Loaded:
         """(vault, path) -> node_id -> the text collection's row of each of its shards read so far."""
         self._asked: set[tuple[str, str]] = set()
         """(vault, node_id) of the shards read by key (found or not)."""
+        self._hinted: set[tuple[str, str]] = set()
+        """Notes a search named to read whole with the next one read (`hint`)."""
         self._vectors: dict[str, np.ndarray | None] = {}
         self._lock = threading.Lock()
 
@@ -850,7 +856,7 @@ class _Loaded:
                 self._build(key)
 
     def complete(self, engine: Engine, paths: Iterable[str]) -> None:
-        """Read whole the notes of `paths` known only by some of their shards."""
+        """Read whole the notes of `paths` known only by some of their shards (with those `hint` named)."""
         todo = set()
         for path in paths:
             if path in self.notes:
@@ -858,7 +864,18 @@ class _Loaded:
                 if key not in self._seen:
                     todo.add(key)
         if todo:
-            self.load(engine, todo)
+            self.load(engine, todo | self._hinted)
+
+    def hint(self, engine: Engine, paths: Iterable[str]) -> None:
+        """Name notes to read whole with the next one read; read them now when one's shown title is its text."""
+        now = False
+        for path in paths:
+            note = self.notes.get(path)
+            if note is not None and foreign_split(path) not in self._seen:
+                self._hinted.add(foreign_split(path))
+                now = now or display_title(note) != note.title
+        if now:
+            self.load(engine, set(self._hinted))
 
     def _build(self, key: tuple[str, str]) -> None:
         note, shards, tokens = foreign_note(key[0], key[1], list(self._rows[key].values()))

@@ -42,7 +42,7 @@ from explorer.index.milvus.snapshot import MilvusSnapshot, allowed_expr
 from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
-from explorer.vault.model import Note, Shard, Tag, title_of
+from explorer.vault.model import Note, Shard, Tag, display_title, title_of
 from explorer.vault.shard import shard_at_cursor
 
 FOREIGN = "vault:"
@@ -338,6 +338,8 @@ class TeamSnapshot:
         """(vault, path) -> node_id -> the text collection's row of each of its shards read so far."""
         self._whole: set[tuple[str, str]] = set()
         self._asked: set[str] = set()
+        self._hinted: set[tuple[str, str]] = set()
+        """Notes of other vaults a `prefetch` named (read whole with the first such note something opens)."""
         """The BM25 words the rankings of this view asked the engine for."""
         """Notes of other vaults read whole (the others hold only the shards rankings returned)."""
         self.notes: Mapping[str, Note] = _Overlay(base.notes, self._more_notes)
@@ -366,19 +368,25 @@ class TeamSnapshot:
 
     # -- this vault's, delegated --------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
-        """This vault's notes as its view reads them; other vaults' notes known only by some shards, read
-        whole (every shard: texts, context windows) in one query."""
+        """This vault's notes as its view reads them. Other vaults' notes known only by some shards are
+        read whole (every shard) when something reads their shards or opens them (`shard_ids`, `note`),
+        all of those named here in one query: a search's results need only the shards it ranked, and
+        reading a note by its path costs a scan of the text collection (seconds at 50k shards). A
+        note whose shown title is made of its text (a conversation turn's first words) is read now."""
         own: list[str] = []
-        parts: set[tuple[str, str]] = set()
+        shown: set[tuple[str, str]] = set()
         for p in paths:
-            if p in self._more_notes:
-                key = _split(p)
-                if key not in self._whole:
-                    parts.add(key)
-            else:
+            note = self._more_notes.get(p)
+            if note is None:
                 own.append(p)
-        if parts:
-            self._load(parts)
+                continue
+            key = _split(p)
+            if key not in self._whole:
+                self._hinted.add(key)
+                if display_title(note) != note.title:
+                    shown.add(key)
+        if shown:
+            self._load(shown | self._hinted - self._whole)
         self._base.prefetch(own)
 
     def notes_changed(self, since: int) -> frozenset[str] | None:
@@ -400,7 +408,7 @@ class TeamSnapshot:
         if path in self._more_notes:
             key = _split(path)
             if key not in self._whole:
-                self._load({key} | self._named())
+                self._load({key} | self._named() | self._hinted)
 
     def _named(self) -> set[tuple[str, str]]:
         """Notes of other vaults known only by some shards whose names hold a word the rankings asked for."""
