@@ -101,10 +101,29 @@ def test_a_reader_answers_as_a_writers_team_search(team, sample_index, monkeypat
     assert min(overlaps) >= 8 and sum(overlaps) / len(overlaps) >= 9.5, overlaps
 
 
-def test_a_reader_reads_the_statistics_table_the_writers_keep(team) -> None:
+def test_a_reader_reads_the_statistics_table_the_writers_keep(team, monkeypatch) -> None:
     """The reader's BM25 statistics come from the `<collection>_stats` table (a few small queries, no scan of
-    the rows) and equal a scan's; its lexical `vault:*` top 10 hold a writer's documents."""
+    the rows) and equal a scan's; its lexical `vault:*` top 10 hold a writer's documents. Of the notes its
+    rankings return, it reads whole only those a search shows (the others' shards by key)."""
+    from explorer.index.milvus import reader as reader_module
+
     server, (alice, bob) = team
+    whole: list[str] = []
+    returned: set[tuple[str, str]] = set()
+    read_notes, read_rows = reader_module.team_read_notes, reader_module.read_rows
+
+    def counted(engine, wanted):
+        for item in read_notes(engine, wanted):
+            whole.append(item[1])
+            yield item
+
+    def by_key(engine, wanted):
+        rows = read_rows(engine, wanted)
+        returned.update((r["vault"], r["path"]) for r in rows)
+        return rows
+
+    monkeypatch.setattr(reader_module, "team_read_notes", counted)
+    monkeypatch.setattr(reader_module, "read_rows", by_key)
     reader = _reader(server.uri)
     assert reader.engine.calls.get("stats") == 1  # opened on the table, not on a scan of the rows
     try:
@@ -114,12 +133,17 @@ def test_a_reader_reads_the_statistics_table_the_writers_keep(team) -> None:
         assert reader.statistics() == table
         writer, ours = make_pipeline(alice, alice.settings), make_pipeline(reader, reader.settings)
         exact: list[bool] = []
+        read: list[tuple[int, int]] = []
         for q in QUERIES:
             w = [
                 _as_team(r.document_path, "alice") for r in writer.search(f"{q} vault:*", dense=False).results
             ]
+            whole.clear()
+            returned.clear()
             r = [x.document_path for x in ours.search(team_query(q), dense=False).results]
             assert set(r[:10]) == set(w[:10]), q
+            assert len(whole) <= len(returned), q
+            read.append((len(whole), len(returned)))
             exact.append(r[:10] == w[:10])
     finally:
         reader.close()
@@ -128,6 +152,7 @@ def test_a_reader_reads_the_statistics_table_the_writers_keep(team) -> None:
     # (5 of these 8 in the same order when written; BM25's floor of a negative idf also differs: the
     # writer's at its query words' mean, the reader's at the vocabulary's).
     assert sum(exact) >= len(QUERIES) // 2, exact
+    assert sum(w for w, _ in read) < sum(n for _, n in read), read
 
 
 def test_a_reader_writes_nothing_and_filters_every_vault(team, tmp_path: Path, monkeypatch) -> None:

@@ -5,8 +5,8 @@ nothing of a vault. Every search covers the whole collection (`vault:*`; `vault:
 its BM25 and vector candidates come from the engine as a writer's team search gets them
 (explorer.index.milvus.team), its BM25 scores from the collection's statistics (the table the writers
 keep, `table_statistics`; a scan of the rows, `read_statistics`, for a collection written without it),
-and the notes the rankings return (titles, dates, frontmatter, texts for the context windows) from
-the text collection, read whole once per search. The search pipeline runs on it unchanged.
+and the shards the rankings return (texts, headings, dates, frontmatter, words) from the text
+collection, read by key once per search; a note is read whole when a search shows it or opens it. The search pipeline runs on it unchanged.
 
 Read-only: the reader never creates, loads into or writes to a collection beyond what a search
 needs (`ReadOnlyEngine`), and writes nothing to disk; a collection that does not exist, or an
@@ -55,9 +55,11 @@ from explorer.index.milvus.engine import (
     shard_pk,
 )
 from explorer.index.milvus.stats import HEADER, STATS_SUFFIX
-from explorer.index.milvus.team import FOREIGN, foreign_key, foreign_note
+from explorer.index.milvus.team import FOREIGN, foreign_key, foreign_note, read_rows
+from explorer.index.milvus.team import read_notes as team_read_notes
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
+from explorer.vault.model import display_title
 
 if TYPE_CHECKING:
     from explorer.config import Settings
@@ -535,7 +537,8 @@ class ReaderSnapshot:
     """The collection at one statistics version, over the vaults of `scope` (explorer.index.backend.Snapshot).
 
     It starts with no notes: a note joins `notes` and `shards` (as `vault:NAME/PATH`) when a ranking
-    first returns one of its rows, read whole from the text collection, so results, context windows
+    first returns one of its rows, read by key from the text collection, and is read whole when the
+    search shows it (`prefetch`) or reads its shards (`shard_ids`), so results, context windows
     and explanations work for it; rows of another content hash than the one read are left out (one
     version per search). Filters: `tag:`, `after:`/`before:`/`on:` and the vaults are engine
     expressions; `path:`, `file:`, `section:`, `-word` and `[property:value]` are checked on the
@@ -563,9 +566,14 @@ class ReaderSnapshot:
 
     # -- notes and shards -------------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
-        """Notes are read whole when a ranking returns them: nothing to do."""
+        """The notes a ranking returned some shards of are read whole (every shard) when something reads
+        their shards (`shard_ids`), all of those named here in one query (a search's results need only
+        the shards it ranked; reading a note by its path scans the text collection). A note whose shown
+        title is made of its text (a conversation turn's first words) is read now."""
+        self._loaded.hint(self._owner.engine, paths)
 
     def shard_ids(self, path: str) -> Sequence[str]:
+        self._loaded.complete(self._owner.engine, (path,))
         return self._loaded.paths.get(path, ())
 
     def modified(self, path: str) -> int | None:
@@ -737,7 +745,10 @@ class ReaderSnapshot:
     def _read(self, rows: Iterable[Any]) -> list[tuple[str, float]]:
         """(node_id, engine score) of the rows this view reads, in the engine's order; their notes loaded."""
         flat = [dict(r.get("entity", r)) | {"distance": float(r.get("distance", 0.0))} for r in rows]
-        self._loaded.load(self._owner.engine, {(str(r["vault"]), str(r["path"])) for r in flat})
+        if self._scope.excluded:  # `-word` reads every shard of a note
+            self._loaded.load(self._owner.engine, {(str(r["vault"]), str(r["path"])) for r in flat})
+        else:
+            self._loaded.load_rows(self._owner.engine, {(str(r["vault"]), str(r["node_id"])) for r in flat})
         out = []
         for r in flat:
             nid = foreign_key(str(r["vault"]), str(r["node_id"]))
@@ -769,6 +780,13 @@ class _Loaded:
         self.paths: dict[str, list[str]] = {}
         self.tokens: dict[str, Counter[str]] = {}
         self._seen: set[tuple[str, str]] = set()
+        """Notes read whole."""
+        self._rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        """(vault, path) -> node_id -> the text collection's row of each of its shards read so far."""
+        self._asked: set[tuple[str, str]] = set()
+        """(vault, node_id) of the shards read by key (found or not)."""
+        self._hinted: set[tuple[str, str]] = set()
+        """Notes a search named to read whole with the next one read (`hint`)."""
         self._vectors: dict[str, np.ndarray | None] = {}
         self._lock = threading.Lock()
 
@@ -802,14 +820,67 @@ class _Loaded:
             return self._vectors.get(node_id)
 
     def load(self, engine: Engine, wanted: set[tuple[str, str]]) -> None:
+        """Read the notes `wanted` names ((vault, path)) whole; shards read already keep their version."""
         with self._lock:
             todo = wanted - self._seen
             if not todo:
                 return
-            for note, shards, tokens in read_notes(engine, todo):
-                for sh in shards:
-                    self.shards[sh.node_id] = sh
-                self.tokens.update(tokens)
-                self.paths[note.path] = [sh.node_id for sh in shards]
-                self.notes[note.path] = note
+            for vault, path, parts in team_read_notes(engine, todo):
+                kept = self._rows.setdefault((vault, path), {})
+                for r in parts:
+                    kept.setdefault(str(r["node_id"]), r)
             self._seen |= todo
+            for key in todo:
+                if key in self._rows:
+                    self._build(key)
+
+    def load_rows(self, engine: Engine, wanted: set[tuple[str, str]]) -> None:
+        """Read the shards `wanted` names ((vault, node_id)) by key in one query, their notes not whole."""
+        with self._lock:
+            todo = {
+                (v, n)
+                for v, n in wanted
+                if foreign_key(v, n) not in self.shards and (v, n) not in self._asked
+            }
+            if not todo:
+                return
+            self._asked |= todo
+            touched: set[tuple[str, str]] = set()
+            for r in read_rows(engine, todo):
+                key = (str(r["vault"]), str(r["path"]))
+                if key in self._seen:
+                    continue  # read whole already: a newer row of it is left out (one version per search)
+                self._rows.setdefault(key, {}).setdefault(str(r["node_id"]), r)
+                touched.add(key)
+            for key in touched:
+                self._build(key)
+
+    def complete(self, engine: Engine, paths: Iterable[str]) -> None:
+        """Read whole the notes of `paths` known only by some of their shards (with those `hint` named)."""
+        todo = set()
+        for path in paths:
+            if path in self.notes:
+                key = foreign_split(path)
+                if key not in self._seen:
+                    todo.add(key)
+        if todo:
+            self.load(engine, todo | self._hinted)
+
+    def hint(self, engine: Engine, paths: Iterable[str]) -> None:
+        """Name notes to read whole with the next one read; read them now when one's shown title is its text."""
+        now = False
+        for path in paths:
+            note = self.notes.get(path)
+            if note is not None and foreign_split(path) not in self._seen:
+                self._hinted.add(foreign_split(path))
+                now = now or display_title(note) != note.title
+        if now:
+            self.load(engine, set(self._hinted))
+
+    def _build(self, key: tuple[str, str]) -> None:
+        note, shards, tokens = foreign_note(key[0], key[1], list(self._rows[key].values()))
+        for sh in shards:
+            self.shards[sh.node_id] = sh
+        self.tokens.update(tokens)
+        self.paths[note.path] = [sh.node_id for sh in shards]
+        self.notes[note.path] = note

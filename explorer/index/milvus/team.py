@@ -36,12 +36,13 @@ from explorer.index.milvus.engine import (
     decode_terms,
     engine_terms,
     quote,
+    shard_pk,
 )
 from explorer.index.milvus.snapshot import MilvusSnapshot, allowed_expr
 from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
-from explorer.vault.model import Note, Shard, Tag, title_of
+from explorer.vault.model import Note, Shard, Tag, display_title, title_of
 from explorer.vault.shard import shard_at_cursor
 
 FOREIGN = "vault:"
@@ -166,6 +167,36 @@ def read_notes(
             yield from read_notes(engine, left)
 
 
+READ_KEYS = 2_000
+"""Shards one read of other vaults' rows by key names (a longer list is read in several queries)."""
+
+
+def read_rows(engine: Engine, wanted: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The text collection's rows of the shards `wanted` names ((vault, node_id) pairs), by primary key: a
+    lookup, whatever the collection's size (a note's other shards are not read; `read_notes` reads notes whole)."""
+    keys = sorted({shard_pk(vault, nid) for vault, nid in wanted})
+    out: list[dict[str, Any]] = []
+    for i in range(0, len(keys), READ_KEYS):
+        part = keys[i : i + READ_KEYS]
+        expr = f"pk in [{', '.join(quote(k) for k in part)}]"
+        out.extend(
+            dict(r)
+            for r in engine.text_call(
+                "read",
+                methodcaller(
+                    "query", engine.text_collection, filter=expr, output_fields=ROW_FIELDS, limit=len(part)
+                ),
+            )
+        )
+    return out
+
+
+def _split(key: str) -> tuple[str, str]:
+    """(vault, path in it) of a `vault:NAME/PATH` name (the inverse of `foreign_key`)."""
+    vault, _, path = key[len(FOREIGN) :].partition("/")
+    return vault, path
+
+
 class _Words(Mapping[str, Counter[str]]):
     """Other vaults' shards' tokens, decoded on first use: a team search reads whole notes, and only the
     shards among its candidates are scored (decoding every shard of ~600 notes cost ~0.4 s a pass at 12k)."""
@@ -177,9 +208,10 @@ class _Words(Mapping[str, Counter[str]]):
         self._decoded: dict[str, Counter[str]] = {}
 
     def add(self, words: Mapping[str, str]) -> None:
-        self._coded.update(words)
-        for nid in words:
-            self._decoded.pop(nid, None)
+        for nid, coded in words.items():
+            if self._coded.get(nid) != coded:
+                self._coded[nid] = coded
+                self._decoded.pop(nid, None)
 
     def __getitem__(self, key: str) -> Counter[str]:
         found = self._decoded.get(key)
@@ -270,9 +302,12 @@ class TeamSnapshot:
 
     It holds this vault's `MilvusSnapshot` (`base`) and delegates to it what is this vault's alone:
     its notes and shards, their vectors, texts and dates, the name table, restrictions. Another vault's
-    rows come from the collection: a note any ranking returns is read whole (all its rows, once per
-    search) and joins `notes` and `shards` as `vault:NAME/PATH`, so results, context windows and the
-    note view work for it; later rows of another content hash are left out (one version per search).
+    rows come from the collection: the shards a ranking returns are read by key (their texts, headings,
+    source types, frontmatter and words; once per search) and join `notes` and `shards` as
+    `vault:NAME/PATH`; a note is read whole (every shard) only when the search shows it (`prefetch`) or
+    something opens it (`note`, `shard_ids`), so results, context windows and the note view work for it
+    (at 12k shards, reading every candidate's note whole was 60 % of a team search); later rows of
+    another content hash are left out (one version per search).
 
     Rankings ask the engine twice per retrieval (`expect_vectors`, then `_ask`): one batched BM25
     search with every term's query and one batched dense search, no vectors returned, the filters as
@@ -299,6 +334,14 @@ class TeamSnapshot:
         self._more_shards: dict[str, Shard] = {}
         self._more_paths: dict[str, list[str]] = {}
         self._more_tokens = _Words()
+        self._rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        """(vault, path) -> node_id -> the text collection's row of each of its shards read so far."""
+        self._whole: set[tuple[str, str]] = set()
+        self._asked: set[str] = set()
+        self._hinted: set[tuple[str, str]] = set()
+        """Notes of other vaults a `prefetch` named (read whole with the first such note something opens)."""
+        """The BM25 words the rankings of this view asked the engine for."""
+        """Notes of other vaults read whole (the others hold only the shards rankings returned)."""
         self.notes: Mapping[str, Note] = _Overlay(base.notes, self._more_notes)
         self.shards: Mapping[str, Shard] = _Overlay(base.shards, self._more_shards)
         self.lexical: LexicalStats = _TeamLexical(base.lexical, self._more_tokens)
@@ -325,7 +368,26 @@ class TeamSnapshot:
 
     # -- this vault's, delegated --------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
-        self._base.prefetch(p for p in paths if p not in self._more_notes)
+        """This vault's notes as its view reads them. Other vaults' notes known only by some shards are
+        read whole (every shard) when something reads their shards or opens them (`shard_ids`, `note`),
+        all of those named here in one query: a search's results need only the shards it ranked, and
+        reading a note by its path costs a scan of the text collection (seconds at 50k shards). A
+        note whose shown title is made of its text (a conversation turn's first words) is read now."""
+        own: list[str] = []
+        shown: set[tuple[str, str]] = set()
+        for p in paths:
+            note = self._more_notes.get(p)
+            if note is None:
+                own.append(p)
+                continue
+            key = _split(p)
+            if key not in self._whole:
+                self._hinted.add(key)
+                if display_title(note) != note.title:
+                    shown.add(key)
+        if shown:
+            self._load(shown | self._hinted - self._whole)
+        self._base.prefetch(own)
 
     def notes_changed(self, since: int) -> frozenset[str] | None:
         return self._base.notes_changed(since)
@@ -334,7 +396,31 @@ class TeamSnapshot:
         return self._base.name_tokens(note)
 
     def note(self, path: str) -> Note | None:
+        self._whole_note(path)
         return self.notes.get(path)
+
+    def _whole_note(self, path: str) -> None:
+        """Read another vault's note whole when only some of its shards are known (its text, every shard).
+
+        With it, in the same query, every other such note whose names (title, file name, aliases) hold
+        one of the words the rankings asked for: the name ranking reads the shards and headings of the
+        notes a query names, one after the other."""
+        if path in self._more_notes:
+            key = _split(path)
+            if key not in self._whole:
+                self._load({key} | self._named() | self._hinted)
+
+    def _named(self) -> set[tuple[str, str]]:
+        """Notes of other vaults known only by some shards whose names hold a word the rankings asked for."""
+        words = self._asked
+        if not words:
+            return set()
+        out = set()
+        for name, note in self._more_notes.items():
+            key = _split(name)
+            if key not in self._whole and any(not words.isdisjoint(n) for n in self.name_tokens(note)):
+                out.add(key)
+        return out
 
     def has_vectors(self, context: bool = False) -> bool:
         return self._base.has_vectors(context)
@@ -401,10 +487,24 @@ class TeamSnapshot:
     # -- rows ---------------------------------------------------------------------------------
     def _read(self, rows: Iterable[dict[str, Any]]) -> list[str]:
         """The node_ids of the rows this view reads, this vault's and the others' alike, in the engine's
-        order; the other vaults' notes among them read first, in one query (`read_notes`)."""
+        order. The other vaults' shards among them not read yet are read first, by key in one query
+        (`read_rows`): their texts, headings, source types, frontmatter and words; their notes are read
+        whole only when shown or opened (`prefetch`, `note`, `shard_ids`). A `-word` filter, which
+        reads every shard of a note, reads their notes whole at once."""
         own = self._owner.vault_name
         flat = [dict(r.get("entity", r)) for r in rows]
-        self._load({(r["vault"], r["path"]) for r in flat if r.get("vault") != own} - set(self._loaded()))
+        theirs = [r for r in flat if r.get("vault") != own]
+        if self._scope.excluded:
+            self._load({(str(r["vault"]), str(r["path"])) for r in theirs} - self._whole)
+        else:
+            self._load_rows(
+                {
+                    (str(r["vault"]), str(r["node_id"]))
+                    for r in theirs
+                    if foreign_key(str(r["vault"]), str(r["node_id"])) not in self._more_shards
+                    and (str(r["vault"]), str(r["path"])) not in self._whole
+                }
+            )
         out = []
         for r in flat:
             if r.get("vault") == own:
@@ -422,19 +522,36 @@ class TeamSnapshot:
             out.append(nid)
         return out
 
-    def _loaded(self) -> Iterator[tuple[str, str]]:
-        for key in self._more_notes:
-            vault, _, path = key[len(FOREIGN) :].partition("/")
-            yield vault, path
+    def _load_rows(self, wanted: set[tuple[str, str]]) -> None:
+        """Read the shards of other vaults named in `wanted` ((vault, node_id)) by key: one query."""
+        if not wanted:
+            return
+        touched: set[tuple[str, str]] = set()
+        for r in read_rows(self._owner.engine, wanted):
+            key = (str(r["vault"]), str(r["path"]))
+            self._rows.setdefault(key, {}).setdefault(str(r["node_id"]), r)  # the version read first kept
+            touched.add(key)
+        for key in touched:
+            self._build(key)
 
     def _load(self, wanted: set[tuple[str, str]]) -> None:
         """Read the notes of other vaults named in `wanted` whole: one query of the text collection for
-        every vault's notes (`read_notes`)."""
+        every vault's notes (`read_notes`); shards already read keep the version read first."""
+        wanted = wanted - self._whole
+        if not wanted:
+            return
         for vault, path, parts in read_notes(self._owner.engine, wanted):
-            self._add_note(vault, path, parts)
+            kept = self._rows.setdefault((vault, path), {})
+            for r in parts:
+                kept.setdefault(str(r["node_id"]), r)
+        self._whole |= wanted
+        for key in wanted:
+            if key in self._rows:
+                self._build(key)
 
-    def _add_note(self, vault: str, path: str, rows: list[dict[str, Any]]) -> None:
-        note, shards, words = foreign_parts(vault, path, rows)
+    def _build(self, key: tuple[str, str]) -> None:
+        """The note of `key` from the rows read of it so far (all of them once read whole)."""
+        note, shards, words = foreign_parts(key[0], key[1], list(self._rows[key].values()))
         for sh in shards:
             self._more_shards[sh.node_id] = sh
         self._more_tokens.add(words)
@@ -443,6 +560,7 @@ class TeamSnapshot:
 
     # -- reads --------------------------------------------------------------------------------
     def shard_ids(self, path: str) -> Sequence[str]:
+        self._whole_note(path)
         more = self._more_paths.get(path)
         return more if more is not None else self._base.shard_ids(path)
 
@@ -471,7 +589,9 @@ class TeamSnapshot:
         seconds = int(other.metadata.get("mtime") or 0) if isinstance(other.metadata, dict) else 0
         return seconds * 1_000_000_000 if seconds > 0 else None  # its file time, as its vault recorded it
 
-    def scores_of(self, tokens: Sequence[str], ids: list[str]) -> dict[str, float]:
+    def scores_of(
+        self, tokens: Sequence[str], ids: list[str], counts: Mapping[str, Mapping[str, int]] | None = None
+    ) -> dict[str, float]:
         """BM25 of every vault's candidates alike, with the collection's statistics (explorer.index.milvus.stats).
 
         Milvus Lite keeps BM25 statistics per segment (a word in 1 of 515 rows, alone in a
@@ -480,7 +600,8 @@ class TeamSnapshot:
         statistics mean the same from another vault. Every candidate is scored with the
         collection's document count, average length and document frequencies, whichever vault asks.
         """
-        return collection_scores(self._owner.team_stats, self.local.lexical, self._more_tokens, tokens, ids)
+        more = self._more_tokens if counts is None else counts  # `counts`: every candidate's, made already
+        return collection_scores(self._owner.team_stats, self.local.lexical, more, tokens, ids)
 
     # -- rankings: one engine request per retrieval -------------------------------------------
     def expect_vectors(
@@ -549,10 +670,12 @@ class TeamSnapshot:
         """Two batched engine searches (every BM25 query in one, every dense query in the other; a
         `hybrid_search` returning the rows' vectors took twice as long), the filters as engine
         expressions: the union of every ranking's candidates as a `_Pool` that rescores them here. The
-        notes of other vaults among them are read in one query."""
+        shards of other vaults among them are read by key in one query (`_read`)."""
         owner, engine = self._owner, self._owner.engine
         lexical_k, dense_k = min(max(k, 0), MAX_LIMIT), min(max(dense_k, 0), MAX_LIMIT)
         texts = [engine_terms(toks) for toks in queries if toks] if lexical_k > 0 else []
+        for toks in queries:
+            self._asked.update(toks)
         rows: list[dict[str, Any]] = []
         found: list[list[tuple[str, str, float]]] = []  # each dense query's (vault, node_id, cosine)
         asked = [
@@ -628,12 +751,17 @@ class _Pool:
         self._view, self._ids, self._allowed = view, ids, allowed
         self._lexical_k, self._dense_k = lexical_k, dense_k
         self._bm25: dict[tuple[str, ...], list[Hit]] = {}
+        self._kept: dict[str, Mapping[str, int]] = {}
         self._cos: dict[bytes, list[Hit]] = {
             row.tobytes(): hits for row, hits in zip(dense, cosines, strict=False)
         }
 
     def _counts(self, nid: str) -> Mapping[str, int]:
-        return self._view.lexical.term_counts(nid)
+        """A candidate's token counts, made once per pool (every term's ranking reads them)."""
+        found = self._kept.get(nid)
+        if found is None:
+            found = self._kept[nid] = self._view.lexical.term_counts(nid)
+        return found
 
     def bm25(
         self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None
@@ -651,7 +779,7 @@ class _Pool:
             if hits is None:
                 wanted = set(toks)
                 ids = [nid for nid in self._ids if not wanted.isdisjoint(self._counts(nid))]
-                scores = self._view.scores_of(toks, ids)
+                scores = self._view.scores_of(toks, ids, self._kept)
                 hits = sorted(
                     ((nid, float(scores.get(nid, 0.0))) for nid in ids), key=lambda h: (-h[1], h[0])
                 )
