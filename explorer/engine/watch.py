@@ -239,6 +239,7 @@ class VaultWatcher:
         self._sync_seen: set[str] = set()
         self._sync_counter = 0
         self._observer: BaseObserver | None = None
+        self._retiring: list[tuple[threading.Timer, BaseObserver]] = []
         self._root_id: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._backoff = 0.0
@@ -342,9 +343,16 @@ class VaultWatcher:
         return token
 
     # -- observer -----------------------------------------------------------------------------
-    def _arm(self) -> bool:
-        """Start an observer on the vault root; False when the root cannot be watched."""
-        self._disarm()
+    def _arm(self, overlap: bool = False) -> bool:
+        """Start an observer on the vault root; False when the root cannot be watched.
+
+        With `overlap`, the running observer keeps running a while after the new one starts (no
+        moment unwatched, and the events it still holds, such as a move it waits to pair, reach the
+        watcher; an event heard by both is read twice, which changes nothing).
+        """
+        old = self._observer if overlap else None
+        if not overlap:
+            self._disarm()
         try:
             st = self.root.stat()
         except OSError:
@@ -370,11 +378,20 @@ class VaultWatcher:
             return False
         self._observer = observer
         self._root_id = (st.st_dev, st.st_ino)
+        if old is not None:
+            timer = threading.Timer(_RETIRE_SECONDS, _stop_observer, (old,))
+            timer.daemon = True
+            self._retiring = [(t, o) for t, o in self._retiring if t.is_alive()] + [(timer, old)]
+            timer.start()
         return True
 
     def _disarm(self) -> None:
         observer, self._observer = self._observer, None
         _stop_observer(observer)
+        retiring, self._retiring = self._retiring, []
+        for timer, old in retiring:
+            timer.cancel()
+            _stop_observer(old)
 
     def _healthy(self) -> bool:
         """True when the vault folder is the one being watched and the observer still runs."""
@@ -468,6 +485,12 @@ class VaultWatcher:
                 self._push(RawEvent("deleted", True, ""))
 
     def _handle(self, events: list[RawEvent], full: bool) -> None:
+        if self._observer is not None and self.observer_kind == "native" and _new_folders(events):
+            # A folder made and filled (or made, filled and renamed) faster than the kernel
+            # observer adds its watches stays unwatched: nothing later below it would be heard.
+            # A fresh observer watches every folder as the tree is now, before the new folders
+            # are walked for their notes, so a note is either walked or heard.
+            self._arm(overlap=True)
         changes = expand_events(events, self.root, self.settings.vault, self.index)
         if (changes.root_gone or self.state != STARTING) and not self._healthy():
             if not self._recover():
@@ -633,6 +656,15 @@ def expand_events(events: list[RawEvent], root: Path, vault: VaultSettings, inde
             paths.update(index.paths_under(ev.dest))
             paths.update(walk_notes(root, ev.dest, vault))
     return ChangeSet(frozenset(paths), full, root_gone)
+
+
+_RETIRE_SECONDS = 2.0
+"""How long a replaced observer keeps running (watchdog holds a move up to half a second to pair it)."""
+
+
+def _new_folders(events: list[RawEvent]) -> bool:
+    """Whether a folder inside the vault was made or moved (its subfolders may be unwatched)."""
+    return any(ev.is_dir and ev.kind in ("created", "moved") and ev.src != "" for ev in events)
 
 
 def walk_notes(root: Path, folder: str, vault: VaultSettings) -> list[str]:
