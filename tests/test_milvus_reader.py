@@ -105,12 +105,12 @@ def test_a_reader_reads_the_statistics_table_the_writers_keep(team, monkeypatch)
     """The reader's BM25 statistics come from the `<collection>_stats` table (a few small queries, no scan of
     the rows) and equal a scan's; its lexical `vault:*` top 10 hold a writer's documents. Of the notes its
     rankings return, it reads whole only those a search shows (the others' shards by key)."""
-    from explorer.index.milvus import reader as reader_module
+    from explorer.index.milvus import team as team_module
 
     server, (alice, bob) = team
     whole: list[str] = []
     returned: set[tuple[str, str]] = set()
-    read_notes, read_rows = reader_module.team_read_notes, reader_module.read_rows
+    read_notes, read_rows = team_module.read_notes, team_module.read_rows
 
     def counted(engine, wanted):
         for item in read_notes(engine, wanted):
@@ -122,8 +122,8 @@ def test_a_reader_reads_the_statistics_table_the_writers_keep(team, monkeypatch)
         returned.update((r["vault"], r["path"]) for r in rows)
         return rows
 
-    monkeypatch.setattr(reader_module, "team_read_notes", counted)
-    monkeypatch.setattr(reader_module, "read_rows", by_key)
+    monkeypatch.setattr(team_module, "read_notes", counted)  # the reads of the reader's ForeignRows
+    monkeypatch.setattr(team_module, "read_rows", by_key)
     reader = _reader(server.uri)
     assert reader.engine.calls.get("stats") == 1  # opened on the table, not on a scan of the rows
     try:

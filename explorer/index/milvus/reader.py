@@ -55,8 +55,7 @@ from explorer.index.milvus.engine import (
     shard_pk,
 )
 from explorer.index.milvus.stats import HEADER, STATS_SUFFIX
-from explorer.index.milvus.team import FOREIGN, foreign_key, foreign_note, read_rows
-from explorer.index.milvus.team import read_notes as team_read_notes
+from explorer.index.milvus.team import FOREIGN, ForeignRows, foreign_key, foreign_note
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import display_title
@@ -779,10 +778,9 @@ class _Loaded:
         self.shards: dict[str, Shard] = {}
         self.paths: dict[str, list[str]] = {}
         self.tokens: dict[str, Counter[str]] = {}
-        self._seen: set[tuple[str, str]] = set()
+        self._fetched = ForeignRows()
+        self._seen = self._fetched.whole
         """Notes read whole."""
-        self._rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        """(vault, path) -> node_id -> the text collection's row of each of its shards read so far."""
         self._asked: set[tuple[str, str]] = set()
         """(vault, node_id) of the shards read by key (found or not)."""
         self._hinted: set[tuple[str, str]] = set()
@@ -822,17 +820,8 @@ class _Loaded:
     def load(self, engine: Engine, wanted: set[tuple[str, str]]) -> None:
         """Read the notes `wanted` names ((vault, path)) whole; shards read already keep their version."""
         with self._lock:
-            todo = wanted - self._seen
-            if not todo:
-                return
-            for vault, path, parts in team_read_notes(engine, todo):
-                kept = self._rows.setdefault((vault, path), {})
-                for r in parts:
-                    kept.setdefault(str(r["node_id"]), r)
-            self._seen |= todo
-            for key in todo:
-                if key in self._rows:
-                    self._build(key)
+            for key in self._fetched.read_whole(engine, wanted):
+                self._build(key)
 
     def load_rows(self, engine: Engine, wanted: set[tuple[str, str]]) -> None:
         """Read the shards `wanted` names ((vault, node_id)) by key in one query, their notes not whole."""
@@ -842,17 +831,8 @@ class _Loaded:
                 for v, n in wanted
                 if foreign_key(v, n) not in self.shards and (v, n) not in self._asked
             }
-            if not todo:
-                return
             self._asked |= todo
-            touched: set[tuple[str, str]] = set()
-            for r in read_rows(engine, todo):
-                key = (str(r["vault"]), str(r["path"]))
-                if key in self._seen:
-                    continue  # read whole already: a newer row of it is left out (one version per search)
-                self._rows.setdefault(key, {}).setdefault(str(r["node_id"]), r)
-                touched.add(key)
-            for key in touched:
+            for key in self._fetched.read_keys(engine, todo):
                 self._build(key)
 
     def complete(self, engine: Engine, paths: Iterable[str]) -> None:
@@ -878,7 +858,7 @@ class _Loaded:
             self.load(engine, set(self._hinted))
 
     def _build(self, key: tuple[str, str]) -> None:
-        note, shards, tokens = foreign_note(key[0], key[1], list(self._rows[key].values()))
+        note, shards, tokens = foreign_note(key[0], key[1], list(self._fetched.rows[key].values()))
         for sh in shards:
             self.shards[sh.node_id] = sh
         self.tokens.update(tokens)

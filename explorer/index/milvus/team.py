@@ -191,6 +191,44 @@ def read_rows(engine: Engine, wanted: Iterable[tuple[str, str]]) -> list[dict[st
     return out
 
 
+class ForeignRows:
+    """The text collection's rows read so far of other vaults' notes, by (vault, path): the version
+    of a shard read first is kept, and a note read whole is not added to by key reads (one version
+    of it per search). The caller builds its notes from `rows` of the keys each read returns."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        """(vault, path) -> node_id -> the row of each of its shards read so far."""
+        self.whole: set[tuple[str, str]] = set()
+        """Notes read whole."""
+
+    def read_whole(self, engine: Engine, wanted: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Read whole, in one query, the notes of `wanted` not read whole yet; the notes found."""
+        todo = wanted - self.whole
+        if not todo:
+            return set()
+        for vault, path, parts in read_notes(engine, todo):
+            kept = self.rows.setdefault((vault, path), {})
+            for r in parts:
+                kept.setdefault(str(r["node_id"]), r)
+        self.whole |= todo
+        return {key for key in todo if key in self.rows}
+
+    def read_keys(self, engine: Engine, wanted: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Read by key, in one query, the shards `wanted` names ((vault, node_id)); the notes they
+        belong to that were not read whole."""
+        if not wanted:
+            return set()
+        touched: set[tuple[str, str]] = set()
+        for r in read_rows(engine, wanted):
+            key = (str(r["vault"]), str(r["path"]))
+            if key in self.whole:
+                continue
+            self.rows.setdefault(key, {}).setdefault(str(r["node_id"]), r)
+            touched.add(key)
+        return touched
+
+
 def _split(key: str) -> tuple[str, str]:
     """(vault, path in it) of a `vault:NAME/PATH` name (the inverse of `foreign_key`)."""
     vault, _, path = key[len(FOREIGN) :].partition("/")
@@ -334,9 +372,8 @@ class TeamSnapshot:
         self._more_shards: dict[str, Shard] = {}
         self._more_paths: dict[str, list[str]] = {}
         self._more_tokens = _Words()
-        self._rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        """(vault, path) -> node_id -> the text collection's row of each of its shards read so far."""
-        self._whole: set[tuple[str, str]] = set()
+        self._fetched = ForeignRows()
+        self._whole = self._fetched.whole
         self._asked: set[str] = set()
         self._hinted: set[tuple[str, str]] = set()
         """Notes of other vaults a `prefetch` named (read whole with the first such note something opens)."""
@@ -524,34 +561,18 @@ class TeamSnapshot:
 
     def _load_rows(self, wanted: set[tuple[str, str]]) -> None:
         """Read the shards of other vaults named in `wanted` ((vault, node_id)) by key: one query."""
-        if not wanted:
-            return
-        touched: set[tuple[str, str]] = set()
-        for r in read_rows(self._owner.engine, wanted):
-            key = (str(r["vault"]), str(r["path"]))
-            self._rows.setdefault(key, {}).setdefault(str(r["node_id"]), r)  # the version read first kept
-            touched.add(key)
-        for key in touched:
+        for key in self._fetched.read_keys(self._owner.engine, wanted):
             self._build(key)
 
     def _load(self, wanted: set[tuple[str, str]]) -> None:
         """Read the notes of other vaults named in `wanted` whole: one query of the text collection for
         every vault's notes (`read_notes`); shards already read keep the version read first."""
-        wanted = wanted - self._whole
-        if not wanted:
-            return
-        for vault, path, parts in read_notes(self._owner.engine, wanted):
-            kept = self._rows.setdefault((vault, path), {})
-            for r in parts:
-                kept.setdefault(str(r["node_id"]), r)
-        self._whole |= wanted
-        for key in wanted:
-            if key in self._rows:
-                self._build(key)
+        for key in self._fetched.read_whole(self._owner.engine, wanted):
+            self._build(key)
 
     def _build(self, key: tuple[str, str]) -> None:
         """The note of `key` from the rows read of it so far (all of them once read whole)."""
-        note, shards, words = foreign_parts(key[0], key[1], list(self._rows[key].values()))
+        note, shards, words = foreign_parts(key[0], key[1], list(self._fetched.rows[key].values()))
         for sh in shards:
             self._more_shards[sh.node_id] = sh
         self._more_tokens.add(words)
