@@ -348,7 +348,9 @@ class VaultWatcher:
 
         With `overlap`, the running observer keeps running a while after the new one starts (no
         moment unwatched, and the events it still holds, such as a move it waits to pair, reach the
-        watcher; an event heard by both is read twice, which changes nothing).
+        watcher; an event heard by both is read twice, which changes nothing). The new one is of the
+        same kind; when it cannot start (e.g. the system's inotify watch limit, reached by two
+        observers at once), the running one stays, as it was.
         """
         old = self._observer if overlap else None
         if not overlap:
@@ -360,13 +362,16 @@ class VaultWatcher:
         handler = _Recorder(self)
         observer: BaseObserver | None = None
         kinds = ("polling",) if self.use_polling else ("native", "polling")
+        if old is not None:  # a fresh observer of the running kind, or none (the running one stays)
+            kinds = (self.observer_kind,)
         for kind in kinds:
             try:
                 observer = _make_observer(kind)
                 observer.schedule(handler, self._root_str, recursive=True, event_filter=list(WATCHED_EVENTS))
                 observer.start()
             except OSError as exc:
-                if not self.root.is_dir():
+                if not self.root.is_dir() or old is not None:
+                    _stop_observer(observer)
                     return False
                 self._report_error(f"cannot watch {self.root} with the {kind} observer: {exc}")
                 _stop_observer(observer)
