@@ -203,15 +203,17 @@ import os, sys, time, random
 import numpy as np
 from pathlib import Path
 from explorer.index.local.store import Store
-folder, role, until, prune = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
+folder, role, prune = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 go = folder.parent / "go"
+(folder.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():
-    time.sleep(0.001)
+    time.sleep(0.005)
+until = float(go.read_text())  # the end of the work, set when every process is at the gate
 rnd = random.Random(os.getpid())
 if role == "write":
     s = Store(folder)
     i = 0
-    while time.time() < until:
+    while i == 0 or time.time() < until:
         s.put_vectors("m", {f"{os.getpid()}-{i + j}": np.random.rand(8).astype("f4") for j in range(16)})
         i += 16
         if prune and rnd.random() < 0.03:
@@ -221,7 +223,9 @@ if role == "write":
     print("wrote", i)
 else:
     short = 0
-    while time.time() < until:
+    rounds = 0
+    while rounds == 0 or time.time() < until:
+        rounds += 1
         s = Store(folder)
         for _ in range(5):
             hashes = [h for (h,) in s.conn.execute("SELECT hash FROM vec_rows WHERE model='m'")]
@@ -242,11 +246,10 @@ def test_two_writers_and_a_reader_share_one_store(tmp_path: Path, prune: bool) -
     folder = tmp_path / "idx"
     script = tmp_path / "worker.py"
     script.write_text(STORE_WORKER)
-    until = time.time() + 10  # the work starts at the gate (after a second); this bounds it
     roles = ["write", "write", "write", "read"]
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), str(folder), role, str(until), "1" if prune else "0"],
+            [sys.executable, str(script), str(folder), role, "1" if prune else "0"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -254,8 +257,12 @@ def test_two_writers_and_a_reader_share_one_store(tmp_path: Path, prune: bool) -
         )
         for role in roles
     ]
-    time.sleep(1.0)  # every worker imported and waiting at the gate
-    (tmp_path / "go").write_text("go")
+    # Every process imported and at the gate, then 4 s of work at once (each does some, however loaded
+    # the machine is).
+    end = time.monotonic() + PATIENCE
+    while len(list(tmp_path.glob("ready-*"))) < len(roles) and time.monotonic() < end:
+        time.sleep(0.05)
+    (tmp_path / "go").write_text(str(time.time() + 4))
     outs = [p.communicate(timeout=PATIENCE + 60) for p in procs]
     for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
@@ -282,6 +289,8 @@ from explorer.index.local.store import Store
 base, start, rounds = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 for k in range(rounds):
     at = start + 0.4 * k
+    while at - time.time() > 0.003:  # asleep until just before the moment, then spinning to it
+        time.sleep(max(0.0, at - time.time() - 0.003))
     while time.time() < at:
         pass
     s = Store(base / f"idx-{k}")
