@@ -645,14 +645,16 @@ def measure(
     calls: dict[str, dict[str, int]] = {a: {} for a in names}
     call_ms: dict[str, dict[str, float]] = {a: {} for a in names}
     cpu = {a: [0.0, 0.0] for a in names}  # client, server seconds
+    tops: dict[str, dict[str, list[str]]] = {}
     engine = indexes[0].engine
     for i, q in enumerate(queries):
         for arm, suffix in arms[i % len(arms) :] + arms[: i % len(arms)]:
             before, ms_before = dict(engine.calls), dict(clock.ms)
             c0, s0 = time.process_time(), tree_cpu_s(pid)
             t = time.perf_counter()
-            pipes[arm].search(q + suffix, record=False)
+            found = pipes[arm].search(q + suffix, record=False)
             times[arm].append((time.perf_counter() - t) * 1000)
+            tops.setdefault(q, {})[arm] = [r.document_path for r in found.results[:10]]
             cpu[arm][0] += time.process_time() - c0
             cpu[arm][1] += tree_cpu_s(pid) - s0
             for k, v in engine.calls.items():
@@ -667,7 +669,13 @@ def measure(
         out[f"{arm}_call_ms"] = {k: round(v / n, 1) for k, v in sorted(call_ms[arm].items()) if v}
         out[f"{arm}_client_cpu_ms"] = round(cpu[arm][0] * 1000 / n, 1)
         out[f"{arm}_server_cpu_ms"] = round(cpu[arm][1] * 1000 / n, 1)
-    if "before" in times:
+    if "before" in times:  # the top 10 of this tree's vault:* search against the earlier one's
+        pairs = [(t["team"], t["before"]) for t in tops.values() if "team" in t and "before" in t]
+        out["top10_overlap_with_before"] = round(
+            sum(len(set(a) & set(b)) for a, b in pairs) / max(1, len(pairs)), 2
+        )
+        out["top10_same_order_with_before"] = sum(a == b for a, b in pairs)
+        out["top1_same_with_before"] = sum(a[:1] == b[:1] for a, b in pairs)
         ratios = sorted(b / max(a, 1e-9) for a, b in zip(times["team"], times["before"], strict=True))
         out["before_over_team_median"] = round(ratios[len(ratios) // 2], 2)
     return out

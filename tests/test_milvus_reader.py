@@ -22,6 +22,7 @@ from explorer.engine import make_pipeline, new_index
 from explorer.index.milvus import MilvusIndex
 from explorer.index.milvus.reader import TeamReader, read_statistics, split_target, table_statistics
 from test_milvus import MILVUS_LITE, LiteServer, free_port, milvus_settings
+from test_milvus_team_calls import ROUND_TRIPS, _counting
 
 QUERIES = (
     "hamster diet",
@@ -90,15 +91,26 @@ def test_a_reader_answers_as_a_writers_team_search(team, sample_index, monkeypat
     assert stats.n == alice.stats().shards + _bob.stats().shards and stats.vaults == {"alice", "bob"}
     writer, ours = make_pipeline(alice, alice.settings), make_pipeline(reader, reader.settings)
     overlaps = []
+    asked: list[int] = []
+    trips: list[str] = []  # every round trip of the reader's pymilvus client that searches or reads
+    client = reader.engine.client()
+    for name in ROUND_TRIPS:
+        monkeypatch.setattr(client, name, _counting(getattr(client, name), name, trips))
     try:
         for q in QUERIES:
             w = [_as_team(r.document_path, "alice") for r in writer.search(f"{q} vault:*", k=10).results]
+            trips.clear()
             r = [x.document_path for x in ours.search(team_query(q), k=10).results]
+            asked.append(len(trips))
             assert r and all(p.startswith(("vault:alice/", "vault:bob/")) for p in r)
             overlaps.append(10 * len(set(w) & set(r)) / max(len(set(w) | set(r)), 1))
     finally:
         reader.close()
     assert min(overlaps) >= 8 and sum(overlaps) / len(overlaps) >= 9.5, overlaps
+    # Each search asks the engine at most twice: one request carrying its BM25 and dense queries (the
+    # feedback vector and the second pass rank the rows it returned, with their vectors), then one read
+    # of the text collection (the shards by key, the notes the name ranking opens whole).
+    assert max(asked) <= 2, asked
 
 
 def test_a_reader_reads_the_statistics_table_the_writers_keep(team, monkeypatch) -> None:
@@ -110,7 +122,7 @@ def test_a_reader_reads_the_statistics_table_the_writers_keep(team, monkeypatch)
     server, (alice, bob) = team
     whole: list[str] = []
     returned: set[tuple[str, str]] = set()
-    read_notes, read_rows = team_module.read_notes, team_module.read_rows
+    read_notes, read_rows, read_both = team_module.read_notes, team_module.read_rows, team_module.read_both
 
     def counted(engine, wanted):
         for item in read_notes(engine, wanted):
@@ -122,8 +134,15 @@ def test_a_reader_reads_the_statistics_table_the_writers_keep(team, monkeypatch)
         returned.update((r["vault"], r["path"]) for r in rows)
         return rows
 
+    def both(engine, keys, wanted):
+        rows = read_both(engine, keys, wanted)
+        returned.update((r["vault"], r["path"]) for r in rows)
+        whole.extend(p for _v, p in wanted)
+        return rows
+
     monkeypatch.setattr(team_module, "read_notes", counted)  # the reads of the reader's ForeignRows
     monkeypatch.setattr(team_module, "read_rows", by_key)
+    monkeypatch.setattr(team_module, "read_both", both)
     reader = _reader(server.uri)
     assert reader.engine.calls.get("stats") == 1  # opened on the table, not on a scan of the rows
     try:

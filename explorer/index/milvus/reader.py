@@ -6,7 +6,9 @@ its BM25 and vector candidates come from the engine as a writer's team search ge
 (explorer.index.milvus.team), its BM25 scores from the collection's statistics (the table the writers
 keep, `table_statistics`; a scan of the rows, `read_statistics`, for a collection written without it),
 and the shards the rankings return (texts, headings, dates, frontmatter, words) from the text
-collection, read by key once per search; a note is read whole when a search shows it or opens it. The search pipeline runs on it unchanged.
+collection, read by key once per search (with the notes the name ranking opens, whole): a search
+asks the engine at most twice, its second pass and feedback ranking the rows (and vectors) the
+first request returned. The search pipeline runs on it unchanged.
 
 Read-only: the reader never creates, loads into or writes to a collection beyond what a search
 needs (`ReadOnlyEngine`), and writes nothing to disk; a collection that does not exist, or an
@@ -22,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import partial
 from operator import methodcaller
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,8 +46,6 @@ from explorer.index.local.lexical import BM25_B, BM25_EPSILON, BM25_K1
 from explorer.index.local.model_host import ModelHost
 from explorer.index.local.store import name_tokens
 from explorer.index.milvus.engine import (
-    BM25_PARAMS,
-    COSINE_PARAMS,
     MAX_LIMIT,
     ROW_FIELDS,
     BackendError,
@@ -52,10 +53,16 @@ from explorer.index.milvus.engine import (
     decode_terms,
     engine_terms,
     quote,
-    shard_pk,
 )
 from explorer.index.milvus.stats import HEADER, STATS_SUFFIX
-from explorer.index.milvus.team import FOREIGN, ForeignRows, foreign_key, foreign_note
+from explorer.index.milvus.team import (
+    FOREIGN,
+    ForeignRows,
+    foreign_key,
+    foreign_note,
+    named_files,
+    request,
+)
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
 from explorer.vault.model import display_title
@@ -353,6 +360,7 @@ class TeamReader:
         self._stats: TeamStatistics | None = None
         self._stats_at = 0.0
         self._stats_rows = -1
+        self._refreshing = False
         self._version = 0
         self._lock = threading.Lock()
 
@@ -382,19 +390,38 @@ class TeamReader:
         return self
 
     def statistics(self) -> TeamStatistics:
-        """The collection's statistics, read again when older than `STATS_MAX_AGE_S` and the row count moved."""
+        """The collection's statistics (read at open). Older than `STATS_MAX_AGE_S`, they are checked in a
+        background thread (the row count; read again when it moved) while searches go on with them: a
+        search asks the engine only for its rankings and rows."""
         with self._lock:
-            now = time.monotonic()
-            if self._stats is not None and now - self._stats_at < STATS_MAX_AGE_S:
-                return self._stats
-            if self._stats is not None:
-                rows = row_count(self.engine)
-                if rows == self._stats_rows:
-                    self._stats_at = now
-                    return self._stats
-            stats = table_statistics(self.engine) or read_statistics(self.engine)
-            self._stats, self._stats_at, self._stats_rows = stats, now, stats.n
+            stats = self._stats
+            if stats is None:
+                stats = self._read_statistics()
+            elif time.monotonic() - self._stats_at >= STATS_MAX_AGE_S and not self._refreshing:
+                self._refreshing = True
+                threading.Thread(target=self._refresh, name="explorer-team-stats", daemon=True).start()
             return stats
+
+    def _read_statistics(self) -> TeamStatistics:
+        stats = table_statistics(self.engine) or read_statistics(self.engine)
+        self._stats, self._stats_at, self._stats_rows = stats, time.monotonic(), stats.n
+        return stats
+
+    def _refresh(self) -> None:
+        """Check the statistics against the row count; read them again when it moved (a fault keeps them)."""
+        try:
+            if row_count(self.engine) == self._stats_rows:
+                with self._lock:
+                    self._stats_at = time.monotonic()
+                return
+            stats = table_statistics(self.engine) or read_statistics(self.engine)
+            with self._lock:
+                self._stats, self._stats_at, self._stats_rows = stats, time.monotonic(), stats.n
+        except BackendError:
+            pass
+        finally:
+            with self._lock:
+                self._refreshing = False
 
     def snapshot(self) -> ReaderSnapshot:
         """A view of the collection for one search. Each view is a new version: its notes are the ones
@@ -562,6 +589,14 @@ class ReaderSnapshot:
         self.neighbours: Mapping[str, tuple[str, ...]] = {}
         self._expr = self._scope_expr()
         self.lexical = _ReaderLexical(self)
+        self._expected: tuple[np.ndarray, int] | None = None
+        self._kinds: set[str] = set()
+        """The kinds of query (`lexical`, `dense`) this view's engine request carried: the rankings its rows answer."""
+        self._words: set[str] = set()
+        self._pool: list[str] = []
+        self._names: list[str] = []
+        self._vectors: dict[str, np.ndarray] = {}
+        self._matrix = np.zeros((0, 1), dtype=np.float32)
 
     # -- notes and shards -------------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
@@ -572,7 +607,8 @@ class ReaderSnapshot:
         self._loaded.hint(self._owner.engine, paths)
 
     def shard_ids(self, path: str) -> Sequence[str]:
-        self._loaded.complete(self._owner.engine, (path,))
+        """A note's shards known to this search (read whole only with the search's rows when its file
+        name holds a word of the search, `named_files`): the search asks the engine at most twice."""
         return self._loaded.paths.get(path, ())
 
     def modified(self, path: str) -> int | None:
@@ -611,18 +647,24 @@ class ReaderSnapshot:
     def bm25_top_many(
         self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
     ) -> list[list[Hit]]:
-        """Each token list's candidates from one engine search, scored with the collection's statistics."""
-        out: list[list[Hit]] = [[] for _ in queries]
-        asked = [i for i, toks in enumerate(queries) if toks]
-        if not asked or k <= 0:
-            return out
-        res = self._search("sparse", [engine_terms(queries[i]) for i in asked], k, self._expr, BM25_PARAMS)
-        for i, rows in zip(asked, res, strict=True):
-            ids = [nid for nid, _ in self._read(rows)]
-            scores = self.bm25_scores(queries[i], ids)
-            hits = [(nid, scores.get(nid, 0.0)) for nid in ids]
-            hits.sort(key=lambda h: (-h[1], h[0]))
-            out[i] = hits[:k]
+        """Each token list's ranking of the rows of the search's one engine request (`_ask`: its BM25
+        and dense queries together), scored with the collection's statistics; later rankings (the
+        second pass) rescore the rows it returned."""
+        expected, self._expected = self._expected, None
+        if "lexical" not in self._kinds:
+            dense = expected[0] if expected is not None else np.zeros((0, 1), dtype=np.float32)
+            self._ask(queries, k, dense, expected[1] if expected is not None else 0)
+        kept = self._loaded.tokens
+        out: list[list[Hit]] = []
+        for toks in queries:
+            if not toks or k <= 0:
+                out.append([])
+                continue
+            wanted = set(toks)
+            ids = [n for n in self._pool if not wanted.isdisjoint(kept.get(n, ()))]
+            scores = self.bm25_scores(toks, ids)
+            hits = sorted(((n, scores.get(n, 0.0)) for n in ids), key=lambda h: (-h[1], h[0]))
+            out.append(hits[:k])
         return out
 
     def spread(self, triples: Sequence[tuple[str, str, float]]) -> Spread:
@@ -653,23 +695,83 @@ class ReaderSnapshot:
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if context or not len(q) or k <= 0:
             return [[] for _ in range(len(q))]
-        expr = f"({self._expr}) and has_vector == true" if self._expr else "has_vector == true"
-        res = self._search("vector", [row.tolist() for row in q], k, expr, COSINE_PARAMS)
-        out: list[list[Hit]] = []
-        for rows in res:
-            hits = [(nid, score) for nid, score in self._read(rows) if score >= floor]
-            hits.sort(key=lambda h: (-h[1], h[0]))
-            out.append(hits[:k])
-        return out
+        if "dense" not in self._kinds:
+            self._ask([], 0, q, k)
+        return self._dense(q, k, floor)
 
     def expect_vectors(
         self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
     ) -> None:
-        """Each ranking is asked for on its own: nothing to prepare."""
+        """The dense rankings the retrieval asks for after its BM25 rankings: asked for with them (`_ask`)."""
+        self._expected = (np.atleast_2d(np.asarray(queries, dtype=np.float32)), k)
+
+    def _ask(self, queries: Sequence[Sequence[str]], k: int, dense: np.ndarray, dense_k: int) -> None:
+        """The search's one engine request (explorer.index.milvus.team.request): every BM25 query and
+        every dense query, the filters as engine expressions, the rows' vectors returned; the shards
+        among them read in one query of the text collection (`_read`)."""
+        engine = self._owner.engine
+        lexical_k, dense_k = min(max(k, 0), MAX_LIMIT), min(max(dense_k, 0), MAX_LIMIT)
+        texts = [engine_terms(t) for t in queries if t] if lexical_k > 0 else []
+        vectors = [r.tolist() for r in dense] if dense_k > 0 and len(dense) else []
+        if lexical_k > 0:
+            self._kinds.add("lexical")
+        if dense_k > 0:
+            self._kinds.add("dense")
+        for toks in queries:
+            self._words.update(toks)
+        if not texts and not vectors:
+            return
+        res = engine.call(
+            "search",
+            partial(
+                request,
+                collection=engine.collection,
+                texts=texts,
+                lexical_k=lexical_k,
+                lexical_expr=self._expr,
+                vectors=vectors,
+                dense_k=dense_k,
+                dense_expr=f"({self._expr}) and has_vector == true" if self._expr else "has_vector == true",
+                fields=[*ROW_OUTPUT, *(("has_vector", "vector") if vectors else ())],
+            ),
+        )
+        rows = [h for hits in res for h in hits]
+        ids = [nid for nid, _ in self._read(rows)]
+        kept = set(ids)
+        found: dict[str, np.ndarray] = {}
+        for r in rows:
+            e = r.get("entity", r)
+            nid = foreign_key(str(e["vault"]), str(e["node_id"]))
+            if nid in kept and e.get("has_vector") and e.get("vector") is not None:
+                found.setdefault(nid, np.asarray(e["vector"], dtype=np.float32))
+        self._pool = list(dict.fromkeys(self._pool + ids))
+        self._vectors.update(found)
+        found = self._vectors
+        self._names = [n for n in self._pool if n in found]
+        matrix = (
+            np.stack([found[n] for n in self._names]) if self._names else np.zeros((0, 1), dtype=np.float32)
+        )
+        norms = np.linalg.norm(matrix, axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
+        norms[norms == 0] = 1.0
+        self._matrix = matrix / norms[:, None]
+
+    def _dense(self, queries: np.ndarray, k: int, floor: float) -> list[list[Hit]]:
+        """Each query row's cosine ranking of the rows of the search's request (its best `k` at or above `floor`)."""
+        out: list[list[Hit]] = []
+        for row in queries:
+            norm = float(np.linalg.norm(row))
+            if not self._names or norm == 0.0 or row.shape[0] != self._matrix.shape[1]:
+                out.append([])
+                continue
+            sims = self._matrix @ (row / norm)
+            hits = sorted(zip(self._names, sims.tolist(), strict=True), key=lambda h: (-h[1], h[0]))
+            out.append([h for h in hits[:k] if h[1] >= floor])
+        return out
 
     def vector(self, node_id: str) -> np.ndarray | None:
-        """A loaded shard's vector, read from the engine (with every other loaded shard's not read yet)."""
-        return self._loaded.vector(self._owner.engine, node_id)
+        """A shard's vector as the search's request returned it (None for a shard it did not return: the
+        search asks the engine at most twice)."""
+        return self._vectors.get(node_id)
 
     def restrict(self, node_ids: AbstractSet[str]) -> Restriction:
         return Restriction(node_ids)
@@ -723,31 +825,17 @@ class ReaderSnapshot:
         return True
 
     # -- rows -------------------------------------------------------------------------------
-    def _search(self, field: str, data: list[Any], k: int, expr: str, params: dict[str, Any]) -> list[Any]:
-        engine, limit = self._owner.engine, min(k, MAX_LIMIT)
-        return list(
-            engine.call(
-                "search",
-                lambda c: c.search(
-                    engine.collection,
-                    data=data,
-                    anns_field=field,
-                    limit=limit,
-                    filter=expr,
-                    search_params=params,
-                    output_fields=list(ROW_OUTPUT),
-                    consistency_level="Strong",
-                ),
-            )
-        )
-
     def _read(self, rows: Iterable[Any]) -> list[tuple[str, float]]:
         """(node_id, engine score) of the rows this view reads, in the engine's order; their notes loaded."""
         flat = [dict(r.get("entity", r)) | {"distance": float(r.get("distance", 0.0))} for r in rows]
         if self._scope.excluded:  # `-word` reads every shard of a note
             self._loaded.load(self._owner.engine, {(str(r["vault"]), str(r["path"])) for r in flat})
         else:
-            self._loaded.load_rows(self._owner.engine, {(str(r["vault"]), str(r["node_id"])) for r in flat})
+            self._loaded.load_rows(
+                self._owner.engine,
+                {(str(r["vault"]), str(r["node_id"])) for r in flat},
+                named_files(self._words, flat, self._loaded.seen),
+            )
         out = []
         for r in flat:
             nid = foreign_key(str(r["vault"]), str(r["node_id"]))
@@ -779,43 +867,13 @@ class _Loaded:
         self.paths: dict[str, list[str]] = {}
         self.tokens: dict[str, Counter[str]] = {}
         self._fetched = ForeignRows()
-        self._seen = self._fetched.whole
+        self._seen = self.seen = self._fetched.whole
         """Notes read whole."""
         self._asked: set[tuple[str, str]] = set()
         """(vault, node_id) of the shards read by key (found or not)."""
         self._hinted: set[tuple[str, str]] = set()
         """Notes a search named to read whole with the next one read (`hint`)."""
-        self._vectors: dict[str, np.ndarray | None] = {}
         self._lock = threading.Lock()
-
-    def vector(self, engine: Engine, node_id: str) -> np.ndarray | None:
-        """The vector of a loaded shard (None when it has none); the vectors of every loaded shard
-        not asked for yet are read with it, in one query per 200 shards."""
-        with self._lock:
-            if node_id in self._vectors or node_id not in self.shards:
-                return self._vectors.get(node_id)
-            todo = [nid for nid in self.shards if nid not in self._vectors]
-            keys = {shard_pk(*foreign_split(nid)): nid for nid in todo}
-            pks = sorted(keys)
-            for nid in todo:
-                self._vectors[nid] = None
-            for i in range(0, len(pks), 200):
-                part = pks[i : i + 200]
-                rows = engine.call(
-                    "read",
-                    methodcaller(
-                        "query",
-                        engine.collection,
-                        filter=f"has_vector == true and pk in [{', '.join(quote(p) for p in part)}]",
-                        output_fields=["pk", "content_hash", "vector"],
-                        limit=len(part),
-                    ),
-                )
-                for r in rows:
-                    got = keys.get(str(r["pk"]))
-                    if got is not None and self.shards[got].hash == r.get("content_hash"):
-                        self._vectors[got] = np.asarray(r["vector"], dtype=np.float32)
-            return self._vectors.get(node_id)
 
     def load(self, engine: Engine, wanted: set[tuple[str, str]]) -> None:
         """Read the notes `wanted` names ((vault, path)) whole; shards read already keep their version."""
@@ -823,8 +881,11 @@ class _Loaded:
             for key in self._fetched.read_whole(engine, wanted):
                 self._build(key)
 
-    def load_rows(self, engine: Engine, wanted: set[tuple[str, str]]) -> None:
-        """Read the shards `wanted` names ((vault, node_id)) by key in one query, their notes not whole."""
+    def load_rows(
+        self, engine: Engine, wanted: set[tuple[str, str]], whole: set[tuple[str, str]] | None = None
+    ) -> None:
+        """Read the shards `wanted` names ((vault, node_id)) by key in one query, their notes not whole
+        but those of `whole` ((vault, path)), read whole in the same query."""
         with self._lock:
             todo = {
                 (v, n)
@@ -832,19 +893,8 @@ class _Loaded:
                 if foreign_key(v, n) not in self.shards and (v, n) not in self._asked
             }
             self._asked |= todo
-            for key in self._fetched.read_keys(engine, todo):
+            for key in self._fetched.read(engine, todo, whole or set()):
                 self._build(key)
-
-    def complete(self, engine: Engine, paths: Iterable[str]) -> None:
-        """Read whole the notes of `paths` known only by some of their shards (with those `hint` named)."""
-        todo = set()
-        for path in paths:
-            if path in self.notes:
-                key = foreign_split(path)
-                if key not in self._seen:
-                    todo.add(key)
-        if todo:
-            self.load(engine, todo | self._hinted)
 
     def hint(self, engine: Engine, paths: Iterable[str]) -> None:
         """Name notes to read whole with the next one read; read them now when one's shown title is its text."""

@@ -34,7 +34,7 @@ from typing import Any
 
 from explorer.index.backend import LexicalStats
 from explorer.index.local.lexical import BM25_B, BM25_EPSILON, BM25_K1
-from explorer.index.milvus.engine import MAX_LIMIT, Engine, engine_term, quote
+from explorer.index.milvus.engine import MAX_LIMIT, BackendError, Engine, engine_term, quote
 
 STATS_SUFFIX = "_stats"
 BUCKETS = 256
@@ -125,6 +125,7 @@ class StatsTable:
         self._ready = False
         self._lock = threading.Lock()
         self._kept: dict[int, tuple[float, list[dict[str, Any]]]] = {}
+        self._refreshing = False
 
     def clear(self) -> None:
         """Forget what was read (this writer's own statistics changed)."""
@@ -215,21 +216,15 @@ class StatsTable:
             got = {b: kept[1] for b in wanted if (kept := self._kept.get(b)) and now - kept[0] < self.ttl}
         missing = sorted(wanted - got.keys())
         if missing:
-            # The whole table in one query (every bucket of every vault: ~257 rows a vault), so that the
-            # next searches' words are read from what is kept; a bucket at a time past the engine's row limit.
-            whole = self._call("stats", methodcaller("query", self.name, filter="bucket >= -1", **_FIELDS))
-            if len(whole) < MAX_LIMIT:
-                rows, missing = whole, list(range(HEADER, BUCKETS))
-            else:
-                expr = f"bucket in [{', '.join(str(b) for b in missing)}]"
-                rows = self._call("stats", methodcaller("query", self.name, filter=expr, **_FIELDS))
-            fresh: dict[int, list[dict[str, Any]]] = {b: [] for b in missing}
-            for r in rows:
-                fresh.setdefault(int(r["bucket"]), []).append(dict(r))
             with self._lock:
-                for b, part in fresh.items():
-                    self._kept[b] = (now, part)
-            got.update(fresh)
+                stale = {b: kept[1] for b in missing if (kept := self._kept.get(b)) is not None}
+            if len(stale) == len(missing):
+                # Read before and older than the bound: used by this search while a thread reads the
+                # table again (a search asks the engine only for its rankings and rows).
+                got.update(stale)
+                self._refresh_later()
+            else:
+                got.update(self._read_table(missing, now))
         docs = sum(int(r["docs"]) for r in got[HEADER])
         length = sum(int(r["length"]) for r in got[HEADER])
         by_word = {engine_term(t): t for t in terms}
@@ -244,6 +239,42 @@ class StatsTable:
                     if term is not None:
                         df[term] = df.get(term, 0) + int(words[i + 1])
         return CollectionStats(docs, length, df, len(got[HEADER]))
+
+    def _read_table(self, missing: list[int], now: float) -> dict[int, list[dict[str, Any]]]:
+        """Read the buckets `missing` (the whole table in one query, so that the next searches' words are
+        read from what is kept: ~257 rows a vault; a bucket at a time past the engine's row limit)."""
+        whole = self._call("stats", methodcaller("query", self.name, filter="bucket >= -1", **_FIELDS))
+        if len(whole) < MAX_LIMIT:
+            rows, missing = whole, list(range(HEADER, BUCKETS))
+        else:
+            expr = f"bucket in [{', '.join(str(b) for b in missing)}]"
+            rows = self._call("stats", methodcaller("query", self.name, filter=expr, **_FIELDS))
+        fresh: dict[int, list[dict[str, Any]]] = {b: [] for b in missing}
+        for r in rows:
+            fresh.setdefault(int(r["bucket"]), []).append(dict(r))
+        with self._lock:
+            for b, part in fresh.items():
+                self._kept[b] = (now, part)
+        return fresh
+
+    def _refresh_later(self) -> None:
+        """Read the kept buckets again in a background thread (one at a time; a fault leaves them stale)."""
+        with self._lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+            wanted = sorted(self._kept)
+
+        def run() -> None:
+            try:
+                self._read_table(wanted, time.monotonic())
+            except BackendError:
+                pass
+            finally:
+                with self._lock:
+                    self._refreshing = False
+
+        threading.Thread(target=run, name="explorer-milvus-stats", daemon=True).start()
 
 
 _FIELDS: dict[str, Any] = {"output_fields": ["vault", "bucket", "docs", "length", "dfs"], "limit": MAX_LIMIT}

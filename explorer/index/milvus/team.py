@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from functools import partial
 from operator import methodcaller
 from typing import Any
 
@@ -42,7 +43,7 @@ from explorer.index.milvus.snapshot import MilvusSnapshot, allowed_expr
 from explorer.index.milvus.stats import collection_scores
 from explorer.text.tokenize import tokenize
 from explorer.vault.links import LinkGraph
-from explorer.vault.model import Note, Shard, Tag, display_title, title_of
+from explorer.vault.model import _TURN_PATH, Note, Shard, Tag, display_title, title_of
 from explorer.vault.shard import shard_at_cursor
 
 FOREIGN = "vault:"
@@ -191,6 +192,34 @@ def read_rows(engine: Engine, wanted: Iterable[tuple[str, str]]) -> list[dict[st
     return out
 
 
+def read_both(
+    engine: Engine, keys: set[tuple[str, str]], whole: set[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The text collection's rows of the shards `keys` names ((vault, node_id), by primary key) and of every
+    shard of the notes `whole` names ((vault, path)), in one query."""
+    by_vault: dict[str, list[str]] = {}
+    for vault, path in whole:
+        by_vault.setdefault(vault, []).append(path)
+    parts = [f"pk in [{', '.join(quote(k) for k in sorted({shard_pk(v, n) for v, n in keys}))}]"]
+    parts.extend(
+        f"(vault == {quote(v)} and path in [{', '.join(quote(p) for p in sorted(paths))}])"
+        for v, paths in sorted(by_vault.items())
+    )
+    return [
+        dict(r)
+        for r in engine.text_call(
+            "read",
+            methodcaller(
+                "query",
+                engine.text_collection,
+                filter=" or ".join(parts),
+                output_fields=ROW_FIELDS,
+                limit=READ_ROWS,
+            ),
+        )
+    ]
+
+
 class ForeignRows:
     """The text collection's rows read so far of other vaults' notes, by (vault, path): the version
     of a shard read first is kept, and a note read whole is not added to by key reads (one version
@@ -214,6 +243,28 @@ class ForeignRows:
         self.whole |= todo
         return {key for key in todo if key in self.rows}
 
+    def read(
+        self, engine: Engine, keys: set[tuple[str, str]], whole: set[tuple[str, str]]
+    ) -> set[tuple[str, str]]:
+        """Read in one query the shards `keys` names ((vault, node_id)) and the notes of `whole` not read
+        whole yet ((vault, path)): the notes touched (`read_keys` and `read_whole` in one round trip)."""
+        whole = whole - self.whole
+        if not whole:
+            return self.read_keys(engine, keys)
+        if not keys:
+            return self.read_whole(engine, whole)
+        rows = read_both(engine, keys, whole)
+        touched: set[tuple[str, str]] = set()
+        for r in rows:
+            key = (str(r["vault"]), str(r["path"]))
+            if key in self.whole:
+                continue
+            self.rows.setdefault(key, {}).setdefault(str(r["node_id"]), r)
+            touched.add(key)
+        if len(rows) < READ_ROWS:
+            self.whole |= whole
+        return touched
+
     def read_keys(self, engine: Engine, wanted: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """Read by key, in one query, the shards `wanted` names ((vault, node_id)); the notes they
         belong to that were not read whole."""
@@ -227,6 +278,26 @@ class ForeignRows:
             self.rows.setdefault(key, {}).setdefault(str(r["node_id"]), r)
             touched.add(key)
         return touched
+
+
+def named_files(
+    words: AbstractSet[str], rows: Iterable[Mapping[str, Any]], whole: AbstractSet[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """(vault, path) of the rows' notes not read whole (`whole`) whose file names hold one of `words`: the
+    notes a name ranking opens, read whole with the rows' shards (one read of the text collection per
+    search; a note named only by its frontmatter title or aliases keeps the shards the rankings returned),
+    and the conversation turns, whose shown title is made of their first words (`display_title`)."""
+    out: set[tuple[str, str]] = set()
+    if not words:
+        return out
+    for r in rows:
+        key = (str(r["vault"]), str(r["path"]))
+        if key in out or key in whole:
+            continue
+        stem = key[1].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        if not words.isdisjoint(tokenize(stem)) or _TURN_PATH.search(key[1]):
+            out.add(key)
+    return out
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -342,23 +413,26 @@ class TeamSnapshot:
     its notes and shards, their vectors, texts and dates, the name table, restrictions. Another vault's
     rows come from the collection: the shards a ranking returns are read by key (their texts, headings,
     source types, frontmatter and words; once per search) and join `notes` and `shards` as
-    `vault:NAME/PATH`; a note is read whole (every shard) only when the search shows it (`prefetch`) or
-    something opens it (`note`, `shard_ids`), so results, context windows and the note view work for it
-    (at 12k shards, reading every candidate's note whole was 60 % of a team search); later rows of
-    another content hash are left out (one version per search).
+    `vault:NAME/PATH`; in the same read, the notes the name ranking opens (their file names hold a
+    word of the search) and conversation turns are read whole (every shard); another note is read
+    whole only when something opens it (`note`; `shard_ids` gives the shards known, so a search asks
+    the engine at most twice); later rows of another content hash are left out (one version per search).
 
-    Rankings ask the engine twice per retrieval (`expect_vectors`, then `_ask`): one batched BM25
-    search with every term's query and one batched dense search, no vectors returned, the filters as
-    engine expressions (a feedback vector, known only after the first rankings, is one search more);
-    the rows are rescored here (`_Pool`): BM25 of every vault alike with the collection's statistics
-    (`scores_of`), the engine's cosines (exact: the vector index is probed whole). `tag:` and `after:`/`before:`/`on:` (the note's `day`) are engine
-    expressions on the other vaults' rows; `path:`, `file:`, `section:`, `-word` and
-    `[property:value]` (on the note's frontmatter, stored as JSON) are checked on the rows returned.
-    The view never answers from this vault's local index: other vaults' rows are the engine's alone.
+    A search asks the engine for its rankings once (`expect_vectors`, then `_ask`): one request
+    (`request`: a `hybrid_search` of one request per query) carrying every term's BM25 query and
+    every dense query, the filters as engine expressions, the rows' vectors returned. Every ranking
+    of the search is made from the rows it returned (`_Pool`): BM25 of every vault alike with the
+    collection's statistics (`scores_of`), cosines with the rows' vectors (the first pass's are the
+    engine's rankings: exact, the vector index is probed whole); the feedback vector and the second
+    pass, known only after the first rankings, rank the same rows. `tag:` and
+    `after:`/`before:`/`on:` (the note's `day`) are engine expressions on the other vaults' rows;
+    `path:`, `file:`, `section:`, `-word` and `[property:value]` (on the note's frontmatter, stored
+    as JSON) are checked on the rows returned. The view never answers from this vault's local index:
+    other vaults' rows are the engine's alone.
     """
 
     FIELDS = ("node_id", "content_hash", "vault", "path")
-    """What each row of a team request brings back (cosines are the engine's: exact, IVF_FLAT probed whole)."""
+    """What each row of a team request brings back (with `has_vector` and `vector`: the cosines are made here)."""
 
     def __init__(self, base: MilvusSnapshot, scope: Scope) -> None:
         self._base = base
@@ -384,7 +458,8 @@ class TeamSnapshot:
         self.lexical: LexicalStats = _TeamLexical(base.lexical, self._more_tokens)
         self._engine_expr = self._scope_expr()
         self._expected: tuple[np.ndarray, int, Restriction | None] | None = None
-        self._pool: _Pool | None = None
+        self._pools: list[tuple[Restriction | None, _Pool]] = []
+        """The rows of this search's engine requests, by the filter they were asked with."""
 
     # -- lifecycle ----------------------------------------------------------------------------
     def release(self) -> None:
@@ -524,9 +599,10 @@ class TeamSnapshot:
     # -- rows ---------------------------------------------------------------------------------
     def _read(self, rows: Iterable[dict[str, Any]]) -> list[str]:
         """The node_ids of the rows this view reads, this vault's and the others' alike, in the engine's
-        order. The other vaults' shards among them not read yet are read first, by key in one query
-        (`read_rows`): their texts, headings, source types, frontmatter and words; their notes are read
-        whole only when shown or opened (`prefetch`, `note`, `shard_ids`). A `-word` filter, which
+        order. The other vaults' shards among them not read yet are read first, in one query of the
+        text collection: by key (their texts, headings, source types, frontmatter and words), and with
+        them whole (every shard) the notes the name ranking will open (`named_files`); other notes are
+        read whole only when shown or opened (`prefetch`, `note`, `shard_ids`). A `-word` filter, which
         reads every shard of a note, reads their notes whole at once."""
         own = self._owner.vault_name
         flat = [dict(r.get("entity", r)) for r in rows]
@@ -534,14 +610,15 @@ class TeamSnapshot:
         if self._scope.excluded:
             self._load({(str(r["vault"]), str(r["path"])) for r in theirs} - self._whole)
         else:
-            self._load_rows(
-                {
-                    (str(r["vault"]), str(r["node_id"]))
-                    for r in theirs
-                    if foreign_key(str(r["vault"]), str(r["node_id"])) not in self._more_shards
-                    and (str(r["vault"]), str(r["path"])) not in self._whole
-                }
-            )
+            keys = {
+                (str(r["vault"]), str(r["node_id"]))
+                for r in theirs
+                if foreign_key(str(r["vault"]), str(r["node_id"])) not in self._more_shards
+                and (str(r["vault"]), str(r["path"])) not in self._whole
+            }
+            named = named_files(self._asked, theirs, self._whole)
+            for key in self._fetched.read(self._owner.engine, keys, named):
+                self._build(key)
         out = []
         for r in flat:
             if r.get("vault") == own:
@@ -558,11 +635,6 @@ class TeamSnapshot:
                     continue
             out.append(nid)
         return out
-
-    def _load_rows(self, wanted: set[tuple[str, str]]) -> None:
-        """Read the shards of other vaults named in `wanted` ((vault, node_id)) by key: one query."""
-        for key in self._fetched.read_keys(self._owner.engine, wanted):
-            self._build(key)
 
     def _load(self, wanted: set[tuple[str, str]]) -> None:
         """Read the notes of other vaults named in `wanted` whole: one query of the text collection for
@@ -581,7 +653,9 @@ class TeamSnapshot:
 
     # -- reads --------------------------------------------------------------------------------
     def shard_ids(self, path: str) -> Sequence[str]:
-        self._whole_note(path)
+        """A note's shards known to this search: another vault's note is read whole only with the rows of
+        the search (the notes its file name names, `named_files`) or when opened (`note`); otherwise
+        the shards the rankings returned (the search asks the engine at most twice)."""
         more = self._more_paths.get(path)
         return more if more is not None else self._base.shard_ids(path)
 
@@ -624,7 +698,7 @@ class TeamSnapshot:
         more = self._more_tokens if counts is None else counts  # `counts`: every candidate's, made already
         return collection_scores(self._owner.team_stats, self.local.lexical, more, tokens, ids)
 
-    # -- rankings: one engine request per retrieval -------------------------------------------
+    # -- rankings: one engine request per search ----------------------------------------------
     def expect_vectors(
         self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None = None
     ) -> None:
@@ -644,21 +718,18 @@ class TeamSnapshot:
     def bm25_top_many(
         self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None = None
     ) -> list[list[Hit]]:
-        """Every term's BM25 ranking. With the retrieval's dense queries known (`expect_vectors`), from one
-        engine request carrying both; a ranking the last request holds whole, from it; else asked alone."""
+        """Every term's BM25 ranking, from the rows of the search's engine request (`_pool`): the first
+        retrieval's request carries its BM25 queries with its dense ones (`expect_vectors`); later
+        rankings (the second pass, a deeper one) rescore the rows it returned."""
         expected, self._expected = self._expected, None
-        empty = np.zeros((0, 1), dtype=np.float32)
-        if expected is not None and expected[2] is allowed:
-            self._pool = self._ask(queries, k, expected[0], expected[1], allowed)
-            pool = self._pool
-        else:
-            kept = self._pool.bm25(queries, k, allowed) if self._pool is not None else None
-            if kept is not None:
-                return kept
-            pool = self._ask(queries, k, empty, 0, allowed)  # a deeper ranking: the retrieval's pool kept
-        got = pool.bm25(queries, min(k, MAX_LIMIT), allowed)
-        assert got is not None  # the pool asked for as many rows of each (at most the engine's limit)
-        return got
+        pool = self._pool_for(allowed, "lexical")
+        if pool is None:
+            dense, dense_k = np.zeros((0, 1), dtype=np.float32), 0
+            if expected is not None and expected[2] == allowed:
+                dense, dense_k = expected[0], expected[1]
+            pool = self._ask(queries, k, dense, dense_k, allowed)
+            self._pools.append((allowed, pool))
+        return pool.bm25(queries, k)
 
     def vector_top(
         self,
@@ -668,17 +739,21 @@ class TeamSnapshot:
         allowed: Restriction | None = None,
         context: bool = False,
     ) -> list[list[Hit]]:
-        """The cosine rankings of the retrieval's engine request when it holds them; a query it did not
-        carry (the feedback vector) ranks the rows it returned; a ranking asked deeper is asked alone."""
+        """The cosine rankings of the rows the search's engine request returned (their vectors came with
+        them): the retrieval's dense queries, the feedback vector and the second pass's alike."""
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if context:
             return [[] for _ in range(len(q))]  # dialog context is this vault's alone
-        kept = self._pool.dense(q, k, floor, allowed) if self._pool is not None else None
-        if kept is not None:
-            return kept
-        got = self._ask([], k, q, k, allowed).dense(q, min(k, MAX_LIMIT), floor, allowed)
-        assert got is not None
-        return got
+        pool = self._pool_for(allowed, "dense")
+        if pool is None:
+            pool = self._ask([], k, q, k, allowed)
+            self._pools.append((allowed, pool))
+        return pool.dense(q, k, floor)
+
+    def _pool_for(self, allowed: Restriction | None, kind: str) -> _Pool | None:
+        """The rows of this search's engine request for the filter `allowed` that carried `kind` of query
+        (`lexical` or `dense`; None: not asked yet)."""
+        return next((pool for asked, pool in self._pools if asked == allowed and kind in pool.kinds), None)
 
     def _ask(
         self,
@@ -688,45 +763,32 @@ class TeamSnapshot:
         dense_k: int,
         allowed: Restriction | None,
     ) -> _Pool:
-        """Two batched engine searches (every BM25 query in one, every dense query in the other; a
-        `hybrid_search` returning the rows' vectors took twice as long), the filters as engine
-        expressions: the union of every ranking's candidates as a `_Pool` that rescores them here. The
-        shards of other vaults among them are read by key in one query (`_read`)."""
+        """One engine request carrying every BM25 query and every dense query (`request`), the filters
+        as engine expressions, the rows' vectors returned: the union of every ranking's candidates as a
+        `_Pool` that rescores them here. The shards of other vaults among them are read in one query
+        of the text collection (`_read`)."""
         owner, engine = self._owner, self._owner.engine
         lexical_k, dense_k = min(max(k, 0), MAX_LIMIT), min(max(dense_k, 0), MAX_LIMIT)
         texts = [engine_terms(toks) for toks in queries if toks] if lexical_k > 0 else []
         for toks in queries:
             self._asked.update(toks)
+        vectors = [r.tolist() for r in dense] if dense_k > 0 else []
         rows: list[dict[str, Any]] = []
-        found: list[list[tuple[str, str, float]]] = []  # each dense query's (vault, node_id, cosine)
-        asked = [
-            ("sparse", texts, BM25_PARAMS, lexical_k, self._filter(allowed)),
-            (
-                "vector",
-                [r.tolist() for r in dense] if dense_k > 0 else [],
-                COSINE_PARAMS,
-                dense_k,
-                self._filter(allowed, "has_vector == true"),
-            ),
-        ]
-        if texts or (dense_k > 0 and len(dense)):
+        if texts or vectors:
             owner.wait_warm()
-        for field, data, params, limit, expr in asked:
-            if not data:
-                continue
             try:
                 res = engine.call(
                     "search",
-                    methodcaller(
-                        "search",
-                        engine.collection,
-                        data=data,
-                        anns_field=field,
-                        search_params=params,
-                        limit=limit,
-                        filter=expr,
-                        output_fields=list(self.FIELDS),
-                        consistency_level="Strong",
+                    partial(
+                        request,
+                        collection=engine.collection,
+                        texts=texts,
+                        lexical_k=lexical_k,
+                        lexical_expr=self._filter(allowed),
+                        vectors=vectors,
+                        dense_k=dense_k,
+                        dense_expr=self._filter(allowed, "has_vector == true"),
+                        fields=[*self.FIELDS, *(("has_vector", "vector") if vectors else ())],
                     ),
                 )
             except BackendError as exc:
@@ -734,48 +796,101 @@ class TeamSnapshot:
                     str(exc)
                 )  # the index hears of it; other vaults' rows are the engine's alone
                 raise
-            for hits in res:
-                got = [(dict(h.get("entity", h)), float(h.get("distance", 0.0))) for h in hits]
-                rows.extend(r for r, _d in got)
-                if field == "vector":
-                    found.append([(str(r.get("vault")), str(r.get("node_id")), d) for r, d in got])
+            rows = [dict(h.get("entity", h)) for hits in res for h in hits]
         ids = self._read(rows)
         own = owner.vault_name
         kept = set(ids)
-        cosines = []
-        for ranking in found:
-            named = ((nid if v == own else foreign_key(v, nid), d) for v, nid, d in ranking)
-            cosines.append(sorted(((n, d) for n, d in named if n in kept), key=lambda h: (-h[1], h[0])))
-        return _Pool(self, list(dict.fromkeys(ids)), allowed, lexical_k, dense_k, dense, cosines)
+        found: dict[str, np.ndarray] = {}
+        for r in rows:
+            if not r.get("has_vector") or r.get("vector") is None:
+                continue
+            nid = (
+                str(r["node_id"])
+                if r.get("vault") == own
+                else foreign_key(str(r["vault"]), str(r["node_id"]))
+            )
+            if nid in kept:
+                found.setdefault(nid, np.asarray(r["vector"], dtype=np.float32))
+        kinds = {kind for kind, asked in (("lexical", texts), ("dense", vectors)) if asked}
+        return _Pool(self, list(dict.fromkeys(ids)), found, kinds)
+
+
+def request(
+    client: Any,
+    *,
+    collection: str,
+    texts: list[str],
+    lexical_k: int,
+    lexical_expr: str,
+    vectors: list[list[float]],
+    dense_k: int,
+    dense_expr: str,
+    fields: list[str],
+) -> list[list[Any]]:
+    """Every BM25 query (`texts`, `lexical_k` rows each) and every dense query (`vectors`, `dense_k` rows
+    each) in one round trip: a `hybrid_search` of one request per query whose fused list is long enough
+    to hold every request's rows (the union: the rankings are made here from the rows); one query alone
+    is a plain search. Returns the hits in one list per request (the fused list once)."""
+    asked = [("sparse", t, BM25_PARAMS, lexical_k, lexical_expr) for t in texts] + [
+        ("vector", v, COSINE_PARAMS, dense_k, dense_expr) for v in vectors
+    ]
+    if len(asked) == 1:
+        field, data, params, limit, expr = asked[0]
+        return list(
+            client.search(
+                collection,
+                data=[data],
+                anns_field=field,
+                search_params=params,
+                limit=limit,
+                filter=expr,
+                output_fields=fields,
+                consistency_level="Strong",
+            )
+        )
+    from pymilvus import AnnSearchRequest, RRFRanker
+
+    reqs = [
+        AnnSearchRequest([data], field, params, limit, expr=expr or None)
+        for field, data, params, limit, expr in asked
+    ]
+    total = min(sum(a[3] for a in asked), MAX_LIMIT)
+    return list(
+        client.hybrid_search(
+            collection, reqs, RRFRanker(), limit=total, output_fields=fields, consistency_level="Strong"
+        )
+    )
 
 
 class _Pool:
-    """The rows a retrieval's two batched searches returned (`TeamSnapshot._ask`): every ranking of it
-    is made from them, and a ranking they hold whole (fewer candidates than the search asked for) too.
+    """The rows of a search's one engine request (`TeamSnapshot._ask`), with their vectors: every
+    ranking of the search is made from them.
 
     A BM25 ranking is the rows holding one of its words, scored with the collection's statistics; a
-    cosine ranking is the engine's own for that dense query (exact: the vector index is probed whole).
-    The engine returned every ranking's top rows, so each ranking's head is there: rows other rankings
-    brought only add candidates.
+    cosine ranking is the rows' cosines with its query vector. The engine returned each ranking of
+    the request's top rows (exact: the vector index is probed whole), so those rankings are the
+    engine's; a ranking the request did not carry (the feedback vector, the second pass's words and
+    vector) ranks the rows it returned, which hold the head of every ranking of the first pass.
     """
 
     def __init__(
-        self,
-        view: TeamSnapshot,
-        ids: list[str],
-        allowed: Restriction | None,
-        lexical_k: int,
-        dense_k: int,
-        dense: np.ndarray,
-        cosines: list[list[Hit]],
+        self, view: TeamSnapshot, ids: list[str], vectors: dict[str, np.ndarray], kinds: AbstractSet[str]
     ) -> None:
-        self._view, self._ids, self._allowed = view, ids, allowed
-        self._lexical_k, self._dense_k = lexical_k, dense_k
+        self._view, self._ids = view, ids
+        self.kinds = kinds
+        """The kinds of query the request carried (`lexical`, `dense`): the rankings it can answer."""
         self._bm25: dict[tuple[str, ...], list[Hit]] = {}
         self._kept: dict[str, Mapping[str, int]] = {}
-        self._cos: dict[bytes, list[Hit]] = {
-            row.tobytes(): hits for row, hits in zip(dense, cosines, strict=False)
-        }
+        self._cos: dict[bytes, list[Hit]] = {}
+        self._names = [n for n in ids if n in vectors]
+        matrix = (
+            np.stack([vectors[n] for n in self._names]).astype(np.float32)
+            if self._names
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        norms = np.linalg.norm(matrix, axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
+        norms[norms == 0] = 1.0
+        self._matrix = matrix / norms[:, None]
 
     def _counts(self, nid: str) -> Mapping[str, int]:
         """A candidate's token counts, made once per pool (every term's ranking reads them)."""
@@ -784,12 +899,8 @@ class _Pool:
             found = self._kept[nid] = self._view.lexical.term_counts(nid)
         return found
 
-    def bm25(
-        self, queries: Sequence[Sequence[str]], k: int, allowed: Restriction | None
-    ) -> list[list[Hit]] | None:
-        """Each token list's ranking from these rows, or None when one of them needs rows they may not hold."""
-        if allowed is not self._allowed:
-            return None
+    def bm25(self, queries: Sequence[Sequence[str]], k: int) -> list[list[Hit]]:
+        """Each token list's ranking from these rows (its best `k`)."""
         out: list[list[Hit]] = []
         for toks in queries:
             if not toks:
@@ -805,24 +916,22 @@ class _Pool:
                     ((nid, float(scores.get(nid, 0.0))) for nid in ids), key=lambda h: (-h[1], h[0])
                 )
                 self._bm25[key] = hits
-                if len(hits) >= self._lexical_k and k > self._lexical_k:
-                    return None
-            elif k > self._lexical_k and len(hits) >= self._lexical_k:
-                return None  # the request may have been cut before rows this depth reaches
             out.append(hits[:k])
         return out
 
-    def dense(
-        self, queries: np.ndarray, k: int, floor: float, allowed: Restriction | None
-    ) -> list[list[Hit]] | None:
-        """Each query row's cosine ranking as the engine returned it, or None when the request did not carry
-        one of them (such as the feedback vector) or a ranking is asked deeper than the request."""
-        if allowed is not self._allowed:
-            return None
+    def dense(self, queries: np.ndarray, k: int, floor: float) -> list[list[Hit]]:
+        """Each query row's cosine ranking of these rows (its best `k` at or above `floor`)."""
         out: list[list[Hit]] = []
         for row in queries:
-            hits = self._cos.get(row.tobytes())
-            if hits is None or (k > self._dense_k and len(hits) >= self._dense_k):
-                return None
+            key = row.tobytes()
+            hits = self._cos.get(key)
+            if hits is None:
+                norm = float(np.linalg.norm(row))
+                if not len(self._names) or norm == 0.0 or row.shape[0] != self._matrix.shape[1]:
+                    hits = []
+                else:
+                    sims = self._matrix @ (row / norm)
+                    hits = sorted(zip(self._names, sims.tolist(), strict=True), key=lambda h: (-h[1], h[0]))
+                self._cos[key] = hits
             out.append([h for h in hits[:k] if h[1] >= floor])
         return out
