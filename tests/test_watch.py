@@ -227,6 +227,48 @@ def test_a_folder_made_filled_and_renamed_at_once_is_watched_below(watched) -> N
         h.settle()
 
 
+def test_a_replaced_observer_lagging_behind_is_waited_for(watched, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A note written just before a fresh observer starts is heard by the replaced one only. When that
+    one lags (watchdog holds every event behind a move it waits to pair; a loaded machine delays its
+    threads more), idle is not claimed without the note and the observer is not stopped before it has
+    delivered it (under load a note at the vault root was missing while the watcher reported idle)."""
+    from explorer.engine import watch as watch_mod
+
+    h = watched()
+    release, written, armed = threading.Event(), threading.Event(), threading.Event()
+    # No public call delays an observer: its event handler and the re-arm are wrapped.
+    real_hear = watch_mod._Recorder.on_any_event  # noqa: SLF001 - see above
+    real_arm = watch_mod.VaultWatcher._arm  # noqa: SLF001 - see above
+
+    def lagging(self, event) -> None:  # the observer hearing root.md holds it and all after it
+        if os.fsdecode(event.src_path).endswith(f"{os.sep}root.md"):
+            release.wait(IDLE_S)
+        real_hear(self, event)
+
+    def arm_after_the_writes(self, overlap: bool = False) -> bool:
+        if overlap:  # the fresh observer starts once both notes are written
+            written.wait(IDLE_S)
+        try:
+            return real_arm(self, overlap)
+        finally:
+            armed.set()
+
+    monkeypatch.setattr(watch_mod._Recorder, "on_any_event", lagging)  # noqa: SLF001 - see above
+    monkeypatch.setattr(watch_mod.VaultWatcher, "_arm", arm_after_the_writes)
+    h.write("Fresh/a.md", "# A\n\naardvark\n")
+    h.write("root.md", "# Root\n\nbadger\n")
+    written.set()
+    try:
+        assert armed.wait(IDLE_S)
+        idle = h.watcher.wait_idle(1.0)  # cannot be true while root.md is held
+        assert not idle or "root.md" in h.index.notes
+    finally:
+        release.set()
+    h.settle()
+    assert set(h.index.notes) == {"Fresh/a.md", "root.md"}
+    assert h.errors == []
+
+
 def test_permission_change_rereads_and_skips_with_reason(watched, monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests may run as root, who reads anything: make reads honour the mode bits like anyone else.
     real_open = open

@@ -239,7 +239,8 @@ class VaultWatcher:
         self._sync_seen: set[str] = set()
         self._sync_counter = 0
         self._observer: BaseObserver | None = None
-        self._retiring: list[tuple[threading.Timer, BaseObserver]] = []
+        self._recorder: _Recorder | None = None
+        self._retiring: list[_Retiring] = []
         self._root_id: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._backoff = 0.0
@@ -318,12 +319,18 @@ class VaultWatcher:
             def idle() -> bool:
                 if self._stopping or self.state == VAULT_MISSING:
                     return True
-                return self._batches.idle()
+                # A replaced observer may still hold events the new one started too late to hear:
+                # it has delivered them once it hears the handoff marker written after the new one started.
+                return self._batches.idle() and not any(r.token and not r.drained for r in self._retiring)
 
             ok = self._cond.wait_for(idle, remaining())
             return bool(ok) and not self._stopping and self.state != VAULT_MISSING
 
-    def _write_marker(self) -> str | None:
+    def _write_marker(self, entry: _Retiring | None = None) -> str | None:
+        """Write and remove a marker file in the index folder; its token, or None when none can be heard.
+
+        With `entry`, the token is its handoff marker (set before the file exists, so it cannot be heard first).
+        """
         folder = self.index.cache_dir
         try:
             Path(folder).resolve().relative_to(self.root)
@@ -334,6 +341,8 @@ class VaultWatcher:
         with self._cond:
             self._sync_counter += 1
             token = f"{_SYNC_PREFIX}{os.getpid()}-{self._sync_counter}"
+            if entry is not None:
+                entry.token = token
         marker = Path(folder) / token
         try:
             marker.write_bytes(b"")
@@ -353,6 +362,7 @@ class VaultWatcher:
         observers at once), the running one stays, as it was.
         """
         old = self._observer if overlap else None
+        old_recorder = self._recorder if overlap else None
         if not overlap:
             self._disarm()
         try:
@@ -381,22 +391,63 @@ class VaultWatcher:
             break
         if observer is None:
             return False
-        self._observer = observer
+        with self._cond:
+            self._observer, self._recorder = observer, handler
         self._root_id = (st.st_dev, st.st_ino)
         if old is not None:
-            timer = threading.Timer(_RETIRE_SECONDS, _stop_observer, (old,))
-            timer.daemon = True
-            self._retiring = [(t, o) for t, o in self._retiring if t.is_alive()] + [(timer, old)]
-            timer.start()
+            self._retire(old, old_recorder)
         return True
 
+    def _retire(self, old: BaseObserver, recorder: _Recorder | None) -> None:
+        """Stop a replaced observer once it has delivered every event it heard before its successor started.
+
+        Its events may lag far behind the new observer's (watchdog holds everything behind a move
+        it waits to pair, and a loaded machine delays its threads more), and what happened just
+        before the new observer started is heard by the old one only. A marker written now, after
+        the new observer started, reaches the old one behind all of those: the old observer stops
+        when it hears it (`_heard_marker`), and `wait_idle` waits for that. Without a marker (index
+        folder outside the vault) the old observer runs `_RETIRE_SECONDS` more.
+        """
+        entry = _Retiring(old, recorder)
+        with self._cond:
+            self._retiring.append(entry)
+        if self._write_marker(entry) is None:
+            with self._cond:
+                entry.token = None
+        deadline = time.monotonic() + (_DRAIN_SECONDS if entry.token else _RETIRE_SECONDS)
+        thread = threading.Thread(
+            target=self._stop_when_drained, args=(entry, deadline), name="explorer-watch-retire", daemon=True
+        )
+        thread.start()
+
+    def _stop_when_drained(self, entry: _Retiring, deadline: float) -> None:
+        with self._cond:
+            self._cond.wait_for(
+                lambda: entry.drained or entry.cancelled or self._stopping,
+                max(0.0, deadline - time.monotonic()),
+            )
+            if entry.cancelled:
+                return
+            lagging = entry.token is not None and not entry.drained and not self._stopping
+            entry.drained = True
+        _stop_observer(entry.observer)
+        if lagging:  # what it still held is lost: reconcile everything
+            self.request_full_refresh("a replaced file observer did not catch up")
+        with self._cond:
+            if entry in self._retiring:
+                self._retiring.remove(entry)
+            self._cond.notify_all()
+
     def _disarm(self) -> None:
-        observer, self._observer = self._observer, None
+        with self._cond:
+            observer, self._observer = self._observer, None
+            retiring, self._retiring = self._retiring, []
+            for entry in retiring:
+                entry.cancelled = True
+            self._cond.notify_all()
         _stop_observer(observer)
-        retiring, self._retiring = self._retiring, []
-        for timer, old in retiring:
-            timer.cancel()
-            _stop_observer(old)
+        for entry in retiring:
+            _stop_observer(entry.observer)
 
     def _healthy(self) -> bool:
         """True when the vault folder is the one being watched and the observer still runs."""
@@ -414,15 +465,28 @@ class VaultWatcher:
         except RuntimeError:  # the emitter set changed while being read
             return True
 
+    def _heard_marker(self, event: FileSystemEvent, recorder: _Recorder) -> bool:
+        """Note a marker file heard by one observer (True); False for any other event."""
+        if event.is_directory:
+            return False
+        src = self._rel(event.src_path)
+        if src is None or not _is_sync_marker(src):
+            return False
+        token = src.rsplit("/", 1)[-1]
+        with self._cond:
+            handoff = [entry for entry in self._retiring if entry.token == token]
+            if not handoff:
+                self._sync_seen.add(token)
+            for entry in handoff:
+                if entry.recorder is recorder:
+                    entry.drained = True
+            self._cond.notify_all()
+        return True
+
     def _record(self, event: FileSystemEvent) -> None:
         """The observer callback: turn an event into a RawEvent and queue it. Cheap and thread-safe."""
         src = self._rel(event.src_path)
         dest = self._rel(event.dest_path) if event.dest_path else None
-        if src is not None and not event.is_directory and _is_sync_marker(src):
-            with self._cond:
-                self._sync_seen.add(src.rsplit("/", 1)[-1])
-                self._cond.notify_all()
-            return
         vault = self.settings.vault
         is_dir = event.is_directory
         if is_dir:
@@ -615,7 +679,20 @@ class _Recorder(FileSystemEventHandler):
         self._watcher = watcher
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        self._watcher._record(event)
+        if not self._watcher._heard_marker(event, self):
+            self._watcher._record(event)
+
+
+@dataclass(slots=True, eq=False)
+class _Retiring:
+    """A replaced observer still running until it has delivered what it heard before its successor started."""
+
+    observer: BaseObserver
+    recorder: _Recorder | None
+    token: str | None = None
+    """The handoff marker it must hear; None when none could be written (it then runs a fixed time)."""
+    drained: bool = False
+    cancelled: bool = False
 
 
 def expand_events(events: list[RawEvent], root: Path, vault: VaultSettings, index: IndexBackend) -> ChangeSet:
@@ -664,7 +741,9 @@ def expand_events(events: list[RawEvent], root: Path, vault: VaultSettings, inde
 
 
 _RETIRE_SECONDS = 2.0
-"""How long a replaced observer keeps running (watchdog holds a move up to half a second to pair it)."""
+"""How long a replaced observer keeps running when no handoff marker can be written (watchdog holds a move up to half a second to pair it)."""
+_DRAIN_SECONDS = 60.0
+"""How long a replaced observer is waited for to hear its handoff marker before it is stopped and the vault rescanned."""
 
 
 def _new_folders(events: list[RawEvent]) -> bool:
