@@ -4,6 +4,7 @@ scale must not read every row of its vault, nor ping the engine into closing a l
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,5 +94,53 @@ def test_the_client_pings_no_more_often_than_a_milvus_lite_server_allows(tmp_pat
         options = handler._grpc_options  # noqa: SLF001
         assert options["grpc.keepalive_time_ms"] >= 300_000
         assert options["grpc.keepalive_permit_without_calls"] is False
+    finally:
+        index.close()
+
+
+def test_a_write_whose_answer_was_lost_is_not_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An insert that landed but whose answer never came (the engine stopped at that moment) raises; the
+    next sync reads the rows first instead of inserting them again (a Milvus Standalone keeps both copies),
+    also when the fault comes in a sync that was itself a retry after a fault."""
+    from explorer.index.milvus import BackendError
+
+    monkeypatch.setattr("explorer.index.milvus.index.UPSERT_BATCH", 10)
+    notes = {f"n{i:03d}.md": f"# Note {i}\n\nword{i} and a shared plover line.\n" for i in range(40)}
+    (tmp_path / "engine").mkdir()
+    index = _open(
+        write_notes(tmp_path / "vault", notes), str(tmp_path / "engine" / "milvus.db"), tmp_path / "c"
+    )
+    try:
+        write_notes(
+            tmp_path / "vault", {f"m{i:03d}.md": f"# More {i}\n\nmore{i} plover.\n" for i in range(30)}
+        )
+        real = index.engine.call
+
+        def lost_answer(what: str, fn: Any) -> Any:
+            out = real(what, fn)
+            if what == "insert":
+                raise BackendError("milvus at test: insert failed: unreachable")
+            return out
+
+        monkeypatch.setattr(index.engine, "call", lost_answer)
+        index.refresh()  # the batch's sync: its first insert lands, its answer is lost (kept for the retry)
+        with pytest.raises(BackendError):
+            index.sync()  # a retry: the rows read again, the next insert lands, its answer lost too
+        monkeypatch.setattr(index.engine, "call", real)
+        reads = index.engine.calls.get("read", 0)
+        index.sync()
+        # Milvus Lite keeps one row per key whatever was inserted twice (a Standalone keeps both): what shows
+        # the fault was met is that the rows were read before anything was sent again.
+        assert index.engine.calls.get("read", 0) == reads + 1
+        rows = index.engine.call(
+            "q",
+            lambda c: c.query(
+                index.engine.collection, filter='vault != ""', output_fields=["pk"], limit=1000
+            ),
+        )
+        keys = [r["pk"] for r in rows]
+        assert len(keys) == len(set(keys)) == len(index.shards) == 70
     finally:
         index.close()

@@ -369,11 +369,16 @@ class MilvusIndex:
             with self.lock:
                 version = self.version
                 want = {nid: (s.hash, nid in self.dense) for nid, s in self.shards.items()}
-            if self._pushed is None and not self._reread and not self.engine.created:
+            if self._pushed is None and self._stats_written is None:
                 # A process's first sync: the digest this vault's last sync left in the statistics table
-                # says whether the collection holds what this index holds, without reading every row.
+                # says whether the collection holds what this index holds, without reading every row
+                # (not trusted in a collection made at this open, whose rows are all gone).
                 self._stats_written = self.team_stats.read_vault(self.vault_name)
-                if stored_state(self._stats_written) == state_of(want):
+                if (
+                    not self._reread
+                    and not self.engine.created
+                    and stored_state(self._stats_written) == state_of(want)
+                ):
                     self._pushed = dict(want)
             if self._pushed is None or self._reread:
                 # After a fault, the engine's rows are read again: a write may have landed without its answer.
@@ -388,47 +393,58 @@ class MilvusIndex:
                     self._write_stats()  # a table from before row digests: this sync leaves one
                 self._caught_up_to(version)
                 return 0
-            if self._stats_written and stored_state(self._stats_written):
-                # The digest goes before the rows change and comes back after them: a writer stopped
-                # half-way leaves none, and the next open reads the rows.
-                self._stats_written = self.team_stats.forget_state(self.vault_name, self._stats_written)
-            name, text_name = self.engine.collection, self.engine.text_collection
-            # Shards new to the collection are inserted (an upsert looks each key up first: slower).
-            fresh = [sh for sh in changed if sh.node_id not in self._pushed]
-            known = [sh for sh in changed if sh.node_id in self._pushed]
-            for op, batch in (("insert", fresh), ("upsert", known)):
-                for i in range(0, len(batch), UPSERT_BATCH):
-                    # Rows are built a batch at a time: all of them at once took 8 GB for 200k shards.
-                    with self.lock:
-                        part = [self._row(sh) for sh in batch[i : i + UPSERT_BATCH]]
-                    # The text row first (upserted: it may be there from a write stopped half-way); a
-                    # search row then says both are there (`_read_pushed` reads the search collection).
-                    # A vector that arrived later changes the search row only.
-                    text = [
-                        text_row(r)
-                        for r in part
-                        if (self._pushed.get(r["node_id"]) or ("", False))[0] != r["content_hash"]
-                    ]
-                    if text:
-                        self.engine.text_call("upsert", methodcaller("upsert", text_name, text))
-                    search = [{k: r[k] for k in FIELDS if k in r} for r in part]
-                    self.engine.call(op, methodcaller(op, name, search))
-                    for r in part:
-                        self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
-            for i in range(0, len(gone), UPSERT_BATCH):
-                doomed = gone[i : i + UPSERT_BATCH]
-                pks = [shard_pk(self.vault_name, nid) for nid in doomed]
-                self.engine.call("delete", methodcaller("delete", name, ids=pks))
-                self.engine.text_call("delete", methodcaller("delete", text_name, ids=pks))
-                for nid in doomed:
-                    self._pushed.pop(nid, None)
-            # Unflushed rows are searched ~100x slower: flush after every batch.
-            self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
-            self._write_stats()
-            self.behind = 0
-            self._written()
-            self._caught_up_to(version)
-            return len(changed) + len(gone)
+            try:
+                return self._write(version, changed, gone)
+            except BackendError:
+                # A write may have landed without its answer (an insert sent again would double it):
+                # the next sync reads the rows first.
+                self._reread = True
+                raise
+
+    def _write(self, version: int, changed: list[Shard], gone: list[str]) -> int:
+        """`sync`'s writes: `changed` shards upserted (new ones inserted), `gone` node_ids deleted, then flushed."""
+        assert self._pushed is not None
+        if self._stats_written and stored_state(self._stats_written):
+            # The digest goes before the rows change and comes back after them: a writer stopped
+            # half-way leaves none, and the next open reads the rows.
+            self._stats_written = self.team_stats.forget_state(self.vault_name, self._stats_written)
+        name, text_name = self.engine.collection, self.engine.text_collection
+        # Shards new to the collection are inserted (an upsert looks each key up first: slower).
+        fresh = [sh for sh in changed if sh.node_id not in self._pushed]
+        known = [sh for sh in changed if sh.node_id in self._pushed]
+        for op, batch in (("insert", fresh), ("upsert", known)):
+            for i in range(0, len(batch), UPSERT_BATCH):
+                # Rows are built a batch at a time: all of them at once took 8 GB for 200k shards.
+                with self.lock:
+                    part = [self._row(sh) for sh in batch[i : i + UPSERT_BATCH]]
+                # The text row first (upserted: it may be there from a write stopped half-way); a
+                # search row then says both are there (`_read_pushed` reads the search collection).
+                # A vector that arrived later changes the search row only.
+                text = [
+                    text_row(r)
+                    for r in part
+                    if (self._pushed.get(r["node_id"]) or ("", False))[0] != r["content_hash"]
+                ]
+                if text:
+                    self.engine.text_call("upsert", methodcaller("upsert", text_name, text))
+                search = [{k: r[k] for k in FIELDS if k in r} for r in part]
+                self.engine.call(op, methodcaller(op, name, search))
+                for r in part:
+                    self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
+        for i in range(0, len(gone), UPSERT_BATCH):
+            doomed = gone[i : i + UPSERT_BATCH]
+            pks = [shard_pk(self.vault_name, nid) for nid in doomed]
+            self.engine.call("delete", methodcaller("delete", name, ids=pks))
+            self.engine.text_call("delete", methodcaller("delete", text_name, ids=pks))
+            for nid in doomed:
+                self._pushed.pop(nid, None)
+        # Unflushed rows are searched ~100x slower: flush after every batch.
+        self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
+        self._write_stats()
+        self.behind = 0
+        self._written()
+        self._caught_up_to(version)
+        return len(changed) + len(gone)
 
     def _write_stats(self) -> None:
         """This vault's rows of the collection's BM25 statistics, brought to its index (changed buckets only)."""
