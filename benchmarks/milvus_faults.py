@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -50,7 +51,12 @@ class Server:
     def signal(self, sig: int) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
-        self.proc.wait(timeout=120)
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # a server holding a large collection can take longer to stop
+            log(f"server did not stop on signal {sig} within 120 s: killed")
+            self.proc.kill()
+            self.proc.wait(timeout=60)
         self.proc = None
 
     def stop(self) -> None:
@@ -199,9 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         "reader_saw_a_row_without_its_text": len(textless),
         "machine": machine(),
     }
+    write_json(
+        out / f"milvus_faults_{args.rows}_{args.signal}.json", result
+    )  # before the stop, which may fail
     index.close()
     server.stop()
-    write_json(out / f"milvus_faults_{args.rows}_{args.signal}.json", result)
     log(str({k: v for k, v in result.items() if k != "machine"}))
     return 0 if result["lost"] == 0 and result["doubled"] == 0 else 1
 

@@ -45,6 +45,22 @@ search and copies the matrix: 6.6x slower at 12k shards (BENCHMARKS.md#milvus-ba
 (approximate) is the usual choice: deploy/milvus-standalone/docker-compose.yml."""
 COSINE_PARAMS = {"metric_type": "COSINE", "params": {"nprobe": NLIST}}
 UPSERT_BATCH = 500
+GRPC_OPTIONS = {
+    "grpc.keepalive_time_ms": 600_000,
+    "grpc.keepalive_timeout_ms": 20_000,
+    "grpc.keepalive_permit_without_calls": False,
+}
+"""The client's keepalive pings: at most one every 10 minutes, none on an idle connection.
+
+pymilvus pings every 10 s, idle or not. A gRPC server with the core's defaults (Milvus Lite's,
+in process or `milvus-lite server`) accepts one ping per 5 minutes while it sends nothing (per
+2 hours on an idle connection) and, at the third ping too many, ends the connection with
+GOAWAY `too_many_pings`. A call longer than ~40 s (Milvus Lite builds a segment's BM25 index on
+its first BM25 search: minutes at 300k rows) was cut and sent again by pymilvus's retry, while
+the server went on with the first: each resend built the same index once more beside it (a
+one-shot search at 300k shards: 80 s to 12 min, the server at 13 GB). A Milvus Standalone or
+cluster accepts pings every 10 s; an engine that stops closes the socket, which ends a call
+at once without a ping."""
 FIELDS = (
     "pk",
     "node_id",
@@ -170,6 +186,8 @@ class Engine:
         """The collection of what only another vault's note view needs (`TEXT_FIELDS`)."""
         self._text_loaded = False
         self.migrated = 0
+        self.created = False
+        """The search collection was created at this open (it holds no vault's rows yet)."""
         """Rows copied from a collection of the earlier one-collection layout at this open."""
         self._lock = threading.RLock()
         self.calls: dict[str, int] = {}
@@ -244,8 +262,12 @@ class Engine:
         finally:
             self._warm_done.set()
 
-    def wait_warm(self, seconds: float = 30.0) -> None:
-        """Wait for the warm-up (at most `seconds`; at once when none was started)."""
+    def wait_warm(self, seconds: float | None = None) -> None:
+        """Wait for the warm-up (at once when none was started; with `seconds`, at most that long).
+
+        Without a bound, as long as it runs: a search sent beside it makes Milvus Lite build the same
+        BM25 index a second time at once (twice the memory, each build half as fast: minutes at
+        300k shards). A warm-up ends with its engine (a stopped engine closes the connection)."""
         if self._warm_wanted and threading.current_thread() not in (self._starter, self._warmer):
             self._warm_done.wait(seconds)
 
@@ -291,7 +313,9 @@ class Engine:
             ):  # Milvus Lite in process: its folder may be new
                 Path(self.uri).expanduser().parent.mkdir(parents=True, exist_ok=True)
             try:
-                self._client = MilvusClient(uri=self.uri, token=self._token, timeout=self.timeout)
+                self._client = MilvusClient(
+                    uri=self.uri, token=self._token, timeout=self.timeout, grpc_options=GRPC_OPTIONS
+                )
             except Exception as exc:  # noqa: BLE001 - every connection fault is one line
                 self._client = None
                 raise self.fail(*self._why(exc)) from None
@@ -347,6 +371,7 @@ class Engine:
             earlier = self.collection + "_earlier"  # a migration stopped half-way: copied again (upserts)
         if created:
             self._create(client)
+        self.created = created
         if not client.has_collection(self.text_collection):
             self._create_text(client)
         self._check(client.describe_collection(self.collection))

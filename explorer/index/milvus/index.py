@@ -65,7 +65,7 @@ from explorer.index.milvus.engine import (
     text_row,
 )
 from explorer.index.milvus.snapshot import MilvusSnapshot
-from explorer.index.milvus.stats import StatsTable, vault_statistics
+from explorer.index.milvus.stats import StatsTable, state_of, stored_state, vault_statistics
 from explorer.index.milvus.team import FOREIGN, TeamSnapshot, foreign_note
 from explorer.text.dates import note_date
 from explorer.vault.model import Note, Shard
@@ -259,8 +259,8 @@ class MilvusIndex:
         if self._answered_locally:
             self._go.set()
 
-    def wait_warm(self, seconds: float = 30.0) -> None:
-        """Wait for the engine's warm-up (at most `seconds`)."""
+    def wait_warm(self, seconds: float | None = None) -> None:
+        """Wait for the engine's warm-up (at most `seconds`; None: as long as it runs, `Engine.wait_warm`)."""
         self.engine.wait_warm(seconds)
 
     def _batch_applied(self) -> None:
@@ -366,65 +366,93 @@ class MilvusIndex:
         computes the difference again).
         """
         with self._sync_lock:
+            with self.lock:
+                version = self.version
+                want = {nid: (s.hash, nid in self.dense) for nid, s in self.shards.items()}
+            if self._pushed is None and self._stats_written is None:
+                # A process's first sync: the digest this vault's last sync left in the statistics table
+                # says whether the collection holds what this index holds, without reading every row
+                # (not trusted in a collection made at this open, whose rows are all gone).
+                self._stats_written = self.team_stats.read_vault(self.vault_name)
+                if (
+                    not self._reread
+                    and not self.engine.created
+                    and stored_state(self._stats_written) == state_of(want)
+                ):
+                    self._pushed = dict(want)
             if self._pushed is None or self._reread:
                 # After a fault, the engine's rows are read again: a write may have landed without its answer.
                 self._reread = False
                 self._pushed = self._read_pushed()
             with self.lock:
-                version = self.version
-                want = {nid: (s.hash, nid in self.dense) for nid, s in self.shards.items()}
                 changed = [self.shards[nid] for nid, state in want.items() if self._pushed.get(nid) != state]
                 gone = [nid for nid in self._pushed if nid not in want]
             self.behind = len(changed) + len(gone)
             if not changed and not gone:
-                if self._stats_written is None:
-                    self._write_stats()
+                if self._stats_written is None or not stored_state(self._stats_written):
+                    self._write_stats()  # a table from before row digests: this sync leaves one
                 self._caught_up_to(version)
                 return 0
-            name, text_name = self.engine.collection, self.engine.text_collection
-            # Shards new to the collection are inserted (an upsert looks each key up first: slower).
-            fresh = [sh for sh in changed if sh.node_id not in self._pushed]
-            known = [sh for sh in changed if sh.node_id in self._pushed]
-            for op, batch in (("insert", fresh), ("upsert", known)):
-                for i in range(0, len(batch), UPSERT_BATCH):
-                    # Rows are built a batch at a time: all of them at once took 8 GB for 200k shards.
-                    with self.lock:
-                        part = [self._row(sh) for sh in batch[i : i + UPSERT_BATCH]]
-                    # The text row first (upserted: it may be there from a write stopped half-way); a
-                    # search row then says both are there (`_read_pushed` reads the search collection).
-                    # A vector that arrived later changes the search row only.
-                    text = [
-                        text_row(r)
-                        for r in part
-                        if (self._pushed.get(r["node_id"]) or ("", False))[0] != r["content_hash"]
-                    ]
-                    if text:
-                        self.engine.text_call("upsert", methodcaller("upsert", text_name, text))
-                    search = [{k: r[k] for k in FIELDS if k in r} for r in part]
-                    self.engine.call(op, methodcaller(op, name, search))
-                    for r in part:
-                        self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
-            for i in range(0, len(gone), UPSERT_BATCH):
-                doomed = gone[i : i + UPSERT_BATCH]
-                pks = [shard_pk(self.vault_name, nid) for nid in doomed]
-                self.engine.call("delete", methodcaller("delete", name, ids=pks))
-                self.engine.text_call("delete", methodcaller("delete", text_name, ids=pks))
-                for nid in doomed:
-                    self._pushed.pop(nid, None)
-            # Unflushed rows are searched ~100x slower: flush after every batch.
-            self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
-            self._write_stats()
-            self.behind = 0
-            self._written()
-            self._caught_up_to(version)
-            return len(changed) + len(gone)
+            try:
+                return self._write(version, changed, gone)
+            except BackendError:
+                # A write may have landed without its answer (an insert sent again would double it):
+                # the next sync reads the rows first.
+                self._reread = True
+                raise
+
+    def _write(self, version: int, changed: list[Shard], gone: list[str]) -> int:
+        """`sync`'s writes: `changed` shards upserted (new ones inserted), `gone` node_ids deleted, then flushed."""
+        assert self._pushed is not None
+        if self._stats_written and stored_state(self._stats_written):
+            # The digest goes before the rows change and comes back after them: a writer stopped
+            # half-way leaves none, and the next open reads the rows.
+            self._stats_written = self.team_stats.forget_state(self.vault_name, self._stats_written)
+        name, text_name = self.engine.collection, self.engine.text_collection
+        # Shards new to the collection are inserted (an upsert looks each key up first: slower).
+        fresh = [sh for sh in changed if sh.node_id not in self._pushed]
+        known = [sh for sh in changed if sh.node_id in self._pushed]
+        for op, batch in (("insert", fresh), ("upsert", known)):
+            for i in range(0, len(batch), UPSERT_BATCH):
+                # Rows are built a batch at a time: all of them at once took 8 GB for 200k shards.
+                with self.lock:
+                    part = [self._row(sh) for sh in batch[i : i + UPSERT_BATCH]]
+                # The text row first (upserted: it may be there from a write stopped half-way); a
+                # search row then says both are there (`_read_pushed` reads the search collection).
+                # A vector that arrived later changes the search row only.
+                text = [
+                    text_row(r)
+                    for r in part
+                    if (self._pushed.get(r["node_id"]) or ("", False))[0] != r["content_hash"]
+                ]
+                if text:
+                    self.engine.text_call("upsert", methodcaller("upsert", text_name, text))
+                search = [{k: r[k] for k in FIELDS if k in r} for r in part]
+                self.engine.call(op, methodcaller(op, name, search))
+                for r in part:
+                    self._pushed[r["node_id"]] = (r["content_hash"], r["has_vector"])
+        for i in range(0, len(gone), UPSERT_BATCH):
+            doomed = gone[i : i + UPSERT_BATCH]
+            pks = [shard_pk(self.vault_name, nid) for nid in doomed]
+            self.engine.call("delete", methodcaller("delete", name, ids=pks))
+            self.engine.text_call("delete", methodcaller("delete", text_name, ids=pks))
+            for nid in doomed:
+                self._pushed.pop(nid, None)
+        # Unflushed rows are searched ~100x slower: flush after every batch.
+        self.engine.call("flush", lambda c: (c.flush(text_name), c.flush(name)))
+        self._write_stats()
+        self.behind = 0
+        self._written()
+        self._caught_up_to(version)
+        return len(changed) + len(gone)
 
     def _write_stats(self) -> None:
         """This vault's rows of the collection's BM25 statistics, brought to its index (changed buckets only)."""
         with self.lock:
             docs, length, df = vault_statistics(self.bm25)
+        state = state_of(self._pushed) if self._pushed is not None else ""
         self._stats_written = self.team_stats.write_vault(
-            self.vault_name, docs, length, df, self._stats_written
+            self.vault_name, docs, length, df, self._stats_written, state
         )
 
     def _caught_up_to(self, version: int) -> None:

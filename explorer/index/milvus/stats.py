@@ -5,7 +5,9 @@ count, its average document length and the document frequencies of the query's w
 every vault of the collection. Whichever vault asks, the same rows get the same scores.
 
 They live in a small collection beside the shards (`<collection>_stats`) that the writers keep: per
-vault a header row (bucket -1: its documents and their total length in tokens) and one row per
+vault a header row (bucket -1: its documents and their total length in tokens, and in `dfs` a
+digest of the vault's rows in the collection, `state_of`, which lets a writer's next open skip
+reading them) and one row per
 bucket of words (a word's bucket is a hash of it, `BUCKETS` of them), holding `word count` pairs
 of the words of that bucket (words as `engine_term` writes them, so a pair never holds a space).
 A writer compares its vault's table with the rows it wrote last and rewrites only the buckets that
@@ -174,14 +176,22 @@ class StatsTable:
         return {int(r["bucket"]): _text(r) for r in rows}
 
     def write_vault(
-        self, vault: str, docs: int, length: int, df: Mapping[str, int], previous: Mapping[int, str] | None
+        self,
+        vault: str,
+        docs: int,
+        length: int,
+        df: Mapping[str, int],
+        previous: Mapping[int, str] | None,
+        state: str = "",
     ) -> dict[int, str]:
         """Bring `vault`'s rows to these statistics, rewriting only the buckets that differ from
-        `previous` (what was written last; None: read from the table). Returns what it holds now."""
+        `previous` (what was written last; None: read from the table). `state`: the writer's digest
+        of the rows it holds in the collection (`state_of`), kept in the header row. Returns what it
+        holds now."""
         if previous is None:
             previous = self.read_vault(vault)
         now = encode_buckets(df)
-        now[HEADER] = f"{int(docs)} {int(length)}"
+        now[HEADER] = _header(int(docs), int(length), state)
         rows = []
         for b, text in now.items():
             if previous.get(b) != text:
@@ -193,7 +203,7 @@ class StatsTable:
                         "bucket": b,
                         "docs": int(docs) if head else 0,
                         "length": int(length) if head else 0,
-                        "dfs": "" if head else text,
+                        "dfs": state if head else text,
                         "nil": [0.0, 0.0],
                     }
                 )
@@ -204,6 +214,25 @@ class StatsTable:
             self._call("stats", methodcaller("delete", self.name, ids=gone))
         if rows or gone:
             self.clear()
+        return now
+
+    def forget_state(self, vault: str, previous: Mapping[int, str]) -> dict[int, str]:
+        """Take the row-state digest out of `vault`'s header row (its rows are about to change); returns
+        what the table holds now (`previous` with the header without digest)."""
+        parts = previous.get(HEADER, "0 0").split(" ")
+        docs, length = int(parts[0]), int(parts[1])
+        row = {
+            "pk": stats_pk(vault, HEADER),
+            "vault": vault,
+            "bucket": HEADER,
+            "docs": docs,
+            "length": length,
+            "dfs": "",
+            "nil": [0.0, 0.0],
+        }
+        self._call("stats", methodcaller("upsert", self.name, [row]))
+        now = dict(previous)
+        now[HEADER] = _header(docs, length, "")
         return now
 
     # -- readers ------------------------------------------------------------------------------
@@ -282,8 +311,27 @@ _FIELDS: dict[str, Any] = {"output_fields": ["vault", "bucket", "docs", "length"
 
 def _text(row: Mapping[str, Any]) -> str:
     if int(row["bucket"]) == HEADER:
-        return f"{int(row['docs'])} {int(row['length'])}"
+        return _header(int(row["docs"]), int(row["length"]), str(row.get("dfs") or ""))
     return str(row.get("dfs") or "")
+
+
+def _header(docs: int, length: int, state: str) -> str:
+    return f"{docs} {length} {state}" if state else f"{docs} {length}"
+
+
+def stored_state(rows: Mapping[int, str]) -> str:
+    """The row-state digest a vault's header row holds (what `read_vault` returned; "" when none)."""
+    parts = rows.get(HEADER, "").split(" ")
+    return parts[2] if len(parts) > 2 else ""
+
+
+def state_of(rows: Mapping[str, tuple[str, bool]]) -> str:
+    """A digest of a vault's rows in the collection: node_id -> (content hash, has a vector)."""
+    h = hashlib.blake2b(digest_size=16)
+    for nid in sorted(rows):
+        digest, has = rows[nid]
+        h.update(f"{nid}\0{digest}\0{int(has)}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
 
 
 def vault_statistics(bm25: Any) -> tuple[int, int, dict[str, int]]:
