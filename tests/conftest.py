@@ -477,6 +477,7 @@ SLOW_FILES = (
     "test_lifecycle.py",
     "sensible/test_sensible_faults.py",
     "test_tui_layout.py",
+    "test_style.py",
     "test_embed.py",
     "test_tui_views.py",
     "test_tui_snapshots.py",
