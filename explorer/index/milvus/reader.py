@@ -57,6 +57,7 @@ from explorer.index.milvus.engine import (
 from explorer.index.milvus.stats import HEADER, STATS_SUFFIX
 from explorer.index.milvus.team import (
     FOREIGN,
+    Cosines,
     ForeignRows,
     foreign_key,
     foreign_note,
@@ -594,9 +595,8 @@ class ReaderSnapshot:
         """The kinds of query (`lexical`, `dense`) this view's engine request carried: the rankings its rows answer."""
         self._words: set[str] = set()
         self._pool: list[str] = []
-        self._names: list[str] = []
         self._vectors: dict[str, np.ndarray] = {}
-        self._matrix = np.zeros((0, 1), dtype=np.float32)
+        self._cosines = Cosines([], {})
 
     # -- notes and shards -------------------------------------------------------------------
     def prefetch(self, paths: Iterable[str]) -> None:
@@ -746,27 +746,11 @@ class ReaderSnapshot:
                 found.setdefault(nid, np.asarray(e["vector"], dtype=np.float32))
         self._pool = list(dict.fromkeys(self._pool + ids))
         self._vectors.update(found)
-        found = self._vectors
-        self._names = [n for n in self._pool if n in found]
-        matrix = (
-            np.stack([found[n] for n in self._names]) if self._names else np.zeros((0, 1), dtype=np.float32)
-        )
-        norms = np.linalg.norm(matrix, axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
-        norms[norms == 0] = 1.0
-        self._matrix = matrix / norms[:, None]
+        self._cosines = Cosines(self._pool, self._vectors)
 
     def _dense(self, queries: np.ndarray, k: int, floor: float) -> list[list[Hit]]:
         """Each query row's cosine ranking of the rows of the search's request (its best `k` at or above `floor`)."""
-        out: list[list[Hit]] = []
-        for row in queries:
-            norm = float(np.linalg.norm(row))
-            if not self._names or norm == 0.0 or row.shape[0] != self._matrix.shape[1]:
-                out.append([])
-                continue
-            sims = self._matrix @ (row / norm)
-            hits = sorted(zip(self._names, sims.tolist(), strict=True), key=lambda h: (-h[1], h[0]))
-            out.append([h for h in hits[:k] if h[1] >= floor])
-        return out
+        return [[h for h in self._cosines.ranking(row)[:k] if h[1] >= floor] for row in queries]
 
     def vector(self, node_id: str) -> np.ndarray | None:
         """A shard's vector as the search's request returned it (None for a shard it did not return: the

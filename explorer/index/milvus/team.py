@@ -862,6 +862,32 @@ def request(
     )
 
 
+class Cosines:
+    """Rows' vectors, normalised once, ranked by their cosine with a query vector (a team search's rows,
+    the reader's rows)."""
+
+    def __init__(self, ids: Sequence[str], vectors: Mapping[str, np.ndarray]) -> None:
+        self.names = [n for n in ids if n in vectors]
+        """The rows that have a vector, in the order of `ids`."""
+        matrix = (
+            np.stack([vectors[n] for n in self.names]).astype(np.float32)
+            if self.names
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        norms = np.linalg.norm(matrix, axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
+        norms[norms == 0] = 1.0
+        self._matrix = matrix / norms[:, None]
+
+    def ranking(self, row: np.ndarray) -> list[Hit]:
+        """Every row with a vector by its cosine with `row`, best first (none for a zero vector or a
+        vector of another length)."""
+        norm = float(np.linalg.norm(row))
+        if not self.names or norm == 0.0 or row.shape[0] != self._matrix.shape[1]:
+            return []
+        sims = self._matrix @ (row / norm)
+        return sorted(zip(self.names, sims.tolist(), strict=True), key=lambda h: (-h[1], h[0]))
+
+
 class _Pool:
     """The rows of a search's one engine request (`TeamSnapshot._ask`), with their vectors: every
     ranking of the search is made from them.
@@ -882,15 +908,7 @@ class _Pool:
         self._bm25: dict[tuple[str, ...], list[Hit]] = {}
         self._kept: dict[str, Mapping[str, int]] = {}
         self._cos: dict[bytes, list[Hit]] = {}
-        self._names = [n for n in ids if n in vectors]
-        matrix = (
-            np.stack([vectors[n] for n in self._names]).astype(np.float32)
-            if self._names
-            else np.zeros((0, 1), dtype=np.float32)
-        )
-        norms = np.linalg.norm(matrix, axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
-        norms[norms == 0] = 1.0
-        self._matrix = matrix / norms[:, None]
+        self._cosines = Cosines(ids, vectors)
 
     def _counts(self, nid: str) -> Mapping[str, int]:
         """A candidate's token counts, made once per pool (every term's ranking reads them)."""
@@ -926,12 +944,6 @@ class _Pool:
             key = row.tobytes()
             hits = self._cos.get(key)
             if hits is None:
-                norm = float(np.linalg.norm(row))
-                if not len(self._names) or norm == 0.0 or row.shape[0] != self._matrix.shape[1]:
-                    hits = []
-                else:
-                    sims = self._matrix @ (row / norm)
-                    hits = sorted(zip(self._names, sims.tolist(), strict=True), key=lambda h: (-h[1], h[0]))
-                self._cos[key] = hits
+                hits = self._cos[key] = self._cosines.ranking(row)
             out.append([h for h in hits[:k] if h[1] >= floor])
         return out
