@@ -168,12 +168,11 @@ def test_cli_embedded_text_cannot_act_on_the_terminal(vault: Path) -> None:
 
 def test_mcp_get_context_carries_embeds(vault: Path) -> None:
     """An agent's get_context (through the real MCP SDK client) gets the embedded text and its source node_id."""
-    from mcp import Client
-
-    from test_mcp import _params, _payload, _run
+    from mcp_inproc import mcp_client
+    from test_mcp import _payload, _run
 
     async def session() -> None:
-        async with Client(_params(vault, "--no-embeddings")) as client:
+        async with mcp_client(vault, "--no-embeddings") as client:
             ctx = _payload(await client.call_tool("get_context", {"target": "Host.md"}))
             embeds = {e["reference"]: e for e in ctx["embeds"]}
             assert embeds["Bread#^feed"]["status"] == "embedded"
