@@ -168,7 +168,7 @@ def test_cli_embedded_text_cannot_act_on_the_terminal(vault: Path) -> None:
 
 def test_mcp_get_context_carries_embeds(vault: Path) -> None:
     """An agent's get_context (through the real MCP SDK client) gets the embedded text and its source node_id."""
-    from mcp_inproc import mcp_client
+    from inproc import mcp_client
     from test_mcp import _payload, _run
 
     async def session() -> None:

@@ -1,5 +1,5 @@
 """Hostile input on the MCP writes and on why-not, through the real entry points: the MCP SDK client
-against `explorer mcp` (served in process over the SDK's in-memory transport: tests/mcp_inproc.py),
+against `explorer mcp` (served in process over the SDK's in-memory transport: tests/inproc.py),
 and `explorer why-not` / `explorer search` (their main(), or a process where a memory limit is the
 point), with real symlinks, fifos and sockets.
 
@@ -15,24 +15,20 @@ point), with real symlinks, fifos and sockets.
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import json
 import os
 import resource
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from explorer.cli.entry import main
 from tests.conftest import REPO, write_notes
-from tests.mcp_inproc import mcp_client
+from tests.inproc import bounded, mcp_client, run_cli
 
 NOTES = {
     "Pets/hamster.md": "# Hamster\n\nA Syrian hamster needs a 30 cm wheel and deep bedding.\n",
@@ -80,21 +76,7 @@ def _cli(*args: str, memory_mb: int, timeout: float = 300) -> subprocess.Complet
 
 def _cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """`explorer ARGS --no-embeddings` through its main() in this process: (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    code = main([*args, "--no-embeddings"])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@contextmanager
-def _bounded(seconds: float) -> Iterator[None]:
-    """Ends the test process (naming where each thread was) if the block has not ended in `seconds`:
-    in process, a read that waits on a pipe forever would otherwise hang the run."""
-    faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+    return run_cli(capsys, *args, "--no-embeddings")
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -360,7 +342,7 @@ def test_why_not_on_a_vault_with_a_fifo_and_a_socket(
     os.mkfifo(vault / "Pets" / "feeder")
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(vault / "Travel" / "agent.sock"))
-    with _bounded(120):
+    with bounded(120):
         try:
             # "wheel" is missing from Kyoto: its rehearsal copies the vault.
             code, out, err = _cli_here(

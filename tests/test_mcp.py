@@ -1,5 +1,5 @@
 """`explorer mcp`: the server driven by the official MCP SDK client, as an agent would: its tools served
-in process (tests/mcp_inproc.py: the command's own settings, service and server), and the whole command
+in process (tests/inproc.py: the command's own settings, service and server), and the whole command
 over stdio with the real model."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import REPO, write_notes
-from tests.mcp_inproc import mcp_client
+from tests.inproc import mcp_client
 
 NOTES = {
     "Coffee/espresso.md": "# Espresso\n\n## Grind\n\nA fine grind slows the shot; aim for 25-30 seconds.\n\n"

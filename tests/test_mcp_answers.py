@@ -1,5 +1,5 @@
 """MCP answers sized for agents, through the real MCP SDK client (to `explorer mcp` served in process:
-tests/mcp_inproc.py): brief by default, under 8,000 characters, paged, with excerpts of the asked
+tests/inproc.py): brief by default, under 8,000 characters, paged, with excerpts of the asked
 length, the full answer on request, `recent` turns and `get_context` windows."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import write_notes
-from tests.mcp_inproc import mcp_client
+from tests.inproc import mcp_client
 from tests.test_mcp import _error, _payload, _run
 
 LIMIT = 8000

@@ -313,7 +313,7 @@ def test_cli_filters_dates_and_a_hostile_property_value(tmp_path: Path) -> None:
 
 # -- MCP through the real SDK client ---------------------------------------------------------------
 def test_mcp_search_takes_time_arguments(tmp_path: Path) -> None:
-    from mcp_inproc import mcp_client
+    from inproc import mcp_client
     from test_mcp import _error, _payload
 
     vault = dated_vault(tmp_path / "vault")

@@ -93,7 +93,7 @@ def test_a_turn_with_a_topic_is_titled_by_it(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_mcp_recent_titles_turns_by_speaker_date_and_first_words(tmp_path: Path) -> None:
-    from mcp_inproc import mcp_client
+    from inproc import mcp_client
     from test_mcp import _payload, _run
 
     vault = write_notes(tmp_path / "vault", TURNS)

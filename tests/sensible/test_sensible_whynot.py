@@ -122,7 +122,7 @@ def test_the_cli_prints_the_advice_under_the_summary(vault: Path, capsys: pytest
 
 
 def test_mcp_why_not_gives_the_advice(vault: Path) -> None:
-    from mcp_inproc import mcp_client
+    from inproc import mcp_client
     from test_mcp import _payload, _run
 
     async def session() -> dict[str, Any]:
