@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import faulthandler
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -24,8 +24,11 @@ from mcp import Client
 
 
 @asynccontextmanager
-async def mcp_client(vault: Path, *extra: str) -> AsyncIterator[Client]:
-    """A connected client of `explorer mcp VAULT EXTRA...` (stdio options only), closed after."""
+async def mcp_client(
+    vault: Path, *extra: str, on_message: Callable[[str], None] | None = None
+) -> AsyncIterator[Client]:
+    """A connected client of `explorer mcp VAULT EXTRA...` (stdio options only), closed after;
+    `on_message` hears what the command prints on stderr (without its `explorer: ` prefix)."""
     from explorer.cli import entry
     from explorer.cli.mcp import build_server
     from explorer.engine.memory import MemoryService
@@ -35,7 +38,12 @@ async def mcp_client(vault: Path, *extra: str) -> AsyncIterator[Client]:
     root, settings = entry.command_settings(args)
     # As run_mcp opens it.
     service = MemoryService(
-        root, settings, allow_write=args.allow_write, user=args.user, watch=not args.no_watch
+        root,
+        settings,
+        allow_write=args.allow_write,
+        user=args.user,
+        watch=not args.no_watch,
+        on_message=on_message,
     )
     try:
         async with Client(build_server(service)) as client:
