@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,6 +122,28 @@ def embed_onnx(embed_model_dir: Path, embed_cache_dir: Path, embed_build_message
 def embed_st(embed_model_dir: Path) -> SentenceTransformerEmbedder:
     """The sentence-transformers reference embedder."""
     return SentenceTransformerEmbedder(embed_model_dir)
+
+
+@pytest.fixture()
+def embed_rebuild_copies(
+    embed_onnx: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[Path, Path]]:
+    """Rebuilds write the session's first export (`embed_onnx`'s model.onnx) instead of exporting again
+    with torch (~4 s of CPU each): the rebuild path (detection, lock, temp file, rename, manifest)
+    is the real one, and the export itself is tested by the first load. Lists each (model dir,
+    target) asked for."""
+    exported = embed_onnx.onnx_path.read_bytes()
+    manifest = json.loads((embed_onnx.onnx_path.parent / "manifest.json").read_text())
+    asked: list[tuple[Path, Path]] = []
+
+    def export(model_dir: Path, config: object, target: Path) -> dict[str, str]:
+        asked.append((model_dir, target))
+        time.sleep(0.5)  # a builder is at work a while: a concurrent one meets the lock
+        target.write_bytes(exported)
+        return {k: manifest[k] for k in ("torch_version", "transformers_version", "onnxruntime_version")}
+
+    monkeypatch.setattr(embed_artefact, "_export_onnx", export)
+    return asked
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -381,6 +404,7 @@ def test_damaged_artefact_is_detected_and_rebuilt(
     embed_onnx: OnnxEmbedder,
     embed_model_dir: Path,
     embed_cache_dir: Path,
+    embed_rebuild_copies: list[tuple[Path, Path]],
     tmp_path: Path,
 ) -> None:
     cache = tmp_path / "cache"
@@ -392,6 +416,7 @@ def test_damaged_artefact_is_detected_and_rebuilt(
     rebuilt = OnnxEmbedder(embed_model_dir, cache, progress=messages.append)
     assert any("corrupted" in m and "rebuilding" in m for m in messages), messages
     assert any(m.startswith("Building ONNX model") for m in messages)
+    assert [(d, t.parent) for d, t in embed_rebuild_copies] == [(embed_model_dir, onnx_path.parent)]
     manifest = json.loads((onnx_path.parent / "manifest.json").read_text())
     assert manifest["size"] == onnx_path.stat().st_size
     cosines = _cosines(rebuilt.encode(PARITY_TEXTS), embed_onnx.encode(PARITY_TEXTS))
@@ -431,7 +456,11 @@ def test_check_stamp_skips_the_hash_only_while_the_file_is_unchanged(
 
 @pytest.mark.slow
 def test_missing_manifest_is_rebuilt_and_concurrent_builders_share_one_build(
-    embed_onnx: OnnxEmbedder, embed_model_dir: Path, embed_cache_dir: Path, tmp_path: Path
+    embed_onnx: OnnxEmbedder,
+    embed_model_dir: Path,
+    embed_cache_dir: Path,
+    embed_rebuild_copies: list[tuple[Path, Path]],
+    tmp_path: Path,
 ) -> None:
     cache = tmp_path / "cache"
     shutil.copytree(embed_cache_dir, cache)
@@ -454,6 +483,7 @@ def test_missing_manifest_is_rebuilt_and_concurrent_builders_share_one_build(
         thread.join()
     assert not errors and len(results) == 2
     assert sum(m.startswith("Building ONNX model") and "done" not in m for m in messages) == 1
+    assert len(embed_rebuild_copies) == 1
     assert any("incomplete" in m for m in messages)
     for embedder in results:
         assert float(embedder.encode(["x"])[0] @ embed_onnx.encode(["x"])[0]) > 0.99999

@@ -128,12 +128,19 @@ def run_cli(vault: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_cli_context_shows_embedded_text_marked_with_its_node_id(vault: Path) -> None:
-    """`explorer context` prints each embed's text below its line in a box headed by the source
-    node_id; unresolved embeds and cycles are one marked line; --json carries the same."""
-    out = run_cli(vault, "Host")
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+def test_cli_context_shows_embedded_text_marked_with_its_node_id(
+    vault: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`explorer context` (its main()) prints each embed's text below its line in a box headed by the
+    source node_id; unresolved embeds and cycles are one marked line; --json carries the same."""
+    from inproc import run_cli as run_here
+
+    def context(*args: str) -> tuple[int, str, str]:
+        return run_here(capsys, "context", "--vault", str(vault), "--no-embeddings", *args)
+
+    code, out, err = context("Host")
+    assert code == 0, err
+    lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if "embedded from Recipes/Bread.md#" in line)
     assert lines[head - 1] == "![[Recipes/Bread#Starter]]" and lines[head].lstrip().startswith("┌ ↪")
     assert any(
@@ -143,7 +150,7 @@ def test_cli_context_shows_embedded_text_marked_with_its_node_id(vault: Path) ->
     assert any("↪ ✗ unresolved embed Nowhere to be found" in line for line in lines)
     assert any("↪ ✗ embed Host not expanded" in line for line in lines)
     assert not any("photo.png" in line and "↪" in line for line in lines)  # a file stays its link line
-    data = json.loads(run_cli(vault, "Host", "--json").stdout)
+    data = json.loads(context("Host", "--json")[1])
     statuses = {e["reference"]: e["status"] for e in data["embeds"]}
     assert statuses == {
         "Recipes/Bread#Starter": "embedded",
@@ -168,12 +175,11 @@ def test_cli_embedded_text_cannot_act_on_the_terminal(vault: Path) -> None:
 
 def test_mcp_get_context_carries_embeds(vault: Path) -> None:
     """An agent's get_context (through the real MCP SDK client) gets the embedded text and its source node_id."""
-    from mcp import Client
-
-    from test_mcp import _params, _payload, _run
+    from inproc import mcp_client
+    from test_mcp import _payload, _run
 
     async def session() -> None:
-        async with Client(_params(vault, "--no-embeddings")) as client:
+        async with mcp_client(vault, "--no-embeddings") as client:
             ctx = _payload(await client.call_tool("get_context", {"target": "Host.md"}))
             embeds = {e["reference"]: e for e in ctx["embeds"]}
             assert embeds["Bread#^feed"]["status"] == "embedded"

@@ -223,64 +223,61 @@ def test_watch_and_one_shot_searches_across_an_outage(running: LiteServer, tmp_p
     assert not foreign, foreign[:5]
 
 
-def test_an_agent_reads_its_writes_across_an_outage(running: LiteServer, tmp_path: Path) -> None:
-    """`explorer mcp` on a Milvus-backed vault, driven by the MCP SDK client: a note written while the
-    engine is down is found by the agent's next searches (said plainly), and once the server says the
-    collection is up to date, found at once by the engine: no empty answer kept from the outage."""
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+def test_an_agent_reads_its_writes_across_an_outage(
+    running: LiteServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`explorer mcp` on a Milvus-backed vault (served in this process), driven by the MCP SDK client:
+    a note written while the engine is down is found by the agent's next searches (said plainly), and
+    once the server says the collection is up to date, found at once by the engine: no empty answer
+    kept from the outage."""
+    from inproc import mcp_client
 
     vault = write_notes(tmp_path / "vault", NOTES)
-    errlog = tmp_path / "mcp.err"
+    for name, value in _env(tmp_path, running.uri, "mcp").items():  # the settings `explorer mcp` reads
+        if name.startswith("EXPLORER_"):
+            monkeypatch.setenv(name, value)
+    said: list[str] = []  # what `explorer mcp` prints on stderr
 
     async def agent() -> None:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "explorer", "mcp", str(vault)],
-            env=_env(tmp_path, running.uri, "mcp"),
-            cwd=str(vault),
-        )
-
         async def search(query: str) -> dict:
             got = await client.call_tool("search", {"query": query, "mode": "lexical", "k": 3})
             assert not got.is_error, got.content
             return json.loads(got.content[0].text)
 
         def logged(text: str) -> bool:
-            return text in errlog.read_text(encoding="utf-8", errors="replace")
+            return any(text in line for line in said)
 
         async def until(check, seconds: float = 120) -> None:
             end = time.monotonic() + seconds
             while not await check():
-                assert time.monotonic() < end, errlog.read_text(encoding="utf-8", errors="replace")
+                assert time.monotonic() < end, said
                 await asyncio.sleep(0.3)
 
-        with errlog.open("w", encoding="utf-8") as err:
-            async with Client(stdio_client(params, errlog=err)) as client:
-                assert not (await search("quuxtail"))["results"]
-                running.stop()
-                write_notes(vault, COMET)
+        async with mcp_client(vault, on_message=said.append) as client:
+            assert not (await search("quuxtail"))["results"]
+            running.stop()
+            write_notes(vault, COMET)
 
-                async def found() -> bool:
-                    # Once the server's watcher has read the note and a search has met the engine
-                    # gone (before that, the note is answered from the vault's own index as a batch
-                    # on its way, with nothing to say).
-                    res = await search("quuxtail")
-                    return bool(res["results"]) and OWN_INDEX in json.dumps(res)
+            async def found() -> bool:
+                # Once the server's watcher has read the note and a search has met the engine
+                # gone (before that, the note is answered from the vault's own index as a batch
+                # on its way, with nothing to say).
+                res = await search("quuxtail")
+                return bool(res["results"]) and OWN_INDEX in json.dumps(res)
 
-                await until(found)
-                down = await search("quuxtail")
-                assert down["results"][0]["document_path"] == "astro/comet.md"
-                assert running.uri in json.dumps(down) and OWN_INDEX in json.dumps(down)
-                assert logged("changes are kept")
-                running.start()
+            await until(found)
+            down = await search("quuxtail")
+            assert down["results"][0]["document_path"] == "astro/comet.md"
+            assert running.uri in json.dumps(down) and OWN_INDEX in json.dumps(down)
+            assert logged("changes are kept")
+            running.start()
 
-                async def back() -> bool:
-                    return logged("back; the collection is up to date")
+            async def back() -> bool:
+                return logged("back; the collection is up to date")
 
-                await until(back)
-                after = await search("quuxtail")
-                assert after["results"][0]["document_path"] == "astro/comet.md"
-                assert OWN_INDEX not in json.dumps(after)
+            await until(back)
+            after = await search("quuxtail")
+            assert after["results"][0]["document_path"] == "astro/comet.md"
+            assert OWN_INDEX not in json.dumps(after)
 
     asyncio.run(agent())

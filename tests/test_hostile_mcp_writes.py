@@ -1,6 +1,7 @@
 """Hostile input on the MCP writes and on why-not, through the real entry points: the MCP SDK client
-against `explorer mcp` over stdio, and `explorer why-not` / `explorer search` as processes, with real
-symlinks, fifos and sockets.
+against `explorer mcp` (served in process over the SDK's in-memory transport: tests/inproc.py),
+and `explorer why-not` / `explorer search` (their main(), or a process where a memory limit is the
+point), with real symlinks, fifos and sockets.
 
 - `remember` never writes (or reads, or copies) outside the vault through a symbolic link, whatever
   the reading settings say;
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 from tests.conftest import REPO, write_notes
+from tests.inproc import bounded, mcp_client, run_cli
 
 NOTES = {
     "Pets/hamster.md": "# Hamster\n\nA Syrian hamster needs a 30 cm wheel and deep bedding.\n",
@@ -36,19 +38,9 @@ NOTES = {
 SECRET = "# Secret\n\nThe launch code is walrus-umbrella-42.\n"
 
 
-def _params(vault: Path, *extra: str) -> StdioServerParameters:
-    env = {
-        "PYTHONPATH": str(REPO),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "OMP_WAIT_POLICY": "PASSIVE",
-    }
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "explorer", "mcp", str(vault), "--no-embeddings", *extra],
-        env=env,
-        cwd=str(vault),
-    )
+def _server(vault: Path, *extra: str) -> Any:
+    """A client of `explorer mcp VAULT --no-embeddings EXTRA...`."""
+    return mcp_client(vault, "--no-embeddings", *extra)
 
 
 def _payload(result: Any) -> dict[str, Any]:
@@ -65,10 +57,11 @@ def _run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout=240))
 
 
-def _cli(*args: str, memory_mb: int | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, memory_mb: int, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`explorer ARGS --no-embeddings` as a process under `memory_mb` MB of address space."""
+
     def limit() -> None:
-        if memory_mb:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
 
     return subprocess.run(
         [sys.executable, "-m", "explorer", *args, "--no-embeddings"],
@@ -79,6 +72,11 @@ def _cli(*args: str, memory_mb: int | None = None, timeout: float = 300) -> subp
         timeout=timeout,
         preexec_fn=limit,
     )
+
+
+def _cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`explorer ARGS --no-embeddings` through its main() in this process: (exit code, stdout, stderr)."""
+    return run_cli(capsys, *args, "--no-embeddings")
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -119,7 +117,7 @@ def test_remember_never_writes_or_reads_outside_the_vault_through_a_link(
     extra = ["--set", "vault.follow_external_symlinks=true"] if follow_external else []
 
     async def session() -> None:
-        async with Client(_params(vault, "--allow-write", *extra)) as client:
+        async with _server(vault, "--allow-write", *extra) as client:
             refused = [
                 {"text": "Bob likes tea.", "user": "bob"},
                 {"text": "Bob likes tea.", "user": "bob", "kind": "knowledge", "title": "Tea"},
@@ -168,7 +166,7 @@ def test_remember_refuses_a_linked_users_folder_and_a_pipe_for_a_note(tmp_path: 
     os.mkfifo(other / "Users" / "zoe" / "Knowledge" / "Pipe.md")
 
     async def linked() -> None:
-        async with Client(_params(vault, "--allow-write", "--user", "zoe")) as client:
+        async with _server(vault, "--allow-write", "--user", "zoe") as client:
             for kind, title in (("turn", ""), ("knowledge", "Tea")):
                 message = _error(
                     await client.call_tool(
@@ -178,7 +176,7 @@ def test_remember_refuses_a_linked_users_folder_and_a_pipe_for_a_note(tmp_path: 
                 assert "Users is a symbolic link" in message, message
 
     async def piped() -> None:
-        async with Client(_params(other, "--allow-write", "--user", "zoe")) as client:
+        async with _server(other, "--allow-write", "--user", "zoe") as client:
             # Reading a pipe would wait for a writer forever: refused at once.
             message = _error(
                 await client.call_tool(
@@ -198,7 +196,7 @@ def test_memories_with_control_characters_are_searchable_and_keep_the_others(tmp
     vault = write_notes(tmp_path / "vault", NOTES)
 
     async def session() -> None:
-        async with Client(_params(vault, "--allow-write", "--user", "alice")) as client:
+        async with _server(vault, "--allow-write", "--user", "alice") as client:
             # Append after append: every memory that answered success is searchable at once.
             memories = [
                 ("Milo eats tuna on Sundays.", "tuna"),
@@ -253,7 +251,9 @@ def _tag_query(n: int) -> str:
     return "hamster " + " ".join(["tag:x"] * n)
 
 
-def test_why_not_cli_refuses_a_huge_or_filter_heavy_query_at_once(tmp_path: Path) -> None:
+def test_why_not_cli_refuses_a_huge_or_filter_heavy_query_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
     # ~120 KB of tag: filters: on an unbounded why-not, 2.5 GB and minutes. Under 1 GB of address
     # space it must answer with one line and exit 2.
@@ -270,13 +270,15 @@ def test_why_not_cli_refuses_a_huge_or_filter_heavy_query_at_once(tmp_path: Path
     assert proc.stderr.strip().count("\n") == 0
 
     # The search surface holds the same bound on filters (its length is cut at 2,000 already).
-    proc = _cli("search", many, "--vault", str(vault), "--local")
-    assert proc.returncode == 2 and "100 filters" in proc.stderr, proc.stderr[-2000:]
+    code, _out, err = _cli_here(capsys, "search", many, "--vault", str(vault), "--local")
+    assert code == 2 and "100 filters" in err, err[-2000:]
 
     # A query inside the bounds still gets its proof.
-    proc = _cli("why-not", "hamster tag:coffee -draft", "hamster", "--vault", str(vault), "--json")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout)["note"] == "Pets/hamster.md"
+    code, out, err = _cli_here(
+        capsys, "why-not", "hamster tag:coffee -draft", "hamster", "--vault", str(vault), "--json"
+    )
+    assert code == 0, err[-2000:]
+    assert json.loads(out)["note"] == "Pets/hamster.md"
 
 
 def test_why_not_and_search_tools_refuse_huge_queries_and_errors_name_sizes(tmp_path: Path) -> None:
@@ -284,7 +286,7 @@ def test_why_not_and_search_tools_refuse_huge_queries_and_errors_name_sizes(tmp_
     big = "x" * 1_000_000
 
     async def session() -> None:
-        async with Client(_params(vault, "--allow-write", "--user", "alice")) as client:
+        async with _server(vault, "--allow-write", "--user", "alice") as client:
             message = _error(
                 await client.call_tool("why_not", {"query": _tag_query(170_000), "note": "hamster"})
             )
@@ -332,28 +334,35 @@ def test_why_not_and_search_tools_refuse_huge_queries_and_errors_name_sizes(tmp_
 
 
 # -- 5. why-not on a vault with a named pipe and a socket ------------------------------------------
-def test_why_not_on_a_vault_with_a_fifo_and_a_socket(tmp_path: Path) -> None:
+def test_why_not_on_a_vault_with_a_fifo_and_a_socket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = write_notes(tmp_path / "vault", NOTES)
     os.mkfifo(vault / "pipe.md")
     os.mkfifo(vault / "Pets" / "feeder")
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(vault / "Travel" / "agent.sock"))
-    try:
-        # "wheel" is missing from Kyoto: its rehearsal copies the vault.
-        proc = _cli("why-not", "hamster wheel", "kyoto", "--vault", str(vault), "--json", timeout=120)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        proof = json.loads(proc.stdout)
-        assert proof["note"] == "Travel/kyoto.md"
-        words = [c for c in proof["changes"] + proof["not_enough"] if c["kind"] == "word"]
-        assert {"hamster", "wheel"} <= {c["value"] for c in words}
-        assert not proof["unchecked"]
+    with bounded(120):
+        try:
+            # "wheel" is missing from Kyoto: its rehearsal copies the vault.
+            code, out, err = _cli_here(
+                capsys, "why-not", "hamster wheel", "kyoto", "--vault", str(vault), "--json"
+            )
+            assert code == 0, err[-2000:]
+            proof = json.loads(out)
+            assert proof["note"] == "Travel/kyoto.md"
+            words = [c for c in proof["changes"] + proof["not_enough"] if c["kind"] == "word"]
+            assert {"hamster", "wheel"} <= {c["value"] for c in words}
+            assert not proof["unchecked"]
 
-        async def session() -> None:
-            async with Client(_params(vault)) as client:
-                got = _payload(await client.call_tool("why_not", {"query": "hamster wheel", "note": "kyoto"}))
-                tried = {c["value"] for c in got["changes"] + got["not_enough"] if c["kind"] == "word"}
-                assert {"hamster", "wheel"} <= tried
+            async def session() -> None:
+                async with _server(vault) as client:
+                    got = _payload(
+                        await client.call_tool("why_not", {"query": "hamster wheel", "note": "kyoto"})
+                    )
+                    tried = {c["value"] for c in got["changes"] + got["not_enough"] if c["kind"] == "word"}
+                    assert {"hamster", "wheel"} <= tried
 
-        _run(session())
-    finally:
-        sock.close()
+            _run(session())
+        finally:
+            sock.close()

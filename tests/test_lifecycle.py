@@ -141,7 +141,7 @@ def _mcp_request(proc: subprocess.Popen, req_id: int, method: str, params: dict)
 @pytest.mark.parametrize(
     ("extra", "talk"),
     [
-        (["--no-watch"], False),  # the client goes away at once: the background embedding is running
+        (["--no-watch"], False),  # the client goes away at once: the model loading or embedding
         ([], True),  # a search first (the model loaded), the watcher embedding meanwhile
     ],
     ids=["no-watch-silent", "watch-talk"],

@@ -1,4 +1,6 @@
-"""`explorer mcp`: the server driven over stdio by the official MCP SDK client, as an agent would."""
+"""`explorer mcp`: the server driven by the official MCP SDK client, as an agent would: its tools served
+in process (tests/inproc.py: the command's own settings, service and server), and the whole command
+over stdio with the real model."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import REPO, write_notes
+from tests.inproc import mcp_client
 
 NOTES = {
     "Coffee/espresso.md": "# Espresso\n\n## Grind\n\nA fine grind slows the shot; aim for 25-30 seconds.\n\n"
@@ -56,7 +59,7 @@ def test_read_only_server_answers_every_tool_and_survives_bad_input(tmp_path: Pa
     (tmp_path / "secret.md").write_text("# Secret\n\noutside the vault\n", encoding="utf-8")
 
     async def session() -> None:
-        async with Client(_params(vault, "--no-embeddings")) as client:
+        async with mcp_client(vault, "--no-embeddings") as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {
                 "search",
@@ -139,7 +142,7 @@ def test_watcher_keeps_the_index_live_and_remember_writes_atomically(tmp_path: P
     vault = write_notes(tmp_path / "vault", NOTES)
 
     async def session() -> None:
-        async with Client(_params(vault, "--no-embeddings", "--allow-write", "--user", "alice")) as client:
+        async with mcp_client(vault, "--no-embeddings", "--allow-write", "--user", "alice") as client:
             assert "remember" in {t.name for t in (await client.list_tools()).tools}
             before = _payload(await client.call_tool("stats", {}))["index"]["version"]
 

@@ -1,14 +1,14 @@
-"""MCP answers sized for agents, through the real MCP SDK client: brief by default, under 8,000 characters,
-paged, with excerpts of the asked length, the full answer on request, `recent` turns and `get_context` windows."""
+"""MCP answers sized for agents, through the real MCP SDK client (to `explorer mcp` served in process:
+tests/inproc.py): brief by default, under 8,000 characters, paged, with excerpts of the asked
+length, the full answer on request, `recent` turns and `get_context` windows."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mcp import Client
-
 from tests.conftest import write_notes
-from tests.test_mcp import _error, _params, _payload, _run
+from tests.inproc import mcp_client
+from tests.test_mcp import _error, _payload, _run
 
 LIMIT = 8000
 
@@ -35,7 +35,7 @@ def test_search_answers_are_brief_paged_and_complete_on_request(tmp_path: Path) 
     vault = _vault(tmp_path / "vault")
 
     async def session() -> None:
-        async with Client(_params(vault, "--no-embeddings", "--no-watch")) as client:
+        async with mcp_client(vault, "--no-embeddings", "--no-watch") as client:
 
             async def call(tool: str, args: dict) -> tuple[dict, int]:
                 result = await client.call_tool(tool, args)
@@ -96,7 +96,7 @@ def test_recent_turns_context_windows_and_filtered_find(tmp_path: Path) -> None:
     vault = _vault(tmp_path / "vault")
 
     async def session() -> None:
-        async with Client(_params(vault, "--no-embeddings", "--no-watch")) as client:
+        async with mcp_client(vault, "--no-embeddings", "--no-watch") as client:
             recent = _payload(await client.call_tool("recent", {"n": 2, "excerpt_chars": 30}))
             assert recent["user"] == "bo"
             assert [(t["turn"], t["date"], t["title"]) for t in recent["turns"]] == [

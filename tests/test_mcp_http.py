@@ -97,6 +97,16 @@ def serving(
             proc.stderr.close()
 
 
+@pytest.fixture(scope="module")
+def writer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One `explorer mcp --http --allow-write` with the token, on a vault of NOTES, and that vault: shared
+    by the tests that need no other options (a start costs ~3 s of CPU); what each writes goes under
+    its own user folders. Its clean stop is checked when the module ends."""
+    vault = write_notes(tmp_path_factory.mktemp("writer") / "vault", NOTES)
+    with serving(vault, "--allow-write") as url:
+        yield url, vault
+
+
 def client(url: str, token: str | None = TOKEN) -> Any:
     """An SDK client over streamable HTTP, with the bearer token; use as `async with client(url) as (c, _)`."""
 
@@ -147,52 +157,49 @@ def raw_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes
         conn.close()
 
 
-def test_token_required_and_dns_rebinding_refused(tmp_path: Path) -> None:
-    vault = write_notes(tmp_path / "vault", NOTES)
+def test_token_required_and_dns_rebinding_refused(writer: tuple[str, Path]) -> None:
     body = json.dumps(INIT).encode()
-    with serving(vault, "--allow-write") as url:
-        port = httpx2.URL(url).port
-        auth = {"Authorization": f"Bearer {TOKEN}"}
-        assert raw_post(url, body, {})[0] == 401
-        assert raw_post(url, body, {"Authorization": "Bearer wrong-token-0123456789abcdef"})[0] == 401
-        assert raw_post(url, body, {"Authorization": TOKEN})[0] == 401  # the scheme is part of it
-        status, reply = raw_post(url, body, auth)
-        assert status == 200, reply
-        # A page at http://evil.example whose name now resolves to 127.0.0.1: its Host, its Origin.
-        assert raw_post(url, body, {**auth, "Host": f"evil.example:{port}"})[0] == 421
-        assert raw_post(url, body, {**auth, "Origin": "http://evil.example"})[0] == 403
-        assert (
-            raw_post(url, body, {**auth, "Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"})[
-                0
-            ]
-            == 200
-        )
+    url, _vault = writer
+    port = httpx2.URL(url).port
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert raw_post(url, body, {})[0] == 401
+    assert raw_post(url, body, {"Authorization": "Bearer wrong-token-0123456789abcdef"})[0] == 401
+    assert raw_post(url, body, {"Authorization": TOKEN})[0] == 401  # the scheme is part of it
+    status, reply = raw_post(url, body, auth)
+    assert status == 200, reply
+    # A page at http://evil.example whose name now resolves to 127.0.0.1: its Host, its Origin.
+    assert raw_post(url, body, {**auth, "Host": f"evil.example:{port}"})[0] == 421
+    assert raw_post(url, body, {**auth, "Origin": "http://evil.example"})[0] == 403
+    assert (
+        raw_post(url, body, {**auth, "Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"})[0]
+        == 200
+    )
 
-        async def session() -> None:
-            async with client(url) as c:
-                tools = {t.name for t in (await c.list_tools()).tools}
-                assert tools == {
-                    "search",
-                    "recent",
-                    "find",
-                    "get_context",
-                    "explain",
-                    "why_not",
-                    "stats",
-                    "remember",
-                }
-                found = _payload(
-                    await c.call_tool("search", {"query": "hamster wheel", "k": 3, "mode": "lexical"})
-                )
-                assert found["results"][0]["document_path"] == "Pets/hamster.md"
-            # The SDK client without the token cannot even start a session: the server's refusal
-            # comes back as the SDK's error, inside the task groups the client runs.
-            with pytest.raises(ExceptionGroup) as refused:
-                async with client(url, token=None) as c:
-                    await c.list_tools()
-            assert refused.group_contains(MCPError)
+    async def session() -> None:
+        async with client(url) as c:
+            tools = {t.name for t in (await c.list_tools()).tools}
+            assert tools == {
+                "search",
+                "recent",
+                "find",
+                "get_context",
+                "explain",
+                "why_not",
+                "stats",
+                "remember",
+            }
+            found = _payload(
+                await c.call_tool("search", {"query": "hamster wheel", "k": 3, "mode": "lexical"})
+            )
+            assert found["results"][0]["document_path"] == "Pets/hamster.md"
+        # The SDK client without the token cannot even start a session: the server's refusal
+        # comes back as the SDK's error, inside the task groups the client runs.
+        with pytest.raises(ExceptionGroup) as refused:
+            async with client(url, token=None) as c:
+                await c.list_tools()
+        assert refused.group_contains(MCPError)
 
-        _run(session())
+    _run(session())
 
 
 def test_loopback_without_token_still_checks_host_and_origin(tmp_path: Path) -> None:
@@ -270,8 +277,8 @@ def test_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.stderr.strip() == f"explorer: cannot listen on 127.0.0.1:{port}: the port is in use"
 
 
-def test_several_clients_at_once_with_writes_lose_nothing(tmp_path: Path) -> None:
-    vault = write_notes(tmp_path / "vault", NOTES)
+def test_several_clients_at_once_with_writes_lose_nothing(writer: tuple[str, Path]) -> None:
+    url, vault = writer
     clients, rounds = 6, 8
 
     async def agent(url: str, n: int) -> list[str]:
@@ -303,13 +310,11 @@ def test_several_clients_at_once_with_writes_lose_nothing(tmp_path: Path) -> Non
                 hits = _payload(await c.call_tool("search", {"query": word, "k": 1, "mode": "lexical"}))
                 assert hits["results"][0]["document_path"] == path, word
 
-    with serving(vault, "--allow-write") as url:
-        _run(everyone(url), timeout=240)
+    _run(everyone(url), timeout=240)
     assert len(list((vault / "Users").glob("agent*/turns/turn_*/context.md"))) == clients * rounds
 
 
-def test_a_bad_client_leaves_the_others_unaffected(tmp_path: Path) -> None:
-    vault = write_notes(tmp_path / "vault", NOTES)
+def test_a_bad_client_leaves_the_others_unaffected(writer: tuple[str, Path]) -> None:
 
     def vandal(url: str) -> list[int]:
         """Garbage, oversized bodies, huge arguments and a connection dropped mid-call."""
@@ -373,8 +378,7 @@ def test_a_bad_client_leaves_the_others_unaffected(tmp_path: Path) -> None:
         assert codes[3] == 413
         assert await good(url) == 15  # still serving afterwards
 
-    with serving(vault, "--allow-write") as url:
-        _run(together(url), timeout=240)
+    _run(together(writer[0]), timeout=240)
 
 
 def test_allow_host_without_http_is_refused(tmp_path: Path) -> None:

@@ -205,3 +205,29 @@ async def test_one_method_is_a_whole_new_tool(tmp_path: Path) -> None:
             )
     finally:
         service.close()
+
+
+def test_the_stdio_command_loads_the_sdk_before_its_service_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`explorer mcp` imports the SDK (~2 s of CPU) before its service opens the index and starts the
+    model: imported after, the import competes with the embedding thread and nothing reads the client
+    until it ends (the first answer waits, and a client that left keeps the process embedding)."""
+    from types import SimpleNamespace
+
+    from explorer.cli import mcp as cli_mcp
+    from explorer.cli.entry import main
+
+    vault = write_notes(tmp_path / "vault", NOTES)
+    events: list[str] = []
+
+    class Opened(MemoryService):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            events.append("service")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(cli_mcp, "load_sdk", lambda: events.append("sdk"))
+    monkeypatch.setattr(cli_mcp, "MemoryService", Opened)
+    monkeypatch.setattr(cli_mcp, "build_server", lambda service: SimpleNamespace(run=events.append))
+    assert main(["mcp", str(vault), "--no-embeddings", "--no-watch"]) == 0
+    assert events == ["sdk", "service", "stdio"]

@@ -517,21 +517,23 @@ def test_a_text_embedded_by_one_vault_is_not_embedded_again_by_another(
         second.close()
 
 
-def test_two_watchers_and_an_mcp_writer_share_one_collection(tmp_path: Path) -> None:
-    """Two real `explorer watch` processes and an `explorer mcp --allow-write` (driven by the MCP SDK
-    client) write three vaults into one Milvus Lite server process at once: nothing lost, no shard
-    twice; the MCP writer's next search sees what `remember` wrote (read-your-writes: the rows are
-    flushed before `remember` returns and searches read at consistency level Strong), and its
-    `vault:*` search sees the watchers' notes."""
+def test_two_watchers_and_an_mcp_writer_share_one_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two real `explorer watch` processes and an `explorer mcp --allow-write` (served in this process
+    to the MCP SDK client) write three vaults into one Milvus Lite server process at once: nothing
+    lost, no shard twice; the MCP writer's next search sees what `remember` wrote (read-your-writes:
+    the rows are flushed before `remember` returns and searches read at consistency level Strong),
+    and its `vault:*` search sees the watchers' notes."""
     if not MILVUS_LITE.exists():
         pytest.skip("milvus-lite server is not installed")
     import asyncio
     import threading
 
-    from mcp import Client, StdioServerParameters
     from pymilvus import MilvusClient
 
     from explorer.index.local.vault_index import VaultIndex
+    from inproc import mcp_client
 
     server = LiteServer(tmp_path / "engine")
     server.start()
@@ -565,14 +567,11 @@ def test_two_watchers_and_an_mcp_writer_share_one_collection(tmp_path: Path) -> 
             (vaults[name] / "n5.md").unlink()
 
     async def agent() -> list[str]:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "explorer", "mcp", str(vaults["cat"]), "--allow-write", "--user", "cat"],
-            env=env_for("cat"),
-            cwd=str(vaults["cat"]),
-        )
+        for name, value in env_for("cat").items():  # the settings `explorer mcp` would read
+            if name.startswith("EXPLORER_"):
+                monkeypatch.setenv(name, value)
         written = []
-        async with Client(params) as client:
+        async with mcp_client(vaults["cat"], "--allow-write", "--user", "cat") as client:
             writer = threading.Thread(target=watchers_write)
             writer.start()
             for i in range(6):

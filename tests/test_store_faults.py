@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from conftest import REPO, CountingEmbedder, fill_disk, run_mount, write_notes
 from explorer.config import Settings
 from explorer.index.local.vault_index import VaultIndex
+from inproc import run_cli
 
 LEXICAL = Settings().with_overrides({"index.embeddings": False})
 
@@ -28,11 +30,30 @@ def _vault(tmp_path: Path, n: int = 6) -> Path:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`explorer ARGS` as a new process (a run that starts afresh)."""
     full = dict(os.environ, PYTHONPATH=str(REPO), XDG_CACHE_HOME=f"/nonexistent-{uuid.uuid4().hex}")
     full.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "explorer", *args], capture_output=True, text=True, env=full, timeout=300
     )
+
+
+Cli = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture()
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`explorer ARGS` through its main() in this process (tests/inproc.py), with `_cli`'s environment."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as m:
+            m.setenv("XDG_CACHE_HOME", f"/nonexistent-{uuid.uuid4().hex}")
+            for name, value in (env or {}).items():
+                m.setenv(name, value)
+            code, out, err = run_cli(capsys, *args)
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
 
 
 class _Evil:
@@ -86,11 +107,11 @@ def test_no_module_of_explorer_can_deserialise_code() -> None:
     assert offenders == []
 
 
-def test_crafted_pickle_in_an_old_store_is_never_executed(tmp_path: Path) -> None:
+def test_crafted_pickle_in_an_old_store_is_never_executed(tmp_path: Path, cli: Cli) -> None:
     root = _vault(tmp_path)
     marker = tmp_path / "pwned"
     _v4_store(root / ".explorer", pickle.dumps(_Evil(marker)), paths=[f"n{i}.md" for i in range(6)])
-    proc = _cli("search", "kites", "--vault", str(root), "--json", "--no-embeddings")
+    proc = cli("search", "kites", "--vault", str(root), "--json", "--no-embeddings")
     assert proc.returncode == 0, proc.stderr
     assert not marker.exists()
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
@@ -241,12 +262,12 @@ def _damage_middle(db_path: Path, every: int = 2) -> None:
     db_path.write_bytes(bytes(data))
 
 
-def test_garbage_in_the_middle_of_the_database_is_rebuilt_with_one_line(tmp_path: Path) -> None:
+def test_garbage_in_the_middle_of_the_database_is_rebuilt_with_one_line(tmp_path: Path, cli: Cli) -> None:
     notes = {f"d{i}/n{i}.md": f"# Note {i}\n\n" + f"kites and topic{i} " * 200 + "\n" for i in range(60)}
     root = write_notes(tmp_path / "v", notes)
-    assert _cli("index", str(root), "--no-embeddings").returncode == 0
+    assert cli("index", str(root), "--no-embeddings").returncode == 0
     _damage_middle(root / ".explorer" / "index.sqlite")
-    proc = _cli("search", "topic7", "--vault", str(root), "--json", "--no-embeddings")
+    proc = cli("search", "topic7", "--vault", str(root), "--json", "--no-embeddings")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and ("damaged" in lines[0] or "unreadable" in lines[0]), proc.stderr
@@ -333,20 +354,22 @@ def test_disk_full_keeps_the_previous_index_and_searches_on(
     again.close()
 
 
-def test_disk_full_on_the_command_line_is_one_clear_message(tmp_path: Path, tiny_disk: Path) -> None:
+def test_disk_full_on_the_command_line_is_one_clear_message(
+    tmp_path: Path, tiny_disk: Path, cli: Cli
+) -> None:
     root = _vault(tmp_path)
     cache = tiny_disk / "cache"
-    assert _cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}").returncode == 0
+    assert cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}").returncode == 0
     fill_disk(tiny_disk)
     (root / "big.md").write_text(
         "# Big\n\n" + " ".join(f"zephyr{i}" for i in range(40000)) + "\n", encoding="utf-8"
     )
-    proc = _cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}")
+    proc = cli("index", str(root), "--no-embeddings", "--set", f"index.cache_dir={cache}")
     assert "Traceback" not in proc.stderr
     assert (
         proc.returncode == 1 and "disk full" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     ), proc.stderr
-    proc = _cli(
+    proc = cli(
         "search",
         "zephyr77",
         "--vault",
@@ -359,11 +382,13 @@ def test_disk_full_on_the_command_line_is_one_clear_message(tmp_path: Path, tiny
     assert proc.returncode == 0 and "big.md" in proc.stdout and "Traceback" not in proc.stderr
 
 
-def test_read_only_vault_searches_with_the_index_in_the_user_cache(tmp_path: Path, read_only) -> None:
+def test_read_only_vault_searches_with_the_index_in_the_user_cache(
+    tmp_path: Path, read_only, cli: Cli
+) -> None:
     src = _vault(tmp_path)
     vault = read_only(src)
     cache_home = tmp_path / "xdg"
-    proc = _cli(
+    proc = cli(
         "search",
         "topic3",
         "--vault",
@@ -379,7 +404,7 @@ def test_read_only_vault_searches_with_the_index_in_the_user_cache(tmp_path: Pat
     assert list(cache_home.glob("explorer/vaults/*/index.sqlite"))
     # Nothing else writable either: the index lives in memory for the run.
     ro_home = read_only(tmp_path / "xdg")
-    proc = _cli(
+    proc = cli(
         "search",
         "topic4",
         "--vault",

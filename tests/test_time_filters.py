@@ -313,14 +313,13 @@ def test_cli_filters_dates_and_a_hostile_property_value(tmp_path: Path) -> None:
 
 # -- MCP through the real SDK client ---------------------------------------------------------------
 def test_mcp_search_takes_time_arguments(tmp_path: Path) -> None:
-    from mcp import Client
-
-    from test_mcp import _error, _params, _payload
+    from inproc import mcp_client
+    from test_mcp import _error, _payload
 
     vault = dated_vault(tmp_path / "vault")
 
     async def session() -> None:
-        async with Client(_params(vault, "--no-embeddings")) as client:
+        async with mcp_client(vault, "--no-embeddings") as client:
             tool = next(t for t in (await client.list_tools()).tools if t.name == "search")
             assert {"after", "before", "on", "recent_days"} <= set(tool.input_schema["properties"])
             found = _payload(

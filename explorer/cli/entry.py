@@ -341,13 +341,22 @@ def _settings(
     return root, load_settings(root, flags, warn=warn)
 
 
+def command_settings(args: argparse.Namespace) -> tuple[Path, Settings]:
+    """The vault a parsed command runs on and its settings (files, `EXPLORER_*`, `--set`, flags).
+
+    Raises:
+        ConfigError: A bad setting.
+        OSError: No vault there (VaultError), or one refused without --force.
+    """
+    return _settings(getattr(args, "vault_pos", None) or args.vault, args)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "team", None) is not None:
         from explorer.cli.team import cmd_team_search, run_team_mcp
 
         return cmd_team_search(args) if args.command == "search" else run_team_mcp(args)
-    vault_arg = getattr(args, "vault_pos", None) or args.vault
-    vault, settings = _settings(vault_arg, args)
+    vault, settings = command_settings(args)
     if args.command == "search":
         from explorer.cli.search import cmd_search
 

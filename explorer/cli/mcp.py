@@ -31,6 +31,16 @@ or phrases, `why_not` when a note you expected is missing, `explain` to see why 
 Every answer has an `index` block: `seconds_since_update` and `watcher` tell how fresh it is."""
 
 
+def load_sdk() -> None:
+    """Import the MCP SDK's server (~2 s of CPU) before a service opens its index and starts its model.
+
+    Imported after, it competes for the interpreter with the embedding thread, and nothing reads
+    the client's messages until it is in: the first answer waits, and a client that left at once
+    keeps the process embedding until the import ends.
+    """
+    import mcp.server.mcpserver  # noqa: F401
+
+
 def build_server(service: MemoryService) -> Any:
     """An MCPServer offering each tool of `service`; anticipated failures become tool errors, and so
     does an argument the tool does not take (the SDK would drop it without a word: a misnamed date
@@ -116,6 +126,7 @@ def run_mcp(
     def say(message: str) -> None:
         print(f"explorer: {message}", file=sys.stderr, flush=True)
 
+    load_sdk()
     service = MemoryService(vault, settings, allow_write=allow_write, user=user, watch=watch, on_message=say)
     try:
         build_server(service).run("stdio")

@@ -321,7 +321,7 @@ def run_mcp_http(
     allow_hosts: list[str] | None = None,
 ) -> int:
     """Serve `vault` over streamable HTTP at `http` (HOST:PORT) until interrupted; EXIT_SETUP when it cannot start."""
-    from explorer.cli.mcp import build_server
+    from explorer.cli.mcp import build_server, load_sdk
     from explorer.engine.memory import MemoryService
 
     def say(message: str) -> None:
@@ -339,6 +339,7 @@ def run_mcp_http(
         return EXIT_SETUP
     port = sock.getsockname()[1]
     try:
+        load_sdk()
         service = MemoryService(
             vault, settings, allow_write=allow_write, user=user, watch=watch, on_message=say
         )

@@ -1,19 +1,20 @@
 """Sensible answers: what a person expects when an agent writes memories, and when they ask why-not,
-on small real vaults (the MCP server driven by the real SDK client, the CLI as a process)."""
+on small real vaults (`explorer mcp` served in process to the real SDK client, the CLI through its
+main(): tests/inproc.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from mcp import Client, StdioServerParameters
+import pytest
+from mcp import Client
 
-from conftest import REPO, write_notes
+from conftest import write_notes
+from inproc import bounded, mcp_client, run_cli
 
 VAULT = {
     "Users/alice/Knowledge/Garden.md": "---\ndate: 2026-03-01\n---\n\n# Garden\n\n## 2026-03-01\n\n"
@@ -23,14 +24,9 @@ VAULT = {
 }
 
 
-def _server(vault: Path) -> StdioServerParameters:
-    env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "explorer", "mcp", str(vault), "--no-embeddings", "--allow-write", "--user", "alice"],
-        env=env,
-        cwd=str(vault),
-    )
+def _server(vault: Path) -> Any:
+    """A client of `explorer mcp VAULT --no-embeddings --allow-write --user alice`."""
+    return mcp_client(vault, "--no-embeddings", "--allow-write", "--user", "alice")
 
 
 def _ok(result: Any) -> dict[str, Any]:
@@ -43,14 +39,9 @@ async def _paths(client: Client, query: str) -> list[str]:
     return [r["document_path"] for r in res["results"]]
 
 
-def _explorer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "explorer", *args, "--no-embeddings"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=300,
-    )
+def _explorer(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`explorer ARGS --no-embeddings`: (exit code, stdout, stderr)."""
+    return run_cli(capsys, *args, "--no-embeddings")
 
 
 def test_a_pasted_nul_does_not_hide_the_new_memory_or_the_old_ones(tmp_path: Path) -> None:
@@ -59,7 +50,7 @@ def test_a_pasted_nul_does_not_hide_the_new_memory_or_the_old_ones(tmp_path: Pat
     vault = write_notes(tmp_path / "vault", VAULT)
 
     async def session() -> None:
-        async with Client(_server(vault)) as client:
+        async with _server(vault) as client:
             note = "Users/alice/Knowledge/Garden.md"
             assert await _paths(client, "tomatoes south bed") == [note]
             wrote = _ok(
@@ -90,7 +81,7 @@ def test_three_memories_in_a_row_are_each_found_right_after_they_are_written(tmp
     ]
 
     async def session() -> None:
-        async with Client(_server(vault)) as client:
+        async with _server(vault) as client:
             for text, query in facts:
                 wrote = _ok(
                     await client.call_tool(
@@ -113,7 +104,7 @@ def test_a_knowledge_folder_linked_to_a_sync_folder_outside_is_refused_and_left_
     (vault / "Users" / "alice" / "Knowledge").symlink_to(synced, target_is_directory=True)
 
     async def session() -> None:
-        async with Client(_server(vault)) as client:
+        async with _server(vault) as client:
             res = await client.call_tool(
                 "remember", {"text": "Plant garlic in October.", "kind": "knowledge", "title": "Garden"}
             )
@@ -129,21 +120,28 @@ def test_a_knowledge_folder_linked_to_a_sync_folder_outside_is_refused_and_left_
     assert (synced / "Garden.md").read_text(encoding="utf-8") == "# Garden\n\nprivate\n"
 
 
-def test_why_not_explains_even_when_a_sync_tool_left_a_named_pipe(tmp_path: Path) -> None:
+def test_why_not_explains_even_when_a_sync_tool_left_a_named_pipe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = write_notes(tmp_path / "vault", VAULT)
     os.mkfifo(vault / ".sync-control")
     os.mkfifo(vault / "Travel" / "notes.md")
-    proc = _explorer("why-not", "sourdough starter castle", "lisbon", "--vault", str(vault), "-k", "1")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("why not Travel/lisbon.md")
-    assert "if it contained “sourdough”" in proc.stdout  # the word it lacks, tried in a copy of the vault
+    with bounded(300):
+        code, out, err = _explorer(
+            capsys, "why-not", "sourdough starter castle", "lisbon", "--vault", str(vault), "-k", "1"
+        )
+    assert code == 0, err
+    assert out.startswith("why not Travel/lisbon.md")
+    assert "if it contained “sourdough”" in out  # the word it lacks, tried in a copy of the vault
 
 
-def test_a_pasted_log_as_a_why_not_query_gets_one_line(tmp_path: Path) -> None:
+def test_a_pasted_log_as_a_why_not_query_gets_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = write_notes(tmp_path / "vault", VAULT)
     log = " ".join(f"tag:line{i}" for i in range(5000))
-    proc = _explorer("why-not", log, "lisbon", "--vault", str(vault))
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert proc.stderr.startswith("explorer: the query is ") and proc.stderr.count("\n") == 1
-    assert "why-not takes at most 2,000" in proc.stderr
+    code, out, err = _explorer(capsys, "why-not", log, "lisbon", "--vault", str(vault))
+    assert code == 2
+    assert out == ""
+    assert err.startswith("explorer: the query is ") and err.count("\n") == 1
+    assert "why-not takes at most 2,000" in err

@@ -93,14 +93,13 @@ def test_a_turn_with_a_topic_is_titled_by_it(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_mcp_recent_titles_turns_by_speaker_date_and_first_words(tmp_path: Path) -> None:
-    from mcp import Client
-
-    from test_mcp import _params, _payload, _run
+    from inproc import mcp_client
+    from test_mcp import _payload, _run
 
     vault = write_notes(tmp_path / "vault", TURNS)
 
     async def session() -> dict[str, Any]:
-        async with Client(_params(vault, "--no-embeddings", "--no-watch")) as client:
+        async with mcp_client(vault, "--no-embeddings", "--no-watch") as client:
             return _payload(await client.call_tool("recent", {"user": "Caroline", "n": 2}))
 
     turns = _run(session())["turns"]

@@ -122,12 +122,11 @@ def test_the_cli_prints_the_advice_under_the_summary(vault: Path, capsys: pytest
 
 
 def test_mcp_why_not_gives_the_advice(vault: Path) -> None:
-    from mcp import Client
-
-    from test_mcp import _params, _payload, _run
+    from inproc import mcp_client
+    from test_mcp import _payload, _run
 
     async def session() -> dict[str, Any]:
-        async with Client(_params(vault, "--no-embeddings", "--no-watch")) as client:
+        async with mcp_client(vault, "--no-embeddings", "--no-watch") as client:
             return _payload(
                 await client.call_tool("why_not", {"query": QUERY, "note": "Pets/hamster-diet.md", "k": 3})
             )
