@@ -40,11 +40,12 @@ METHODS = ("search", "hybrid_search", "query", "describe_index")
 """The pymilvus client's methods counted: plain searches (the warm-up's), the team search, reads, index descriptions."""
 
 
-@pytest.fixture()
-def server(tmp_path: Path) -> Iterator[LiteServer]:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteServer]:
+    """One server for the module; each test writes its own collection (`_cli`'s `collection`)."""
     if not MILVUS_LITE.exists():
         pytest.skip("milvus-lite server is not installed")
-    lite = LiteServer(tmp_path / "engine")
+    lite = LiteServer(tmp_path_factory.mktemp("oneshot") / "engine")
     lite.start()
     try:
         yield lite
@@ -78,6 +79,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int]]:
 def _cli(args: list[str], uri: str, vault: Path, name: str, capfd: pytest.CaptureFixture[str]) -> str:
     settings = [
         *("--set", "index.backend=milvus", "--set", f"index.milvus_uri={uri}"),
+        *("--set", f"index.collection={vault.parent.name}"),
         *(
             "--set",
             f"index.cache_dir={vault.parent / (name + '-cache')}",
@@ -128,7 +130,10 @@ def test_a_one_shot_search_sends_no_warm_up_and_reads_only_its_words_statistics(
 
     # A process that searches again (watch, mcp, the app) reads the whole table once and keeps it: the
     # same statistics, so the same scores.
-    index = new_index(alice, milvus_settings(server.uri, tmp_path / "alice-cache", embeddings=False))
+    index = new_index(
+        alice,
+        milvus_settings(server.uri, tmp_path / "alice-cache", embeddings=False, collection=tmp_path.name),
+    )
     assert isinstance(index, MilvusIndex) and not index.one_shot
     try:
         index.open()
@@ -161,19 +166,19 @@ def test_the_vector_index_is_described_once_per_vault(
 
     from pymilvus import MilvusClient
 
-    client = MilvusClient(uri=server.uri)
+    client, shards = MilvusClient(uri=server.uri), tmp_path.name  # the test's collection (`_cli`)
     try:
-        client.release_collection("explorer_shards")
-        client.drop_index("explorer_shards", "vector")
+        client.release_collection(shards)
+        client.drop_index(shards, "vector")
         flat = client.prepare_index_params()
         flat.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
-        client.create_index("explorer_shards", flat)
-        client.load_collection("explorer_shards")
+        client.create_index(shards, flat)
+        client.load_collection(shards)
         carol = write_notes(tmp_path / "carol", {"c.md": "# Carol\n\nA lighthouse in the storm.\n"})
         counted.clear()
         got = _search(carol, "carol", server.uri, capfd)
         assert len([c for name, c, _r in counted if name == "describe_index"]) == 1
-        assert client.describe_index("explorer_shards", "vector")["index_type"] == "IVF_FLAT"
+        assert client.describe_index(shards, "vector")["index_type"] == "IVF_FLAT"
         assert "c.md" in {p for p, _s in got}
     finally:
         client.close()
@@ -187,7 +192,9 @@ def test_a_search_waits_for_a_warm_up_under_way_as_long_as_it_runs(
     here an engine that does not answer (its process paused) until the test lets it."""
     alice, _bob = _team(tmp_path, server, capfd)
     index = new_index(
-        alice, milvus_settings(server.uri, tmp_path / "alice-cache", embeddings=False), one_shot=True
+        alice,
+        milvus_settings(server.uri, tmp_path / "alice-cache", embeddings=False, collection=tmp_path.name),
+        one_shot=True,
     )
     assert isinstance(index, MilvusIndex)
     order: list[str] = []
