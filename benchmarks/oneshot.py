@@ -131,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the baseline searches this index folder, the new tree the vault's own (different store schemas)",
     )
     parser.add_argument("--text", action="store_true", help="the plain-text output instead of --json")
+    parser.add_argument(
+        "--suffix", default="", help="appended to every query (e.g. ' vault:*': a team search on Milvus)"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
@@ -140,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trees = {"new": REPO}
     if args.baseline is not None:
         trees = {"baseline": args.baseline.resolve(), "new": REPO}
-    queries = make_queries(vocabulary(), (args.runs + 1) * len(trees), seed=23)
+    queries = [q + args.suffix for q in make_queries(vocabulary(), (args.runs + 1) * len(trees), seed=23)]
     walls: dict[str, list[float]] = {name: [] for name in trees}
     cpus: dict[str, list[float]] = {name: [] for name in trees}
     sizes: dict[str, list[int]] = {name: [] for name in trees}
@@ -177,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "vault": str(vault),
         "served": args.served,
         "output": "text" if args.text else "json",
+        "suffix": args.suffix,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "load_average": os.getloadavg(),

@@ -44,7 +44,7 @@ def cmd_find(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
             return _fail(f"{flag} must be {least} or more, got {value}")
     from explorer.engine import open_index
 
-    index, _ = open_index(vault, settings)
+    index, _ = open_index(vault, settings, one_shot=True)
     try:
         result = find(index, settings, args.mode, keywords, args.max_results, args.context_chars, args.window)
     except ClassicQueryError as exc:
@@ -63,7 +63,7 @@ def cmd_context(args: argparse.Namespace, vault: Path, settings: Settings) -> in
     """Print the window around a cursor in the note a node_id or path names."""
     from explorer.engine import open_index
 
-    index, _ = open_index(vault, settings)
+    index, _ = open_index(vault, settings, one_shot=True)
     try:
         window = with_embeds(
             index,

@@ -28,7 +28,7 @@ def cmd_index(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
 
     t0 = time.perf_counter()
     opening = _ProgressBar(sys.stderr.isatty())
-    index, report = open_index(vault, settings, progress=opening.update)
+    index, report = open_index(vault, settings, progress=opening.update, one_shot=True)
     opening.done()
     bar = _ProgressBar(sys.stderr.isatty())
     pending_before = len(index.pending())
@@ -127,7 +127,7 @@ def cmd_stats(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     from explorer.engine.coverage import coverage_report, stored_index_mtime
 
     stored = stored_index_mtime(cache_dir_for(vault, settings)) if getattr(args, "coverage", False) else None
-    index, opened = open_index(vault, settings)
+    index, opened = open_index(vault, settings, one_shot=True)
     st = index.stats()
     out: dict[str, Any] = {
         "vault": str(vault),

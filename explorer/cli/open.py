@@ -28,7 +28,7 @@ def cmd_open(args: argparse.Namespace, vault: Path, settings: Settings) -> int:
     from explorer.engine import open_index
     from explorer.index.targets import ContextError, resolve_target
 
-    index, _ = open_index(vault, settings)
+    index, _ = open_index(vault, settings, one_shot=True)
     try:
         target = resolve_target(index, args.target)
         note = index.note(target.path)

@@ -37,7 +37,7 @@ def cmd_search(args: argparse.Namespace, vault: Path, settings: Settings) -> int
     if results is None:
         from explorer.engine import make_pipeline, open_index
 
-        index, _ = open_index(vault, settings, load_model=not args.lexical)
+        index, _ = open_index(vault, settings, load_model=not args.lexical, one_shot=True)
         try:
             results = search_once(make_pipeline(index, settings), query, args)
         finally:

@@ -28,7 +28,7 @@ def cmd_why_not(args: argparse.Namespace, vault: Path, settings: Settings) -> in
     except QueryError as exc:
         print(f"explorer: {exc}", file=sys.stderr)
         return 2
-    index, _ = open_index(vault, settings, load_model=settings.index.embeddings)
+    index, _ = open_index(vault, settings, load_model=settings.index.embeddings, one_shot=True)
     try:
         proof = prove(
             make_pipeline(index, settings), args.query, args.note, k=args.k, make_pipeline=make_pipeline

@@ -32,6 +32,7 @@ def _local_index(
     embedder: Encoder | None,
     on_message: Callable[[str], None],
     interactive: bool,
+    one_shot: bool,
 ) -> IndexBackend:
     from explorer.index.local.vault_index import VaultIndex
 
@@ -44,14 +45,19 @@ def _milvus_index(
     embedder: Encoder | None,
     on_message: Callable[[str], None],
     interactive: bool,
+    one_shot: bool,
 ) -> IndexBackend:
     from explorer.index.milvus import MilvusIndex
 
-    return MilvusIndex(vault, settings, embedder=embedder, on_message=on_message, interactive=interactive)
+    return MilvusIndex(
+        vault, settings, embedder=embedder, on_message=on_message, interactive=interactive, one_shot=one_shot
+    )
 
 
-BackendFactory = Callable[[Path, Settings, "Encoder | None", Callable[[str], None], bool], "IndexBackend"]
-"""Makes a backend's index of a vault, unopened: (vault, settings, embedder, on_message, interactive)."""
+BackendFactory = Callable[
+    [Path, Settings, "Encoder | None", Callable[[str], None], bool, bool], "IndexBackend"
+]
+"""Makes a backend's index of a vault, unopened: (vault, settings, embedder, on_message, interactive, one_shot)."""
 
 BACKENDS: dict[str, BackendFactory] = {"local": _local_index, "milvus": _milvus_index}
 """The index backends by their `index.backend` name: a new backend is one entry here (and a name
@@ -64,15 +70,17 @@ def new_index(
     on_message: Callable[[str], None] | None = None,
     embedder: Encoder | None = None,
     interactive: bool = False,
+    one_shot: bool = False,
 ) -> IndexBackend:
     """The index of `vault` by the backend `index.backend` names (`BACKENDS`), not opened yet; store
     messages go to `on_message` (default: stderr).
 
     `interactive`: an app's index (a Milvus-backed one answers from the vault's own index until its
-    engine is ready: `MilvusIndex.interactive`).
+    engine is ready: `MilvusIndex.interactive`). `one_shot`: a command that searches once or not at
+    all and ends (a Milvus-backed one prepares nothing for later searches: `MilvusIndex.one_shot`).
     """
     make = BACKENDS[settings.index.backend]
-    return make(vault, settings, embedder, on_message or _to_stderr, interactive)
+    return make(vault, settings, embedder, on_message or _to_stderr, interactive, one_shot)
 
 
 def open_index(
@@ -82,13 +90,15 @@ def open_index(
     on_message: Callable[[str], None] | None = None,
     embedder: Any = None,
     load_model: bool = False,
+    one_shot: bool = False,
 ) -> tuple[IndexBackend, BatchReport]:
     """Open (load + refresh) the index of `vault`; closed again if opening fails.
 
     With `load_model`, the embedding model loads in a background thread meanwhile (for a caller
-    that will embed a query right after: the two loads overlap instead of adding up).
+    that will embed a query right after: the two loads overlap instead of adding up). `one_shot`:
+    the command searches once (or not at all) and ends (`new_index`).
     """
-    index = new_index(vault, settings, on_message, embedder)
+    index = new_index(vault, settings, on_message, embedder, one_shot=one_shot)
     if load_model:
         index.load_model_in_background()
     try:

@@ -98,6 +98,7 @@ class MilvusIndex:
         embedder: Embedder | None = None,
         on_message: Callable[[str], None] | None = None,
         interactive: bool = False,
+        one_shot: bool = False,
     ) -> None:
         self.local = VaultIndex(
             root, settings, embedder=embedder, on_message=on_message, on_batch=self._batch_applied
@@ -111,9 +112,15 @@ class MilvusIndex:
         """An app's index: `open` returns once the engine is connected, and this vault's searches are
         answered from the vault's own index until the engine is warm and holds this vault's state
         (`engine_current`); a command's `open` brings the collection up to date before it returns."""
+        self.one_shot = one_shot
+        """A command that searches once (or not at all) and ends (search, why-not, open, find, context,
+        index, stats): its open sends no warm-up (the search itself pays for Milvus Lite's first BM25
+        search, and a warm-up beside it doubled the engine's work: two engine searches, 2.5-3 s at 300k
+        shards), and a team search reads the statistics of its own words only, not the whole table kept
+        for later ones."""
         self.answers = Answers()
         """Engine answers of recent searches (emptied by this writer's own writes)."""
-        self.team_stats = StatsTable(self.engine)
+        self.team_stats = StatsTable(self.engine, whole=not one_shot)
         """The collection's BM25 statistics (explorer.index.milvus.stats): this vault's kept by `sync`."""
         self._stats_written: dict[int, str] | None = None
         self.bm25_share = 0.5
@@ -187,7 +194,8 @@ class MilvusIndex:
         self.engine.client()  # waits for the connection the start began; a fault is raised here
         self._said_migrated()
         self.sync()
-        self.engine.warm_later()  # after the state read: the two would share one interpreter
+        if not self.one_shot:
+            self.engine.warm_later()  # after the state read: the two would share one interpreter
         return report
 
     def _catch_up_engine(self) -> None:
@@ -374,6 +382,10 @@ class MilvusIndex:
                 # says whether the collection holds what this index holds, without reading every row
                 # (not trusted in a collection made at this open, whose rows are all gone).
                 self._stats_written = self.team_stats.read_vault(self.vault_name)
+                if not self.engine.created and not stored_state(self._stats_written):
+                    # No digest: this vault's first open of the collection (or an earlier Explorer's, or a
+                    # sync stopped half-way). A digest is left only after an open that checked the index.
+                    self.engine.check_index()
                 if (
                     not self._reread
                     and not self.engine.created
