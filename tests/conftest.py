@@ -199,6 +199,27 @@ def remembering_embedder(tmp_path_factory: pytest.TempPathFactory, embedder) -> 
     return RememberingEmbedder(embedder, folder, sample_vectors(embedder.model_id))
 
 
+@pytest.fixture()
+def cli_model(
+    monkeypatch: pytest.MonkeyPatch, remembering_embedder: RememberingEmbedder
+) -> RememberingEmbedder:
+    """The bundled model, as the command line and the engine load it in this test's process, is the
+    session's remembering one: each load of the ONNX model costs ~0.3 s of CPU, and a text (a query,
+    a rerank pass's sentence window) is embedded once per run. Another model or runtime loads as usual."""
+    from explorer.index.local import model_host
+    from explorer.index.local.embed import DEFAULT_MODEL_ID
+
+    real = model_host.load_embedder
+
+    def load(model: str | None = None, runtime: str = "auto", *args: Any, **kwargs: Any) -> Any:
+        if model in (None, DEFAULT_MODEL_ID) and runtime in ("auto", "onnx"):
+            return remembering_embedder
+        return real(model, runtime, *args, **kwargs)
+
+    monkeypatch.setattr(model_host, "load_embedder", load)
+    return remembering_embedder
+
+
 @pytest.fixture(scope="session")
 def sample_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A read-only-by-convention copy of sample_vault shared by the session (do not modify)."""
