@@ -177,17 +177,23 @@ tests/test_sample_vectors.py checks that it covers the vault and matches the mod
 vault takes ~45 s of CPU, which every run would otherwise spend before its first app test."""
 
 
+WRITER_VECTORS = SAMPLE_VECTORS.with_name("writer-vectors.npz")
+"""As SAMPLE_VECTORS, the vectors of the texts the writer's link scorer embeds when it fits on
+sample_vault's links (~500 queries: ~7 s of CPU in the run's first writer)."""
+
+
 @functools.cache
 def sample_vectors(model_id: str) -> dict[str, Any]:
     """The stored vectors of sample_vault's texts for `model_id` (empty for another model)."""
     import numpy as np
 
-    if not SAMPLE_VECTORS.exists():
-        return {}
-    with np.load(SAMPLE_VECTORS) as data:
-        if str(data["model_id"]) != model_id:
-            return {}
-        return dict(zip((str(k) for k in data["keys"]), data["vectors"]))
+    known: dict[str, Any] = {}
+    for path in (SAMPLE_VECTORS, WRITER_VECTORS):
+        if path.exists():
+            with np.load(path) as data:
+                if str(data["model_id"]) == model_id:
+                    known.update(zip((str(k) for k in data["keys"]), data["vectors"]))
+    return known
 
 
 @pytest.fixture(scope="session")
