@@ -177,17 +177,23 @@ tests/test_sample_vectors.py checks that it covers the vault and matches the mod
 vault takes ~45 s of CPU, which every run would otherwise spend before its first app test."""
 
 
+WRITER_VECTORS = SAMPLE_VECTORS.with_name("writer-vectors.npz")
+"""As SAMPLE_VECTORS, the vectors of the texts the writer's link scorer embeds when it fits on
+sample_vault's links (~500 queries: ~7 s of CPU in the run's first writer)."""
+
+
 @functools.cache
 def sample_vectors(model_id: str) -> dict[str, Any]:
     """The stored vectors of sample_vault's texts for `model_id` (empty for another model)."""
     import numpy as np
 
-    if not SAMPLE_VECTORS.exists():
-        return {}
-    with np.load(SAMPLE_VECTORS) as data:
-        if str(data["model_id"]) != model_id:
-            return {}
-        return dict(zip((str(k) for k in data["keys"]), data["vectors"]))
+    known: dict[str, Any] = {}
+    for path in (SAMPLE_VECTORS, WRITER_VECTORS):
+        if path.exists():
+            with np.load(path) as data:
+                if str(data["model_id"]) == model_id:
+                    known.update(zip((str(k) for k in data["keys"]), data["vectors"]))
+    return known
 
 
 @pytest.fixture(scope="session")
@@ -197,6 +203,27 @@ def remembering_embedder(tmp_path_factory: pytest.TempPathFactory, embedder) -> 
     folder = (_run_shared_folder(tmp_path_factory) or tmp_path_factory.getbasetemp()) / "remembered-vectors"
     folder.mkdir(exist_ok=True)
     return RememberingEmbedder(embedder, folder, sample_vectors(embedder.model_id))
+
+
+@pytest.fixture()
+def cli_model(
+    monkeypatch: pytest.MonkeyPatch, remembering_embedder: RememberingEmbedder
+) -> RememberingEmbedder:
+    """The bundled model, as the command line and the engine load it in this test's process, is the
+    session's remembering one: each load of the ONNX model costs ~0.3 s of CPU, and a text (a query,
+    a rerank pass's sentence window) is embedded once per run. Another model or runtime loads as usual."""
+    from explorer.index.local import model_host
+    from explorer.index.local.embed import DEFAULT_MODEL_ID
+
+    real = model_host.load_embedder
+
+    def load(model: str | None = None, runtime: str = "auto", *args: Any, **kwargs: Any) -> Any:
+        if model in (None, DEFAULT_MODEL_ID) and runtime in ("auto", "onnx"):
+            return remembering_embedder
+        return real(model, runtime, *args, **kwargs)
+
+    monkeypatch.setattr(model_host, "load_embedder", load)
+    return remembering_embedder
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,7 @@
 """Writes tests/data/sample-vectors.npz: the model's vector of every text the index of sample_vault
-embeds, by the sha256 of the text (see conftest.SAMPLE_VECTORS). Run it after sample_vault changes:
+embeds, by the sha256 of the text (see conftest.SAMPLE_VECTORS), and tests/data/writer-vectors.npz:
+those of the texts the writer's link scorer embeds when it fits on sample_vault's links (see
+conftest.WRITER_VECTORS). Run it after sample_vault (or what the scorer asks) changes:
 
     python tests/sample_vectors.py
 """
@@ -16,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import SAMPLE_VAULT, SAMPLE_VECTORS, copy_vault, text_key
+from conftest import SAMPLE_VAULT, SAMPLE_VECTORS, WRITER_VECTORS, copy_vault, quiet_settings, text_key
 from golden_update import set_test_environment
 
 
@@ -35,10 +37,25 @@ class Recording:
         return vectors
 
 
+def _write(path: Path, model_id: str, vectors: dict[str, np.ndarray]) -> None:
+    keys = sorted(vectors)
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "wb") as fh:
+        np.savez_compressed(
+            fh,
+            model_id=np.array(model_id),
+            keys=np.array(keys),
+            vectors=np.stack([vectors[k] for k in keys]).astype(np.float32),
+        )
+    print(f"{path}: {len(keys)} vectors of {model_id}")
+
+
 def main() -> int:
     set_test_environment()
+    from explorer.engine import make_pipeline
     from explorer.index.local.embed import load_embedder
     from explorer.index.local.vault_index import VaultIndex
+    from explorer.search.writing.suggest import LinkSuggester
 
     model = Recording(load_embedder(None, "onnx"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,18 +63,15 @@ def main() -> int:
         shutil.rmtree(vault / ".explorer", ignore_errors=True)
         index = VaultIndex(vault, embedder=model)
         index.open()
-        index.embed_pending()
-        index.close()
-    keys = sorted(model.vectors)
-    SAMPLE_VECTORS.parent.mkdir(exist_ok=True)
-    with open(SAMPLE_VECTORS, "wb") as fh:
-        np.savez_compressed(
-            fh,
-            model_id=np.array(model.model_id),
-            keys=np.array(keys),
-            vectors=np.stack([model.vectors[k] for k in keys]).astype(np.float32),
-        )
-    print(f"{SAMPLE_VECTORS}: {len(keys)} vectors of {model.model_id}")
+        try:
+            index.embed_pending()
+            shards = dict(model.vectors)
+            # The writer's first suggestions fit the link scorer (as the app tests' apps do it).
+            LinkSuggester(make_pipeline(index, quiet_settings())).fit_scorer()
+        finally:
+            index.close()
+    _write(SAMPLE_VECTORS, model.model_id, shards)
+    _write(WRITER_VECTORS, model.model_id, {k: v for k, v in model.vectors.items() if k not in shards})
     return 0
 
 

@@ -31,7 +31,8 @@ def test_every_case_has_a_golden_file() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_output_matches_golden(name: str, golden_vault: Path) -> None:
+def test_output_matches_golden(name: str, golden_vault: Path, cli_model) -> None:
+    """The command's output is the golden file's (the model loaded once per process: `cli_model`)."""
     expected = golden_path(name).read_text(encoding="utf-8")
     actual = run_case(name, golden_vault)
     diff = differences(expected, actual)

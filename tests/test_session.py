@@ -62,7 +62,7 @@ def _lines_without_process_state(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not any(p in line for p in PROCESS_STATE))
 
 
-def test_served_answers_print_as_the_goldens(tmp_path: Path, runtime: Path, sample_index) -> None:
+def test_served_answers_print_as_the_goldens(tmp_path: Path, runtime: Path, sample_index, cli_model) -> None:
     set_test_environment()
     vault = prepare_vault(tmp_path / "vault", seed=lambda v: seed_vectors(v, sample_index))
     counted: list[Counted] = []

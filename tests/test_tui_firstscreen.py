@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import threading
 import time
 from pathlib import Path
@@ -27,9 +28,16 @@ from explorer.tui.widgets.context_pane import ContextPane, context_window
 from explorer.tui.widgets.results import ResultsList
 from explorer.vault.external import wikilink
 
-DEEP_KB = 20
-"""Size of the notes opened deep (a place past `note.DEEP_OPEN_CHARS`, several parts above it): the
-split does not depend on the size, and a larger note only takes longer to come in whole."""
+DEEP_KB = 12
+"""Size of the notes opened deep: three quarters down is past `note.DEEP_OPEN_CHARS` with three parts
+of `note.REST_CHUNK_CHARS` above the place and more than a screenful below it. The split does not
+depend on the size past that, and a larger note only takes longer to come in whole."""
+
+LONG_KB = 12
+"""Size of the long notes opened from the top: a first screen, then three more parts.
+
+The apps that open these notes run without their embedding loop (`load_model=False`): the tests look
+at the note view, and the loop would embed each long note's sections meanwhile."""
 
 
 MARKER = "Zebra quokka passage at the cursor."
@@ -119,19 +127,21 @@ class _HeldCount:
 
 @sync
 async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the_lock(
-    tui_vault: Path, remembering_embedder, tmp_path: Path, monkeypatch
+    tui_vault: Path, embedder, tmp_path: Path, monkeypatch
 ) -> None:
-    """A 40 KB note with embeds near its top and further down: the first frame holds about a screenful
-    (its embed boxed), the rest and the side panel come after it; every embed resolves off the UI
-    thread in a snapshot, taking the index lock not once while it resolves; the whole is the note's
-    Markdown, nothing lost or doubled."""
-    long = make_note(40)
+    """A long note with embeds near its top and in its last section: the first frame holds about a
+    screenful (its embed boxed), the rest and the side panel come after it; every embed resolves off
+    the UI thread in a snapshot, taking the index lock not once while it resolves; the whole is the
+    note's Markdown, nothing lost or doubled."""
+    long = make_note(LONG_KB)
+    last = long[long.rindex("## Section") :].split("\n")[0]
+    dangling = re.findall(r"\[\[(note-\d+)\]\]", long)[-1]  # no such note in the vault
     long = long.replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
-    long = long.replace("## Section 30\n", "## Section 30\n\n![[Welcome]]\n", 1)
+    long = long.replace(f"{last}\n", f"{last}\n\n![[Welcome]]\n", 1)
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/embeds.md").write_text(long, encoding="utf-8")
     (tui_vault / "Long/to-it.md").write_text("# To it\n\nSee [[embeds]].\n", encoding="utf-8")
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     calls: list[tuple[bool, int]] = []
     real = note_view.embeds_in
 
@@ -153,7 +163,7 @@ async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the
         md = screen.query_one("#note-md", Markdown)
         first = screen.first_screen_source or ""  # the frame itself: parts may follow before this line runs
         assert "embedded from Pets/hamster-cages-and-bedding.md" in first
-        assert len(first) < FIRST_SCREEN_CHARS + 1_500 and "## Section 30" not in first
+        assert len(first) < FIRST_SCREEN_CHARS + 1_500 and last not in first
         await wait_for(pilot, lambda: screen.view == "markdown")
         index = app.index
         assert md.source == screen_text(
@@ -164,23 +174,23 @@ async def test_long_note_first_screen_is_its_start_and_names_resolve_outside_the
         assert [backlinks.get_option_at_index(i).id for i in range(backlinks.option_count)] == [
             "bl:Long/to-it.md"
         ]
-        assert "note-12.md" not in screen.links_shown  # dangling links are not listed
+        assert f"{dangling}.md" not in screen.links_shown  # dangling links are not listed
         assert calls and all(not on_ui and taken == 0 for on_ui, taken in calls), calls
 
 
 @sync
 async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
     """Open a long note, go back, open another: the same note view shows the second, its first frame
     holds the second note's start and nothing of the first, and it ends with the second note's whole
     Markdown. The closed view lets its blocks go. No garbage collection runs between the start of the
     open and its first frame, even with one due every 50 allocations, and they run again after it."""
-    first_note, second_note = make_note(20), make_note(40)
+    first_note, second_note = make_note(LONG_KB - 4), make_note(LONG_KB)
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/first.md").write_text(first_note, encoding="utf-8")
     (tui_vault / "Long/second.md").write_text(second_note, encoding="utf-8")
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     collections: list[float] = []
 
     def count(phase: str, info: dict[str, int]) -> None:
@@ -196,7 +206,7 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
         view = app.screen
         md = view.query_one("#note-md", Markdown)
         await wait_for(pilot, lambda: view.view == "markdown")
-        assert "Long note 20 KB" in md.source
+        assert f"Long note {LONG_KB - 4} KB" in md.source
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen) and not md.query(MarkdownBlock))
         gc.callbacks.append(count)
@@ -212,7 +222,8 @@ async def test_note_view_is_reused_and_no_collection_runs_before_the_first_frame
         assert gc.isenabled()
         assert not [t for t in collections if frame[0] <= t <= frame[1]]
         first = view.first_screen_source or ""
-        assert "# Long note 40 KB" in first and "## Section 1\n" in first and "Long note 20 KB" not in first
+        assert f"# Long note {LONG_KB} KB" in first and "## Section 1\n" in first
+        assert f"Long note {LONG_KB - 4} KB" not in first
         await wait_for(pilot, lambda: view.view == "markdown")
         index = app.index
         assert md.source == screen_text(
@@ -246,12 +257,12 @@ async def test_a_note_opened_from_the_writer_over_the_note_view_gets_a_view_of_i
 
 @sync
 async def test_quitting_while_a_note_opens_leaves_the_garbage_collector_on(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
     """The app quits while a note's first frame is still to come: the collector is on afterwards."""
     (tui_vault / "Long").mkdir()
-    (tui_vault / "Long/note.md").write_text(make_note(40), encoding="utf-8")
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    (tui_vault / "Long/note.md").write_text(make_note(LONG_KB), encoding="utf-8")
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/note.md"])
@@ -267,15 +278,15 @@ async def test_quitting_while_a_note_opens_leaves_the_garbage_collector_on(
 
 @sync
 async def test_a_long_note_opened_deep_shows_its_place_first_and_stays_there(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
     """A long note opened at a cursor three quarters down (a search result's passage): the first frame
     reads the note up to a screenful past the place, not the whole note; the view is scrolled to the
     place's paragraph, and it stays on screen while the rest is appended below."""
     marker = MARKER
-    long = _write_deep_note(tui_vault, "Long/deep.md", marker)
-    last = long[long.rindex("## Section") :].split("\n")[0]
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    last = "Aardvark wombat paragraph at the note's end."
+    long = _write_deep_note(tui_vault, "Long/deep.md", marker, f"{make_note(DEEP_KB)}\n{last}\n")
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/deep.md"])
@@ -337,7 +348,7 @@ def _row(block: MarkdownBlock, scroll: Any) -> int:
 
 @sync
 async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place_and_keeps_it_there(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
     """A long note (frontmatter, an embed near its top) opened at a cursor three quarters down: the first
     frame's Markdown starts at the place's paragraph (not at the note's start) with the place on screen;
@@ -348,7 +359,7 @@ async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place
     long = _write_deep_note(
         tui_vault, "Long/deep.md", marker, make_note(DEEP_KB).replace("## Section 1\n", embed, 1)
     )
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/deep.md"])
@@ -405,13 +416,13 @@ async def test_a_note_opened_three_quarters_down_draws_the_part_around_the_place
 
 @sync
 async def test_keys_pressed_while_the_part_above_comes_in_win(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
     """Opened deep, the view scrolled down a row before the part above is in stays a row down from the
     place's first row; `home` pressed then stays at the note's top when the part above arrives."""
     marker = MARKER
     long = _write_deep_note(tui_vault, "Long/deep.md", marker)
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/deep.md"])
@@ -448,7 +459,7 @@ def _top_level(source: str) -> list[tuple[str, int, int]]:
 
 @sync
 async def test_a_deep_open_splits_no_list_code_fence_or_table(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
     """Opened deep inside a loose list (an item with an indented paragraph), inside a code fence with
     blank lines and inside a table: the view shown in two parts reads as the whole note does (the
@@ -460,7 +471,7 @@ async def test_a_deep_open_splits_no_list_code_fence_or_table(
     code = "\n".join(["```python", *(f"x{n} = {n}\n" for n in range(15)), "```"])
     table = "\n".join(["| key | value |", "|---|---|", *(f"| k{n} | v{n} |" for n in range(12))])
     long = _write_deep_note(tui_vault, "Long/parts.md", f"{items}\n\nBetween.\n\n{code}\n\nAnd.\n\n{table}")
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/parts.md"])

@@ -1,4 +1,7 @@
-"""Views that stay quick on big inputs: long notes, a large vault tree, the why pane only when shown."""
+"""Views that stay quick on big inputs: long notes, a large vault tree, the why pane only when shown.
+
+The apps that open long notes run without their embedding loop (`load_model=False`): the tests look at
+the note view, and the loop would embed the notes' sections meanwhile."""
 
 from __future__ import annotations
 
@@ -19,9 +22,7 @@ from explorer.tui.widgets.why_pane import WhyPane
 
 
 @sync
-async def test_long_notes_open_plain_or_in_two_steps(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
-) -> None:
+async def test_long_notes_open_plain_or_in_two_steps(tui_vault: Path, embedder, tmp_path: Path) -> None:
     """A note over the plain-view size opens as read-only text with a flag in the title; a long Markdown
     note shows its start first and then the whole; typing in either view goes back to the search box."""
     big = make_note(PLAIN_VIEW_CHARS // 1000 + 8)
@@ -29,7 +30,7 @@ async def test_long_notes_open_plain_or_in_two_steps(
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/big.md").write_text(big, encoding="utf-8")
     (tui_vault / "Long/mid.md").write_text(mid, encoding="utf-8")
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/big.md", "Long/mid.md"])
@@ -66,18 +67,20 @@ async def test_long_notes_open_plain_or_in_two_steps(
 
 @sync
 async def test_long_note_with_an_embed_comes_in_parts_to_the_whole(
-    tui_vault: Path, remembering_embedder, tmp_path: Path
+    tui_vault: Path, embedder, tmp_path: Path
 ) -> None:
-    """A 40 KB Markdown note with an embed: its first screen shows its start with the embed boxed
+    """A long Markdown note with an embed: its first screen shows its start with the embed boxed
     (resolved off the UI thread), the rest comes a part per frame, and the view ends with the whole
     note's Markdown, nothing lost or doubled; a key typed then goes back to the search box."""
     from explorer.tui.safe import screen_text
     from explorer.tui.text import note_markdown
 
-    long = make_note(40).replace("## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1)
+    long = make_note(FIRST_SCREEN_CHARS // 1000 * 3).replace(
+        "## Section 1\n", "## Section 1\n\n![[hamster-cages-and-bedding]]\n", 1
+    )
     (tui_vault / "Long").mkdir()
     (tui_vault / "Long/embeds.md").write_text(long, encoding="utf-8")
-    app = make_app(tui_vault, remembering_embedder, tmp_path)
+    app = make_app(tui_vault, embedder, tmp_path, load_model=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         app.refresh_index(["Long/embeds.md"])
