@@ -9,6 +9,7 @@ import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -33,6 +34,12 @@ set_test_environment()
 # rewrite every test module's asserts again (~0.5 s a command, ~11 s a worker).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+# A run started in the background by a script (`make test &`, nohup, a CI runner's shell) inherits
+# SIGINT ignored, and so would every process the tests start: a `milvus-lite server` stopped with
+# Ctrl-C as its operator stops it would go on running (each stop waited its 30 s bound, then killed
+# the server: minutes of a run), and an `explorer` child would not hear the Ctrl-C a test sends it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_VAULT = REPO / "sample_vault"

@@ -92,6 +92,23 @@ def _read_until(stream, needle: str, lines: list[str]) -> None:
             return
 
 
+def test_processes_the_tests_start_hear_ctrl_c_in_a_run_started_in_the_background() -> None:
+    """A run started with Ctrl-C ignored (a background job, nohup, a CI runner's shell) gives it back to
+    the processes its tests start: a `milvus-lite server` or `explorer watch` that a test stops with
+    Ctrl-C must stop, not run on until a bound kills it. Without the tests' set-up the child inherits
+    the ignored signal (the control)."""
+    child = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
+    start = f"import subprocess, sys; print(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True).stdout.strip())"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
+    ignored = ["sh", "-c", 'trap "" INT; exec "$0" -c "$1"', sys.executable]
+    control = subprocess.run([*ignored, start], env=env, capture_output=True, text=True, timeout=120)
+    assert control.stdout.strip() == "True", control.stderr
+    tests = subprocess.run(
+        [*ignored, f"import conftest; {start}"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert tests.stdout.strip() == "False", tests.stderr
+
+
 # (signal, what to wait for before sending it, extra seconds after that)
 WATCH_STOPS = [
     (signal.SIGINT, "watching", 0.0),  # the first batch and the model load still running

@@ -615,8 +615,6 @@ def test_explorer_watch_logs_batches_and_exits_0_on_ctrl_c(tmp_path: Path) -> No
         text=True,
         cwd=REPO,
         env=env,
-        # Tests started from a background job inherit an ignored SIGINT; Ctrl-C must reach the child.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: list[str] = []
     # Never hang the suite on a stuck child: a bound, not a measurement (a child starting on a
